@@ -1,0 +1,98 @@
+"""Dataset cards: YAML generated from the build, body rendered from ``dataset_cards/<source>.md``.
+
+The YAML header (configs, dataset_info) is produced with ``datasets``' own ``MetadataConfigs`` and
+``DatasetInfosDict`` so that ``load_dataset`` and the Hub read it exactly as they read any card; the
+statistics and normalization counts come from the same parse as the build, never typed by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import jinja2
+from datasets import DatasetInfo, SplitDict, SplitInfo
+from datasets.info import DatasetInfosDict
+from datasets.utils.metadata import MetadataConfigs
+from huggingface_hub import DatasetCard, DatasetCardData
+
+from builders import registry
+from builders.stats import markdown_table
+from builders.views import DEFAULT_VIEW
+
+TASK_CATEGORIES = ["text-generation", "question-answering"]
+TAGS = ["conversational", "dialogue", "long-term-memory", "convhub"]
+
+
+def templates_dir() -> Path:
+    """``dataset_cards/`` of a checkout, or its copy inside the installed package."""
+    checkout = Path(__file__).resolve().parent.parent / "dataset_cards"
+    if checkout.is_dir():
+        return checkout
+    return Path(str(resources.files("builders") / "dataset_cards"))
+
+
+def size_category(rows: int) -> str:
+    for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+        if rows < limit:
+            return name
+    return "1M<n<10M" if rows < 10_000_000 else "10M<n<100M"
+
+
+def card_data(result) -> DatasetCardData:
+    builder_cls = registry.get(result.source)
+    data = DatasetCardData(
+        pretty_name=builder_cls.PRETTY_NAME,
+        license=builder_cls.LICENSE,
+        language=list(builder_cls.LANGUAGES),
+        task_categories=TASK_CATEGORIES,
+        size_categories=size_category(result.statistics.total().turns),
+        tags=[*TAGS, result.source],
+    )
+    configs = {}
+    infos = {}
+    for name, built in result.configs.items():
+        configs[name] = {
+            "data_files": [{"split": split, "path": f"{name}/{split}-*"} for split in built.files],
+            **({"default": True} if name == DEFAULT_VIEW else {}),
+        }
+        infos[name] = DatasetInfo(
+            config_name=name,
+            features=built.features,
+            splits=SplitDict(
+                {split: SplitInfo(split, info.num_bytes, info.num_examples) for split, info in built.splits.items()}
+            ),
+            dataset_size=sum(info.num_bytes for info in built.splits.values()),
+        )
+    MetadataConfigs(configs).to_dataset_card_data(data)
+    DatasetInfosDict(infos).to_dataset_card_data(data)
+    return data
+
+
+def render_body(result, repo_id: str | None = None) -> str:
+    builder_cls = registry.get(result.source)
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(templates_dir()),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    template = environment.get_template(f"{result.source}.md")
+    return template.render(
+        builder=builder_cls,
+        repo_id=repo_id or f"ORG/{builder_cls.HUB_NAME}",
+        configs=result.configs,
+        default_config=DEFAULT_VIEW,
+        views={view.name: view for view in builder_cls.views()},
+        statistics_table=markdown_table(result.statistics.table()),
+        statistics=result.statistics,
+        notes=result.notes.as_sorted_list(),
+        features_json={name: json.dumps(b.features.to_dict(), indent=1) for name, b in result.configs.items()},
+    )
+
+
+def write_card(result, folder: Path, repo_id: str | None = None) -> DatasetCard:
+    data = card_data(result)
+    card = DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{render_body(result, repo_id)}")
+    card.save(folder / "README.md")
+    return card

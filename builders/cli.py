@@ -1,0 +1,101 @@
+"""The ``convhub`` command: build, check and push conversation datasets.
+
+Every subcommand is a thin layer over functions in ``builders`` so that scripts and tests call the same
+code the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from builders import registry
+from builders.errors import SourceError
+from builders.stats import markdown_table
+
+
+def _add_source_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", help="read the source from this local folder (or file) instead of downloading")
+    parser.add_argument("--subset", action="append", dest="subsets", help="only this subset (repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="convhub", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    build = commands.add_parser("build", help="build a source into a Hub-ready folder (Parquet + card)")
+    build.add_argument("source", nargs="?", choices=registry.names())
+    build.add_argument("--all", action="store_true", help="build every registered source into OUTPUT/<hub name>")
+    build.add_argument("--sample", action="store_true", help="use the sample files that ship with convhub")
+    build.add_argument("--output", required=True, type=Path)
+    build.add_argument("--config", action="append", dest="configs", help="only this config (repeatable)")
+    build.add_argument("--num-proc", type=int, default=None, help="build shards in N processes")
+    _add_source_options(build)
+
+    check = commands.add_parser("check", help="validate a source and print its statistics and normalizations")
+    check.add_argument("source", choices=registry.names())
+    check.add_argument("--sample", action="store_true", help="check the sample files that ship with convhub")
+    _add_source_options(check)
+
+    from builders import push  # registers its own options
+
+    push.add_arguments(commands.add_parser("push", help="publish a built folder to the Hub in one commit"))
+    return parser
+
+
+def run_build(args) -> int:
+    from builders.build import build_source
+
+    if args.all == bool(args.source):
+        raise SystemExit("convhub build: give a SOURCE or --all (not both)")
+    sources = registry.names() if args.all else [args.source]
+    for source in sources:
+        builder_cls = registry.get(source)
+        data_dir = builder_cls.sample_dir() if args.sample else args.data_dir
+        output = args.output / builder_cls.HUB_NAME if args.all else args.output
+        result = build_source(source, output, data_dir, args.configs, args.num_proc, args.subsets)
+        print_build(result)
+    return 0
+
+
+def print_build(result) -> None:
+    print(f"{result.source}: {result.output}")
+    for name, built in result.configs.items():
+        splits = ", ".join(f"{split} {info.num_examples:,} rows" for split, info in built.splits.items())
+        files = sum(len(paths) for paths in built.files.values())
+        print(f"  {name:<14} {splits}  ({files} Parquet file{'s' if files != 1 else ''})")
+
+
+def run_check(args) -> int:
+    from builders.build import check_source
+
+    data_dir = registry.get(args.source).sample_dir() if args.sample else args.data_dir
+    notes, statistics = check_source(args.source, data_dir, args.subsets)
+    print(f"{args.source}: OK")
+    print(markdown_table(statistics.table()))
+    print("\nnormalizations:")
+    for kind, count in notes.as_sorted_list() or [("none", 0)]:
+        print(f"  {count:>8,}  {kind}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "build":
+            return run_build(args)
+        if args.command == "check":
+            return run_check(args)
+        from builders import push
+
+        return push.run(args)
+    except (SourceError, FileNotFoundError, KeyError) as error:
+        print(f"convhub {args.command}: error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""Errors and normalization notes shared by every parser.
+
+A parser never guesses silently: bad input raises :class:`SourceError` naming the file, the record (or
+line) and the field; every value it rewrites is counted in a :class:`Notes` so that ``convhub check`` and
+the dataset card can say what was normalized and how often.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+
+class SourceError(ValueError):
+    """A source record that cannot be converted; the message names file, record and field."""
+
+    def __init__(self, path: str, record: str | int | None, field: str | None, problem: str):
+        self.path = str(path)
+        self.record = record
+        self.field = field
+        self.problem = problem
+        where = self.path
+        if record is not None:
+            where += f", record {record}"
+        if field is not None:
+            where += f", field {field!r}"
+        super().__init__(f"{where}: {problem}")
+
+
+class Notes(Counter):
+    """Counts of normalizations and oddities by kind, e.g. ``notes.add("integer answer → string")``."""
+
+    def add(self, kind: str, count: int = 1) -> None:
+        self[kind] += count
+
+    def as_sorted_list(self) -> list[tuple[str, int]]:
+        return sorted(self.items(), key=lambda item: (-item[1], item[0]))

@@ -1,0 +1,165 @@
+"""The one definition of convhub's shared schema.
+
+Every source is parsed into one *canonical conversation record*: a plain dict whose shape is
+``SESSIONS_FEATURES``. The other shared views (``turns``, ``qa``, ``messages``) are derived from that
+record in ``builders.views``; their features are defined here so that every source publishes exactly the
+same Arrow schema and ``concatenate_datasets`` / ``interleave_datasets`` work across sources with no cast.
+
+``Json`` columns hold JSON *text* produced by :func:`to_json`: ``datasets.Json`` stores a string that
+already parses as JSON unchanged, so a source string like ``"2022"`` would come back as the integer 2022
+unless it is serialized first.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from datasets import Features, Json, List, Value
+
+SOURCES = ("locomo", "gigamemory", "convlab", "mnbvc")
+ROLES = ("user", "assistant", "system")
+
+#: Parquet has no second resolution (timestamp[s] comes back as timestamp[ms]); ms survives the round trip.
+TIMESTAMP = Value("timestamp[ms]")
+
+
+def string() -> Value:
+    return Value("string")
+
+
+def to_json(value: Any) -> str | None:
+    """Serialize a free-form leftover for a ``Json`` column; ``None`` stays null."""
+    if value is None:
+        return None
+    return json.dumps(value, ensure_ascii=False, sort_keys=False)
+
+
+IMAGE = {"url": string(), "caption": string(), "query": string()}
+
+DIALOGUE_ACT = {
+    "type": string(),  # categorical | non-categorical | binary (ConvLab), or a source's own kind
+    "intent": string(),
+    "domain": string(),
+    "slot": string(),
+    "value": string(),
+    "start": Value("int32"),
+    "end": Value("int32"),
+}
+
+STATE_SLOT = {"domain": string(), "slot": string(), "value": string()}
+
+TURN = {
+    "turn_id": string(),
+    "speaker": string(),
+    "role": string(),
+    "text": string(),
+    "images": List(IMAGE),
+    "reply_to": string(),
+    "dialogue_acts": List(DIALOGUE_ACT),
+    "state": List(STATE_SLOT),
+    "extra": Json(),
+}
+
+SESSION = {
+    "session_id": string(),
+    "date_time": string(),
+    "timestamp": TIMESTAMP,
+    "summary": string(),
+    "turns": List(TURN),
+    "extra": Json(),
+}
+
+QUESTION = {
+    "question_id": string(),
+    "question": string(),
+    "answer": string(),
+    "adversarial_answer": string(),
+    "category": string(),
+    "category_id": Value("int32"),
+    "evidence_turn_ids": List(string()),
+    "evidence_session_ids": List(string()),
+    "extra": Json(),
+}
+
+CONVERSATION_IDS = {
+    "conversation_id": string(),
+    "source": string(),
+    "subset": string(),
+    "language": string(),
+}
+
+SESSIONS_FEATURES = Features(
+    {
+        **CONVERSATION_IDS,
+        "speakers": List(string()),
+        "sessions": List(SESSION),
+        "questions": List(QUESTION),
+        "extra": Json(),
+    }
+)
+
+TURNS_FEATURES = Features(
+    {
+        **CONVERSATION_IDS,
+        "session_id": string(),
+        "session_index": Value("int32"),
+        "turn_index": Value("int32"),
+        "date_time": string(),
+        "timestamp": TIMESTAMP,
+        **{name: feature for name, feature in TURN.items()},
+    }
+)
+
+QA_FEATURES = Features({**CONVERSATION_IDS, **QUESTION})
+
+MESSAGE = {"role": string(), "content": string()}
+
+MESSAGES_FEATURES = Features(
+    {
+        **CONVERSATION_IDS,
+        "session_id": string(),
+        "session_index": Value("int32"),
+        "messages": List(MESSAGE),
+    }
+)
+
+
+def empty_turn(turn_id: str, speaker: str, role: str, text: str) -> dict[str, Any]:
+    """A turn with every optional field at its empty value; parsers fill in what their source has."""
+    return {
+        "turn_id": turn_id,
+        "speaker": speaker,
+        "role": role,
+        "text": text,
+        "images": [],
+        "reply_to": None,
+        "dialogue_acts": [],
+        "state": [],
+        "extra": None,
+    }
+
+
+def empty_session(session_id: str, turns: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "session_id": session_id,
+        "date_time": None,
+        "timestamp": None,
+        "summary": None,
+        "turns": turns,
+        "extra": None,
+    }
+
+
+def empty_question(question_id: str, question: str) -> dict[str, Any]:
+    return {
+        "question_id": question_id,
+        "question": question,
+        "answer": None,
+        "adversarial_answer": None,
+        "category": None,
+        "category_id": None,
+        "evidence_turn_ids": [],
+        "evidence_session_ids": [],
+        "extra": None,
+    }

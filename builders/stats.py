@@ -1,0 +1,98 @@
+"""Statistics of canonical records, like ConvLab-3's check.py: the numbers the card and ``check`` print."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SplitStats:
+    """Counts for one (split, subset) pair."""
+
+    conversations: int = 0
+    sessions: int = 0
+    turns: int = 0
+    questions: int = 0
+    tokens: int = 0
+    turns_with_acts: int = 0
+    turns_with_state: int = 0
+    turns_with_images: int = 0
+    categories: Counter = field(default_factory=Counter)
+    roles: Counter = field(default_factory=Counter)
+
+    def add(self, record: dict) -> None:
+        self.conversations += 1
+        self.sessions += len(record["sessions"])
+        self.questions += len(record["questions"])
+        for session in record["sessions"]:
+            for turn in session["turns"]:
+                self.turns += 1
+                self.tokens += len(turn["text"].split())
+                self.turns_with_acts += bool(turn["dialogue_acts"])
+                self.turns_with_state += bool(turn["state"])
+                self.turns_with_images += bool(turn["images"])
+                self.roles[turn["role"]] += 1
+        for question in record["questions"]:
+            self.categories[question["category"]] += 1
+
+    def merge(self, other: SplitStats) -> None:
+        for name in ("conversations", "sessions", "turns", "questions", "tokens"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in ("turns_with_acts", "turns_with_state", "turns_with_images"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.categories.update(other.categories)
+        self.roles.update(other.roles)
+
+    def row(self) -> dict:
+        """The figures a statistics table shows, rounded for reading."""
+        turns = max(self.turns, 1)
+        return {
+            "conversations": self.conversations,
+            "sessions": self.sessions,
+            "turns": self.turns,
+            "questions": self.questions,
+            "avg turns/conversation": round(self.turns / max(self.conversations, 1), 2),
+            "avg tokens/turn": round(self.tokens / turns, 2),
+            "turns with acts": f"{self.turns_with_acts / turns:.0%}",
+            "turns with state": f"{self.turns_with_state / turns:.0%}",
+            "turns with images": f"{self.turns_with_images / turns:.0%}",
+        }
+
+
+class Statistics:
+    """Per (split, subset) counts, plus totals."""
+
+    def __init__(self) -> None:
+        self.by_split_subset: dict[tuple[str, str], SplitStats] = defaultdict(SplitStats)
+
+    def add(self, split: str, record: dict) -> None:
+        self.by_split_subset[(split, record["subset"])].add(record)
+
+    def total(self) -> SplitStats:
+        total = SplitStats()
+        for stats in self.by_split_subset.values():
+            total.merge(stats)
+        return total
+
+    def table(self) -> list[dict]:
+        rows = [{"split": split, "subset": subset, **stats.row()} for (split, subset), stats in self.sorted()]
+        if len(rows) > 1:
+            rows.append({"split": "all", "subset": "all", **self.total().row()})
+        return rows
+
+    def sorted(self):
+        return sorted(self.by_split_subset.items())
+
+
+def markdown_table(rows: list[dict]) -> str:
+    if not rows:
+        return "(no rows)"
+    header = list(rows[0])
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(row[name]) for name in header) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _cell(value) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)

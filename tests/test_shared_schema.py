@@ -1,0 +1,54 @@
+"""Every registered source publishes the shared views with exactly the shared features."""
+
+from __future__ import annotations
+
+import datasets
+import pytest
+
+from builders import registry, schema
+from builders.views import SHARED_VIEWS
+
+SHARED = {view.name: view.features for view in SHARED_VIEWS}
+
+
+@pytest.mark.parametrize("source", registry.names())
+def test_builder_declares_shared_features(source):
+    builder_cls = registry.get(source)
+    for name, features in SHARED.items():
+        builder = builder_cls(config_name=name)
+        assert builder.info.features == features, f"{source}/{name} differs from the shared schema"
+    assert builder_cls.DEFAULT_CONFIG_NAME == "sessions"
+    assert builder_cls.SOURCE in schema.SOURCES
+
+
+@pytest.mark.parametrize("source", registry.names())
+def test_every_config_round_trips_through_load_dataset(sample_builds, source):
+    result = sample_builds[source]
+    for name, built in result.configs.items():
+        loaded = datasets.load_dataset(str(result.output), name)
+        assert set(loaded) == set(built.splits)
+        for split, info in built.splits.items():
+            assert loaded[split].features == built.features, f"{source}/{name}/{split}"
+            assert loaded[split].num_rows == info.num_examples
+    default = datasets.load_dataset(str(result.output))
+    first_split = next(iter(default))
+    assert default[first_split].features == schema.SESSIONS_FEATURES
+
+
+@pytest.mark.parametrize("view", sorted(SHARED))
+def test_shared_views_concatenate_across_sources_without_cast(sample_builds, view):
+    parts = []
+    for result in sample_builds.values():
+        loaded = datasets.load_dataset(str(result.output), view)
+        parts.extend(loaded[split] for split in loaded)
+    mixed = datasets.concatenate_datasets(parts)
+    assert mixed.features == SHARED[view]
+    assert mixed.num_rows == sum(part.num_rows for part in parts)
+    assert set(mixed["source"]) == set(sample_builds)
+
+
+def test_json_columns_keep_strings_that_look_like_numbers():
+    """``datasets.Json`` stores a JSON-parsable string as is; schema.to_json keeps "2022" a string."""
+    features = datasets.Features({"extra": datasets.Json()})
+    ds = datasets.Dataset.from_dict({"extra": [schema.to_json("2022"), schema.to_json({"a": [1, "1"]})]}, features)
+    assert ds["extra"] == ["2022", {"a": [1, "1"]}]
