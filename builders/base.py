@@ -110,7 +110,8 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
             if view.is_table:
                 rows = self.table_rows(view, shard)
             else:
-                rows = (row for record in self.parse_shard(shard, Notes()) for row in view.rows_from_record(record))
+                records = self.parse_shard(shard, Notes())
+                rows = (row for record in records for row in view.rows_from_record(record))
             for row_index, row in enumerate(rows):
                 yield Key(shard_index, row_index), row
 

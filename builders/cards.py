@@ -7,7 +7,6 @@ statistics and normalization counts come from the same parse as the build, never
 
 from __future__ import annotations
 
-import json
 from importlib import resources
 from pathlib import Path
 
@@ -34,7 +33,8 @@ def templates_dir() -> Path:
 
 
 def size_category(rows: int) -> str:
-    for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+    limits = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
+    for limit, name in limits:
         if rows < limit:
             return name
     return "1M<n<10M" if rows < 10_000_000 else "10M<n<100M"
@@ -60,14 +60,17 @@ def card_data(result) -> DatasetCardData:
         infos[name] = DatasetInfo(
             config_name=name,
             features=built.features,
-            splits=SplitDict(
-                {split: SplitInfo(split, info.num_bytes, info.num_examples) for split, info in built.splits.items()}
-            ),
+            splits=_split_dict(built.splits),
             dataset_size=sum(info.num_bytes for info in built.splits.values()),
         )
     MetadataConfigs(configs).to_dataset_card_data(data)
     DatasetInfosDict(infos).to_dataset_card_data(data)
     return data
+
+
+def _split_dict(splits: dict) -> SplitDict:
+    """Split infos without the builder's internal dataset name, as a card's dataset_info lists them."""
+    return SplitDict({split: SplitInfo(split, i.num_bytes, i.num_examples) for split, i in splits.items()})
 
 
 def render_body(result, repo_id: str | None = None) -> str:
@@ -87,7 +90,6 @@ def render_body(result, repo_id: str | None = None) -> str:
         statistics_table=markdown_table(result.statistics.table()),
         statistics=result.statistics,
         notes=result.notes.as_sorted_list(),
-        features_json={name: json.dumps(b.features.to_dict(), indent=1) for name, b in result.configs.items()},
     )
 
 

@@ -17,7 +17,7 @@ from builders.stats import markdown_table
 
 
 def _add_source_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", help="read the source from this local folder (or file) instead of downloading")
+    parser.add_argument("--data-dir", help="read the source from this local folder or file, not the download")
     parser.add_argument("--subset", action="append", dest="subsets", help="only this subset (repeatable)")
 
 
@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     build = commands.add_parser("build", help="build a source into a Hub-ready folder (Parquet + card)")
     build.add_argument("source", nargs="?", choices=registry.names())
-    build.add_argument("--all", action="store_true", help="build every registered source into OUTPUT/<hub name>")
+    build.add_argument("--all", action="store_true", help="build every registered source into OUTPUT/<name>")
     build.add_argument("--sample", action="store_true", help="use the sample files that ship with convhub")
     build.add_argument("--output", required=True, type=Path)
     build.add_argument("--config", action="append", dest="configs", help="only this config (repeatable)")
