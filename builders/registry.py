@@ -8,6 +8,7 @@ from builders.base import ConversationBuilder
 
 BUILDERS = {
     "locomo": "builders.locomo.builder:LocomoBuilder",
+    "gigamemory": "builders.gigamemory.builder:GigamemoryBuilder",
 }
 
 

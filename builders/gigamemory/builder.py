@@ -1,0 +1,87 @@
+"""GigaMemory: the long-term-memory benchmark of the AI Journey 2025 contest (ai-forever/memory_aij2025)."""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import ClassVar
+
+from builders.base import ConversationBuilder
+from builders.errors import SourceError
+from builders.gigamemory import parse
+
+#: The public sample; the contest's evaluation sets are closed.
+URL = "https://raw.githubusercontent.com/ai-forever/memory_aij2025/main/data/format_example.jsonl"
+SPLIT = "test"
+
+
+class GigamemoryBuilder(ConversationBuilder):
+    SOURCE = "gigamemory"
+    HUB_NAME = "gigamemory-unified"
+    PRETTY_NAME = "GigaMemory (convhub unified)"
+    LICENSE = "unknown"
+    LANGUAGES = ("ru",)
+    HOMEPAGE = "https://github.com/ai-forever/memory_aij2025"
+    DESCRIPTION = (
+        "Very long Russian user-assistant dialogues with long-term memory questions (AIJ Contest 2025)."
+    )
+    ROLE_MAPPING: ClassVar[dict[str, str]] = {"user": "user", "assistant": "assistant", "system": "system"}
+    CITATION = """@misc{gigamemory2025,
+  title        = {{GigaMemory}: global memory for {LLM} ({AI} Journey Contest 2025)},
+  author       = {{ai-forever}},
+  year         = {2025},
+  howpublished = {\\url{https://github.com/ai-forever/memory_aij2025}}
+}"""
+    #: Dialogue bytes per shard: several shards give ``num_proc`` work on a large file.
+    SHARD_BYTES = 64 * 1024 * 1024
+    #: A `sessions` row is a whole ~350k-character dialogue: write (and hold) a few dozen at a time.
+    SESSIONS_WRITER_BATCH_SIZE = 32
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.config.name == "sessions" and kwargs.get("writer_batch_size") is None:
+            self._writer_batch_size = self.SESSIONS_WRITER_BATCH_SIZE
+
+    def source_files(self, dl_manager) -> list[tuple[str, str]]:
+        """(local path, file name) of every ``*.jsonl`` / ``*.jsonl.gz`` of ``--data-dir`` (or that one file).
+
+        Without ``--data-dir``: the public sample, downloaded (the cache names it by a hash, hence the name).
+        Each file is a subset named by its stem; ``--subset`` keeps some of them.
+        """
+        data_dir = self.config.data_dir
+        if data_dir is None:
+            files = [(dl_manager.download(URL), URL.rsplit("/", 1)[-1])]
+        elif os.path.isfile(data_dir):
+            files = [(data_dir, os.path.basename(data_dir))]
+        else:
+            pattern = os.path.join(glob.escape(data_dir), "*")
+            paths = sorted(path for suffix in parse.SUFFIXES for path in glob.glob(pattern + suffix))
+            if not paths:
+                raise FileNotFoundError(f"no GigaMemory *.jsonl or *.jsonl.gz file in {data_dir}")
+            files = [(path, os.path.basename(path)) for path in paths]
+        by_subset: dict[str, str] = {}
+        for path, name in files:
+            subset = parse.subset_of(name)
+            if subset in by_subset:
+                raise SourceError(
+                    path, None, None, f"same subset {subset!r} as {by_subset[subset]}; rename one"
+                )
+            by_subset[subset] = path
+        wanted = self.config.subsets
+        if wanted:
+            unknown = sorted(set(wanted) - set(by_subset))
+            if unknown:
+                raise KeyError(
+                    f"gigamemory has no subset {', '.join(unknown)}; subsets: {', '.join(by_subset)}"
+                )
+            files = [(path, name) for path, name in files if parse.subset_of(name) in wanted]
+        return files
+
+    def shards(self, dl_manager):
+        shards = []
+        for path, file_name in self.source_files(dl_manager):
+            shards.extend(parse.plan_shards(parse.cached_index(path), self.SHARD_BYTES, file_name))
+        return {SPLIT: shards}
+
+    def parse_shard(self, shard, notes):
+        return parse.parse_shard(shard, notes)

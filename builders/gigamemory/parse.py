@@ -1,0 +1,422 @@
+"""GigaMemory JSONL → canonical conversation records, in two streaming passes.
+
+Each GigaMemory line is one question *and* the whole dialogue it is asked about (~350k characters), and
+several lines can share one dialogue. Loading a file whole, or keeping every dialogue to find the shared
+ones, would not scale to files of thousands of such lines, so:
+
+1. :func:`index_file` reads a file once, line by line, and keeps per line only its position, the hash of
+   its ``sessions`` (canonical JSON → sha256) and its small question fields. Lines with the same hash are
+   one *group*: one conversation carrying all their questions.
+2. :func:`plan_shards` cuts each file's groups (in order of first appearance) into shards of a bounded
+   size; :func:`parse_shard` re-reads only the first line of each group by byte offset and emits one
+   canonical record per group. A shard's offsets only increase, so a ``.jsonl.gz`` is read with forward
+   seeks in a single decompression pass.
+
+Every field of every line is reachable in the output, with its raw JSON type: the question's ``extra``
+holds the line's file, line number, raw ``id`` and ``ans_session_ids`` (and anything else), the session's
+``extra`` its raw ``id``; key order is kept where it differs from the real file's. That is enough to
+rebuild each line, in its file and order, from the ``sessions`` config.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from builders import schema
+from builders.errors import Notes, SourceError
+
+#: The four question types of the contest, in the order of its format document.
+QUESTION_TYPES = ("fact_equal_session", "info_consolidation", "info_updating", "no_info")
+#: Key order of a line, a session and a message in the real file (format_example.jsonl).
+RECORD_KEYS = ("id", "question", "ans", "question_type", "sessions", "ans_session_ids")
+SESSION_KEYS = ("id", "messages")
+MESSAGE_KEYS = ("role", "content")
+#: Roles kept as they are; GigaMemory itself only uses user and assistant.
+ROLES = ("user", "assistant", "system")
+SUFFIXES = (".jsonl.gz", ".jsonl")
+#: A dialogue id is the file stem plus this many hex digits of the dialogue's sha256.
+DIGEST_DIGITS = 16
+
+
+# -- reading lines --------------------------------------------------------------------------------
+
+
+def subset_of(path: str | os.PathLike) -> str:
+    """The subset of a file is its name without ``.jsonl`` / ``.jsonl.gz``."""
+    name = Path(path).name
+    for suffix in SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return Path(path).stem
+
+
+def open_binary(path: str | os.PathLike):
+    """The file's bytes; a ``.gz`` is decompressed on the fly, so offsets are uncompressed offsets."""
+    return gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")
+
+
+def where(line_number: int, record_id: Any = None) -> str:
+    """How a SourceError names a line: ``record 5 at line 3`` or ``record at line 3``."""
+    return f"at line {line_number}" if record_id is None else f"{record_id!r} at line {line_number}"
+
+
+def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, int, bytes]]:
+    """(1-based line number, byte offset, raw line without its end) for every line of the file.
+
+    A corrupt or truncated ``.gz`` raises a SourceError naming the line where decompression failed.
+    """
+    line_number = 0
+    with open_binary(path) as handle:
+        while True:
+            offset = handle.tell()
+            try:
+                raw = handle.readline()
+            except (OSError, EOFError, zlib.error) as error:
+                raise SourceError(
+                    path, where(line_number + 1), None, f"cannot read the file: {error}"
+                ) from error
+            if not raw:
+                return
+            line_number += 1
+            yield line_number, offset, raw.rstrip(b"\r\n")
+
+
+def decode_line(path: str | os.PathLike, line_number: int, raw: bytes) -> dict[str, Any]:
+    """One line → its JSON object; the error names file and line."""
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise SourceError(path, where(line_number), None, f"not valid UTF-8: {error}") from error
+    except json.JSONDecodeError as error:
+        raise SourceError(path, where(line_number), None, f"not valid JSON: {error}") from error
+    if not isinstance(record, dict):
+        raise SourceError(
+            path, where(line_number), None, f"expected a JSON object, got {type(record).__name__}"
+        )
+    return record
+
+
+def dialogue_digest(sessions: Any) -> str:
+    """sha256 of the sessions' canonical JSON: equal exactly when the dialogues are equal, ids' types too."""
+    text = json.dumps(sessions, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# -- pass 1: the index -----------------------------------------------------------------------------
+
+
+@dataclass
+class Line:
+    """What the index keeps of one line: where it is and its question fields (everything but sessions)."""
+
+    number: int
+    fields: dict[str, Any]
+    keys: list[str]
+
+
+@dataclass
+class Group:
+    """Lines sharing one dialogue; the dialogue is read again from the first of them."""
+
+    digest: str
+    offset: int
+    length: int
+    lines: list[Line] = field(default_factory=list)
+
+
+@dataclass
+class FileIndex:
+    path: str
+    groups: list[Group]
+    notes: Notes
+
+
+def _id_text(value: Any, path, location: str, field_name: str) -> str:
+    """Integer and string ids are both accepted and become strings (the raw value is kept elsewhere)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise SourceError(
+            path, location, field_name, f"expected an integer or a string, got {type(value).__name__}"
+        )
+    return str(value)
+
+
+def index_file(path: str | os.PathLike) -> FileIndex:
+    """Pass 1: read the file once and group its lines by dialogue, keeping no dialogue in memory."""
+    notes = Notes()
+    groups: dict[str, Group] = {}
+    seen_ids: dict[str, int] = {}
+    for number, offset, raw in iter_lines(path):
+        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            notes.add("UTF-8 byte-order mark at the start of a file (skipped)")
+            raw, offset = raw[3:], offset + 3
+        if not raw.strip():
+            notes.add("blank line (skipped)")
+            continue
+        record = decode_line(path, number, raw)
+        if "id" not in record:
+            raise SourceError(path, where(number), "id", "missing")
+        id_text = _id_text(record["id"], path, where(number), "id")
+        if id_text in seen_ids:
+            raise SourceError(
+                path,
+                where(number, record["id"]),
+                "id",
+                f"duplicate id {id_text!r} (first at line {seen_ids[id_text]})",
+            )
+        seen_ids[id_text] = number
+        if "sessions" not in record:
+            raise SourceError(path, where(number, record["id"]), "sessions", "missing")
+        digest = dialogue_digest(record["sessions"])
+        group = groups.get(digest)
+        if group is None:
+            group = groups[digest] = Group(digest, offset, len(raw))
+        else:
+            notes.add("line sharing its dialogue with an earlier line (one conversation, several questions)")
+        fields = {key: value for key, value in record.items() if key != "sessions"}
+        group.lines.append(Line(number, fields, list(record)))
+    if not groups:
+        raise SourceError(
+            path, None, None, "no records: the file is empty (a GigaMemory file has one JSON object per line)"
+        )
+    return FileIndex(str(path), list(groups.values()), notes)
+
+
+_INDEX_CACHE: dict[tuple, FileIndex] = {}
+
+
+def cached_index(path: str | os.PathLike) -> FileIndex:
+    """:func:`index_file`, once per file version: a build asks for the shards of every config."""
+    stat = os.stat(path)
+    key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    if key not in _INDEX_CACHE:
+        if len(_INDEX_CACHE) >= 64:
+            _INDEX_CACHE.clear()
+        _INDEX_CACHE[key] = index_file(path)
+    return _INDEX_CACHE[key]
+
+
+def plan_shards(index: FileIndex, shard_bytes: int, file_name: str | None = None) -> list[dict[str, Any]]:
+    """Consecutive groups of one file, about ``shard_bytes`` of dialogue each, in order of first appearance.
+
+    ``file_name`` is the name the source gives the file (a download is cached under a hash); the subset is
+    derived from it. The first shard of a file carries the file's pass-1 notes so they are counted once.
+    """
+    file_name = file_name or Path(index.path).name
+    shards: list[dict[str, Any]] = []
+    current: list[Group] = []
+    size = 0
+    for group in index.groups:
+        current.append(group)
+        size += group.length
+        if size >= shard_bytes or group is index.groups[-1]:
+            shards.append(
+                {
+                    "path": index.path,
+                    "file_name": file_name,
+                    "subset": subset_of(file_name),
+                    "groups": current,
+                    "notes": {},
+                }
+            )
+            current, size = [], 0
+    shards[0]["notes"] = dict(index.notes)
+    return shards
+
+
+# -- pass 2: one canonical record per dialogue ------------------------------------------------------
+
+
+def parse_shard(shard: dict[str, Any], notes: Notes) -> Iterator[dict[str, Any]]:
+    """Re-read the first line of each group of the shard (forward seeks only) and build its conversation."""
+    path = shard["path"]
+    for kind, count in shard["notes"].items():
+        notes.add(kind, count)
+    with open_binary(path) as handle:
+        for group in shard["groups"]:
+            first = group.lines[0]
+            try:
+                handle.seek(group.offset)
+                raw = handle.readline()[: group.length]
+            except (OSError, EOFError, zlib.error) as error:
+                raise SourceError(
+                    path, where(first.number), None, f"cannot read the file: {error}"
+                ) from error
+            sessions = decode_line(path, first.number, raw).get("sessions")
+            if len(raw) != group.length or dialogue_digest(sessions) != group.digest:
+                raise SourceError(
+                    path, where(first.number), None, "the file changed while it was being converted"
+                )
+            yield parse_conversation(sessions, group, shard["subset"], shard["file_name"], path, notes)
+
+
+def parse_conversation(
+    sessions: Any, group: Group, subset: str, file_name: str, path: str, notes: Notes
+) -> dict[str, Any]:
+    first = group.lines[0]
+    location = where(first.number, first.fields["id"])
+    if not isinstance(sessions, list):
+        raise SourceError(path, location, "sessions", f"expected a list, got {type(sessions).__name__}")
+    parsed = [parse_session(session, i, path, location, notes) for i, session in enumerate(sessions)]
+    session_ids = [session["session_id"] for session in parsed]
+    if len(set(session_ids)) != len(session_ids):
+        duplicate = next(sid for sid in session_ids if session_ids.count(sid) > 1)
+        raise SourceError(path, location, "sessions", f"two sessions have the id {duplicate!r}")
+    speakers = list(dict.fromkeys(turn["role"] for session in parsed for turn in session["turns"]))
+    return {
+        "conversation_id": f"{subset}:{group.digest[:DIGEST_DIGITS]}",
+        "source": "gigamemory",
+        "subset": subset,
+        "language": "ru",
+        "speakers": speakers,
+        "sessions": parsed,
+        "questions": [parse_question(line, set(session_ids), file_name, path, notes) for line in group.lines],
+        "extra": schema.to_json({"dialogue_sha256": group.digest}),
+    }
+
+
+def _leftovers(item: dict, standard: tuple[str, ...]) -> dict[str, Any]:
+    """Key order where it differs from the real file's, and keys the format does not name."""
+    extra: dict[str, Any] = {}
+    if tuple(item) != standard:
+        extra["key_order"] = list(item)
+    unknown = {key: value for key, value in item.items() if key not in standard}
+    if unknown:
+        extra["fields"] = unknown
+    return extra
+
+
+def parse_session(session: Any, index: int, path: str, location: str, notes: Notes) -> dict[str, Any]:
+    name = f"sessions[{index}]"
+    if not isinstance(session, dict):
+        raise SourceError(path, location, name, f"expected an object, got {type(session).__name__}")
+    for key in SESSION_KEYS:
+        if key not in session:
+            raise SourceError(path, location, f"{name}.{key}", "missing")
+    raw_id = session["id"]
+    session_id = _id_text(raw_id, path, location, f"{name}.id")
+    messages = session["messages"]
+    if not isinstance(messages, list):
+        raise SourceError(
+            path, location, f"{name}.messages", f"expected a list, got {type(messages).__name__}"
+        )
+    if not messages:
+        notes.add("session with no messages (no row in the messages config)")
+    turns = [
+        parse_message(message, session_id, i, path, location, f"{name}.messages[{i}]")
+        for i, message in enumerate(messages)
+    ]
+    if turns and turns[0]["role"] != "user":
+        notes.add(f"session starting with a {turns[0]['role']} message (kept as is)")
+    if turns and turns[-1]["role"] == "user":
+        notes.add("session ending on a user message (kept as is)")
+    extra = _leftovers(session, SESSION_KEYS)
+    if not isinstance(raw_id, str):
+        extra["id"] = raw_id
+    result = schema.empty_session(session_id, turns)
+    result["extra"] = schema.to_json(extra) if extra else None
+    return result
+
+
+def parse_message(
+    message: Any, session_id: str, index: int, path: str, location: str, name: str
+) -> dict[str, Any]:
+    if not isinstance(message, dict):
+        raise SourceError(path, location, name, f"expected an object, got {type(message).__name__}")
+    for key in MESSAGE_KEYS:
+        if key not in message:
+            raise SourceError(path, location, f"{name}.{key}", "missing")
+        if not isinstance(message[key], str):
+            raise SourceError(
+                path, location, f"{name}.{key}", f"expected a string, got {type(message[key]).__name__}"
+            )
+    role = message["role"]
+    if role not in ROLES:
+        raise SourceError(
+            path, location, f"{name}.role", f"unknown role {role!r}; expected one of {', '.join(ROLES)}"
+        )
+    turn = schema.empty_turn(f"{session_id}:{index}", role, role, message["content"])
+    extra = _leftovers(message, MESSAGE_KEYS)
+    turn["extra"] = schema.to_json(extra) if extra else None
+    return turn
+
+
+def parse_question(
+    line: Line, session_ids: set[str], file_name: str, path: str, notes: Notes
+) -> dict[str, Any]:
+    fields = line.fields
+    raw_id = fields["id"]
+    location = where(line.number, raw_id)
+    text = fields.get("question")
+    if not isinstance(text, str):
+        problem = "missing" if "question" not in fields else f"expected a string, got {type(text).__name__}"
+        raise SourceError(path, location, "question", problem)
+    question = schema.empty_question(str(raw_id), text)
+    extra: dict[str, Any] = {"file": file_name, "line": line.number, "id": raw_id}
+    question["category"] = _question_type(fields, path, location, notes)
+    question["answer"] = _answer(fields, extra, path, location, notes)
+    evidence = _evidence(fields, extra, session_ids, path, location, notes)
+    question["evidence_session_ids"] = [sid for sid in evidence if sid in session_ids]
+    if question["category"] == "no_info" and evidence:
+        notes.add("no_info question that still lists answer sessions (kept)")
+    leftovers = _leftovers({key: None for key in line.keys}, RECORD_KEYS)
+    if "fields" in leftovers:
+        leftovers["fields"] = {key: fields[key] for key in leftovers["fields"]}
+    extra.update(leftovers)
+    question["extra"] = schema.to_json(extra)
+    return question
+
+
+def _question_type(fields: dict, path: str, location: str, notes: Notes) -> str | None:
+    if "question_type" not in fields:
+        notes.add("line without question_type (category null)")
+        return None
+    value = fields["question_type"]
+    if not isinstance(value, str):
+        raise SourceError(path, location, "question_type", f"expected a string, got {type(value).__name__}")
+    if value not in QUESTION_TYPES:
+        notes.add(f"question_type outside the four of the contest: {value!r}")
+    return value
+
+
+def _answer(fields: dict, extra: dict, path: str, location: str, notes: Notes) -> str | None:
+    if "ans" not in fields:
+        notes.add("line without ans (answer null)")
+        return None
+    value = fields["ans"]
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SourceError(path, location, "ans", f"expected a string, got {type(value).__name__}")
+    notes.add(f"{type(value).__name__} ans → string (raw kept in extra.ans)")
+    extra["ans"] = value
+    return str(value)
+
+
+def _evidence(
+    fields: dict, extra: dict, session_ids: set[str], path: str, location: str, notes: Notes
+) -> list[str]:
+    """``ans_session_ids`` as strings; the raw list is kept, ids naming no session go to extra too."""
+    if "ans_session_ids" not in fields:
+        notes.add("line without ans_session_ids (no evidence)")
+        return []
+    raw = fields["ans_session_ids"]
+    if not isinstance(raw, list):
+        raise SourceError(path, location, "ans_session_ids", f"expected a list, got {type(raw).__name__}")
+    extra["ans_session_ids"] = raw
+    ids = [_id_text(value, path, location, f"ans_session_ids[{i}]") for i, value in enumerate(raw)]
+    missing = [sid for sid in ids if sid not in session_ids]
+    if missing:
+        notes.add(
+            "ans_session_ids entry naming no session of the dialogue (moved to extra.evidence_not_found)",
+            len(missing),
+        )
+        extra["evidence_not_found"] = missing
+    return ids
