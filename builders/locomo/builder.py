@@ -6,12 +6,14 @@ import glob
 import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
 
 from datasets import Features, Json, List, Value
 
 from builders import schema
 from builders.base import ConversationBuilder
-from builders.errors import Notes
+from builders.errors import Notes, SourceError
 from builders.locomo import parse
 from builders.views import View
 
@@ -20,43 +22,48 @@ URL = "https://raw.githubusercontent.com/snap-research/LoCoMo/main/data/locomo10
 _IDS = {**schema.CONVERSATION_IDS, "session_id": Value("string"), "speaker": Value("string")}
 
 
+def _turn_ids(record: dict) -> set[str]:
+    return {turn["turn_id"] for session in record["sessions"] for turn in session["turns"]}
+
+
+def _session_table(session: dict, name: str) -> dict | None:
+    """The raw ``event_summary`` or ``observation`` entry the parser kept in a session's extra."""
+    return json.loads(session["extra"] or "{}").get(name)
+
+
 def observation_rows(record: dict) -> Iterator[dict]:
-    """One row per observation, its evidence normalized like QA evidence (the raw evidence kept)."""
+    """One row per observation, its evidence normalized like QA evidence (the raw evidence kept).
+
+    The parser has already validated these entries and counted their normalizations, so this re-parse
+    counts into a throwaway ``Notes``.
+    """
     ids = {name: record[name] for name in schema.CONVERSATION_IDS}
-    turn_ids = {turn["turn_id"] for session in record["sessions"] for turn in session["turns"]}
+    turn_ids = _turn_ids(record)
     for session in record["sessions"]:
-        by_speaker = json.loads(session["extra"] or "{}").get("observation") or {}
-        for speaker, observations in by_speaker.items():
-            for position, (text, evidence) in enumerate(observations):
-                found, _ = parse.parse_evidence(evidence, Notes(), "<record>", record["conversation_id"])
-                yield {
-                    **ids,
-                    "session_id": session["session_id"],
-                    "speaker": speaker,
-                    "position": position,
-                    "observation": text,
-                    "evidence_turn_ids": [turn_id for turn_id in found if turn_id in turn_ids],
-                    "evidence": schema.to_json(evidence),
-                }
+        entry = _session_table(session, "observation")
+        if entry is None:
+            continue
+        field = f"observation.session_{session['session_id'].removeprefix('session_')}_observation"
+        for row in parse.parse_observations(
+            entry, turn_ids, Notes(), "<record>", record["conversation_id"], field
+        ):
+            yield {
+                **ids,
+                "session_id": session["session_id"],
+                **row,
+                "evidence": schema.to_json(row["evidence"]),
+            }
 
 
 def event_rows(record: dict) -> Iterator[dict]:
     """One row per event of ``event_summary``, with the date LoCoMo gives for that session's events."""
     ids = {name: record[name] for name in schema.CONVERSATION_IDS}
     for session in record["sessions"]:
-        events = json.loads(session["extra"] or "{}").get("event_summary") or {}
-        for speaker, items in events.items():
-            if speaker == "date":
-                continue
-            for position, event in enumerate(items):
-                yield {
-                    **ids,
-                    "session_id": session["session_id"],
-                    "speaker": speaker,
-                    "position": position,
-                    "event": event,
-                    "date": events.get("date"),
-                }
+        entry = _session_table(session, "event_summary")
+        if entry is None:
+            continue
+        for row in parse.parse_events(entry, "<record>", record["conversation_id"], "event_summary"):
+            yield {**ids, "session_id": session["session_id"], **row}
 
 
 OBSERVATIONS = View(
@@ -89,7 +96,7 @@ class LocomoBuilder(ConversationBuilder):
     LANGUAGES = ("en",)
     HOMEPAGE = "https://snap-research.github.io/locomo/"
     DESCRIPTION = "Very long-term conversations between two people, with memory questions."
-    ROLE_MAPPING = {"speaker_a": "user", "speaker_b": "assistant"}
+    ROLE_MAPPING: ClassVar[dict[str, str]] = {"speaker_a": "user", "speaker_b": "assistant"}
     CITATION = """@inproceedings{maharana2024locomo,
   title     = {Evaluating Very Long-Term Conversational Memory of {LLM} Agents},
   author    = {Maharana, Adyasha and Lee, Dong-Ho and Tulyakov, Sergey and Bansal, Mohit and
@@ -100,15 +107,53 @@ class LocomoBuilder(ConversationBuilder):
     EXTRA_VIEWS = (OBSERVATIONS, EVENTS)
 
     def shards(self, dl_manager):
+        """One split, ``test``: the downloaded locomo10.json, or the ``*.json`` files of ``--data-dir``.
+
+        Each file is a shard (and its stem the ``subset``), so ``--num-proc`` parallelizes over files and
+        ``--subset NAME`` keeps only ``NAME.json``.
+        """
         data_dir = self.config.data_dir
         if data_dir is None:
-            return {"test": [dl_manager.download(URL)]}
-        if os.path.isfile(data_dir):
-            return {"test": [data_dir]}
-        files = sorted(glob.glob(os.path.join(data_dir, "*.json")))
-        if not files:
-            raise FileNotFoundError(f"no LoCoMo *.json file in {data_dir}")
-        return {"test": files}
+            files = [dl_manager.download(URL)]
+        elif os.path.isfile(data_dir):
+            files = [data_dir]
+        else:
+            files = sorted(glob.glob(os.path.join(data_dir, "*.json")))
+            if not files:
+                raise FileNotFoundError(f"no LoCoMo *.json file in {data_dir}")
+        return {"test": self._only_subsets(files)}
+
+    def _only_subsets(self, files: list[str]) -> list[str]:
+        wanted = self.config.subsets
+        if not wanted:
+            return files
+        kept = [path for path in files if Path(path).stem in wanted]
+        unknown = set(wanted) - {Path(path).stem for path in kept}
+        if unknown:
+            known = ", ".join(Path(path).stem for path in files)
+            raise FileNotFoundError(
+                f"no LoCoMo file for subset(s) {', '.join(sorted(unknown))}; files: {known}"
+            )
+        return kept
 
     def parse_shard(self, shard, notes):
         return parse.parse_file(shard, notes)
+
+    def iter_records(self, notes):
+        """As the base class, and ``sample_id`` must be unique across files too (it is the dataset's key).
+
+        ``build_source`` runs this check before writing anything, so a duplicate across shards fails the
+        build with no output.
+        """
+        first_seen: dict[str, str] = {}
+        for split, record in super().iter_records(notes):
+            conversation_id = record["conversation_id"]
+            if conversation_id in first_seen:
+                raise SourceError(
+                    f"subset {record['subset']}",
+                    conversation_id,
+                    "sample_id",
+                    f"duplicate sample_id, already in subset {first_seen[conversation_id]}",
+                )
+            first_seen[conversation_id] = record["subset"]
+            yield split, record

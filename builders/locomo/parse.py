@@ -3,6 +3,8 @@
 Pure functions: one LoCoMo sample in, one canonical record out. Every field of the sample is reachable
 in the record: typed where the schema has a place for it, raw in an ``extra`` otherwise, and every
 rewritten value (integer answers, split or zero-padded evidence ids) keeps its raw form in ``extra``.
+Malformed input raises :class:`SourceError` naming the file, the sample (and turn or question) and the
+field, so that ``convhub check`` fails before a build writes anything.
 """
 
 from __future__ import annotations
@@ -22,13 +24,21 @@ from builders.errors import Notes, SourceError
 #: LoCoMo's own evaluation code (task_eval/evaluation.py) and most published results use these names.
 #: The format document in shared/seeds calls 1 single-hop, 3 multi-hop and 4 open-domain instead.
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+ADVERSARIAL = 5
 
-SESSION_KEY = re.compile(r"^session_(\d+)$")
-SESSION_DATE_KEY = re.compile(r"^session_(\d+)_date_time$")
+#: ``session_01`` is not a LoCoMo session key: it stays, untouched, in the conversation's extra.
+SESSION_KEY = re.compile(r"^session_([1-9]\d*)$")
+SESSION_DATE_KEY = re.compile(r"^session_([1-9]\d*)_date_time$")
 EVIDENCE_ID = re.compile(r"D:?(\d+):(\d+)")
 TURN_KEYS = {"speaker", "dia_id", "text", "img_url", "blip_caption", "query"}
 QA_KEYS = {"question", "answer", "adversarial_answer", "evidence", "category"}
-SAMPLE_KEYS = {"sample_id", "conversation", "qa", "event_summary", "observation", "session_summary"}
+SESSION_TABLES = {
+    "event_summary": "events_session_{}",
+    "observation": "session_{}_observation",
+    "session_summary": "session_{}_summary",
+}
+SAMPLE_KEYS = {"sample_id", "conversation", "qa", *SESSION_TABLES}
+SPEAKER_KEYS = ("speaker_a", "speaker_b")
 
 
 def read_samples(path: str | Path) -> list[dict[str, Any]]:
@@ -47,6 +57,7 @@ def read_samples(path: str | Path) -> list[dict[str, Any]]:
 
 
 def parse_file(path: str | Path, notes: Notes) -> Iterator[dict[str, Any]]:
+    """Canonical records of one file, in file order; the file's stem is their ``subset``."""
     subset = Path(path).stem
     seen: set[str] = set()
     for index, sample in enumerate(read_samples(path)):
@@ -57,13 +68,23 @@ def parse_file(path: str | Path, notes: Notes) -> Iterator[dict[str, Any]]:
         yield record
 
 
-def _require(sample: dict, key: str, kind: type, path: str, record: str | int) -> Any:
-    if key not in sample:
-        raise SourceError(path, record, key, "missing")
-    value = sample[key]
-    if not isinstance(value, kind):
-        raise SourceError(path, record, key, f"expected {kind.__name__}, got {type(value).__name__}")
+def _require(
+    mapping: dict, key: str, kind: type, path: str, record: str | int, field: str | None = None
+) -> Any:
+    """``mapping[key]`` when present and of ``kind`` (bool never counts as int); else a SourceError."""
+    field = field or key
+    if key not in mapping:
+        raise SourceError(path, record, field, "missing")
+    value = mapping[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise SourceError(path, record, field, f"expected {kind.__name__}, got {type(value).__name__}")
     return value
+
+
+def _optional(
+    mapping: dict, key: str, kind: type, path: str, record: str | int, field: str | None = None
+) -> Any:
+    return _require(mapping, key, kind, path, record, field) if key in mapping else None
 
 
 def parse_timestamp(date_time: str | None, notes: Notes) -> datetime | None:
@@ -80,26 +101,31 @@ def parse_timestamp(date_time: str | None, notes: Notes) -> datetime | None:
 def parse_sample(sample: dict, subset: str, notes: Notes, path: str = "<memory>", index: int = 0) -> dict:
     sample_id = _require(sample, "sample_id", str, path, index)
     conversation = _require(sample, "conversation", dict, path, sample_id)
-    speakers = [_require(conversation, key, str, path, sample_id) for key in ("speaker_a", "speaker_b")]
+    speakers = [
+        _require(conversation, key, str, path, sample_id, f"conversation.{key}") for key in SPEAKER_KEYS
+    ]
+    if speakers[0] == speakers[1]:
+        raise SourceError(
+            path, sample_id, "conversation.speaker_b", f"same name as speaker_a ({speakers[0]!r})"
+        )
     roles = {speakers[0]: "user", speakers[1]: "assistant"}
-    sessions = parse_sessions(sample, conversation, roles, notes, path, sample_id)
+    tables = {name: _optional(sample, name, dict, path, sample_id) for name in SESSION_TABLES}
+    sessions = parse_sessions(conversation, tables, roles, notes, path, sample_id)
     turn_ids = {turn["turn_id"] for session in sessions for turn in session["turns"]}
+    for session in sessions:
+        number = session["session_id"].removeprefix("session_")
+        key = SESSION_TABLES["observation"].format(number)
+        if tables["observation"] is not None and key in tables["observation"]:
+            parse_observations(
+                tables["observation"][key], turn_ids, notes, path, sample_id, f"observation.{key}"
+            )
     questions = [
         parse_question(qa, sample_id, position, turn_ids, notes, path)
         for position, qa in enumerate(_require(sample, "qa", list, path, sample_id))
     ]
     leftovers = {key: value for key, value in sample.items() if key not in SAMPLE_KEYS}
-    leftovers.update(_unclaimed_session_keys(sample, sessions))
-    session_ids = {session["session_id"] for session in sessions}
-    conversation_leftovers = {
-        key: value
-        for key, value in conversation.items()
-        if key not in ("speaker_a", "speaker_b")
-        and not (SESSION_KEY.match(key) or SESSION_DATE_KEY.match(key) and key[: -len("_date_time")] in session_ids)
-    }
-    dates_without_turns = [key for key in conversation_leftovers if SESSION_DATE_KEY.match(key)]
-    if dates_without_turns:
-        notes.add("session date with no session body (kept in the conversation's extra)", len(dates_without_turns))
+    leftovers.update(_unclaimed_session_entries(tables, sessions, notes))
+    conversation_leftovers = _conversation_leftovers(conversation, sessions, notes)
     if conversation_leftovers:
         leftovers["conversation"] = conversation_leftovers
     return {
@@ -114,6 +140,24 @@ def parse_sample(sample: dict, subset: str, notes: Notes, path: str = "<memory>"
     }
 
 
+def _conversation_leftovers(conversation: dict, sessions: list[dict], notes: Notes) -> dict[str, Any]:
+    """Conversation keys no session claims, e.g. conv-26's dates of sessions that have no body."""
+    session_ids = {session["session_id"] for session in sessions}
+    leftovers = {}
+    for key, value in conversation.items():
+        date = SESSION_DATE_KEY.match(key)
+        if (
+            key in SPEAKER_KEYS
+            or SESSION_KEY.match(key)
+            or (date and f"session_{date.group(1)}" in session_ids)
+        ):
+            continue
+        if date:
+            notes.add("session date with no session body (kept in the conversation's extra)")
+        leftovers[key] = value
+    return leftovers
+
+
 def _session_numbers(conversation: dict) -> list[int]:
     numbers = set()
     for key in conversation:
@@ -123,56 +167,65 @@ def _session_numbers(conversation: dict) -> list[int]:
     return sorted(numbers)
 
 
-def parse_sessions(sample: dict, conversation: dict, roles: dict, notes: Notes, path: str, sample_id: str):
-    events = sample.get("event_summary") or {}
-    observations = sample.get("observation") or {}
-    summaries = sample.get("session_summary") or {}
+def parse_sessions(
+    conversation: dict, tables: dict[str, dict | None], roles: dict, notes: Notes, path: str, sample_id: str
+) -> list[dict]:
+    """One session per ``session_N`` key, in numeric order, with its date, summary and raw side tables."""
+    events = tables.get("event_summary") or {}
+    observations = tables.get("observation") or {}
+    summaries = tables.get("session_summary") or {}
     sessions = []
     for number in _session_numbers(conversation):
         body_key, date_key = f"session_{number}", f"session_{number}_date_time"
-        body = conversation.get(body_key)
+        if body_key not in conversation:
+            continue  # a date with no session body (conv-26): kept in the conversation's extra
+        body = _require(conversation, body_key, list, path, sample_id, f"conversation.{body_key}")
         extra: dict[str, Any] = {}
-        if body is None:
-            continue  # a date with no session body (conv-26): kept in the record's extra
-        if not isinstance(body, list):
-            raise SourceError(path, sample_id, body_key, f"expected a list of turns, got {type(body).__name__}")
         if date_key not in conversation:
+            notes.add("session without date_time")
             extra["has_date_time"] = False
-        for name, table, key in (
-            ("event_summary", events, f"events_session_{number}"),
-            ("observation", observations, f"session_{number}_observation"),
-        ):
-            if key in table:
-                extra[name] = table[key]
+        event_key = SESSION_TABLES["event_summary"].format(number)
+        if event_key in events:
+            parse_events(events[event_key], path, sample_id, f"event_summary.{event_key}")
+            extra["event_summary"] = events[event_key]
+        observation_key = SESSION_TABLES["observation"].format(number)
+        if observation_key in observations:
+            extra["observation"] = observations[observation_key]
         session = schema.empty_session(
             body_key,
             [parse_turn(turn, roles, notes, path, sample_id, body_key, i) for i, turn in enumerate(body)],
         )
-        session["date_time"] = conversation.get(date_key)
+        session["date_time"] = _optional(
+            conversation, date_key, str, path, sample_id, f"conversation.{date_key}"
+        )
         session["timestamp"] = parse_timestamp(session["date_time"], notes)
-        session["summary"] = summaries.get(f"session_{number}_summary")
+        summary_key = SESSION_TABLES["session_summary"].format(number)
+        session["summary"] = _optional(
+            summaries, summary_key, str, path, sample_id, f"session_summary.{summary_key}"
+        )
         session["extra"] = schema.to_json(extra) if extra else None
         sessions.append(session)
     return sessions
 
 
-def _unclaimed_session_keys(sample: dict, sessions: list[dict]) -> dict[str, Any]:
-    """Summary, event or observation entries that name no session: kept whole in the record's extra."""
-    numbers = {session["session_id"].removeprefix("session_") for session in sessions}
-    claimed = {
-        "event_summary": {f"events_session_{n}" for n in numbers},
-        "observation": {f"session_{n}_observation" for n in numbers},
-        "session_summary": {f"session_{n}_summary" for n in numbers},
-    }
-    unclaimed = {}
-    for field, keys in claimed.items():
-        table = sample.get(field)
+def _unclaimed_session_entries(tables: dict[str, dict | None], sessions: list[dict], notes: Notes) -> dict:
+    """Summary, event or observation entries that name no session: kept whole in the record's extra.
+
+    An absent table is recorded as ``<table>_absent`` so that an export can leave it out again.
+    """
+    numbers = [session["session_id"].removeprefix("session_") for session in sessions]
+    unclaimed: dict[str, Any] = {}
+    for name, key_format in SESSION_TABLES.items():
+        table = tables[name]
         if table is None:
-            unclaimed[f"{field}_absent"] = True
+            notes.add(f"sample without {name}")
+            unclaimed[f"{name}_absent"] = True
             continue
-        rest = {key: value for key, value in table.items() if key not in keys}
+        claimed = {key_format.format(number) for number in numbers}
+        rest = {key: value for key, value in table.items() if key not in claimed}
         if rest:
-            unclaimed[field] = rest
+            notes.add(f"{name} entry naming no session (kept in the conversation's extra)", len(rest))
+            unclaimed[name] = rest
     return unclaimed
 
 
@@ -184,10 +237,15 @@ def parse_turn(turn: Any, roles: dict, notes: Notes, path: str, sample_id: str, 
     if speaker not in roles:
         raise SourceError(path, where, "speaker", f"{speaker!r} is neither speaker_a nor speaker_b")
     record = schema.empty_turn(
-        _require(turn, "dia_id", str, path, where), speaker, roles[speaker], _require(turn, "text", str, path, where)
+        _require(turn, "dia_id", str, path, where),
+        speaker,
+        roles[speaker],
+        _require(turn, "text", str, path, where),
     )
     record["images"] = parse_images(turn, notes, path, where)
     rest = {key: value for key, value in turn.items() if key not in TURN_KEYS}
+    if turn.get("img_url") == []:
+        rest["img_url"] = []  # no image to hold it: keep the empty list itself
     if "re-download" in rest:
         notes.add("turn key 're-download' (undocumented) kept in the turn's extra")
     if rest:
@@ -196,19 +254,25 @@ def parse_turn(turn: Any, roles: dict, notes: Notes, path: str, sample_id: str, 
 
 
 def parse_images(turn: dict, notes: Notes, path: str, where: str) -> list[dict[str, Any]]:
-    """``img_url`` (a list), ``blip_caption`` and ``query`` → one image per URL, or one without a URL."""
+    """``img_url`` (a list), ``blip_caption`` and ``query`` → one image per URL, or one without a URL.
+
+    ``text`` is left as the speaker wrote it: the caption is not inlined.
+    """
     if not any(key in turn for key in ("img_url", "blip_caption", "query")):
         return []
     urls = turn.get("img_url")
     if urls is not None and not (isinstance(urls, list) and all(isinstance(u, str) for u in urls)):
         raise SourceError(path, where, "img_url", f"expected a list of strings, got {urls!r}")
-    caption, query = turn.get("blip_caption"), turn.get("query")
-    for field, value in (("blip_caption", caption), ("query", query)):
-        if value is not None and not isinstance(value, str):
-            raise SourceError(path, where, field, f"expected a string, got {type(value).__name__}")
+    caption = _optional(turn, "blip_caption", str, path, where)
+    query = _optional(turn, "query", str, path, where)
     if not urls:
-        notes.add("image caption without img_url")
+        if caption is None and query is None:
+            notes.add("empty img_url with no caption or query (kept in the turn's extra)")
+            return []
+        notes.add("image caption or query without img_url (url null)")
         return [{"url": None, "caption": caption, "query": query}]
+    if len(urls) > 1:
+        notes.add("turn with several img_url (caption and query repeated on each image)")
     return [{"url": url, "caption": caption, "query": query} for url in urls]
 
 
@@ -222,7 +286,9 @@ def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set, notes:
     question = schema.empty_question(f"{sample_id}:qa{position}", _require(qa, "question", str, path, where))
     question["category_id"] = category_id
     question["category"] = CATEGORY_NAMES[category_id]
-    extra: dict[str, Any] = {"evidence": qa.get("evidence")}
+    extra: dict[str, Any] = {}
+    if "evidence" in qa:
+        extra["evidence"] = qa["evidence"]
     for field in ("answer", "adversarial_answer"):
         if field not in qa:
             continue
@@ -233,12 +299,11 @@ def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set, notes:
             notes.add(f"{type(value).__name__} {field} → string (raw kept in extra)")
             extra[f"raw_{field}"] = value
         question[field] = str(value)
-    if category_id == 5 and question["answer"] is None:
-        notes.add("adversarial question without answer (answer null)")
+    _count_answers(question, notes)
     ids, unreadable = parse_evidence(qa.get("evidence"), notes, path, where)
     missing = [turn_id for turn_id in ids if turn_id not in turn_ids]
     if missing:
-        notes.add("evidence id that names no turn (moved to extra.evidence_not_found)", len(missing))
+        notes.add("QA evidence id that names no turn (moved to extra.evidence_not_found)", len(missing))
         extra["evidence_not_found"] = missing
     if unreadable:
         extra["evidence_unreadable"] = unreadable
@@ -246,38 +311,115 @@ def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set, notes:
     question["evidence_session_ids"] = list(
         dict.fromkeys("session_" + turn_id[1:].split(":")[0] for turn_id in question["evidence_turn_ids"])
     )
-    rest = {key: value for key, value in qa.items() if key not in QA_KEYS}
-    extra.update(rest)
-    question["extra"] = schema.to_json(extra)
+    extra.update({key: value for key, value in qa.items() if key not in QA_KEYS})
+    question["extra"] = schema.to_json(extra) if extra else None
     return question
 
 
-def parse_evidence(evidence: Any, notes: Notes, path: str, where: str) -> tuple[list[str], list[str]]:
+def _count_answers(question: dict, notes: Notes) -> None:
+    if question["category_id"] == ADVERSARIAL:
+        if question["answer"] is None:
+            notes.add("adversarial question without answer (answer null)")
+        else:
+            notes.add("adversarial question with both answer and adversarial_answer (both kept)")
+    elif question["answer"] is None:
+        notes.add("non-adversarial question without answer (answer null)")
+
+
+def parse_evidence(
+    evidence: Any, notes: Notes, path: str, where: str, field: str = "evidence", label: str = "QA evidence"
+) -> tuple[list[str], list[str]]:
     """Evidence strings → normalized turn ids ("D8:6; D9:17" → two ids, "D30:05" → "D30:5").
 
-    Returns the ids (deduplicated, in order) and the pieces that hold no id at all (e.g. "D").
+    ``evidence`` is a list of strings or one string (observations write "D4:17, D4:19"). Returns the ids
+    (deduplicated, in order) and the pieces that hold no id at all (e.g. "D"). ``label`` names the kind
+    of evidence in the normalization counts.
     """
     if evidence is None:
-        notes.add("question without evidence")
+        notes.add(f"{label} absent")
         return [], []
     if isinstance(evidence, str):
         evidence = [evidence]
     if not isinstance(evidence, list) or not all(isinstance(item, str) for item in evidence):
-        raise SourceError(path, where, "evidence", f"expected a list of strings, got {evidence!r}")
+        raise SourceError(path, where, field, f"expected a string or a list of strings, got {evidence!r}")
     if not evidence:
-        notes.add("question with empty evidence")
+        notes.add(f"{label} empty")
     ids: list[str] = []
     unreadable: list[str] = []
     for item in evidence:
         found = EVIDENCE_ID.findall(item)
         if not found:
-            notes.add("evidence string with no turn id (kept in extra.evidence_unreadable)")
+            notes.add(f"{label} string with no turn id (kept in extra.evidence_unreadable)")
             unreadable.append(item)
             continue
         normalized = [f"D{int(session)}:{int(turn)}" for session, turn in found]
         if len(found) > 1:
-            notes.add("evidence string holding several ids, split")
+            notes.add(f"{label} string holding several ids, split")
         elif normalized[0] != item:
-            notes.add("evidence id rewritten (leading zero, stray colon or spaces)")
+            notes.add(f"{label} id rewritten (leading zero, stray colon or spaces)")
         ids.extend(normalized)
-    return list(dict.fromkeys(ids)), unreadable
+    unique = list(dict.fromkeys(ids))
+    if len(unique) < len(ids):
+        notes.add(f"{label} id repeated in one evidence list, deduplicated", len(ids) - len(unique))
+    return unique, unreadable
+
+
+def parse_observations(
+    entry: Any, turn_ids: set[str], notes: Notes, path: str, sample_id: str, field: str
+) -> list[dict[str, Any]]:
+    """One session's ``observation`` entry ({speaker: [[text, evidence], ...]}) → typed rows.
+
+    Evidence is normalized as QA evidence is; the raw evidence is returned beside the ids. Ids that name
+    no turn are counted and left out of ``evidence_turn_ids`` (the raw evidence still holds them).
+    """
+    if not isinstance(entry, dict):
+        raise SourceError(
+            path, sample_id, field, f"expected an object of speakers, got {type(entry).__name__}"
+        )
+    rows = []
+    for speaker, observations in entry.items():
+        if not isinstance(observations, list):
+            raise SourceError(
+                path, sample_id, f"{field}.{speaker}", "expected a list of [text, evidence] pairs"
+            )
+        for position, pair in enumerate(observations):
+            where = f"{field}.{speaker}[{position}]"
+            if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
+                raise SourceError(path, sample_id, where, f"expected a [text, evidence] pair, got {pair!r}")
+            text, evidence = pair
+            ids, _ = parse_evidence(evidence, notes, path, sample_id, where, label="observation evidence")
+            missing = [turn_id for turn_id in ids if turn_id not in turn_ids]
+            if missing:
+                notes.add("observation evidence id that names no turn (raw evidence kept)", len(missing))
+            rows.append(
+                {
+                    "speaker": speaker,
+                    "position": position,
+                    "observation": text,
+                    "evidence_turn_ids": [turn_id for turn_id in ids if turn_id in turn_ids],
+                    "evidence": evidence,
+                }
+            )
+    return rows
+
+
+def parse_events(entry: Any, path: str, sample_id: str, field: str) -> list[dict[str, Any]]:
+    """One session's ``event_summary`` entry ({speaker: [event, ...], "date": str}) → typed rows."""
+    if not isinstance(entry, dict):
+        raise SourceError(
+            path, sample_id, field, f"expected an object of speakers, got {type(entry).__name__}"
+        )
+    date = _optional(entry, "date", str, path, sample_id, f"{field}.date")
+    rows = []
+    for speaker, events in entry.items():
+        if speaker == "date":
+            continue
+        if not (isinstance(events, list) and all(isinstance(event, str) for event in events)):
+            raise SourceError(
+                path, sample_id, f"{field}.{speaker}", f"expected a list of strings, got {events!r}"
+            )
+        rows.extend(
+            {"speaker": speaker, "position": position, "event": event, "date": date}
+            for position, event in enumerate(events)
+        )
+    return rows
