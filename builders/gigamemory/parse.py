@@ -314,7 +314,7 @@ def parse_session(session: Any, index: int, path: str, location: str, notes: Not
         for i, message in enumerate(messages)
     ]
     if turns and turns[0]["role"] != "user":
-        notes.add(f"session starting with a {turns[0]['role']} message (kept as is)")
+        notes.add(f"session starting with the {turns[0]['role']} (kept as is)")
     if turns and turns[-1]["role"] == "user":
         notes.add("session ending on a user message (kept as is)")
     extra = _leftovers(session, SESSION_KEYS)
