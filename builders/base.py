@@ -18,6 +18,7 @@ import datasets
 from datasets.builder import Key
 
 from builders.errors import Notes
+from builders.stats import Report
 from builders.views import DEFAULT_VIEW, SHARED_VIEWS, Record, Row, View
 
 Shard = Any  # a path, or a dict describing a slice of the source that one worker can read alone
@@ -28,6 +29,9 @@ class ConvHubConfig(datasets.BuilderConfig):
     """A view of one source. ``subsets`` limits the build to some subsets where a source has several."""
 
     subsets: tuple[str, ...] | None = None
+    #: When set, each worker writes the normalization counts and statistics of the records it parsed
+    #: here (``report-*.json``), so a build needs no separate checking pass over the source.
+    report_dir: str | None = None
 
 
 class ConversationBuilder(datasets.GeneratorBasedBuilder):
@@ -100,20 +104,25 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
 
     def _split_generators(self, dl_manager):
         return [
-            datasets.SplitGenerator(name=split, gen_kwargs={"shards": shards})
+            datasets.SplitGenerator(name=split, gen_kwargs={"shards": shards, "split": split})
             for split, shards in self.shards(dl_manager).items()
         ]
 
-    def _generate_examples(self, shards: list[Shard]) -> Iterator[tuple[Key, Row]]:
+    def _generate_examples(self, shards: list[Shard], split: str | None = None) -> Iterator[tuple[Key, Row]]:
         view = self.view
+        report = Report() if self.config.report_dir and not view.is_table else None
         for shard_index, shard in enumerate(shards):
             if view.is_table:
                 rows = self.table_rows(view, shard)
             else:
-                records = self.parse_shard(shard, Notes())
+                records = self.parse_shard(shard, report.notes if report else Notes())
+                if report:
+                    records = report.counting(split, records)
                 rows = (row for record in records for row in view.rows_from_record(record))
             for row_index, row in enumerate(rows):
                 yield Key(shard_index, row_index), row
+        if report:
+            report.save(self.config.report_dir)
 
     # -- used by `convhub check` and the card --------------------------------------------------
 

@@ -1,7 +1,9 @@
 """Build a source into a Hub-ready folder: Parquet shards per config and split, and the dataset card.
 
-The folder is assembled in a hidden staging folder beside the output and renamed into place only when
-every config has been built and the card rendered, so a failed build never leaves partial output.
+The source is parsed once, by the builder's ``sessions`` config (the canonical records); ``turns``, ``qa``
+and ``messages`` are then flattened from those Parquet shards with Arrow (``builders.derive``), and only a
+source's own extra configs run the builder again. The folder is assembled in a hidden staging folder beside
+the output and renamed into place only when everything succeeded, so a failed build leaves no partial output.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from pathlib import Path
 import datasets
 
 from builders import registry
-from builders.errors import Notes
-from builders.stats import Statistics
+from builders.derive import DERIVERS, derive_file
+from builders.errors import Notes, SourceError
+from builders.stats import Report, Statistics
+from builders.views import SESSIONS
 
 SHARD_NAME = re.compile(r"-(?P<split>[^-]+?)(?:-(?P<index>\d{5})-of-(?P<total>\d{5}))?\.parquet$")
 
@@ -68,14 +72,12 @@ def build_source(
         builder_cls.view_named(name)  # fail on a misspelt config before any work
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    notes, statistics = check_source(source, data_dir, subsets)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
     try:
-        with tempfile.TemporaryDirectory(prefix="convhub-cache-") as cache_dir:
-            built = {
-                name: _build_config(builder_cls, name, data_dir, subsets, num_proc, cache_dir, staging)
-                for name in configs
-            }
+        with tempfile.TemporaryDirectory(prefix="convhub-work-") as work:
+            run = _Run(builder_cls, data_dir, _tuple(subsets), num_proc, Path(work), staging)
+            built = run.build_all(configs)
+            notes, statistics = run.report(source, subsets)
         result = BuildResult(source, output, built, notes, statistics)
         write_card(result, staging)
         if output.exists():
@@ -87,24 +89,94 @@ def build_source(
     return result
 
 
-def _build_config(builder_cls, name, data_dir, subsets, num_proc, cache_dir, staging: Path) -> ConfigBuild:
-    builder = builder_cls(config_name=name, data_dir=data_dir, subsets=_tuple(subsets), cache_dir=cache_dir)
-    builder.download_and_prepare(file_format="parquet", num_proc=num_proc)
-    built = ConfigBuild(name, builder.info.features)
-    shards: dict[str, list[str]] = {}
-    for path in glob.glob(os.path.join(builder.cache_dir, "*.parquet")):
-        split = SHARD_NAME.search(os.path.basename(path)).group("split")
-        shards.setdefault(split, []).append(path)
-    (staging / name).mkdir()
-    for split, paths in sorted(shards.items()):
-        paths.sort()
-        built.splits[split] = builder.info.splits[split]
-        built.files[split] = []
-        for index, path in enumerate(paths):
-            relative = f"{name}/{split}-{index:05d}-of-{len(paths):05d}.parquet"
-            shutil.move(path, staging / relative)
-            built.files[split].append(relative)
-    return built
+@dataclass
+class _Run:
+    """One build: where things go, and the sessions build every derived view reads."""
+
+    builder_cls: type
+    data_dir: str | None
+    subsets: tuple[str, ...] | None
+    num_proc: int | None
+    work: Path
+    staging: Path
+    sessions: ConfigBuild | None = None
+    sessions_root: Path | None = None
+
+    def build_all(self, configs: list[str]) -> dict[str, ConfigBuild]:
+        if any(name == SESSIONS.name or name in DERIVERS for name in configs):
+            keep = SESSIONS.name in configs
+            self.sessions_root = self.staging if keep else self.work / "sessions-only"
+            self.sessions_root.mkdir(exist_ok=True)
+            self.sessions = self.run_builder(SESSIONS.name, self.sessions_root, report=True)
+        built = {}
+        for name in configs:
+            if name == SESSIONS.name:
+                built[name] = self.sessions
+            elif name in DERIVERS:
+                built[name] = self.derive(name)
+            else:
+                built[name] = self.run_builder(name, self.staging, report=False)
+        return built
+
+    def run_builder(self, name: str, root: Path, report: bool) -> ConfigBuild:
+        report_dir = self.work / "reports"
+        report_dir.mkdir(exist_ok=True)
+        builder = self.builder_cls(
+            config_name=name,
+            data_dir=self.data_dir,
+            subsets=self.subsets,
+            report_dir=str(report_dir) if report else None,
+            cache_dir=str(self.work / "cache"),
+        )
+        try:
+            builder.download_and_prepare(file_format="parquet", num_proc=self.num_proc)
+        except datasets.exceptions.DatasetGenerationError as error:
+            if isinstance(error.__cause__, SourceError):
+                raise error.__cause__ from None  # the message names file, record and field
+            raise
+        built = ConfigBuild(name, builder.info.features)
+        shards: dict[str, list[str]] = {}
+        for path in glob.glob(os.path.join(builder.cache_dir, "*.parquet")):
+            split = SHARD_NAME.search(os.path.basename(path)).group("split")
+            shards.setdefault(split, []).append(path)
+        (root / name).mkdir()
+        for split, paths in sorted(shards.items()):
+            paths.sort()
+            built.splits[split] = builder.info.splits[split]
+            built.files[split] = []
+            for index, path in enumerate(paths):
+                relative = _shard_path(name, split, index, len(paths))
+                shutil.move(path, root / relative)
+                built.files[split].append(relative)
+        return built
+
+    def derive(self, name: str) -> ConfigBuild:
+        features = self.builder_cls.view_named(name).features
+        built = ConfigBuild(name, features)
+        (self.staging / name).mkdir()
+        for split, sessions_files in self.sessions.files.items():
+            rows = size = 0
+            built.files[split] = []
+            for index, sessions_file in enumerate(sessions_files):
+                relative = _shard_path(name, split, index, len(sessions_files))
+                count, num_bytes = derive_file(
+                    name, features, self.sessions_root / sessions_file, self.staging / relative
+                )
+                rows, size = rows + count, size + num_bytes
+                built.files[split].append(relative)
+            built.splits[split] = datasets.SplitInfo(split, size, rows)
+        return built
+
+    def report(self, source: str, subsets) -> tuple[Notes, Statistics]:
+        """The workers' merged notes and statistics; a checking pass only if no config parsed records."""
+        report = Report.load_all(str(self.work / "reports")) if self.sessions else None
+        if report is None:
+            return check_source(source, self.data_dir, subsets)
+        return report.notes, report.statistics
+
+
+def _shard_path(config: str, split: str, index: int, total: int) -> str:
+    return f"{config}/{split}-{index:05d}-of-{total:05d}.parquet"
 
 
 def _tuple(values) -> tuple[str, ...] | None:

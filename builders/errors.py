@@ -25,6 +25,10 @@ class SourceError(ValueError):
             where += f", field {field!r}"
         super().__init__(f"{where}: {problem}")
 
+    def __reduce__(self):
+        """Survive pickling, so an error raised in a ``num_proc`` worker reaches the parent intact."""
+        return (SourceError, (self.path, self.record, self.field, self.problem))
+
 
 class Notes(Counter):
     """Counts of normalizations and oddities by kind, e.g. ``notes.add("integer answer → string")``."""

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import glob
+import json
+import os
+import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+
+from builders.errors import Notes
 
 
 @dataclass
@@ -43,6 +49,17 @@ class SplitStats:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.categories.update(other.categories)
         self.roles.update(other.roles)
+
+    def to_dict(self) -> dict:
+        # not dataclasses.asdict: it rebuilds a Counter from (key, value) pairs, counting the pairs
+        return {
+            name: dict(value) if isinstance(value, Counter) else value for name, value in vars(self).items()
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SplitStats:
+        counters = {name: Counter(data.pop(name)) for name in ("categories", "roles")}
+        return cls(**data, **counters)
 
     def row(self) -> dict:
         """The figures a statistics table shows, rounded for reading."""
@@ -96,3 +113,44 @@ def markdown_table(rows: list[dict]) -> str:
 
 def _cell(value) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+class Report:
+    """Notes and statistics gathered while a worker parses, saved as JSON for the build to merge."""
+
+    def __init__(self) -> None:
+        self.notes = Notes()
+        self.statistics = Statistics()
+
+    def counting(self, split: str, records):
+        for record in records:
+            self.statistics.add(split, record)
+            yield record
+
+    def save(self, folder: str) -> None:
+        payload = {
+            "notes": dict(self.notes),
+            "statistics": [
+                {"split": split, "subset": subset, **stats.to_dict()}
+                for (split, subset), stats in self.statistics.sorted()
+            ],
+        }
+        fd, _ = tempfile.mkstemp(prefix="report-", suffix=".json", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle)
+
+    @classmethod
+    def load_all(cls, folder: str) -> Report | None:
+        """The merged reports of every worker, or None when no worker wrote one."""
+        paths = sorted(glob.glob(os.path.join(folder, "report-*.json")))
+        if not paths:
+            return None
+        merged = cls()
+        for path in paths:
+            with open(path, encoding="utf-8") as handle:
+                payload = json.load(handle)
+            merged.notes.update(payload["notes"])
+            for entry in payload["statistics"]:
+                key = (entry.pop("split"), entry.pop("subset"))
+                merged.statistics.by_split_subset[key].merge(SplitStats.from_dict(entry))
+        return merged

@@ -1,0 +1,105 @@
+"""Derive the flattened shared views from built ``sessions`` Parquet with Arrow, without re-parsing.
+
+``turns``, ``qa`` and ``messages`` are pure functions of the canonical record (``builders.views``). Parsing
+the source again for each of them costs a full parse per view; flattening the nested ``sessions`` columns
+with Arrow kernels costs a fraction of that. ``tests/test_derive.py`` checks that both paths give the same
+rows, so the Python view functions remain the definition and this module an equivalent fast path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from datasets.arrow_writer import ParquetWriter
+
+from builders import schema
+
+IDS = list(schema.CONVERSATION_IDS)
+BATCH_ROWS = 64  # conversations per batch: bounds memory on very long conversations
+
+
+def _positions(lists: pa.ListArray) -> tuple[pa.Array, pa.Array]:
+    """For each element of the flattened lists: the index of its parent list and its index inside it."""
+    parents = pc.list_parent_indices(lists)
+    offsets = lists.offsets.to_numpy()
+    starts = offsets[:-1][parents.to_numpy()] if len(parents) else np.array([], dtype=np.int64)
+    inside = np.arange(offsets[0], offsets[0] + len(parents), dtype=np.int64) - starts
+    return parents, pa.array(inside.astype(np.int32), pa.int32())
+
+
+def _struct_fields(array: pa.StructArray) -> dict[str, pa.Array]:
+    """Child arrays by name, aligned with the struct's rows (``flatten`` honours offsets)."""
+    return {field.name: child for field, child in zip(array.type, array.flatten(), strict=True)}
+
+
+def _flat(lists: pa.ListArray) -> pa.Array:
+    """The values of a list array as its rows see them (respecting slicing and offsets)."""
+    return pc.list_flatten(lists)
+
+
+def turns_table(batch: pa.RecordBatch) -> pa.Table:
+    sessions = batch.column("sessions")
+    session_rows = _flat(sessions)
+    session_parent, session_index = _positions(sessions)
+    session_fields = _struct_fields(session_rows)
+    turns = session_fields["turns"]
+    turn_rows = _flat(turns)
+    turn_session, turn_index = _positions(turns)
+    turn_conversation = session_parent.take(turn_session)
+    columns = {name: batch.column(name).take(turn_conversation) for name in IDS}
+    columns["session_id"] = session_fields["session_id"].take(turn_session)
+    columns["session_index"] = session_index.take(turn_session)
+    columns["turn_index"] = turn_index
+    columns["date_time"] = session_fields["date_time"].take(turn_session)
+    columns["timestamp"] = session_fields["timestamp"].take(turn_session)
+    columns.update(_struct_fields(turn_rows))
+    return pa.table(columns)
+
+
+def qa_table(batch: pa.RecordBatch) -> pa.Table:
+    questions = batch.column("questions")
+    parents, _ = _positions(questions)
+    columns = {name: batch.column(name).take(parents) for name in IDS}
+    columns.update(_struct_fields(_flat(questions)))
+    return pa.table(columns)
+
+
+def messages_table(batch: pa.RecordBatch) -> pa.Table:
+    sessions = batch.column("sessions")
+    session_rows = _flat(sessions)
+    session_parent, session_index = _positions(sessions)
+    session_fields = _struct_fields(session_rows)
+    turns = session_fields["turns"]
+    turn_fields = _struct_fields(_flat(turns))
+    messages_struct = pa.StructArray.from_arrays(
+        [turn_fields["role"], turn_fields["text"]], names=["role", "content"]
+    )
+    relative = pc.subtract(turns.offsets, turns.offsets[0])
+    messages = pa.ListArray.from_arrays(relative, messages_struct)
+    columns = {name: batch.column(name).take(session_parent) for name in IDS}
+    columns["session_id"] = session_fields["session_id"]
+    columns["session_index"] = session_index
+    columns["messages"] = messages
+    table = pa.table(columns)
+    return table.filter(pc.greater(pc.list_value_length(turns), 0))  # sessions with turns only
+
+
+DERIVERS = {"turns": turns_table, "qa": qa_table, "messages": messages_table}
+
+
+def derive_file(view_name: str, features, sessions_path: Path, output_path: Path) -> tuple[int, int]:
+    """Write ``view_name`` rows derived from one sessions shard; returns (rows, bytes) as datasets counts."""
+    derive = DERIVERS[view_name]
+    arrow_schema = features.arrow_schema
+    writer = ParquetWriter(features=features, path=str(output_path))
+    try:
+        for batch in pq.ParquetFile(sessions_path).iter_batches(batch_size=BATCH_ROWS):
+            table = derive(batch)
+            writer.write_table(table.select(arrow_schema.names).cast(arrow_schema))
+        return writer.finalize()
+    finally:
+        writer.close()

@@ -1,0 +1,71 @@
+"""The Arrow fast path (builders.derive) gives exactly the rows of the Python view functions."""
+
+from __future__ import annotations
+
+import pickle
+
+import datasets
+import pytest
+
+from builders import registry
+from builders.derive import DERIVERS
+from builders.errors import Notes, SourceError
+from builders.stats import Report
+
+
+@pytest.mark.parametrize("source", registry.names())
+@pytest.mark.parametrize("view", sorted(DERIVERS))
+def test_derived_view_equals_builder_view(sample_builds, tmp_path, source, view):
+    builder_cls = registry.get(source)
+    builder = builder_cls(config_name=view, data_dir=builder_cls.sample_dir(), cache_dir=str(tmp_path))
+    builder.download_and_prepare()
+    derived = datasets.load_dataset(str(sample_builds[source].output), view)
+    assert set(derived) == set(builder.info.splits)
+    for split in derived:
+        expected = builder.as_dataset(split=split)
+        assert derived[split].features == expected.features
+        assert derived[split].to_list() == expected.to_list()
+
+
+def test_build_of_a_derived_view_alone_parses_once_and_writes_only_that_view(tmp_path):
+    from builders.build import build_source
+
+    builder_cls = registry.get("locomo")
+    result = build_source("locomo", tmp_path / "out", data_dir=builder_cls.sample_dir(), configs=["qa"])
+    assert list(result.configs) == ["qa"]
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["README.md", "qa"]
+    assert result.statistics.total().questions == result.configs["qa"].splits["test"].num_examples
+    assert result.notes  # the sample exercises LoCoMo's quirks, so some normalization was counted
+
+
+def test_source_error_survives_pickling_between_processes():
+    error = SourceError("data/x.jsonl", 7, "sessions", "expected a list")
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.path, copy.record, copy.field, copy.problem) == (
+        "data/x.jsonl",
+        7,
+        "sessions",
+        "expected a list",
+    )
+    assert str(copy) == "data/x.jsonl, record 7, field 'sessions': expected a list"
+
+
+def test_reports_of_workers_merge(tmp_path):
+    record = {
+        "subset": "s",
+        "sessions": [
+            {"turns": [{"text": "a b", "dialogue_acts": [], "state": [], "images": [], "role": "user"}]}
+        ],
+        "questions": [{"category": "temporal"}],
+    }
+    for _ in range(2):
+        report = Report()
+        report.notes.add("kind", 3)
+        list(report.counting("test", [record]))
+        report.save(str(tmp_path))
+    merged = Report.load_all(str(tmp_path))
+    assert merged.notes == Notes({"kind": 6})
+    total = merged.statistics.total()
+    assert (total.conversations, total.turns, total.tokens, total.questions) == (2, 2, 4, 2)
+    assert total.categories == {"temporal": 2} and total.roles == {"user": 2}
+    assert Report.load_all(str(tmp_path / "none")) is None
