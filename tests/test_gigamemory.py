@@ -1,0 +1,516 @@
+"""GigaMemory: the real public sample, the packaged sample and fixtures for every quirk of the format.
+
+The strongest check is :func:`rebuild_lines`: it rebuilds every source line (raw id types, key order, file and
+line number) from the loaded ``sessions`` config alone and compares it with the source, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import datasets
+import pytest
+from conftest import shared_data
+
+from builders import cli
+from builders.build import build_source, check_source
+from builders.errors import Notes, SourceError
+from builders.gigamemory import parse
+from builders.gigamemory.builder import GigamemoryBuilder
+
+REAL_COUNTS = {"conversations": 4, "questions": 4, "sessions": 149, "messages": 1900}
+
+
+# -- fixture writers ----------------------------------------------------------------------------------
+
+
+def session(session_id, *messages):
+    """A session from (role, content) pairs."""
+    return {"id": session_id, "messages": [{"role": role, "content": content} for role, content in messages]}
+
+
+def line(record_id, question_type, sessions, evidence, question="Как меня зовут?", ans="Иван"):
+    return {
+        "id": record_id,
+        "question": question,
+        "ans": ans,
+        "question_type": question_type,
+        "sessions": sessions,
+        "ans_session_ids": evidence,
+    }
+
+
+DIALOGUE_A = [
+    session(1, ("user", "Привет, меня зовут Иван."), ("assistant", "Приятно познакомиться, Иван!")),
+    session(2, ("user", "У меня есть кот Барсик."), ("assistant", "Сколько ему лет?"), ("user", "Ему 2.")),
+]
+DIALOGUE_B = [
+    session(1, ("assistant", "Добрый день!"), ("user", "Я живу в Самаре."), ("assistant", "Отлично."))
+]
+
+
+def write_jsonl(path: Path, records, gz: bool = False, newline: str = "\n") -> Path:
+    text = "".join(json.dumps(record, ensure_ascii=False) + newline for record in records)
+    if gz:
+        with gzip.open(path, "wt", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+    else:
+        path.write_text(text, encoding="utf-8", newline="")
+    return path
+
+
+def parse_path(path: Path, shard_bytes: int = 1 << 30) -> tuple[list[dict], Notes]:
+    """Canonical records of one file through both passes, as the builder runs them."""
+    notes = Notes()
+    shards = parse.plan_shards(parse.index_file(path), shard_bytes)
+    return [record for shard in shards for record in parse.parse_shard(shard, notes)], notes
+
+
+def extra(value):
+    """A Json column as parsed records hold it (text) or as load_dataset returns it (decoded)."""
+    return json.loads(value) if isinstance(value, str) else (value or {})
+
+
+# -- the round trip a later `convhub export` makes ------------------------------------------------------
+
+
+def rebuild_lines(records) -> dict[tuple[str, int], dict]:
+    """(file, line number) → the source line rebuilt from canonical records alone."""
+    lines = {}
+    for record in records:
+        sessions = [rebuild_session(item) for item in record["sessions"]]
+        for question in record["questions"]:
+            info = extra(question["extra"])
+            values = {
+                "id": info["id"],
+                "question": question["question"],
+                "ans": info.get("ans", question["answer"]),
+                "question_type": question["category"],
+                "sessions": sessions,
+                "ans_session_ids": info.get("ans_session_ids"),
+                **info.get("fields", {}),
+            }
+            keys = info.get("key_order", parse.RECORD_KEYS)
+            lines[(info["file"], info["line"])] = {key: values[key] for key in keys}
+    return lines
+
+
+def rebuild_session(item: dict) -> dict:
+    info = extra(item["extra"])
+    messages = []
+    for turn in item["turns"]:
+        turn_info = extra(turn["extra"])
+        values = {"role": turn["speaker"], "content": turn["text"], **turn_info.get("fields", {})}
+        messages.append({key: values[key] for key in turn_info.get("key_order", parse.MESSAGE_KEYS)})
+    values = {"id": info.get("id", item["session_id"]), "messages": messages, **info.get("fields", {})}
+    return {key: values[key] for key in info.get("key_order", parse.SESSION_KEYS)}
+
+
+def source_lines(path: Path) -> dict[tuple[str, int], str]:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", newline="") as handle:
+        return {(path.name, n): text.rstrip("\r\n") for n, text in enumerate(handle, 1) if text.strip()}
+
+
+def assert_round_trip(records, paths: list[Path]) -> None:
+    rebuilt = rebuild_lines(records)
+    expected = {key: text for path in paths for key, text in source_lines(path).items()}
+    assert sorted(rebuilt) == sorted(expected)
+    for key, text in expected.items():
+        # key order matters: compare serializations, not dicts
+        assert json.dumps(rebuilt[key], ensure_ascii=False) == json.dumps(
+            json.loads(text), ensure_ascii=False
+        ), key
+
+
+# -- the real public sample -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_build(tmp_path_factory):
+    folder = shared_data("gigamemory")
+    return build_source(
+        "gigamemory", tmp_path_factory.mktemp("real") / "gigamemory-unified", data_dir=str(folder)
+    )
+
+
+def test_real_sample_counts(real_build):
+    output = str(real_build.output)
+    sessions = datasets.load_dataset(output, "sessions", split="test")
+    qa = datasets.load_dataset(output, "qa", split="test")
+    messages = datasets.load_dataset(output, "messages", split="test")
+    turns = datasets.load_dataset(output, "turns", split="test")
+    assert sessions.num_rows == REAL_COUNTS["conversations"]
+    assert qa.num_rows == REAL_COUNTS["questions"]
+    assert sum(len(row) for row in sessions["sessions"]) == REAL_COUNTS["sessions"]
+    assert messages.num_rows == REAL_COUNTS["sessions"]
+    assert sum(len(row) for row in messages["messages"]) == REAL_COUNTS["messages"]
+    assert turns.num_rows == REAL_COUNTS["messages"]
+    assert sorted(qa["category"]) == sorted(parse.QUESTION_TYPES)
+    assert set(sessions["subset"]) == {"format_example"} and set(sessions["language"]) == {"ru"}
+    assert real_build.notes == {"no_info question that still lists answer sessions (kept)": 1}
+
+
+def test_real_sample_rebuilds_every_line_byte_for_byte(real_build):
+    """The public file is json.dumps(ensure_ascii=False) per line: the rebuild must equal each raw line."""
+    path = shared_data("gigamemory", "format_example.jsonl")
+    records = datasets.load_dataset(str(real_build.output), "sessions", split="test")
+    rebuilt = rebuild_lines(records)
+    raw = source_lines(path)
+    assert len(rebuilt) == len(raw) == 4
+    for key, text in raw.items():
+        assert json.dumps(rebuilt[key], ensure_ascii=False) == text
+    first = json.loads(raw[("format_example.jsonl", 1)])
+    row = datasets.load_dataset(str(real_build.output), "qa", split="test")[0]
+    assert row["question_id"] == str(first["id"]) and row["extra"]["id"] == first["id"]
+    assert row["evidence_session_ids"] == [str(value) for value in first["ans_session_ids"]]
+
+
+def test_real_sample_card(real_build):
+    card = (real_build.output / "README.md").read_text(encoding="utf-8")
+    assert "language:\n- ru" in card and "license: unknown" in card
+    for question_type in parse.QUESTION_TYPES:
+        assert f"| `{question_type}` |" in card
+    assert "| test | format_example | 4 | 149 | 1,900 | 4 |" in card
+    assert "https://github.com/ai-forever/memory_aij2025" in card
+
+
+# -- the packaged sample ----------------------------------------------------------------------------
+
+
+def test_packaged_sample_groups_shared_dialogues_and_round_trips(sample_builds):
+    result = sample_builds["gigamemory"]
+    records = datasets.load_dataset(str(result.output), "sessions", split="test")
+    by_subset = {}
+    for record in records:
+        by_subset.setdefault(record["subset"], []).append(record)
+    assert {subset: [len(r["questions"]) for r in rows] for subset, rows in by_subset.items()} == {
+        "dialogues": [2, 2],
+        "string_ids": [2],
+    }
+    assert datasets.load_dataset(str(result.output), "qa", split="test").num_rows == 6
+    sample = Path(GigamemoryBuilder.sample_dir())
+    assert_round_trip(records, sorted(sample.iterdir()))
+
+
+def test_packaged_sample_keeps_odd_role_orders_in_messages(sample_builds):
+    messages = datasets.load_dataset(str(sample_builds["gigamemory"].output), "messages", split="test")
+    roles = [[message["role"] for message in row["messages"]] for row in messages]
+    assert ["assistant", "user", "assistant"] in roles
+    assert ["user", "assistant", "user"] in roles
+    assert messages.num_rows == 8  # one row per session
+
+
+def test_packaged_sample_string_ids_stay_strings(sample_builds):
+    qa = datasets.load_dataset(str(sample_builds["gigamemory"].output), "qa", split="test")
+    string_rows = [row for row in qa if row["subset"] == "string_ids"]
+    assert [row["question_id"] for row in string_rows] == ["q-1", "q-2"]
+    assert string_rows[0]["evidence_session_ids"] == ["session_id2"]
+    assert string_rows[0]["extra"]["key_order"][2:4] == [
+        "question_type",
+        "ans",
+    ]  # the format document's order
+    int_rows = [row for row in qa if row["subset"] == "dialogues"]
+    assert [row["extra"]["id"] for row in int_rows] == [1, 2, 3, 4]
+    assert [row["extra"]["ans_session_ids"] for row in int_rows] == [[1], [2, 3], [1, 2], [2]]
+
+
+# -- grouping and ids ---------------------------------------------------------------------------------
+
+
+def test_non_adjacent_lines_with_one_dialogue_become_one_conversation(tmp_path):
+    path = write_jsonl(
+        tmp_path / "val.jsonl",
+        [
+            line(10, "fact_equal_session", DIALOGUE_A, [1]),
+            line(11, "no_info", DIALOGUE_B, []),
+            line(12, "info_consolidation", DIALOGUE_A, [1, 2]),
+        ],
+    )
+    records, notes = parse_path(path)
+    assert [[q["question_id"] for q in r["questions"]] for r in records] == [["10", "12"], ["11"]]
+    digest = parse.dialogue_digest(DIALOGUE_A)
+    assert records[0]["conversation_id"] == f"val:{digest[:16]}"
+    assert json.loads(records[0]["extra"]) == {"dialogue_sha256": digest}
+    assert notes["line sharing its dialogue with an earlier line (one conversation, several questions)"] == 1
+    assert_round_trip(records, [path])
+
+
+def test_same_text_with_string_session_ids_is_another_dialogue(tmp_path):
+    as_strings = [{**item, "id": str(item["id"])} for item in DIALOGUE_A]
+    path = write_jsonl(
+        tmp_path / "ids.jsonl", [line(1, "no_info", DIALOGUE_A, []), line("2", "no_info", as_strings, ["2"])]
+    )
+    records, _ = parse_path(path)
+    assert len(records) == 2
+    assert [s["session_id"] for s in records[0]["sessions"]] == [
+        s["session_id"] for s in records[1]["sessions"]
+    ]
+    assert json.loads(records[0]["sessions"][0]["extra"]) == {"id": 1}
+    assert records[1]["sessions"][0]["extra"] is None
+    assert_round_trip(records, [path])
+
+
+def test_index_keeps_no_dialogue(tmp_path):
+    path = write_jsonl(
+        tmp_path / "a.jsonl", [line(1, "no_info", DIALOGUE_A, []), line(2, "no_info", DIALOGUE_A, [])]
+    )
+    index = parse.index_file(path)
+    assert len(index.groups) == 1 and len(index.groups[0].lines) == 2
+    assert all("sessions" not in item.fields for item in index.groups[0].lines)
+
+
+def test_several_shards_of_a_gz_give_the_same_records_as_one(tmp_path):
+    dialogues = [[session(n, ("user", f"Факт номер {n}."), ("assistant", "Запомнил."))] for n in range(7)]
+    rows = [line(n, "fact_equal_session", dialogues[n % 7], [n % 7]) for n in range(12)]
+    path = write_jsonl(tmp_path / "many.jsonl.gz", rows, gz=True)
+    whole, _ = parse_path(path)
+    index = parse.index_file(path)
+    shards = parse.plan_shards(index, shard_bytes=1)
+    assert len(shards) == 7
+    pieces = [record for shard in shards for record in parse.parse_shard(shard, Notes())]
+    assert pieces == whole
+    assert [len(record["questions"]) for record in whole] == [2, 2, 2, 2, 2, 1, 1]
+
+
+def test_build_with_two_processes_matches_one(tmp_path, monkeypatch):
+    dialogues = [[session(n, ("user", f"Мне {20 + n} лет."), ("assistant", "Понял."))] for n in range(4)]
+    (tmp_path / "data").mkdir()
+    write_jsonl(
+        tmp_path / "data" / "x.jsonl", [line(n, "info_updating", dialogues[n % 4], [n % 4]) for n in range(8)]
+    )
+    monkeypatch.setattr(GigamemoryBuilder, "SHARD_BYTES", 1)
+    one = build_source(
+        "gigamemory", tmp_path / "one", data_dir=str(tmp_path / "data"), configs=["sessions", "qa"]
+    )
+    two = build_source(
+        "gigamemory",
+        tmp_path / "two",
+        data_dir=str(tmp_path / "data"),
+        configs=["sessions", "qa"],
+        num_proc=2,
+    )
+    for config in ("sessions", "qa"):
+        first = datasets.load_dataset(str(one.output), config, split="test")
+        second = datasets.load_dataset(str(two.output), config, split="test")
+        assert sorted(first["conversation_id"]) == sorted(second["conversation_id"])
+        assert first.num_rows == second.num_rows == {"sessions": 4, "qa": 8}[config]
+
+
+# -- messages and roles ---------------------------------------------------------------------------------
+
+
+def test_messages_kept_exactly_whatever_the_role_order(tmp_path):
+    odd = [
+        session(1, ("assistant", "Чем помочь?"), ("assistant", "Я здесь."), ("user", "")),
+        session(2, ("user", "Запомни: я люблю чай."), ("user", "И кофе.")),
+        session(3),
+    ]
+    path = write_jsonl(tmp_path / "odd.jsonl", [line(1, "fact_equal_session", odd, [2])])
+    records, notes = parse_path(path)
+    turns = records[0]["sessions"]
+    assert [(t["role"], t["text"]) for t in turns[0]["turns"]] == [
+        ("assistant", "Чем помочь?"),
+        ("assistant", "Я здесь."),
+        ("user", ""),
+    ]
+    assert [t["turn_id"] for t in turns[1]["turns"]] == ["2:0", "2:1"]
+    assert notes["session starting with the assistant (kept as is)"] == 1
+    assert notes["session ending on a user message (kept as is)"] == 2
+    assert notes["session with no messages (no row in the messages config)"] == 1
+    assert_round_trip(records, [path])
+
+
+def test_system_role_is_kept(tmp_path):
+    dialogue = [session(1, ("system", "Ты ассистент."), ("user", "Привет"), ("assistant", "Привет!"))]
+    records, _ = parse_path(write_jsonl(tmp_path / "s.jsonl", [line(1, "no_info", dialogue, [])]))
+    assert [t["role"] for t in records[0]["sessions"][0]["turns"]] == ["system", "user", "assistant"]
+    assert records[0]["speakers"] == ["system", "user", "assistant"]
+
+
+def test_unknown_role_names_file_line_and_field(tmp_path):
+    dialogue = [session(1, ("user", "Привет"), ("bot", "Привет!"))]
+    path = write_jsonl(
+        tmp_path / "bad.jsonl", [line(1, "no_info", DIALOGUE_A, []), line(7, "no_info", dialogue, [])]
+    )
+    with pytest.raises(SourceError) as error:
+        parse_path(path)
+    message = str(error.value)
+    assert str(path) in message and "record 7 at line 2" in message
+    assert "'sessions[0].messages[1].role'" in message and "'bot'" in message
+
+
+# -- unknown keys, odd values ---------------------------------------------------------------------------
+
+
+def test_unknown_keys_and_numeric_answers_are_kept(tmp_path):
+    dialogue = [
+        {
+            "messages": [{"content": "Мне 30 лет.", "role": "user", "ts": 5}],
+            "id": 1,
+            "topic": "возраст",
+        }
+    ]
+    record = {
+        "question": "Сколько мне лет?",
+        "id": 1,
+        "ans": 30,
+        "sessions": dialogue,
+        "meta": {"split": "val"},
+    }
+    path = write_jsonl(tmp_path / "k.jsonl", [record])
+    records, notes = parse_path(path)
+    question = records[0]["questions"][0]
+    assert (
+        question["answer"] == "30" and question["category"] is None and question["evidence_session_ids"] == []
+    )
+    info = json.loads(question["extra"])
+    assert info["ans"] == 30 and info["fields"] == {"meta": {"split": "val"}}
+    assert info["key_order"] == ["question", "id", "ans", "sessions", "meta"]
+    assert json.loads(records[0]["sessions"][0]["extra"])["fields"] == {"topic": "возраст"}
+    assert json.loads(records[0]["sessions"][0]["turns"][0]["extra"]) == {
+        "key_order": ["content", "role", "ts"],
+        "fields": {"ts": 5},
+    }
+    assert notes["int ans → string (raw kept in extra.ans)"] == 1
+    assert notes["line without question_type (category null)"] == 1
+    assert notes["line without ans_session_ids (no evidence)"] == 1
+    assert_round_trip(records, [path])
+
+
+def test_answer_session_that_names_no_session(tmp_path):
+    path = write_jsonl(tmp_path / "e.jsonl", [line(1, "info_consolidation", DIALOGUE_A, [2, 9])])
+    records, notes = parse_path(path)
+    question = records[0]["questions"][0]
+    assert question["evidence_session_ids"] == ["2"]
+    assert json.loads(question["extra"])["evidence_not_found"] == ["9"]
+    assert (
+        notes["ans_session_ids entry naming no session of the dialogue (moved to extra.evidence_not_found)"]
+        == 1
+    )
+    assert_round_trip(records, [path])
+
+
+def test_crlf_blank_lines_and_byte_order_mark(tmp_path):
+    path = write_jsonl(
+        tmp_path / "w.jsonl",
+        [line(1, "no_info", DIALOGUE_A, []), line(2, "no_info", DIALOGUE_B, [])],
+        newline="\r\n",
+    )
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes().replace(b"\r\n", b"\r\n\r\n", 1))
+    records, notes = parse_path(path)
+    assert [json.loads(r["questions"][0]["extra"])["line"] for r in records] == [1, 3]
+    assert notes["blank line (skipped)"] == 1
+    assert notes["UTF-8 byte-order mark at the start of a file (skipped)"] == 1
+
+
+# -- bad input ------------------------------------------------------------------------------------------
+
+
+def test_bad_json_in_a_gz_names_the_line(tmp_path):
+    path = tmp_path / "broken.jsonl.gz"
+    good = json.dumps(line(1, "no_info", DIALOGUE_A, []), ensure_ascii=False)
+    with gzip.open(path, "wt", encoding="utf-8") as handle:
+        handle.write(good + "\n" + good.replace('"id": 1', '"id": 2') + "\n" + '{"id": 3, "question": \n')
+    with pytest.raises(SourceError, match=r"broken\.jsonl\.gz, record at line 3: not valid JSON"):
+        parse.index_file(path)
+
+
+def test_bad_field_in_a_gz_names_line_and_field(tmp_path):
+    rows = [line(1, "no_info", DIALOGUE_A, []), {**line(2, "no_info", DIALOGUE_B, []), "question_type": 4}]
+    path = write_jsonl(tmp_path / "f.jsonl.gz", rows, gz=True)
+    with pytest.raises(SourceError, match=r"f\.jsonl\.gz, record 2 at line 2, field 'question_type'"):
+        parse_path(path)
+
+
+def test_truncated_gz_is_a_source_error(tmp_path):
+    path = write_jsonl(
+        tmp_path / "t.jsonl.gz", [line(n, "no_info", DIALOGUE_A, []) for n in range(50)], gz=True
+    )
+    path.write_bytes(path.read_bytes()[:-30])
+    with pytest.raises(SourceError, match=r"t\.jsonl\.gz, record at line \d+: cannot read the file"):
+        parse.index_file(path)
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n"])
+def test_empty_file_is_a_clear_error(tmp_path, content):
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(SourceError, match="no records: the file is empty"):
+        parse.index_file(path)
+
+
+@pytest.mark.parametrize(
+    ("change", "pattern"),
+    [
+        ({"id": 1}, r"record 1 at line 2, field 'id': duplicate id '1' \(first at line 1\)"),
+        ({"id": True}, r"record at line 2, field 'id': expected an integer or a string, got bool"),
+        ({"sessions": "нет"}, r"record 5 at line 2, field 'sessions': expected a list, got str"),
+        ({"sessions": [{"id": 1}]}, r"field 'sessions\[0\].messages': missing"),
+        ({"sessions": [session(1), session("1")]}, r"field 'sessions': two sessions have the id '1'"),
+        ({"ans_session_ids": "1"}, r"field 'ans_session_ids': expected a list, got str"),
+        ({"question": None}, r"field 'question': expected a string, got NoneType"),
+    ],
+)
+def test_bad_lines_name_file_line_and_field(tmp_path, change, pattern):
+    path = write_jsonl(
+        tmp_path / "bad.jsonl",
+        [line(1, "no_info", DIALOGUE_A, []), {**line(5, "no_info", DIALOGUE_B, []), **change}],
+    )
+    with pytest.raises(SourceError, match=pattern):
+        parse_path(path)
+
+
+# -- files, subsets, the command ----------------------------------------------------------------------
+
+
+def test_subset_is_the_file_stem_and_can_be_chosen(tmp_path):
+    write_jsonl(tmp_path / "alpha.jsonl", [line(1, "no_info", DIALOGUE_A, [])])
+    write_jsonl(tmp_path / "beta.jsonl.gz", [line(1, "no_info", DIALOGUE_A, [])], gz=True)
+    (tmp_path / "notes.txt").write_text("not data")
+    _, statistics = check_source("gigamemory", str(tmp_path))
+    assert sorted(subset for _, subset in statistics.by_split_subset) == ["alpha", "beta"]
+    _, statistics = check_source("gigamemory", str(tmp_path), ["beta"])
+    assert [subset for _, subset in statistics.by_split_subset] == ["beta"]
+    with pytest.raises(KeyError, match="no subset gamma"):
+        check_source("gigamemory", str(tmp_path), ["gamma"])
+
+
+def test_two_files_with_one_stem_are_refused(tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", [line(1, "no_info", DIALOGUE_A, [])])
+    write_jsonl(tmp_path / "a.jsonl.gz", [line(1, "no_info", DIALOGUE_A, [])], gz=True)
+    with pytest.raises(SourceError, match="same subset 'a'"):
+        check_source("gigamemory", str(tmp_path))
+
+
+def test_folder_without_jsonl_is_refused(tmp_path):
+    (tmp_path / "x.json").write_text("[]")
+    with pytest.raises(FileNotFoundError, match=r"no GigaMemory \*\.jsonl"):
+        check_source("gigamemory", str(tmp_path))
+
+
+def test_cli_check_and_build(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    write_jsonl(
+        data / "team_val.jsonl",
+        [line(1, "no_info", DIALOGUE_A, []), line(2, "fact_equal_session", DIALOGUE_A, [1])],
+    )
+    assert cli.main(["check", "gigamemory", "--data-dir", str(data)]) == 0
+    assert "| test | team_val | 1 | 2 | 5 | 2 |" in capsys.readouterr().out
+    output = tmp_path / "out" / "gigamemory-unified"
+    assert cli.main(["build", "gigamemory", "--data-dir", str(data), "--output", str(output)]) == 0
+    assert datasets.load_dataset(str(output), "qa", split="test")["question_id"] == ["1", "2"]
+    (data / "team_val.jsonl").write_text('{"id": 1}\n', encoding="utf-8")
+    assert cli.main(["build", "gigamemory", "--data-dir", str(data), "--output", str(output)]) == 1
+    assert "team_val.jsonl, record 1 at line 1, field 'sessions': missing" in capsys.readouterr().err
+    assert datasets.load_dataset(str(output), "qa", split="test").num_rows == 2  # the old build is untouched
+
+
+def test_default_download_is_the_public_sample():
+    from builders.gigamemory import builder
+
+    assert builder.URL.endswith("ai-forever/memory_aij2025/main/data/format_example.jsonl")
+    assert parse.subset_of(builder.URL) == "format_example"
