@@ -39,6 +39,17 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--sample", action="store_true", help="check the sample files that ship with convhub")
     _add_source_options(check)
 
+    mix = commands.add_parser("mix", help="mix built sources by a recipe into one Hub-ready training folder")
+    mix.add_argument("recipe", type=Path, help="the recipe YAML (see examples/recipe.yaml)")
+    mix.add_argument("--output", required=True, type=Path)
+    mix.add_argument(
+        "--streaming", action="store_true", help="stream the sources instead of downloading them"
+    )
+    mix.add_argument("--max-shard-size", default="500MB", help="largest Parquet shard (default 500MB)")
+    mix.add_argument(
+        "--repo-id", help="the Hub repo the card's loading code names (default ORG/<recipe name>)"
+    )
+
     from builders import push  # registers its own options
 
     push.add_arguments(commands.add_parser("push", help="publish a built folder to the Hub in one commit"))
@@ -81,6 +92,26 @@ def run_check(args) -> int:
     return 0
 
 
+def run_mix(args) -> int:
+    from builders import mix
+
+    try:
+        result = mix.write_mixture(
+            mix.load_recipe(args.recipe), args.output, args.streaming, args.max_shard_size, args.repo_id
+        )
+    except mix.RecipeError as error:
+        print(f"convhub mix: error: {args.recipe}: {error}", file=sys.stderr)
+        return 1
+    print(f"{result.recipe.name}: {result.output} ({result.rows:,} rows, {result.tokens:,} tokens)")
+    for report in result.reports:
+        print(
+            f"  {report.entry.name:<20} {report.rows:>10,} rows {report.tokens:>12,} tokens  {report.license}"
+        )
+    for warning in result.warnings():
+        print(f"warning: {warning}", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
@@ -89,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_build(args)
         if args.command == "check":
             return run_check(args)
+        if args.command == "mix":
+            return run_mix(args)
         from builders import push
 
         return push.run(args)
