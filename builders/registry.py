@@ -9,6 +9,7 @@ from builders.base import ConversationBuilder
 BUILDERS = {
     "locomo": "builders.locomo.builder:LocomoBuilder",
     "gigamemory": "builders.gigamemory.builder:GigamemoryBuilder",
+    "mnbvc": "builders.mnbvc.builder:MnbvcBuilder",
 }
 
 

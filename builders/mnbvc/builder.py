@@ -1,0 +1,194 @@
+"""MNBVC: the dialogue formats of the Massive Never-ending BT Vast Chinese corpus (多轮对话, 问答, 论坛).
+
+Input: any number of ``*.jsonl`` / ``*.jsonl.gz`` shards under ``--data-dir`` (searched recursively), or
+by default the forum shards MNBVC publishes in the Hugging Face dataset ``liwu/MNBVC``. Each shard's
+format is detected from its first rows, or given with the config's ``source_format`` (``--format``).
+
+Shards: a 问答 or 论坛 file is one shard (one row = one conversation). 多轮对话 files are first
+hash-partitioned by conversation key (``builders.mnbvc.regroup``) and each partition is a shard, so a
+conversation whose rows are spread over files still comes out whole. When streaming
+(``as_streaming_dataset``), shards are read once from their URLs: 问答 and 论坛 stream as they are, and a
+多轮对话 file streams one conversation per run of adjacent rows (see ``parse.multiturn_runs``).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import tempfile
+import weakref
+from functools import partial
+from typing import Any, ClassVar
+
+import datasets
+from datasets.download.streaming_download_manager import StreamingDownloadManager
+from datasets.utils.file_utils import xopen
+
+from builders.base import ConversationBuilder
+from builders.errors import Notes
+from builders.mnbvc import parse, regroup
+
+DEFAULT_REPO = "liwu/MNBVC"
+DEFAULT_PATTERN = "forum/**/*.jsonl.gz"
+SPLIT = "train"
+PATTERNS = ("*.jsonl", "*.jsonl.gz")
+
+
+def list_default_shards() -> list[str]:
+    """``hf://`` paths of the forum shards MNBVC publishes (needs the network)."""
+    from huggingface_hub import HfFileSystem
+
+    found = HfFileSystem().glob(f"datasets/{DEFAULT_REPO}/{DEFAULT_PATTERN}")
+    return [f"hf://{path}" for path in sorted(found)]
+
+
+def _open_remote(path: str, download_config):
+    return xopen(path, "rb", download_config=download_config)
+
+
+class MnbvcBuilder(ConversationBuilder):
+    SOURCE = "mnbvc"
+    HUB_NAME = "mnbvc-dialogue-unified"
+    PRETTY_NAME = "MNBVC dialogue (convhub unified)"
+    LICENSE = "mit"
+    LANGUAGES = ("zh", "en")
+    HOMEPAGE = "https://github.com/esbatmop/MNBVC"
+    DESCRIPTION = "Chinese multi-turn dialogue, question-answer and forum threads from the MNBVC corpus."
+    ROLE_MAPPING: ClassVar[dict[str, str]] = {
+        "问 (the question of a Q/A pair)": "user",
+        "答 (the answer of a Q/A pair)": "assistant",
+        "主题 (a forum thread's topic post, speaker 楼主)": "user",
+        "回复 by 楼主 or 洞主 (the thread's author)": "user",
+        "回复 by anyone else": "assistant",
+    }
+    CITATION = """@misc{mnbvc,
+  title        = {{MNBVC}: Massive Never-ending BT Vast Chinese corpus},
+  author       = {{MNBVC team}},
+  year         = {2023},
+  howpublished = {\\url{https://github.com/esbatmop/MNBVC}}
+}"""
+
+    # -- where the shards are ----------------------------------------------------------------------
+
+    def shards(self, dl_manager) -> dict[str, list[dict[str, Any]]]:
+        streaming = isinstance(dl_manager, StreamingDownloadManager)
+        inputs = self._inputs(dl_manager)
+        self._download_config = getattr(dl_manager, "download_config", None)
+        open_path = (
+            partial(_open_remote, download_config=self._download_config) if streaming else parse.open_local
+        )
+        typed = [(name, path, self._format_of(name, path, open_path)) for name, path in inputs]
+        typed = [(n, p, kind) for n, p, kind in typed if kind and self._format_wanted(kind)]
+        if streaming:
+            shards = [{"kind": "stream", "format": kind, "name": n, "path": p} for n, p, kind in typed]
+            return {SPLIT: shards}
+        multiturn = [(n, p) for n, p, kind in typed if kind == parse.MULTITURN]
+        rows = [
+            {"kind": "rows", "format": kind, "name": n, "path": p}
+            for n, p, kind in typed
+            if kind != parse.MULTITURN
+        ]
+        return {SPLIT: self._partition(multiturn) + rows}
+
+    def _inputs(self, dl_manager) -> list[tuple[str, str]]:
+        """(name, path) of every input shard; a name is the path relative to ``data_dir``."""
+        data_dir = self.config.data_dir
+        if data_dir is None:
+            try:
+                urls = list_default_shards()
+            except Exception as error:  # any network or Hub failure: the message says what to do
+                raise FileNotFoundError(
+                    f"could not list MNBVC's dialogue shards in the Hugging Face dataset {DEFAULT_REPO} "
+                    f"({type(error).__name__}: {error}); download *.jsonl.gz shards yourself and pass "
+                    "--data-dir DIR"
+                ) from error
+            if not urls:
+                raise FileNotFoundError(
+                    f"no {DEFAULT_PATTERN} shard found in {DEFAULT_REPO}; pass --data-dir DIR with MNBVC shards"
+                )
+            paths = dl_manager.download(urls)
+            return [
+                (url.split(f"{DEFAULT_REPO}/", 1)[1], path) for url, path in zip(urls, paths, strict=True)
+            ]
+        if os.path.isfile(data_dir):
+            return [(os.path.basename(data_dir), data_dir)]
+        if not os.path.isdir(data_dir):
+            raise FileNotFoundError(f"--data-dir {data_dir} is neither a folder nor a file")
+        found = sorted(
+            {
+                path
+                for pattern in PATTERNS
+                for path in glob.glob(os.path.join(data_dir, "**", pattern), recursive=True)
+            }
+        )
+        if not found:
+            raise FileNotFoundError(f"no MNBVC *.jsonl or *.jsonl.gz shard under {data_dir}")
+        return [(os.path.relpath(path, data_dir).replace(os.sep, "/"), path) for path in found]
+
+    def _format_of(self, name: str, path: str, open_path) -> str | None:
+        forced = getattr(self.config, "source_format", None)
+        if forced:
+            return parse.normalize_format(forced)
+        lines = parse.open_lines(partial(open_path, path))
+        try:
+            return parse.detect_format(parse.iter_rows(lines, name), name)
+        finally:
+            lines.close()
+
+    def _format_wanted(self, kind: str) -> bool:
+        """False only when every ``--subset`` names another format, so the file need not be read."""
+        subsets = self.config.subsets
+        if not subsets:
+            return True
+        for wanted in subsets:
+            head = wanted.split("/", 1)[0]
+            if head == kind or head not in parse.FORMATS:
+                return True
+        return False
+
+    def _partition(self, files: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        if not files:
+            return []
+        total = sum(regroup.uncompressed_size(path) for _, path in files)
+        count = regroup.partition_count(total, getattr(self, "PARTITION_BYTES", regroup.PARTITION_BYTES))
+        folder = tempfile.mkdtemp(prefix="convhub-mnbvc-partitions-", dir=os.environ.get("CONVHUB_TMPDIR"))
+        weakref.finalize(self, shutil.rmtree, folder, True)
+        try:
+            paths = regroup.write_partitions(files, folder, count, subsets=self.config.subsets)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        names = [name for name, _ in files]
+        return [{"kind": "partition", "path": path, "files": names} for path in paths]
+
+    # -- one shard → canonical records ----------------------------------------------------------
+
+    def parse_shard(self, shard: dict[str, Any], notes: Notes):
+        subsets = self.config.subsets
+        if shard["kind"] == "partition":
+            return regroup.read_partition(shard["path"], shard["files"], notes, subsets)
+        if shard["kind"] == "stream":
+            open_path = partial(_open_remote, download_config=getattr(self, "_download_config", None))
+        else:
+            open_path = parse.open_local
+        rows = parse.iter_rows(parse.open_lines(partial(open_path, shard["path"])), shard["name"])
+        parser = {
+            parse.QA: parse.qa_records,
+            parse.FORUM: parse.forum_records,
+            parse.MULTITURN: parse.multiturn_runs,
+        }[shard["format"]]
+        return parser(rows, shard["name"], notes, subsets)
+
+    def iter_records(self, notes: Notes):
+        """As the base class, then the partition files are deleted at once (not at garbage collection)."""
+        dl_manager = datasets.DownloadManager(dataset_name=self.SOURCE, data_dir=self.config.data_dir)
+        for split, shards in self.shards(dl_manager).items():
+            try:
+                for shard in shards:
+                    for record in self.parse_shard(shard, notes):
+                        yield split, record
+            finally:
+                for shard in shards:
+                    if shard["kind"] == "partition" and os.path.exists(shard["path"]):
+                        os.remove(shard["path"])

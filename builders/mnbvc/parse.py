@@ -1,0 +1,767 @@
+"""MNBVC dialogue rows (多轮对话, 问答, 论坛) → canonical conversation records.
+
+Pure functions, no ``datasets``: reading JSONL lines (plain or gzipped, LF or CRLF), the tolerant reader
+for the ``扩展字段`` JSON strings, MNBVC dates, format detection, and one function per format that turns
+source rows into canonical records.
+
+What is kept so that a later export can rebuild every source row exactly: the turn that a source row
+starts (the question of a Q/A pair, the topic post of a forum thread) carries in its ``extra`` the file,
+the line, the row with only its text fields taken out (``row``, every value with its own JSON type, the
+raw ``扩展字段`` string included) and the row's key order (``keys``). Forum replies carry their own reply
+object the same way.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import logging
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, BinaryIO
+
+from builders import schema
+from builders.errors import Notes, SourceError
+
+logger = logging.getLogger(__name__)
+
+MULTITURN, QA, FORUM = "multiturn", "qa", "forum"
+FORMATS = (MULTITURN, QA, FORUM)
+#: Names a user may give for a format (``--format``), MNBVC's own names included.
+FORMAT_ALIASES = {
+    MULTITURN: MULTITURN,
+    "multi-turn": MULTITURN,
+    "dialogue": MULTITURN,
+    "多轮对话": MULTITURN,
+    QA: QA,
+    "问答": QA,
+    "问答语料": QA,
+    FORUM: FORUM,
+    "论坛": FORUM,
+    "论坛语料": FORUM,
+}
+
+QUESTION_SPEAKER, ANSWER_SPEAKER = "问", "答"
+TOPIC_SPEAKER = "楼主"
+#: Forum speakers that name the thread's author (树洞 boards write 洞主): their replies map to ``user``.
+THREAD_AUTHOR_NAMES = frozenset({"楼主", "洞主"})
+TOPIC_TURN_ID = "topic"
+DETECT_ROWS = 50
+MAX_WARNINGS_PER_FILE = 20
+
+
+def normalize_format(name: str) -> str:
+    try:
+        return FORMAT_ALIASES[name.strip().lower()]
+    except KeyError:
+        raise ValueError(f"unknown MNBVC format {name!r}; formats: {', '.join(FORMATS)}") from None
+
+
+# -- reading lines ------------------------------------------------------------------------------------
+
+
+def open_local(path: str) -> BinaryIO:
+    return open(path, "rb")
+
+
+def open_lines(opener: Callable[[], BinaryIO]) -> Iterator[tuple[int, bytes]]:
+    """(line number from 1, line without its LF or CRLF) of a JSONL file, gunzipped when it is gzip.
+
+    ``opener`` returns a binary file object: ``open`` for local files, datasets' ``xopen`` when streaming
+    (URLs, fsspec paths). Gzip is recognized by its magic bytes, not by the name. Lines are bytes: JSON
+    text cannot hold a raw newline, so splitting on LF is exact, and CRLF endings lose their CR here.
+    """
+    with opener() as raw:
+        buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
+        stream = gzip.GzipFile(fileobj=buffered) if buffered.peek(2)[:2] == b"\x1f\x8b" else buffered
+        try:
+            for number, line in enumerate(stream, start=1):
+                yield number, line.rstrip(b"\n").rstrip(b"\r")
+        finally:
+            if stream is not buffered:
+                stream.close()
+
+
+def load_row(line: bytes, path: str, number: int) -> dict[str, Any] | None:
+    """One JSONL row as a dict (``None`` for a blank line); anything else is a SourceError."""
+    if not line.strip():
+        return None
+    try:
+        row = json.loads(line)
+    except UnicodeDecodeError as error:
+        raise SourceError(path, f"line {number}", None, f"not UTF-8: {error}") from error
+    except json.JSONDecodeError as error:
+        raise SourceError(path, f"line {number}", None, f"not valid JSON: {error}") from error
+    if not isinstance(row, dict):
+        raise SourceError(path, f"line {number}", None, f"expected a JSON object, got {type(row).__name__}")
+    return row
+
+
+def iter_rows(lines: Iterable[tuple[int, bytes]], path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    for number, line in lines:
+        row = load_row(line, path, number)
+        if row is not None:
+            yield number, row
+
+
+# -- 扩展字段: a JSON string that is not always JSON ----------------------------------------------------
+
+
+@dataclass
+class Extension:
+    """A parsed ``扩展字段``: ``value`` is a dict (or ``None`` when unreadable), ``problems`` what was odd."""
+
+    value: dict[str, Any] | None
+    problems: tuple[str, ...] = ()
+
+    @property
+    def readable(self) -> bool:
+        return self.value is not None
+
+
+class _Unreadable(ValueError):
+    pass
+
+
+_DECODER = json.JSONDecoder()
+_WHITESPACE = " \t\r\n"
+
+
+def parse_extension(raw: Any) -> Extension:
+    """Read ``扩展字段`` tolerantly.
+
+    Valid JSON objects are read as JSON. MNBVC's ShareGPT extractor also writes values unquoted
+    (``{"会话": yOKd88p, "多轮序号": 1, "解析模型": gpt4}``) and leaves values empty (``"会话": ,``):
+    a bare value is read as an integer when it is one and as text otherwise, an empty one as ``None``.
+    An empty string is an empty object. Anything else is unreadable (``value`` None); the caller keeps
+    the raw string in every case.
+    """
+    if raw is None:
+        return Extension({}, ("absent",))
+    if isinstance(raw, dict):
+        return Extension(raw, ("an object, not a JSON string",))
+    if not isinstance(raw, str):
+        return Extension(None, (f"a {type(raw).__name__}, not a JSON string",))
+    if not raw.strip():
+        return Extension({}, ("empty",))
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        pass
+    else:
+        if isinstance(value, dict):
+            return Extension(value)
+        return Extension(None, (f"JSON {type(value).__name__}, not an object",))
+    try:
+        value, problems = _read_loose_object(raw)
+    except _Unreadable as error:
+        return Extension(None, (f"unreadable: {error}",))
+    return Extension(value, tuple(sorted(problems)))
+
+
+def _skip(text: str, position: int) -> int:
+    while position < len(text) and text[position] in _WHITESPACE:
+        position += 1
+    return position
+
+
+def _read_loose_object(text: str) -> tuple[dict[str, Any], set[str]]:
+    problems: set[str] = set()
+    position = _skip(text, 0)
+    if not text.startswith("{", position):
+        raise _Unreadable(f"expected '{{' at character {position}")
+    position += 1
+    value: dict[str, Any] = {}
+    while True:
+        position = _skip(text, position)
+        if text.startswith("}", position):
+            position += 1
+            break
+        key, position = _read_key(text, position, problems)
+        position = _skip(text, position)
+        if not text.startswith(":", position):
+            raise _Unreadable(f"expected ':' after key {key!r} at character {position}")
+        item, position = _read_value(text, _skip(text, position + 1), problems)
+        value[key] = item
+        position = _skip(text, position)
+        if text.startswith(",", position):
+            position += 1
+            if text.startswith("}", _skip(text, position)):
+                problems.add("trailing comma")
+            continue
+        if text.startswith("}", position):
+            position += 1
+            break
+        raise _Unreadable(f"expected ',' or '}}' at character {position}")
+    if _skip(text, position) != len(text):
+        raise _Unreadable(f"text after the object at character {position}")
+    return value, problems
+
+
+def _read_key(text: str, position: int, problems: set[str]) -> tuple[str, int]:
+    if text.startswith('"', position):
+        try:
+            return json.decoder.scanstring(text, position + 1)
+        except json.JSONDecodeError as error:
+            raise _Unreadable(f"bad key at character {position}: {error.msg}") from error
+    end = text.find(":", position)
+    if end < 0 or not text[position:end].strip():
+        raise _Unreadable(f"expected a key at character {position}")
+    problems.add("unquoted keys")
+    return text[position:end].strip(), end
+
+
+def _read_value(text: str, position: int, problems: set[str]) -> tuple[Any, int]:
+    try:
+        value, end = _DECODER.raw_decode(text, position)
+    except json.JSONDecodeError:
+        pass
+    else:
+        after = _skip(text, end)
+        if after == len(text) or text[after] in ",}":
+            return value, end
+    end = position
+    while end < len(text) and text[end] not in ",}":
+        end += 1
+    bare = text[position:end].strip()
+    if not bare:
+        problems.add("empty values")
+        return None, end
+    if bare.startswith(('"', "{", "[")):
+        raise _Unreadable(f"unterminated value at character {position}")
+    problems.add("unquoted values")
+    return (int(bare) if re.fullmatch(r"-?\d+", bare) else bare), end
+
+
+# -- dates ---------------------------------------------------------------------------------------------
+
+DATE_TIME = re.compile(r"^(-?\d{4,})-?(\d{2})-?(\d{2})(?:[ T]?(\d{1,2}):(\d{2})(?::(\d{2}))?)?$")
+
+
+def parse_date(raw: Any, field: str, notes: Notes) -> datetime | None:
+    """MNBVC's ``yyyymmdd`` (``-50000101`` for 5000 BC), optionally with `` HH:MM:SS`` as ``create_time``
+    (``yyyy-mm-dd`` is read too).
+
+    A date outside Python's datetime range (BC, year 0, after 9999) or not a date at all stays null; the
+    caller keeps the raw string. Absent and empty values are null with no note (their absence is counted
+    where it matters).
+    """
+    if raw is None or raw == "":
+        return None
+    match = DATE_TIME.match(raw.strip()) if isinstance(raw, str) else None
+    if not match:
+        notes.add(f"{field} not a yyyymmdd date (timestamp null, raw kept)")
+        return None
+    year = int(match.group(1))
+    if not 1 <= year <= 9999:
+        notes.add(f"{field} before year 1 (BC) or after 9999 (timestamp null, raw kept)")
+        return None
+    parts = [int(part) if part else 0 for part in match.groups()[1:]]
+    try:
+        return datetime(year, *parts)
+    except ValueError:
+        notes.add(f"{field} not a valid date (timestamp null, raw kept)")
+        return None
+
+
+def iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+# -- format detection -------------------------------------------------------------------------------
+
+
+def row_format(row: dict[str, Any]) -> str | None:
+    """The format one row looks like: forum, a Q/A-shaped row (qa), or None."""
+    if "回复" in row or "主题" in row:
+        return FORUM
+    if "问" in row or "答" in row:
+        return QA
+    return None
+
+
+def is_multiturn_row(row: dict[str, Any]) -> bool:
+    extension = parse_extension(_metadata(row).get("扩展字段"))
+    return bool(extension.value) and ("会话" in extension.value or "多轮序号" in extension.value)
+
+
+def detect_format(rows: Iterable[tuple[int, dict[str, Any]]], path: str) -> str | None:
+    """A shard's format from its first rows: forum, multiturn (Q/A rows with 会话/多轮序号) or qa.
+
+    ``None`` for a shard with no row. A first row of no dialogue format is a SourceError that asks for
+    ``--format``.
+    """
+    found = None
+    for seen, (number, row) in enumerate(rows):
+        kind = row_format(row)
+        if kind is None:
+            raise SourceError(
+                path,
+                f"line {number}",
+                None,
+                "not an MNBVC dialogue row (no 问/答, no 主题/回复); keys "
+                f"{list(row)[:8]}; give the format with --format",
+            )
+        if kind == FORUM:
+            return FORUM
+        if is_multiturn_row(row):
+            return MULTITURN
+        found = QA
+        if seen + 1 >= DETECT_ROWS:
+            break
+    return found
+
+
+# -- helpers shared by the formats ------------------------------------------------------------------
+
+
+def _metadata(row: dict[str, Any]) -> dict[str, Any]:
+    metadata = row.get("元数据")
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def source_name(row: dict[str, Any]) -> str:
+    value = row.get("来源")
+    return "" if value is None else str(value)
+
+
+def subset_name(kind: str, row: dict[str, Any]) -> str:
+    return f"{kind}/{source_name(row)}"
+
+
+def subset_wanted(subsets: Iterable[str] | None, kind: str, source: str) -> bool:
+    """``--subset`` names a format (``forum``), a 来源 (``ShareGPT``) or both (``forum/北大树洞``)."""
+    if not subsets:
+        return True
+    return any(wanted in (kind, source, f"{kind}/{source}") for wanted in subsets)
+
+
+class Warnings:
+    """Logs each unreadable ``扩展字段`` with its file and line, up to a limit per file."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.count = 0
+
+    def unreadable(self, number: int, where: str, extension: Extension) -> None:
+        self.count += 1
+        if self.count <= MAX_WARNINGS_PER_FILE:
+            logger.warning(
+                "%s, line %d, %s: %s (raw string kept)", self.path, number, where, extension.problems[0]
+            )
+        elif self.count == MAX_WARNINGS_PER_FILE + 1:
+            logger.warning("%s: more unreadable 扩展字段 strings; counted in the normalizations", self.path)
+
+
+def read_extension(raw: Any, where: str, number: int, notes: Notes, warnings: Warnings) -> Extension:
+    """Parse a ``扩展字段`` and count what was odd about it; an unreadable one is logged with file and line."""
+    extension = parse_extension(raw)
+    for problem in extension.problems:
+        if problem.startswith("unreadable") or not extension.readable:
+            notes.add(f"{where} unreadable (raw string kept)")
+            warnings.unreadable(number, where, extension)
+        else:
+            notes.add(f"{where}: {problem}")
+    return extension
+
+
+def _text(value: Any, field: str, notes: Notes) -> str:
+    """A text field as a string; a non-string stays raw in the row (see ``_row_without``)."""
+    if isinstance(value, str):
+        return value
+    notes.add(f"{field} not a string (text empty, raw value kept)")
+    return ""
+
+
+def _row_without(row: dict[str, Any], text_keys: tuple[str, ...], kinds: tuple[type, ...]) -> dict[str, Any]:
+    """The row with its text fields taken out (they are turns); a text field of another type stays."""
+    return {
+        key: value
+        for key, value in row.items()
+        if not (key in text_keys and isinstance(value, kinds[text_keys.index(key)]))
+    }
+
+
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+KANA = re.compile(r"[\u3040-\u30ff]")
+HANGUL = re.compile(r"[\uac00-\ud7af]")
+LATIN = re.compile(r"[A-Za-z]")
+LANGUAGE_SAMPLE_CHARS = 4000
+
+
+def detect_language(texts: Iterable[str]) -> str:
+    """zh, en, ja or ko from the script of the first characters; zh (MNBVC's language) when unsure.
+
+    A Chinese character carries about a word, so Chinese wins while it has at least a third as many
+    characters as there are Latin letters.
+    """
+    sample = ""
+    for text in texts:
+        sample += text
+        if len(sample) >= LANGUAGE_SAMPLE_CHARS:
+            break
+    sample = sample[:LANGUAGE_SAMPLE_CHARS]
+    kana, hangul = len(KANA.findall(sample)), len(HANGUL.findall(sample))
+    cjk, latin = len(CJK.findall(sample)), len(LATIN.findall(sample))
+    if kana and kana * 5 >= cjk:
+        return "ja"
+    if hangul > cjk and hangul * 3 >= latin:
+        return "ko"
+    if latin and cjk * 3 < latin:
+        return "en"
+    return "zh"
+
+
+def _record(conversation_id: str, kind: str, row: dict[str, Any], sessions: list, notes: Notes) -> dict:
+    texts = (turn["text"] for session in sessions for turn in session["turns"])
+    language = detect_language(texts)
+    if language != "zh":
+        notes.add(f"conversation detected as {language}, not zh")
+    speakers: list[str] = []
+    for session in sessions:
+        for turn in session["turns"]:
+            if turn["speaker"] not in speakers:
+                speakers.append(turn["speaker"])
+    return {
+        "conversation_id": conversation_id,
+        "source": "mnbvc",
+        "subset": subset_name(kind, row),
+        "language": language,
+        "speakers": speakers,
+        "sessions": sessions,
+        "questions": [],
+        "extra": schema.to_json({"format": kind}),
+    }
+
+
+def _session_date(
+    session: dict, row: dict[str, Any], fallback_field: str, fallback: Any, notes: Notes
+) -> None:
+    """``date_time`` is MNBVC's ``时间`` (raw); when a producer left it out, the row's own creation time."""
+    if "时间" in row:
+        session["date_time"] = row["时间"] if isinstance(row["时间"], str) else json.dumps(row["时间"])
+        session["timestamp"] = parse_date(row["时间"], "时间", notes)
+        return
+    notes.add(f"时间 absent (session date_time from {fallback_field})")
+    if isinstance(fallback, str) and fallback:
+        session["date_time"] = fallback
+        session["timestamp"] = parse_date(fallback, fallback_field, notes)
+
+
+# -- Q/A pairs: 问答 and 多轮对话 rows ------------------------------------------------------------------
+
+
+@dataclass
+class Pair:
+    """One Q/A row of a shard: where it is, the row, and the parsed ``扩展字段``."""
+
+    file: str
+    line: int
+    row: dict[str, Any]
+    extension: Extension
+
+
+def read_pair(file: str, line: int, row: dict[str, Any], notes: Notes, warnings: Warnings) -> Pair:
+    if "问" not in row and "答" not in row:
+        raise SourceError(file, f"line {line}", "问", "missing (neither 问 nor 答: not a Q/A row)")
+    metadata = row.get("元数据")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise SourceError(
+            file, f"line {line}", "元数据", f"expected an object, got {type(metadata).__name__}"
+        )
+    extension = read_extension(_metadata(row).get("扩展字段"), "元数据.扩展字段", line, notes, warnings)
+    return Pair(file, line, row, extension)
+
+
+def pair_turns(pair: Pair, turn_prefix: str, notes: Notes) -> list[dict[str, Any]]:
+    """The question as a ``user`` turn and the answer as an ``assistant`` turn.
+
+    An empty ``答`` (MNBVC keeps a question with no answer) gives no assistant turn, so chat data never
+    holds an empty assistant message; ``答`` stays in the question turn's ``row`` when it is not a string
+    and is ``""`` otherwise, so an export can write it back.
+    """
+    row = pair.row
+    question = schema.empty_turn(
+        f"{turn_prefix}q", QUESTION_SPEAKER, "user", _text(row.get("问"), "问", notes)
+    )
+    if "问" not in row:
+        notes.add("问 absent (empty question turn)")
+    metadata = _metadata(row)
+    extra: dict[str, Any] = {
+        "file": pair.file,
+        "line": pair.line,
+        "keys": list(row),
+        "row": _row_without(row, ("问", "答"), (str, str)),
+        "扩展字段": pair.extension.value,
+    }
+    if pair.extension.problems:
+        extra["扩展字段_problems"] = list(pair.extension.problems)
+    created = parse_date(metadata.get("create_time"), "create_time", notes)
+    if created:
+        extra["create_timestamp"] = iso(created)
+    question["extra"] = schema.to_json(extra)
+    turns = [question]
+    answer = row.get("答")
+    if isinstance(answer, str) and answer == "":
+        notes.add("empty 答 (question with no answer: no assistant turn)")
+    elif answer is not None or "答" in row:
+        turn = schema.empty_turn(f"{turn_prefix}a", ANSWER_SPEAKER, "assistant", _text(answer, "答", notes))
+        turn["reply_to"] = question["turn_id"]
+        turns.append(turn)
+    return turns
+
+
+def _id_string(value: Any, notes: Notes, field: str) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    notes.add(f"{type(value).__name__} {field} → string (raw type kept in the row)")
+    return json.dumps(value, ensure_ascii=False)
+
+
+def qa_records(
+    rows: Iterable[tuple[int, dict[str, Any]]], file: str, notes: Notes, subsets=None
+) -> Iterator[dict[str, Any]]:
+    """问答语料: each row is one conversation of one Q/A pair, identified by file and line."""
+    warnings = Warnings(file)
+    for line, row in rows:
+        if not subset_wanted(subsets, QA, source_name(row)):
+            continue
+        pair = read_pair(file, line, row, notes, warnings)
+        session_id = _id_string(row.get("id"), notes, "id") or f"line {line}"
+        session = schema.empty_session(session_id, pair_turns(pair, "", notes))
+        _session_date(session, row, "create_time", _metadata(row).get("create_time"), notes)
+        yield _record(f"{file}:{line}", QA, row, [session], notes)
+
+
+# -- 多轮对话: rows of one conversation, keyed by 会话 ---------------------------------------------------
+
+
+def conversation_key(row: dict[str, Any], extension: Extension, file: str, line: int) -> tuple[str, str]:
+    """(how, key) that groups the rows of one conversation.
+
+    ``会话`` when it has a value (an integer and its decimal string are the same conversation); when it
+    is empty or missing, the row's ``id`` (MNBVC's md5 of the whole source conversation); when both are
+    missing, the row is its own conversation. The 来源 is part of the group (``group_key``), so two
+    producers' ``会话`` 1 never merge.
+    """
+    session = (extension.value or {}).get("会话")
+    if session is not None and session != "":
+        return "会话", session if isinstance(session, str) else json.dumps(session, ensure_ascii=False)
+    if row.get("id") is not None and row.get("id") != "":
+        value = row["id"]
+        return "id", value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return "line", f"{file}:{line}"
+
+
+def sequence_number(extension: Extension) -> tuple[int, int, str]:
+    """A sort key for ``多轮序号``: integers (or integer strings) first, then other text, then missing."""
+    value = (extension.value or {}).get("多轮序号")
+    if isinstance(value, bool) or value is None or value == "":
+        return (2, 0, "")
+    if isinstance(value, int):
+        return (0, value, "")
+    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+        return (0, int(value), "")
+    return (1, 0, json.dumps(value, ensure_ascii=False))
+
+
+def session_key(how: str, key: str) -> str:
+    """The session id of a multi-turn conversation: its 会话, or ``id:``/``line:`` and the fallback key."""
+    return key if how == "会话" else f"{how}:{key}"
+
+
+def group_id(source: str, how: str, key: str) -> str:
+    return f"{source}/{session_key(how, key)}"
+
+
+def multiturn_record(
+    pairs: list[Pair], how: str, key: str, conversation_id: str, notes: Notes
+) -> dict[str, Any]:
+    """One conversation from its pairs, already in (多轮序号, file, line) order.
+
+    Gaps and duplicates in ``多轮序号`` are counted and listed in the session's ``extra``; duplicate pairs
+    are all kept, in file and line order.
+    """
+    if how != "会话":
+        notes.add(f"multi-turn row with an empty or missing 会话 (grouped by {how})", len(pairs))
+    sequence = [sequence_number(pair.extension) for pair in pairs]
+    numbers = [value for rank, value, _ in sequence if rank == 0]
+    session_extra: dict[str, Any] = {"grouped_by": how, "多轮序号": [_raw_sequence(p) for p in pairs]}
+    duplicates = sorted({n for n in numbers if numbers.count(n) > 1})
+    missing = sorted(set(range(1, max(numbers) + 1)) - set(numbers)) if numbers else []
+    if duplicates:
+        notes.add("multi-turn conversation with a duplicate 多轮序号 (all rows kept)")
+        session_extra["duplicate_多轮序号"] = duplicates
+    if missing:
+        notes.add("multi-turn conversation with a gap in 多轮序号")
+        session_extra["missing_多轮序号"] = missing
+    if len(numbers) < len(pairs):
+        notes.add("multi-turn row without an integer 多轮序号 (ordered after the numbered rows)")
+    files = list(dict.fromkeys(pair.file for pair in pairs))
+    if len(files) > 1:
+        notes.add("multi-turn conversation spread over several files")
+        session_extra["files"] = files
+    turns = [turn for index, pair in enumerate(pairs) for turn in pair_turns(pair, f"{index}", notes)]
+    first = pairs[0].row
+    session = schema.empty_session(session_key(how, key), turns)
+    _session_date(session, first, "create_time", _metadata(first).get("create_time"), notes)
+    session["extra"] = schema.to_json(session_extra)
+    return _record(conversation_id, MULTITURN, first, [session], notes)
+
+
+def _raw_sequence(pair: Pair) -> Any:
+    return (pair.extension.value or {}).get("多轮序号")
+
+
+def multiturn_runs(
+    rows: Iterable[tuple[int, dict[str, Any]]], file: str, notes: Notes, subsets=None
+) -> Iterator[dict[str, Any]]:
+    """多轮对话 without regrouping: each run of adjacent rows with one key is a conversation.
+
+    Used when streaming, where a shard is read once from its URL. A conversation whose rows are not
+    adjacent in the file comes out in pieces (``#2``, ``#3`` appended to the id) and is counted; rows
+    spread over several files cannot be joined here: build (not stream) for those.
+    """
+    warnings = Warnings(file)
+    pieces: dict[str, int] = {}
+    run: list[Pair] = []
+    run_group: tuple[str, str, str] | None = None
+
+    def finish() -> dict[str, Any]:
+        source, how, key = run_group
+        conversation_id = group_id(source, how, key)
+        pieces[conversation_id] = pieces.get(conversation_id, 0) + 1
+        if pieces[conversation_id] > 1:
+            notes.add("streamed multi-turn conversation whose rows are not adjacent (emitted in pieces)")
+            conversation_id += f"#{pieces[conversation_id]}"
+        ordered = sorted(run, key=lambda pair: (sequence_number(pair.extension), pair.line))
+        return multiturn_record(ordered, how, key, conversation_id, notes)
+
+    for line, row in rows:
+        if not subset_wanted(subsets, MULTITURN, source_name(row)):
+            continue
+        pair = read_pair(file, line, row, notes, warnings)
+        group = (source_name(row), *conversation_key(row, pair.extension, file, line))
+        if run and group != run_group:
+            yield finish()
+            run = []
+        run.append(pair)
+        run_group = group
+    if run:
+        yield finish()
+
+
+# -- 论坛语料: a thread is a conversation ------------------------------------------------------------------
+
+
+def forum_records(
+    rows: Iterable[tuple[int, dict[str, Any]]], file: str, notes: Notes, subsets=None
+) -> Iterator[dict[str, Any]]:
+    warnings = Warnings(file)
+    for line, row in rows:
+        if not subset_wanted(subsets, FORUM, source_name(row)):
+            continue
+        yield forum_record(row, file, line, notes, warnings)
+
+
+def forum_record(
+    row: dict[str, Any], file: str, line: int, notes: Notes, warnings: Warnings
+) -> dict[str, Any]:
+    """The topic post and each reply as turns; ``reply_to`` from 引用ID, speaker from 回复人.
+
+    The topic post's speaker is ``楼主`` (MNBVC rows do not name the author); replies by ``楼主`` or
+    ``洞主`` (the thread's author on 树洞 boards) are ``user`` turns like the topic, other replies
+    ``assistant`` turns.
+    """
+    where = f"line {line}"
+    replies = row.get("回复", [])
+    if not isinstance(replies, list):
+        raise SourceError(file, where, "回复", f"expected a list of replies, got {type(replies).__name__}")
+    metadata = row.get("元数据")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise SourceError(file, where, "元数据", f"expected an object, got {type(metadata).__name__}")
+    metadata = _metadata(row)
+    topic_text = _text(row.get("主题", ""), "主题", notes)
+    if "主题" not in row:
+        notes.add("forum thread without 主题 (empty topic turn)")
+    elif topic_text == "":
+        notes.add("forum thread with an empty 主题 (kept as an empty topic turn)")
+    extension = read_extension(metadata.get("扩展字段"), "元数据.扩展字段", line, notes, warnings)
+    topic = schema.empty_turn(TOPIC_TURN_ID, TOPIC_SPEAKER, "user", topic_text)
+    posted = parse_date(metadata.get("发帖时间"), "发帖时间", notes)
+    topic_extra: dict[str, Any] = {
+        "file": file,
+        "line": line,
+        "keys": list(row),
+        "row": _row_without(row, ("主题", "回复"), (str, list)),
+        "扩展字段": extension.value,
+        "timestamp": iso(posted),
+    }
+    if extension.problems:
+        topic_extra["扩展字段_problems"] = list(extension.problems)
+    topic["extra"] = schema.to_json(topic_extra)
+    turns = [topic]
+    for index, reply in enumerate(replies):
+        turns.append(forum_reply(reply, index, file, line, notes, warnings))
+    _check_turn_ids(turns, file, where, notes)
+    session_id = _id_string(row.get("ID", row.get("id")), notes, "ID") or f"line {line}"
+    session = schema.empty_session(session_id, turns)
+    _session_date(session, row, "发帖时间", metadata.get("发帖时间"), notes)
+    return _record(f"{file}:{line}", FORUM, row, [session], notes)
+
+
+def forum_reply(
+    reply: Any, index: int, file: str, line: int, notes: Notes, warnings: Warnings
+) -> dict[str, Any]:
+    where = f"line {line}"
+    if not isinstance(reply, dict):
+        raise SourceError(file, where, f"回复[{index}]", f"expected an object, got {type(reply).__name__}")
+    floor = reply.get("楼ID")
+    if floor is None or floor == "":
+        notes.add("forum reply without 楼ID (turn_id from its position)")
+        turn_id = f"#{index + 1}"
+    else:
+        turn_id = _id_string(floor, notes, "楼ID")
+    extension = read_extension(reply.get("扩展字段"), "回复.扩展字段", line, notes, warnings)
+    details = extension.value or {}
+    speaker = details.get("回复人")
+    if speaker is None or speaker == "":
+        notes.add("forum reply without 回复人 (speaker empty)")
+        speaker = ""
+    speaker = speaker if isinstance(speaker, str) else json.dumps(speaker, ensure_ascii=False)
+    role = "user" if speaker in THREAD_AUTHOR_NAMES else "assistant"
+    turn = schema.empty_turn(turn_id, speaker, role, _text(reply.get("回复", ""), "回复.回复", notes))
+    quoted = details.get("引用ID")
+    if quoted is not None and quoted != "":
+        turn["reply_to"] = quoted if isinstance(quoted, str) else json.dumps(quoted, ensure_ascii=False)
+    replied = parse_date(details.get("回复时间"), "回复时间", notes)
+    extra: dict[str, Any] = {
+        "keys": list(reply),
+        "reply": _row_without(reply, ("回复",), (str,)),
+        "扩展字段": extension.value,
+        "timestamp": iso(replied),
+    }
+    if extension.problems:
+        extra["扩展字段_problems"] = list(extension.problems)
+    turn["extra"] = schema.to_json(extra)
+    return turn
+
+
+def _check_turn_ids(turns: list[dict], file: str, where: str, notes: Notes) -> None:
+    """楼ID should be unique in a thread; a repeated one is made unique (``~2``) and counted."""
+    seen: dict[str, int] = {}
+    for turn in turns:
+        count = seen.get(turn["turn_id"], 0) + 1
+        seen[turn["turn_id"]] = count
+        if count > 1:
+            notes.add("forum reply with a repeated 楼ID (turn_id suffixed ~n, raw kept)")
+            turn["turn_id"] = f"{turn['turn_id']}~{count}"
+    ids = {turn["turn_id"] for turn in turns}
+    for turn in turns:
+        if turn["reply_to"] is not None and turn["reply_to"] not in ids:
+            notes.add("forum 引用ID naming no reply of the thread (reply_to kept as written)")
