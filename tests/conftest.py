@@ -5,10 +5,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import hub_double
 import pytest
 
-from builders import registry
-from builders.build import build_source
+# Before anything imports huggingface_hub (which reads HF_ENDPOINT once, at import): the whole test session
+# talks to a loopback Hub double only, with a temporary HF_HOME (see tests/hub_double.py).
+HUB_SOCKET = hub_double.isolate_from_real_hub()
+
+from builders import registry  # noqa: E402
+from builders.build import build_source  # noqa: E402
 
 SHARED_DATA = Path(os.environ.get("CONVHUB_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
@@ -30,3 +35,27 @@ def sample_builds(tmp_path_factory) -> dict:
         builder_cls = registry.get(name)
         results[name] = build_source(name, root / builder_cls.HUB_NAME, data_dir=builder_cls.sample_dir())
     return results
+
+
+HUB_TOKEN = "hf_convhubTestToken0123456789abcdefXYZ"  # fake; tests assert it never leaks anywhere
+
+
+@pytest.fixture(scope="session")
+def _hub_server():
+    """The Hub double, listening on the port HF_ENDPOINT names for the whole session."""
+    import huggingface_hub.constants
+
+    server = hub_double.HubDouble(token=HUB_TOKEN, sock=HUB_SOCKET).start()
+    if server.url != huggingface_hub.constants.ENDPOINT:
+        pytest.fail(f"huggingface_hub was imported before conftest set HF_ENDPOINT to {server.url}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def hub(_hub_server, monkeypatch) -> hub_double.HubDouble:
+    """A clean Hub double for one test, with the fake token in HF_TOKEN (read first by huggingface_hub)."""
+    _hub_server.reset()
+    monkeypatch.setenv("HF_TOKEN", HUB_TOKEN)
+    yield _hub_server
+    _hub_server.reset()
