@@ -1,0 +1,281 @@
+"""``convhub push`` end to end: the real huggingface_hub upload and the real ``load_dataset`` through a Hub double.
+
+``tests/conftest.py`` points ``HF_ENDPOINT`` at the double before anything imports ``huggingface_hub`` (so every
+client takes its ordinary, unpatched code path), and the ``hub`` fixture hands each test a clean double.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import datasets
+import pytest
+from conftest import HUB_TOKEN
+from huggingface_hub import HfApi
+from huggingface_hub.errors import HfHubHTTPError
+
+from builders import registry
+from builders.build import build_source
+from builders.cli import main
+from builders.push import PushError, push_folder
+
+REPO = "org/locomo-unified"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def folder(sample_builds, tmp_path) -> Path:
+    """A private copy of the LoCoMo sample build (tests may rebuild or edit it)."""
+    copy = tmp_path / "locomo-unified"
+    shutil.copytree(sample_builds["locomo"].output, copy)
+    return copy
+
+
+def pushed_files(folder: Path) -> set[str]:
+    return {path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()}
+
+
+def built_configs(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.iterdir() if path.is_dir())
+
+
+def test_push_makes_one_commit_that_loads_back_row_for_row(hub, folder):
+    result = push_folder(folder, REPO)
+
+    repo = hub.repo(REPO)
+    history = repo.commits_on("main")
+    assert [commit.message for commit in history[:1]] == ["initial commit"]
+    assert len(history) == 2 and history[-1].sha == result.commit and result.created_commit
+    assert set(history[-1].files) == pushed_files(folder) | {".gitattributes"}
+    assert len(hub.calls("commit")) == 1
+    for path in pushed_files(folder):
+        assert history[-1].files[path].content == (folder / path).read_bytes(), path
+    for config in built_configs(folder):
+        remote = datasets.load_dataset(REPO, config)
+        local = datasets.load_dataset("parquet", data_dir=str(folder / config))
+        assert list(remote) == list(local), config
+        for split in remote:
+            assert remote[split].features == local[split].features, (config, split)
+            assert remote[split].to_list() == local[split].to_list(), (config, split)
+    assert set(result.verified) == set(built_configs(folder))
+    assert result.verified["turns"] == {"test": sum(1 for _ in local_rows(folder, "turns"))}
+
+
+def local_rows(folder: Path, config: str):
+    return datasets.load_dataset("parquet", data_dir=str(folder / config), split="test")
+
+
+def test_push_again_with_unchanged_data_makes_no_commit(hub, folder):
+    first = push_folder(folder, REPO)
+    second = push_folder(folder, REPO)
+
+    assert not second.created_commit and second.commit == first.commit
+    assert second.plan.uploads == [] and second.plan.deletions == []
+    assert len(hub.repo(REPO).commits) == 2
+    assert len(hub.calls("commit")) == 1
+    assert second.verified == first.verified
+
+
+def test_push_of_fewer_configs_deletes_the_stale_files_in_one_commit(hub, folder, tmp_path):
+    push_folder(folder, REPO)
+    smaller = tmp_path / "smaller" / "locomo-unified"
+    build_source(
+        "locomo", smaller, data_dir=registry.get("locomo").sample_dir(), configs=["sessions", "turns"]
+    )
+    before = len(hub.repo(REPO).commits_on("main"))
+
+    result = push_folder(smaller, REPO)
+
+    history = hub.repo(REPO).commits_on("main")
+    assert len(history) == before + 1
+    head = history[-1]
+    assert set(head.files) == {".gitattributes", *pushed_files(smaller)}
+    kept = ("sessions/", "turns/", "README.md")
+    stale = {path for path in pushed_files(folder) if not path.startswith(kept)}
+    assert sorted(stale) == result.plan.deletions
+    assert "README.md" in result.plan.uploads  # the card lists two configs now
+    assert [path for path in result.plan.uploads if path.endswith(".parquet")] == []  # same shards: kept
+    assert set(result.verified) == {"sessions", "turns"}
+    with pytest.raises(ValueError):
+        datasets.load_dataset(REPO, "events")  # the card no longer offers it
+
+
+def test_push_leaves_files_it_did_not_write_alone(hub, folder):
+    push_folder(folder, REPO)
+    api = HfApi()
+    api.upload_file(path_or_fileobj=b"by hand\n", path_in_repo="NOTES.txt", repo_id=REPO, repo_type="dataset")
+    (folder / "events" / "test-00000-of-00001.parquet").unlink()
+    (folder / "events").rmdir()
+
+    result = push_folder(folder, REPO, verify=False)
+
+    assert result.plan.deletions == ["events/test-00000-of-00001.parquet"]
+    head = hub.repo(REPO).head("main")
+    assert head.files["NOTES.txt"].content == b"by hand\n" and ".gitattributes" in head.files
+
+
+def test_dry_run_lists_uploads_and_changes_nothing(hub, folder, capsys):
+    assert main(["push", "locomo", "--repo-id", REPO, "--folder", str(folder), "--dry-run"]) == 0
+
+    out = capsys.readouterr().out
+    assert f"{REPO}: does not exist; would be created" in out
+    for path in pushed_files(folder):
+        assert f"would upload  {path}" in out
+    assert hub.repos == {}
+    assert {call.method for call in hub.calls()} <= {"GET", "HEAD"}
+    assert hub.calls("create_repo") == [] and hub.calls("commit") == [] and hub.calls("lfs_upload") == []
+
+
+def test_dry_run_lists_deletions_against_an_existing_repo(hub, folder, tmp_path, capsys):
+    push_folder(folder, REPO)
+    smaller = tmp_path / "smaller"
+    build_source("locomo", smaller, data_dir=registry.get("locomo").sample_dir(), configs=["sessions"])
+    commits = len(hub.repo(REPO).commits)
+
+    result = push_folder(smaller, REPO, dry_run=True)
+
+    assert result.plan.uploads == ["README.md"]
+    assert result.plan.deletions == sorted(
+        p for p in pushed_files(folder) if not p.startswith(("sessions/", "README"))
+    )
+    assert len(hub.repo(REPO).commits) == commits and result.commit is None
+
+
+def test_private_makes_a_private_repo_that_needs_the_token(hub, folder):
+    push_folder(folder, REPO, private=True)
+
+    assert hub.repo(REPO).private
+    with pytest.raises(HfHubHTTPError):
+        HfApi(token=False).repo_info(REPO, repo_type="dataset")
+    assert HfApi().repo_info(REPO, repo_type="dataset").private is True
+
+
+def test_revision_pushes_to_a_new_branch_and_leaves_main_alone(hub, folder):
+    result = push_folder(folder, REPO, revision="convhub-v1")
+
+    repo = hub.repo(REPO)
+    assert repo.refs["convhub-v1"] == result.commit
+    assert set(repo.head("main").files) == {".gitattributes"}
+    assert [call.path for call in hub.calls("create_branch")] == [f"/api/datasets/{REPO}/branch/convhub-v1"]
+    assert hub.calls("commit")[0].path == f"/api/datasets/{REPO}/commit/convhub-v1"
+    assert set(datasets.load_dataset(REPO, "qa", revision="convhub-v1")) == {"test"}
+
+
+def test_create_pr_opens_a_pull_request_and_leaves_main_alone(hub, folder):
+    result = push_folder(folder, REPO, create_pr=True)
+
+    repo = hub.repo(REPO)
+    assert hub.calls("commit")[0].query == {"create_pr": ["1"]}
+    assert result.pr_url.endswith(f"/datasets/{REPO}/discussions/1")
+    assert repo.refs["refs/pr/1"] == result.commit
+    assert set(repo.head("main").files) == {".gitattributes"}
+    assert set(result.verified) == set(built_configs(folder))  # verified at the pull request's commit
+
+
+def test_a_concurrent_commit_fails_the_push_instead_of_mixing_builds(hub, folder, monkeypatch):
+    """The commit names the head the plan compared against; the double answers 412 when that moved."""
+    import builders.push as push
+
+    push_folder(folder, REPO)
+    (folder / "README.md").write_text((folder / "README.md").read_text() + "\nedited\n")
+    real_plan = push.plan_push
+
+    def plan_then_someone_commits(local, remote):
+        HfApi().upload_file(path_or_fileobj=b"x", path_in_repo="other.txt", repo_id=REPO, repo_type="dataset")
+        return real_plan(local, remote)
+
+    monkeypatch.setattr(push, "plan_push", plan_then_someone_commits)
+    with pytest.raises(HfHubHTTPError) as raised:
+        push_folder(folder, REPO)
+    assert raised.value.response.status_code == 412
+    assert "edited" not in hub.repo(REPO).head("main").files["README.md"].content.decode()
+
+
+def test_token_never_leaks(hub, folder, capsys, caplog, monkeypatch):
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.delenv("HF_TOKEN")  # only --token gives it
+    assert main(["push", "locomo", "--repo-id", REPO, "--folder", str(folder), "--token", HUB_TOKEN]) == 0
+    assert main(["push", "locomo", "--repo-id", REPO, "--folder", str(folder), "--dry-run"]) == 0
+
+    captured = capsys.readouterr()
+    assert hub.calls("commit") and all(call.authorized for call in hub.calls("commit"))
+    assert HUB_TOKEN not in captured.out + captured.err
+    assert not [record for record in caplog.records if HUB_TOKEN in record.getMessage()]
+    for commit in hub.repo(REPO).commits:
+        assert all(HUB_TOKEN.encode() not in stored.content for stored in commit.files.values())
+    assert all(HUB_TOKEN not in str(call) for call in hub.calls())
+
+
+def test_push_without_a_token_is_refused_before_anything_is_written(hub, folder, monkeypatch):
+    monkeypatch.delenv("HF_TOKEN")
+    with pytest.raises(PushError, match="no Hugging Face token"):
+        push_folder(folder, REPO)
+    assert hub.repos == {}
+
+
+def test_non_commercial_license_is_warned_about(hub, folder, caplog, capsys):
+    assert main(["push", "locomo", "--repo-id", REPO, "--folder", str(folder), "--dry-run"]) == 0
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert any("cc-by-nc-4.0 is non-commercial" in message for message in warnings)
+
+
+def test_push_refuses_a_folder_built_from_another_source(hub, folder, capsys):
+    card = folder / "README.md"
+    card.write_text(card.read_text().replace("- locomo\n", "- something-else\n", 1))
+    with pytest.raises(SystemExit, match="not built from locomo"):
+        main(["push", "locomo", "--repo-id", REPO, "--folder", str(folder)])
+
+
+def test_a_failed_commit_leaves_the_repo_untouched_and_the_next_push_lands(hub, folder):
+    hub.fail_next("commit", status=500)
+    with pytest.raises(HfHubHTTPError) as raised:
+        push_folder(folder, REPO)
+    assert raised.value.response.status_code == 500
+    assert len(hub.repo(REPO).commits) == 1  # only the repo's initial commit
+    uploaded = len(hub.calls("lfs_upload"))
+
+    result = push_folder(folder, REPO)
+
+    assert result.created_commit and len(hub.repo(REPO).commits_on("main")) == 2
+    assert [call.status for call in hub.calls("commit")] == [500, 200]
+    assert len(hub.calls("lfs_upload")) == uploaded  # the Hub kept the objects: not sent twice
+
+
+def test_a_dropped_lfs_upload_is_retried_by_the_client(hub, folder):
+    hub.fail_next("lfs_upload", drop=True)
+
+    result = push_folder(folder, REPO, verify=False)
+
+    uploads = hub.calls("lfs_upload")
+    parquet = [path for path in result.plan.uploads if path.endswith(".parquet")]
+    # -1: the double closed that connection without an answer; the client sent the same object again
+    assert sorted(call.status for call in uploads) == [-1] + [200] * len(parquet)
+    dropped = next(call.path for call in uploads if call.status == -1)
+    assert [call.status for call in uploads if call.path == dropped] == [-1, 200]
+    assert len(hub.repo(REPO).commits_on("main")) == 2
+
+
+def test_the_push_script_reads_hf_endpoint_from_the_environment(hub, folder):
+    """The user's path: a fresh process that finds HF_ENDPOINT and HF_TOKEN in its environment."""
+    environment = {**os.environ, "HF_TOKEN": HUB_TOKEN, "PYTHONPATH": str(ROOT)}
+    command = [
+        sys.executable,
+        str(ROOT / "scripts" / "push.py"),
+        "locomo",
+        "--repo-id",
+        REPO,
+        "--folder",
+        str(folder),
+    ]
+    finished = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=120)
+
+    assert finished.returncode == 0, finished.stderr
+    assert "verified turns" in finished.stdout
+    assert "cc-by-nc-4.0 is non-commercial" in finished.stderr
+    assert HUB_TOKEN not in finished.stdout + finished.stderr
+    assert len(hub.repo(REPO).commits_on("main")) == 2
