@@ -29,6 +29,9 @@ class ConvHubConfig(datasets.BuilderConfig):
     """A view of one source. ``subsets`` limits the build to some subsets where a source has several."""
 
     subsets: tuple[str, ...] | None = None
+    #: A source file format where a source has several and detects them (MNBVC: multiturn, qa, forum);
+    #: None = detect. ``convhub build|check --format``.
+    source_format: str | None = None
     #: When set, each worker writes the normalization counts and statistics of the records it parsed
     #: here (``report-*.json``), so a build needs no separate checking pass over the source.
     report_dir: str | None = None

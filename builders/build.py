@@ -46,9 +46,11 @@ class BuildResult:
     statistics: Statistics
 
 
-def check_source(source: str, data_dir: str | None = None, subsets=None) -> tuple[Notes, Statistics]:
+def check_source(
+    source: str, data_dir: str | None = None, subsets=None, source_format: str | None = None
+) -> tuple[Notes, Statistics]:
     """Parse every record as the build would; return the normalization counts and the statistics."""
-    builder = registry.get(source)(data_dir=data_dir, subsets=_tuple(subsets))
+    builder = registry.get(source)(data_dir=data_dir, subsets=_tuple(subsets), source_format=source_format)
     notes, statistics = Notes(), Statistics()
     for split, record in builder.iter_records(notes):
         statistics.add(split, record)
@@ -62,6 +64,7 @@ def build_source(
     configs: list[str] | None = None,
     num_proc: int | None = None,
     subsets: list[str] | None = None,
+    source_format: str | None = None,
 ) -> BuildResult:
     """Build ``configs`` (all by default) of ``source`` into ``output``, replacing it only on success."""
     from builders.cards import write_card  # the card module imports Jinja2; keep `check` light
@@ -76,6 +79,7 @@ def build_source(
     try:
         with tempfile.TemporaryDirectory(prefix="convhub-work-") as work:
             run = _Run(builder_cls, data_dir, _tuple(subsets), num_proc, Path(work), staging)
+            run.source_format = source_format
             built = run.build_all(configs)
             notes, statistics = run.report(source, subsets)
         result = BuildResult(source, output, built, notes, statistics)
@@ -101,6 +105,7 @@ class _Run:
     staging: Path
     sessions: ConfigBuild | None = None
     sessions_root: Path | None = None
+    source_format: str | None = None
 
     def build_all(self, configs: list[str]) -> dict[str, ConfigBuild]:
         if any(name == SESSIONS.name or name in DERIVERS for name in configs):
@@ -113,7 +118,9 @@ class _Run:
             if name == SESSIONS.name:
                 built[name] = self.sessions
             elif name in DERIVERS:
-                built[name] = self.derive(name)
+                derived = self.derive(name)
+                if derived is not None:  # a config with no row (no questions) is left out
+                    built[name] = derived
             else:
                 built[name] = self.run_builder(name, self.staging, report=False)
         return built
@@ -125,6 +132,7 @@ class _Run:
             config_name=name,
             data_dir=self.data_dir,
             subsets=self.subsets,
+            source_format=self.source_format,
             report_dir=str(report_dir) if report else None,
             cache_dir=str(self.work / "cache"),
         )
@@ -150,7 +158,7 @@ class _Run:
                 built.files[split].append(relative)
         return built
 
-    def derive(self, name: str) -> ConfigBuild:
+    def derive(self, name: str) -> ConfigBuild | None:
         features = self.builder_cls.view_named(name).features
         built = ConfigBuild(name, features)
         (self.staging / name).mkdir()
@@ -165,13 +173,16 @@ class _Run:
                 rows, size = rows + count, size + num_bytes
                 built.files[split].append(relative)
             built.splits[split] = datasets.SplitInfo(split, size, rows)
+        if not any(info.num_examples for info in built.splits.values()):
+            shutil.rmtree(self.staging / name)  # load_dataset cannot load a config that has no row
+            return None
         return built
 
     def report(self, source: str, subsets) -> tuple[Notes, Statistics]:
         """The workers' merged notes and statistics; a checking pass only if no config parsed records."""
         report = Report.load_all(str(self.work / "reports")) if self.sessions else None
         if report is None:
-            return check_source(source, self.data_dir, subsets)
+            return check_source(source, self.data_dir, subsets, self.source_format)
         return report.notes, report.statistics
 
 

@@ -19,6 +19,9 @@ from builders.stats import markdown_table
 def _add_source_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="read the source from this local folder or file, not the download")
     parser.add_argument("--subset", action="append", dest="subsets", help="only this subset (repeatable)")
+    parser.add_argument(
+        "--format", dest="source_format", help="file format, where a source has several (MNBVC)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,7 +69,15 @@ def run_build(args) -> int:
         builder_cls = registry.get(source)
         data_dir = builder_cls.sample_dir() if args.sample else args.data_dir
         output = args.output / builder_cls.HUB_NAME if args.all else args.output
-        result = build_source(source, output, data_dir, args.configs, args.num_proc, args.subsets)
+        result = build_source(
+            source,
+            output,
+            data_dir,
+            args.configs,
+            args.num_proc,
+            args.subsets,
+            source_format=args.source_format,
+        )
         print_build(result)
     return 0
 
@@ -83,7 +94,7 @@ def run_check(args) -> int:
     from builders.build import check_source
 
     data_dir = registry.get(args.source).sample_dir() if args.sample else args.data_dir
-    notes, statistics = check_source(args.source, data_dir, args.subsets)
+    notes, statistics = check_source(args.source, data_dir, args.subsets, args.source_format)
     print(f"{args.source}: OK")
     print(markdown_table(statistics.table()))
     print("\nnormalizations:")

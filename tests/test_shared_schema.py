@@ -39,12 +39,14 @@ def test_every_config_round_trips_through_load_dataset(sample_builds, source):
 def test_shared_views_concatenate_across_sources_without_cast(sample_builds, view):
     parts = []
     for result in sample_builds.values():
+        if view not in result.configs:
+            continue  # a source with no row in this view (MNBVC has no questions) publishes no such config
         loaded = datasets.load_dataset(str(result.output), view)
         parts.extend(loaded[split] for split in loaded)
     mixed = datasets.concatenate_datasets(parts)
     assert mixed.features == SHARED[view]
     assert mixed.num_rows == sum(part.num_rows for part in parts)
-    assert set(mixed["source"]) == set(sample_builds)
+    assert set(mixed["source"]) == {source for source, result in sample_builds.items() if view in result.configs}
 
 
 def test_json_columns_keep_strings_that_look_like_numbers():
