@@ -1,0 +1,409 @@
+"""ConvLab-3 unified datasets: MultiWOZ, SGD, Taskmaster, CamRest, WOZ, KVRET, CrossWOZ... in one format.
+
+Each ConvLab dataset is a ``subset``. Input, per subset, in this order of preference:
+``DIR/<name>/data.zip``, its extracted ``DIR/<name>/data/`` folder, or ``DIR/<name>/dummy_data.json`` (the
+ten-dialogue sample ConvLab ships: dialogues only, no ontology or database). ``DIR`` may also be one
+dataset's own folder. Without ``--data-dir`` each subset's ``data.zip`` is downloaded from the Hub.
+
+``dialogues.json`` is never loaded whole: the main process scans it once (one dialogue in memory at a
+time) to learn each dialogue's split and byte range, and each shard is a list of byte ranges that one
+worker reads with forward seeks, so ``num_proc`` workers share a MultiWOZ-sized file without copies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO, Any, ClassVar
+
+from datasets import Features, Json, List, Value
+
+from builders import schema
+from builders.base import ConversationBuilder
+from builders.convlab import parse
+from builders.errors import Notes, SourceError
+from builders.views import View
+
+URL = "https://huggingface.co/datasets/ConvLab/{name}/resolve/main/data.zip"
+#: The ConvLab-3 unified datasets convhub has checked (their dummy_data.json parse in the tests).
+DEFAULT_SUBSETS = (
+    "camrest",
+    "crosswoz",
+    "dailydialog",
+    "kvret",
+    "metalwoz",
+    "multiwoz21",
+    "sgd",
+    "sgd1",
+    "sgd2",
+    "sgd3",
+    "sgd4",
+    "sgd5",
+    "tm1",
+    "tm2",
+    "tm3",
+    "woz",
+)
+DIALOGUES_PER_SHARD = 1000
+SPLIT_ORDER = ("train", "validation", "test")
+SUBSET_NAME = re.compile(r"^[\w.-]+$")
+DIALOGUES, ONTOLOGY = "dialogues.json", "ontology.json"
+DUMMY = "dummy_data.json"
+
+
+@dataclass(frozen=True)
+class SubsetInput:
+    """Where one ConvLab dataset is: a ``data.zip``, an extracted ``data/`` folder, or a ``dummy_data.json``."""
+
+    name: str
+    kind: str  # "zip" | "folder" | "dummy"
+    path: str
+
+    def label(self, member: str) -> str:
+        """The file an error message names."""
+        if self.kind == "zip":
+            return f"{self.path}:data/{member}"
+        return self.path if self.kind == "dummy" else os.path.join(self.path, member)
+
+    def members(self) -> list[str]:
+        """Files of ``data/`` (relative names); a dummy input has only its dialogues."""
+        if self.kind == "dummy":
+            return [DIALOGUES]
+        if self.kind == "zip":
+            with zipfile.ZipFile(self.path) as archive:
+                names = [name[len("data/") :] for name in archive.namelist() if name.startswith("data/")]
+            return sorted(name for name in names if name and not name.endswith("/"))
+        found = []
+        for root, _, files in os.walk(self.path):
+            found += [os.path.relpath(os.path.join(root, name), self.path) for name in files]
+        return sorted(name.replace(os.sep, "/") for name in found)
+
+    @contextlib.contextmanager
+    def open(self, member: str) -> Iterator[IO[bytes]]:
+        if self.kind == "zip":
+            with zipfile.ZipFile(self.path) as archive:
+                try:
+                    info = archive.getinfo(f"data/{member}")
+                except KeyError:
+                    raise SourceError(self.path, None, None, f"data/{member} is not in the archive") from None
+                with archive.open(info) as stream:
+                    yield stream
+        else:
+            with open(self.path if self.kind == "dummy" else os.path.join(self.path, member), "rb") as stream:
+                yield stream
+
+    def read_json(self, member: str) -> Any:
+        with self.open(member) as stream:
+            try:
+                return json.load(stream)
+            except (json.JSONDecodeError, UnicodeDecodeError) as error:
+                raise SourceError(self.label(member), None, None, f"not valid UTF-8 JSON: {error}") from error
+
+    def stat_key(self) -> tuple:
+        stat = os.stat(self.path if self.kind != "folder" else os.path.join(self.path, DIALOGUES))
+        return (self.kind, os.path.realpath(self.path), stat.st_size, stat.st_mtime_ns)
+
+
+def local_input(folder: str) -> SubsetInput | None:
+    """The best input in one dataset folder, or None when it holds no ConvLab data."""
+    name = os.path.basename(os.path.normpath(folder))
+    if os.path.isfile(os.path.join(folder, "data.zip")):
+        return SubsetInput(name, "zip", os.path.join(folder, "data.zip"))
+    if os.path.isfile(os.path.join(folder, "data", DIALOGUES)):
+        return SubsetInput(name, "folder", os.path.join(folder, "data"))
+    if os.path.isfile(os.path.join(folder, DUMMY)):
+        return SubsetInput(name, "dummy", os.path.join(folder, DUMMY))
+    return None
+
+
+def find_local_inputs(data_dir: str, subsets: tuple[str, ...] | None) -> list[SubsetInput]:
+    """Every ConvLab dataset under ``data_dir`` (or ``data_dir`` itself), restricted to ``subsets``."""
+    if not os.path.isdir(data_dir):
+        raise FileNotFoundError(f"ConvLab data dir {data_dir} is not a folder")
+    itself = local_input(data_dir)
+    if itself is not None:
+        found = {itself.name: itself}
+    else:
+        found = {}
+        for entry in sorted(os.listdir(data_dir)):
+            if os.path.isdir(os.path.join(data_dir, entry)):
+                candidate = local_input(os.path.join(data_dir, entry))
+                if candidate is not None:
+                    found[entry] = candidate
+    if subsets:
+        missing = [name for name in subsets if name not in found]
+        if missing:
+            raise FileNotFoundError(
+                f"no ConvLab dataset {', '.join(missing)} in {data_dir} "
+                f"(looked for <name>/data.zip, <name>/data/{DIALOGUES}, <name>/{DUMMY}); found: {sorted(found)}"
+            )
+        return [found[name] for name in subsets]
+    if not found:
+        raise FileNotFoundError(f"no ConvLab dataset in {data_dir} (no <name>/data.zip, data/ or {DUMMY})")
+    return list(found.values())
+
+
+_INDEX_CACHE: dict[tuple, dict[str, list[tuple[int, int, int]]]] = {}
+
+
+def dialogue_index(source: SubsetInput) -> dict[str, list[tuple[int, int, int]]]:
+    """Split → byte ranges of its dialogues; scanned once per file and process (every config reuses it)."""
+    key = source.stat_key()
+    if key not in _INDEX_CACHE:
+        with source.open(DIALOGUES) as stream:
+            _INDEX_CACHE[key] = parse.index_dialogues(stream, source.label(DIALOGUES))
+    return _INDEX_CACHE[key]
+
+
+def ordered_splits(splits) -> list[str]:
+    known = [split for split in SPLIT_ORDER if split in splits]
+    return known + [split for split in splits if split not in SPLIT_ORDER]
+
+
+# -- views of their own ------------------------------------------------------------------------
+
+_IDS = dict(schema.CONVERSATION_IDS)
+GOAL = {
+    "description": Value("string"),
+    "inform": List(schema.STATE_SLOT),
+    "request": List(schema.STATE_SLOT),
+}
+
+
+def _loads(text: str | None) -> Any:
+    return json.loads(text) if text else {}
+
+
+def _slots(table: Any) -> list[dict]:
+    """``{domain: {slot: value}}`` of a goal → typed slots; a non-string value is given as JSON text."""
+    if not isinstance(table, dict):
+        return []
+    return [
+        {"domain": domain, "slot": slot, "value": value if isinstance(value, str) else schema.to_json(value)}
+        for domain, slots in table.items()
+        if isinstance(slots, dict)
+        for slot, value in slots.items()
+    ]
+
+
+def dialogue_rows(record: dict) -> Iterator[dict]:
+    """ConvLab's dialogue-level fields typed: ``original_id``, ``domains``, ``goal`` and every ``db_results``."""
+    extra = _loads(record["extra"])
+    goal = extra.get("goal")
+    domains = extra.get("domains")
+    original_id = extra.get("original_id")
+    turns = [turn for session in record["sessions"] for turn in session["turns"]]
+    yield {
+        **{name: record[name] for name in schema.CONVERSATION_IDS},
+        "original_id": None if original_id is None else str(original_id),
+        "domains": [d for d in domains if isinstance(d, str)] if isinstance(domains, list) else [],
+        "goal": (
+            {
+                "description": goal.get("description") if isinstance(goal.get("description"), str) else None,
+                "inform": _slots(goal.get("inform")),
+                "request": _slots(goal.get("request")),
+            }
+            if isinstance(goal, dict)
+            else None
+        ),
+        "num_turns": len(turns),
+        "db_results": [row for turn_index, turn in enumerate(turns) for row in _db_results(turn, turn_index)],
+    }
+
+
+def _db_results(turn: dict, turn_index: int) -> Iterator[dict]:
+    """One entry per entity a system turn's ``db_results`` (``{domain: [entity]}``) lists."""
+    results = _loads(turn["extra"]).get("db_results")
+    if not isinstance(results, dict):
+        return
+    for domain, entities in results.items():
+        for rank, entity in enumerate(entities if isinstance(entities, list) else []):
+            yield {
+                "turn_id": turn["turn_id"],
+                "turn_index": turn_index,
+                "domain": domain,
+                "rank": rank,
+                "entity": schema.to_json(entity),
+            }
+
+
+DB_RESULT = {
+    "turn_id": Value("string"),
+    "turn_index": Value("int32"),
+    "domain": Value("string"),
+    "rank": Value("int32"),
+    "entity": Json(),
+}
+DIALOGUES_VIEW = View(
+    "dialogues",
+    Features(
+        {
+            **_IDS,
+            "original_id": Value("string"),
+            "domains": List(Value("string")),
+            "goal": GOAL,
+            "num_turns": Value("int32"),
+            "db_results": List(DB_RESULT),
+        }
+    ),
+    "One row per dialogue: ConvLab's original_id, domains, user goal (description, inform, request) and the "
+    "database entities its system turns' db_results list, typed.",
+    dialogue_rows,
+)
+ONTOLOGY_VIEW = View(
+    "ontology",
+    Features(
+        {
+            "subset": Value("string"),
+            "domains": List(
+                {
+                    "name": Value("string"),
+                    "description": Value("string"),
+                    "slots": List(
+                        {
+                            "name": Value("string"),
+                            "description": Value("string"),
+                            "is_categorical": Value("bool"),
+                            "possible_values": List(Value("string")),
+                        }
+                    ),
+                }
+            ),
+            "intents": List({"name": Value("string"), "description": Value("string")}),
+            "dialogue_acts": List(
+                {
+                    "type": Value("string"),
+                    "intent": Value("string"),
+                    "domain": Value("string"),
+                    "slot": Value("string"),
+                    "user": Value("bool"),
+                    "system": Value("bool"),
+                    "raw": Value("string"),
+                }
+            ),
+            "state": List(schema.STATE_SLOT),
+            "extra": Json(),
+        }
+    ),
+    "One row per dataset: its ontology (domains and slots, intents, dialogue-act inventory, full state).",
+)
+DATABASE_VIEW = View(
+    "database",
+    Features(
+        {
+            "subset": Value("string"),
+            "file": Value("string"),
+            "key": Value("string"),
+            "domain": Value("string"),
+            "entity_index": Value("int32"),
+            "entity": Json(),
+        }
+    ),
+    "One row per database entity, for the datasets that ship database files in data.zip.",
+)
+
+
+class ConvLabBuilder(ConversationBuilder):
+    SOURCE = "convlab"
+    HUB_NAME = "convlab-unified"
+    PRETTY_NAME = "ConvLab-3 unified datasets (convhub unified)"
+    LICENSE = "other"
+    LANGUAGES = ("en", "zh")
+    HOMEPAGE = "https://github.com/ConvLab/ConvLab-3"
+    DESCRIPTION = (
+        "Task-oriented and chit-chat dialogue datasets in ConvLab-3's unified format, one subset each."
+    )
+    ROLE_MAPPING: ClassVar[dict[str, str]] = {"user": "user", "system": "assistant"}
+    CITATION = """@inproceedings{zhu2023convlab3,
+  title     = {{ConvLab-3}: A Flexible Dialogue System Toolkit Based on a Unified Data Format},
+  author    = {Zhu, Qi and Geishauser, Christian and Lin, Hsien-chin and van Niekerk, Carel and Peng, Baolin and
+               Zhang, Zheng and Feng, Shutong and Heck, Michael and Lubis, Nurul and Wan, Dazhen and Zhu, Xiaochen and
+               Gao, Jianfeng and Ga{\\v{s}}i{\\'c}, Milica and Huang, Minlie},
+  booktitle = {Proceedings of the 2023 Conference on Empirical Methods in Natural Language Processing:
+               System Demonstrations},
+  year      = {2023}
+}"""
+    EXTRA_VIEWS = (DIALOGUES_VIEW, ONTOLOGY_VIEW, DATABASE_VIEW)
+    SUBSET_CONFIGS = True
+    DEFAULT_SUBSETS = DEFAULT_SUBSETS
+
+    def inputs(self, dl_manager) -> list[SubsetInput]:
+        subsets = self.config.subsets
+        for name in subsets or ():
+            if not SUBSET_NAME.match(name):
+                raise ValueError(f"ConvLab subset name {name!r} is not a plain dataset name")
+        if self.config.data_dir:
+            return find_local_inputs(self.config.data_dir, subsets)
+        return [
+            SubsetInput(name, "zip", dl_manager.download(URL.format(name=name)))
+            for name in subsets or DEFAULT_SUBSETS
+        ]
+
+    def shards(self, dl_manager):
+        inputs = self.inputs(dl_manager)
+        if self.config.name == ONTOLOGY_VIEW.name:
+            return {
+                "train": [
+                    {"input": source, "table": "ontology"}
+                    for source in inputs
+                    if ONTOLOGY in source.members()
+                ]
+            }
+        if self.config.name == DATABASE_VIEW.name:
+            return {
+                "train": [
+                    {"input": source, "table": "database"} for source in inputs if database_files(source)
+                ]
+            }
+        by_split: dict[str, list[dict]] = {}
+        for source in inputs:
+            index = dialogue_index(source)
+            first = True
+            for split in ordered_splits(index):
+                ranges = index[split]
+                for start in range(0, len(ranges), DIALOGUES_PER_SHARD):
+                    shard = {
+                        "input": source,
+                        "ranges": ranges[start : start + DIALOGUES_PER_SHARD],
+                        "first": first,
+                    }
+                    by_split.setdefault(split, []).append(shard)
+                    first = False
+        return {split: by_split[split] for split in ordered_splits(by_split)}
+
+    def parse_shard(self, shard, notes: Notes):
+        source: SubsetInput = shard["input"]
+        if shard["first"] and source.kind == "dummy":
+            notes.add("subset read from dummy_data.json (its first dialogues only, no ontology or database)")
+        path = source.label(DIALOGUES)
+        with source.open(DIALOGUES) as stream:
+            for position, dialogue in parse.read_ranges(stream, shard["ranges"], path):
+                yield parse.parse_dialogue(dialogue, source.name, notes, path, position)
+
+    def table_rows(self, view: View, shard):
+        source: SubsetInput = shard["input"]
+        if shard["table"] == "ontology":
+            yield parse.ontology_row(source.read_json(ONTOLOGY), source.name, Notes(), source.label(ONTOLOGY))
+            return
+        domains = ontology_domains(source)
+        for member in database_files(source):
+            yield from parse.database_rows(
+                source.read_json(member), source.name, member, parse.database_domain(member, domains)
+            )
+
+
+def database_files(source: SubsetInput) -> list[str]:
+    """Every JSON file of ``data/`` besides the dialogues and the ontology: ConvLab's database files."""
+    return [name for name in source.members() if name.endswith(".json") and name not in (DIALOGUES, ONTOLOGY)]
+
+
+def ontology_domains(source: SubsetInput) -> list[str]:
+    if ONTOLOGY not in source.members():
+        return []
+    domains = source.read_json(ONTOLOGY).get("domains")
+    return list(domains) if isinstance(domains, dict) else []

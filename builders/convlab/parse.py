@@ -1,0 +1,532 @@
+"""ConvLab-3 unified datasets (``dialogues.json``, ``ontology.json``, databases) → canonical records and rows.
+
+Pure functions. Every ConvLab dialogue becomes one canonical record with one session; every field is
+reachable: typed where the shared schema has a place (acts, state, speaker, utterance), raw in an
+``extra`` otherwise. Each ``*_to_source`` function is the exact inverse of its parser, so that a later
+``convhub export`` rebuilds ``dialogues.json`` and ``ontology.json`` as equal JSON values; the parsers check
+that inverse on every value and keep the raw value in ``extra`` whenever the typed form would not give it back.
+
+``dialogues.json`` is read without loading it whole: :func:`scan_json_array` walks the top-level list once
+and reports the byte range of every dialogue, and workers read only the ranges of their shard.
+"""
+
+from __future__ import annotations
+
+import ast
+import codecs
+import json
+import re
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+from builders import schema
+from builders.errors import Notes, SourceError
+
+ACT_KINDS = ("categorical", "non-categorical", "binary")
+ACT_KEYS = {
+    "categorical": ("intent", "domain", "slot", "value"),
+    "non-categorical": ("intent", "domain", "slot", "value"),
+    "binary": ("intent", "domain", "slot"),
+}
+SPAN_KEYS = ("start", "end")
+ROLES = {"user": "user", "system": "assistant"}
+#: ConvLab-3 datasets that are not English; every other one is.
+LANGUAGES = {"crosswoz": "zh"}
+
+#: Keys convhub itself writes into a turn's ``extra``; a source turn that uses one of them is refused.
+ACTS_ABSENT = "dialogue_acts_absent"
+ACT_KINDS_KEY = "dialogue_acts_kinds"
+STATE_EMPTY_DOMAINS = "state_empty_domains"
+RESERVED_TURN_KEYS = {ACTS_ABSENT, ACT_KINDS_KEY, STATE_EMPTY_DOMAINS}
+TURN_KEYS = {"speaker", "utterance", "utt_idx", "dialogue_acts", "state"}
+DIALOGUE_KEYS = {"dataset", "data_split", "dialogue_id", "turns"}
+SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
+
+
+# -- streaming the top-level JSON list ---------------------------------------------------------
+
+
+def scan_json_array(
+    stream: IO[bytes], path: str, chunk_size: int = 1 << 22
+) -> Iterator[tuple[int, int, Any]]:
+    """(start byte, end byte, value) of each element of a top-level JSON list, reading ``chunk_size`` at a time.
+
+    Memory holds one chunk and one element, never the whole file: this is how a MultiWOZ-sized
+    ``dialogues.json`` (200+ MB) is indexed. Byte offsets let a worker ``seek`` to its dialogues later.
+    """
+    decoder = json.JSONDecoder()
+    utf8 = codecs.getincrementaldecoder("utf-8")()
+    text, pos, byte_pos, eof = "", 0, 0, False
+
+    def fill() -> bool:
+        nonlocal text, pos, eof
+        if eof:
+            return False
+        chunk = stream.read(max(chunk_size, len(text) - pos))
+        eof = not chunk
+        try:
+            text = text[pos:] + utf8.decode(chunk, final=eof)
+        except UnicodeDecodeError as error:
+            raise SourceError(path, None, None, f"not valid UTF-8: {error}") from error
+        pos = 0
+        return True
+
+    def skip_space() -> str:
+        nonlocal pos, byte_pos
+        while True:
+            while pos < len(text) and text[pos] in " \t\r\n\ufeff":
+                byte_pos += 3 if text[pos] == "\ufeff" else 1
+                pos += 1
+            if pos < len(text) or not fill():
+                return text[pos] if pos < len(text) else ""
+
+    if skip_space() != "[":
+        raise SourceError(path, None, None, "expected a JSON list of dialogues")
+    pos, byte_pos = pos + 1, byte_pos + 1
+    index = 0
+    while True:
+        char = skip_space()
+        if char == "]":
+            pos, byte_pos = pos + 1, byte_pos + 1
+            break
+        if index:
+            if char != ",":
+                raise SourceError(
+                    path, index, None, f"expected ',' or ']' after dialogue {index - 1}, got {char!r}"
+                )
+            pos, byte_pos = pos + 1, byte_pos + 1
+            skip_space()
+        while True:
+            try:
+                value, end = decoder.raw_decode(text, pos)
+            except json.JSONDecodeError as error:
+                if fill():
+                    continue
+                raise SourceError(path, index, None, f"not valid JSON: {error}") from error
+            if end == len(text) and not eof and not isinstance(value, (dict, list)) and fill():
+                continue  # a number cut at the chunk's end
+            break
+        size = len(text[pos:end].encode("utf-8"))
+        yield byte_pos, byte_pos + size, value
+        pos, byte_pos, index = end, byte_pos + size, index + 1
+    if skip_space():
+        raise SourceError(path, None, None, "data after the end of the top-level list")
+
+
+def index_dialogues(stream: IO[bytes], path: str) -> dict[str, list[tuple[int, int, int]]]:
+    """Split → [(start byte, end byte, position in the file)] of its dialogues, checking ids are unique."""
+    by_split: dict[str, list[tuple[int, int, int]]] = {}
+    seen: set[str] = set()
+    for position, (start, end, dialogue) in enumerate(scan_json_array(stream, path)):
+        if not isinstance(dialogue, dict):
+            raise SourceError(
+                path, position, None, f"expected a dialogue object, got {type(dialogue).__name__}"
+            )
+        split = _require(dialogue, "data_split", str, path, position)
+        if not SPLIT_NAME.match(split):
+            raise SourceError(path, position, "data_split", f"{split!r} is not a usable split name")
+        dialogue_id = _require(dialogue, "dialogue_id", str, path, position)
+        if dialogue_id in seen:
+            raise SourceError(path, position, "dialogue_id", f"duplicate dialogue_id {dialogue_id!r}")
+        seen.add(dialogue_id)
+        by_split.setdefault(split, []).append((start, end, position))
+    return by_split
+
+
+def read_ranges(
+    stream: IO[bytes], ranges: Iterable[tuple[int, int, int]], path: str
+) -> Iterator[tuple[int, Any]]:
+    """(position, dialogue) for each byte range, read in file order with forward seeks only."""
+    for start, end, position in sorted(ranges):
+        stream.seek(start)
+        data = stream.read(end - start)
+        try:
+            yield position, json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise SourceError(path, position, None, f"not valid JSON: {error}") from error
+
+
+# -- dialogues ---------------------------------------------------------------------------------
+
+
+def _require(mapping: dict, key: str, kind: type, path: str, record: Any) -> Any:
+    if key not in mapping:
+        raise SourceError(path, record, key, "missing")
+    value = mapping[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise SourceError(path, record, key, f"expected {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def parse_dialogue(
+    dialogue: Any, subset: str, notes: Notes, path: str = "<memory>", position: int = 0
+) -> dict:
+    """One ConvLab dialogue → one canonical record (one session holding every turn)."""
+    if not isinstance(dialogue, dict):
+        raise SourceError(path, position, None, f"expected a dialogue object, got {type(dialogue).__name__}")
+    dialogue_id = _require(dialogue, "dialogue_id", str, path, position)
+    dataset = _require(dialogue, "dataset", str, path, dialogue_id)
+    _require(dialogue, "data_split", str, path, dialogue_id)
+    raw_turns = _require(dialogue, "turns", list, path, dialogue_id)
+    turns = [parse_turn(turn, notes, path, dialogue_id, index) for index, turn in enumerate(raw_turns)]
+    extra = {key: value for key, value in dialogue.items() if key not in DIALOGUE_KEYS}
+    if dataset != subset:
+        notes.add("dialogue whose `dataset` differs from its folder name (kept in extra.dataset)")
+        extra["dataset"] = dataset
+    if "goal" not in dialogue:
+        notes.add("dialogue without goal")
+    if not turns:
+        notes.add("dialogue without turns")
+    elif len(turns) == 1:
+        notes.add("dialogue with a single turn")
+    session = schema.empty_session(dialogue_id, turns)
+    return {
+        "conversation_id": dialogue_id,
+        "source": "convlab",
+        "subset": subset,
+        "language": LANGUAGES.get(subset, "en"),
+        "speakers": list(dict.fromkeys(turn["speaker"] for turn in turns)),
+        "sessions": [session],
+        "questions": [],
+        "extra": schema.to_json(extra) if extra else None,
+    }
+
+
+def parse_turn(turn: Any, notes: Notes, path: str, dialogue_id: str, index: int) -> dict:
+    where = f"{dialogue_id} turn {index}"
+    if not isinstance(turn, dict):
+        raise SourceError(path, where, None, f"expected a turn object, got {type(turn).__name__}")
+    speaker = _require(turn, "speaker", str, path, where)
+    if speaker not in ROLES:
+        raise SourceError(path, where, "speaker", f"{speaker!r} is neither 'user' nor 'system'")
+    utterance = _require(turn, "utterance", str, path, where)
+    utt_idx = _require(turn, "utt_idx", int, path, where)
+    if utt_idx != index:
+        notes.add("utt_idx that differs from the turn's position (turn_id keeps utt_idx)")
+    reserved = RESERVED_TURN_KEYS & set(turn)
+    if reserved:
+        raise SourceError(path, where, sorted(reserved)[0], "key reserved by convhub for its own markers")
+    if not utterance:
+        notes.add("empty utterance")
+    record = schema.empty_turn(str(utt_idx), speaker, ROLES[speaker], utterance)
+    extra = {key: value for key, value in turn.items() if key not in TURN_KEYS}
+    if "dialogue_acts" in turn:
+        record["dialogue_acts"] = parse_acts(turn["dialogue_acts"], extra, notes)
+    else:
+        notes.add("turn without dialogue_acts (extra.dialogue_acts_absent)")
+        extra[ACTS_ABSENT] = True
+    if "state" in turn:
+        record["state"] = parse_state(turn["state"], extra, notes)
+    record["extra"] = schema.to_json(extra) if extra else None
+    return record
+
+
+def parse_acts(acts: Any, extra: dict, notes: Notes) -> list[dict]:
+    """``{kind: [act]}`` → typed acts in source order; raw kept in ``extra`` unless they rebuild exactly."""
+    typed: list[dict] = []
+    kinds: list[str] = []
+    if isinstance(acts, dict):
+        for kind, items in acts.items():
+            kinds.append(kind)
+            for act in items if isinstance(items, list) else []:
+                if isinstance(act, dict):
+                    typed.append(_typed_act(kind, act))
+    if set(kinds) != set(ACT_KINDS):
+        notes.add("dialogue_acts without all three kinds (its kinds kept in extra.dialogue_acts_kinds)")
+        extra[ACT_KINDS_KEY] = kinds
+    if acts_to_source(typed, kinds) != acts:
+        notes.add("dialogue_acts not representable as typed acts (raw kept in the turn's extra)")
+        extra["dialogue_acts"] = acts
+        extra.pop(ACT_KINDS_KEY, None)
+        return typed
+    for act in typed:
+        if act["type"] == "non-categorical" and act["start"] is None:
+            notes.add("non-categorical act without start/end (start and end null)")
+        if act["type"] == "binary" and (act["domain"] == "" or act["slot"] == ""):
+            notes.add("binary act with an empty domain or slot")
+    return typed
+
+
+def _typed_act(kind: str, act: dict) -> dict:
+    def text(key: str) -> str | None:
+        value = act.get(key)
+        return value if isinstance(value, str) else None
+
+    def span(key: str) -> int | None:
+        value = act.get(key)
+        return (
+            value
+            if isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31
+            else None
+        )
+
+    return {
+        "type": kind,
+        "intent": text("intent"),
+        "domain": text("domain"),
+        "slot": text("slot"),
+        "value": text("value"),
+        "start": span("start"),
+        "end": span("end"),
+    }
+
+
+def acts_to_source(typed: list[dict], kinds: Iterable[str] = ACT_KINDS) -> dict:
+    """Typed acts → ConvLab's ``{kind: [act]}`` (absent ``start``/``end`` and ``value`` stay absent)."""
+    acts: dict[str, list[dict]] = {kind: [] for kind in kinds}
+    for act in typed:
+        item = {
+            key: act[key]
+            for key in ("intent", "domain", "slot", "value", "start", "end")
+            if act[key] is not None
+        }
+        acts.setdefault(act["type"], []).append(item)
+    return acts
+
+
+def parse_state(state: Any, extra: dict, notes: Notes) -> list[dict]:
+    """``{domain: {slot: value}}`` → one {domain, slot, value} per present slot ("" and "dontcare" included).
+
+    Absent slots are simply not listed. Empty domain dicts (``{"weather": {}}``) and an empty state are
+    kept in ``extra.state_empty_domains``; anything else that would not rebuild exactly is kept raw.
+    """
+    typed: list[dict] = []
+    empty_domains: list[str] = []
+    if isinstance(state, dict):
+        for domain, slots in state.items():
+            if isinstance(slots, dict) and not slots:
+                empty_domains.append(domain)
+            for slot, value in slots.items() if isinstance(slots, dict) else ():
+                if isinstance(value, str):
+                    typed.append({"domain": domain, "slot": slot, "value": value})
+    if empty_domains or not typed:
+        extra[STATE_EMPTY_DOMAINS] = empty_domains
+    if state_to_source(typed, empty_domains) != state:
+        notes.add("state not representable as typed slots (raw kept in the turn's extra)")
+        extra["state"] = state
+        extra.pop(STATE_EMPTY_DOMAINS, None)
+        return typed
+    if empty_domains:
+        notes.add("empty domain dict in a state (kept in extra.state_empty_domains)", len(empty_domains))
+    return typed
+
+
+def state_to_source(typed: list[dict], empty_domains: Iterable[str] = ()) -> dict:
+    state: dict[str, dict[str, str]] = {domain: {} for domain in empty_domains}
+    for item in typed:
+        state.setdefault(item["domain"], {})[item["slot"]] = item["value"]
+    return state
+
+
+def dialogue_from_record(record: dict, split: str) -> dict:
+    """The exact inverse of :func:`parse_dialogue` (as a JSON value): what ``convhub export`` writes back."""
+    extra = json.loads(record["extra"]) if isinstance(record["extra"], str) else dict(record["extra"] or {})
+    dialogue = {
+        "dataset": extra.pop("dataset", record["subset"]),
+        "data_split": split,
+        "dialogue_id": record["conversation_id"],
+        **extra,
+    }
+    dialogue["turns"] = [
+        turn_from_record(turn) for session in record["sessions"] for turn in session["turns"]
+    ]
+    return dialogue
+
+
+def turn_from_record(turn: dict) -> dict:
+    extra = json.loads(turn["extra"]) if isinstance(turn["extra"], str) else dict(turn["extra"] or {})
+    source = {"speaker": turn["speaker"], "utterance": turn["text"], "utt_idx": int(turn["turn_id"])}
+    if "dialogue_acts" in extra:
+        source["dialogue_acts"] = extra.pop("dialogue_acts")
+    elif not extra.pop(ACTS_ABSENT, False):
+        source["dialogue_acts"] = acts_to_source(turn["dialogue_acts"], extra.pop(ACT_KINDS_KEY, ACT_KINDS))
+    if "state" in extra:
+        source["state"] = extra.pop("state")
+    elif turn["state"] or STATE_EMPTY_DOMAINS in extra:
+        source["state"] = state_to_source(turn["state"], extra.pop(STATE_EMPTY_DOMAINS, ()))
+    source.update(extra)
+    return source
+
+
+# -- ontology ----------------------------------------------------------------------------------
+
+
+def parse_act_string(text: str) -> dict:
+    """``"{'user': True, 'system': False, 'intent': 'inform', ...}"`` (a Python repr) → its fields."""
+    try:
+        value = ast.literal_eval(text) if isinstance(text, str) else None
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        value = None
+    value = value if isinstance(value, dict) else {}
+    fields = {
+        key: value.get(key) if isinstance(value.get(key), str) else None
+        for key in ("intent", "domain", "slot")
+    }
+    flags = {key: value.get(key) if isinstance(value.get(key), bool) else None for key in ("user", "system")}
+    return {**fields, **flags}
+
+
+def ontology_row(ontology: Any, subset: str, notes: Notes, path: str) -> dict:
+    """``ontology.json`` → one typed row; sections that would not rebuild exactly are kept raw in ``extra``."""
+    if not isinstance(ontology, dict):
+        raise SourceError(path, None, None, f"expected an ontology object, got {type(ontology).__name__}")
+    row = {"subset": subset, "domains": [], "intents": [], "dialogue_acts": [], "state": []}
+    extra = {key: value for key, value in ontology.items() if key not in ONTOLOGY_SECTIONS}
+    for key, (to_typed, to_source) in ONTOLOGY_SECTIONS.items():
+        if key not in ontology:
+            extra.setdefault("absent_sections", []).append(key)
+            continue
+        try:
+            typed = to_typed(ontology[key])
+            exact = to_source(typed) == ontology[key]
+        except (AttributeError, TypeError, KeyError, ValueError):
+            typed, exact = [], False
+        row[ONTOLOGY_COLUMNS[key]] = typed
+        if not exact:
+            notes.add(f"ontology {key} not representable as typed rows (raw kept in the ontology's extra)")
+            extra[key] = ontology[key]
+    row["extra"] = schema.to_json(extra) if extra else None
+    return row
+
+
+def _text(value: Any) -> str | None:
+    """A string for a typed string column, or None (the caller then finds the rebuild differs)."""
+    return value if isinstance(value, str) else None
+
+
+def _domains_to_typed(domains: dict) -> list[dict]:
+    return [
+        {
+            "name": name,
+            "description": _text(domain.get("description")),
+            "slots": [
+                {
+                    "name": slot_name,
+                    "description": _text(slot.get("description")),
+                    "is_categorical": slot.get("is_categorical")
+                    if isinstance(slot.get("is_categorical"), bool)
+                    else None,
+                    "possible_values": [
+                        value for value in slot.get("possible_values", []) if isinstance(value, str)
+                    ],
+                }
+                for slot_name, slot in domain.get("slots", {}).items()
+            ],
+        }
+        for name, domain in domains.items()
+    ]
+
+
+def _domains_to_source(typed: list[dict]) -> dict:
+    return {
+        domain["name"]: {
+            "description": domain["description"],
+            "slots": {
+                slot["name"]: {
+                    "description": slot["description"],
+                    "is_categorical": slot["is_categorical"],
+                    "possible_values": slot["possible_values"],
+                }
+                for slot in domain["slots"]
+            },
+        }
+        for domain in typed
+    }
+
+
+def _intents_to_typed(intents: dict) -> list[dict]:
+    return [
+        {"name": name, "description": _text(intent.get("description"))} for name, intent in intents.items()
+    ]
+
+
+def _intents_to_source(typed: list[dict]) -> dict:
+    return {intent["name"]: {"description": intent["description"]} for intent in typed}
+
+
+def _act_inventory_to_typed(inventory: dict) -> list[dict]:
+    return [
+        {"type": kind, **parse_act_string(text), "raw": _text(text)}
+        for kind, items in inventory.items()
+        for text in items
+    ]
+
+
+def _act_inventory_to_source(typed: list[dict]) -> dict:
+    inventory: dict[str, list[str]] = {}
+    for act in typed:
+        inventory.setdefault(act["type"], []).append(act["raw"])
+    return inventory
+
+
+def _ontology_state_to_typed(state: dict) -> list[dict]:
+    return [
+        {"domain": domain, "slot": slot, "value": _text(value)}
+        for domain, slots in state.items()
+        for slot, value in slots.items()
+    ]
+
+
+ONTOLOGY_SECTIONS = {
+    "domains": (_domains_to_typed, _domains_to_source),
+    "intents": (_intents_to_typed, _intents_to_source),
+    "dialogue_acts": (_act_inventory_to_typed, _act_inventory_to_source),
+    "state": (_ontology_state_to_typed, state_to_source),
+}
+ONTOLOGY_COLUMNS = {
+    "domains": "domains",
+    "intents": "intents",
+    "dialogue_acts": "dialogue_acts",
+    "state": "state",
+}
+
+
+def ontology_from_row(row: dict) -> dict:
+    """The inverse of :func:`ontology_row`: ``ontology.json`` as a JSON value."""
+    extra = json.loads(row["extra"]) if isinstance(row["extra"], str) else dict(row["extra"] or {})
+    absent = set(extra.pop("absent_sections", []))
+    ontology = {}
+    for key, (_, to_source) in ONTOLOGY_SECTIONS.items():
+        if key in absent:
+            continue
+        ontology[key] = extra.pop(key) if key in extra else to_source(row[ONTOLOGY_COLUMNS[key]])
+    ontology.update(extra)
+    return ontology
+
+
+# -- database ----------------------------------------------------------------------------------
+
+
+def database_domain(file_name: str, ontology_domains: list[str]) -> str:
+    """``hotel_db.json`` → ``hotel``; a single-domain dataset's file (``CamRestDB.json``) → that domain."""
+    stem = file_name.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    name = re.sub(r"[_-]?db$", "", stem, flags=re.IGNORECASE)
+    if name not in ontology_domains and len(ontology_domains) == 1:
+        return ontology_domains[0]
+    return name
+
+
+def database_rows(content: Any, subset: str, file_name: str, domain: str) -> Iterator[dict]:
+    """One row per entity: a list file gives its elements, a ``{key: [entity]}`` file its keys' elements."""
+    base = {"subset": subset, "file": file_name}
+    if isinstance(content, list):
+        for index, entity in enumerate(content):
+            yield {
+                **base,
+                "key": None,
+                "domain": domain,
+                "entity_index": index,
+                "entity": schema.to_json(entity),
+            }
+    elif isinstance(content, dict) and content and all(isinstance(value, list) for value in content.values()):
+        for key, entities in content.items():
+            for index, entity in enumerate(entities):
+                yield {
+                    **base,
+                    "key": key,
+                    "domain": key,
+                    "entity_index": index,
+                    "entity": schema.to_json(entity),
+                }
+    else:
+        yield {**base, "key": None, "domain": domain, "entity_index": None, "entity": schema.to_json(content)}
