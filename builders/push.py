@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCard, HfApi, get_token
-from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
 from builders import registry
 
@@ -94,15 +94,22 @@ def local_files(folder: Path) -> dict[str, Path]:
 
 
 def expected_rows(card: DatasetCard) -> dict[str, dict[str, int]]:
-    """Rows per config and split, as the build wrote them into the card's ``dataset_info``."""
+    """Rows per split of every config the card offers, as the build wrote them into its ``dataset_info``."""
     infos = card.data.get("dataset_info") or []
     infos = [infos] if isinstance(infos, dict) else infos
-    return {
+    rows = {
         info.get("config_name", "default"): {
             split["name"]: split["num_examples"] for split in info.get("splits", [])
         }
         for info in infos
     }
+    expected = {}
+    for config in card.data.get("configs") or []:
+        name = config["config_name"]
+        if name not in rows:
+            raise PushError(f"the card offers config {name} but gives no row counts for it (dataset_info)")
+        expected[name] = rows[name]
+    return expected
 
 
 def license_warnings(card: DatasetCard) -> list[str]:
@@ -262,20 +269,25 @@ def verify_push(
     repo_id: str, commit: str, expected: dict[str, dict[str, int]], token
 ) -> dict[str, dict[str, int]]:
     """Load every config of the card from the Hub at ``commit`` and compare its row counts with the build."""
-    import datasets
-
     loaded = {}
     with tempfile.TemporaryDirectory(prefix="convhub-verify-") as cache_dir:
         for config, splits in expected.items():
-            dataset = datasets.load_dataset(
-                repo_id, config, revision=commit, token=token, cache_dir=cache_dir
-            )
-            loaded[config] = {split: dataset[split].num_rows for split in dataset}
+            loaded[config] = _load_back(repo_id, config, commit, token, cache_dir)
             if loaded[config] != splits:
                 raise PushError(
                     f"{repo_id}@{commit} config {config}: loaded {loaded[config]}, built {splits}"
                 )
     return loaded
+
+
+def _load_back(repo_id: str, config: str, commit: str, token, cache_dir: str) -> dict[str, int]:
+    import datasets
+
+    try:
+        dataset = datasets.load_dataset(repo_id, config, revision=commit, token=token, cache_dir=cache_dir)
+    except Exception as error:  # whatever stops a user loading what was pushed fails the push
+        raise PushError(f"{repo_id}@{commit} config {config} does not load back: {error}") from error
+    return {split: dataset[split].num_rows for split in dataset}
 
 
 # -- the command ---------------------------------------------------------------------------------------------
@@ -307,8 +319,8 @@ def run(args) -> int:
             create_pr=args.create_pr,
             dry_run=args.dry_run,
         )
-    except PushError as error:
-        print(f"convhub push: error: {error}", file=sys.stderr)
+    except (PushError, HfHubHTTPError) as error:
+        print(f"convhub push: error: {str(error).strip()}", file=sys.stderr)
         return 1
     print_result(result)
     return 0

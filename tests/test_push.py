@@ -106,7 +106,7 @@ def test_push_of_fewer_configs_deletes_the_stale_files_in_one_commit(hub, folder
 
 
 def test_push_leaves_files_it_did_not_write_alone(hub, folder):
-    push_folder(folder, REPO)
+    push_folder(folder, REPO, verify=False)
     api = HfApi()
     api.upload_file(path_or_fileobj=b"by hand\n", path_in_repo="NOTES.txt", repo_id=REPO, repo_type="dataset")
     (folder / "events" / "test-00000-of-00001.parquet").unlink()
@@ -132,7 +132,7 @@ def test_dry_run_lists_uploads_and_changes_nothing(hub, folder, capsys):
 
 
 def test_dry_run_lists_deletions_against_an_existing_repo(hub, folder, tmp_path, capsys):
-    push_folder(folder, REPO)
+    push_folder(folder, REPO, verify=False)
     smaller = tmp_path / "smaller"
     build_source("locomo", smaller, data_dir=registry.get("locomo").sample_dir(), configs=["sessions"])
     commits = len(hub.repo(REPO).commits)
@@ -147,12 +147,13 @@ def test_dry_run_lists_deletions_against_an_existing_repo(hub, folder, tmp_path,
 
 
 def test_private_makes_a_private_repo_that_needs_the_token(hub, folder):
-    push_folder(folder, REPO, private=True)
+    result = push_folder(folder, REPO, private=True)
 
     assert hub.repo(REPO).private
     with pytest.raises(HfHubHTTPError):
         HfApi(token=False).repo_info(REPO, repo_type="dataset")
     assert HfApi().repo_info(REPO, repo_type="dataset").private is True
+    assert set(result.verified) == set(built_configs(folder))  # loaded back with the token
 
 
 def test_revision_pushes_to_a_new_branch_and_leaves_main_alone(hub, folder):
@@ -181,7 +182,7 @@ def test_a_concurrent_commit_fails_the_push_instead_of_mixing_builds(hub, folder
     """The commit names the head the plan compared against; the double answers 412 when that moved."""
     import builders.push as push
 
-    push_folder(folder, REPO)
+    push_folder(folder, REPO, verify=False)
     (folder / "README.md").write_text((folder / "README.md").read_text() + "\nedited\n")
     real_plan = push.plan_push
 
@@ -191,7 +192,7 @@ def test_a_concurrent_commit_fails_the_push_instead_of_mixing_builds(hub, folder
 
     monkeypatch.setattr(push, "plan_push", plan_then_someone_commits)
     with pytest.raises(HfHubHTTPError) as raised:
-        push_folder(folder, REPO)
+        push_folder(folder, REPO, verify=False)
     assert raised.value.response.status_code == 412
     assert "edited" not in hub.repo(REPO).head("main").files["README.md"].content.decode()
 
@@ -279,3 +280,26 @@ def test_the_push_script_reads_hf_endpoint_from_the_environment(hub, folder):
     assert "cc-by-nc-4.0 is non-commercial" in finished.stderr
     assert HUB_TOKEN not in finished.stdout + finished.stderr
     assert len(hub.repo(REPO).commits_on("main")) == 2
+
+
+def test_a_pushed_config_whose_rows_differ_from_the_card_fails_the_push(hub, folder, capsys):
+    card = folder / "README.md"
+    text = card.read_text()
+    qa = text.index("config_name: qa\n  features:")
+    rows = text.index("num_examples: ", qa)
+    card.write_text(text[:rows] + "num_examples: 999" + text[text.index("\n", rows) :])
+
+    assert main(["push", "locomo", "--repo-id", REPO, "--folder", str(folder)]) == 1
+
+    assert "config qa" in capsys.readouterr().err
+    assert len(hub.repo(REPO).commits) == 2  # the commit landed: the failure tells the user it is wrong
+
+
+def test_a_hub_error_is_reported_on_stderr_with_exit_status_1(hub, folder, capsys):
+    hub.fail_next("commit", status=500)
+
+    assert main(["push", "locomo", "--repo-id", REPO, "--folder", str(folder)]) == 1
+
+    err = capsys.readouterr().err
+    assert err.startswith("convhub push: error: Server error '500 Internal Server Error'")
+    assert "injected fault" in err and "Traceback" not in err  # the Hub's own message is passed on
