@@ -44,6 +44,7 @@ import datasets
 import numpy as np
 import yaml
 from datasets import Dataset, Features, IterableDataset, Value
+from datasets.data_files import DataFilesDict, sanitize_patterns
 from datasets.info import DatasetInfosDict
 from datasets.utils.metadata import MetadataConfigs
 from datasets.utils.py_utils import convert_file_size_to_int
@@ -547,17 +548,24 @@ def load_source(
 ) -> Dataset | IterableDataset:
     """The entry's split(s) of its config, checked against the shared features."""
     parts = []
+    local_files = _local_data_files(entry, index) if entry.path is not None else None
     for split in entry.splits:
         try:
-            parts.append(
-                datasets.load_dataset(
-                    entry.location, entry.config, split=split, revision=entry.revision, streaming=streaming
+            if local_files is None:
+                loaded = datasets.load_dataset(
+                    entry.repo, entry.config, split=split, revision=entry.revision, streaming=streaming
                 )
-            )
+            elif split not in local_files:
+                raise ValueError(f'Unknown split "{split}". Should be one of {sorted(local_files)}.')
+            else:
+                loaded = datasets.load_dataset(
+                    "parquet", data_files={split: local_files[split]}, split=split, streaming=streaming
+                )
         except (ValueError, FileNotFoundError) as error:
             raise RecipeError(
                 f"sources[{index}]", f"cannot load {entry.location} ({entry.config}/{split}): {error}"
             ) from error
+        parts.append(loaded)
     dataset = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
     if dataset.features is not None and dataset.features != features:
         raise RecipeError(
@@ -566,6 +574,27 @@ def load_source(
             f"(rebuild it with this convhub): {dataset.features}",
         )
     return dataset
+
+
+def _local_data_files(entry: SourceEntry, index: int) -> dict[str, list[str]]:
+    """Split → Parquet files of a local build folder's config, resolved from its card like ``load_dataset``.
+
+    The folder is read as plain Parquet files rather than ``load_dataset(folder)``: ``datasets`` keys the
+    cache of a folder with a card by the folder's name and YAML only, so a rebuilt folder (or another folder
+    of the same name) would load stale rows; the ``parquet`` loader keys it by the files and their mtimes.
+    """
+    readme = entry.path / "README.md"
+    if not readme.is_file():
+        raise RecipeError(f"sources[{index}].path", f"{entry.path} is not a build folder (no README.md)")
+    configs = MetadataConfigs.from_dataset_card_data(DatasetCard.load(readme).data)
+    if entry.config not in configs:
+        raise RecipeError(
+            f"sources[{index}].config",
+            f"{entry.path} has no config {entry.config!r}; it has {sorted(configs)}",
+        )
+    patterns = sanitize_patterns(configs[entry.config]["data_files"])
+    resolved = DataFilesDict.from_patterns(patterns, base_path=str(entry.path))
+    return {split: list(files) for split, files in resolved.items()}
 
 
 class Mixer:

@@ -1,0 +1,413 @@
+"""``convhub mix``: recipes, filters, budgets, deduplication, interleaving, streaming and the mixture folder.
+
+Sources are small build folders written here (Parquet with the shared ``messages`` features and a card
+carrying a license), so every expectation is computed from rows the test chose; one test mixes the sample
+build of every registered source, whichever sources exist.
+"""
+
+from __future__ import annotations
+
+import collections
+import textwrap
+from pathlib import Path
+
+import datasets
+import pytest
+import yaml
+from datasets.utils.metadata import MetadataConfigs
+from huggingface_hub import DatasetCard, DatasetCardData
+
+from builders import cli, mix, schema
+
+
+@pytest.fixture(autouse=True)
+def short_arrow_shutdown_pause(monkeypatch):
+    """Streamed Parquet pauses 5 s at the end of each interleaved pass (datasets' workaround for
+    apache/arrow#45214, for remote reads); local files need far less."""
+    monkeypatch.setattr(datasets.config, "SLEEP_TIME_ON_THREADS_SHUTDOWN", 0.1)
+
+
+def conversation(conversation_id: str, texts: list[str], source="demo", subset="s1", language="en") -> dict:
+    roles = ["user", "assistant"]
+    return {
+        "conversation_id": conversation_id,
+        "source": source,
+        "subset": subset,
+        "language": language,
+        "session_id": "session_1",
+        "session_index": 0,
+        "messages": [{"role": roles[i % 2], "content": text} for i, text in enumerate(texts)],
+    }
+
+
+def write_source(folder: Path, rows: list[dict], license: str = "apache-2.0", split: str = "train") -> Path:
+    """A build folder as ``convhub build`` writes one: ``messages/<split>-…parquet`` and a card with configs."""
+    (folder / "messages").mkdir(parents=True)
+    dataset = datasets.Dataset.from_list(rows, features=schema.MESSAGES_FEATURES)
+    dataset.to_parquet(folder / "messages" / f"{split}-00000-of-00001.parquet")
+    data = DatasetCardData(
+        license=license, language=sorted({row["language"] for row in rows}), pretty_name=folder.name
+    )
+    MetadataConfigs(
+        {"messages": {"data_files": [{"split": split, "path": f"messages/{split}-*"}], "default": True}}
+    ).to_dataset_card_data(data)
+    DatasetCard(f"---\n{data.to_yaml()}\n---\n\n# {folder.name}\n").save(folder / "README.md")
+    return folder
+
+
+def numbered(prefix: str, count: int, words: int = 3, **ids) -> list[dict]:
+    """``count`` distinct conversations of two turns, ``words`` words each: 2*words tokens per row."""
+    return [
+        conversation(
+            f"{prefix}-{i}", [" ".join([f"{prefix}{i}q"] * words), " ".join([f"{prefix}{i}a"] * words)], **ids
+        )
+        for i in range(count)
+    ]
+
+
+def recipe(tmp_path: Path, text: str) -> mix.Recipe:
+    path = tmp_path / "recipe.yaml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return mix.load_recipe(path)
+
+
+def ids(dataset) -> list[str]:
+    return [row["conversation_id"] for row in dataset]
+
+
+# -- recipe validation ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("document", "key", "problem"),
+    [
+        ({"sources": [{"path": "a", "wieght": 1}]}, "sources[0].wieght", "unknown key"),
+        ({"sources": [{"path": "a", "repo": "o/a"}]}, "sources[0]", "exactly one of"),
+        ({"sources": [{"repo": "no-slash"}]}, "sources[0].repo", "ORG/NAME"),
+        ({"sources": [{"path": "a", "weight": 1}, {"path": "b"}]}, "sources[1].weight", "missing"),
+        ({"sources": [{"path": "a", "weight": -1}]}, "sources[0].weight", "> 0"),
+        ({"sources": [{"path": "a", "weight": 1}, {"path": "b", "probability": 1}]}, "sources", "not both"),
+        (
+            {"sources": [{"path": "a", "probability": 0.5}, {"path": "b", "probability": 0.4}]},
+            "sources[*].probability",
+            "sum to 0.9",
+        ),
+        ({"config": "observations", "sources": [{"path": "a"}]}, "config", "not a shared view"),
+        (
+            {"stopping_strategy": "longest", "sources": [{"path": "a", "weight": 1}]},
+            "stopping_strategy",
+            "not one of",
+        ),
+        (
+            {"stopping_strategy": "all_exhausted", "sources": [{"path": "a"}]},
+            "stopping_strategy",
+            "only applies",
+        ),
+        (
+            {"sources": [{"path": "a", "filters": {"min_turns": 5, "max_turns": 2}}]},
+            "sources[0].filters.min_turns",
+            "above max_turns",
+        ),
+        (
+            {"sources": [{"path": "a", "filters": {"langauge": "en"}}]},
+            "sources[0].filters.langauge",
+            "unknown",
+        ),
+        ({"sources": [{"path": "a", "budget": {"tokens": 0}}]}, "sources[0].budget.tokens", "integer ≥ 1"),
+        ({"sources": [{"path": "x/a"}, {"path": "y/a"}]}, "sources[1].name", "already the name"),
+        ({"sources": []}, "sources", "non-empty"),
+        ({"seed": "7", "sources": [{"path": "a"}]}, "seed", "integer"),
+        ({"sources": [{"path": "a", "split": 3}]}, "sources[0].split", "split name"),
+        ({"sources": [{"path": "a", "revision": "v1"}]}, "sources[0].revision", "Hub"),
+    ],
+)
+def test_recipe_errors_name_the_key(document, key, problem):
+    with pytest.raises(mix.RecipeError, match=problem) as caught:
+        mix.parse_recipe(document)
+    assert caught.value.key == key
+    assert repr(key) in str(caught.value)
+
+
+def test_recipe_defaults_and_relative_paths(tmp_path):
+    parsed = recipe(
+        tmp_path,
+        """
+        filters: {language: en}
+        sources:
+          - path: builds/a
+            weight: 3
+          - repo: org/b-unified
+            revision: v1
+            split: [train, validation]
+            weight: 1
+            filters: {min_turns: 2}
+        """,
+    )
+    first, second = parsed.sources
+    assert parsed.name == "recipe" and parsed.config == "messages" and parsed.output_split == "train"
+    assert (
+        first.path == (tmp_path / "builds" / "a").resolve()
+        and first.name == "a"
+        and first.splits == ("train",)
+    )
+    assert (
+        second.name == "b-unified"
+        and second.repo == "org/b-unified"
+        and second.splits == ("train", "validation")
+    )
+    assert first.filters == mix.Filters(languages=("en",))
+    assert second.filters == mix.Filters(languages=("en",), min_turns=2)  # shared filters, merged
+    assert parsed.probabilities == [0.75, 0.25]
+    assert parsed.stopping_strategy == "first_exhausted" and parsed.deduplicate is True
+
+
+# -- the pipeline ---------------------------------------------------------------------------------
+
+
+def test_concatenation_keeps_order_and_every_row(tmp_path):
+    write_source(tmp_path / "a", numbered("a", 3))
+    write_source(tmp_path / "b", numbered("b", 2))
+    mixed = mix.mixture(recipe(tmp_path, "sources: [{path: a}, {path: b}]"))
+    assert ids(mixed) == ["a-0", "a-1", "a-2", "b-0", "b-1"]
+    assert mixed.features == schema.MESSAGES_FEATURES
+
+
+def test_duplicates_across_and_within_sources_keep_the_first(tmp_path):
+    shared = ["Hello  there", "General\u00a0Kenobi"]  # differs from the copy below only in spacing
+    write_source(
+        tmp_path / "a",
+        [conversation("a-0", ["x", "y"]), conversation("a-1", shared), conversation("a-2", ["x", "y"])],
+    )
+    write_source(
+        tmp_path / "b", [conversation("b-0", ["Hello there", "General Kenobi"]), conversation("b-1", ["z"])]
+    )
+    mixer = mix.Mixer(recipe(tmp_path, "sources: [{path: a}, {path: b}]"))
+    assert ids(mixer.mixture()) == ["a-0", "a-1", "b-1"]
+    assert dict(mixer.deduplicator.removed) == {0: 1, 1: 1}
+
+
+def test_roles_are_part_of_the_content(tmp_path):
+    swapped = conversation("b-0", ["x", "y"])
+    swapped["messages"] = [{"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}]
+    write_source(tmp_path / "a", [conversation("a-0", ["x", "y"])])
+    write_source(tmp_path / "b", [swapped])
+    assert ids(mix.mixture(recipe(tmp_path, "sources: [{path: a}, {path: b}]"))) == ["a-0", "b-0"]
+
+
+def test_deduplicate_false_keeps_copies(tmp_path):
+    write_source(tmp_path / "a", [conversation("a-0", ["x"]), conversation("a-1", ["x"])])
+    assert ids(mix.mixture(recipe(tmp_path, "deduplicate: false\nsources: [{path: a}]"))) == ["a-0", "a-1"]
+
+
+def test_filters_language_subset_and_turns(tmp_path):
+    rows = [
+        conversation("en", ["1", "2"], language="en"),
+        conversation("en-gb", ["1", "2", "3"], language="en-GB"),
+        conversation("eng", ["1", "2", "4"], language="eng"),  # not a BCP-47 subtag of en
+        conversation("zh", ["你好", "好"], language="zh"),
+        conversation("en-long", ["1", "2", "3", "4", "5"], language="en"),
+        conversation("en-other-subset", ["1", "2", "6"], language="en", subset="s2"),
+    ]
+    write_source(tmp_path / "a", rows)
+    text = "sources: [{path: a, filters: {language: en, subset: s1, min_turns: 2, max_turns: 4}}]"
+    mixer = mix.Mixer(recipe(tmp_path, text))
+    assert ids(mixer.mixture()) == ["en", "en-gb"]
+    report = mixer.reports[0]
+    assert (report.rows_loaded, report.rows_after_filters, report.rows_after_budget) == (6, 2, 2)
+
+
+def test_token_budget_takes_the_longest_prefix_that_fits(tmp_path):
+    write_source(tmp_path / "a", numbered("a", 10, words=5))  # 10 tokens a row
+    parsed = recipe(tmp_path, "sources: [{path: a, budget: {tokens: 35}}]")
+    assert ids(mix.mixture(parsed)) == ["a-0", "a-1", "a-2"]
+    assert ids(mix.mixture(parsed, streaming=True)) == ["a-0", "a-1", "a-2"]
+
+
+def test_character_budget_and_token_budget_together(tmp_path):
+    write_source(
+        tmp_path / "a", [conversation(f"a-{i}", ["你好世", f"很好{i}"]) for i in range(5)]
+    )  # 6 chars, 2 tokens
+    parsed = recipe(tmp_path, "sources: [{path: a, budget: {characters: 20, tokens: 100}}]")
+    assert ids(mix.mixture(parsed)) == ["a-0", "a-1", "a-2"]
+
+
+def test_interleaving_is_seeded_and_follows_probabilities(tmp_path):
+    write_source(tmp_path / "a", numbered("a", 300))
+    write_source(tmp_path / "b", numbered("b", 300))
+    text = "seed: 3\nsources: [{path: a, weight: 3}, {path: b, weight: 1}]\n"
+    first = ids(mix.mixture(recipe(tmp_path, text)))
+    assert first == ids(mix.mixture(recipe(tmp_path, text)))
+    assert first != ids(mix.mixture(recipe(tmp_path, text.replace("seed: 3", "seed: 4"))))
+    counts = collections.Counter(row_id.split("-")[0] for row_id in first)
+    assert counts["b"] == 300 or counts["a"] == 300  # first_exhausted: stops when one source runs out
+    share_a = counts["a"] / sum(counts.values())
+    assert 0.6 < share_a < 0.9, counts
+
+
+def test_all_exhausted_repeats_the_small_source_and_keeps_its_repeats(tmp_path):
+    write_source(tmp_path / "a", numbered("a", 40))
+    write_source(tmp_path / "small", numbered("s", 3))
+    text = "stopping_strategy: all_exhausted\nsources: [{path: a, weight: 1}, {path: small, weight: 1}]\n"
+    mixer = mix.Mixer(recipe(tmp_path, text))
+    rows = ids(mixer.mixture())
+    assert {row for row in rows if row.startswith("a-")} == {f"a-{i}" for i in range(40)}
+    assert sum(row.startswith("s-") for row in rows) > 3  # oversampled
+    assert not mixer.deduplicator.removed  # repeats of one row are not duplicates
+
+
+def test_streaming_gives_the_same_rows_in_the_same_order(tmp_path):
+    write_source(tmp_path / "a", [*numbered("a", 50), conversation("dup-a", ["same", "text"])])
+    write_source(tmp_path / "b", [conversation("dup-b", ["same", "text"]), *numbered("b", 30, words=2)])
+    text = """
+        seed: 11
+        stopping_strategy: all_exhausted
+        sources:
+          - {path: a, weight: 2, budget: {tokens: 200}, filters: {min_turns: 2}}
+          - {path: b, weight: 1}
+        """
+    parsed = recipe(tmp_path, text)
+    in_memory = mix.mixture(parsed)
+    streamed = mix.mixture(parsed, streaming=True)
+    assert isinstance(streamed, datasets.IterableDataset)
+    assert streamed.features == schema.MESSAGES_FEATURES
+    assert list(streamed) == in_memory.to_list()
+    assert list(streamed) == in_memory.to_list()  # a second pass (epoch) gives the same rows
+
+
+def test_a_missing_split_names_the_source(tmp_path):
+    write_source(tmp_path / "a", numbered("a", 2), split="test")
+    with pytest.raises(mix.RecipeError, match="sources\\[0\\]") as caught:
+        mix.mixture(recipe(tmp_path, "sources: [{path: a}]"))
+    assert "train" in str(caught.value)
+
+
+# -- the mixture folder ---------------------------------------------------------------------------
+
+
+def test_written_folder_loads_back_with_card_shares_and_license_warning(tmp_path):
+    write_source(tmp_path / "free", numbered("f", 30), license="apache-2.0")
+    write_source(tmp_path / "nc", numbered("n", 10, words=6), license="cc-by-nc-4.0")
+    parsed = recipe(
+        tmp_path,
+        """
+        name: demo-mix
+        sources:
+          - {path: free}
+          - {path: nc, budget: {tokens: 60}}
+        """,
+    )
+    result = mix.write_mixture(parsed, tmp_path / "out", repo_id="org/demo-mix")
+    assert result.files == ["messages/train-00000-of-00001.parquet"]
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["README.md", "messages"]
+    assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == []  # no staging left
+
+    loaded = datasets.load_dataset(str(tmp_path / "out"), split="train")
+    assert loaded.features == schema.MESSAGES_FEATURES
+    assert ids(loaded) == [f"f-{i}" for i in range(30)] + ["n-0", "n-1", "n-2", "n-3", "n-4"]
+
+    free, nc = result.reports
+    assert (free.rows, free.tokens, nc.rows, nc.tokens) == (30, 180, 5, 60)
+    assert result.warnings() == ["nc: license cc-by-nc-4.0 does not allow commercial use"]
+
+    card = DatasetCard.load(tmp_path / "out" / "README.md")
+    assert card.data.license == ["apache-2.0", "cc-by-nc-4.0"]
+    assert card.data.pretty_name == "demo-mix" and "mixture" in card.data.tags
+    assert card.data.configs == [
+        {
+            "config_name": "messages",
+            "data_files": [{"split": "train", "path": "messages/train-*"}],
+            "default": True,
+        }
+    ]
+    assert card.data.dataset_info["splits"] == [
+        {"name": "train", "num_bytes": result.num_bytes, "num_examples": 35}
+    ]
+    assert (
+        "| free | `free` (local) | free | apache-2.0 | – (concatenated) | 30 | 85.7% | 180 | 75.0% |"
+        in card.text
+    )
+    assert (
+        "| nc | `nc` (local) | nc | cc-by-nc-4.0 ⚠ non-commercial | – (concatenated) | 5 | 14.3% | 60 | 25.0% |"
+        in (card.text)
+    )
+    assert "**License warning.**" in card.text and "does not allow commercial use" in card.text
+    assert 'load_dataset("org/demo-mix", split="train")' in card.text
+    assert yaml.safe_load(card.text.split("```yaml\n")[1].split("```")[0])["name"] == "demo-mix"
+
+
+def test_streamed_and_in_memory_folders_are_identical(tmp_path):
+    write_source(tmp_path / "a", numbered("a", 20))
+    write_source(tmp_path / "b", numbered("b", 20, words=1))
+    parsed = recipe(tmp_path, "seed: 5\nsources: [{path: a, probability: 0.5}, {path: b, probability: 0.5}]")
+    in_memory = mix.write_mixture(parsed, tmp_path / "memory")
+    streamed = mix.write_mixture(parsed, tmp_path / "streamed", streaming=True)
+    assert [(r.rows, r.tokens) for r in in_memory.reports] == [(r.rows, r.tokens) for r in streamed.reports]
+    assert in_memory.rows == streamed.rows > 0
+    load = datasets.load_dataset
+    assert (
+        load(str(tmp_path / "memory"), split="train").to_list()
+        == load(str(tmp_path / "streamed"), split="train").to_list()
+    )
+    assert (
+        "| a | messages/train | none | none | – | – | – | 0 |"
+        in (tmp_path / "streamed" / "README.md").read_text()
+    )
+
+
+def test_shards_split_by_size(tmp_path):
+    write_source(tmp_path / "a", numbered("a", 200, words=20))
+    result = mix.write_mixture(
+        recipe(tmp_path, "sources: [{path: a}]"), tmp_path / "out", max_shard_size="20KB"
+    )
+    assert len(result.files) > 1
+    assert (
+        result.files[-1] == f"messages/train-{len(result.files) - 1:05d}-of-{len(result.files):05d}.parquet"
+    )
+    assert len(datasets.load_dataset(str(tmp_path / "out"), split="train")) == 200
+
+
+def test_a_failed_mix_leaves_the_previous_output(tmp_path):
+    write_source(tmp_path / "a", numbered("a", 2))
+    mix.write_mixture(recipe(tmp_path, "sources: [{path: a}]"), tmp_path / "out")
+    before = (tmp_path / "out" / "README.md").read_text()
+    with pytest.raises(mix.RecipeError):
+        mix.write_mixture(recipe(tmp_path, "sources: [{path: a, split: validation}]"), tmp_path / "out")
+    assert (tmp_path / "out" / "README.md").read_text() == before
+    assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == []
+
+
+def test_cli_mix(tmp_path, capsys):
+    write_source(tmp_path / "a", numbered("a", 4), license="cc-by-nc-sa-4.0")
+    (tmp_path / "recipe.yaml").write_text("name: cli-mix\nsources: [{path: a}]\n")
+    assert cli.main(["mix", str(tmp_path / "recipe.yaml"), "--output", str(tmp_path / "out")]) == 0
+    out, err = capsys.readouterr()
+    assert "cli-mix:" in out and "4 rows" in out and "24 tokens" in out
+    assert "warning: a: license cc-by-nc-sa-4.0 does not allow commercial use" in err
+    (tmp_path / "bad.yaml").write_text("sources: [{path: a, weight: 1, filters: {max_turn: 3}}]\n")
+    assert cli.main(["mix", str(tmp_path / "bad.yaml"), "--output", str(tmp_path / "bad")]) == 1
+    assert "recipe key 'sources[0].filters.max_turn': unknown key" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+
+
+# -- real builds ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("config", ["messages", "sessions"])
+def test_mixing_the_sample_build_of_every_registered_source(sample_builds, tmp_path, config):
+    """Whatever sources are registered, their sample builds mix with no cast, each source's rows all there."""
+    sources = [
+        {"path": str(result.output), "split": sorted(result.configs[config].splits)}
+        for result in sample_builds.values()
+    ]
+    parsed = mix.parse_recipe({"config": config, "deduplicate": False, "sources": sources})
+    result = mix.write_mixture(parsed, tmp_path / "out")
+    loaded = datasets.load_dataset(str(tmp_path / "out"), config, split="train")
+    assert loaded.features == mix.CONFIG_FEATURES[config]
+    expected = {
+        name: sum(s.num_examples for s in build.configs[config].splits.values())
+        for name, build in sample_builds.items()
+    }
+    assert collections.Counter(loaded["source"]) == expected
+    assert [report.license for report in result.reports] == [
+        DatasetCard.load(build.output / "README.md").data.license for build in sample_builds.values()
+    ]
