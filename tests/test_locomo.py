@@ -415,6 +415,15 @@ def test_observation_evidence_naming_no_turn_is_counted():
     assert notes["observation evidence id that names no turn (raw evidence kept)"] == 1
 
 
+def test_observation_evidence_with_no_id_is_counted_and_kept_raw():
+    notes = Notes()
+    rows = parse.parse_observations(
+        {"Bo": [["x", ["D", "D1:1"]]]}, {"D1:1"}, notes, "t.json", "conv-t1", "obs"
+    )
+    assert (rows[0]["evidence_turn_ids"], rows[0]["evidence"]) == (["D1:1"], ["D", "D1:1"])
+    assert notes == {"observation evidence string with no turn id (kept in the raw evidence)": 1}
+
+
 @pytest.mark.parametrize(
     ("observation", "field"),
     [
@@ -575,7 +584,9 @@ def test_sample_build_turn_images(sample_build):
     assert turns[("conv-s1", "D1:5")]["images"][0]["url"] is None
     assert turns[("conv-s1", "D2:5")]["extra"] == {"re-download": True}
     assert turns[("conv-s1", "D2:4")]["images"][0]["query"] is None
-    roles = Counter((row["speaker"], row["role"]) for row in turns.values() if row["conversation_id"] == "conv-s1")
+    roles = Counter(
+        (row["speaker"], row["role"]) for row in turns.values() if row["conversation_id"] == "conv-s1"
+    )
     assert roles == {("Priya", "user"): 5, ("Tomas", "assistant"): 5}
 
 
@@ -751,6 +762,36 @@ def test_subset_option_keeps_one_file(tmp_path, capsys):
     assert "| test | part_b | 1 | 1 | 3 | 2 |" in capsys.readouterr().out
     assert cli.main(["check", "locomo", "--data-dir", str(data_dir), "--subset", "part_c"]) == 1
     assert "part_c" in capsys.readouterr().err
+
+
+class RecordingDownloads:
+    """Stands in for ``datasets.DownloadManager``: records the URL and answers with a local path."""
+
+    def __init__(self, local_path: str):
+        self.local_path = local_path
+        self.urls: list[str] = []
+
+    def download(self, url: str) -> str:
+        self.urls.append(url)
+        return self.local_path
+
+
+def test_without_data_dir_the_builder_downloads_locomo10_into_one_test_split():
+    downloads = RecordingDownloads(str(SAMPLE))
+    assert LocomoBuilder(config_name="sessions").shards(downloads) == {"test": [str(SAMPLE)]}
+    assert downloads.urls == [
+        "https://raw.githubusercontent.com/snap-research/LoCoMo/main/data/locomo10.json"
+    ]
+
+
+def test_data_dir_may_be_a_folder_or_one_file(tmp_path):
+    data_dir = split_sample(tmp_path / "data")
+    folder = LocomoBuilder(config_name="qa", data_dir=str(data_dir)).shards(RecordingDownloads(""))
+    assert folder == {"test": [str(data_dir / "part_a.json"), str(data_dir / "part_b.json")]}
+    one = LocomoBuilder(config_name="qa", data_dir=str(data_dir / "part_b.json")).shards(
+        RecordingDownloads("")
+    )
+    assert one == {"test": [str(data_dir / "part_b.json")]}
 
 
 # -- bad input: an error naming file, record and field, and no output ----------------------------------------

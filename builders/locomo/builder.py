@@ -98,6 +98,8 @@ def _check_unique_sample_ids(files: list[str]) -> None:
     for path in files:
         for index, sample in enumerate(parse.read_samples(path)):
             sample_id = sample.get("sample_id")
+            if not isinstance(sample_id, str):
+                continue  # parse_sample reports it, naming the field
             if sample_id in first_file and first_file[sample_id] != path:
                 raise SourceError(
                     path,

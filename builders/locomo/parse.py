@@ -327,13 +327,19 @@ def _count_answers(question: dict, notes: Notes) -> None:
 
 
 def parse_evidence(
-    evidence: Any, notes: Notes, path: str, where: str, field: str = "evidence", label: str = "QA evidence"
+    evidence: Any,
+    notes: Notes,
+    path: str,
+    where: str,
+    field: str = "evidence",
+    label: str = "QA evidence",
+    unreadable_kept_in: str = "extra.evidence_unreadable",
 ) -> tuple[list[str], list[str]]:
     """Evidence strings → normalized turn ids ("D8:6; D9:17" → two ids, "D30:05" → "D30:5").
 
     ``evidence`` is a list of strings or one string (observations write "D4:17, D4:19"). Returns the ids
     (deduplicated, in order) and the pieces that hold no id at all (e.g. "D"). ``label`` names the kind
-    of evidence in the normalization counts.
+    of evidence in the normalization counts, ``unreadable_kept_in`` where the caller keeps unreadable pieces.
     """
     if evidence is None:
         notes.add(f"{label} absent")
@@ -349,7 +355,7 @@ def parse_evidence(
     for item in evidence:
         found = EVIDENCE_ID.findall(item)
         if not found:
-            notes.add(f"{label} string with no turn id (kept in extra.evidence_unreadable)")
+            notes.add(f"{label} string with no turn id (kept in {unreadable_kept_in})")
             unreadable.append(item)
             continue
         normalized = [f"D{int(session)}:{int(turn)}" for session, turn in found]
@@ -387,7 +393,9 @@ def parse_observations(
             if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
                 raise SourceError(path, sample_id, where, f"expected a [text, evidence] pair, got {pair!r}")
             text, evidence = pair
-            ids, _ = parse_evidence(evidence, notes, path, sample_id, where, label="observation evidence")
+            ids, _ = parse_evidence(
+                evidence, notes, path, sample_id, where, "observation evidence", "the raw evidence"
+            )
             missing = [turn_id for turn_id in ids if turn_id not in turn_ids]
             if missing:
                 notes.add("observation evidence id that names no turn (raw evidence kept)", len(missing))
