@@ -388,15 +388,15 @@ def _row_without(row: dict[str, Any], text_keys: tuple[str, ...], kinds: tuple[t
 CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 KANA = re.compile(r"[\u3040-\u30ff]")
 HANGUL = re.compile(r"[\uac00-\ud7af]")
-LATIN = re.compile(r"[A-Za-z]")
+LATIN_WORD = re.compile(r"[A-Za-z]+")
 LANGUAGE_SAMPLE_CHARS = 4000
 
 
 def detect_language(texts: Iterable[str]) -> str:
     """zh, en, ja or ko from the script of the first characters; zh (MNBVC's language) when unsure.
 
-    A Chinese character carries about a word, so Chinese wins while it has at least a third as many
-    characters as there are Latin letters.
+    A Chinese character carries about as much as a Latin word, so the text is English only when it has
+    more Latin words than Chinese characters.
     """
     sample = ""
     for text in texts:
@@ -405,12 +405,12 @@ def detect_language(texts: Iterable[str]) -> str:
             break
     sample = sample[:LANGUAGE_SAMPLE_CHARS]
     kana, hangul = len(KANA.findall(sample)), len(HANGUL.findall(sample))
-    cjk, latin = len(CJK.findall(sample)), len(LATIN.findall(sample))
+    cjk, latin_words = len(CJK.findall(sample)), len(LATIN_WORD.findall(sample))
     if kana and kana * 5 >= cjk:
         return "ja"
-    if hangul > cjk and hangul * 3 >= latin:
+    if hangul > cjk and hangul >= latin_words:
         return "ko"
-    if latin and cjk * 3 < latin:
+    if latin_words > cjk:
         return "en"
     return "zh"
 
