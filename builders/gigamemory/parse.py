@@ -129,6 +129,7 @@ class Group:
     digest: str
     offset: int
     length: int
+    line_sha256: str  # of the first line's bytes: pass 2 checks it re-read that very line, cheaply
     lines: list[Line] = field(default_factory=list)
 
 
@@ -177,7 +178,7 @@ def index_file(path: str | os.PathLike) -> FileIndex:
         digest = dialogue_digest(record["sessions"])
         group = groups.get(digest)
         if group is None:
-            group = groups[digest] = Group(digest, offset, len(raw))
+            group = groups[digest] = Group(digest, offset, len(raw), hashlib.sha256(raw).hexdigest())
         else:
             notes.add("line sharing its dialogue with an earlier line (one conversation, several questions)")
         fields = {key: value for key, value in record.items() if key != "sessions"}
@@ -249,11 +250,11 @@ def parse_shard(shard: dict[str, Any], notes: Notes) -> Iterator[dict[str, Any]]
                 raise SourceError(
                     path, where(first.number), None, f"cannot read the file: {error}"
                 ) from error
-            sessions = decode_line(path, first.number, raw).get("sessions")
-            if len(raw) != group.length or dialogue_digest(sessions) != group.digest:
+            if len(raw) != group.length or hashlib.sha256(raw).hexdigest() != group.line_sha256:
                 raise SourceError(
                     path, where(first.number), None, "the file changed while it was being converted"
                 )
+            sessions = decode_line(path, first.number, raw)["sessions"]
             yield parse_conversation(sessions, group, shard["subset"], shard["file_name"], path, notes)
 
 
@@ -379,6 +380,8 @@ def _question_type(fields: dict, path: str, location: str, notes: Notes) -> str 
         notes.add("line without question_type (category null)")
         return None
     value = fields["question_type"]
+    if value is None:
+        return None
     if not isinstance(value, str):
         raise SourceError(path, location, "question_type", f"expected a string, got {type(value).__name__}")
     if value not in QUESTION_TYPES:
