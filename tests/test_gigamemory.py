@@ -380,6 +380,15 @@ def test_unknown_keys_and_numeric_answers_are_kept(tmp_path):
     assert_round_trip(records, [path])
 
 
+def test_null_question_type_and_answer(tmp_path):
+    path = write_jsonl(tmp_path / "n.jsonl", [{**line(1, None, DIALOGUE_A, [1]), "ans": None}])
+    records, notes = parse_path(path)
+    question = records[0]["questions"][0]
+    assert question["category"] is None and question["answer"] is None
+    assert notes["question_type null (category null)"] == 1
+    assert_round_trip(records, [path])
+
+
 def test_answer_session_that_names_no_session(tmp_path):
     path = write_jsonl(tmp_path / "e.jsonl", [line(1, "info_consolidation", DIALOGUE_A, [2, 9])])
     records, notes = parse_path(path)

@@ -381,6 +381,7 @@ def _question_type(fields: dict, path: str, location: str, notes: Notes) -> str 
         return None
     value = fields["question_type"]
     if value is None:
+        notes.add("question_type null (category null)")
         return None
     if not isinstance(value, str):
         raise SourceError(path, location, "question_type", f"expected a string, got {type(value).__name__}")
