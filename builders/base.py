@@ -50,6 +50,8 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     DESCRIPTION: ClassVar[str]
     ROLE_MAPPING: ClassVar[dict[str, str]]  # source speaker/role → chat role, shown in the card
     EXTRA_VIEWS: ClassVar[tuple[View, ...]] = ()
+    #: Publish every config once more per subset (``<config>-<subset>``), its files under ``<config>/<subset>/``.
+    SUBSET_CONFIGS: ClassVar[bool] = False
 
     BUILDER_CONFIG_CLASS = ConvHubConfig
     DEFAULT_CONFIG_NAME = DEFAULT_VIEW

@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from datasets.arrow_writer import ParquetWriter
 
 from builders import registry
 from builders.derive import DERIVERS, derive_file
@@ -35,6 +39,8 @@ class ConfigBuild:
     features: datasets.Features
     splits: dict[str, datasets.SplitInfo] = field(default_factory=dict)
     files: dict[str, list[str]] = field(default_factory=dict)
+    #: For a source with ``SUBSET_CONFIGS``: subset → the rows of that subset alone (its own config in the card).
+    subsets: dict[str, ConfigBuild] = field(default_factory=dict)
 
 
 @dataclass
@@ -123,6 +129,9 @@ class _Run:
                     built[name] = derived
             else:
                 built[name] = self.run_builder(name, self.staging, report=False)
+        if self.builder_cls.SUBSET_CONFIGS:
+            for config in built.values():
+                split_by_subset(self.staging, config)
         return built
 
     def run_builder(self, name: str, root: Path, report: bool) -> ConfigBuild:
@@ -184,6 +193,44 @@ class _Run:
         if report is None:
             return check_source(source, self.data_dir, subsets, self.source_format)
         return report.notes, report.statistics
+
+
+def split_by_subset(staging: Path, built: ConfigBuild, batch_rows: int = 256) -> None:
+    """Rewrite each split of ``built`` as one Parquet file per subset: ``<config>/<subset>/<split>-...``.
+
+    The card then offers ``<config>-<subset>`` configs that load one subset alone, while ``<config>`` lists
+    every subset's files. Streams record batches, so memory holds one batch per subset at most. A split
+    with no rows keeps its empty file; a config without a ``subset`` column, or with a null one, is left as is.
+    """
+    if "subset" not in built.features:
+        return
+    for split, files in list(built.files.items()):
+        paths = [staging / relative for relative in files]
+        if any(pq.read_table(path, columns=["subset"]).column("subset").null_count for path in paths):
+            return
+        writers: dict[str, tuple[str, ParquetWriter]] = {}
+        for path in paths:
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
+                table = pa.Table.from_batches([batch])
+                for subset in pc.unique(table.column("subset")).to_pylist():
+                    if subset not in writers:
+                        relative = f"{built.name}/{subset}/{split}-00000-of-00001.parquet"
+                        (staging / relative).parent.mkdir(parents=True, exist_ok=True)
+                        writer = ParquetWriter(features=built.features, path=str(staging / relative))
+                        writers[subset] = (relative, writer)
+                    writers[subset][1].write_table(table.filter(pc.equal(table.column("subset"), subset)))
+        if not writers:
+            continue
+        for path in paths:
+            path.unlink()
+        built.files[split] = []
+        for subset, (relative, writer) in sorted(writers.items()):
+            rows, size = writer.finalize()
+            writer.close()
+            part = built.subsets.setdefault(subset, ConfigBuild(f"{built.name}-{subset}", built.features))
+            part.splits[split] = datasets.SplitInfo(split, size, rows)
+            part.files[split] = [relative]
+            built.files[split].append(relative)
 
 
 def _shard_path(config: str, split: str, index: int, total: int) -> str:

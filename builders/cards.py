@@ -52,20 +52,31 @@ def card_data(result) -> DatasetCardData:
     )
     configs = {}
     infos = {}
-    for name, built in result.configs.items():
-        configs[name] = {
-            "data_files": [{"split": split, "path": f"{name}/{split}-*"} for split in built.files],
-            **({"default": True} if name == DEFAULT_VIEW else {}),
-        }
-        infos[name] = DatasetInfo(
-            config_name=name,
-            features=built.features,
-            splits=_split_dict(built.splits),
-            dataset_size=sum(info.num_bytes for info in built.splits.values()),
-        )
+    for built in result.configs.values():
+        for part in (built, *built.subsets.values()):
+            configs[part.name] = {
+                "data_files": _data_files(part),
+                **({"default": True} if part.name == DEFAULT_VIEW else {}),
+            }
+            infos[part.name] = DatasetInfo(
+                config_name=part.name,
+                features=part.features,
+                splits=_split_dict(part.splits),
+                dataset_size=sum(info.num_bytes for info in part.splits.values()),
+            )
     MetadataConfigs(configs).to_dataset_card_data(data)
     DatasetInfosDict(infos).to_dataset_card_data(data)
     return data
+
+
+def _data_files(built) -> list[dict]:
+    """``<config>/<split>-*`` per split, or the split's explicit file list when they live elsewhere
+    (a config split by subset keeps its files under ``<config>/<subset>/``)."""
+    entries = []
+    for split, files in built.files.items():
+        flat = all(path.startswith(f"{built.name}/{split}-") and path.count("/") == 1 for path in files)
+        entries.append({"split": split, "path": f"{built.name}/{split}-*" if flat else files})
+    return entries
 
 
 def _split_dict(splits: dict) -> SplitDict:

@@ -9,6 +9,7 @@ from builders.base import ConversationBuilder
 BUILDERS = {
     "locomo": "builders.locomo.builder:LocomoBuilder",
     "gigamemory": "builders.gigamemory.builder:GigamemoryBuilder",
+    "convlab": "builders.convlab.builder:ConvLabBuilder",
     "mnbvc": "builders.mnbvc.builder:MnbvcBuilder",
 }
 

@@ -16,6 +16,8 @@ from builders.stats import Report
 @pytest.mark.parametrize("source", registry.names())
 @pytest.mark.parametrize("view", sorted(DERIVERS))
 def test_derived_view_equals_builder_view(sample_builds, tmp_path, source, view):
+    if view not in sample_builds[source].configs:
+        pytest.skip(f"{source}'s sample has no {view} row, so its build leaves the config out")
     builder_cls = registry.get(source)
     builder = builder_cls(config_name=view, data_dir=builder_cls.sample_dir(), cache_dir=str(tmp_path))
     builder.download_and_prepare()
