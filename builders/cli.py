@@ -52,6 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     mix.add_argument(
         "--repo-id", help="the Hub repo the card's loading code names (default ORG/<recipe name>)"
     )
+    mix.add_argument(
+        "--push", action="store_true", help="then publish the folder to --repo-id (as convhub push)"
+    )
+    mix.add_argument(
+        "--token", help="a Hugging Face token for --push (default: HF_TOKEN or the stored login)"
+    )
 
     from builders import push  # registers its own options
 
@@ -106,6 +112,9 @@ def run_check(args) -> int:
 def run_mix(args) -> int:
     from builders import mix
 
+    if args.push and not args.repo_id:
+        print("convhub mix: error: --push needs --repo-id ORG/NAME", file=sys.stderr)
+        return 1
     try:
         result = mix.write_mixture(
             mix.load_recipe(args.recipe), args.output, args.streaming, args.max_shard_size, args.repo_id
@@ -120,6 +129,19 @@ def run_mix(args) -> int:
         )
     for warning in result.warnings():
         print(f"warning: {warning}", file=sys.stderr)
+    return _push_mixture(result.output, args) if args.push else 0
+
+
+def _push_mixture(folder: Path, args) -> int:
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from builders import push
+
+    try:
+        push.print_result(push.push_folder(folder, args.repo_id, token=args.token))
+    except (push.PushError, HfHubHTTPError) as error:
+        print(f"convhub mix: error: push: {str(error).strip()}", file=sys.stderr)
+        return 1
     return 0
 
 

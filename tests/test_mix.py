@@ -14,6 +14,7 @@ from pathlib import Path
 import datasets
 import pytest
 import yaml
+from datasets.info import DatasetInfosDict
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
@@ -51,6 +52,9 @@ def write_source(folder: Path, rows: list[dict], license: str = "apache-2.0", sp
     MetadataConfigs(
         {"messages": {"data_files": [{"split": split, "path": f"messages/{split}-*"}], "default": True}}
     ).to_dataset_card_data(data)
+    splits = datasets.SplitDict({split: datasets.SplitInfo(split, dataset.data.nbytes, len(dataset))})
+    info = datasets.DatasetInfo(config_name="messages", features=dataset.features, splits=splits)
+    DatasetInfosDict({"messages": info}).to_dataset_card_data(data)
     DatasetCard(f"---\n{data.to_yaml()}\n---\n\n# {folder.name}\n").save(folder / "README.md")
     return folder
 
@@ -411,3 +415,56 @@ def test_mixing_the_sample_build_of_every_registered_source(sample_builds, tmp_p
     assert [report.license for report in result.reports] == [
         DatasetCard.load(build.output / "README.md").data.license for build in sample_builds.values()
     ]
+
+
+# -- the Hub (tests/hub_double.py) ----------------------------------------------------------------
+
+
+def test_sources_from_hub_repos_streamed_and_the_mixture_pushed(hub, tmp_path):
+    from builders.push import push_folder
+
+    push_folder(write_source(tmp_path / "a", numbered("a", 30)), "org/a-unified")
+    push_folder(write_source(tmp_path / "b", numbered("b", 20), license="cc-by-nc-4.0"), "org/b-unified")
+    text = """
+        name: hub-mix
+        seed: 1
+        sources:
+          - {repo: org/a-unified, weight: 1, budget: {tokens: 60}}
+          - {repo: org/b-unified, weight: 1}
+        """
+    parsed = recipe(tmp_path, text)
+    streamed = list(mix.mixture(parsed, streaming=True))
+    assert streamed == mix.mixture(parsed).to_list()
+    assert {row["conversation_id"] for row in streamed if row["conversation_id"].startswith("a-")} <= {
+        f"a-{i}" for i in range(10)
+    }
+    result = mix.write_mixture(parsed, tmp_path / "out", streaming=True)
+    assert [report.license for report in result.reports] == ["apache-2.0", "cc-by-nc-4.0"]
+    push_folder(tmp_path / "out", "org/hub-mix")
+    assert datasets.load_dataset("org/hub-mix", split="train").to_list() == streamed
+
+
+def test_cli_mix_push(hub, tmp_path, capsys):
+    write_source(tmp_path / "a", numbered("a", 5))
+    (tmp_path / "recipe.yaml").write_text("name: cli-mix\nsources: [{path: a}]\n")
+    arguments = ["mix", str(tmp_path / "recipe.yaml"), "--output", str(tmp_path / "out"), "--push"]
+    assert cli.main(arguments) == 1
+    assert "--push needs --repo-id" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    assert cli.main([*arguments, "--repo-id", "org/cli-mix"]) == 0
+    assert ids(datasets.load_dataset("org/cli-mix", split="train")) == [f"a-{i}" for i in range(5)]
+    assert (
+        'load_dataset("org/cli-mix", split="train")'
+        in hub.repo("org/cli-mix").head().files["README.md"].content.decode()
+    )
+
+
+def test_example_recipe_names_the_sample_build_of_registered_sources():
+    from builders import registry
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "recipe.yaml"
+    parsed = mix.load_recipe(example)
+    hub_names = {registry.get(name).HUB_NAME for name in registry.names()}
+    assert parsed.interleaved and parsed.stopping_strategy == "all_exhausted"
+    for entry in parsed.sources:
+        assert entry.path.parent == (example.parent.parent / "out").resolve()
+        assert entry.path.name in hub_names, entry
