@@ -1,6 +1,7 @@
 """MNBVC: the dialogue formats of the Massive Never-ending BT Vast Chinese corpus (多轮对话, 问答, 论坛).
 
-Input: any number of ``*.jsonl`` / ``*.jsonl.gz`` shards under ``--data-dir`` (searched recursively), or
+Input: any number of ``*.jsonl`` / ``*.jsonl.gz`` shards under ``--data-dir`` (searched recursively; a local
+folder or file, or an fsspec URL such as ``hf://datasets/liwu/MNBVC/forum/20230253``), or
 by default the forum shards MNBVC publishes in the Hugging Face dataset ``liwu/MNBVC``. Each shard's
 format is detected from its first rows, or given with the config's ``source_format`` (``--format``).
 
@@ -33,6 +34,7 @@ DEFAULT_REPO = "liwu/MNBVC"
 DEFAULT_PATTERN = "forum/**/*.jsonl.gz"
 SPLIT = "train"
 PATTERNS = ("*.jsonl", "*.jsonl.gz")
+SUFFIXES = (".jsonl", ".jsonl.gz")
 
 
 def list_default_shards() -> list[str]:
@@ -111,6 +113,8 @@ class MnbvcBuilder(ConversationBuilder):
             return [
                 (url.split(f"{DEFAULT_REPO}/", 1)[1], path) for url, path in zip(urls, paths, strict=True)
             ]
+        if "://" in data_dir:
+            return self._remote_inputs(data_dir, dl_manager)
         if os.path.isfile(data_dir):
             return [(os.path.basename(data_dir), data_dir)]
         if not os.path.isdir(data_dir):
@@ -125,6 +129,20 @@ class MnbvcBuilder(ConversationBuilder):
         if not found:
             raise FileNotFoundError(f"no MNBVC *.jsonl or *.jsonl.gz shard under {data_dir}")
         return [(os.path.relpath(path, data_dir).replace(os.sep, "/"), path) for path in found]
+
+    def _remote_inputs(self, url: str, dl_manager) -> list[tuple[str, str]]:
+        """Shards under an fsspec URL (``hf://datasets/...``, ``s3://...``): streamed, or downloaded first."""
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(url)
+        root = root.rstrip("/")
+        found = [root] if fs.isfile(root) else sorted(fs.glob(f"{root}/**"))
+        found = [path for path in found if path.endswith(SUFFIXES)]
+        if not found:
+            raise FileNotFoundError(f"no MNBVC *.jsonl or *.jsonl.gz shard under {url}")
+        names = [os.path.basename(path) if path == root else path[len(root) + 1 :] for path in found]
+        paths = dl_manager.download([fs.unstrip_protocol(path) for path in found])
+        return list(zip(names, paths, strict=True))
 
     def _format_of(self, name: str, path: str, open_path) -> str | None:
         forced = getattr(self.config, "source_format", None)

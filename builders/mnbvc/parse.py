@@ -385,11 +385,11 @@ def _row_without(row: dict[str, Any], text_keys: tuple[str, ...], kinds: tuple[t
     }
 
 
-CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-KANA = re.compile(r"[\u3040-\u30ff]")
-HANGUL = re.compile(r"[\uac00-\ud7af]")
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+KANA = re.compile(r"[\u3040-\u30ff]+")
+HANGUL = re.compile(r"[\uac00-\ud7af]+")
 LATIN_WORD = re.compile(r"[A-Za-z]+")
-LANGUAGE_SAMPLE_CHARS = 4000
+LANGUAGE_SAMPLE_CHARS = 2000
 
 
 def detect_language(texts: Iterable[str]) -> str:
@@ -404,8 +404,8 @@ def detect_language(texts: Iterable[str]) -> str:
         if len(sample) >= LANGUAGE_SAMPLE_CHARS:
             break
     sample = sample[:LANGUAGE_SAMPLE_CHARS]
-    kana, hangul = len(KANA.findall(sample)), len(HANGUL.findall(sample))
-    cjk, latin_words = len(CJK.findall(sample)), len(LATIN_WORD.findall(sample))
+    kana, hangul, cjk = (sum(map(len, script.findall(sample))) for script in (KANA, HANGUL, CJK))
+    latin_words = len(LATIN_WORD.findall(sample))
     if kana and kana * 5 >= cjk:
         return "ja"
     if hangul > cjk and hangul >= latin_words:
