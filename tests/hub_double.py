@@ -567,6 +567,7 @@ def _folder_entry(path: str) -> dict:
     return {"type": "directory", "path": path, "oid": hashlib.sha1(path.encode()).hexdigest()}
 
 
+_RESERVED: socket.socket | None = None
 _REAL_TOKENS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 _OFFLINE_SWITCHES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
 _CACHE_OVERRIDES = (
@@ -585,7 +586,12 @@ def isolate_from_real_hub() -> socket.socket:
     once instead of reaching the network), sets ``HF_ENDPOINT`` to it, ``HF_HUB_DISABLE_XET=1`` (plain LFS), a
     temporary ``HF_HOME`` (no cache or stored token of the user is read or written), and removes any real
     token and offline switch from the environment. Returns the reserved socket for ``HubDouble(sock=...)``.
+    Idempotent: a second import of conftest (``from tests.conftest import ...``) gets the same socket and
+    leaves the environment as the first call set it.
     """
+    global _RESERVED
+    if _RESERVED is not None:
+        return _RESERVED
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -600,4 +606,5 @@ def isolate_from_real_hub() -> socket.socket:
     )
     for name in (*_REAL_TOKENS, *_OFFLINE_SWITCHES, *_CACHE_OVERRIDES):
         os.environ.pop(name, None)
+    _RESERVED = sock
     return sock
