@@ -84,10 +84,11 @@ def build_source(
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
     try:
         with tempfile.TemporaryDirectory(prefix="convhub-work-") as work:
-            run = _Run(builder_cls, data_dir, _tuple(subsets), num_proc, Path(work), staging)
-            run.source_format = source_format
+            run = _Run(builder_cls, data_dir, _tuple(subsets), num_proc, Path(work), staging, source_format)
             built = run.build_all(configs)
             notes, statistics = run.report(source, subsets)
+            for config, split in run.left_out:
+                notes.add(f"split with no row left out of the build: {config}/{split}")
         result = BuildResult(source, output, built, notes, statistics)
         write_card(result, staging)
         if output.exists():
@@ -109,9 +110,10 @@ class _Run:
     num_proc: int | None
     work: Path
     staging: Path
+    source_format: str | None = None
     sessions: ConfigBuild | None = None
     sessions_root: Path | None = None
-    source_format: str | None = None
+    left_out: list[tuple[str, str]] = field(default_factory=list)
 
     def build_all(self, configs: list[str]) -> dict[str, ConfigBuild]:
         if any(name == SESSIONS.name or name in DERIVERS for name in configs):
@@ -122,13 +124,13 @@ class _Run:
         built = {}
         for name in configs:
             if name == SESSIONS.name:
-                built[name] = self.sessions
+                config = self.sessions
             elif name in DERIVERS:
-                derived = self.derive(name)
-                if derived is not None:  # a config with no row (no questions) is left out
-                    built[name] = derived
+                config = self.derive(name)
             else:
-                built[name] = self.run_builder(name, self.staging, report=False)
+                config = self.run_builder(name, self.staging, report=False)
+            if self.drop_empty_splits(config):
+                built[name] = config
         if self.builder_cls.SUBSET_CONFIGS:
             for config in built.values():
                 split_by_subset(self.staging, config)
@@ -167,7 +169,7 @@ class _Run:
                 built.files[split].append(relative)
         return built
 
-    def derive(self, name: str) -> ConfigBuild | None:
+    def derive(self, name: str) -> ConfigBuild:
         features = self.builder_cls.view_named(name).features
         built = ConfigBuild(name, features)
         (self.staging / name).mkdir()
@@ -182,10 +184,19 @@ class _Run:
                 rows, size = rows + count, size + num_bytes
                 built.files[split].append(relative)
             built.splits[split] = datasets.SplitInfo(split, size, rows)
-        if not any(info.num_examples for info in built.splits.values()):
-            shutil.rmtree(self.staging / name)  # load_dataset cannot load a config that has no row
-            return None
         return built
+
+    def drop_empty_splits(self, built: ConfigBuild) -> bool:
+        """Remove splits with no row (``load_dataset`` cannot load them); False when none is left."""
+        for split, info in list(built.splits.items()):
+            if info.num_examples == 0:
+                for relative in built.files.pop(split):
+                    (self.staging / relative).unlink(missing_ok=True)
+                del built.splits[split]
+                self.left_out.append((built.name, split))
+        if not built.splits:
+            shutil.rmtree(self.staging / built.name, ignore_errors=True)
+        return bool(built.splits)
 
     def report(self, source: str, subsets) -> tuple[Notes, Statistics]:
         """The workers' merged notes and statistics; a checking pass only if no config parsed records."""

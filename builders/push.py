@@ -29,7 +29,7 @@ from builders import registry
 logger = logging.getLogger("convhub.push")
 
 CARD = "README.md"
-SHARD = re.compile(r"^[^/]+/[^/]+-\d{5}-of-\d{5}\.parquet$")
+SHARD = re.compile(r"^[^/]+/(?:[^/]+/)?[^/]+-\d{5}-of-\d{5}\.parquet$")  # <config>/[<subset>/]<split>-…
 NON_COMMERCIAL = re.compile(r"(^|-)nc(-|$)", re.IGNORECASE)
 
 

@@ -17,7 +17,7 @@ from builders.build import build_source, check_source
 from builders.convlab import parse
 from builders.convlab.builder import ConvLabBuilder, SubsetInput, find_local_inputs
 from builders.errors import Notes, SourceError
-from tests.conftest import shared_data
+from conftest import shared_data
 
 SAMPLE = Path(ConvLabBuilder.sample_dir())
 REAL_DATASETS = ConvLabBuilder.DEFAULT_SUBSETS

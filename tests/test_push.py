@@ -303,3 +303,20 @@ def test_a_hub_error_is_reported_on_stderr_with_exit_status_1(hub, folder, capsy
     err = capsys.readouterr().err
     assert err.startswith("convhub push: error: Server error '500 Internal Server Error'")
     assert "injected fault" in err and "Traceback" not in err  # the Hub's own message is passed on
+
+
+def test_push_of_fewer_subsets_deletes_the_stale_subset_shards(hub, tmp_path):
+    """Per-subset shards (``<config>/<subset>/<split>-…``) are the build's too: a narrower build deletes them."""
+    sample = registry.get("convlab").sample_dir()
+    both = build_source("convlab", tmp_path / "both" / "convlab-unified", data_dir=sample)
+    subsets = sorted({subset for built in both.configs.values() for subset in built.subsets})
+    assert len(subsets) >= 2
+    push_folder(both.output, "org/convlab-unified")
+    one = build_source("convlab", tmp_path / "one" / "convlab-unified", data_dir=sample, subsets=subsets[:1])
+
+    result = push_folder(one.output, "org/convlab-unified")
+
+    head = hub.repo("org/convlab-unified").commits_on("main")[-1]
+    assert set(head.files) == {".gitattributes", *pushed_files(one.output)}
+    dropped = [path for path in result.plan.deletions if f"/{subsets[1]}/" in path]
+    assert dropped and all(path.endswith(".parquet") for path in dropped)
