@@ -654,6 +654,12 @@ class Mixer:
             dataset = self._within_budget(dataset, entry.budget)
         if not self.streaming:
             report.rows_after_budget = len(dataset)
+            if len(dataset) == 0 and self.recipe.interleaved:  # datasets refuses; say which source and why
+                raise RecipeError(
+                    f"sources[{index}]",
+                    f"{entry.name} has no rows left to interleave ({report.rows_loaded} loaded, "
+                    f"{report.rows_after_filters} after filters {entry.filters.describe()}, 0 after the budget)",
+                )
         return dataset
 
     def _within_budget(self, dataset, budget: Budget):
@@ -726,6 +732,10 @@ class MixResult:
             elif report.license_unknown:
                 found.append(
                     f"{report.entry.name}: license {report.license}: check the source's terms before use"
+                )
+            if report.rows == 0:
+                found.append(
+                    f"{report.entry.name}: contributed no rows (filters, budget or stopping strategy)"
                 )
         return found
 

@@ -278,6 +278,21 @@ def test_streaming_gives_the_same_rows_in_the_same_order(tmp_path):
     assert list(streamed) == in_memory.to_list()  # a second pass (epoch) gives the same rows
 
 
+def test_a_source_filtered_to_nothing(tmp_path):
+    write_source(tmp_path / "a", numbered("a", 4))
+    write_source(tmp_path / "b", numbered("b", 3))
+    weighted = "sources: [{path: a, weight: 1}, {path: b, weight: 1, filters: {min_turns: 3}}]"
+    with pytest.raises(
+        mix.RecipeError, match="b has no rows left to interleave \\(3 loaded, 0 after filters"
+    ) as caught:
+        mix.mixture(recipe(tmp_path, weighted))
+    assert caught.value.key == "sources[1]"
+    concatenated = "sources: [{path: a}, {path: b, filters: {min_turns: 3}}]"
+    result = mix.write_mixture(recipe(tmp_path, concatenated), tmp_path / "out")
+    assert result.rows == 4
+    assert result.warnings() == ["b: contributed no rows (filters, budget or stopping strategy)"]
+
+
 def test_a_missing_split_names_the_source(tmp_path):
     write_source(tmp_path / "a", numbered("a", 2), split="test")
     with pytest.raises(mix.RecipeError, match="sources\\[0\\]") as caught:
