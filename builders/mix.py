@@ -725,6 +725,15 @@ class MixResult:
         return sum(report.tokens for report in self.reports)
 
     def warnings(self) -> list[str]:
+        """License warnings, then sources that ended up with no rows."""
+        empty = [report for report in self.reports if report.rows == 0]
+        return self.license_warnings() + [
+            f"{report.entry.name}: contributed no rows (filters, budget or stopping strategy)"
+            for report in empty
+        ]
+
+    def license_warnings(self) -> list[str]:
+        """Non-commercial and unknown licenses: the card's warning box and ``convhub mix``'s stderr."""
         found = []
         for report in self.reports:
             if report.non_commercial:
@@ -732,10 +741,6 @@ class MixResult:
             elif report.license_unknown:
                 found.append(
                     f"{report.entry.name}: license {report.license}: check the source's terms before use"
-                )
-            if report.rows == 0:
-                found.append(
-                    f"{report.entry.name}: contributed no rows (filters, budget or stopping strategy)"
                 )
         return found
 
@@ -881,7 +886,7 @@ def render_card_body(result: MixResult, repo_id: str | None = None) -> str:
         sources_table=markdown_table(_sources_table(result)),
         pipeline_table=markdown_table(_pipeline_table(result)),
         recipe_yaml=yaml.safe_dump(recipe.document, sort_keys=False, allow_unicode=True).strip(),
-        warnings=result.warnings(),
+        warnings=result.license_warnings(),
     )
 
 
