@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         from builders import push
 
         return push.run(args)
-    except (SourceError, FileNotFoundError, KeyError) as error:
+    except (SourceError, ValueError, FileNotFoundError, KeyError) as error:  # bad input or usage: one line
         print(f"convhub {args.command}: error: {error}", file=sys.stderr)
         return 1
 
