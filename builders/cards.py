@@ -40,7 +40,10 @@ def size_category(rows: int) -> str:
     return "1M<n<10M" if rows < 10_000_000 else "10M<n<100M"
 
 
-def card_data(result) -> DatasetCardData:
+def card_data(result, folder: Path | None = None) -> DatasetCardData:
+    """The card's YAML. With the built ``folder``, each config's ``download_size`` is its Parquet bytes: what
+    a user downloads, and what makes ``datasets``' cache key for a local folder change when its data
+    changes (that key hashes the YAML, not the files, so a rebuild would otherwise load stale rows)."""
     builder_cls = registry.get(result.source)
     data = DatasetCardData(
         pretty_name=builder_cls.PRETTY_NAME,
@@ -63,10 +66,15 @@ def card_data(result) -> DatasetCardData:
                 features=part.features,
                 splits=_split_dict(part.splits),
                 dataset_size=sum(info.num_bytes for info in part.splits.values()),
+                download_size=_parquet_bytes(folder, part) if folder else None,
             )
     MetadataConfigs(configs).to_dataset_card_data(data)
     DatasetInfosDict(infos).to_dataset_card_data(data)
     return data
+
+
+def _parquet_bytes(folder: Path, built) -> int:
+    return sum((folder / path).stat().st_size for files in built.files.values() for path in files)
 
 
 def _data_files(built) -> list[dict]:
@@ -105,7 +113,7 @@ def render_body(result, repo_id: str | None = None) -> str:
 
 
 def write_card(result, folder: Path, repo_id: str | None = None) -> DatasetCard:
-    data = card_data(result)
+    data = card_data(result, folder)
     card = DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{render_body(result, repo_id)}")
     card.save(folder / "README.md")
     return card
