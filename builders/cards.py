@@ -53,24 +53,29 @@ def card_data(result, folder: Path | None = None) -> DatasetCardData:
         size_categories=size_category(result.statistics.total().turns),
         tags=[*TAGS, result.source],
     )
+    parts = [part for built in result.configs.values() for part in (built, *built.subsets.values())]
+    add_configs(data, parts, DEFAULT_VIEW, folder)
+    return data
+
+
+def add_configs(data: DatasetCardData, parts, default: str, folder: Path | None = None) -> None:
+    """``configs`` (data_files per split, ``default`` marked) and ``dataset_info`` of built configs."""
     configs = {}
     infos = {}
-    for built in result.configs.values():
-        for part in (built, *built.subsets.values()):
-            configs[part.name] = {
-                "data_files": _data_files(part),
-                **({"default": True} if part.name == DEFAULT_VIEW else {}),
-            }
-            infos[part.name] = DatasetInfo(
-                config_name=part.name,
-                features=part.features,
-                splits=_split_dict(part.splits),
-                dataset_size=sum(info.num_bytes for info in part.splits.values()),
-                download_size=_parquet_bytes(folder, part) if folder else None,
-            )
+    for part in parts:
+        configs[part.name] = {
+            "data_files": _data_files(part),
+            **({"default": True} if part.name == default else {}),
+        }
+        infos[part.name] = DatasetInfo(
+            config_name=part.name,
+            features=part.features,
+            splits=_split_dict(part.splits),
+            dataset_size=sum(info.num_bytes for info in part.splits.values()),
+            download_size=_parquet_bytes(folder, part) if folder else None,
+        )
     MetadataConfigs(configs).to_dataset_card_data(data)
     DatasetInfosDict(infos).to_dataset_card_data(data)
-    return data
 
 
 def _parquet_bytes(folder: Path, built) -> int:
@@ -92,15 +97,19 @@ def _split_dict(splits: dict) -> SplitDict:
     return SplitDict({split: SplitInfo(split, i.num_bytes, i.num_examples) for split, i in splits.items()})
 
 
-def render_body(result, repo_id: str | None = None) -> str:
-    builder_cls = registry.get(result.source)
+def template(name: str) -> jinja2.Template:
+    """A card template from ``dataset_cards/`` (which may import ``_shared.md``)."""
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(templates_dir()),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    template = environment.get_template(f"{result.source}.md")
-    return template.render(
+    return environment.get_template(name)
+
+
+def render_body(result, repo_id: str | None = None) -> str:
+    builder_cls = registry.get(result.source)
+    return template(f"{result.source}.md").render(
         builder=builder_cls,
         repo_id=repo_id or f"ORG/{builder_cls.HUB_NAME}",
         configs=result.configs,

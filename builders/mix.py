@@ -45,13 +45,12 @@ import numpy as np
 import yaml
 from datasets import Dataset, Features, IterableDataset, Value
 from datasets.data_files import DataFilesDict, sanitize_patterns
-from datasets.info import DatasetInfosDict
 from datasets.utils.metadata import MetadataConfigs
 from datasets.utils.py_utils import convert_file_size_to_int
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from builders import schema
-from builders.cards import TAGS, TASK_CATEGORIES, size_category, templates_dir
+from builders.cards import TAGS, TASK_CATEGORIES, add_configs, size_category, template
 from builders.stats import markdown_table
 
 logger = logging.getLogger(__name__)
@@ -822,7 +821,7 @@ def _write_shards(
     return files, num_bytes
 
 
-def card_data(result: MixResult) -> DatasetCardData:
+def card_data(result: MixResult, folder: Path | None = None) -> DatasetCardData:
     recipe = result.recipe
     licenses = sorted({report.license for report in result.reports})
     languages = sorted({language for report in result.reports for language in report.languages})
@@ -834,49 +833,29 @@ def card_data(result: MixResult) -> DatasetCardData:
         size_categories=size_category(result.rows),
         tags=[*TAGS, "mixture", *sorted({report.entry.name for report in result.reports})],
     )
-    split_info = datasets.SplitInfo(recipe.output_split, result.num_bytes, result.rows)
-    MetadataConfigs(
-        {
-            recipe.config: {
-                "data_files": [
-                    {"split": recipe.output_split, "path": f"{recipe.config}/{recipe.output_split}-*"}
-                ],
-                "default": True,
-            }
-        }
-    ).to_dataset_card_data(data)
-    DatasetInfosDict(
-        {
-            recipe.config: datasets.DatasetInfo(
-                config_name=recipe.config,
-                features=CONFIG_FEATURES[recipe.config],
-                splits=datasets.SplitDict({recipe.output_split: split_info}),
-                dataset_size=result.num_bytes,
-            )
-        }
-    ).to_dataset_card_data(data)
+    add_configs(data, [_config_build(result)], recipe.config, folder)
     return data
 
 
-def render_card_body(result: MixResult, repo_id: str | None = None) -> str:
-    import jinja2
-
+def _config_build(result: MixResult):
+    """The mixture as the one config it is, in the shape source builds describe their configs."""
     from builders.build import ConfigBuild
-    from builders.views import SHARED_VIEWS
 
     recipe = result.recipe
-    environment = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(templates_dir()),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    built = ConfigBuild(
+    return ConfigBuild(
         recipe.config,
         CONFIG_FEATURES[recipe.config],
         splits={recipe.output_split: datasets.SplitInfo(recipe.output_split, result.num_bytes, result.rows)},
         files={recipe.output_split: result.files},
     )
-    return environment.get_template("mixture.md").render(
+
+
+def render_card_body(result: MixResult, repo_id: str | None = None) -> str:
+    from builders.views import SHARED_VIEWS
+
+    recipe = result.recipe
+    built = _config_build(result)
+    return template("mixture.md").render(
         recipe=recipe,
         result=result,
         repo_id=repo_id or f"ORG/{recipe.name}",
@@ -937,6 +916,8 @@ def _pipeline_table(result: MixResult) -> list[dict]:
 
 
 def write_mixture_card(result: MixResult, folder: Path, repo_id: str | None = None) -> DatasetCard:
-    card = DatasetCard(f"---\n{card_data(result).to_yaml()}\n---\n\n{render_card_body(result, repo_id)}")
+    card = DatasetCard(
+        f"---\n{card_data(result, folder).to_yaml()}\n---\n\n{render_card_body(result, repo_id)}"
+    )
     card.save(folder / "README.md")
     return card
