@@ -7,8 +7,19 @@ commit; anything else in the repo (``.gitattributes``, files added by hand) is l
 the head the plan was made against (``parent_commit``), so a concurrent commit makes it fail instead of
 silently mixing two builds. Nothing changed → no commit.
 
+Faults (see ``RetryPolicy``): what ``huggingface_hub`` 2.4 already retries by itself (``http_backoff``: the
+preupload call, the LFS batch call, each LFS PUT and the tree listing, 6 attempts, waits 1, 2, 4, 8, 8 s, on 408,
+429, 5xx and dropped or timed-out connections) is not retried again here. What it sends once (repo info, repo and
+branch creation, card validation, the commit) is retried here on the same transient faults, a bounded number of
+times with backoff; the commit only when it is known not to have landed: after a failed commit the head is read
+back; still the parent → retry; moved to a tree that is exactly this push's → done (the answer was lost, the commit
+landed); moved elsewhere → someone else committed: fail. A refused token (401/403), a conflict (409/412) and
+any other refusal are never retried. Every failure is one line (``PushError``) that says what to do; nothing is
+committed unless one commit carries everything.
+
 The token comes from ``--token`` or wherever ``huggingface_hub`` finds one (``HF_TOKEN``, the stored login);
-it is handed to the client and never printed, logged or written.
+it is handed to the client and never printed, logged or written: every message built from a Hub answer is
+redacted first (a proxy may echo the request's headers).
 """
 
 from __future__ import annotations
@@ -18,9 +29,12 @@ import logging
 import re
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx2
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCard, HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
@@ -30,11 +44,89 @@ logger = logging.getLogger("convhub.push")
 
 CARD = "README.md"
 SHARD = re.compile(r"^[^/]+/(?:[^/]+/)?[^/]+-\d{5}-of-\d{5}\.parquet$")  # <config>/[<subset>/]<split>-…
-NON_COMMERCIAL = re.compile(r"(^|-)nc(-|$)", re.IGNORECASE)
+NON_COMMERCIAL = re.compile(r"(^|[-_ ])(nc|noncommercial|non-commercial)([-_ ]|$)", re.IGNORECASE)
+NO_LICENSE = {"", "none"}
+
+
+TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})  # the statuses huggingface_hub retries too
+TOKEN_LIKE = re.compile(r"(?i)(bearer\s+)\S+|\bhf_[A-Za-z0-9]{8,}")
 
 
 class PushError(Exception):
-    """The push could not be made or did not verify (the message says what to do)."""
+    """The push could not be made or did not verify (the one-line message says what to do).
+
+    ``kind`` names the fault (``auth``, ``conflict``, ``server``, ``dropped``, ``refused``, ``unknown-landing``,
+    ``license``, ``verify`` …) and ``status`` the HTTP status when there was one, for callers that branch on it.
+    """
+
+    def __init__(self, message: str, kind: str = "error", status: int | None = None):
+        super().__init__(message)
+        self.kind, self.status = kind, status
+
+
+@dataclass
+class RetryPolicy:
+    """How often and how patiently convhub retries the calls the client sends only once.
+
+    ``attempts`` counts the first try; the waits double from ``first_delay`` up to ``max_delay``. ``sleep`` is
+    injectable so tests do not wait.
+    """
+
+    attempts: int = 4
+    first_delay: float = 1.0
+    max_delay: float = 8.0
+    sleep: Callable[[float], None] = time.sleep
+
+    def delay(self, attempt: int) -> float:
+        """The wait after failed attempt number ``attempt`` (1-based)."""
+        return min(self.max_delay, self.first_delay * 2 ** (attempt - 1))
+
+
+DEFAULT_RETRY = RetryPolicy()  # what `convhub push` uses (4 attempts, waits 1, 2, 4 s)
+
+
+@dataclass
+class HubFault:
+    """A failed Hub call, reduced to what the policy and the message need (never the request's headers)."""
+
+    kind: str  # auth | conflict | server | dropped | refused
+    status: int | None
+    reason: str  # "503 Service Unavailable", or the transport error's own words
+    detail: str  # the Hub's message, redacted and on one line
+
+    @property
+    def transient(self) -> bool:
+        return self.kind == "dropped" or (self.kind == "server" and self.status in TRANSIENT_STATUSES)
+
+    @classmethod
+    def of(cls, error: BaseException, token) -> HubFault | None:
+        """The Hub or transport error behind ``error`` (the client wraps LFS failures in a RuntimeError)."""
+        while error is not None and not isinstance(error, (HfHubHTTPError, httpx2.TransportError)):
+            error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+        if isinstance(error, httpx2.TransportError):
+            words = redact(str(error), token) or type(error).__name__
+            return cls("dropped", None, words, words)
+        if error is None or error.response is None:
+            return None
+        status = error.response.status_code
+        reason = f"{status} {error.response.reason_phrase}".strip()
+        detail = redact(error.server_message or "", token)
+        if status in (401, 403):
+            kind = "auth"
+        elif status in (409, 412):
+            kind = "conflict"
+        elif status in TRANSIENT_STATUSES:
+            kind = "server"
+        else:
+            kind = "refused"
+        return cls(kind, status, reason, detail)
+
+
+def redact(text: str, token) -> str:
+    """``text`` on one line, without the token or anything shaped like one (a bearer header, an hf_ token)."""
+    if isinstance(token, str) and token:
+        text = text.replace(token, "***")
+    return " ".join(TOKEN_LIKE.sub(lambda match: (match.group(1) or "") + "***", text).split())[:500]
 
 
 @dataclass
@@ -112,17 +204,35 @@ def expected_rows(card: DatasetCard) -> dict[str, dict[str, int]]:
     return expected
 
 
-def license_warnings(card: DatasetCard) -> list[str]:
-    """Warn on a card with no license or a non-commercial one (a later issue refuses the former)."""
+def license_ids(card: DatasetCard) -> list[str]:
     license_id = card.data.get("license")
-    if not license_id:
-        return ["the card names no license: say under which terms the data may be used before publishing"]
     ids = license_id if isinstance(license_id, list) else [license_id]
     return [
-        f"license {name} is non-commercial: the dataset may not be used for commercial purposes"
-        for name in ids
-        if NON_COMMERCIAL.search(str(name))
+        str(name).strip() for name in ids if name is not None and str(name).strip().lower() not in NO_LICENSE
     ]
+
+
+def check_license(card: DatasetCard) -> None:
+    """Refuse a card that names no license: users could not tell whether they may use the data at all."""
+    if not license_ids(card):
+        raise PushError(
+            "the card names no license: set `license:` in its YAML (the source's LICENSE) to the source's terms, "
+            "or to `unknown` if they truly are unknown, before publishing",
+            kind="license",
+        )
+
+
+def license_warnings(card: DatasetCard) -> list[str]:
+    """Warn on a non-commercial license and on an unknown one (a card with none is refused)."""
+    warnings = []
+    for name in license_ids(card):
+        if NON_COMMERCIAL.search(name):
+            warnings.append(
+                f"license {name} is non-commercial: the dataset may not be used for commercial purposes"
+            )
+        elif name.lower() == "unknown":
+            warnings.append("license unknown: users must check the source's terms before using the data")
+    return warnings
 
 
 def file_digests(path: Path) -> tuple[str, str]:
@@ -143,22 +253,137 @@ def is_unchanged(local: Path, remote: RemoteFile | None) -> bool:
 
 
 # -- the remote side -----------------------------------------------------------------------------------------
-def remote_state(api: HfApi, repo_id: str, revision: str) -> RemoteState:
-    """The head of ``revision`` (or of ``main`` when that branch is yet to be made) and its files."""
+@dataclass
+class HubSession:
+    """One push's client, target and retry policy; turns every Hub fault into a one-line ``PushError``."""
+
+    api: HfApi
+    repo_id: str
+    revision: str
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+
+    @property
+    def target(self) -> str:
+        return f"{self.repo_id}@{self.revision}"
+
+    def call(self, step: str, function, *args, **kwargs):
+        """A call the client sends only once and that is safe to repeat: retried on transient faults."""
+        for attempt in range(1, self.policy.attempts + 1):
+            try:
+                return function(*args, **kwargs)
+            except Exception as error:
+                fault = HubFault.of(error, self.api.token)
+                if fault is None:
+                    raise
+                if not fault.transient or attempt == self.policy.attempts:
+                    raise self.failure(step, fault, attempt) from None
+                self.wait(step, fault, attempt)
+
+    def once(self, step: str, function, *args, **kwargs):
+        """A call the client already retries by itself (``http_backoff``): not retried again here."""
+        try:
+            return function(*args, **kwargs)
+        except Exception as error:
+            fault = HubFault.of(error, self.api.token)
+            if fault is None:
+                raise
+            raise self.failure(step, fault, attempts=None) from None
+
+    def wait(self, step: str, fault: HubFault, attempt: int) -> None:
+        delay = self.policy.delay(attempt)
+        logger.warning(
+            "%s: %s failed (%s), retry %d/%d in %gs",
+            self.target,
+            step,
+            fault.reason,
+            attempt,
+            self.policy.attempts - 1,
+            delay,
+        )
+        self.policy.sleep(delay)
+
+    def failure(self, step: str, fault: HubFault, attempts: int | None, head: str | None = None) -> PushError:
+        """The one-line message for a fault that ends the push (nothing of it was committed)."""
+        nothing = "nothing of this push was committed" + (
+            f" ({self.target} is still at {head[:12]})" if head else ""
+        )
+        detail = f": {fault.detail}" if fault.detail and fault.detail != fault.reason else ""
+        tries = "after the client's own retries" if attempts is None else f"after {attempts} attempts"
+        if fault.kind == "auth":
+            message = (
+                f"the Hub refused the token on {step} ({fault.reason}{detail}): it is expired, revoked or has no "
+                f"write access to {self.repo_id}; {nothing}. Make a new write token (`hf auth login`, HF_TOKEN or "
+                "--token) and re-run"
+            )
+        elif fault.kind == "conflict":
+            message = (
+                f"someone else is committing to {self.target} ({fault.reason}{detail}); {nothing}. Check what "
+                "changed on the Hub, then re-run `convhub push` (it plans against the new head)"
+            )
+        elif fault.kind == "server":
+            message = (
+                f"the Hub kept failing on {step} ({fault.reason}{detail}) {tries}; {nothing}. Re-run later "
+                "(files already uploaded are not sent again)"
+            )
+        elif fault.kind == "dropped":
+            message = (
+                f"the connection to the Hub dropped on {step} ({fault.reason}) {tries}; {nothing}. Re-run later "
+                "(files already uploaded are not sent again)"
+            )
+        else:
+            message = f"the Hub refused {step} ({fault.reason}{detail}); {nothing}"
+        return PushError(f"{self.target}: {message}", kind=fault.kind, status=fault.status)
+
+
+def remote_state(session: HubSession) -> RemoteState:
+    """The head of the revision (or of ``main`` when that branch is yet to be made) and its files."""
+    api, repo_id, revision = session.api, session.repo_id, session.revision
     try:
-        info = api.repo_info(repo_id, repo_type="dataset", revision=revision)
+        info = session.call("reading the repo", _repo_info, api, repo_id, revision)
         revision_exists = True
-    except RepositoryNotFoundError:
-        return RemoteState(exists=False, head=None, revision_exists=False)
-    except RevisionNotFoundError:
-        info = api.repo_info(repo_id, repo_type="dataset")
+    except _Absent as absent:
+        if absent.what == "repo":
+            return RemoteState(exists=False, head=None, revision_exists=False)
+        info = session.call("reading the repo", _repo_info, api, repo_id, None)
         revision_exists = False
     files = {}
-    for entry in api.list_repo_tree(repo_id, repo_type="dataset", revision=info.sha, recursive=True):
+    tree = session.once(
+        "listing the repo's files",
+        lambda: list(api.list_repo_tree(repo_id, repo_type="dataset", revision=info.sha, recursive=True)),
+    )
+    for entry in tree:
         if hasattr(entry, "blob_id"):  # a RepoFile (folders have a tree_id)
             sha256 = entry.lfs.sha256 if entry.lfs else None
             files[entry.path] = RemoteFile(entry.size, entry.blob_id, sha256)
     return RemoteState(exists=True, head=info.sha, revision_exists=revision_exists, files=files)
+
+
+class _Absent(Exception):
+    def __init__(self, what: str):
+        self.what = what
+
+
+def _repo_info(api: HfApi, repo_id: str, revision: str | None):
+    """``repo_info``, with "no such repo" and "no such revision" as ``_Absent`` (answers, not faults)."""
+    try:
+        return api.repo_info(repo_id, repo_type="dataset", revision=revision)
+    except RepositoryNotFoundError as error:
+        if error.response is not None and error.response.status_code == 401 and api.token:
+            raise  # the Hub answers 401 for a repo it hides from this token: an auth fault, not an absence
+        raise _Absent("repo") from None
+    except RevisionNotFoundError:
+        raise _Absent("revision") from None
+
+
+def carries_this_push(plan: PushPlan, files: dict[str, Path], state: RemoteState) -> bool:
+    """Whether ``state`` is exactly what this push's commit makes of the planned parent (no more, no less)."""
+    changed = set(plan.uploads) | set(plan.deletions)
+    untouched = {path: remote for path, remote in plan.remote.files.items() if path not in changed}
+    if set(state.files) != set(untouched) | set(plan.uploads):
+        return False
+    if any(state.files[path].blob_id != remote.blob_id for path, remote in untouched.items()):
+        return False
+    return all(is_unchanged(files[path], state.files[path]) for path in plan.uploads)
 
 
 def is_managed(path: str) -> bool:
@@ -187,29 +412,35 @@ def push_folder(
     create_pr: bool = False,
     dry_run: bool = False,
     verify: bool = True,
+    retry: RetryPolicy | None = None,
 ) -> PushResult:
     """Push ``folder`` (a ``convhub build`` output) to the dataset repo ``repo_id`` in one commit.
 
     ``endpoint`` defaults to ``HF_ENDPOINT``; the verification loads the configs with ``datasets``, which only
-    knows ``HF_ENDPOINT``, so another endpoint is refused unless ``verify=False``.
+    knows ``HF_ENDPOINT``, so another endpoint is refused unless ``verify=False``. ``retry`` sets how the calls the
+    client sends once are retried (see the module docstring). A card without a license is refused.
     """
     folder = Path(folder)
     revision = revision or "main"
     files = local_files(folder)
     card = DatasetCard.load(files[CARD])
+    check_license(card)
     api = HfApi(endpoint=endpoint, token=token or get_token() or False)
     _check_endpoint(api.endpoint, verify)
-    result = PushResult(repo_id, revision, plan_push(files, remote_state(api, repo_id, revision)), dry_run)
+    session = HubSession(api, repo_id, revision, retry or DEFAULT_RETRY)
+    result = PushResult(repo_id, revision, plan_push(files, remote_state(session)), dry_run)
     result.warnings = license_warnings(card)
     for warning in result.warnings:
         logger.warning("%s: %s", repo_id, warning)
     if dry_run:
         return result
     if api.token is False:
-        raise PushError("no Hugging Face token: pass --token, set HF_TOKEN, or run `hf auth login`")
-    if _prepare_repo(api, result, private):  # plan again against the new repo's or branch's head
-        result.plan = plan_push(files, remote_state(api, repo_id, revision))
-    _commit(api, result, files, create_pr)
+        raise PushError(
+            "no Hugging Face token: pass --token, set HF_TOKEN, or run `hf auth login`", kind="auth"
+        )
+    if _prepare_repo(session, result, private):  # plan again against the new repo's or branch's head
+        result.plan = plan_push(files, remote_state(session))
+    _commit(session, result, files, create_pr)
     if verify:
         result.verified = verify_push(repo_id, result.commit, expected_rows(card), api.token)
     return result
@@ -225,39 +456,137 @@ def _check_endpoint(endpoint: str, verify: bool) -> None:
         )
 
 
-def _prepare_repo(api: HfApi, result: PushResult, private: bool) -> bool:
-    """Create the repo and the branch ``revision`` when absent; True when something was created."""
-    remote = result.plan.remote
+def _prepare_repo(session: HubSession, result: PushResult, private: bool) -> bool:
+    """Create the repo and the branch ``revision`` when absent; True when something was created.
+
+    Both calls use ``exist_ok``, so repeating one whose answer was lost is harmless.
+    """
+    api, remote = session.api, result.plan.remote
     if not remote.exists:
         # private=None (not False) so an organization whose repos default to private keeps its default
-        api.create_repo(result.repo_id, repo_type="dataset", private=private or None, exist_ok=True)
+        session.call(
+            "creating the repo",
+            api.create_repo,
+            result.repo_id,
+            repo_type="dataset",
+            private=private or None,
+            exist_ok=True,
+        )
         result.created_repo = True
     elif private:
         logger.info("%s exists: --private only applies to a new repo", result.repo_id)
     if not remote.revision_exists and not result.revision.startswith("refs/"):
-        api.create_branch(result.repo_id, branch=result.revision, repo_type="dataset", exist_ok=True)
+        session.call(
+            "creating the branch",
+            api.create_branch,
+            result.repo_id,
+            branch=result.revision,
+            repo_type="dataset",
+            exist_ok=True,
+        )
     return not (remote.exists and remote.revision_exists)
 
 
-def _commit(api: HfApi, result: PushResult, files: dict[str, Path], create_pr: bool) -> None:
+def _commit(session: HubSession, result: PushResult, files: dict[str, Path], create_pr: bool) -> None:
+    """Upload the new objects (the client retries those), then make the one commit (retried here, see below)."""
     plan = result.plan
     if not plan.changes:
         result.commit = plan.remote.head
         return
     operations = [CommitOperationAdd(path, str(files[path])) for path in plan.uploads]
     operations += [CommitOperationDelete(path) for path in plan.deletions]
-    info = api.create_commit(
+    additions = operations[: len(plan.uploads)]
+    session.once(
+        "uploading the files",
+        session.api.preupload_lfs_files,
         result.repo_id,
-        operations,
-        commit_message=f"convhub push: {len(plan.uploads)} files uploaded, {len(plan.deletions)} deleted",
-        commit_description=_commit_description(plan),
+        additions,
         repo_type="dataset",
         revision=result.revision,
         create_pr=create_pr,
-        parent_commit=plan.remote.head,
+        free_memory=False,
     )
-    result.commit, result.commit_url, result.pr_url = info.oid, info.commit_url, info.pr_url
-    result.created_commit = True
+    for attempt in range(1, session.policy.attempts + 1):
+        try:
+            info = session.api.create_commit(
+                result.repo_id,
+                operations,
+                commit_message=f"convhub push: {len(plan.uploads)} files uploaded, {len(plan.deletions)} deleted",
+                commit_description=_commit_description(plan),
+                repo_type="dataset",
+                revision=result.revision,
+                create_pr=create_pr,
+                parent_commit=plan.remote.head,
+            )
+        except Exception as error:
+            fault = HubFault.of(error, session.api.token)
+            if fault is None:
+                raise
+            if _resolve_failed_commit(session, result, files, fault, attempt, create_pr):
+                return
+            session.wait("the commit", fault, attempt)
+            continue
+        result.commit, result.commit_url, result.pr_url = info.oid, info.commit_url, info.pr_url
+        result.created_commit = True
+        return
+
+
+def _resolve_failed_commit(
+    session: HubSession,
+    result: PushResult,
+    files: dict[str, Path],
+    fault: HubFault,
+    attempt: int,
+    create_pr: bool,
+) -> bool:
+    """After a failed commit: True when it landed after all, False to retry; raises when the push must stop.
+
+    A refusal (401/403, other 4xx) means nothing landed. Otherwise the head is read back: still the parent → not
+    landed (retry a transient fault while attempts remain; a 409 is someone else's commit in progress); moved to
+    exactly this push's tree → landed, the answer was lost; moved elsewhere → someone else committed. A pull
+    request is never retried: its commit goes to a new ``refs/pr/N`` that the head does not show.
+    """
+    plan = result.plan
+    if fault.kind in ("auth", "refused"):
+        raise session.failure("the commit", fault, attempt, head=plan.remote.head)
+    if create_pr:
+        raise PushError(
+            f"{session.target}: opening the pull request failed ({fault.reason}): it may or may not have been "
+            "opened; check the repo's pull requests before re-running `convhub push --create-pr`",
+            kind="unknown-landing",
+            status=fault.status,
+        )
+    try:
+        state = remote_state(session)
+    except PushError as error:
+        raise PushError(
+            f"{session.target}: the commit's answer was lost ({fault.reason}) and the head could not be read back "
+            f"({error}): the commit may or may not have landed. Re-run `convhub push`: it compares files with the "
+            "repo and commits only what is missing",
+            kind="unknown-landing",
+            status=fault.status,
+        ) from None
+    if state.head == plan.remote.head:
+        if fault.kind == "conflict" or not fault.transient or attempt == session.policy.attempts:
+            raise session.failure("the commit", fault, attempt, head=state.head)
+        return False
+    if carries_this_push(plan, files, state):
+        logger.warning(
+            "%s: the commit's answer was lost (%s) but %s carries exactly this push: done",
+            session.target,
+            fault.reason,
+            state.head[:12],
+        )
+        result.commit, result.created_commit = state.head, True
+        result.commit_url = f"{session.api.endpoint}/datasets/{session.repo_id}/commit/{state.head}"
+        return True
+    raise PushError(
+        f"{session.target}: someone else committed while this push ran ({fault.reason}): the head is now "
+        f"{state.head[:12]}, this push was planned against {(plan.remote.head or '')[:12]}; nothing of this push was "
+        "committed. Check what changed on the Hub, then re-run `convhub push` (it plans against the new head)",
+        kind="conflict",
+        status=fault.status,
+    )
 
 
 def _commit_description(plan: PushPlan) -> str:
@@ -275,7 +604,8 @@ def verify_push(
             loaded[config] = _load_back(repo_id, config, commit, token, cache_dir)
             if loaded[config] != splits:
                 raise PushError(
-                    f"{repo_id}@{commit} config {config}: loaded {loaded[config]}, built {splits}"
+                    f"{repo_id}@{commit} config {config}: loaded {loaded[config]}, built {splits}",
+                    kind="verify",
                 )
     return loaded
 
@@ -286,7 +616,10 @@ def _load_back(repo_id: str, config: str, commit: str, token, cache_dir: str) ->
     try:
         dataset = datasets.load_dataset(repo_id, config, revision=commit, token=token, cache_dir=cache_dir)
     except Exception as error:  # whatever stops a user loading what was pushed fails the push
-        raise PushError(f"{repo_id}@{commit} config {config} does not load back: {error}") from error
+        raise PushError(
+            f"{repo_id}@{commit} config {config} does not load back: {redact(str(error), token)}",
+            kind="verify",
+        ) from error
     return {split: dataset[split].num_rows for split in dataset}
 
 
@@ -320,7 +653,7 @@ def run(args) -> int:
             dry_run=args.dry_run,
         )
     except (PushError, HfHubHTTPError) as error:
-        print(f"convhub push: error: {str(error).strip()}", file=sys.stderr)
+        print(f"convhub push: error: {redact(str(error), args.token)}", file=sys.stderr)
         return 1
     print_result(result)
     return 0

@@ -8,8 +8,13 @@ GET). Tests drive the real clients against it, then read the double's state: eve
 (sha, parent, files) and every request is logged (method, path, route, status; never a header value, so
 never a token).
 
-Failure injection: ``hub.fail_next(route, times, status=...)`` or ``drop=True`` makes the next requests to a
-route fail with that status or a connection closed before any answer (for the retry tests of a later issue).
+Failure injection: ``hub.fail_next(route, times, status=...)`` or ``drop=...`` makes the next requests to a
+route fail: with that status (and the Hub's message for it), or with a connection closed without an answer, at
+one of three moments (``DROP_MOMENTS``): ``True`` / ``"before-handling"`` (the request was read, nothing done),
+``"mid-body"`` (half the body read, nothing done: a connection lost mid-upload), ``"after-handling"`` (the request
+took effect, the answer is lost: the client cannot tell whether a commit landed). ``echo_headers=True`` puts
+the request's headers into the error answer, as a careless proxy does (the token too: tests check it does not
+leak further). ``hub.expire_token()`` makes every later request carrying the token answer 401.
 
 Pure standard library (plus PyYAML, which ``huggingface_hub`` depends on): importing this module must not
 import ``huggingface_hub``, because ``HF_ENDPOINT`` is only read when that is first imported.
@@ -117,11 +122,21 @@ class LoggedRequest:
     authorized: bool = False
 
 
+DROP_MOMENTS = ("before-handling", "mid-body", "after-handling")
+FAULT_MESSAGES = {  # what the Hub says for these statuses (the client picks its exception by some of them)
+    401: "Invalid credentials in Authorization header",
+    403: "You don't have the rights to create a commit on this repo",
+    409: "A commit is already in progress on this branch (injected fault)",
+    412: "A commit has happened since. Please refresh and try again. (injected fault)",
+}
+
+
 @dataclass
 class Fault:
     times: int
     status: int | None
-    drop: bool
+    drop: str | None  # one of DROP_MOMENTS
+    echo_headers: bool = False
 
 
 class HubError(Exception):
@@ -166,6 +181,7 @@ class HubDouble:
         self.requests: list[LoggedRequest] = []
         self.validated_cards: list[dict] = []
         self._faults: dict[str, Fault] = {}
+        self.token_expired = False
         self._lock = threading.RLock()
         self._sock = sock
         self._server: ThreadingHTTPServer | None = None
@@ -203,19 +219,36 @@ class HubDouble:
             self.requests.clear()
             self.validated_cards.clear()
             self._faults.clear()
+            self.token_expired = False
 
     # -- what tests use ----------------------------------------------------------------------------------
-    def fail_next(self, route: str, times: int = 1, *, status: int | None = None, drop: bool = False) -> None:
+    def fail_next(
+        self,
+        route: str,
+        times: int = 1,
+        *,
+        status: int | None = None,
+        drop: bool | str = False,
+        echo_headers: bool = False,
+    ) -> None:
         """Make the next ``times`` requests to ``route`` (a name in ``ROUTES``) fail.
 
-        With ``status``: that HTTP status (and a JSON error). With ``drop=True``: the connection is closed
-        after the request is read and before any answer, as a proxy or a crashed server would.
+        With ``status``: that HTTP status (and a JSON error; with ``echo_headers`` the request's headers in it).
+        With ``drop``: the connection is closed without an answer, as a proxy or a crashed server would;
+        ``True`` or a moment of ``DROP_MOMENTS`` says when.
         """
         if route not in {name for _, name, _ in ROUTES}:
             raise ValueError(f"unknown route {route!r}")
         if (status is None) == (not drop):
-            raise ValueError("give exactly one of status= or drop=True")
-        self._faults[route] = Fault(times, status, drop)
+            raise ValueError("give exactly one of status= or drop=")
+        moment = DROP_MOMENTS[0] if drop is True else drop or None
+        if moment is not None and moment not in DROP_MOMENTS:
+            raise ValueError(f"drop must be True or one of {DROP_MOMENTS}")
+        self._faults[route] = Fault(times, status, moment, echo_headers)
+
+    def expire_token(self) -> None:
+        """From now on the token is refused (401) on every route, as the Hub does for an expired token."""
+        self.token_expired = True
 
     def repo(self, repo_id: str, repo_type: str = "dataset") -> Repo:
         return self.repos[f"{repo_type}/{repo_id}"]
@@ -285,24 +318,32 @@ class _Handler(BaseHTTPRequestHandler):
                 route = name
                 break
         token = self.hub.token
-        authorized = token is not None and self.headers.get("Authorization") == f"Bearer {token}"
+        presents_token = token is not None and self.headers.get("Authorization") == f"Bearer {token}"
+        authorized = presents_token and not self.hub.token_expired
         query = parse_qs(parts.query)
         logged = LoggedRequest(method, unquote(parts.path), query, route, authorized=authorized)
         with self.hub._lock:
             self.hub.requests.append(logged)
-        body = self._read_body()
+        fault = self.hub.take_fault(route)
         try:
-            fault = self.hub.take_fault(route)
-            if fault and fault.drop:
+            if fault and fault.drop == "mid-body":
+                self._read_part_of_body()
                 raise DroppedConnection
-            if fault:
-                raise HubError(fault.status, "injected fault")
+            body = self._read_body()
+            if fault and fault.drop == "before-handling":
+                raise DroppedConnection
+            if fault and fault.status:
+                raise HubError(fault.status, self._fault_message(fault))
+            if presents_token and self.hub.token_expired:
+                raise HubError(401, FAULT_MESSAGES[401])
             if match is None:
                 raise HubError(404, f"no route for {method} {parts.path}")
             params = {key: unquote(value) for key, value in match.groupdict().items() if value is not None}
             handler = getattr(self, f"_{route}")
             with self.hub._lock:
                 status, headers, payload = handler(params, logged, body)
+            if fault and fault.drop == "after-handling":
+                raise DroppedConnection
         except DroppedConnection:
             logged.status = -1
             self.close_connection = True
@@ -315,6 +356,20 @@ class _Handler(BaseHTTPRequestHandler):
                 headers["X-Error-Code"] = error.code
         logged.status = status
         self._answer(method, status, headers, payload)
+
+    def _fault_message(self, fault: Fault) -> str:
+        message = FAULT_MESSAGES.get(fault.status, "injected fault")
+        if fault.echo_headers:  # a careless proxy echoing what it received, the Authorization header included
+            message += " | request headers: " + "; ".join(f"{k}: {v}" for k, v in self.headers.items())
+        return message
+
+    def _read_part_of_body(self) -> None:
+        """Read half the body (or the first chunk): the connection is then lost mid-upload."""
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            self.rfile.read(size // 2)
+        else:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0) // 2)
 
     def _read_body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":

@@ -22,7 +22,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from builders import registry
 from builders.build import build_source
 from builders.cli import main
-from builders.push import PushError, push_folder
+from builders.push import PushError, RetryPolicy, push_folder
 
 REPO = "org/locomo-unified"
 ROOT = Path(__file__).resolve().parents[1]
@@ -191,9 +191,10 @@ def test_a_concurrent_commit_fails_the_push_instead_of_mixing_builds(hub, folder
         return real_plan(local, remote)
 
     monkeypatch.setattr(push, "plan_push", plan_then_someone_commits)
-    with pytest.raises(HfHubHTTPError) as raised:
+    with pytest.raises(PushError, match="someone else committed") as raised:
         push_folder(folder, REPO, verify=False)
-    assert raised.value.response.status_code == 412
+    assert raised.value.kind == "conflict" and raised.value.status == 412
+    assert len(hub.calls("commit")) == 3  # ours, the other's, ours again: not retried
     assert "edited" not in hub.repo(REPO).head("main").files["README.md"].content.decode()
 
 
@@ -233,17 +234,18 @@ def test_push_refuses_a_folder_built_from_another_source(hub, folder, capsys):
 
 
 def test_a_failed_commit_leaves_the_repo_untouched_and_the_next_push_lands(hub, folder):
-    hub.fail_next("commit", status=500)
-    with pytest.raises(HfHubHTTPError) as raised:
-        push_folder(folder, REPO)
-    assert raised.value.response.status_code == 500
+    waits = []
+    hub.fail_next("commit", times=4, status=500)
+    with pytest.raises(PushError, match="kept failing on the commit") as raised:
+        push_folder(folder, REPO, retry=RetryPolicy(sleep=waits.append))
+    assert raised.value.status == 500 and waits == [1, 2, 4]
     assert len(hub.repo(REPO).commits) == 1  # only the repo's initial commit
     uploaded = len(hub.calls("lfs_upload"))
 
     result = push_folder(folder, REPO)
 
     assert result.created_commit and len(hub.repo(REPO).commits_on("main")) == 2
-    assert [call.status for call in hub.calls("commit")] == [500, 200]
+    assert [call.status for call in hub.calls("commit")] == [500] * 4 + [200]
     assert len(hub.calls("lfs_upload")) == uploaded  # the Hub kept the objects: not sent twice
 
 
@@ -295,14 +297,18 @@ def test_a_pushed_config_whose_rows_differ_from_the_card_fails_the_push(hub, fol
     assert len(hub.repo(REPO).commits) == 2  # the commit landed: the failure tells the user it is wrong
 
 
-def test_a_hub_error_is_reported_on_stderr_with_exit_status_1(hub, folder, capsys):
-    hub.fail_next("commit", status=500)
+def test_a_hub_error_is_reported_on_stderr_with_exit_status_1(hub, folder, capsys, monkeypatch):
+    import builders.push as push
+
+    monkeypatch.setattr(push, "DEFAULT_RETRY", RetryPolicy(sleep=lambda seconds: None))
+    hub.fail_next("commit", times=4, status=500)
 
     assert main(["push", "locomo", "--repo-id", REPO, "--folder", str(folder)]) == 1
 
     err = capsys.readouterr().err
-    assert err.startswith("convhub push: error: Server error '500 Internal Server Error'")
-    assert "injected fault" in err and "Traceback" not in err  # the Hub's own message is passed on
+    assert err.startswith(f"convhub push: error: {REPO}@main: the Hub kept failing on the commit")
+    assert "(500 Internal Server Error: injected fault) after 4 attempts" in err  # the Hub's own message
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def test_push_of_fewer_subsets_deletes_the_stale_subset_shards(hub, tmp_path):
