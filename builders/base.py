@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 import datasets
 from datasets.builder import Key
 
-from builders.errors import Notes
+from builders import quarantine
+from builders.errors import Notes, SourceError
 from builders.stats import Report
 from builders.views import DEFAULT_VIEW, SHARED_VIEWS, Record, Row, View
 
@@ -35,6 +36,11 @@ class ConvHubConfig(datasets.BuilderConfig):
     #: When set, each worker writes the normalization counts and statistics of the records it parsed
     #: here (``report-*.json``), so a build needs no separate checking pass over the source.
     report_dir: str | None = None
+    #: ``raise``: the first bad source record stops the build (a SourceError naming file, record, field).
+    #: ``skip``: it is left out and written to ``quarantine_dir`` (see ``builders.quarantine``).
+    on_bad_record: str = "raise"
+    #: Where each process appends the records it rejected under ``skip`` (``quarantine-<pid>.jsonl``).
+    quarantine_dir: str | None = None
 
 
 class ConversationBuilder(datasets.GeneratorBasedBuilder):
@@ -92,6 +98,32 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         """Rows of a table view (one not derived from conversations)."""
         raise NotImplementedError(f"{self.SOURCE} has no table view {view.name!r}")
 
+    # -- bad records -----------------------------------------------------------------------------
+
+    def reject(self, error: SourceError, raw: Any = None, scope: str = "record") -> None:
+        """A bad source record: raised (``on_bad_record="raise"``), or quarantined and skipped.
+
+        Parsers take this as their ``reject`` callback, called once per bad record (a LoCoMo sample, a
+        GigaMemory or MNBVC line, a ConvLab dialogue) with the record's raw text or value.
+        """
+        if quarantine.check_policy(self.config.on_bad_record) == "raise":
+            raise error
+        quarantine.write(self.config.quarantine_dir, error, raw, scope)
+
+    def records_of(self, shard: Shard, notes: Notes) -> Iterator[Record]:
+        """``parse_shard`` under the bad-record policy: with ``skip``, an error the parser could not pin
+        on one record (an unreadable file, a truncated gzip) quarantines the rest of the shard."""
+        try:
+            yield from self.parse_shard(shard, notes)
+        except SourceError as error:
+            self.reject(error, None, scope="file")
+
+    def _table_rows(self, view: View, shard: Shard) -> Iterator[Row]:
+        try:
+            yield from self.table_rows(view, shard)
+        except SourceError as error:
+            self.reject(error, None, scope="file")
+
     # -- datasets plumbing ---------------------------------------------------------------------
 
     @property
@@ -118,9 +150,9 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         report = Report() if self.config.report_dir and not view.is_table else None
         for shard_index, shard in enumerate(shards):
             if view.is_table:
-                rows = self.table_rows(view, shard)
+                rows = self._table_rows(view, shard)
             else:
-                records = self.parse_shard(shard, report.notes if report else Notes())
+                records = self.records_of(shard, report.notes if report else Notes())
                 if report:
                     records = report.counting(split, records)
                 rows = (row for record in records for row in view.rows_from_record(record))
@@ -136,5 +168,5 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         dl_manager = datasets.DownloadManager(dataset_name=self.SOURCE, data_dir=self.config.data_dir)
         for split, shards in self.shards(dl_manager).items():
             for shard in shards:
-                for record in self.parse_shard(shard, notes):
+                for record in self.records_of(shard, notes):
                     yield split, record

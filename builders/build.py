@@ -17,15 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datasets.arrow_writer import ParquetWriter
 
-from builders import registry
+from builders import quarantine, registry
 from builders.derive import DERIVERS, derive_file
 from builders.errors import Notes, SourceError
-from builders.stats import Report, Statistics
+from builders.stats import Report, SplitStats, Statistics
 from builders.views import SESSIONS
 
 SHARD_NAME = re.compile(r"-(?P<split>[^-]+?)(?:-(?P<index>\d{5})-of-(?P<total>\d{5}))?\.parquet$")
@@ -50,16 +51,46 @@ class BuildResult:
     configs: dict[str, ConfigBuild]
     notes: Notes
     statistics: Statistics
+    #: Records left out under ``on_bad_record="skip"`` and the file listing them (beside ``output``).
+    skipped: int = 0
+    quarantine: Path | None = None
 
 
 def check_source(
-    source: str, data_dir: str | None = None, subsets=None, source_format: str | None = None
+    source: str,
+    data_dir: str | None = None,
+    subsets=None,
+    source_format: str | None = None,
+    on_bad_record: str = "raise",
+    quarantine_dir: str | None = None,
 ) -> tuple[Notes, Statistics]:
-    """Parse every record as the build would; return the normalization counts and the statistics."""
-    builder = registry.get(source)(data_dir=data_dir, subsets=_tuple(subsets), source_format=source_format)
-    notes, statistics = Notes(), Statistics()
-    for split, record in builder.iter_records(notes):
-        statistics.add(split, record)
+    """Parse every record as the build would; return the normalization counts and the statistics.
+
+    Conversation ids must be unique across files and subsets too. With ``on_bad_record="skip"`` the
+    rejected records are counted in the notes (and written to ``quarantine_dir`` when given).
+    """
+    with tempfile.TemporaryDirectory(prefix="convhub-check-") as scratch:
+        folder = quarantine_dir or scratch
+        builder = registry.get(source)(
+            data_dir=data_dir,
+            subsets=_tuple(subsets),
+            source_format=source_format,
+            on_bad_record=quarantine.check_policy(on_bad_record),
+            quarantine_dir=folder,
+        )
+        notes, statistics = Notes(), Statistics()
+        first_seen: dict[str, str] = {}
+        for split, record in builder.iter_records(notes):
+            place = f"{split} split, subset {record['subset']!r}"
+            conversation_id = record["conversation_id"]
+            if conversation_id in first_seen:
+                problem = f"duplicate conversation_id {conversation_id!r}, also in the {first_seen[conversation_id]}"
+                builder.reject(SourceError(place, conversation_id, "conversation_id", problem), record)
+                continue
+            first_seen[conversation_id] = place
+            statistics.add(split, record)
+        if quarantine_dir is None:  # else the caller counts its folder
+            notes.update(quarantine.counts(quarantine.collect(folder)))
     return notes, statistics
 
 
@@ -71,25 +102,42 @@ def build_source(
     num_proc: int | None = None,
     subsets: list[str] | None = None,
     source_format: str | None = None,
+    on_bad_record: str = "raise",
 ) -> BuildResult:
-    """Build ``configs`` (all by default) of ``source`` into ``output``, replacing it only on success."""
+    """Build ``configs`` (all by default) of ``source`` into ``output``, replacing it only on success.
+
+    ``on_bad_record="skip"``: bad source records are left out, listed with their reason in
+    ``<output>.quarantine.jsonl`` beside the folder, and counted in the card's normalizations.
+    """
     from builders.cards import write_card  # the card module imports Jinja2; keep `check` light
 
     builder_cls = registry.get(source)
     configs = list(configs or [view.name for view in builder_cls.views()])
     for name in configs:
         builder_cls.view_named(name)  # fail on a misspelt config before any work
+    quarantine.check_policy(on_bad_record)
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
     try:
         with tempfile.TemporaryDirectory(prefix="convhub-work-") as work:
             run = _Run(builder_cls, data_dir, _tuple(subsets), num_proc, Path(work), staging, source_format)
+            run.on_bad_record = on_bad_record  # (a keyword of _Run: kept apart from the positional ones)
             built = run.build_all(configs)
             notes, statistics = run.report(source, subsets)
+            rejected = quarantine.collect(run.quarantine_dir)
+            notes.update(quarantine.counts(rejected))
             for config, split in run.left_out:
                 notes.add(f"split with no row left out of the build: {config}/{split}")
-        result = BuildResult(source, output, built, notes, statistics)
+        if rejected and (not built or (run.sessions is not None and not run.sessions.splits)):
+            quarantine.save(rejected, quarantine.path_beside(output))
+            raise SourceError(
+                data_dir or source,
+                None,
+                None,
+                f"no record left to build: all {len(rejected)} rejected ({quarantine.path_beside(output)})",
+            )
+        result = BuildResult(source, output, built, notes, statistics, skipped=len(rejected))
         write_card(result, staging)
         if output.exists():
             shutil.rmtree(output)
@@ -97,7 +145,18 @@ def build_source(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    _place_quarantine(result, rejected)
     return result
+
+
+def _place_quarantine(result: BuildResult, rejected: list[dict]) -> None:
+    """Write the build's rejections beside its folder, or remove a file an earlier build left there."""
+    target = quarantine.path_beside(result.output)
+    if rejected:
+        quarantine.save(rejected, target)
+        result.quarantine = target
+    else:
+        target.unlink(missing_ok=True)
 
 
 @dataclass
@@ -114,6 +173,15 @@ class _Run:
     sessions: ConfigBuild | None = None
     sessions_root: Path | None = None
     left_out: list[tuple[str, str]] = field(default_factory=list)
+    on_bad_record: str = "raise"
+    #: Sessions rows left out as later duplicates of a conversation_id (skip mode): (split, row as a dict).
+    duplicates: list[tuple[str, dict]] = field(default_factory=list)
+
+    @property
+    def quarantine_dir(self) -> Path:
+        folder = self.work / "quarantine"
+        folder.mkdir(exist_ok=True)
+        return folder
 
     def build_all(self, configs: list[str]) -> dict[str, ConfigBuild]:
         if any(name == SESSIONS.name or name in DERIVERS for name in configs):
@@ -121,6 +189,7 @@ class _Run:
             self.sessions_root = self.staging if keep else self.work / "sessions-only"
             self.sessions_root.mkdir(exist_ok=True)
             self.sessions = self.run_builder(SESSIONS.name, self.sessions_root, report=True)
+            self.drop_duplicate_ids()
         built = {}
         for name in configs:
             if name == SESSIONS.name:
@@ -129,6 +198,7 @@ class _Run:
                 config = self.derive(name)
             else:
                 config = self.run_builder(name, self.staging, report=False)
+                self.drop_rows_of_duplicates(config)
             if self.drop_empty_splits(config):
                 built[name] = config
         if self.builder_cls.SUBSET_CONFIGS:
@@ -145,6 +215,8 @@ class _Run:
             subsets=self.subsets,
             source_format=self.source_format,
             report_dir=str(report_dir) if report else None,
+            on_bad_record=self.on_bad_record,
+            quarantine_dir=str(self.quarantine_dir),
             cache_dir=str(self.work / "cache"),
         )
         try:
@@ -168,6 +240,79 @@ class _Run:
                 shutil.move(path, root / relative)
                 built.files[split].append(relative)
         return built
+
+    def drop_duplicate_ids(self) -> None:
+        """``conversation_id`` is unique in the dataset: checked over every sessions shard with Arrow.
+
+        Shards are parsed apart (by ``num_proc`` workers), so a parser can only see duplicates in its own
+        shard. ``raise``: a SourceError names both shards and rows and their subsets. ``skip``: the later
+        row (in split, shard, row order) is removed and quarantined with its canonical record.
+        """
+        found = find_duplicate_ids(self.sessions_root, self.sessions)
+        if not found:
+            return
+        removed: dict[tuple[str, int], list[int]] = {}
+        for conversation_id, first, later in found:
+            problem = (
+                f"duplicate conversation_id {conversation_id!r}, also in {first['file']} row {first['row']} "
+                f"(subset {first['subset']!r})"
+            )
+            where = f"row {later['row']} (subset {later['subset']!r})"
+            error = SourceError(later["file"], where, "conversation_id", problem)
+            if self.on_bad_record == "raise":
+                raise error
+            row = _row(self.sessions_root / later["file"], later["row"])
+            quarantine.write(str(self.quarantine_dir), error, row)
+            removed.setdefault((later["split"], later["index"]), []).append(later["row"])
+            self.duplicates.append((later["split"], row))
+        for (split, index), rows in removed.items():
+            path = self.sessions_root / self.sessions.files[split][index]
+            table = pq.read_table(path)
+            keep = np.ones(table.num_rows, dtype=bool)
+            keep[rows] = False
+            dropped_bytes = table.filter(pa.array(~keep)).nbytes
+            pq.write_table(table.filter(pa.array(keep)), path)
+            info = self.sessions.splits[split]
+            self.sessions.splits[split] = datasets.SplitInfo(
+                split, max(info.num_bytes - dropped_bytes, 0), info.num_examples - len(rows)
+            )
+
+    def drop_rows_of_duplicates(self, built: ConfigBuild) -> None:
+        """A source's own per-conversation config drops the rows of the sessions rows dropped as duplicates.
+
+        Its rows are matched by (conversation_id, subset); when the kept and the dropped conversation share
+        both, they cannot be told apart there, and the build stops.
+        """
+        if not self.duplicates or not {"conversation_id", "subset"} <= set(built.features):
+            return
+        dropped = {(row["conversation_id"], row["subset"]) for _, row in self.duplicates}
+        kept = _kept_places(self.sessions_root, self.sessions, {key[0] for key in dropped})
+        ambiguous = dropped & kept
+        if ambiguous:
+            conversation_id, subset = sorted(ambiguous)[0]
+            raise SourceError(
+                subset,
+                conversation_id,
+                "conversation_id",
+                f"duplicate conversation_id in one subset: the {built.name} config cannot tell the two apart",
+            )
+        for split, files in built.files.items():
+            for relative in files:
+                path = self.staging / relative
+                table = pq.read_table(path)
+                pairs = zip(
+                    table.column("conversation_id").to_pylist(),
+                    table.column("subset").to_pylist(),
+                    strict=True,
+                )
+                keep = [pair not in dropped for pair in pairs]
+                if all(keep):
+                    continue
+                pq.write_table(table.filter(pa.array(keep)), path)
+                info = built.splits[split]
+                built.splits[split] = datasets.SplitInfo(
+                    split, info.num_bytes, info.num_examples - (len(keep) - sum(keep))
+                )
 
     def derive(self, name: str) -> ConfigBuild:
         features = self.builder_cls.view_named(name).features
@@ -202,8 +347,85 @@ class _Run:
         """The workers' merged notes and statistics; a checking pass only if no config parsed records."""
         report = Report.load_all(str(self.work / "reports")) if self.sessions else None
         if report is None:
-            return check_source(source, self.data_dir, subsets, self.source_format)
+            return check_source(
+                source,
+                self.data_dir,
+                subsets,
+                self.source_format,
+                self.on_bad_record,
+                str(self.quarantine_dir),
+            )
+        for split, row in self.duplicates:
+            forget(report.statistics, split, row)
         return report.notes, report.statistics
+
+
+def _id_table(root: Path, built: ConfigBuild) -> pa.Table:
+    """conversation_id and subset of every sessions row, with its split, shard index and row."""
+    tables = []
+    for split, files in built.files.items():
+        for index, relative in enumerate(files):
+            table = pq.read_table(root / relative, columns=["conversation_id", "subset"])
+            tables.append(
+                table.append_column("split", pa.array([split] * table.num_rows, pa.string()))
+                .append_column("index", pa.array(np.full(table.num_rows, index, dtype=np.int32)))
+                .append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+                .append_column("order", pa.array(np.full(table.num_rows, len(tables), dtype=np.int32)))
+            )
+    return pa.concat_tables(tables) if tables else pa.table({"conversation_id": pa.array([], pa.string())})
+
+
+def find_duplicate_ids(root: Path, built: ConfigBuild) -> list[tuple[str, dict, dict]]:
+    """(conversation_id, first place, later place) for every repeated id; a place names split, file and row.
+
+    Only the id and subset columns are read, and counting is Arrow's: memory is a few dozen bytes a row.
+    """
+    table = _id_table(root, built)
+    if table.num_rows == 0:
+        return []
+    counts = table.group_by("conversation_id").aggregate([("conversation_id", "count")])
+    repeated = counts.filter(pc.greater(counts.column("conversation_id_count"), 1)).column("conversation_id")
+    if len(repeated) == 0:
+        return []
+    rows = table.filter(pc.is_in(table.column("conversation_id"), value_set=repeated)).to_pylist()
+    rows.sort(key=lambda place: (place["order"], place["row"]))
+    first: dict[str, dict] = {}
+    found = []
+    for place in rows:
+        place["file"] = built.files[place["split"]][place["index"]]
+        if place["conversation_id"] in first:
+            found.append((place["conversation_id"], first[place["conversation_id"]], place))
+        else:
+            first[place["conversation_id"]] = place
+    return found
+
+
+def _kept_places(root: Path, built: ConfigBuild, ids: set[str]) -> set[tuple[str, str]]:
+    table = _id_table(root, built)
+    table = table.filter(
+        pc.is_in(table.column("conversation_id"), value_set=pa.array(sorted(ids), pa.string()))
+    )
+    return set(
+        zip(table.column("conversation_id").to_pylist(), table.column("subset").to_pylist(), strict=True)
+    )
+
+
+def _row(path: Path, row: int) -> dict:
+    return pq.read_table(path).slice(row, 1).to_pylist()[0]
+
+
+def forget(statistics: Statistics, split: str, record: dict) -> None:
+    """Take one record back out of the statistics (a sessions row dropped after the workers counted it)."""
+    removed = SplitStats()
+    removed.add(record)
+    stats = statistics.by_split_subset[(split, record["subset"])]
+    for name in ("conversations", "sessions", "turns", "questions", "tokens"):
+        setattr(stats, name, getattr(stats, name) - getattr(removed, name))
+    for name in ("turns_with_acts", "turns_with_state", "turns_with_images"):
+        setattr(stats, name, getattr(stats, name) - getattr(removed, name))
+    stats.categories.subtract(removed.categories)
+    stats.roles.subtract(removed.roles)
+    stats.categories, stats.roles = +stats.categories, +stats.roles
 
 
 def split_by_subset(staging: Path, built: ConfigBuild, batch_rows: int = 256) -> None:

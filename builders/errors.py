@@ -8,6 +8,8 @@ the dataset card can say what was normalized and how often.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 
 class SourceError(ValueError):
@@ -38,3 +40,13 @@ class Notes(Counter):
 
     def as_sorted_list(self) -> list[tuple[str, int]]:
         return sorted(self.items(), key=lambda item: (-item[1], item[0]))
+
+
+#: What a parser calls with a bad record (the error, and the record's raw text or value when it has it):
+#: :func:`raise_error` by default; ``--on-bad-record skip`` passes one that quarantines it and goes on.
+Reject = Callable[[SourceError, Any], None]
+
+
+def raise_error(error: SourceError, raw: Any = None) -> None:
+    """The default bad-record policy: stop at the first bad record."""
+    raise error
