@@ -22,6 +22,13 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format", dest="source_format", help="file format, where a source has several (MNBVC)"
     )
+    parser.add_argument(
+        "--on-bad-record",
+        choices=("raise", "skip"),
+        default="raise",
+        help="a bad source record stops with an error naming it (raise, the default), or is left out and "
+        "listed with its reason in OUTPUT.quarantine.jsonl beside the output folder (skip)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,6 +90,7 @@ def run_build(args) -> int:
             args.num_proc,
             args.subsets,
             source_format=args.source_format,
+            on_bad_record=args.on_bad_record,
         )
         print_build(result)
     return 0
@@ -94,14 +102,24 @@ def print_build(result) -> None:
         splits = ", ".join(f"{split} {info.num_examples:,} rows" for split, info in built.splits.items())
         files = sum(len(paths) for paths in built.files.values())
         print(f"  {name:<14} {splits}  ({files} Parquet file{'s' if files != 1 else ''})")
+    if getattr(result, "skipped", 0):
+        print(
+            f"warning: {result.skipped:,} bad record(s) skipped, each with its reason in {result.quarantine}",
+            file=sys.stderr,
+        )
 
 
 def run_check(args) -> int:
     from builders.build import check_source
 
     data_dir = registry.get(args.source).sample_dir() if args.sample else args.data_dir
-    notes, statistics = check_source(args.source, data_dir, args.subsets, args.source_format)
-    print(f"{args.source}: OK")
+    notes, statistics = check_source(
+        args.source, data_dir, args.subsets, args.source_format, on_bad_record=args.on_bad_record
+    )
+    from builders.quarantine import NOTE_PREFIX
+
+    skipped = sum(count for kind, count in notes.items() if kind.startswith(NOTE_PREFIX))
+    print(f"{args.source}: OK" + (f" after skipping {skipped:,} bad record(s)" if skipped else ""))
     print(markdown_table(statistics.table()))
     print("\nnormalizations:")
     for kind, count in notes.as_sorted_list() or [("none", 0)]:
