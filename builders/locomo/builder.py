@@ -97,7 +97,7 @@ def _check_unique_sample_ids(files: list[str]) -> None:
     first_file: dict[str, str] = {}
     for path in files:
         for index, sample in enumerate(parse.read_samples(path)):
-            sample_id = sample.get("sample_id")
+            sample_id = sample.get("sample_id") if isinstance(sample, dict) else None
             if not isinstance(sample_id, str):
                 continue  # parse_sample reports it, naming the field
             if sample_id in first_file and first_file[sample_id] != path:
@@ -144,8 +144,8 @@ class LocomoBuilder(ConversationBuilder):
             if not files:
                 raise FileNotFoundError(f"no LoCoMo *.json file in {data_dir}")
         files = self._only_subsets(files)
-        if len(files) > 1:
-            _check_unique_sample_ids(files)
+        if len(files) > 1 and self.config.on_bad_record == "raise":
+            _check_unique_sample_ids(files)  # with skip, the build's own id check drops the later one
         return {"test": files}
 
     def _only_subsets(self, files: list[str]) -> list[str]:
@@ -162,4 +162,4 @@ class LocomoBuilder(ConversationBuilder):
         return kept
 
     def parse_shard(self, shard, notes):
-        return parse.parse_file(shard, notes)
+        return parse.parse_file(shard, notes, self.reject)

@@ -19,7 +19,7 @@ from typing import Any
 from dateutil import parser as dateparser
 
 from builders import schema
-from builders.errors import Notes, SourceError
+from builders.errors import Notes, Reject, SourceError, raise_error
 
 #: LoCoMo's own evaluation code (task_eval/evaluation.py) and most published results use these names.
 #: The format document in shared/seeds calls 1 single-hop, 3 multi-hop and 4 open-domain instead.
@@ -41,30 +41,53 @@ SAMPLE_KEYS = {"sample_id", "conversation", "qa", *SESSION_TABLES}
 SPEAKER_KEYS = ("speaker_a", "speaker_b")
 
 
-def read_samples(path: str | Path) -> list[dict[str, Any]]:
-    """The samples of one LoCoMo file; an error names the file when it is not a JSON list of objects."""
+def read_samples(path: str | Path) -> list[Any]:
+    """The samples of one LoCoMo file; an error names the file when it is not a JSON list.
+
+    Each sample is checked by :func:`parse_file`, so that one bad sample can be skipped alone.
+    """
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise SourceError(path, None, None, f"not valid UTF-8 JSON: {error}") from error
+        with open(path, "rb") as handle:
+            data = json.loads(handle.read().decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise SourceError(
+            path, None, None, f"not valid UTF-8 JSON (the bytes are not UTF-8): {error}"
+        ) from error
+    except json.JSONDecodeError as error:
+        if not error.doc.strip():
+            raise SourceError(path, None, None, "the file is empty (a LoCoMo file is a JSON list)") from None
+        problem = f"not valid UTF-8 JSON (the JSON is broken or truncated): {error}"
+        raise SourceError(path, None, None, problem) from error
     if not isinstance(data, list):
         raise SourceError(path, None, None, f"expected a JSON list of samples, got {type(data).__name__}")
-    for index, sample in enumerate(data):
-        if not isinstance(sample, dict):
-            raise SourceError(path, index, None, f"expected an object, got {type(sample).__name__}")
+    if not data:
+        raise SourceError(path, None, None, "no samples: the list is empty")
     return data
 
 
-def parse_file(path: str | Path, notes: Notes) -> Iterator[dict[str, Any]]:
-    """Canonical records of one file, in file order; the file's stem is their ``subset``."""
+def parse_file(path: str | Path, notes: Notes, reject: Reject = raise_error) -> Iterator[dict[str, Any]]:
+    """Canonical records of one file, in file order; the file's stem is their ``subset``.
+
+    A bad sample goes to ``reject`` with the sample itself (which raises by default); its normalization
+    counts are kept only when it converts.
+    """
     subset = Path(path).stem
     seen: set[str] = set()
     for index, sample in enumerate(read_samples(path)):
-        record = parse_sample(sample, subset, notes, path=str(path), index=index)
-        if record["conversation_id"] in seen:
-            raise SourceError(path, index, "sample_id", f"duplicate sample_id {record['conversation_id']!r}")
+        counted = Notes()
+        try:
+            if not isinstance(sample, dict):
+                raise SourceError(path, index, None, f"expected an object, got {type(sample).__name__}")
+            record = parse_sample(sample, subset, counted, path=str(path), index=index)
+            if record["conversation_id"] in seen:
+                raise SourceError(
+                    path, index, "sample_id", f"duplicate sample_id {record['conversation_id']!r}"
+                )
+        except SourceError as error:
+            reject(error, sample)
+            continue
         seen.add(record["conversation_id"])
+        notes.update(counted)
         yield record
 
 
@@ -244,8 +267,8 @@ def parse_turn(turn: Any, roles: dict, notes: Notes, path: str, sample_id: str, 
     )
     record["images"] = parse_images(turn, notes, path, where)
     rest = {key: value for key, value in turn.items() if key not in TURN_KEYS}
-    if turn.get("img_url") == []:
-        rest["img_url"] = []  # no image to hold it: keep the empty list itself
+    if "img_url" in turn and turn["img_url"] in ([], None):
+        rest["img_url"] = turn["img_url"]  # no image to hold it: keep the empty list (or null) itself
     if "re-download" in rest:
         notes.add("turn key 're-download' (undocumented) kept in the turn's extra")
     if rest:
