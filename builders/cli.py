@@ -69,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     from builders import push  # registers its own options
 
     push.add_arguments(commands.add_parser("push", help="publish a built folder to the Hub in one commit"))
+    from builders import export  # registers its own options
+
+    export.add_arguments(
+        commands.add_parser("export", help="rebuild a source's own files from a build folder or Hub repo")
+    )
     return parser
 
 
@@ -173,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_check(args)
         if args.command == "mix":
             return run_mix(args)
+        if args.command == "export":
+            from builders import export
+
+            return export.run(args)
         from builders import push
 
         return push.run(args)

@@ -1,0 +1,445 @@
+"""``convhub export``: rebuild a source's own files from a published build, the proof that nothing was lost.
+
+A build (a local folder ``convhub build`` wrote, or a Hub repo it was pushed to) is read config by config:
+the ``sessions`` config (the canonical records) and, for some sources, their own configs (ConvLab's
+``ontology`` and ``database``). Each source's ``builders/<source>/export.py`` holds pure functions from
+those rows to source records and a ``write_files(build, folder)`` that writes the source's file layout.
+
+Rows are read in Arrow record batches, never a whole config at once, and ``Json`` columns are decoded here
+with ``json.loads``: ``datasets`` decodes them with pandas' ujson, which rounds 17-digit floats
+(``1.2345678901234567`` → ``1.234567890123456``) and drops lone surrogates, so an export through it would
+not be exact. A local folder is read as its Parquet files (resolved from its card, as ``load_dataset``
+does), a Hub repo through ``datasets.load_dataset(repo, config)`` (``HF_ENDPOINT`` applies).
+
+The output folder is assembled in a hidden staging folder beside it and renamed into place only when every
+file was written, as ``convhub build`` does.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+import itertools
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datasets import Features, Json, LargeList, List
+
+from builders import registry
+
+#: Source name → its export module (``write_files`` and the pure inverse functions).
+EXPORTERS = {name: f"builders.{name}.export" for name in registry.names()}
+SESSIONS = "sessions"
+#: Rows per Arrow batch: a GigaMemory ``sessions`` row is a whole ~350k-character dialogue.
+BATCH_ROWS = 64
+
+Row = dict[str, Any]
+
+
+class ExportError(Exception):
+    """The build cannot be exported (not a build folder, another source, a config missing...)."""
+
+
+# -- Json columns ------------------------------------------------------------------------------------
+
+
+def as_object(value: Any) -> dict[str, Any]:
+    """An ``extra`` as a dict, whether decoded (``load_dataset``), JSON text (a parser's record) or null.
+
+    Only for Json columns that convhub always fills with an object, so a string is always JSON text.
+    """
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        return json.loads(value)
+    return dict(value)
+
+
+def decode_json(value: Any, feature: Any) -> Any:
+    """Decode every ``Json`` column of ``value`` (as Arrow gives it: JSON text) exactly, with ``json.loads``."""
+    if value is None:
+        return None
+    if isinstance(feature, Json):
+        return json.loads(value)
+    if isinstance(feature, (List, LargeList)):
+        return [decode_json(item, feature.feature) for item in value]
+    if isinstance(feature, dict):
+        return {key: decode_json(value[key], sub) for key, sub in feature.items()}
+    return value
+
+
+def _has_json(feature: Any) -> bool:
+    if isinstance(feature, Json):
+        return True
+    if isinstance(feature, (List, LargeList)):
+        return _has_json(feature.feature)
+    if isinstance(feature, dict):
+        return any(_has_json(sub) for sub in feature.values())
+    return False
+
+
+def decoded_rows(table: pa.Table, features: Features) -> Iterator[Row]:
+    """The rows of one Arrow batch as dicts, Json columns decoded exactly (the others as Arrow gives them)."""
+    json_columns = {name: feature for name, feature in features.items() if _has_json(feature)}
+    for row in table.to_pylist():
+        for name, feature in json_columns.items():
+            row[name] = decode_json(row[name], feature)
+        yield row
+
+
+# -- reading a build -----------------------------------------------------------------------------------
+
+
+class Build:
+    """A published build: its configs and, per config, its splits' rows (Json decoded), batch by batch."""
+
+    location: str
+
+    def configs(self) -> list[str]:
+        raise NotImplementedError
+
+    def splits(self, config: str) -> list[str]:
+        raise NotImplementedError
+
+    def rows(self, config: str, split: str, batch_rows: int = BATCH_ROWS) -> Iterator[Row]:
+        raise NotImplementedError
+
+    def all_rows(self, config: str, batch_rows: int = BATCH_ROWS) -> Iterator[tuple[str, Row]]:
+        """(split, row) of every split of ``config``, split after split."""
+        for split in self.splits(config):
+            for row in self.rows(config, split, batch_rows):
+                yield split, row
+
+    def require(self, config: str) -> None:
+        if config not in self.configs():
+            raise ExportError(f"{self.location} has no {config!r} config; it has {sorted(self.configs())}")
+
+
+class LocalBuild(Build):
+    """A folder ``convhub build`` wrote: Parquet files per config and split, listed in its card's YAML.
+
+    Read with pyarrow, one record batch at a time, with no copy into the ``datasets`` cache (which keys a
+    carded folder by name and YAML, not by its files, so a rebuilt folder could read stale rows).
+    """
+
+    def __init__(self, folder: str | os.PathLike):
+        from datasets.data_files import DataFilesDict, sanitize_patterns
+        from datasets.utils.metadata import MetadataConfigs
+        from huggingface_hub import DatasetCard
+
+        self.folder = Path(folder)
+        self.location = str(folder)
+        readme = self.folder / "README.md"
+        if not readme.is_file():
+            raise ExportError(f"{folder} is not a convhub build folder (no README.md)")
+        configs = MetadataConfigs.from_dataset_card_data(DatasetCard.load(readme).data)
+        self._files: dict[str, dict[str, list[str]]] = {}
+        for name, config in configs.items():
+            patterns = sanitize_patterns(config["data_files"])
+            resolved = DataFilesDict.from_patterns(patterns, base_path=str(self.folder))
+            self._files[name] = {split: list(files) for split, files in resolved.items()}
+
+    def configs(self) -> list[str]:
+        return list(self._files)
+
+    def splits(self, config: str) -> list[str]:
+        self.require(config)
+        return list(self._files[config])
+
+    def rows(self, config: str, split: str, batch_rows: int = BATCH_ROWS) -> Iterator[Row]:
+        for path in self._files[config][split]:
+            parquet = pq.ParquetFile(path)
+            features = Features.from_arrow_schema(parquet.schema_arrow)
+            for batch in parquet.iter_batches(batch_size=batch_rows):
+                yield from decoded_rows(pa.Table.from_batches([batch]), features)
+
+
+class HubBuild(Build):
+    """A build pushed to the Hub, read through ``datasets.load_dataset(repo, config)``."""
+
+    def __init__(
+        self, repo_id: str, revision: str | None = None, token: str | None = None, streaming: bool = False
+    ):
+        self.location = repo_id
+        self.repo_id, self.revision, self.token, self.streaming = repo_id, revision, token, streaming
+        self._loaded: dict[str, Any] = {}
+        try:
+            self._configs = datasets.get_dataset_config_names(repo_id, revision=revision, token=token)
+        except Exception as error:  # a missing repo, a refused token, no network: one clear message
+            raise ExportError(
+                f"cannot read the Hub dataset {repo_id}: {type(error).__name__}: {error}"
+            ) from error
+
+    def configs(self) -> list[str]:
+        return list(self._configs)
+
+    def _dataset(self, config: str):
+        self.require(config)
+        if config not in self._loaded:
+            self._loaded[config] = datasets.load_dataset(
+                self.repo_id, config, revision=self.revision, token=self.token, streaming=self.streaming
+            )
+        return self._loaded[config]
+
+    def splits(self, config: str) -> list[str]:
+        return list(self._dataset(config))
+
+    def rows(self, config: str, split: str, batch_rows: int = BATCH_ROWS) -> Iterator[Row]:
+        dataset = self._dataset(config)[split]
+        features = dataset.features
+        for table in dataset.with_format("arrow").iter(batch_size=batch_rows):
+            yield from decoded_rows(table, features)
+
+
+def open_build(
+    location: str | os.PathLike,
+    revision: str | None = None,
+    token: str | None = None,
+    streaming: bool = False,
+) -> Build:
+    """A local build folder when ``location`` exists on disk, else a Hub repo id (``org/name``)."""
+    if os.path.exists(location):
+        if revision:
+            raise ExportError("--revision applies to a Hub repo, not to a local folder")
+        return LocalBuild(location)
+    if str(location).count("/") != 1:
+        raise ExportError(f"{location} is neither a local build folder nor a Hub repo id (org/name)")
+    return HubBuild(str(location), revision, token, streaming)
+
+
+def source_rows(build: Build, source: str, config: str = SESSIONS, batch_rows: int = BATCH_ROWS):
+    """(split, row) of the ``sessions`` config, checking every row belongs to ``source``."""
+    for split, row in build.all_rows(config, batch_rows):
+        if row.get("source") != source:
+            raise ExportError(
+                f"{build.location} holds {row.get('source')!r} records, not {source!r} ones "
+                f"(conversation {row.get('conversation_id')!r})"
+            )
+        yield split, row
+
+
+# -- writing -----------------------------------------------------------------------------------------
+
+
+class LineSpool:
+    """Source lines that arrive out of order (grouped by conversation), written back in file and line order.
+
+    Each line goes to one spool file as it arrives; memory keeps only (file, line number, offset, length)
+    per line. :meth:`write` then writes every file in line order, reading the spool back with seeks.
+    Line numbers the build holds no row for (blank lines the parser skipped, rows of subsets a build left
+    out) are written as empty lines, so every row stays at its line number. A name ending ``.gz`` is gzipped.
+    """
+
+    def __init__(self, folder: Path):
+        self.path = folder / ".convhub-export-spool"
+        self._spool = open(self.path, "w+b")  # noqa: SIM115 - closed by write()
+        self._index: dict[str, list[tuple[int, int, int]]] = {}
+
+    def add(self, file: str, line: int, text: str) -> None:
+        data = text.encode("utf-8")
+        if b"\n" in data:
+            raise ValueError(f"{file} line {line}: a JSONL line cannot hold a newline")
+        offset = self._spool.tell()
+        self._spool.write(data)
+        self._index.setdefault(file, []).append((line, offset, len(data)))
+
+    def write(self, folder: Path) -> list[str]:
+        """Write every file under ``folder``; return their relative names. The spool is deleted."""
+        written = []
+        try:
+            self._spool.flush()
+            for file, entries in sorted(self._index.items()):
+                entries.sort()
+                _check_unique_lines(file, entries)
+                target = safe_join(folder, file)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                opener = gzip.open if file.endswith(".gz") else open
+                with opener(target, "wb") as out:
+                    current = 1
+                    for line, offset, length in entries:
+                        out.write(b"\n" * (line - current))
+                        self._spool.seek(offset)
+                        out.write(self._spool.read(length) + b"\n")
+                        current = line + 1
+                written.append(file)
+        finally:
+            self._spool.close()
+            self.path.unlink(missing_ok=True)
+        return written
+
+
+def _check_unique_lines(file: str, entries: list[tuple[int, int, int]]) -> None:
+    for (first, _, _), (second, _, _) in itertools.pairwise(entries):
+        if first == second:
+            raise ExportError(f"two rows of the build claim {file} line {first}")
+        if first < 1:
+            raise ExportError(f"a row of the build claims {file} line {first}")
+
+
+def safe_join(folder: Path, relative: str) -> Path:
+    """``folder/relative``, refusing a name that would leave the folder (``..``, an absolute path)."""
+    target = (folder / relative).resolve()
+    if not target.is_relative_to(folder.resolve()) or not relative:
+        raise ExportError(f"the build names a file outside the export folder: {relative!r}")
+    return target
+
+
+def write_json(path: Path, value: Any, indent: int | None = 2, ensure_ascii: bool = False) -> None:
+    """One JSON file in UTF-8 (LoCoMo's is ``indent=2`` and ASCII-escaped, ConvLab's unescaped)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(value, handle, ensure_ascii=ensure_ascii, indent=indent)
+
+
+class JsonListWriter:
+    """A top-level JSON list written one element at a time, formatted as ``json.dump(items, indent=2)``."""
+
+    def __init__(self, path: Path, ensure_ascii: bool = False):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._count = 0
+        self.ensure_ascii = ensure_ascii
+
+    def append(self, value: Any) -> None:
+        text = json.dumps(value, ensure_ascii=self.ensure_ascii, indent=2).replace("\n", "\n  ")
+        self._handle.write(("[\n  " if not self._count else ",\n  ") + text)
+        self._count += 1
+
+    def close(self) -> None:
+        self._handle.write("\n]" if self._count else "[]")
+        self._handle.close()
+
+
+# -- the command --------------------------------------------------------------------------------------
+
+
+@dataclass
+class ExportResult:
+    source: str
+    location: str
+    output: Path
+    files: list[str] = field(default_factory=list)
+
+
+def exporter(source: str):
+    if source not in EXPORTERS:
+        raise ExportError(f"no export for source {source!r}; sources: {', '.join(EXPORTERS)}")
+    return importlib.import_module(EXPORTERS[source])
+
+
+def export_source(
+    source: str,
+    location: str | os.PathLike,
+    output: str | os.PathLike,
+    revision: str | None = None,
+    token: str | None = None,
+    streaming: bool = False,
+) -> ExportResult:
+    """Rebuild ``source``'s own files from the build at ``location`` into ``output``, replacing it on success."""
+    module = exporter(source)
+    build = open_build(location, revision, token, streaming)
+    build.require(SESSIONS)
+    files = write_atomically(Path(output), lambda staging: module.write_files(build, staging))
+    return ExportResult(source, build.location, Path(output), files)
+
+
+def write_atomically(output: Path, write: Callable[[Path], list[str]]) -> list[str]:
+    """Run ``write(staging)`` in a hidden folder beside ``output``, then rename it into place."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
+    try:
+        files = write(staging)
+        if output.exists():
+            shutil.rmtree(output)
+        os.replace(staging, output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return sorted(files)
+
+
+# -- comparing ---------------------------------------------------------------------------------------
+
+
+def differences(original: Any, exported: Any, path: str = "$", limit: int = 20) -> list[str]:
+    """Where two JSON values differ, types included (``2022`` ≠ ``"2022"`` ≠ ``2022.0``, ``1`` ≠ ``true``).
+
+    Object key order is not compared (JSON objects are unordered); list order is. Returns up to ``limit``
+    paths with what differs there; an empty list means equal as JSON values.
+    """
+    found: list[str] = []
+    _diff(original, exported, path, found, limit)
+    return found
+
+
+def _diff(a: Any, b: Any, path: str, found: list[str], limit: int) -> None:
+    if len(found) >= limit:
+        return
+    if type(a) is not type(b):
+        found.append(f"{path}: {type(a).__name__} {_short(a)} != {type(b).__name__} {_short(b)}")
+    elif isinstance(a, dict):
+        for key in a.keys() | b.keys():
+            if key not in b:
+                found.append(f"{path}.{key}: missing from the export")
+            elif key not in a:
+                found.append(f"{path}.{key}: not in the original")
+            else:
+                _diff(a[key], b[key], f"{path}.{key}", found, limit)
+    elif isinstance(a, list):
+        if len(a) != len(b):
+            found.append(f"{path}: {len(a)} items != {len(b)} items")
+        for index, (x, y) in enumerate(zip(a, b, strict=False)):
+            _diff(x, y, f"{path}[{index}]", found, limit)
+    elif a != b or (isinstance(a, float) and repr(a) != repr(b)):
+        found.append(f"{path}: {_short(a)} != {_short(b)}")
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# -- command line --------------------------------------------------------------------------------------
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("source", choices=registry.names())
+    parser.add_argument(
+        "--from",
+        dest="location",
+        required=True,
+        help="a folder convhub build wrote, or a Hub dataset repo id (org/name) it was pushed to",
+    )
+    parser.add_argument(
+        "--output", required=True, type=Path, help="the folder to write the source files into"
+    )
+    parser.add_argument("--revision", help="a branch, tag or commit of the Hub repo")
+    parser.add_argument("--token", help="a Hugging Face token (default: HF_TOKEN or the stored login)")
+    parser.add_argument(
+        "--streaming", action="store_true", help="stream the Hub repo's Parquet instead of downloading it"
+    )
+
+
+def run(args) -> int:
+    import sys
+
+    try:
+        result = export_source(
+            args.source, args.location, args.output, args.revision, args.token, args.streaming
+        )
+    except ExportError as error:
+        print(f"convhub export: error: {error}", file=sys.stderr)
+        return 1
+    print(f"{result.source}: {result.location} → {result.output}")
+    for name in result.files:
+        print(f"  {name}")
+    return 0

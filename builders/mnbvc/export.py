@@ -1,0 +1,82 @@
+"""Canonical MNBVC records → MNBVC JSONL rows again: the inverse of ``builders.mnbvc.parse``.
+
+The turn a source row starts (a Q/A pair's question, a forum thread's topic post) keeps in its ``extra``
+the file, the line, the row without its text fields (every value with its JSON type, the raw ``扩展字段``
+string included) and the row's key order; a forum reply keeps its own reply object the same way. So each
+row comes back whole, at its file and line, whichever conversation the build grouped it into.
+:func:`write_files` spools rows as they come (a 多轮对话 conversation gathers rows from anywhere in several
+~500 MB shards) and writes each shard in line order, gzipped when its name ends ``.gz``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from builders.export import Build, LineSpool, as_object, source_rows
+from builders.mnbvc.parse import FORUM
+
+BATCH_ROWS = 512
+
+
+def rows_from_record(record: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]]]:
+    """(file, line, source row) of every source row one record holds, from its turns alone."""
+    turns = record["sessions"][0]["turns"]
+    if as_object(record["extra"])["format"] == FORUM:
+        return [forum_row(turns)]
+    rebuilt = []
+    for index, turn in enumerate(turns):
+        if turn["role"] != "user":
+            continue
+        following = turns[index + 1] if index + 1 < len(turns) else None
+        answer = following if following and following["reply_to"] == turn["turn_id"] else None
+        rebuilt.append(pair_row(turn, answer))
+    return rebuilt
+
+
+def pair_row(question: dict[str, Any], answer: dict[str, Any] | None) -> tuple[str, int, dict[str, Any]]:
+    """A 问答 or 多轮对话 row from its question turn and its answer turn (None: 答 was ``""``)."""
+    kept = as_object(question["extra"])
+    row = {}
+    for key in kept["keys"]:
+        if key in kept["row"]:
+            row[key] = kept["row"][key]
+        elif key == "问":
+            row[key] = question["text"]
+        elif key == "答":
+            row[key] = answer["text"] if answer else ""
+    return kept["file"], kept["line"], row
+
+
+def forum_row(turns: list[dict[str, Any]]) -> tuple[str, int, dict[str, Any]]:
+    """A 论坛 row from its topic turn and reply turns."""
+    topic = as_object(turns[0]["extra"])
+    row = {}
+    for key in topic["keys"]:
+        if key in topic["row"]:
+            row[key] = topic["row"][key]
+        elif key == "主题":
+            row[key] = turns[0]["text"]
+        elif key == "回复":
+            row[key] = [reply_from_turn(turn) for turn in turns[1:]]
+    return topic["file"], topic["line"], row
+
+
+def reply_from_turn(turn: dict[str, Any]) -> dict[str, Any]:
+    kept = as_object(turn["extra"])
+    return {key: kept["reply"][key] if key in kept["reply"] else turn["text"] for key in kept["keys"]}
+
+
+def all_rows(build: Build) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    for _, record in source_rows(build, "mnbvc", batch_rows=BATCH_ROWS):
+        yield from rows_from_record(record)
+
+
+def write_files(build: Build, folder: Path) -> list[str]:
+    """Every shard the build read (its name relative to ``--data-dir``), rows at their line numbers."""
+    spool = LineSpool(folder)
+    for file, line, row in all_rows(build):
+        spool.add(file, line, json.dumps(row, ensure_ascii=False))
+    return spool.write(folder)
