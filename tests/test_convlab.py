@@ -14,7 +14,7 @@ import pytest
 
 from builders import cli
 from builders.build import build_source, check_source
-from builders.convlab import parse
+from builders.convlab import export, parse
 from builders.convlab.builder import ConvLabBuilder, SubsetInput, find_local_inputs
 from builders.errors import Notes, SourceError
 from conftest import shared_data
@@ -163,7 +163,7 @@ def test_every_sample_dialogue_rebuilds_exactly(sample_records):
         for dialogue in sample_dialogues(name):
             record = records[dialogue["dialogue_id"]]
             assert splits[dialogue["dialogue_id"]] == dialogue["data_split"]
-            assert parse.dialogue_from_record(record, dialogue["data_split"]) == dialogue
+            assert export.dialogue_from_record(record, dialogue["data_split"]) == dialogue
 
 
 # -- acts and state that do not fit the typed lists ------------------------------------------
@@ -182,7 +182,7 @@ def test_unrepresentable_acts_and_state_keep_the_raw_value():
     extra = turn_extra(record)
     assert extra["dialogue_acts"] == odd_acts and extra["state"] == odd_state
     assert record["state"] == [{"domain": "d", "slot": "t", "value": "ok"}]  # what fits stays typed
-    assert parse.turn_from_record(record) == turn
+    assert export.turn_from_record(record) == turn
     assert notes["state not representable as typed slots (raw kept in the turn's extra)"] == 1
 
 
@@ -282,7 +282,7 @@ def test_built_sessions_rebuild_the_source_dialogues(sample_build):
             for session in row["sessions"]:
                 for turn in session["turns"]:
                     turn["extra"] = json.dumps(turn["extra"]) if turn["extra"] is not None else None
-            rebuilt[row["conversation_id"]] = parse.dialogue_from_record(row, split)
+            rebuilt[row["conversation_id"]] = export.dialogue_from_record(row, split)
     for name in ("toyhotel", "toychat"):
         for dialogue in sample_dialogues(name):
             assert rebuilt[dialogue["dialogue_id"]] == dialogue
@@ -319,7 +319,7 @@ def test_ontology_config_is_typed_and_rebuilds_exactly(sample_build):
     with zipfile.ZipFile(SAMPLE / "toyhotel" / "data.zip") as archive:
         source = json.loads(archive.read("data/ontology.json"))
     hotel["extra"] = json.dumps(hotel["extra"]) if hotel["extra"] is not None else None
-    assert parse.ontology_from_row(hotel) == source  # the empty "weather" domain of the state included
+    assert export.ontology_from_row(hotel) == source  # the empty "weather" domain of the state included
 
 
 def test_database_config(sample_build):
@@ -368,7 +368,7 @@ def test_the_16_real_dummy_files_parse_and_rebuild(tmp_path):
     for name in REAL_DATASETS:
         for dialogue in json.loads((root / name / "dummy_data.json").read_text(encoding="utf-8")):
             record = records[dialogue["dialogue_id"]]
-            assert parse.dialogue_from_record(record, splits[dialogue["dialogue_id"]]) == dialogue
+            assert export.dialogue_from_record(record, splits[dialogue["dialogue_id"]]) == dialogue
     assert {r["language"] for r in records.values() if r["subset"] == "crosswoz"} == {"zh"}
     assert all(
         turn_extra(t)["dialogue_acts_absent"]
@@ -425,7 +425,7 @@ def test_real_ontology_and_database(real_build):
         source = json.loads(archive.read("data/ontology.json"))
     woz = ontology["woz"]
     woz["extra"] = None if woz["extra"] is None else json.dumps(woz["extra"])
-    assert parse.ontology_from_row(woz) == source
+    assert export.ontology_from_row(woz) == source
     database = datasets.load_dataset(str(real_build.output), "database-camrest")["train"]
     assert database.num_rows == 110 and set(database["domain"]) == {"restaurant"}
     assert set(database["file"]) == {"CamRestDB.json"}
@@ -438,7 +438,7 @@ def test_real_zip_dialogues_rebuild_exactly():
         source = SubsetInput(name, "zip", str(shared_data("convlab", name, "data.zip")))
         for dialogue in source.read_json("dialogues.json"):
             assert (
-                parse.dialogue_from_record(records[dialogue["dialogue_id"]], dialogue["data_split"])
+                export.dialogue_from_record(records[dialogue["dialogue_id"]], dialogue["data_split"])
                 == dialogue
             )
 

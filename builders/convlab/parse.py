@@ -2,9 +2,10 @@
 
 Pure functions. Every ConvLab dialogue becomes one canonical record with one session; every field is
 reachable: typed where the shared schema has a place (acts, state, speaker, utterance), raw in an
-``extra`` otherwise. Each ``*_to_source`` function is the exact inverse of its parser, so that a later
-``convhub export`` rebuilds ``dialogues.json`` and ``ontology.json`` as equal JSON values; the parsers check
-that inverse on every value and keep the raw value in ``extra`` whenever the typed form would not give it back.
+``extra`` otherwise. Each ``*_to_source`` function is the exact inverse of its parser, so that ``convhub
+export`` (``builders.convlab.export``) rebuilds ``dialogues.json`` and ``ontology.json`` as equal JSON values;
+the parsers check that inverse on every value and keep the raw value in ``extra`` whenever the typed form
+would not give it back.
 
 ``dialogues.json`` is read without loading it whole: :func:`scan_json_array` walks the top-level list once
 and reports the byte range of every dialogue, and workers read only the ranges of their shard.
@@ -318,36 +319,6 @@ def state_to_source(typed: list[dict], empty_domains: Iterable[str] = ()) -> dic
     return state
 
 
-def dialogue_from_record(record: dict, split: str) -> dict:
-    """The exact inverse of :func:`parse_dialogue` (as a JSON value): what ``convhub export`` writes back."""
-    extra = json.loads(record["extra"]) if isinstance(record["extra"], str) else dict(record["extra"] or {})
-    dialogue = {
-        "dataset": extra.pop("dataset", record["subset"]),
-        "data_split": split,
-        "dialogue_id": record["conversation_id"],
-        **extra,
-    }
-    dialogue["turns"] = [
-        turn_from_record(turn) for session in record["sessions"] for turn in session["turns"]
-    ]
-    return dialogue
-
-
-def turn_from_record(turn: dict) -> dict:
-    extra = json.loads(turn["extra"]) if isinstance(turn["extra"], str) else dict(turn["extra"] or {})
-    source = {"speaker": turn["speaker"], "utterance": turn["text"], "utt_idx": int(turn["turn_id"])}
-    if "dialogue_acts" in extra:
-        source["dialogue_acts"] = extra.pop("dialogue_acts")
-    elif not extra.pop(ACTS_ABSENT, False):
-        source["dialogue_acts"] = acts_to_source(turn["dialogue_acts"], extra.pop(ACT_KINDS_KEY, ACT_KINDS))
-    if "state" in extra:
-        source["state"] = extra.pop("state")
-    elif turn["state"] or STATE_EMPTY_DOMAINS in extra:
-        source["state"] = state_to_source(turn["state"], extra.pop(STATE_EMPTY_DOMAINS, ()))
-    source.update(extra)
-    return source
-
-
 # -- ontology ----------------------------------------------------------------------------------
 
 
@@ -481,19 +452,6 @@ ONTOLOGY_COLUMNS = {
 }
 
 
-def ontology_from_row(row: dict) -> dict:
-    """The inverse of :func:`ontology_row`: ``ontology.json`` as a JSON value."""
-    extra = json.loads(row["extra"]) if isinstance(row["extra"], str) else dict(row["extra"] or {})
-    absent = set(extra.pop("absent_sections", []))
-    ontology = {}
-    for key, (_, to_source) in ONTOLOGY_SECTIONS.items():
-        if key in absent:
-            continue
-        ontology[key] = extra.pop(key) if key in extra else to_source(row[ONTOLOGY_COLUMNS[key]])
-    ontology.update(extra)
-    return ontology
-
-
 # -- database ----------------------------------------------------------------------------------
 
 
@@ -507,9 +465,13 @@ def database_domain(file_name: str, ontology_domains: list[str]) -> str:
 
 
 def database_rows(content: Any, subset: str, file_name: str, domain: str) -> Iterator[dict]:
-    """One row per entity: a list file gives its elements, a ``{key: [entity]}`` file its keys' elements."""
+    """One row per entity: a list file gives its elements, a ``{key: [entity]}`` file its keys' elements.
+
+    Anything else is one row holding the whole content, an empty list or a key with no entity included
+    (no entity row would keep it, and ``convhub export`` must write the file back).
+    """
     base = {"subset": subset, "file": file_name}
-    if isinstance(content, list):
+    if isinstance(content, list) and content:
         for index, entity in enumerate(content):
             yield {
                 **base,
@@ -518,7 +480,7 @@ def database_rows(content: Any, subset: str, file_name: str, domain: str) -> Ite
                 "entity_index": index,
                 "entity": schema.to_json(entity),
             }
-    elif isinstance(content, dict) and content and all(isinstance(value, list) for value in content.values()):
+    elif isinstance(content, dict) and content and all(isinstance(v, list) and v for v in content.values()):
         for key, entities in content.items():
             for index, entity in enumerate(entities):
                 yield {
