@@ -44,9 +44,10 @@ class Notes(Counter):
 
 #: What a parser calls with a bad record (the error, and the record's raw text or value when it has it):
 #: :func:`raise_error` by default; ``--on-bad-record skip`` passes one that quarantines it and goes on.
-Reject = Callable[[SourceError, Any], None]
+#: A third argument, ``scope="file"``, says the rest of a file from that point could not be read.
+Reject = Callable[..., None]
 
 
-def raise_error(error: SourceError, raw: Any = None) -> None:
+def raise_error(error: SourceError, raw: Any = None, scope: str = "record") -> None:
     """The default bad-record policy: stop at the first bad record."""
     raise error

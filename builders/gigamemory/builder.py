@@ -80,8 +80,13 @@ class GigamemoryBuilder(ConversationBuilder):
     def shards(self, dl_manager):
         shards = []
         for path, file_name in self.source_files(dl_manager):
-            shards.extend(parse.plan_shards(parse.cached_index(path), self.SHARD_BYTES, file_name))
+            try:
+                index = parse.cached_index(path, self.reject)
+            except SourceError as error:  # an empty file: with --on-bad-record skip, the others go on
+                self.reject(error, None, scope="file")
+                continue
+            shards.extend(parse.plan_shards(index, self.SHARD_BYTES, file_name))
         return {SPLIT: shards}
 
     def parse_shard(self, shard, notes):
-        return parse.parse_shard(shard, notes)
+        return parse.parse_shard(shard, notes, self.reject)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from builders import schema
-from builders.errors import Notes, SourceError
+from builders.errors import Notes, Reject, SourceError, raise_error
 
 #: The four question types of the contest, in the order of its format document.
 QUESTION_TYPES = ("fact_equal_session", "info_consolidation", "info_updating", "no_info")
@@ -80,8 +80,9 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, int, bytes]]:
             try:
                 raw = handle.readline()
             except (OSError, EOFError, zlib.error) as error:
+                kind = "corrupt or truncated gzip" if str(path).endswith(".gz") else "unreadable file"
                 raise SourceError(
-                    path, where(line_number + 1), None, f"cannot read the file: {error}"
+                    path, where(line_number + 1), None, f"cannot read the file ({kind}): {error}"
                 ) from error
             if not raw:
                 return
@@ -138,6 +139,8 @@ class FileIndex:
     path: str
     groups: list[Group]
     notes: Notes
+    #: Lines (or unreadable file tails) handed to ``reject`` under ``--on-bad-record skip``.
+    rejected: int = 0
 
 
 def _id_text(value: Any, path, location: str, field_name: str) -> str:
@@ -149,58 +152,91 @@ def _id_text(value: Any, path, location: str, field_name: str) -> str:
     return str(value)
 
 
-def index_file(path: str | os.PathLike) -> FileIndex:
-    """Pass 1: read the file once and group its lines by dialogue, keeping no dialogue in memory."""
+def index_file(path: str | os.PathLike, reject: Reject = raise_error) -> FileIndex:
+    """Pass 1: read the file once and group its lines by dialogue, keeping no dialogue in memory.
+
+    A bad line goes to ``reject`` with its bytes (raising by default); a file that cannot be read on from
+    some line (corrupt gzip) goes there once, and the lines before that point are kept.
+    """
     notes = Notes()
     groups: dict[str, Group] = {}
     seen_ids: dict[str, int] = {}
-    for number, offset, raw in iter_lines(path):
-        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-            notes.add("UTF-8 byte-order mark at the start of a file (skipped)")
-            raw, offset = raw[3:], offset + 3
-        if not raw.strip():
-            notes.add("blank line (skipped)")
+    rejected = 0
+    lines = iter_lines(path)
+    while True:
+        try:
+            number, offset, raw = next(lines)
+        except StopIteration:
+            break
+        except SourceError as error:
+            rejected += 1
+            reject(error, None, "file")
+            break
+        try:
+            _index_line(path, number, offset, raw, notes, groups, seen_ids)
+        except SourceError as error:
+            rejected += 1
+            reject(error, raw)
             continue
-        record = decode_line(path, number, raw)
-        if "id" not in record:
-            raise SourceError(path, where(number), "id", "missing")
-        id_text = _id_text(record["id"], path, where(number), "id")
-        if id_text in seen_ids:
-            raise SourceError(
-                path,
-                where(number, record["id"]),
-                "id",
-                f"duplicate id {id_text!r} (first at line {seen_ids[id_text]})",
-            )
-        seen_ids[id_text] = number
-        if "sessions" not in record:
-            raise SourceError(path, where(number, record["id"]), "sessions", "missing")
-        digest = dialogue_digest(record["sessions"])
-        group = groups.get(digest)
-        if group is None:
-            group = groups[digest] = Group(digest, offset, len(raw), hashlib.sha256(raw).hexdigest())
-        else:
-            notes.add("line sharing its dialogue with an earlier line (one conversation, several questions)")
-        fields = {key: value for key, value in record.items() if key != "sessions"}
-        group.lines.append(Line(number, fields, list(record)))
-    if not groups:
+    if not groups and not rejected:
         raise SourceError(
             path, None, None, "no records: the file is empty (a GigaMemory file has one JSON object per line)"
         )
-    return FileIndex(str(path), list(groups.values()), notes)
+    return FileIndex(str(path), list(groups.values()), notes, rejected)
+
+
+def _index_line(
+    path, number: int, offset: int, raw: bytes, notes: Notes, groups: dict, seen_ids: dict
+) -> Group | None:
+    """Index one line into its group (None for a blank line); a SourceError leaves the index as it was."""
+    if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+        notes.add("UTF-8 byte-order mark at the start of a file (skipped)")
+        raw, offset = raw[3:], offset + 3
+    if not raw.strip():
+        notes.add("blank line (skipped)")
+        return None
+    record = decode_line(path, number, raw)
+    if "id" not in record:
+        raise SourceError(path, where(number), "id", "missing")
+    id_text = _id_text(record["id"], path, where(number), "id")
+    if id_text in seen_ids:
+        raise SourceError(
+            path,
+            where(number, record["id"]),
+            "id",
+            f"duplicate id {id_text!r} (first at line {seen_ids[id_text]})",
+        )
+    if "sessions" not in record:
+        raise SourceError(path, where(number, record["id"]), "sessions", "missing")
+    seen_ids[id_text] = number
+    digest = dialogue_digest(record["sessions"])
+    group = groups.get(digest)
+    if group is None:
+        group = groups[digest] = Group(digest, offset, len(raw), hashlib.sha256(raw).hexdigest())
+    else:
+        notes.add("line sharing its dialogue with an earlier line (one conversation, several questions)")
+    fields = {key: value for key, value in record.items() if key != "sessions"}
+    group.lines.append(Line(number, fields, list(record)))
+    return group
 
 
 _INDEX_CACHE: dict[tuple, FileIndex] = {}
 
 
-def cached_index(path: str | os.PathLike) -> FileIndex:
-    """:func:`index_file`, once per file version: a build asks for the shards of every config."""
+def cached_index(path: str | os.PathLike, reject: Reject = raise_error) -> FileIndex:
+    """:func:`index_file`, once per file version: a build asks for the shards of every config.
+
+    An index that rejected lines is not kept: each build must hand its rejections to its own ``reject``.
+    """
     stat = os.stat(path)
     key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)
     if key not in _INDEX_CACHE:
+        index = index_file(path, reject)
+        if index.rejected:
+            return index
         if len(_INDEX_CACHE) >= 64:
             _INDEX_CACHE.clear()
-        _INDEX_CACHE[key] = index_file(path)
+        _INDEX_CACHE[key] = index
     return _INDEX_CACHE[key]
 
 
@@ -211,6 +247,8 @@ def plan_shards(index: FileIndex, shard_bytes: int, file_name: str | None = None
     derived from it. The first shard of a file carries the file's pass-1 notes so they are counted once.
     """
     file_name = file_name or Path(index.path).name
+    if not index.groups:  # every line was rejected (--on-bad-record skip)
+        return []
     shards: list[dict[str, Any]] = []
     current: list[Group] = []
     size = 0
@@ -235,7 +273,9 @@ def plan_shards(index: FileIndex, shard_bytes: int, file_name: str | None = None
 # -- pass 2: one canonical record per dialogue ------------------------------------------------------
 
 
-def parse_shard(shard: dict[str, Any], notes: Notes) -> Iterator[dict[str, Any]]:
+def parse_shard(
+    shard: dict[str, Any], notes: Notes, reject: Reject = raise_error
+) -> Iterator[dict[str, Any]]:
     """Re-read the first line of each group of the shard (forward seeks only) and build its conversation."""
     path = shard["path"]
     for kind, count in shard["notes"].items():
@@ -255,11 +295,50 @@ def parse_shard(shard: dict[str, Any], notes: Notes) -> Iterator[dict[str, Any]]
                     path, where(first.number), None, "the file changed while it was being converted"
                 )
             sessions = decode_line(path, first.number, raw)["sessions"]
-            yield parse_conversation(sessions, group, shard["subset"], shard["file_name"], path, notes)
+            record = _convert_group(sessions, group, shard, raw, notes, reject)
+            if record is not None:
+                yield record
+
+
+def _convert_group(
+    sessions: Any, group: Group, shard: dict[str, Any], raw: bytes, notes: Notes, reject: Reject
+) -> dict[str, Any] | None:
+    """One conversation, or None when ``reject`` took every line of it.
+
+    A bad dialogue rejects every line that shares it (each named by its own line); a bad question field
+    rejects only its line. Normalizations are counted only for what is kept.
+    """
+    counted = Notes()
+    path = shard["path"]
+    try:
+        record = parse_conversation(
+            sessions, group, shard["subset"], shard["file_name"], path, counted, reject, raw
+        )
+    except SourceError as error:
+        first = group.lines[0]
+        for line in group.lines:
+            if line is first:
+                reject(error, raw)
+                continue
+            shared = f"{error.problem} (in the dialogue this line shares with line {first.number})"
+            line_error = SourceError(path, where(line.number, line.fields["id"]), error.field, shared)
+            reject(line_error, {**line.fields, "sessions": f"<the sessions of line {first.number}>"})
+        return None
+    if not record["questions"]:
+        return None
+    notes.update(counted)
+    return record
 
 
 def parse_conversation(
-    sessions: Any, group: Group, subset: str, file_name: str, path: str, notes: Notes
+    sessions: Any,
+    group: Group,
+    subset: str,
+    file_name: str,
+    path: str,
+    notes: Notes,
+    reject: Reject = raise_error,
+    raw: bytes | None = None,
 ) -> dict[str, Any]:
     first = group.lines[0]
     location = where(first.number, first.fields["id"])
@@ -278,9 +357,26 @@ def parse_conversation(
         "language": "ru",
         "speakers": speakers,
         "sessions": parsed,
-        "questions": [parse_question(line, set(session_ids), file_name, path, notes) for line in group.lines],
+        "questions": _questions(group, set(session_ids), file_name, path, notes, reject, raw),
         "extra": schema.to_json({"dialogue_sha256": group.digest}),
     }
+
+
+def _questions(
+    group: Group, session_ids: set[str], file_name: str, path: str, notes: Notes, reject: Reject, raw
+) -> list[dict[str, Any]]:
+    """The question of each line of the group; a line whose question fields are bad goes to ``reject``."""
+    questions = []
+    for line in group.lines:
+        counted = Notes()
+        try:
+            questions.append(parse_question(line, session_ids, file_name, path, counted))
+        except SourceError as error:
+            first = line is group.lines[0] and raw is not None
+            reject(error, raw if first else {**line.fields, "sessions": "<not kept: the dialogue is valid>"})
+            continue
+        notes.update(counted)
+    return questions
 
 
 def _leftovers(item: dict, standard: tuple[str, ...]) -> dict[str, Any]:
