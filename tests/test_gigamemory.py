@@ -17,7 +17,7 @@ from conftest import shared_data
 from builders import cli
 from builders.build import build_source, check_source
 from builders.errors import Notes, SourceError
-from builders.gigamemory import parse
+from builders.gigamemory import export, parse
 from builders.gigamemory.builder import GigamemoryBuilder
 
 REAL_COUNTS = {"conversations": 4, "questions": 4, "sessions": 149, "messages": 1900}
@@ -73,39 +73,14 @@ def extra(value):
     return json.loads(value) if isinstance(value, str) else (value or {})
 
 
-# -- the round trip a later `convhub export` makes ------------------------------------------------------
+# -- the round trip `convhub export` makes (builders.gigamemory.export) ----------------------------------
 
 
 def rebuild_lines(records) -> dict[tuple[str, int], dict]:
-    """(file, line number) → the source line rebuilt from canonical records alone."""
-    lines = {}
-    for record in records:
-        sessions = [rebuild_session(item) for item in record["sessions"]]
-        for question in record["questions"]:
-            info = extra(question["extra"])
-            values = {
-                "id": info["id"],
-                "question": question["question"],
-                "ans": info.get("ans", question["answer"]),
-                "question_type": question["category"],
-                "sessions": sessions,
-                "ans_session_ids": info.get("ans_session_ids"),
-                **info.get("fields", {}),
-            }
-            keys = info.get("key_order", parse.RECORD_KEYS)
-            lines[(info["file"], info["line"])] = {key: values[key] for key in keys}
-    return lines
-
-
-def rebuild_session(item: dict) -> dict:
-    info = extra(item["extra"])
-    messages = []
-    for turn in item["turns"]:
-        turn_info = extra(turn["extra"])
-        values = {"role": turn["speaker"], "content": turn["text"], **turn_info.get("fields", {})}
-        messages.append({key: values[key] for key in turn_info.get("key_order", parse.MESSAGE_KEYS)})
-    values = {"id": info.get("id", item["session_id"]), "messages": messages, **info.get("fields", {})}
-    return {key: values[key] for key in info.get("key_order", parse.SESSION_KEYS)}
+    """(file, line number) → the source line rebuilt from canonical records alone, as `convhub export` does."""
+    return {
+        (file, line): value for record in records for file, line, value in export.lines_from_record(record)
+    }
 
 
 def source_lines(path: Path) -> dict[tuple[str, int], str]:

@@ -22,7 +22,7 @@ from builders import cli
 from builders.build import build_source, check_source
 from builders.errors import Notes, SourceError
 from builders.mnbvc import builder as builder_module
-from builders.mnbvc import parse, regroup
+from builders.mnbvc import export, parse, regroup
 from builders.mnbvc.builder import MnbvcBuilder
 
 SAMPLE = Path(MnbvcBuilder.sample_dir())
@@ -100,48 +100,7 @@ def extra(value):
     return json.loads(value) if isinstance(value, str) else value
 
 
-# -- rebuilding source rows from the canonical records (what `convhub export` will do) ---------------
-
-
-def rebuild_rows(record) -> list[tuple[str, int, dict]]:
-    """(file, line, source row) of every source row a record holds, from its turns' extras alone."""
-    turns = record["sessions"][0]["turns"]
-    rebuilt = []
-    if extra(record["extra"])["format"] == parse.FORUM:
-        topic = extra(turns[0]["extra"])
-        row = {}
-        for key in topic["keys"]:
-            if key in topic["row"]:
-                row[key] = topic["row"][key]
-            elif key == "主题":
-                row[key] = turns[0]["text"]
-            elif key == "回复":
-                row[key] = [rebuild_reply(turn) for turn in turns[1:]]
-        return [(topic["file"], topic["line"], row)]
-    for index, turn in enumerate(turns):
-        if turn["role"] != "user":
-            continue
-        kept = extra(turn["extra"])
-        answer = (
-            turns[index + 1]
-            if index + 1 < len(turns) and turns[index + 1]["reply_to"] == turn["turn_id"]
-            else None
-        )
-        row = {}
-        for key in kept["keys"]:
-            if key in kept["row"]:
-                row[key] = kept["row"][key]
-            elif key == "问":
-                row[key] = turn["text"]
-            elif key == "答":
-                row[key] = answer["text"] if answer else ""
-        rebuilt.append((kept["file"], kept["line"], row))
-    return rebuilt
-
-
-def rebuild_reply(turn) -> dict:
-    kept = extra(turn["extra"])
-    return {key: kept["reply"][key] if key in kept["reply"] else turn["text"] for key in kept["keys"]}
+# -- the source rows as they are (rebuilt by builders.mnbvc.export, `convhub export`) ---------------
 
 
 def source_rows(folder: Path) -> dict[tuple[str, int], dict]:
@@ -748,7 +707,7 @@ def test_every_sample_row_rebuilds_exactly_from_the_built_sessions(sample_builds
     sessions = datasets.load_dataset(str(result.output), "sessions", split="train")
     rebuilt = {}
     for record in sessions:
-        for file, line, row in rebuild_rows(record):
+        for file, line, row in export.rows_from_record(record):
             assert (file, line) not in rebuilt
             rebuilt[(file, line)] = row
     original = source_rows(SAMPLE)
