@@ -6,8 +6,10 @@
 For each source it generates an input (``benchmarks/scaled_inputs.py``), then measures, each in a fresh
 process so that peak RSS is that case's own: a bare ``json.loads`` pass over the files (the parse floor),
 ``datasets.load_dataset("json", ...)`` (the generic loader, the baseline users have today), the builder's
-default ``sessions`` config, all shared configs together, and ``sessions`` with ``num_proc=2``. Ratios are
-against the baselines measured in the same run on the same input.
+default ``sessions`` config, all shared configs together, every config (where a source has its own),
+``sessions`` with ``num_proc=2``, and each shared config streamed through ``as_streaming_dataset()``
+(seconds to the first row, then rows/s over at most ``--stream-seconds``). Ratios are against the
+baselines measured in the same run on the same input; a summary checks the targets of issue 6.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,12 +46,17 @@ for path in sys.argv[1:]:
 print(-1)
 """
 
+# Files of different shapes (MNBVC's multi-turn and forum shards) cannot share one table: each folder
+# is its own split, as a user would load them.
 GENERIC_LOADER = """
-import sys, tempfile, datasets
+import os, sys, tempfile, datasets
 datasets.disable_progress_bars()
+data_files = {}
+for path in sys.argv[1:]:
+    data_files.setdefault(os.path.basename(os.path.dirname(path)).replace("-", "_"), []).append(path)
 with tempfile.TemporaryDirectory() as cache:
-    ds = datasets.load_dataset("json", data_files=sys.argv[1:], cache_dir=cache, split="train")
-    print(ds.num_rows)
+    loaded = datasets.load_dataset("json", data_files=data_files, cache_dir=cache)
+    print(sum(split.num_rows for split in loaded.values()))
 """
 
 BUILD = """
@@ -61,9 +69,39 @@ with tempfile.TemporaryDirectory() as out:
     print(sum(info.num_examples for built in result.configs.values() for info in built.splits.values()))
 """
 
+STREAM = """
+import sys, time, json, datasets
+datasets.disable_progress_bars()
+from builders import registry
+try:  # datasets imports torch (when installed) in every IterableDataset(): a one-time ~2 s a torch user
+    import torch  # has already paid, so it is left out of the clock
+except ImportError:
+    pass
+source, data_dir, config, limit = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+start = time.perf_counter()
+builder = registry.get(source)(config_name=config, data_dir=data_dir)
+first = None
+rows = 0
+complete = True
+for split, dataset in builder.as_streaming_dataset().items():
+    for _ in dataset:
+        rows += 1
+        now = time.perf_counter()
+        if first is None:
+            first = now - start
+        if now - start > limit:
+            complete = False
+            break
+    if not complete:
+        break
+seconds = time.perf_counter() - start
+print(json.dumps({"rows": rows, "seconds": seconds, "first_row": first, "complete": complete}))
+"""
 
-def run_case(code: str, args: list[str]) -> tuple[float, float, int]:
-    """Seconds, peak RSS in MiB (largest single process, children included) and rows printed."""
+
+def run_case(code: str, args: list[str]) -> tuple[float, float, int | dict]:
+    """Seconds, peak RSS in MiB (largest single process, children included) and the rows printed (or,
+    for a streaming case, the JSON it printed)."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_DATASETS_OFFLINE": "1"}
     start = time.perf_counter()
     process = subprocess.Popen(
@@ -78,45 +116,132 @@ def run_case(code: str, args: list[str]) -> tuple[float, float, int]:
     stdout, stderr = process.stdout.read(), process.stderr.read()
     if status != 0:
         raise RuntimeError(f"benchmark case failed:\n{stderr[-3000:]}")
-    return seconds, usage.ru_maxrss / 1024, int(stdout.strip().splitlines()[-1])
+    last = stdout.strip().splitlines()[-1]
+    return seconds, usage.ru_maxrss / 1024, json.loads(last) if last.startswith("{") else int(last)
 
 
-def bench_source(source: str, workdir: Path, scale: float) -> list[dict]:
-    data_dir, files = scaled_inputs.make(source, workdir / source, scale)
-    megabytes = sum(os.path.getsize(path) for path in files) / 2**20
-    shared = json.dumps([view.name for view in SHARED_VIEWS])
+def cases_for(source: str, made: scaled_inputs.ScaledInput, stream_seconds: float) -> list[tuple]:
+    """(case name, code, argv) of every case of one source, baselines first."""
+    builder_cls = registry.get(source)
+    data_dir = str(made.data_dir)
+    shared = [view.name for view in SHARED_VIEWS]
+    files = [str(path) for path in made.files]
     cases = [
-        ("json.loads (parse floor)", PARSE_FLOOR, files),
-        ("load_dataset('json')", GENERIC_LOADER, files),
-        ("build sessions", BUILD, [source, str(data_dir), '["sessions"]', "1"]),
-        ("build shared configs", BUILD, [source, str(data_dir), shared, "1"]),
-        ("build sessions num_proc=2", BUILD, [source, str(data_dir), '["sessions"]', "2"]),
+        (FLOOR_CASE, PARSE_FLOOR, files),
+        (GENERIC_CASE, GENERIC_LOADER, files),
+        (SESSIONS_CASE, BUILD, [source, data_dir, '["sessions"]', "1"]),
+        (SHARED_CASE, BUILD, [source, data_dir, json.dumps(shared), "1"]),
     ]
+    if builder_cls.EXTRA_VIEWS:
+        every = [view.name for view in builder_cls.views()]
+        cases.append((ALL_CASE, BUILD, [source, data_dir, json.dumps(every), "1"]))
+    cases.append((PARALLEL_CASE, BUILD, [source, data_dir, '["sessions"]', "2"]))
+    for name in shared:
+        cases.append((f"stream {name}", STREAM, [source, data_dir, name, str(stream_seconds)]))
+    return cases
+
+
+FLOOR_CASE = "json.loads (parse floor)"
+GENERIC_CASE = "load_dataset('json')"
+SESSIONS_CASE = "build sessions"
+SHARED_CASE = "build shared configs"
+ALL_CASE = "build all configs"
+PARALLEL_CASE = "build sessions num_proc=2"
+
+
+def bench_source(source: str, workdir: Path, scale: float, stream_seconds: float = 10.0) -> list[dict]:
+    made = scaled_inputs.make(source, workdir / source, scale)
+    for note in made.notes:
+        print(f"note: {note}", flush=True)
     rows = []
-    for name, code, args in cases:
+    for name, code, args in cases_for(source, made, stream_seconds):
         try:
-            seconds, rss, count = run_case(code, [str(a) for a in args])
+            seconds, rss, printed = run_case(code, [str(a) for a in args])
         except RuntimeError as error:
             print(f"{source}: {name} failed: {error}", file=sys.stderr)
+            rows.append({"source": source, "case": name, "failed": str(error)[-300:]})
+            print(f"| {source} | {name} | failed (see stderr) | | | | | | |", flush=True)
             continue
-        row = {"source": source, "case": name, "MB": megabytes, "rows": count, "s": seconds, "rss": rss}
+        row = {"source": source, "case": name, "MB": made.megabytes, "s": seconds, "rss": rss}
+        if isinstance(printed, dict):  # a streaming case: its own clock, from builder construction
+            row.update(rows=printed["rows"], s=printed["seconds"], first_row=printed["first_row"])
+            row["complete"] = printed["complete"]
+        else:
+            row["rows"] = printed
         rows.append(row)
-        print(_format(rows[-1], rows), flush=True)
+        print(_format(row, rows), flush=True)
     return rows
 
 
 def _format(row: dict, rows: list[dict]) -> str:
-    baselines = {r["case"]: r["s"] for r in rows if r["source"] == row["source"]}
-    generic = baselines.get("load_dataset('json')")
-    floor = baselines.get("json.loads (parse floor)")
+    baselines = {r["case"]: r["s"] for r in rows if r["source"] == row["source"] and "s" in r}
+    generic = baselines.get(GENERIC_CASE)
+    floor = baselines.get(FLOOR_CASE)
+    rows_text = "-" if row["rows"] < 0 else f"{row['rows']:,}"
+    if "first_row" in row:  # streaming: rows/s, and the time to the first row instead of the ratios
+        rate = row["rows"] / row["s"] if row["s"] else float("inf")
+        first = "no row" if row["first_row"] is None else f"first row {row['first_row']:.2f} s"
+        whole = "" if row["complete"] else " (stopped)"
+        return (
+            f"| {row['source']} | {row['case']} | {row['MB']:.1f} | {rows_text}{whole} | {row['s']:.2f} "
+            f"| {rate:,.0f} rows/s | {row['rss']:.0f} | {first} | |"
+        )
     speed = row["MB"] / row["s"] if row["s"] else float("inf")
     vs_generic = f"{generic / row['s']:.2f}x" if generic else "-"
     vs_floor = f"{floor / row['s']:.2f}x" if floor else "-"
-    rows_text = "-" if row["rows"] < 0 else f"{row['rows']:,}"
     return (
         f"| {row['source']} | {row['case']} | {row['MB']:.1f} | {rows_text} | {row['s']:.2f} | {speed:.1f} "
         f"| {row['rss']:.0f} | {vs_generic} | {vs_floor} |"
     )
+
+
+def targets(rows: list[dict]) -> list[str]:
+    """One line per target of issue 6 and source: the measured figure, and met or missed."""
+    lines = []
+    for source in dict.fromkeys(row["source"] for row in rows):
+        cases = {row["case"]: row for row in rows if row["source"] == source and "s" in row}
+        generic = cases.get(GENERIC_CASE)
+
+        def check(
+            label: str, value: float, goal: float, higher: bool, unit: str = "x", source=source
+        ) -> None:
+            met = value >= goal if higher else value <= goal
+            sign = ">=" if higher else "<="
+            lines.append(
+                f"- {source}: {label} {value:.2f}{unit} (target {sign} {goal}{unit}): {'met' if met else 'MISSED'}"
+            )
+
+        if generic and SESSIONS_CASE in cases:
+            check(
+                "sessions speed vs load_dataset('json')", generic["s"] / cases[SESSIONS_CASE]["s"], 1.0, True
+            )
+        if generic and SHARED_CASE in cases:
+            check(
+                "shared configs time / load_dataset('json')",
+                cases[SHARED_CASE]["s"] / generic["s"],
+                2.0,
+                False,
+            )
+        builds = [row for name, row in cases.items() if name.startswith("build")]
+        if builds:
+            check("peak RSS of the builds", max(row["rss"] for row in builds), 1024, False, " MiB")
+        if SESSIONS_CASE in cases and PARALLEL_CASE in cases:
+            speedup = cases[SESSIONS_CASE]["s"] / cases[PARALLEL_CASE]["s"]
+            check("num_proc=2 speed-up on sessions", speedup, 1.6, True)
+        firsts = [row["first_row"] for row in cases.values() if row.get("first_row") is not None]
+        missing = [  # a config with no row at all (no qa in a source without questions) is not missed
+            name
+            for name, row in cases.items()
+            if name.startswith("stream") and row.get("first_row") is None and not row["complete"]
+        ]
+        if firsts:
+            check("slowest first streamed row", max(firsts), 1.0, False, " s")
+        if missing:
+            lines.append(f"- {source}: no streamed row for {', '.join(missing)}: MISSED")
+        failed = [row["case"] for row in rows if row["source"] == source and "failed" in row]
+        if failed:
+            lines.append(f"- {source}: failed cases: {', '.join(failed)}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,8 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=0.05, help="1.0 = the full-size inputs")
     parser.add_argument("--source", action="append", choices=registry.names(), help="only this source")
     parser.add_argument("--workdir", type=Path, help="keep generated inputs here (default: a temp folder)")
+    parser.add_argument(
+        "--stream-seconds", type=float, default=10.0, help="stop each streaming case after this long"
+    )
     args = parser.parse_args(argv)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(machine_line())
+    print(f"scale {args.scale}; load average at start: {load_average()}")
     print(
         "| source | case | input MB | rows | seconds | MB/s | peak RSS MiB "
         "| speed vs load_dataset('json') | vs parse floor |"
@@ -133,12 +262,36 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="convhub-bench-") as temp:
         workdir = args.workdir or Path(temp)
+        rows = []
+        started = time.perf_counter()
         for source in args.source or registry.names():
             if source in scaled_inputs.GENERATORS:
-                bench_source(source, workdir, args.scale)
+                rows += bench_source(source, workdir, args.scale, args.stream_seconds)
             else:
                 print(f"| {source} | no scaled-input generator yet | | | | | | | |")
+    print(f"\nload average at end: {load_average()}; whole run {time.perf_counter() - started:.0f} s")
+    print("\ntargets:")
+    print("\n".join(targets(rows)))
     return 0
+
+
+def load_average() -> str:
+    return ", ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def machine_line() -> str:
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            cpu = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    disk = shutil.disk_usage(tempfile.gettempdir()).free / 2**30
+    return (
+        f"machine: {cpu}, {os.cpu_count()} cores, {memory:.0f} GiB RAM, {disk:.0f} GiB free in "
+        f"{tempfile.gettempdir()}; Python {platform.python_version()}"
+    )
 
 
 if __name__ == "__main__":

@@ -37,11 +37,12 @@ def templates() -> list[dict]:
     return sample.read_json("dialogues.json")
 
 
-def synthetic_dialogues(name: str):
-    """One dialogue at a time: ``SPLITS`` dialogues of ``TURNS`` turns each."""
+def synthetic_dialogues(name: str, scale: float = 1.0):
+    """One dialogue at a time: ``SPLITS`` dialogues (times ``scale``) of ``TURNS`` turns each."""
     pool = templates()
     index = 0
-    for split, count in SPLITS:
+    for split, full_count in SPLITS:
+        count = max(1, round(full_count * scale))
         for number in range(count):
             template = pool[index % len(pool)]
             turns = [dict(turn) for turn in template["turns"]]
@@ -60,7 +61,7 @@ def synthetic_dialogues(name: str):
             index += 1
 
 
-def write_dataset(folder: Path, name: str, layout: str) -> Path:
+def write_dataset(folder: Path, name: str, layout: str, scale: float = 1.0) -> Path:
     """``folder/<name>/data.zip`` (or ``data/``) with ``dialogues.json`` streamed, and an ontology."""
     root = folder / name
     data = root / "data"
@@ -68,7 +69,7 @@ def write_dataset(folder: Path, name: str, layout: str) -> Path:
     dialogues = data / "dialogues.json"
     with open(dialogues, "w", encoding="utf-8") as handle:
         handle.write("[\n")
-        for position, dialogue in enumerate(synthetic_dialogues(name)):
+        for position, dialogue in enumerate(synthetic_dialogues(name, scale)):
             if position:
                 handle.write(",\n")
             handle.write(json.dumps(dialogue, ensure_ascii=False, indent=2))

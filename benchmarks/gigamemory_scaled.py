@@ -9,7 +9,7 @@ with its number in its first message. Each dialogue thus has four questions, spr
 apart: the worst case for grouping, which must not hold pending dialogues in memory. Nothing is written
 into the project; the file goes to a temporary folder (or ``--workdir``).
 
-``gigamemory(folder, scale)`` has the signature of ``scaled_inputs.GENERATORS`` (scale 1 = 1,000 lines).
+``benchmarks/scaled_inputs.py`` calls ``write_scaled`` for ``bench.py`` (scale 1 = 2,730 lines, ~1 GB).
 """
 
 from __future__ import annotations
@@ -58,12 +58,6 @@ def write_scaled(path: Path, lines: int) -> Path:
             }
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     return path
-
-
-def gigamemory(folder: Path, scale: float) -> list[Path]:
-    return [
-        write_scaled(folder / "gigamemory_scaled.jsonl", max(QUESTIONS_PER_DIALOGUE, round(1000 * scale)))
-    ]
 
 
 def main(argv: list[str] | None = None) -> int:

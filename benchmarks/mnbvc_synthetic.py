@@ -139,6 +139,58 @@ def generate(out: Path, megabytes: float, shards: int, use_gzip: bool, seed: int
     return {"rows": rows, "conversations": conversations, "uncompressed_mb": round(written / 2**20, 1)}
 
 
+FORUM_BOARDS = ("北大树洞", "清华树洞", "水木社区")
+FORUM_USERS = ("洞主", "Alice", "Bob", "Carol", "Dave", "Eve")
+
+
+def make_thread(rng: random.Random, number: int) -> dict:
+    """One 论坛 row: a topic and 0-40 replies, each reply's 扩展字段 a JSON string (replier, quote, time)."""
+    day = f"2020{rng.randint(1, 12):02d}{rng.randint(10, 28)}"
+    replies = []
+    for floor in range(1, rng.randint(0, 40) + 1):
+        details = {
+            "回复人": rng.choice(FORUM_USERS),
+            "回复时间": f"{day} {rng.randint(10, 23)}:{rng.randint(10, 59)}:00",
+        }
+        if floor > 1 and rng.random() < 0.3:
+            details["引用ID"] = str(rng.randint(1, floor - 1))
+        text = chinese_text(rng, rng.randint(4, 160))
+        replies.append(
+            {"楼ID": str(floor), "回复": text, "扩展字段": json.dumps(details, ensure_ascii=False)}
+        )
+    return {
+        "ID": number,
+        "主题": chinese_text(rng, rng.randint(10, 300)),
+        "来源": rng.choice(FORUM_BOARDS),
+        "时间": day,
+        "回复": replies,
+        "元数据": {
+            "发帖时间": f"{day} 09:00:00",
+            "回复数": len(replies),
+            "扩展字段": json.dumps({"点赞数": rng.randint(0, 9)}, ensure_ascii=False),
+        },
+    }
+
+
+def generate_forum(out: Path, megabytes: float, shards: int, seed: int) -> dict:
+    """论坛 shards (one thread per row) of ``megabytes`` together, written row by row."""
+    rng = random.Random(seed)
+    out.mkdir(parents=True, exist_ok=True)
+    target = int(megabytes * 2**20)
+    written = rows = 0
+    per_shard = max(1, target // shards)
+    for index in range(shards):
+        with open(out / f"forum-{index:04d}.jsonl", "wb") as handle:
+            shard_written = 0
+            while shard_written < per_shard or (index == shards - 1 and written < target):
+                line = json.dumps(make_thread(rng, rows), ensure_ascii=False).encode() + b"\n"
+                handle.write(line)
+                shard_written += len(line)
+                written += len(line)
+                rows += 1
+    return {"rows": rows, "uncompressed_mb": round(written / 2**20, 1)}
+
+
 MEASURE = """
 import json, resource, sys, tempfile, time
 import datasets

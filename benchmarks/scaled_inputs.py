@@ -1,17 +1,49 @@
-"""Scaled benchmark inputs in each source's own format.
+"""Scaled benchmark inputs in each source's own format, one ``(folder, scale) -> ScaledInput`` per source.
 
-``make(source, folder, scale)`` returns the data dir to build from and the files a generic loader reads.
+Scale 1 is the full run of issue 6: LoCoMo's real file replicated to 1,000 conversations, ~1 GB of
+GigaMemory records, a MultiWOZ-sized ConvLab dataset (10k dialogues) and ~2 GB of MNBVC multi-turn and
+forum shards. The generators are the per-source modules beside this one; this module only decides sizes
+and which files the baselines read.
+
+``ScaledInput.files`` are the files ``json.loads`` and ``load_dataset("json")`` read: the same bytes the
+builder reads, except for ConvLab, whose ``data.zip`` the generic loader cannot open at all (it is given
+the extracted ``dialogues.json``, which is also what ``input MB`` counts for every case of that source).
+With ``--workdir``, an input already generated at the same scale is reused.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import convlab_multiwoz_like
+import gigamemory_scaled
+import mnbvc_synthetic
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
+#: Full-scale sizes (scale 1).
+LOCOMO_CONVERSATIONS = 1000
+GIGAMEMORY_LINES = 2730  # ~375 KB a line: ~1 GB
+MNBVC_MULTITURN_MB, MNBVC_MULTITURN_SHARDS = 1536, 8
+MNBVC_FORUM_MB, MNBVC_FORUM_SHARDS = 512, 4
 
-def locomo(folder: Path, scale: float) -> list[Path]:
+
+@dataclass
+class ScaledInput:
+    data_dir: Path  # what the builder reads (``--data-dir``)
+    files: list[Path]  # what the parse floor and the generic loader read
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def megabytes(self) -> float:
+        return sum(os.path.getsize(path) for path in self.files) / 2**20
+
+
+def locomo(folder: Path, scale: float) -> ScaledInput:
     """The real locomo10.json (or the packaged sample) replicated to ~1,000 conversations with unique ids,
     written as 4 files so that ``num_proc`` has shards to share."""
     source = SHARED_DATA / "locomo" / "locomo10.json"
@@ -20,7 +52,7 @@ def locomo(folder: Path, scale: float) -> list[Path]:
 
         source = next(Path(LocomoBuilder.sample_dir()).glob("*.json"))
     samples = json.loads(source.read_text(encoding="utf-8"))
-    target = max(4, round(1000 * scale))
+    target = max(4, round(LOCOMO_CONVERSATIONS * scale))
     files = []
     for part in range(4):
         copies = []
@@ -31,13 +63,52 @@ def locomo(folder: Path, scale: float) -> list[Path]:
         path = folder / f"locomo_part{part}.json"
         path.write_text(json.dumps(copies, ensure_ascii=False), encoding="utf-8")
         files.append(path)
-    return files
+    return ScaledInput(folder, files)
 
 
-GENERATORS = {"locomo": locomo}
+def gigamemory(folder: Path, scale: float) -> ScaledInput:
+    """One ``.jsonl`` of ~1 GB at scale 1; each dialogue's four questions a quarter of the file apart."""
+    lines = max(gigamemory_scaled.QUESTIONS_PER_DIALOGUE, round(GIGAMEMORY_LINES * scale))
+    path = gigamemory_scaled.write_scaled(folder / "gigamemory_scaled.jsonl", lines)
+    return ScaledInput(folder, [path])
 
 
-def make(source: str, folder: Path, scale: float) -> tuple[Path, list[Path]]:
+def convlab(folder: Path, scale: float) -> ScaledInput:
+    """A MultiWOZ-sized ``data.zip`` for the builder; its ``dialogues.json`` extracted for the baselines."""
+    data_dir = folder / "data_dir"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    dialogues = convlab_multiwoz_like.write_dataset(data_dir, "multiwoz_like", "zip", scale)
+    extracted = folder / "dialogues.json"
+    os.replace(dialogues, extracted)
+    shutil.rmtree(dialogues.parent)  # the builder reads data.zip only
+    note = "convlab: load_dataset('json') cannot read data.zip; baselines read the extracted dialogues.json"
+    return ScaledInput(data_dir, [extracted], [note])
+
+
+def mnbvc(folder: Path, scale: float) -> ScaledInput:
+    """多轮对话 shards (each conversation's rows spread over the shards) and 论坛 shards, ~2 GB at scale 1."""
+    for kind in ("multiturn", "forum"):
+        shutil.rmtree(folder / kind, ignore_errors=True)
+    mnbvc_synthetic.generate(
+        folder / "multiturn", MNBVC_MULTITURN_MB * scale, MNBVC_MULTITURN_SHARDS, use_gzip=False, seed=0
+    )
+    mnbvc_synthetic.generate_forum(folder / "forum", MNBVC_FORUM_MB * scale, MNBVC_FORUM_SHARDS, seed=1)
+    files = sorted((folder / "multiturn").glob("*.jsonl")) + sorted((folder / "forum").glob("*.jsonl"))
+    return ScaledInput(folder, files)
+
+
+GENERATORS = {"locomo": locomo, "gigamemory": gigamemory, "convlab": convlab, "mnbvc": mnbvc}
+
+
+def make(source: str, folder: Path, scale: float) -> ScaledInput:
+    """Generate ``source``'s input at ``scale`` in ``folder`` (reused when ``folder`` already holds it)."""
     folder.mkdir(parents=True, exist_ok=True)
-    files = GENERATORS[source](folder, scale)
-    return folder, files
+    marker = folder.parent / f"{folder.name}.scaled-input.json"  # beside: the builder reads every *.json
+    if marker.exists():
+        saved = json.loads(marker.read_text(encoding="utf-8"))
+        if saved["scale"] == scale and all(Path(path).exists() for path in saved["files"]):
+            return ScaledInput(Path(saved["data_dir"]), [Path(p) for p in saved["files"]], saved["notes"])
+    made = GENERATORS[source](folder, scale)
+    saved = {"scale": scale, "data_dir": str(made.data_dir), "files": [str(p) for p in made.files]}
+    marker.write_text(json.dumps({**saved, "notes": made.notes}), encoding="utf-8")
+    return made
