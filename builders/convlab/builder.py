@@ -17,6 +17,7 @@ import json
 import os
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any, ClassVar
@@ -26,7 +27,7 @@ from datasets import Features, Json, List, Value
 from builders import schema
 from builders.base import ConversationBuilder
 from builders.convlab import parse
-from builders.errors import Notes, SourceError
+from builders.errors import Notes, Reject, SourceError, raise_error
 from builders.views import View
 
 URL = "https://huggingface.co/datasets/ConvLab/{name}/resolve/main/data.zip"
@@ -75,7 +76,7 @@ class SubsetInput:
         if self.kind == "dummy":
             return [DIALOGUES]
         if self.kind == "zip":
-            with zipfile.ZipFile(self.path) as archive:
+            with self._archive() as archive:
                 names = [name[len("data/") :] for name in archive.namelist() if name.startswith("data/")]
             return sorted(name for name in names if name and not name.endswith("/"))
         found = []
@@ -83,16 +84,27 @@ class SubsetInput:
             found += [os.path.relpath(os.path.join(root, name), self.path) for name in files]
         return sorted(name.replace(os.sep, "/") for name in found)
 
+    def _archive(self) -> zipfile.ZipFile:
+        try:
+            return zipfile.ZipFile(self.path)
+        except (zipfile.BadZipFile, OSError, EOFError) as error:
+            problem = f"not a readable zip archive (corrupt or truncated): {error}"
+            raise SourceError(self.path, None, None, problem) from error
+
     @contextlib.contextmanager
     def open(self, member: str) -> Iterator[IO[bytes]]:
         if self.kind == "zip":
-            with zipfile.ZipFile(self.path) as archive:
+            with self._archive() as archive:
                 try:
                     info = archive.getinfo(f"data/{member}")
                 except KeyError:
                     raise SourceError(self.path, None, None, f"data/{member} is not in the archive") from None
                 with archive.open(info) as stream:
-                    yield stream
+                    try:
+                        yield stream
+                    except (zipfile.BadZipFile, zlib.error, EOFError) as error:
+                        problem = f"corrupt or truncated zip member: {error}"
+                        raise SourceError(self.label(member), None, None, problem) from error
         else:
             with open(self.path if self.kind == "dummy" else os.path.join(self.path, member), "rb") as stream:
                 yield stream
@@ -151,12 +163,26 @@ def find_local_inputs(data_dir: str, subsets: tuple[str, ...] | None) -> list[Su
 _INDEX_CACHE: dict[tuple, dict[str, list[tuple[int, int, int]]]] = {}
 
 
-def dialogue_index(source: SubsetInput) -> dict[str, list[tuple[int, int, int]]]:
-    """Split → byte ranges of its dialogues; scanned once per file and process (every config reuses it)."""
+def dialogue_index(
+    source: SubsetInput, reject: Reject = raise_error
+) -> dict[str, list[tuple[int, int, int]]]:
+    """Split → byte ranges of its dialogues; scanned once per file and process (every config reuses it).
+
+    Bad dialogues go to ``reject``; an index that rejected some is not kept, so each build reports them.
+    """
     key = source.stat_key()
     if key not in _INDEX_CACHE:
+        rejected = []
+
+        def counting_reject(error, raw=None, scope="record"):
+            rejected.append(error)
+            reject(error, raw, scope)
+
         with source.open(DIALOGUES) as stream:
-            _INDEX_CACHE[key] = parse.index_dialogues(stream, source.label(DIALOGUES))
+            index = parse.index_dialogues(stream, source.label(DIALOGUES), counting_reject)
+        if rejected:
+            return index
+        _INDEX_CACHE[key] = index
     return _INDEX_CACHE[key]
 
 
@@ -345,7 +371,7 @@ class ConvLabBuilder(ConversationBuilder):
         ]
 
     def shards(self, dl_manager):
-        inputs = self.inputs(dl_manager)
+        inputs = self._listable(self.inputs(dl_manager))
         if self.config.name == ONTOLOGY_VIEW.name:
             return {
                 "train": [
@@ -362,7 +388,11 @@ class ConvLabBuilder(ConversationBuilder):
             }
         by_split: dict[str, list[dict]] = {}
         for source in inputs:
-            index = dialogue_index(source)
+            try:
+                index = dialogue_index(source, self.reject)
+            except SourceError as error:  # an unreadable file: with --on-bad-record skip, the others go on
+                self.reject(error, None, scope="file")
+                continue
             first = True
             for split in ordered_splits(index):
                 ranges = index[split]
@@ -376,6 +406,18 @@ class ConvLabBuilder(ConversationBuilder):
                     first = False
         return {split: by_split[split] for split in ordered_splits(by_split)}
 
+    def _listable(self, inputs: list[SubsetInput]) -> list[SubsetInput]:
+        """The inputs whose files can be listed; a corrupt data.zip is an error (skipped under skip)."""
+        listable = []
+        for source in inputs:
+            try:
+                source.members()
+            except SourceError as error:
+                self.reject(error, None, scope="file")
+                continue
+            listable.append(source)
+        return listable
+
     def parse_shard(self, shard, notes: Notes):
         source: SubsetInput = shard["input"]
         if shard["first"] and source.kind == "dummy":
@@ -383,7 +425,14 @@ class ConvLabBuilder(ConversationBuilder):
         path = source.label(DIALOGUES)
         with source.open(DIALOGUES) as stream:
             for position, dialogue in parse.read_ranges(stream, shard["ranges"], path):
-                yield parse.parse_dialogue(dialogue, source.name, notes, path, position)
+                counted = Notes()
+                try:
+                    record = parse.parse_dialogue(dialogue, source.name, counted, path, position)
+                except SourceError as error:
+                    self.reject(error, dialogue)
+                    continue
+                notes.update(counted)
+                yield record
 
     def table_rows(self, view: View, shard):
         source: SubsetInput = shard["input"]

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 from builders import schema
-from builders.errors import Notes, SourceError
+from builders.errors import Notes, Reject, SourceError, raise_error
 
 ACT_KINDS = ("categorical", "non-categorical", "binary")
 ACT_KEYS = {
@@ -81,7 +81,10 @@ def scan_json_array(
             if pos < len(text) or not fill():
                 return text[pos] if pos < len(text) else ""
 
-    if skip_space() != "[":
+    first = skip_space()
+    if first == "":
+        raise SourceError(path, None, None, "the file is empty (expected a JSON list of dialogues)")
+    if first != "[":
         raise SourceError(path, None, None, "expected a JSON list of dialogues")
     pos, byte_pos = pos + 1, byte_pos + 1
     index = 0
@@ -114,24 +117,45 @@ def scan_json_array(
         raise SourceError(path, None, None, "data after the end of the top-level list")
 
 
-def index_dialogues(stream: IO[bytes], path: str) -> dict[str, list[tuple[int, int, int]]]:
-    """Split → [(start byte, end byte, position in the file)] of its dialogues, checking ids are unique."""
+def index_dialogues(
+    stream: IO[bytes], path: str, reject: Reject = raise_error
+) -> dict[str, list[tuple[int, int, int]]]:
+    """Split → [(start byte, end byte, position in the file)] of its dialogues, checking ids are unique.
+
+    A bad dialogue goes to ``reject`` with its value (raising by default); when the list itself breaks
+    (invalid JSON or UTF-8, a truncated file) the rest of the file goes there once and what came before stays.
+    """
     by_split: dict[str, list[tuple[int, int, int]]] = {}
     seen: set[str] = set()
-    for position, (start, end, dialogue) in enumerate(scan_json_array(stream, path)):
-        if not isinstance(dialogue, dict):
-            raise SourceError(
-                path, position, None, f"expected a dialogue object, got {type(dialogue).__name__}"
-            )
-        split = _require(dialogue, "data_split", str, path, position)
-        if not SPLIT_NAME.match(split):
-            raise SourceError(path, position, "data_split", f"{split!r} is not a usable split name")
-        dialogue_id = _require(dialogue, "dialogue_id", str, path, position)
-        if dialogue_id in seen:
-            raise SourceError(path, position, "dialogue_id", f"duplicate dialogue_id {dialogue_id!r}")
-        seen.add(dialogue_id)
-        by_split.setdefault(split, []).append((start, end, position))
+    scan = enumerate(scan_json_array(stream, path))
+    while True:
+        try:
+            position, (start, end, dialogue) = next(scan)
+        except StopIteration:
+            break
+        except SourceError as error:
+            reject(error, None, "file")
+            break
+        try:
+            _index_dialogue(dialogue, position, path, seen)
+        except SourceError as error:
+            reject(error, dialogue)
+            continue
+        seen.add(dialogue["dialogue_id"])
+        by_split.setdefault(dialogue["data_split"], []).append((start, end, position))
     return by_split
+
+
+def _index_dialogue(dialogue: Any, position: int, path: str, seen: set[str]) -> None:
+    """Check what the index needs of one dialogue: an object with a usable split and a new id."""
+    if not isinstance(dialogue, dict):
+        raise SourceError(path, position, None, f"expected a dialogue object, got {type(dialogue).__name__}")
+    split = _require(dialogue, "data_split", str, path, position)
+    if not SPLIT_NAME.match(split):
+        raise SourceError(path, position, "data_split", f"{split!r} is not a usable split name")
+    dialogue_id = _require(dialogue, "dialogue_id", str, path, position)
+    if dialogue_id in seen:
+        raise SourceError(path, position, "dialogue_id", f"duplicate dialogue_id {dialogue_id!r}")
 
 
 def read_ranges(
