@@ -27,7 +27,7 @@ from datasets.download.streaming_download_manager import StreamingDownloadManage
 from datasets.utils.file_utils import xopen
 
 from builders.base import ConversationBuilder
-from builders.errors import Notes
+from builders.errors import Notes, SourceError
 from builders.mnbvc import parse, regroup
 
 DEFAULT_REPO = "liwu/MNBVC"
@@ -145,12 +145,19 @@ class MnbvcBuilder(ConversationBuilder):
         return list(zip(names, paths, strict=True))
 
     def _format_of(self, name: str, path: str, open_path) -> str | None:
+        """The file's format; None for a file left out (under ``--on-bad-record skip``: unreadable, empty)."""
         forced = getattr(self.config, "source_format", None)
         if forced:
             return parse.normalize_format(forced)
-        lines = parse.open_lines(partial(open_path, path))
+        lines = parse.open_lines(partial(open_path, path), name)
         try:
-            return parse.detect_format(parse.iter_rows(lines, name), name)
+            kind = parse.detect_format(parse.iter_rows(lines, name, self.reject), name)
+            if kind is None:
+                raise SourceError(name, None, None, "no row: the file is empty (MNBVC files are JSON lines)")
+            return kind
+        except SourceError as error:
+            self.reject(error, None, scope="file")
+            return None
         finally:
             lines.close()
 
@@ -173,7 +180,9 @@ class MnbvcBuilder(ConversationBuilder):
         folder = tempfile.mkdtemp(prefix="convhub-mnbvc-partitions-", dir=os.environ.get("CONVHUB_TMPDIR"))
         weakref.finalize(self, shutil.rmtree, folder, True)
         try:
-            paths = regroup.write_partitions(files, folder, count, subsets=self.config.subsets)
+            paths = regroup.write_partitions(
+                files, folder, count, subsets=self.config.subsets, reject=self.reject
+            )
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
@@ -185,18 +194,19 @@ class MnbvcBuilder(ConversationBuilder):
     def parse_shard(self, shard: dict[str, Any], notes: Notes):
         subsets = self.config.subsets
         if shard["kind"] == "partition":
-            return regroup.read_partition(shard["path"], shard["files"], notes, subsets)
+            return regroup.read_partition(shard["path"], shard["files"], notes, subsets, self.reject)
         if shard["kind"] == "stream":
             open_path = partial(_open_remote, download_config=getattr(self, "_download_config", None))
         else:
             open_path = parse.open_local
-        rows = parse.iter_rows(parse.open_lines(partial(open_path, shard["path"])), shard["name"])
+        lines = parse.open_lines(partial(open_path, shard["path"]), shard["name"])
+        rows = parse.iter_rows(lines, shard["name"], self.reject)
         parser = {
             parse.QA: parse.qa_records,
             parse.FORUM: parse.forum_records,
             parse.MULTITURN: parse.multiturn_runs,
         }[shard["format"]]
-        return parser(rows, shard["name"], notes, subsets)
+        return parser(rows, shard["name"], notes, subsets, self.reject)
 
     def iter_records(self, notes: Notes):
         """As the base class, then the partition files are deleted at once (not at garbage collection)."""
@@ -204,7 +214,7 @@ class MnbvcBuilder(ConversationBuilder):
         for split, shards in self.shards(dl_manager).items():
             try:
                 for shard in shards:
-                    for record in self.parse_shard(shard, notes):
+                    for record in self.records_of(shard, notes):
                         yield split, record
             finally:
                 for shard in shards:

@@ -18,13 +18,14 @@ import io
 import json
 import logging
 import re
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, BinaryIO
 
 from builders import schema
-from builders.errors import Notes, SourceError
+from builders.errors import Notes, Reject, SourceError, raise_error
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ def open_local(path: str) -> BinaryIO:
     return open(path, "rb")
 
 
-def open_lines(opener: Callable[[], BinaryIO]) -> Iterator[tuple[int, bytes]]:
+def open_lines(opener: Callable[[], BinaryIO], name: str = "<stream>") -> Iterator[tuple[int, bytes]]:
     """(line number from 1, line without its LF or CRLF) of a JSONL file, gunzipped when it is gzip.
 
     ``opener`` returns a binary file object: ``open`` for local files, datasets' ``xopen`` when streaming
@@ -76,10 +77,16 @@ def open_lines(opener: Callable[[], BinaryIO]) -> Iterator[tuple[int, bytes]]:
     """
     with opener() as raw:
         buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
-        stream = gzip.GzipFile(fileobj=buffered) if buffered.peek(2)[:2] == b"\x1f\x8b" else buffered
+        gzipped = buffered.peek(2)[:2] == b"\x1f\x8b"
+        stream = gzip.GzipFile(fileobj=buffered) if gzipped else buffered
+        number = 0
         try:
             for number, line in enumerate(stream, start=1):
                 yield number, line.rstrip(b"\n").rstrip(b"\r")
+        except (OSError, EOFError, zlib.error) as error:
+            kind = "corrupt or truncated gzip" if gzipped else "unreadable file"
+            problem = f"cannot read the file ({kind}): {error}"
+            raise SourceError(name, f"line {number + 1}", None, problem) from error
         finally:
             if stream is not buffered:
                 stream.close()
@@ -100,9 +107,30 @@ def load_row(line: bytes, path: str, number: int) -> dict[str, Any] | None:
     return row
 
 
-def iter_rows(lines: Iterable[tuple[int, bytes]], path: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, line in lines:
-        row = load_row(line, path, number)
+def readable_lines(lines: Iterable[tuple[int, bytes]], reject: Reject) -> Iterator[tuple[int, bytes]]:
+    """``lines`` until one cannot be read (corrupt gzip): that error goes to ``reject`` (scope: the file)."""
+    lines = iter(lines)
+    while True:
+        try:
+            yield next(lines)
+        except StopIteration:
+            return
+        except SourceError as error:
+            reject(error, None, "file")
+            return
+
+
+def iter_rows(
+    lines: Iterable[tuple[int, bytes]], path: str, reject: Reject = raise_error
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, row) of each JSON object line; a bad line goes to ``reject`` (raising by default),
+    and a file that cannot be read on from some line goes there once (its earlier rows stay)."""
+    for number, line in readable_lines(lines, reject):
+        try:
+            row = load_row(line, path, number)
+        except SourceError as error:
+            reject(error, line)
+            continue
         if row is not None:
             yield number, row
 
@@ -524,18 +552,33 @@ def _id_string(value: Any, notes: Notes, field: str) -> str | None:
 
 
 def qa_records(
-    rows: Iterable[tuple[int, dict[str, Any]]], file: str, notes: Notes, subsets=None
+    rows: Iterable[tuple[int, dict[str, Any]]],
+    file: str,
+    notes: Notes,
+    subsets=None,
+    reject: Reject = raise_error,
 ) -> Iterator[dict[str, Any]]:
     """问答语料: each row is one conversation of one Q/A pair, identified by file and line."""
     warnings = Warnings(file)
     for line, row in rows:
         if not subset_wanted(subsets, QA, source_name(row)):
             continue
-        pair = read_pair(file, line, row, notes, warnings)
-        session_id = _id_string(row.get("id"), notes, "id") or f"line {line}"
-        session = schema.empty_session(session_id, pair_turns(pair, "", notes))
-        _session_date(session, row, "create_time", _metadata(row).get("create_time"), notes)
-        yield _record(f"{file}:{line}", QA, row, [session], notes)
+        counted = Notes()
+        try:
+            record = qa_record(row, file, line, counted, warnings)
+        except SourceError as error:
+            reject(error, row)
+            continue
+        notes.update(counted)
+        yield record
+
+
+def qa_record(row: dict[str, Any], file: str, line: int, notes: Notes, warnings: Warnings) -> dict[str, Any]:
+    pair = read_pair(file, line, row, notes, warnings)
+    session_id = _id_string(row.get("id"), notes, "id") or f"line {line}"
+    session = schema.empty_session(session_id, pair_turns(pair, "", notes))
+    _session_date(session, row, "create_time", _metadata(row).get("create_time"), notes)
+    return _record(f"{file}:{line}", QA, row, [session], notes)
 
 
 # -- 多轮对话: rows of one conversation, keyed by 会话 ---------------------------------------------------
@@ -619,7 +662,11 @@ def _raw_sequence(pair: Pair) -> Any:
 
 
 def multiturn_runs(
-    rows: Iterable[tuple[int, dict[str, Any]]], file: str, notes: Notes, subsets=None
+    rows: Iterable[tuple[int, dict[str, Any]]],
+    file: str,
+    notes: Notes,
+    subsets=None,
+    reject: Reject = raise_error,
 ) -> Iterator[dict[str, Any]]:
     """多轮对话 without regrouping: each run of adjacent rows with one key is a conversation.
 
@@ -645,7 +692,11 @@ def multiturn_runs(
     for line, row in rows:
         if not subset_wanted(subsets, MULTITURN, source_name(row)):
             continue
-        pair = read_pair(file, line, row, notes, warnings)
+        try:
+            pair = read_pair(file, line, row, notes, warnings)
+        except SourceError as error:
+            reject(error, row)
+            continue
         group = (source_name(row), *conversation_key(row, pair.extension, file, line))
         if run and group != run_group:
             yield finish()
@@ -660,13 +711,24 @@ def multiturn_runs(
 
 
 def forum_records(
-    rows: Iterable[tuple[int, dict[str, Any]]], file: str, notes: Notes, subsets=None
+    rows: Iterable[tuple[int, dict[str, Any]]],
+    file: str,
+    notes: Notes,
+    subsets=None,
+    reject: Reject = raise_error,
 ) -> Iterator[dict[str, Any]]:
     warnings = Warnings(file)
     for line, row in rows:
         if not subset_wanted(subsets, FORUM, source_name(row)):
             continue
-        yield forum_record(row, file, line, notes, warnings)
+        counted = Notes()
+        try:
+            record = forum_record(row, file, line, counted, warnings)
+        except SourceError as error:
+            reject(error, row)
+            continue
+        notes.update(counted)
+        yield record
 
 
 def forum_record(

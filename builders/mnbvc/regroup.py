@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import Any, BinaryIO
 
-from builders.errors import Notes, SourceError
+from builders.errors import Notes, Reject, SourceError, raise_error
 from builders.mnbvc import parse
 
 PARTITION_BYTES = 64 * 2**20
@@ -54,24 +54,30 @@ def write_partitions(
     count: int,
     opener: Callable[[str], BinaryIO] | None = None,
     subsets: Iterable[str] | None = None,
+    reject: Reject = raise_error,
 ) -> list[str]:
     """Hash-partition the rows of ``files`` ((name, path) pairs) into ``count`` files in ``folder``.
 
-    A row that is not JSON, not an object or not a Q/A row is a SourceError here, before any output.
+    A row that is not JSON, not an object or not a Q/A row goes to ``reject`` here, before any output
+    (a SourceError by default).
     """
     opener = opener or parse.open_local
     paths = [os.path.join(folder, f"multiturn-{index:05d}-of-{count:05d}.part") for index in range(count)]
     writers = [open(path, "wb", buffering=1 << 20) for path in paths]  # noqa: SIM115 - closed below
     try:
         for file_index, (name, path) in enumerate(files):
-            for line, raw in parse.open_lines(partial(opener, path)):
-                row = parse.load_row(raw, name, line)
+            lines = parse.open_lines(partial(opener, path), name)
+            for line, raw in parse.readable_lines(lines, reject):
+                try:
+                    row = parse.load_row(raw, name, line)
+                    if row is not None and "问" not in row and "答" not in row:
+                        problem = "missing (neither 问 nor 答: not a Q/A row)"
+                        raise SourceError(name, f"line {line}", "问", problem)
+                except SourceError as error:
+                    reject(error, raw)
+                    continue
                 if row is None:
                     continue
-                if "问" not in row and "答" not in row:
-                    raise SourceError(
-                        name, f"line {line}", "问", "missing (neither 问 nor 答: not a Q/A row)"
-                    )
                 source = parse.source_name(row)
                 if not parse.subset_wanted(subsets, parse.MULTITURN, source):
                     continue
@@ -89,21 +95,35 @@ def write_partitions(
 
 
 def read_partition(
-    path: str, files: list[str], notes: Notes, subsets: Iterable[str] | None = None
+    path: str,
+    files: list[str],
+    notes: Notes,
+    subsets: Iterable[str] | None = None,
+    reject: Reject = raise_error,
 ) -> Iterator[dict[str, Any]]:
-    """The conversations of one partition, sorted by (来源, key); see the module docstring."""
+    """The conversations of one partition, sorted by (来源, key); see the module docstring.
+
+    A bad row goes to ``reject`` alone; its conversation is built from its other rows.
+    """
     index = _sorted_index(path)
     warnings = {name: parse.Warnings(name) for name in files}
     with open(path, "rb") as handle:
         for (source, how, key), entries in itertools.groupby(index, key=lambda entry: entry[0]):
             pairs = []
+            counted = Notes()
             for _, (_, _, _, file_index, line), offset in entries:
                 handle.seek(offset)
                 raw = handle.readline().rstrip(b"\n").split(b"\t", 2)[2]
                 name = files[file_index]
-                row = parse.load_row(raw, name, line)
-                pairs.append(parse.read_pair(name, line, row, notes, warnings[name]))
-            yield parse.multiturn_record(pairs, how, key, parse.group_id(source, how, key), notes)
+                try:
+                    row = parse.load_row(raw, name, line)
+                    pairs.append(parse.read_pair(name, line, row, counted, warnings[name]))
+                except SourceError as error:
+                    reject(error, raw)
+            if pairs:
+                record = parse.multiturn_record(pairs, how, key, parse.group_id(source, how, key), counted)
+                notes.update(counted)
+                yield record
 
 
 def _sorted_index(path: str) -> list[tuple[tuple, tuple, int]]:
