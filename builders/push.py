@@ -49,7 +49,7 @@ NO_LICENSE = {"", "none"}
 
 
 TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})  # the statuses huggingface_hub retries too
-TOKEN_LIKE = re.compile(r"(?i)(bearer\s+)\S+|\bhf_[A-Za-z0-9]{8,}")
+TOKEN_LIKE = re.compile(r"(?i)(bearer\s+)[^\s;,'\"]+|\bhf_[A-Za-z0-9]{8,}")
 
 
 class PushError(Exception):

@@ -142,9 +142,9 @@ class Fault:
 class HubError(Exception):
     """An error answer: status, ``X-Error-Code`` header (how the client picks its exception) and message."""
 
-    def __init__(self, status: int, message: str, code: str | None = None):
+    def __init__(self, status: int, message: str, code: str | None = None, **fields):
         super().__init__(message)
-        self.status, self.message, self.code = status, message, code
+        self.status, self.message, self.code, self.fields = status, message, code, fields
 
 
 class DroppedConnection(Exception):
@@ -350,7 +350,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
             return
         except HubError as error:
-            status, payload = error.status, json.dumps({"error": error.message}).encode()
+            status, payload = error.status, json.dumps({"error": error.message, **error.fields}).encode()
             headers = {"Content-Type": "application/json", "X-Error-Message": error.message}
             if error.code:
                 headers["X-Error-Code"] = error.code
@@ -414,8 +414,9 @@ class _Handler(BaseHTTPRequestHandler):
         repo_type = request.get("type") or "model"
         repo_id = f"{request.get('organization')}/{request['name']}"
         key = f"{repo_type}/{repo_id}"
-        if key in self.hub.repos:
-            raise HubError(409, "You already created this repo")
+        prefix = "" if repo_type == "model" else f"{repo_type}s/"
+        if key in self.hub.repos:  # the Hub names the existing repo (create_repo(exist_ok=True) reads it)
+            raise HubError(409, "You already created this repo", url=f"{self.hub.url}/{prefix}{repo_id}")
         private = request.get("visibility") == "private" or bool(
             request.get("private")
         )  # 2.4 sends visibility
@@ -423,7 +424,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.hub.repos[key] = repo
         initial = {".gitattributes": StoredFile(GITATTRIBUTES, lfs=False)}
         self.hub.new_commit(repo, None, "initial commit", initial, "main")
-        prefix = "" if repo_type == "model" else f"{repo_type}s/"
         return self._json({"url": f"{self.hub.url}/{prefix}{repo_id}", "name": repo_id, "id": repo_id})
 
     def _repo_info(self, params, logged, body):
