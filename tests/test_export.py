@@ -1,0 +1,460 @@
+"""``convhub export``: build → export → the source's own files again, equal as JSON values, types included.
+
+This is the proof that the builders lose nothing: every real file in ../shared/data and every sample file
+of every source is built with the real builder, written to Parquet, read back (from the folder, and from a
+Hub repo through the Hub double) and exported; the export must equal the original as a JSON value, field
+for field (``2022`` stays an integer, never ``"2022"`` or ``2022.0``). What does not come back byte for byte is
+listed in ``BYTE_DIFFERENCES`` (and in each source's card) and each entry is asserted by a test below.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import datasets
+import pytest
+from conftest import shared_data
+
+from builders import cli, registry
+from builders.build import build_source
+from builders.convlab.builder import DEFAULT_SUBSETS as CONVLAB_DATASETS
+from builders.export import ExportError, LocalBuild, differences, export_source
+
+#: Everything ``convhub export`` does not give back byte for byte. In every case the JSON values are equal.
+BYTE_DIFFERENCES = {
+    "locomo": [
+        "key order inside objects (locomo10.json writes img_url before or after dia_id; the export one order)",
+    ],
+    "gigamemory": [
+        "CRLF line endings become LF",
+        "a UTF-8 byte-order mark is dropped",
+        "a whitespace-only line becomes an empty line",
+        "a .jsonl.gz file is gzipped again (other gzip header and compression bytes, same content)",
+    ],
+    "convlab": [
+        "key order inside objects (ConvLab's datasets order turn keys differently; the export one order)",
+        "data.zip and dummy_data.json come back as a data/ folder: <subset>/data/dialogues.json",
+        "JSON whitespace of database files (written with indent=2)",
+    ],
+    "mnbvc": [
+        "CRLF line endings become LF",
+        "a whitespace-only line becomes an empty line",
+        "a .jsonl.gz file is gzipped again (other gzip header and compression bytes, same content)",
+        "JSON whitespace inside a line (rows are written as json.dumps(row, ensure_ascii=False))",
+    ],
+}
+#: Where an export is not equal as a JSON value, in inputs the real files do not have; each is asserted below.
+VALUE_DIFFERENCES = {
+    "convlab": [
+        "dialogues.json is written split by split (train, validation, test, then others): a file that "
+        "interleaves splits comes back grouped by split",
+    ],
+}
+CARD_TEMPLATES = Path(__file__).resolve().parents[1] / "dataset_cards"
+
+
+# -- helpers --------------------------------------------------------------------------------------------
+
+
+def content(path: Path) -> bytes:
+    """A file's bytes, gunzipped when it is gzip (recognized by its magic bytes, as the parsers do)."""
+    data = path.read_bytes()
+    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+
+
+def jsonl_values(path: Path) -> dict[int, Any]:
+    """Line number → JSON value of every non-blank line (BOM and CRLF tolerated, as the parsers read them)."""
+    text = content(path).decode("utf-8-sig")
+    return {number: json.loads(line) for number, line in enumerate(text.split("\n"), 1) if line.strip()}
+
+
+def assert_equal_values(original: Any, exported: Any, where: str) -> None:
+    assert differences(original, exported) == [], where
+
+
+def assert_jsonl_files_equal(original: Path, exported: Path) -> None:
+    """Every row at its line number, equal as a JSON value; nothing more, nothing less."""
+    before, after = jsonl_values(original), jsonl_values(exported)
+    assert sorted(after) == sorted(before), exported
+    for number, value in before.items():
+        assert_equal_values(value, after[number], f"{exported} line {number}")
+
+
+def export(source: str, build_folder: Path, output: Path) -> Path:
+    result = export_source(source, build_folder, output)
+    assert result.output == output and output.is_dir()
+    assert not [p for p in output.parent.iterdir() if p.name.startswith(f".{output.name}.partial-")]
+    return output
+
+
+def build_and_export(source: str, data_dir: Path, tmp_path: Path, configs=("sessions",), **options) -> Path:
+    build = build_source(source, tmp_path / "build", data_dir=str(data_dir), configs=list(configs), **options)
+    return export(source, build.output, tmp_path / "export")
+
+
+def source_files(folder: Path) -> list[Path]:
+    return sorted(path for path in folder.rglob("*") if path.is_file() and path.suffix != ".py")
+
+
+# -- the comparison itself --------------------------------------------------------------------------------
+
+
+def test_differences_compare_types_not_only_values():
+    assert differences({"a": 2022}, {"a": 2022}) == []
+    assert differences({"b": 1, "a": [1, "x"]}, {"a": [1, "x"], "b": 1}) == []  # key order is no difference
+    assert differences({"a": 2022}, {"a": "2022"}) == ['$.a: int 2022 != str "2022"']
+    assert differences({"a": 2022}, {"a": 2022.0}) == ["$.a: int 2022 != float 2022.0"]
+    assert differences([1], [True]) == ["$[0]: int 1 != bool true"]
+    assert differences({"a": None}, {}) == ["$.a: missing from the export"]
+    assert differences({}, {"a": None}) == ["$.a: not in the original"]
+    assert differences([1, 2], [1]) == ["$: 2 items != 1 items"]
+    assert differences(0.1 + 0.2, 0.3) == ["$: 0.30000000000000004 != 0.3"]
+
+
+# -- LoCoMo -----------------------------------------------------------------------------------------------
+
+
+def test_locomo_real_file_exports_equal_with_integer_answers(tmp_path):
+    path = shared_data("locomo", "locomo10.json")
+    exported = build_and_export("locomo", path, tmp_path) / "locomo10.json"
+    assert sorted(p.name for p in exported.parent.iterdir()) == ["locomo10.json"]
+    original, rebuilt = json.loads(path.read_bytes()), json.loads(exported.read_bytes())
+    assert_equal_values(original, rebuilt, "locomo10.json")
+    answers = [
+        qa["answer"] for sample in rebuilt for qa in sample["qa"] if not isinstance(qa.get("answer", ""), str)
+    ]
+    assert sorted(answers) == [2, 3, 2022, 2022, 2022, 2022] and {type(a) for a in answers} == {int}
+    # the one byte difference named in BYTE_DIFFERENCES: key order (LoCoMo's file is json.dumps(indent=2))
+    assert exported.read_bytes() != path.read_bytes()
+    assert path.read_text() == json.dumps(original, indent=2)
+    assert json.dumps(rebuilt, indent=2, sort_keys=True) == json.dumps(original, indent=2, sort_keys=True)
+
+
+LOCOMO_QUIRKS = [
+    {
+        "sample_id": "q-1",
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Ben",
+            "session_1_date_time": "1:00 pm on 1 May, 2023",
+            "session_1": [
+                {"speaker": "Ana", "dia_id": "D1:1", "text": "hi", "img_url": None, "blip_caption": "a cat"},
+                {"speaker": "Ben", "dia_id": "D1:2", "text": "hey", "img_url": []},
+                {
+                    "speaker": "Ana",
+                    "dia_id": "D1:3",
+                    "text": "x",
+                    "img_url": ["u1", "u2"],
+                    "query": "q",
+                    "mood": 1,
+                },
+            ],
+            "session_2": [{"speaker": "Ben", "dia_id": "D2:1", "text": "no date for this session"}],
+            "session_3_date_time": "a date with no session",
+            "session_01": "not a session key",
+        },
+        "qa": [
+            {"question": "float?", "answer": 1.2345678901234567, "evidence": "D1:1", "category": 1},
+            {"question": "int adversarial?", "adversarial_answer": 7, "category": 5, "note": [1, 2.5, None]},
+            {"question": "no evidence", "answer": "a", "category": 4, "evidence": ["D9:9", "D", "D01:02"]},
+        ],
+        "session_summary": {"session_1_summary": "s1", "session_9_summary": "no such session"},
+        "event_summary": {},
+        "release": {"version": 1.0},
+    }
+]
+
+
+def test_locomo_quirks_export_equal(tmp_path):
+    """img_url null or empty, several URLs, a session without date, dangling dates and summaries, an absent
+    side table, unknown keys, a float answer of 17 digits and an integer adversarial answer all come back."""
+    path = tmp_path / "quirks.json"
+    path.write_text(json.dumps(LOCOMO_QUIRKS), encoding="utf-8")
+    exported = build_and_export("locomo", path, tmp_path) / "quirks.json"
+    rebuilt = json.loads(exported.read_bytes())
+    assert_equal_values(LOCOMO_QUIRKS, rebuilt, "quirks.json")
+    assert rebuilt[0]["qa"][0]["answer"] == 1.2345678901234567  # datasets' own Json decoding would round it
+    assert "observation" not in rebuilt[0]
+
+
+# -- GigaMemory -------------------------------------------------------------------------------------------
+
+
+def test_gigamemory_real_file_exports_byte_for_byte(tmp_path):
+    path = shared_data("gigamemory", "format_example.jsonl")
+    exported = build_and_export("gigamemory", path.parent, tmp_path) / "format_example.jsonl"
+    assert_jsonl_files_equal(path, exported)
+    assert exported.read_bytes() == path.read_bytes()  # the public file has none of the byte differences
+    ids = [type(value["id"]) for value in jsonl_values(exported).values()]
+    assert ids == [int] * 4
+
+
+def gigamemory_line(record_id, sessions, **fields):
+    return {"id": record_id, "question": "Как меня зовут?", "ans": "Иван", "question_type": "no_info",
+            "sessions": sessions, "ans_session_ids": [1], **fields}  # fmt: skip
+
+
+def test_gigamemory_quirks_export_equal_and_the_byte_differences_are_the_listed_ones(tmp_path):
+    dialogue = [{"id": 1, "messages": [{"role": "assistant", "content": "Добрый день!"}]}]
+    other = [{"messages": [{"content": "x", "role": "user", "ts": 0.1 + 0.2}], "id": "s-1", "topic": None}]
+    lines = [
+        gigamemory_line(1, dialogue),
+        gigamemory_line("2", other, ans=1.2345678901234567, extra_key={"k": [1, True]}),
+        {"question": "ключи в другом порядке", "id": 3, "sessions": dialogue, "question_type": None},
+    ]
+    text = "\r\n".join(json.dumps(line, ensure_ascii=False) for line in lines)
+    data_dir = tmp_path / "in"
+    data_dir.mkdir()
+    original = b"\xef\xbb\xbf" + text.replace("\r\n", "\r\n   \r\n", 1).encode() + b"\r\n"
+    (data_dir / "quirks.jsonl.gz").write_bytes(gzip.compress(original))
+    exported = build_and_export("gigamemory", data_dir, tmp_path / "out") / "quirks.jsonl.gz"
+    assert_jsonl_files_equal(data_dir / "quirks.jsonl.gz", exported)
+    assert exported.read_bytes()[:2] == b"\x1f\x8b"
+    # BYTE_DIFFERENCES["gigamemory"], applied to the original, give the export exactly
+    expected = original.removeprefix(b"\xef\xbb\xbf").replace(b"\r\n", b"\n").replace(b"\n   \n", b"\n\n")
+    assert content(exported) == expected
+
+
+def test_gigamemory_sample_exports_byte_for_byte(sample_builds, tmp_path):
+    sample = Path(registry.get("gigamemory").sample_dir())
+    exported = export("gigamemory", sample_builds["gigamemory"].output, tmp_path / "export")
+    assert [p.name for p in source_files(exported)] == [p.name for p in source_files(sample)]
+    for path in source_files(sample):
+        assert_jsonl_files_equal(path, exported / path.name)
+        assert content(exported / path.name) == content(path)
+
+
+# -- ConvLab ----------------------------------------------------------------------------------------------
+
+
+def zip_json(path: Path, member: str) -> Any:
+    with zipfile.ZipFile(path) as archive:
+        return json.loads(archive.read(member))
+
+
+def assert_convlab_zip_equal(archive: Path, exported: Path) -> None:
+    """Every JSON file of ``data.zip`` (dialogues, ontology, databases) comes back, equal as a JSON value."""
+    with zipfile.ZipFile(archive) as source:
+        members = sorted(m for m in source.namelist() if m.endswith(".json"))
+    assert sorted(p.relative_to(exported).as_posix() for p in source_files(exported)) == members
+    for member in members:
+        assert_equal_values(zip_json(archive, member), json.loads((exported / member).read_bytes()), member)
+
+
+CONVLAB_CONFIGS = ("sessions", "ontology", "database")
+
+
+def test_convlab_real_zips_export_equal(tmp_path):
+    data_dir = shared_data("convlab")
+    for name in ("camrest", "woz"):
+        shared_data("convlab", name, "data.zip")
+    exported = build_and_export(
+        "convlab", data_dir, tmp_path, configs=CONVLAB_CONFIGS, subsets=["camrest", "woz"]
+    )
+    assert sorted(p.name for p in exported.iterdir()) == ["camrest", "woz"]
+    for name in ("camrest", "woz"):
+        assert_convlab_zip_equal(data_dir / name / "data.zip", exported / name)
+    # the byte difference named in BYTE_DIFFERENCES: only the key order of objects
+    for member in ("data/dialogues.json", "data/ontology.json"):
+        original = zip_json(data_dir / "camrest" / "data.zip", member)
+        rebuilt = json.loads((exported / "camrest" / member).read_bytes())
+        assert json.dumps(rebuilt, sort_keys=True) == json.dumps(original, sort_keys=True)
+
+
+def test_convlab_16_real_dummy_files_export_equal(tmp_path):
+    root = tmp_path / "dummies"
+    for name in CONVLAB_DATASETS:
+        (root / name).mkdir(parents=True)
+        os.symlink(shared_data("convlab", name, "dummy_data.json"), root / name / "dummy_data.json")
+    exported = build_and_export("convlab", root, tmp_path, configs=CONVLAB_CONFIGS)
+    assert sorted(p.relative_to(exported).as_posix() for p in source_files(exported)) == sorted(
+        f"{name}/data/dialogues.json" for name in CONVLAB_DATASETS
+    )
+    for name in CONVLAB_DATASETS:
+        original = json.loads((root / name / "dummy_data.json").read_bytes())
+        assert len(original) == 10
+        rebuilt = json.loads((exported / name / "data" / "dialogues.json").read_bytes())
+        assert_equal_values(original, rebuilt, name)
+
+
+def test_convlab_sample_exports_equal(sample_builds, tmp_path):
+    sample = Path(registry.get("convlab").sample_dir())
+    exported = export("convlab", sample_builds["convlab"].output, tmp_path / "export")
+    assert_convlab_zip_equal(sample / "toyhotel" / "data.zip", exported / "toyhotel")
+    for member in ("dialogues.json", "ontology.json"):
+        original = json.loads((sample / "toychat" / "data" / member).read_bytes())
+        rebuilt = json.loads((exported / "toychat" / "data" / member).read_bytes())
+        assert_equal_values(original, rebuilt, f"toychat/{member}")
+
+
+def test_convlab_empty_and_odd_database_files_come_back(tmp_path):
+    """A database file that holds no entity (``[]``, a key with ``[]``) or no list at all is kept whole."""
+    data = tmp_path / "in" / "tiny" / "data"
+    data.mkdir(parents=True)
+    dialogue = {"dataset": "tiny", "data_split": "test", "dialogue_id": "tiny-test-0", "turns": []}
+    files = {
+        "dialogues.json": [dialogue],
+        "ontology.json": {"domains": {}, "intents": {}, "extra_section": [1.5, None]},
+        "empty_db.json": [],
+        "keyed_db.json": {"hotel": [{"name": "A", "stars": 4}], "taxi": []},
+        "scalar_db.json": 3,
+        "null_entities_db.json": [None, {"x": 0.1}],
+    }
+    for name, value in files.items():
+        (data / name).write_text(json.dumps(value), encoding="utf-8")
+    exported = build_and_export("convlab", tmp_path / "in", tmp_path / "out", configs=CONVLAB_CONFIGS)
+    assert sorted(p.name for p in source_files(exported / "tiny" / "data")) == sorted(files)
+    for name, value in files.items():
+        assert_equal_values(value, json.loads((exported / "tiny" / "data" / name).read_bytes()), name)
+
+
+def test_convlab_dialogues_come_back_grouped_by_split_the_one_value_difference(tmp_path):
+    """VALUE_DIFFERENCES["convlab"]: the build keeps no position across splits, only within one."""
+    data = tmp_path / "in" / "mixed" / "data"
+    data.mkdir(parents=True)
+    splits = ["test", "train", "validation", "train", "test"]
+    dialogues = [
+        {"dataset": "mixed", "data_split": split, "dialogue_id": f"mixed-{index}", "turns": []}
+        for index, split in enumerate(splits)
+    ]
+    (data / "dialogues.json").write_text(json.dumps(dialogues), encoding="utf-8")
+    exported = build_and_export("convlab", tmp_path / "in", tmp_path / "out")
+    rebuilt = json.loads((exported / "mixed" / "data" / "dialogues.json").read_bytes())
+    assert [d["dialogue_id"] for d in rebuilt] == ["mixed-1", "mixed-3", "mixed-2", "mixed-0", "mixed-4"]
+    by_split = sorted(dialogues, key=lambda d: ("train", "validation", "test").index(d["data_split"]))
+    assert_equal_values(by_split, rebuilt, "dialogues grouped by split")
+
+
+# -- MNBVC ------------------------------------------------------------------------------------------------
+
+
+def test_mnbvc_sample_exports_every_shard_row_for_row(sample_builds, tmp_path):
+    sample = Path(registry.get("mnbvc").sample_dir())
+    exported = export("mnbvc", sample_builds["mnbvc"].output, tmp_path / "export")
+    names = [p.relative_to(sample).as_posix() for p in source_files(sample)]
+    assert [p.relative_to(exported).as_posix() for p in source_files(exported)] == names
+    for name in names:
+        assert_jsonl_files_equal(sample / name, exported / name)
+        assert (exported / name).read_bytes()[:2] == (sample / name).read_bytes()[:2]  # gzip stays gzip
+        # BYTE_DIFFERENCES["mnbvc"]: CRLF → LF is the only one in the sample (written as json.dumps)
+        assert content(exported / name) == content(sample / name).replace(b"\r\n", b"\n")
+    assert b"\r\n" in (sample / "multiturn/sharegpt-0002.jsonl").read_bytes()
+
+
+def mnbvc_pair(session, number, question, line_id="md5"):
+    extension = json.dumps({"会话": session, "多轮序号": number}, ensure_ascii=False)
+    return {"id": line_id, "问": question, "答": "" if number == 2 else "好", "来源": "ShareGPT",
+            "时间": "20230517", "元数据": {"create_time": "20230517 10:41:58", "扩展字段": extension}}  # fmt: skip
+
+
+def test_mnbvc_rows_grouped_across_files_go_back_to_their_lines(tmp_path):
+    """A conversation's rows spread over two shards, out of order, with blank lines: each row at its line."""
+    data_dir = tmp_path / "in"
+    (data_dir / "b").mkdir(parents=True)
+    first = [mnbvc_pair("s1", 3, "三"), mnbvc_pair(7, 1, "一", line_id=12), mnbvc_pair("s1", 1, "一")]
+    second = [mnbvc_pair(7, 2, "二"), mnbvc_pair("s1", 2, "二", line_id=1.5)]
+    (data_dir / "a.jsonl").write_text(
+        "\n".join(json.dumps(row, ensure_ascii=False) for row in first) + "\n\n", encoding="utf-8"
+    )
+    text = "\n \n".join(json.dumps(row, ensure_ascii=False, indent=None) for row in second)
+    (data_dir / "b" / "c.jsonl.gz").write_bytes(gzip.compress(text.encode()))
+    exported = build_and_export("mnbvc", data_dir, tmp_path / "out")
+    assert [p.relative_to(exported).as_posix() for p in source_files(exported)] == ["a.jsonl", "b/c.jsonl.gz"]
+    assert_jsonl_files_equal(data_dir / "a.jsonl", exported / "a.jsonl")
+    assert_jsonl_files_equal(data_dir / "b" / "c.jsonl.gz", exported / "b" / "c.jsonl.gz")
+    assert content(exported / "b" / "c.jsonl.gz") == text.replace("\n \n", "\n\n").encode() + b"\n"
+
+
+# -- Hub repos, the command line, failures ------------------------------------------------------------------
+
+
+def test_export_from_a_hub_repo(hub, sample_builds, tmp_path):
+    from builders.push import push_folder
+
+    folder = tmp_path / "convlab-unified"
+    shutil.copytree(sample_builds["convlab"].output, folder)
+    push_folder(folder, "org/convlab-unified")
+    exported = export("convlab", "org/convlab-unified", tmp_path / "export")
+    sample = Path(registry.get("convlab").sample_dir())
+    assert_convlab_zip_equal(sample / "toyhotel" / "data.zip", exported / "toyhotel")
+    original = json.loads((sample / "toychat" / "data" / "dialogues.json").read_bytes())
+    assert_equal_values(
+        original, json.loads((exported / "toychat/data/dialogues.json").read_bytes()), "toychat"
+    )
+
+
+def test_cli_export_from_a_hub_repo_streamed(hub, sample_builds, tmp_path, capsys):
+    from builders.push import push_folder
+
+    folder = tmp_path / "locomo-unified"
+    shutil.copytree(sample_builds["locomo"].output, folder)
+    push_folder(folder, "org/locomo-unified")
+    output = tmp_path / "export"
+    assert (
+        cli.main(["export", "locomo", "--from", "org/locomo-unified", "--output", str(output), "--streaming"])
+        == 0
+    )
+    assert "locomo_sample.json" in capsys.readouterr().out
+    sample = Path(registry.get("locomo").sample_dir()) / "locomo_sample.json"
+    assert_equal_values(
+        json.loads(sample.read_bytes()), json.loads((output / "locomo_sample.json").read_bytes()), ""
+    )
+
+
+def test_cli_export_from_a_folder(sample_builds, tmp_path, capsys):
+    output = tmp_path / "export"
+    folder = str(sample_builds["gigamemory"].output)
+    assert cli.main(["export", "gigamemory", "--from", folder, "--output", str(output)]) == 0
+    out = capsys.readouterr().out
+    assert "dialogues.jsonl" in out and "string_ids.jsonl.gz" in out
+    assert sorted(p.name for p in output.iterdir()) == ["dialogues.jsonl", "string_ids.jsonl.gz"]
+
+
+def test_exporting_another_sources_build_fails_and_leaves_the_output_alone(sample_builds, tmp_path, capsys):
+    output = tmp_path / "export"
+    output.mkdir()
+    (output / "keep.txt").write_text("earlier export")
+    folder = str(sample_builds["gigamemory"].output)
+    assert cli.main(["export", "locomo", "--from", folder, "--output", str(output)]) == 1
+    error = capsys.readouterr().err
+    assert "holds 'gigamemory' records, not 'locomo' ones" in error
+    assert [p.name for p in tmp_path.iterdir()] == ["export"]  # no staging folder left
+    assert (output / "keep.txt").read_text() == "earlier export"
+
+
+def test_a_folder_that_is_no_build_or_a_bad_repo_id_is_one_clear_error(tmp_path):
+    with pytest.raises(ExportError, match="not a convhub build folder"):
+        export_source("locomo", tmp_path, tmp_path / "out")
+    with pytest.raises(ExportError, match="neither a local build folder nor a Hub repo id"):
+        export_source("locomo", tmp_path / "no" / "such" / "folder", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_local_build_reads_json_columns_exactly_where_datasets_rounds_them(tmp_path):
+    """Why the export decodes Json itself: ``load_dataset`` gives 1.234567890123456 for 1.2345678901234567."""
+    path = tmp_path / "float.json"
+    path.write_text(json.dumps(LOCOMO_QUIRKS), encoding="utf-8")
+    build = build_source("locomo", tmp_path / "build", data_dir=str(path), configs=["sessions"])
+    row = next(LocalBuild(build.output).rows("sessions", "test"))
+    assert row["questions"][0]["extra"]["raw_answer"] == 1.2345678901234567
+    loaded = datasets.load_dataset("parquet", data_dir=str(build.output / "sessions"), split="test")
+    assert loaded[0]["questions"][0]["extra"]["raw_answer"] != 1.2345678901234567
+
+
+# -- the cards name the differences ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", sorted(BYTE_DIFFERENCES))
+def test_each_card_template_has_an_export_section(source):
+    template = (CARD_TEMPLATES / f"{source}.md").read_text(encoding="utf-8")
+    section = template[template.index("### Export") :]
+    assert f"convhub export {source} --from" in section
+    assert "byte for byte" in section
+    if source in VALUE_DIFFERENCES:
+        assert "One difference in value" in section and "split by split" in section
