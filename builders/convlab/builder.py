@@ -99,12 +99,17 @@ class SubsetInput:
                     info = archive.getinfo(f"data/{member}")
                 except KeyError:
                     raise SourceError(self.path, None, None, f"data/{member} is not in the archive") from None
-                with archive.open(info) as stream:
+                damaged = (zipfile.BadZipFile, zlib.error, EOFError, OSError)
+                problem = "corrupt or truncated zip member: {}"
+                try:
+                    stream = archive.open(info)
+                except damaged as error:
+                    raise SourceError(self.label(member), None, None, problem.format(error)) from error
+                with stream:
                     try:
                         yield stream
-                    except (zipfile.BadZipFile, zlib.error, EOFError) as error:
-                        problem = f"corrupt or truncated zip member: {error}"
-                        raise SourceError(self.label(member), None, None, problem) from error
+                    except damaged as error:
+                        raise SourceError(self.label(member), None, None, problem.format(error)) from error
         else:
             with open(self.path if self.kind == "dummy" else os.path.join(self.path, member), "rb") as stream:
                 yield stream

@@ -151,7 +151,8 @@ class MnbvcBuilder(ConversationBuilder):
             return parse.normalize_format(forced)
         lines = parse.open_lines(partial(open_path, path), name)
         try:
-            kind = parse.detect_format(parse.iter_rows(lines, name, self.reject), name)
+            rows = parse.iter_rows(lines, name, self.reject)
+            kind = parse.detect_format(rows, name, tolerant=self.config.on_bad_record == "skip")
             if kind is None:
                 raise SourceError(name, None, None, "no row: the file is empty (MNBVC files are JSON lines)")
             return kind

@@ -316,21 +316,28 @@ def is_multiturn_row(row: dict[str, Any]) -> bool:
     return bool(extension.value) and ("会话" in extension.value or "多轮序号" in extension.value)
 
 
-def detect_format(rows: Iterable[tuple[int, dict[str, Any]]], path: str) -> str | None:
+def detect_format(
+    rows: Iterable[tuple[int, dict[str, Any]]], path: str, tolerant: bool = False
+) -> str | None:
     """A shard's format from its first rows: forum, multiturn (Q/A rows with 会话/多轮序号) or qa.
 
     ``None`` for a shard with no row. A first row of no dialogue format is a SourceError that asks for
-    ``--format``.
+    ``--format``; ``tolerant`` (``--on-bad-record skip``) passes over such rows (the format's parser
+    rejects them later) and fails only when no row has a format.
     """
     found = None
+    formatless = None
     for seen, (number, row) in enumerate(rows):
         kind = row_format(row)
+        if kind is None and tolerant:
+            formatless = formatless or (number, row)
+            continue
         if kind is None:
             raise SourceError(
                 path,
                 f"line {number}",
-                None,
-                "not an MNBVC dialogue row (no 问/答, no 主题/回复); keys "
+                "问",
+                "missing: not an MNBVC dialogue row (no 问/答, no 主题/回复); keys "
                 f"{list(row)[:8]}; give the format with --format",
             )
         if kind == FORUM:
@@ -340,6 +347,10 @@ def detect_format(rows: Iterable[tuple[int, dict[str, Any]]], path: str) -> str 
         found = QA
         if seen + 1 >= DETECT_ROWS:
             break
+    if found is None and formatless is not None:
+        number, row = formatless
+        problem = f"missing: no MNBVC dialogue row (no 问/答, no 主题/回复) in the first {DETECT_ROWS} rows"
+        raise SourceError(path, f"line {number}", "问", f"{problem}; keys {list(row)[:8]}; give --format")
     return found
 
 

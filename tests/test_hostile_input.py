@@ -1,0 +1,660 @@
+"""Hostile and broken input, for every source: the build fails well, or with ``skip`` goes on and says so.
+
+Each source writes its own fixtures into ``tmp_path`` (its file layout, its notion of one record: a LoCoMo
+sample, a GigaMemory line, a ConvLab dialogue, an MNBVC row). For every case the default build must raise a
+SourceError naming the file, the line or record and the field, and leave neither an output nor a staging
+folder; with ``on_bad_record="skip"`` the good records are built, every rejected one is in the quarantine
+file beside the output with its reason, and the card counts them.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import datasets
+import pytest
+
+from builders import cli, quarantine
+from builders.build import build_source, check_source
+from builders.errors import SourceError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- each source's format: a valid record, and how files are laid out ------------------------------------
+
+
+def locomo_record(i: int, text: str = "") -> dict:
+    return {
+        "sample_id": f"conv-{i}",
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bob",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": text or f"hello {i}"},
+                {"speaker": "Bob", "dia_id": "D1:2", "text": "hi"},
+            ],
+        },
+        "qa": [{"question": "who?", "answer": "Ann", "evidence": ["D1:1"], "category": 1}],
+        "event_summary": {},
+        "observation": {},
+        "session_summary": {},
+    }
+
+
+def gigamemory_record(i: int, text: str = "") -> dict:
+    messages = [{"role": "user", "content": text or f"привет {i}"}, {"role": "assistant", "content": "да"}]
+    return {
+        "id": i,
+        "question": "как?",
+        "ans": "так",
+        "question_type": "fact_equal_session",
+        "sessions": [{"id": 1, "messages": messages}],
+        "ans_session_ids": [1],
+    }
+
+
+def convlab_record(i: int, text: str = "", subset: str = "toy") -> dict:
+    return {
+        "dataset": subset,
+        "data_split": "train",
+        "dialogue_id": f"{subset}-train-{i}",
+        "turns": [
+            {"speaker": "user", "utterance": text or f"hello {i}", "utt_idx": 0},
+            {"speaker": "system", "utterance": "ok", "utt_idx": 1},
+        ],
+    }
+
+
+def mnbvc_record(i: int, text: str = "") -> dict:
+    return {
+        "id": i,
+        "问": text or f"问题 {i}",
+        "答": "回答",
+        "来源": "test",
+        "时间": "20230517",
+        "元数据": {"create_time": "20230517 06:47:18"},
+    }
+
+
+@dataclass
+class Source:
+    """How one source lays out its files and what one record is, for the fixtures below."""
+
+    name: str
+    record: Callable[..., dict]
+    file_name: str  # of the one data file a case writes
+    jsonl: bool  # one record per line, or one JSON list per file
+    #: (mutation of a valid record, the field the error must name) for a wrong type and a missing field
+    wrong_type: tuple[Callable[[dict], None], str]
+    missing: tuple[Callable[[dict], None], str]
+
+    def path(self, data_dir: Path, file_name: str | None = None) -> Path:
+        path = data_dir / (file_name or self.file_name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def encode(self, records: list[Any]) -> bytes:
+        if self.jsonl:
+            return b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in records)
+        return json.dumps(records, ensure_ascii=False).encode()
+
+    def write(self, data_dir: Path, records: list[Any], file_name: str | None = None) -> Path:
+        path = self.path(data_dir, file_name)
+        path.write_bytes(self.encode(records))
+        return path
+
+    def conversation_id(self, i: int, file_name: str | None = None) -> str:
+        """The conversation id the build gives valid record ``i`` (written at line/position ``i``)."""
+        if self.name == "locomo":
+            return f"conv-{i}"
+        if self.name == "convlab":
+            return f"toy-train-{i}"
+        if self.name == "mnbvc":
+            return f"{file_name or self.file_name}:{i + 1}"
+        raise ValueError("gigamemory ids are digests: compare question ids")
+
+
+def _set(path: str, value: Any) -> Callable[[dict], None]:
+    def mutate(record: dict) -> None:
+        *parents, last = path.split("/")
+        target = record
+        for key in parents:
+            target = target[int(key) if key.isdigit() else key]
+        target[int(last) if last.isdigit() else last] = value
+
+    return mutate
+
+
+def _drop(key: str) -> Callable[[dict], None]:
+    return lambda record: record.pop(key)
+
+
+SOURCES = {
+    "locomo": Source(
+        "locomo",
+        locomo_record,
+        "locomo.json",
+        False,
+        (_set("conversation/session_1/0/text", 42), "text"),
+        (_drop("qa"), "qa"),
+    ),
+    "gigamemory": Source(
+        "gigamemory",
+        gigamemory_record,
+        "dialogues.jsonl",
+        True,
+        (_set("sessions/0/messages/0/content", 42), "sessions[0].messages[0].content"),
+        (_drop("question"), "question"),
+    ),
+    "convlab": Source(
+        "convlab",
+        convlab_record,
+        "toy/data/dialogues.json",
+        False,
+        (_set("turns/0/utterance", 42), "utterance"),
+        (_drop("turns"), "turns"),
+    ),
+    "mnbvc": Source(
+        "mnbvc",
+        mnbvc_record,
+        "qa.jsonl",
+        True,
+        (_set("元数据", "not an object"), "元数据"),
+        (lambda record: (record.pop("问"), record.pop("答")), "问"),
+    ),
+}
+NAMES = list(SOURCES)
+
+
+def bad_record(source: Source, kind: str, i: int) -> dict:
+    record = source.record(i)
+    mutate, _ = getattr(source, kind)
+    mutate(record)
+    return record
+
+
+# -- what a failed build must leave behind: nothing -----------------------------------------------------
+
+
+def assert_fails_cleanly(source: str, data_dir: Path, tmp_path: Path, *expected: str) -> SourceError:
+    """The default build raises a SourceError whose message holds every ``expected`` piece; no folder."""
+    output = tmp_path / "out" / "built"
+    with pytest.raises(SourceError) as caught:
+        build_source(source, output, data_dir=str(data_dir))
+    message = str(caught.value)
+    for piece in expected:
+        assert piece in message, f"{piece!r} not in {message!r}"
+    leftovers = list((tmp_path / "out").iterdir())
+    assert leftovers == [], f"a failed build left {leftovers}"
+    return caught.value
+
+
+def record_marker(source: Source, i: int) -> str:
+    """How an error names record ``i`` of a fixture file (a line for JSONL, a position or id otherwise)."""
+    if source.jsonl:
+        return f"line {i + 1}"
+    return f"conv-{i}" if source.name == "locomo" else f"record {i}"
+
+
+# -- one test per hostile input, for every source -------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("kind", ["wrong_type", "missing"])
+def test_a_bad_field_names_file_record_and_field(tmp_path, name, kind):
+    source = SOURCES[name]
+    data_dir = tmp_path / "data"
+    source.write(data_dir, [source.record(0), bad_record(source, kind, 1), source.record(2)])
+    _, field = getattr(source, kind)
+    marker = "toy-train-1" if name == "convlab" else record_marker(source, 1)
+    error = assert_fails_cleanly(name, data_dir, tmp_path, Path(source.file_name).name, marker)
+    assert error.field is not None and field in error.field
+    assert ("missing" if kind == "missing" else "expected") in error.problem
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_invalid_json_names_file_and_record(tmp_path, name):
+    source = SOURCES[name]
+    data_dir = tmp_path / "data"
+    good = source.encode([source.record(0), source.record(1)])
+    if source.jsonl:
+        broken = good + b'{"id": 2, "oops\n' + source.encode([source.record(3)])
+        expected = ("line 3", "not valid JSON")
+    else:
+        broken = good[:-1] + b', {"oops": }]'
+        expected = ("not valid",)
+    source.path(data_dir).write_bytes(broken)
+    assert_fails_cleanly(name, data_dir, tmp_path, Path(source.file_name).name, *expected)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_truncated_file_is_named(tmp_path, name):
+    source = SOURCES[name]
+    data_dir = tmp_path / "data"
+    whole = source.encode([source.record(0), source.record(1), source.record(2)])
+    source.path(data_dir).write_bytes(whole[: len(whole) - 20])  # cut inside the last record
+    expected = ("line 3", "not valid JSON") if source.jsonl else ("not valid",)
+    assert_fails_cleanly(name, data_dir, tmp_path, Path(source.file_name).name, *expected)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_invalid_utf8_is_named_as_such(tmp_path, name):
+    source = SOURCES[name]
+    data_dir = tmp_path / "data"
+    raw = source.encode([source.record(0), source.record(1, text="caf\u00e9")])
+    source.path(data_dir).write_bytes(raw.replace("é".encode(), b"\xe9"))  # Latin-1 é
+    expected = ["UTF-8", Path(source.file_name).name]
+    if source.jsonl:
+        expected.append("line 2")
+    assert_fails_cleanly(name, data_dir, tmp_path, *expected)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_empty_file_is_a_clear_error(tmp_path, name):
+    source = SOURCES[name]
+    data_dir = tmp_path / "data"
+    source.path(data_dir).write_bytes(b"")
+    assert_fails_cleanly(name, data_dir, tmp_path, Path(source.file_name).name, "empty")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_duplicate_ids_in_one_file(tmp_path, name):
+    """Two records with one id: an error for the sources whose id is the conversation's key.
+
+    MNBVC's conversation id is file and line (its ``id`` is the producer's, which may repeat): both rows
+    are kept, as two conversations.
+    """
+    source = SOURCES[name]
+    data_dir = tmp_path / "data"
+    source.write(data_dir, [source.record(0), source.record(1), source.record(1, text="other text")])
+    if name == "mnbvc":
+        build_source(name, tmp_path / "out", data_dir=str(data_dir), configs=["sessions"])
+        ids = load(tmp_path / "out", "sessions")["conversation_id"]
+        assert ids == [source.conversation_id(i) for i in range(3)]
+        return
+    field = {"locomo": "sample_id", "gigamemory": "id", "convlab": "dialogue_id"}[name]
+    error = assert_fails_cleanly(name, data_dir, tmp_path, Path(source.file_name).name, "duplicate")
+    assert error.field == field
+
+
+def test_duplicate_conversation_ids_across_shards_name_both(tmp_path):
+    """ConvLab ids are unique per dataset only: the build's own check over all sessions shards finds it."""
+    data_dir = tmp_path / "data"
+    source = SOURCES["convlab"]
+    first = convlab_record(0, subset="toy")
+    source.write(data_dir, [first], "toy/data/dialogues.json")
+    source.write(data_dir, [first | {"dataset": "other"}], "other/data/dialogues.json")
+    error = assert_fails_cleanly("convlab", data_dir, tmp_path, "duplicate conversation_id 'toy-train-0'")
+    assert error.field == "conversation_id"
+    assert "subset 'toy'" in str(error) and "subset 'other'" in str(error)
+    assert str(error).count("sessions/train-0000") == 2  # both shards named
+
+
+def test_duplicate_sample_ids_across_locomo_files_are_skipped_by_the_build_check(tmp_path):
+    data_dir = tmp_path / "data"
+    source = SOURCES["locomo"]
+    source.write(data_dir, [locomo_record(0), locomo_record(1)], "a.json")
+    source.write(data_dir, [locomo_record(1, text="a different conv-1")], "b.json")
+    assert_fails_cleanly("locomo", data_dir, tmp_path, "b.json", "duplicate sample_id 'conv-1'", "a.json")
+    result = build_source("locomo", tmp_path / "out" / "built", data_dir=str(data_dir), on_bad_record="skip")
+    sessions = load(result.output, "sessions")
+    assert sessions["conversation_id"] == ["conv-0", "conv-1"]
+    assert sessions["subset"] == ["a", "a"]
+    assert load(result.output, "qa")["conversation_id"] == ["conv-0", "conv-1"]
+    [entry] = read_quarantine(result)
+    assert entry["field"] == "conversation_id" and "b" in entry["record"]
+    assert json.loads(entry["raw"])["subset"] == "b"
+    assert result.statistics.total().conversations == 2
+
+
+def test_duplicate_across_convlab_subsets_is_dropped_from_every_config_under_skip(tmp_path):
+    data_dir = tmp_path / "data"
+    source = SOURCES["convlab"]
+    source.write(
+        data_dir,
+        [convlab_record(0, subset="toy"), convlab_record(1, subset="toy")],
+        "toy/data/dialogues.json",
+    )
+    clash = convlab_record(0, text="another dialogue", subset="toy") | {"dataset": "zzz"}
+    source.write(data_dir, [clash], "zzz/data/dialogues.json")
+    result = build_source("convlab", tmp_path / "out", data_dir=str(data_dir), on_bad_record="skip")
+    assert load(result.output, "sessions")["conversation_id"] == ["toy-train-0", "toy-train-1"]
+    assert "another dialogue" not in load(result.output, "turns")["text"]
+    assert load(result.output, "dialogues")["subset"] == ["toy", "toy"]
+    [entry] = read_quarantine(result)
+    assert entry["reason"].startswith("duplicate conversation_id 'toy-train-0'")
+    assert result.statistics.total().conversations == 2
+    assert result.notes[f"{quarantine.NOTE_PREFIX}: conversation_id: duplicate conversation_id …"] == 1
+
+
+@pytest.mark.parametrize("name", ["locomo", "gigamemory", "mnbvc"])
+def test_evidence_naming_no_turn_is_kept_and_counted(tmp_path, name):
+    """Evidence (or a reply target) that names no turn is not an error: it is kept raw and counted.
+
+    ConvLab has no evidence or reply reference to check.
+    """
+    data_dir = tmp_path / "data"
+    source = SOURCES[name]
+    if name == "mnbvc":
+        thread = {
+            "主题": "t",
+            "来源": "bbs",
+            "回复": [{"楼ID": "1", "回复": "r", "扩展字段": '{"引用ID": "99"}'}],
+        }
+        source.write(data_dir, [thread], "forum.jsonl")
+        note = "forum 引用ID naming no reply of the thread (reply_to kept as written)"
+    else:
+        record = source.record(0)
+        if name == "locomo":
+            record["qa"][0]["evidence"] = ["D1:1", "D9:99"]
+            note = "QA evidence id that names no turn (moved to extra.evidence_not_found)"
+        else:
+            record["ans_session_ids"] = [1, 99]
+            note = (
+                "ans_session_ids entry naming no session of the dialogue (moved to extra.evidence_not_found)"
+            )
+        source.write(data_dir, [record])
+    result = build_source(name, tmp_path / "out", data_dir=str(data_dir), configs=["sessions"])
+    assert result.notes[note] == 1
+    sessions = load(result.output, "sessions")
+    if name == "mnbvc":
+        assert sessions["sessions"][0][0]["turns"][1]["reply_to"] == "99"
+    else:
+        extra = sessions["questions"][0][0]["extra"]
+        assert extra["evidence_not_found"] in (["D9:99"], ["99"])
+
+
+@pytest.mark.parametrize("name", ["gigamemory", "mnbvc"])
+@pytest.mark.parametrize("damage", ["truncated", "corrupt"])
+def test_corrupt_or_truncated_gzip_is_named(tmp_path, name, damage):
+    source = SOURCES[name]
+    data_dir = tmp_path / "data"
+    packed = gzip.compress(source.encode([source.record(i, text="x" * 2000 + str(i)) for i in range(40)]))
+    if damage == "truncated":
+        packed = packed[: len(packed) // 2]
+    else:
+        packed = packed[:60] + bytes(b ^ 0x5A for b in packed[60:120]) + packed[120:]
+    (data_dir / "part.jsonl.gz").parent.mkdir(parents=True)
+    (data_dir / "part.jsonl.gz").write_bytes(packed)
+    assert_fails_cleanly(name, data_dir, tmp_path, "part.jsonl.gz", "corrupt or truncated gzip", "line ")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not a zip"])
+def test_corrupt_convlab_zip_is_named(tmp_path, damage):
+    data_dir = tmp_path / "data"
+    (data_dir / "toy").mkdir(parents=True)
+    archive = data_dir / "toy" / "data.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
+        zipped.writestr("data/dialogues.json", json.dumps([convlab_record(i, "w" * 5000) for i in range(20)]))
+    raw = archive.read_bytes()
+    archive.write_bytes(raw[: len(raw) // 2] if damage == "truncated" else b"PK\x03\x04 garbage" + raw[40:])
+    assert_fails_cleanly("convlab", data_dir, tmp_path, "data.zip", "zip")
+
+
+def test_a_gzipped_locomo_file_is_named_not_utf8(tmp_path):
+    """LoCoMo reads plain ``*.json`` only: gzip bytes under that name are reported as not UTF-8."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "locomo.json").write_bytes(gzip.compress(json.dumps([locomo_record(0)]).encode()))
+    assert_fails_cleanly("locomo", data_dir, tmp_path, "locomo.json", "not UTF-8")
+
+
+# -- skip: the good records are built, the bad ones are quarantined, the card counts them -----------------
+
+
+def load(folder: Path, config: str) -> dict:
+    """The columns of a built config's one split, loaded back with ``load_dataset``."""
+    [dataset] = datasets.load_dataset(str(folder), config).values()
+    return dataset[:]
+
+
+def read_quarantine(result) -> list[dict]:
+    assert result.quarantine == quarantine.path_beside(result.output)
+    lines = result.quarantine.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def hostile_mix(source: Source, data_dir: Path) -> int:
+    """Good records 0, 2, 4 with a wrong type, a missing field and (JSONL) invalid JSON and UTF-8 between."""
+    records = [
+        source.record(0),
+        bad_record(source, "wrong_type", 1),
+        source.record(2),
+        bad_record(source, "missing", 3),
+        source.record(4),
+    ]
+    raw = source.encode(records)
+    bad = 2
+    if source.jsonl:
+        raw += b'{"broken": \n' + b"\xff\xfe not utf-8\n"
+        bad += 2
+    source.path(data_dir).write_bytes(raw)
+    return bad
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_skip_builds_the_good_records_and_quarantines_the_rest(tmp_path, name):
+    source = SOURCES[name]
+    data_dir = tmp_path / "data"
+    bad = hostile_mix(source, data_dir)
+    output = tmp_path / "out" / "built"
+    result = build_source(name, output, data_dir=str(data_dir), on_bad_record="skip")
+    sessions = load(output, "sessions")
+    if name == "gigamemory":
+        question_ids = [q["question_id"] for questions in sessions["questions"] for q in questions]
+        assert question_ids == ["0", "2", "4"]
+    else:
+        assert sessions["conversation_id"] == [source.conversation_id(i) for i in (0, 2, 4)]
+    entries = read_quarantine(result)
+    assert len(entries) == bad == result.skipped
+    for entry in entries:
+        assert Path(entry["file"]).name == Path(source.file_name).name
+        assert entry["reason"] and entry["kind"] and entry["raw"] is not None
+        assert entry["record"] is not None
+    fields = [entry["field"] or "" for entry in entries]
+    assert any(source.wrong_type[1] in field for field in fields)
+    assert any(source.missing[1] in field for field in fields)
+    skipped_notes = {k: v for k, v in result.notes.items() if k.startswith(quarantine.NOTE_PREFIX)}
+    assert sum(skipped_notes.values()) == bad
+    card = (output / "README.md").read_text(encoding="utf-8")
+    for kind in skipped_notes:
+        assert kind.replace("|", "\\|")[:40] in card or kind[:40] in card
+    assert not any(path.name.startswith("quarantine") for path in output.rglob("*"))
+    # the same input with the default policy fails and leaves the earlier build and its quarantine alone
+    with pytest.raises(SourceError):
+        build_source(name, output, data_dir=str(data_dir))
+    assert (output / "README.md").is_file() and result.quarantine.is_file()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_skip_under_num_proc_merges_every_workers_quarantine(tmp_path, name):
+    source = SOURCES[name]
+    data_dir = tmp_path / "data"
+    for part in ("a", "b"):
+        file_name = {"convlab": f"{part}/data/dialogues.json"}.get(
+            name, f"{part}{Path(source.file_name).suffix}"
+        )
+        records = [source.record(0), bad_record(source, "missing", 1), source.record(2)]
+        if name == "convlab":
+            records = [r | {"dataset": part, "dialogue_id": f"{part}-{i}"} for i, r in enumerate(records)]
+        if name == "locomo":
+            records = [r | {"sample_id": f"{part}-{i}"} for i, r in enumerate(records)]
+        source.write(data_dir, records, file_name)
+    result = build_source(name, tmp_path / "out", data_dir=str(data_dir), num_proc=2, on_bad_record="skip")
+    entries = read_quarantine(result)
+    files = sorted(
+        Path(entry["file"]).parts[-3] if name == "convlab" else Path(entry["file"]).name.split(".")[0]
+        for entry in entries
+    )
+    assert files == ["a", "b"] and result.skipped == 2
+    assert result.statistics.total().conversations == 4
+    assert len(load(result.output, "sessions")["conversation_id"]) == 4
+
+
+def test_a_later_clean_build_removes_the_stale_quarantine(tmp_path):
+    source = SOURCES["mnbvc"]
+    data_dir = tmp_path / "data"
+    hostile_mix(source, data_dir)
+    output = tmp_path / "out"
+    result = build_source("mnbvc", output, data_dir=str(data_dir), on_bad_record="skip")
+    assert result.quarantine.is_file()
+    source.write(data_dir, [source.record(0)])
+    clean = build_source("mnbvc", output, data_dir=str(data_dir), on_bad_record="skip")
+    assert clean.skipped == 0 and clean.quarantine is None
+    assert not quarantine.path_beside(output).exists()
+
+
+def test_skip_with_every_record_bad_fails_and_keeps_the_quarantine(tmp_path):
+    source = SOURCES["gigamemory"]
+    data_dir = tmp_path / "data"
+    source.write(data_dir, [bad_record(source, "missing", 0), bad_record(source, "wrong_type", 1)])
+    output = tmp_path / "out" / "built"
+    with pytest.raises(SourceError, match="no record left to build: all 2 rejected"):
+        build_source("gigamemory", output, data_dir=str(data_dir), on_bad_record="skip")
+    assert not output.exists()
+    assert len(quarantine.path_beside(output).read_text().splitlines()) == 2
+
+
+def test_a_skipped_unreadable_file_does_not_stop_the_others(tmp_path):
+    source = SOURCES["gigamemory"]
+    data_dir = tmp_path / "data"
+    source.write(data_dir, [source.record(0)], "good.jsonl")
+    (data_dir / "empty.jsonl").write_bytes(b"")
+    packed = gzip.compress(source.encode([source.record(i + 10, "y" * 3000 + str(i)) for i in range(30)]))
+    (data_dir / "cut.jsonl.gz").write_bytes(packed[: len(packed) // 2])
+    result = build_source("gigamemory", tmp_path / "out", data_dir=str(data_dir), on_bad_record="skip")
+    entries = read_quarantine(result)
+    by_file = {Path(entry["file"]).name: entry for entry in entries}
+    assert set(by_file) == {"empty.jsonl", "cut.jsonl.gz"}
+    assert by_file["cut.jsonl.gz"]["scope"] == "file"
+    assert "corrupt or truncated gzip" in by_file["cut.jsonl.gz"]["reason"]
+    subsets = set(load(result.output, "sessions")["subset"])
+    assert "good" in subsets  # the lines of cut.jsonl.gz before the damage may be kept too
+    questions = sum(len(q) for q in load(result.output, "sessions")["questions"])
+    assert questions >= 1
+
+
+def test_quarantine_entry_of_a_huge_or_undecodable_record_is_cut_and_marked():
+    error = SourceError("f.jsonl", "line 1", None, "not valid JSON: Unterminated string")
+    huge = quarantine.entry(error, b'{"x": "' + b"a" * (3 * quarantine.RAW_LIMIT))
+    assert huge["raw_truncated"] and len(huge["raw"]) == quarantine.RAW_LIMIT
+    assert huge["raw_size"] == 3 * quarantine.RAW_LIMIT + 7 and huge["line"] == 1
+    undecodable = quarantine.entry(error, b"\xff\xfe")
+    assert undecodable["raw_encoding"] == "base64" and base64.b64decode(undecodable["raw"]) == b"\xff\xfe"
+
+
+# -- the command line ------------------------------------------------------------------------------------
+
+
+def test_cli_build_skip_warns_and_check_counts(tmp_path, capsys):
+    source = SOURCES["mnbvc"]
+    data_dir = tmp_path / "data"
+    bad = hostile_mix(source, data_dir)
+    output = tmp_path / "out"
+    assert cli.main(["build", "mnbvc", "--data-dir", str(data_dir), "--output", str(output)]) == 1
+    err = capsys.readouterr().err
+    assert "qa.jsonl, record line 4, field '问'" in err and not output.exists()  # format detection first
+    args = ["build", "mnbvc", "--data-dir", str(data_dir), "--output", str(output), "--on-bad-record", "skip"]
+    assert cli.main(args) == 0
+    err = capsys.readouterr().err
+    assert f"{bad} bad record(s) skipped" in err and str(quarantine.path_beside(output)) in err
+    assert cli.main(["check", "mnbvc", "--data-dir", str(data_dir), "--on-bad-record", "skip"]) == 0
+    out = capsys.readouterr().out
+    assert f"OK after skipping {bad} bad record(s)" in out
+    notes, statistics = check_source("mnbvc", str(data_dir), on_bad_record="skip")
+    assert statistics.total().conversations == 3
+    assert sum(v for k, v in notes.items() if k.startswith(quarantine.NOTE_PREFIX)) == bad
+
+
+# -- a single 100 MB line --------------------------------------------------------------------------------
+
+HUGE_LINE_SCRIPT = textwrap.dedent(
+    """
+    import json, os, resource, sys, time
+    from builders.build import build_source
+    from builders.errors import SourceError
+
+    def measure(name, data_dir, output, policy):
+        started = time.perf_counter()
+        try:
+            if name:
+                build_source(name, output, data_dir=data_dir, configs=["sessions"], on_bad_record=policy)
+            outcome = "built"
+        except SourceError as error:
+            outcome = str(error)[:400]
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        return {"outcome": outcome, "peak_rss": peak, "seconds": round(time.perf_counter() - started, 2)}
+
+    results = {}
+    for job in json.loads(sys.argv[1]):  # each in a forked child: its own peak, imports paid once
+        read, write = os.pipe()
+        if os.fork() == 0:
+            os.close(read)
+            os.write(write, json.dumps(measure(*job)).encode())
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            results[f"{job[0]}/{job[3]}"] = json.loads(pipe.read())
+        os.wait()
+    print(json.dumps(results))
+    """
+)
+HUGE = 100 * 2**20
+
+
+def write_huge_line(source: Source, data_dir: Path) -> None:
+    """A good record, then one whose text is 100 MB, cut in the middle: one broken 100 MB line (or file)."""
+    whole = source.encode([source.record(0), source.record(1, text="z" * HUGE)])
+    source.path(data_dir).write_bytes(whole[: len(whole) - HUGE // 2])
+
+
+def test_a_single_100mb_broken_line_fails_well_with_bounded_memory(tmp_path):
+    """Every source, both policies, one subprocess (peak RSS per build from a forked child of it)."""
+    jobs = [["", "", "", "baseline"]]
+    for name, source in SOURCES.items():
+        write_huge_line(source, tmp_path / name)
+        for policy in ("raise", "skip"):
+            jobs.append([name, str(tmp_path / name), str(tmp_path / "out" / f"{name}-{policy}"), policy])
+    run = subprocess.run(
+        [sys.executable, "-c", HUGE_LINE_SCRIPT, json.dumps(jobs)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=True,
+    )
+    figures = json.loads(run.stdout.strip().splitlines()[-1])
+    baseline = figures.pop("/baseline")["peak_rss"]
+    print(f"baseline peak RSS {baseline / 2**20:.0f} MiB")
+    for job, measured in figures.items():
+        print(f"{job}: peak RSS {measured['peak_rss'] / 2**20:.0f} MiB, {measured['seconds']} s")
+        assert measured["peak_rss"] - baseline < 6 * HUGE, (job, measured)
+    for name, source in SOURCES.items():
+        raised = figures[f"{name}/raise"]["outcome"]
+        assert Path(source.file_name).name in raised and "not valid" in raised, raised
+        if source.jsonl:
+            assert "line 2" in raised
+        entries = [
+            json.loads(line) for line in quarantine.path_beside(tmp_path / "out" / f"{name}-skip").open()
+        ]
+        assert entries and all(len(entry["raw"] or "") <= quarantine.RAW_LIMIT for entry in entries)
+        if source.jsonl:  # the broken line alone is rejected, cut to the limit; the good line is built
+            [entry] = entries
+            assert entry["raw_truncated"] and entry["raw_size"] > HUGE // 2 and entry["line"] == 2
+            assert figures[f"{name}/skip"]["outcome"] == "built"
+        else:  # the list breaks: the rest of the file from the broken record is rejected at once
+            assert entries[0]["scope"] == "file"
+        assert not (tmp_path / "out" / f"{name}-raise").exists()
