@@ -195,9 +195,9 @@ class HubBuild(Build):
 
     def rows(self, config: str, split: str, batch_rows: int = BATCH_ROWS) -> Iterator[Row]:
         dataset = self._dataset(config)[split]
-        features = dataset.features
         for table in dataset.with_format("arrow").iter(batch_size=batch_rows):
-            yield from decoded_rows(table, features)
+            # a streamed dataset may not know its features before the first batch: the Parquet schema does
+            yield from decoded_rows(table, dataset.features or Features.from_arrow_schema(table.schema))
 
 
 def open_build(
