@@ -443,7 +443,7 @@ def split_by_subset(staging: Path, built: ConfigBuild, batch_rows: int = 256) ->
             return
         writers: dict[str, tuple[str, ParquetWriter]] = {}
         for path in paths:
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
+            for batch in pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=batch_rows):
                 table = pa.Table.from_batches([batch])
                 for subset in pc.unique(table.column("subset")).to_pylist():
                     if subset not in writers:

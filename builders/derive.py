@@ -97,7 +97,9 @@ def derive_file(view_name: str, features, sessions_path: Path, output_path: Path
     arrow_schema = features.arrow_schema
     writer = ParquetWriter(features=features, path=str(output_path))
     try:
-        for batch in pq.ParquetFile(sessions_path).iter_batches(batch_size=BATCH_ROWS):
+        # pre_buffer=False: a pre-buffering reader keeps every column chunk it read until it is closed,
+        # so memory grew with the file (the whole compressed sessions shard); this holds one row group.
+        for batch in pq.ParquetFile(sessions_path, pre_buffer=False).iter_batches(batch_size=BATCH_ROWS):
             table = derive(batch)
             writer.write_table(table.select(arrow_schema.names).cast(arrow_schema))
         return writer.finalize()
