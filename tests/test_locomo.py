@@ -1004,3 +1004,24 @@ def test_real_observations_and_events_configs(real_file, tmp_path):
     assert len(comma_joined) == 5
     assert all(len(row["evidence_turn_ids"]) >= 2 for row in comma_joined)
     assert all(row["evidence_turn_ids"] for row in rows)  # every observation's evidence names turns
+
+
+def test_date_fast_path_gives_dateutils_datetime_on_every_real_date():
+    """parse_timestamp reads LoCoMo's own format with strptime: the same datetime dateutil gives."""
+    from conftest import shared_data
+    from dateutil import parser as dateparser
+
+    samples = json.loads(shared_data("locomo", "locomo10.json").read_text(encoding="utf-8"))
+    dates = [value for s in samples for key, value in s["conversation"].items() if key.endswith("_date_time")]
+    assert len(dates) > 200
+    for date_time in dates:
+        slow = dateparser.parse(date_time.replace(" on ", " "), dayfirst=True)
+        assert (
+            parse.parse_timestamp(date_time, Notes())
+            == slow
+            == datetime.strptime(date_time, parse.LOCOMO_DATE_FORMAT)
+        )
+    for other in ("1:56 PM on 8 Sept, 2023", "13:05 on 8 May 2023"):  # not the exact format: dateutil
+        assert parse.parse_timestamp(other, Notes()) == dateparser.parse(
+            other.replace(" on ", " "), dayfirst=True
+        )

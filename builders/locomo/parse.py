@@ -110,10 +110,22 @@ def _optional(
     return _require(mapping, key, kind, path, record, field) if key in mapping else None
 
 
+#: How every date_time of locomo10.json is written; ``strptime`` reads it 10x faster than dateutil.
+LOCOMO_DATE_FORMAT = "%I:%M %p on %d %B, %Y"
+
+
 def parse_timestamp(date_time: str | None, notes: Notes) -> datetime | None:
-    """LoCoMo writes "1:56 pm on 8 May, 2023"; anything unreadable stays null (the raw string is kept)."""
+    """LoCoMo writes "1:56 pm on 8 May, 2023"; anything unreadable stays null (the raw string is kept).
+
+    The exact format is tried first; dateutil reads every other spelling (and gives the same datetime
+    for the exact one: tests/test_locomo.py checks it on every date of the real file).
+    """
     if not date_time:
         return None
+    try:
+        return datetime.strptime(date_time, LOCOMO_DATE_FORMAT)
+    except ValueError:
+        pass
     try:
         return dateparser.parse(date_time.replace(" on ", " "), dayfirst=True)
     except (ValueError, OverflowError):
