@@ -157,7 +157,7 @@ class LocalBuild(Build):
 
     def rows(self, config: str, split: str, batch_rows: int = BATCH_ROWS) -> Iterator[Row]:
         for path in self._files[config][split]:
-            parquet = pq.ParquetFile(path)
+            parquet = pq.ParquetFile(path, pre_buffer=False)  # a pre-buffering reader keeps every chunk read
             features = Features.from_arrow_schema(parquet.schema_arrow)
             for batch in parquet.iter_batches(batch_size=batch_rows):
                 yield from decoded_rows(pa.Table.from_batches([batch]), features)
