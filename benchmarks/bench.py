@@ -46,17 +46,19 @@ for path in sys.argv[1:]:
 print(-1)
 """
 
-# Files of different shapes (MNBVC's multi-turn and forum shards) cannot share one table: each folder
-# is its own split, as a user would load them.
+# Files of different shapes (MNBVC's multi-turn and forum shards) cannot share one schema, not even as
+# splits of one load: one load_dataset per folder, as a user would load them.
 GENERIC_LOADER = """
 import os, sys, tempfile, datasets
 datasets.disable_progress_bars()
-data_files = {}
+by_folder = {}
 for path in sys.argv[1:]:
-    data_files.setdefault(os.path.basename(os.path.dirname(path)).replace("-", "_"), []).append(path)
+    by_folder.setdefault(os.path.dirname(path), []).append(path)
+rows = 0
 with tempfile.TemporaryDirectory() as cache:
-    loaded = datasets.load_dataset("json", data_files=data_files, cache_dir=cache)
-    print(sum(split.num_rows for split in loaded.values()))
+    for files in by_folder.values():
+        rows += datasets.load_dataset("json", data_files=files, cache_dir=cache, split="train").num_rows
+print(rows)
 """
 
 BUILD = """
@@ -149,12 +151,17 @@ ALL_CASE = "build all configs"
 PARALLEL_CASE = "build sessions num_proc=2"
 
 
-def bench_source(source: str, workdir: Path, scale: float, stream_seconds: float = 10.0) -> list[dict]:
+def bench_source(
+    source: str, workdir: Path, scale: float, stream_seconds: float = 10.0, only: list[str] | None = None
+) -> list[dict]:
+    """Every case of one source (or those whose name contains one of ``only``), each in a fresh process."""
     made = scaled_inputs.make(source, workdir / source, scale)
     for note in made.notes:
         print(f"note: {note}", flush=True)
     rows = []
     for name, code, args in cases_for(source, made, stream_seconds):
+        if only and not any(part in name for part in only):
+            continue
         try:
             seconds, rss, printed = run_case(code, [str(a) for a in args])
         except RuntimeError as error:
@@ -252,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--stream-seconds", type=float, default=10.0, help="stop each streaming case after this long"
     )
+    parser.add_argument(
+        "--case", action="append", help="only the cases whose name contains this (e.g. 'sessions', 'stream')"
+    )
     args = parser.parse_args(argv)
     print(machine_line())
     print(f"scale {args.scale}; load average at start: {load_average()}")
@@ -266,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         for source in args.source or registry.names():
             if source in scaled_inputs.GENERATORS:
-                rows += bench_source(source, workdir, args.scale, args.stream_seconds)
+                rows += bench_source(source, workdir, args.scale, args.stream_seconds, args.case)
             else:
                 print(f"| {source} | no scaled-input generator yet | | | | | | | |")
     print(f"\nload average at end: {load_average()}; whole run {time.perf_counter() - started:.0f} s")

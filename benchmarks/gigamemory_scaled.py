@@ -9,7 +9,7 @@ with its number in its first message. Each dialogue thus has four questions, spr
 apart: the worst case for grouping, which must not hold pending dialogues in memory. Nothing is written
 into the project; the file goes to a temporary folder (or ``--workdir``).
 
-``benchmarks/scaled_inputs.py`` calls ``write_scaled`` for ``bench.py`` (scale 1 = 2,730 lines, ~1 GB).
+``benchmarks/scaled_inputs.py`` calls ``write_scaled`` for ``bench.py`` (scale 1 = 1,600 lines, ~1 GB).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 #: Full-scale sizes (scale 1).
 LOCOMO_CONVERSATIONS = 1000
-GIGAMEMORY_LINES = 2730  # ~375 KB a line: ~1 GB
+GIGAMEMORY_LINES = 1600  # ~650 KB a line (the real sample's lines): ~1 GB
 MNBVC_MULTITURN_MB, MNBVC_MULTITURN_SHARDS = 1536, 8
 MNBVC_FORUM_MB, MNBVC_FORUM_SHARDS = 512, 4
 

@@ -1,0 +1,92 @@
+"""``benchmarks/bench.py`` smoke tests: a row per source and case, and real cases on a tiny input.
+
+Nothing here is timed: the benchmark's figures are reported, not asserted. The first test replaces the
+fresh-process runner with a stub (the matrix is ~40 processes of a few seconds each) but generates every
+source's real scaled input; the second runs two real cases end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from builders import registry
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import bench
+import scaled_inputs
+
+TINY = "0.001"
+
+
+def table_rows(output: str) -> list[list[str]]:
+    """The cells of each table row (not the header or its rule)."""
+    lines = [
+        line for line in output.splitlines() if line.startswith("| ") and not line.startswith("| source")
+    ]
+    return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in lines]
+
+
+def test_every_source_and_case_has_a_row(tmp_path, monkeypatch, capsys):
+    seen: list[tuple[str, list[str]]] = []
+
+    def stub(code: str, args: list[str]):
+        seen.append((code, args))
+        if code == bench.STREAM:
+            return 1.0, 200.0, {"rows": 3, "seconds": 0.5, "first_row": 0.25, "complete": True}
+        return 2.0, 300.0, 3
+
+    monkeypatch.setattr(bench, "run_case", stub)
+    assert bench.main(["--scale", TINY, "--workdir", str(tmp_path)]) == 0
+    output = capsys.readouterr().out
+    rows = table_rows(output)
+    found = {(row[0], row[1]) for row in rows}
+    for source in registry.names():
+        made = scaled_inputs.make(source, tmp_path / source, float(TINY))  # reused, not generated again
+        assert made.files and all(path.stat().st_size > 0 for path in made.files)
+        expected = {(source, name) for name, _, _ in bench.cases_for(source, made, 10.0)}
+        assert expected <= found
+        names = {name for s, name in found if s == source}
+        assert {bench.FLOOR_CASE, bench.GENERIC_CASE, bench.SESSIONS_CASE, bench.SHARED_CASE} <= names
+        assert {"stream sessions", "stream turns", "stream qa", "stream messages"} <= names
+        assert (bench.ALL_CASE in names) == bool(registry.get(source).EXTRA_VIEWS)
+    assert len(rows) == len(seen)
+    assert "load average at start" in output and "load average at end" in output
+    assert "targets:" in output and "peak RSS of the builds" in output
+
+
+def test_convlab_baselines_read_the_extracted_dialogues(tmp_path):
+    made = scaled_inputs.make("convlab", tmp_path / "convlab", float(TINY))
+    assert [path.name for path in made.files] == ["dialogues.json"]
+    assert (made.data_dir / "multiwoz_like" / "data.zip").exists()
+    assert not (made.data_dir / "multiwoz_like" / "data").exists()  # the builder reads the archive
+    dialogues = json.loads(made.files[0].read_text(encoding="utf-8"))
+    assert len({dialogue["dialogue_id"] for dialogue in dialogues}) == len(dialogues) == 10
+
+
+def test_mnbvc_input_spreads_conversations_over_shards(tmp_path):
+    made = scaled_inputs.make("mnbvc", tmp_path / "mnbvc", float(TINY))
+    folders = {path.parent.name for path in made.files}
+    assert folders == {"multiturn", "forum"}
+    keys_by_shard = []
+    for path in made.files:
+        if path.parent.name == "multiturn":
+            rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+            keys_by_shard.append({row["元数据"]["扩展字段"].split(",")[0] for row in rows})
+    assert any(a & b for a in keys_by_shard for b in keys_by_shard if a is not b)
+
+
+@pytest.mark.parametrize("source", ["locomo"])
+def test_real_cases_run_in_fresh_processes(tmp_path, capsys, source):
+    argv = ["--scale", TINY, "--workdir", str(tmp_path), "--source", source]
+    assert bench.main([*argv, "--case", "parse floor", "--case", "build sessions"]) == 0
+    rows = {row[1]: row for row in table_rows(capsys.readouterr().out)}
+    assert set(rows) == {bench.FLOOR_CASE, bench.SESSIONS_CASE, "build sessions num_proc=2"}
+    conversations = max(4, round(scaled_inputs.LOCOMO_CONVERSATIONS * float(TINY)))
+    assert rows[bench.SESSIONS_CASE][3] == str(conversations)  # rows: one per conversation
+    assert rows["build sessions num_proc=2"][3] == str(conversations)
+    assert float(rows[bench.SESSIONS_CASE][6]) > 0  # peak RSS
