@@ -237,6 +237,43 @@ def test_index_keeps_no_dialogue(tmp_path):
     assert all("sessions" not in item.fields for item in index.groups[0].lines)
 
 
+def _index_figures(index) -> tuple:
+    groups = [
+        (g.digest, g.offset, g.length, g.line_sha256, [(x.number, x.fields, x.keys) for x in g.lines])
+        for g in index.groups
+    ]
+    return groups, dict(index.notes), index.rejected
+
+
+def test_index_in_two_processes_is_the_index_of_one(tmp_path, monkeypatch):
+    """Pass 1 over byte ranges in worker processes: same groups, lines, notes and rejections, in order."""
+    dialogues = [[session(n, ("user", f"Факт номер {n}."), ("assistant", "Запомнил."))] for n in range(5)]
+    rows = [line(n, "fact_equal_session", dialogues[n % 5], [n % 5]) for n in range(40)]
+    path = write_jsonl(tmp_path / "w.jsonl", rows, newline="\r\n")
+    raw = path.read_bytes().replace(b"\r\n", b"\r\n\r\n", 3)  # a blank line, BOM, a bad line, no last newline
+    bad = json.dumps(line(99, "no_info", dialogues[0], [])).encode().replace(b'"sessions"', b'"x"')
+    last = raw.splitlines()[-1]  # line 39 again: a duplicate id, with no newline at the end of the file
+    path.write_bytes(b"\xef\xbb\xbf" + raw + b"not json\r\n" + bad + b"\r\n" + last)
+    monkeypatch.setattr(parse, "PARALLEL_INDEX_BYTES", 0)
+
+    def index(processes: int) -> tuple:
+        rejected = []
+        found = parse.index_file(
+            path, lambda error, raw, scope="record": rejected.append((str(error), raw)), processes
+        )
+        return _index_figures(found), rejected
+
+    one = index(1)
+    assert [error.split(": ", 1)[1][:14] for error, _ in one[1]] == [
+        "not valid JSON",
+        "missing",
+        "duplicate id '",
+    ]
+    for processes in (2, 3):
+        assert index(processes) == one
+    assert parse.index_file(path, lambda *a, **k: None, 2).notes["blank line (skipped)"] == 3
+
+
 def test_several_shards_of_a_gz_give_the_same_records_as_one(tmp_path):
     dialogues = [[session(n, ("user", f"Факт номер {n}."), ("assistant", "Запомнил."))] for n in range(7)]
     rows = [line(n, "fact_equal_session", dialogues[n % 7], [n % 7]) for n in range(12)]

@@ -34,6 +34,8 @@ class GigamemoryBuilder(ConversationBuilder):
 }"""
     #: Dialogue bytes per shard: several shards give ``num_proc`` work on a large file.
     SHARD_BYTES = 64 * 1024 * 1024
+    #: The same for a plain ``.jsonl`` (a ``.gz`` shard decompresses from the file's start to its first line).
+    PLAIN_SHARD_BYTES = 8 * 1024 * 1024
     #: A `sessions` row is a whole ~350k-character dialogue: write (and hold) a few dozen at a time.
     SESSIONS_WRITER_BATCH_SIZE = 32
 
@@ -77,15 +79,25 @@ class GigamemoryBuilder(ConversationBuilder):
             files = [(path, name) for path, name in files if parse.subset_of(name) in wanted]
         return files
 
+    #: Processes for pass 1 (the index), the build's ``num_proc``: pass 1 decodes and hashes every line.
+    _index_processes = 1
+
+    def download_and_prepare(self, *args, num_proc=None, **kwargs):
+        self._index_processes = num_proc or 1
+        return super().download_and_prepare(*args, num_proc=num_proc, **kwargs)
+
     def shards(self, dl_manager):
         shards = []
         for path, file_name in self.source_files(dl_manager):
             try:
-                index = parse.cached_index(path, self.reject)
+                index = parse.cached_index(path, self.reject, self._index_processes)
             except SourceError as error:  # an empty file: with --on-bad-record skip, the others go on
                 self.reject(error, None, scope="file")
                 continue
-            shards.extend(parse.plan_shards(index, self.SHARD_BYTES, file_name))
+            shard_bytes = self.SHARD_BYTES
+            if not path.endswith(".gz"):  # seeks are free: smaller shards balance num_proc workers
+                shard_bytes = min(shard_bytes, self.PLAIN_SHARD_BYTES)
+            shards.extend(parse.plan_shards(index, shard_bytes, file_name))
         return {SPLIT: shards}
 
     def parse_shard(self, shard, notes):

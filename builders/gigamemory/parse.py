@@ -152,20 +152,22 @@ def _id_text(value: Any, path, location: str, field_name: str) -> str:
     return str(value)
 
 
-def index_file(path: str | os.PathLike, reject: Reject = raise_error) -> FileIndex:
+def index_file(path: str | os.PathLike, reject: Reject = raise_error, processes: int = 1) -> FileIndex:
     """Pass 1: read the file once and group its lines by dialogue, keeping no dialogue in memory.
 
     A bad line goes to ``reject`` with its bytes (raising by default); a file that cannot be read on from
-    some line (corrupt gzip) goes there once, and the lines before that point are kept.
+    some line (corrupt gzip) goes there once, and the lines before that point are kept. With
+    ``processes`` > 1, a large plain file's lines are decoded and hashed in that many processes (the
+    line-local work, most of pass 1); grouping stays here, in file order, so the index is the same.
     """
     notes = Notes()
     groups: dict[str, Group] = {}
     seen_ids: dict[str, int] = {}
     rejected = 0
-    lines = iter_lines(path)
+    lines = _prepared_lines(path, processes)
     while True:
         try:
-            number, offset, raw = next(lines)
+            prepared = next(lines)
         except StopIteration:
             break
         except SourceError as error:
@@ -173,10 +175,10 @@ def index_file(path: str | os.PathLike, reject: Reject = raise_error) -> FileInd
             reject(error, None, "file")
             break
         try:
-            _index_line(path, number, offset, raw, notes, groups, seen_ids)
+            _add_line(path, prepared, notes, groups, seen_ids)
         except SourceError as error:
             rejected += 1
-            reject(error, raw)
+            reject(error, prepared.raw if prepared.raw is not None else _read_back(path, prepared))
             continue
     if not groups and not rejected:
         raise SourceError(
@@ -185,45 +187,163 @@ def index_file(path: str | os.PathLike, reject: Reject = raise_error) -> FileInd
     return FileIndex(str(path), list(groups.values()), notes, rejected)
 
 
-def _index_line(
-    path, number: int, offset: int, raw: bytes, notes: Notes, groups: dict, seen_ids: dict
-) -> Group | None:
-    """Index one line into its group (None for a blank line); a SourceError leaves the index as it was."""
-    if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-        notes.add("UTF-8 byte-order mark at the start of a file (skipped)")
+@dataclass
+class _Prepared:
+    """What indexing one line needs that depends on no other line (so it can be made in a worker)."""
+
+    number: int
+    offset: int
+    length: int
+    raw: bytes | None  # kept in-process, and for a bad line (``reject`` gets its bytes)
+    line_sha256: str | None  # made by a worker (which drops ``raw``); else made for a group's first line
+    bom: bool = False
+    blank: bool = False
+    error: SourceError | None = None  # not JSON, no or bad id: raised in file order by _add_line
+    id_text: str | None = None
+    record_id: Any = None
+    has_sessions: bool = False
+    digest: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)
+
+
+def _prepare_line(path, number: int, offset: int, raw: bytes, in_worker: bool = False) -> _Prepared:
+    bom = number == 1 and raw.startswith(b"\xef\xbb\xbf")
+    if bom:
         raw, offset = raw[3:], offset + 3
+    prepared = _Prepared(number, offset, len(raw), None if in_worker else raw, None, bom=bom)
+    if in_worker:
+        prepared.line_sha256 = hashlib.sha256(raw).hexdigest()
     if not raw.strip():
+        prepared.blank = True
+        return prepared
+    try:
+        record = decode_line(path, number, raw)
+        if "id" not in record:
+            raise SourceError(path, where(number), "id", "missing")
+        prepared.id_text = _id_text(record["id"], path, where(number), "id")
+    except SourceError as error:
+        prepared.error, prepared.raw = error, raw
+        return prepared
+    prepared.record_id = record["id"]
+    prepared.has_sessions = "sessions" in record
+    if prepared.has_sessions:
+        prepared.digest = dialogue_digest(record["sessions"])
+    elif in_worker:
+        prepared.raw = raw  # it will be rejected
+    prepared.fields = {key: value for key, value in record.items() if key != "sessions"}
+    prepared.keys = list(record)
+    return prepared
+
+
+def _add_line(path, prepared: _Prepared, notes: Notes, groups: dict, seen_ids: dict) -> Group | None:
+    """Index one prepared line into its group (None for a blank line); a SourceError leaves the index as it was."""
+    number = prepared.number
+    if prepared.bom:
+        notes.add("UTF-8 byte-order mark at the start of a file (skipped)")
+    if prepared.blank:
         notes.add("blank line (skipped)")
         return None
-    record = decode_line(path, number, raw)
-    if "id" not in record:
-        raise SourceError(path, where(number), "id", "missing")
-    id_text = _id_text(record["id"], path, where(number), "id")
+    if prepared.error is not None:
+        raise prepared.error
+    id_text = prepared.id_text
     if id_text in seen_ids:
         raise SourceError(
             path,
-            where(number, record["id"]),
+            where(number, prepared.record_id),
             "id",
             f"duplicate id {id_text!r} (first at line {seen_ids[id_text]})",
         )
-    if "sessions" not in record:
-        raise SourceError(path, where(number, record["id"]), "sessions", "missing")
+    if not prepared.has_sessions:
+        raise SourceError(path, where(number, prepared.record_id), "sessions", "missing")
     seen_ids[id_text] = number
-    digest = dialogue_digest(record["sessions"])
+    digest = prepared.digest
     group = groups.get(digest)
     if group is None:
-        group = groups[digest] = Group(digest, offset, len(raw), hashlib.sha256(raw).hexdigest())
+        line_sha256 = prepared.line_sha256 or hashlib.sha256(prepared.raw).hexdigest()
+        group = groups[digest] = Group(digest, prepared.offset, prepared.length, line_sha256)
     else:
         notes.add("line sharing its dialogue with an earlier line (one conversation, several questions)")
-    fields = {key: value for key, value in record.items() if key != "sessions"}
-    group.lines.append(Line(number, fields, list(record)))
+    group.lines.append(Line(number, prepared.fields, prepared.keys))
     return group
+
+
+def _read_back(path, prepared: _Prepared) -> bytes:
+    """The bytes of a line a worker prepared without keeping them (a plain file: offsets are bytes)."""
+    with open(path, "rb") as handle:
+        handle.seek(prepared.offset)
+        return handle.read(prepared.length)
+
+
+#: A plain file smaller than this is indexed in-process whatever ``processes`` says.
+PARALLEL_INDEX_BYTES = 32 * 2**20
+#: Byte ranges per process: a few each, so that a range of long lines does not hold the others up.
+RANGES_PER_PROCESS = 4
+
+
+def _prepared_lines(path, processes: int) -> Iterator[_Prepared]:
+    """Every line prepared, in file order: in-process, or by ``processes`` workers over byte ranges."""
+    size = os.path.getsize(path)
+    if processes <= 1 or str(path).endswith(".gz") or size < PARALLEL_INDEX_BYTES:
+        for number, offset, raw in iter_lines(path):
+            yield _prepare_line(path, number, offset, raw)
+        return
+    import multiprocessing
+
+    starts = _line_starts(path, processes * RANGES_PER_PROCESS, size)
+    ranges = list(zip(starts, [*starts[1:], size], strict=True))
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with multiprocessing.get_context(method).Pool(processes) as pool:
+        counts = pool.starmap(_count_lines, [(path, start, end) for start, end in ranges])
+        numbers = [1 + sum(counts[:index]) for index in range(len(ranges))]
+        jobs = [(path, start, end, first) for (start, end), first in zip(ranges, numbers, strict=True)]
+        for prepared in pool.imap(_prepare_range, jobs):
+            yield from prepared
+
+
+def _line_starts(path, count: int, size: int) -> list[int]:
+    """``count`` byte offsets (or fewer) that each begin a line, the first one 0."""
+    starts = [0]
+    with open(path, "rb") as handle:
+        for index in range(1, count):
+            handle.seek(max(index * size // count - 1, starts[-1]))
+            handle.readline()  # to the end of the line the guess falls in
+            position = handle.tell()
+            if position >= size:
+                break
+            if position > starts[-1]:
+                starts.append(position)
+    return starts
+
+
+def _count_lines(path, start: int, end: int) -> int:
+    """Lines beginning in [start, end) (``iter_lines`` counts a last line without a newline too)."""
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        data = handle.read(end - start)
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def _prepare_range(job: tuple) -> list[_Prepared]:
+    path, start, end, number = job
+    prepared = []
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        offset = start
+        while offset < end:
+            raw = handle.readline()
+            if not raw:
+                break
+            prepared.append(_prepare_line(path, number, offset, raw.rstrip(b"\r\n"), in_worker=True))
+            number += 1
+            offset += len(raw)
+    return prepared
 
 
 _INDEX_CACHE: dict[tuple, FileIndex] = {}
 
 
-def cached_index(path: str | os.PathLike, reject: Reject = raise_error) -> FileIndex:
+def cached_index(path: str | os.PathLike, reject: Reject = raise_error, processes: int = 1) -> FileIndex:
     """:func:`index_file`, once per file version: a build asks for the shards of every config.
 
     An index that rejected lines is not kept: each build must hand its rejections to its own ``reject``.
@@ -231,7 +351,7 @@ def cached_index(path: str | os.PathLike, reject: Reject = raise_error) -> FileI
     stat = os.stat(path)
     key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)
     if key not in _INDEX_CACHE:
-        index = index_file(path, reject)
+        index = index_file(path, reject, processes)
         if index.rejected:
             return index
         if len(_INDEX_CACHE) >= 64:
