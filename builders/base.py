@@ -62,6 +62,10 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     BUILDER_CONFIG_CLASS = ConvHubConfig
     DEFAULT_CONFIG_NAME = DEFAULT_VIEW
 
+    def __init__(self, *args, data_dir=None, **kwargs):
+        # a pathlib.Path is welcome; parsers compare and join strings (datasets sets it after __post_init__)
+        super().__init__(*args, data_dir=None if data_dir is None else os.fspath(data_dir), **kwargs)
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         cls.BUILDER_CONFIGS = [

@@ -142,6 +142,7 @@ def build_source(
         if output.exists():
             shutil.rmtree(output)
         os.replace(staging, output)
+        forget_cached_copies(output)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -464,6 +465,17 @@ def split_by_subset(staging: Path, built: ConfigBuild, batch_rows: int = 256) ->
             part.splits[split] = datasets.SplitInfo(split, size, rows)
             part.files[split] = [relative]
             built.files[split].append(relative)
+
+
+def forget_cached_copies(folder: Path) -> None:
+    """Drop ``datasets``' cached copies of folders named like ``folder``.
+
+    ``load_dataset(folder)`` caches a local folder under its *name* and a hash of its card's YAML, not of
+    its files: after a rebuild whose YAML is unchanged (a same-length fix of one value), it would load the
+    previous build's rows. The card's ``download_size`` changes with nearly every rebuild; this covers the
+    rest. Only a cache is removed: ``datasets`` regenerates it from the new files on the next load.
+    """
+    shutil.rmtree(Path(datasets.config.HF_DATASETS_CACHE) / folder.name, ignore_errors=True)
 
 
 def _shard_path(config: str, split: str, index: int, total: int) -> str:

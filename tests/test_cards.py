@@ -45,3 +45,23 @@ def test_download_size_is_the_parquet_bytes_of_each_config(sample_builds):
             assert infos[name]["download_size"] == expected, (result.source, name)
         header = yaml.safe_load((result.output / "README.md").read_text(encoding="utf-8").split("---")[1])
         assert header["license"] == registry.get(result.source).LICENSE
+
+
+def test_rebuild_with_an_unchanged_card_still_loads_the_new_rows(tmp_path):
+    """Two builds whose cards are identical (a subset renamed to a name of the same length): the second must
+    not be served from the first one's cache, which ``datasets`` keys on the folder's name and card."""
+    sample = next(Path(registry.get("locomo").sample_dir()).glob("*.json"))
+    folder = tmp_path / "locomo-unified"
+    for stem in ("aaaa", "bbbb"):
+        source = tmp_path / stem / f"{stem}.json"
+        source.parent.mkdir()
+        source.write_bytes(sample.read_bytes())
+        build_source("locomo", folder, data_dir=source.parent)
+        assert set(datasets.load_dataset(str(folder), "turns")["test"]["subset"]) == {stem}
+
+
+def test_a_pathlib_data_dir_is_accepted_by_every_builder(tmp_path):
+    for name in registry.names():
+        builder_cls = registry.get(name)
+        builder = builder_cls(config_name="sessions", data_dir=Path(builder_cls.sample_dir()))
+        assert builder.config.data_dir == builder_cls.sample_dir()
