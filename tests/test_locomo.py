@@ -1025,3 +1025,23 @@ def test_date_fast_path_gives_dateutils_datetime_on_every_real_date():
         assert parse.parse_timestamp(other, Notes()) == dateparser.parse(
             other.replace(" on ", " "), dayfirst=True
         )
+
+
+@pytest.mark.parametrize("key", ["raw_answer", "evidence_not_found", "evidence_unreadable"])
+def test_question_key_named_like_a_marker_is_refused_by_name(key):
+    sample = {
+        "sample_id": "conv-x",
+        "conversation": {"speaker_a": "A", "speaker_b": "B"},
+        "qa": [{"question": "q?", "answer": "a", "category": 1, "evidence": [], key: 5}],
+    }
+    with pytest.raises(SourceError) as raised:
+        parse.parse_sample(sample, "s", Notes(), path="f.json")
+    assert (raised.value.field, raised.value.record) == (key, "conv-x qa 0")
+
+
+def test_sample_key_named_like_a_marker_is_refused_by_name():
+    sample = {"sample_id": "conv-x", "conversation": {"speaker_a": "A", "speaker_b": "B"}, "qa": []}
+    sample["observation_absent"] = True
+    with pytest.raises(SourceError) as raised:
+        parse.parse_sample(sample, "s", Notes(), path="f.json")
+    assert raised.value.field == "observation_absent"

@@ -38,6 +38,9 @@ SESSION_TABLES = {
     "session_summary": "session_{}_summary",
 }
 SAMPLE_KEYS = {"sample_id", "conversation", "qa", *SESSION_TABLES}
+#: Names the parser itself writes into ``extra`` beside a sample's or a question's unknown keys.
+SAMPLE_MARKERS = {f"{name}_absent" for name in SESSION_TABLES}
+QA_MARKERS = {"raw_answer", "raw_adversarial_answer", "evidence_not_found", "evidence_unreadable"}
 SPEAKER_KEYS = ("speaker_a", "speaker_b")
 
 
@@ -159,6 +162,7 @@ def parse_sample(sample: dict, subset: str, notes: Notes, path: str = "<memory>"
         for position, qa in enumerate(_require(sample, "qa", list, path, sample_id))
     ]
     leftovers = {key: value for key, value in sample.items() if key not in SAMPLE_KEYS}
+    _refuse_reserved(leftovers, SAMPLE_MARKERS, path, sample_id)
     leftovers.update(_unclaimed_session_entries(tables, sessions, notes))
     conversation_leftovers = _conversation_leftovers(conversation, sessions, notes)
     if conversation_leftovers:
@@ -173,6 +177,14 @@ def parse_sample(sample: dict, subset: str, notes: Notes, path: str = "<memory>"
         "questions": questions,
         "extra": schema.to_json(leftovers) if leftovers else None,
     }
+
+
+def _refuse_reserved(keys, markers, path: str, where) -> None:
+    """A source key named like one of the parser's own markers in ``extra`` could not be told apart from
+    it (an export would read a question's ``raw_answer`` key as its answer): refuse it by name."""
+    for key in keys:
+        if key in markers:
+            raise SourceError(path, where, key, "this key name is reserved by convhub's extra markers")
 
 
 def _conversation_leftovers(conversation: dict, sessions: list[dict], notes: Notes) -> dict[str, Any]:
@@ -346,7 +358,9 @@ def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set, notes:
     question["evidence_session_ids"] = list(
         dict.fromkeys("session_" + turn_id[1:].split(":")[0] for turn_id in question["evidence_turn_ids"])
     )
-    extra.update({key: value for key, value in qa.items() if key not in QA_KEYS})
+    rest = {key: value for key, value in qa.items() if key not in QA_KEYS}
+    _refuse_reserved(rest, QA_MARKERS, path, where)
+    extra.update(rest)
     question["extra"] = schema.to_json(extra) if extra else None
     return question
 
