@@ -10,6 +10,7 @@ multi-turn rows only the turns (as a multiset) must match; its forum and Q/A row
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import datasets
 import pytest
@@ -85,3 +86,18 @@ def test_streaming_features_are_the_configs_features(source):
         ).as_streaming_dataset()
         for split in streamed.values():
             assert split.features == view.features
+
+
+def test_locomo_streams_without_reading_every_file_first_and_still_refuses_a_duplicate_id(tmp_path):
+    """Streaming checks sample_id across files as it goes (the build checks before any shard)."""
+    from builders.errors import SourceError
+    from builders.locomo.builder import LocomoBuilder
+
+    sample = next(Path(LocomoBuilder.sample_dir()).glob("*.json"))
+    (tmp_path / "a.json").write_bytes(sample.read_bytes())
+    (tmp_path / "b.json").write_bytes(sample.read_bytes())
+    streamed = iter(LocomoBuilder(data_dir=str(tmp_path)).as_streaming_dataset(split="test"))
+    first = next(streamed)
+    assert first["subset"] == "a"
+    with pytest.raises(SourceError, match=r"b\.json.*sample_id.*duplicate sample_id .* also in .*a\.json"):
+        list(streamed)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from datasets import Features, Json, List, Value
+from datasets.download.streaming_download_manager import StreamingDownloadManager
 
 from builders import schema
 from builders.base import ConversationBuilder
@@ -110,6 +111,17 @@ def _check_unique_sample_ids(files: list[str]) -> None:
             first_file.setdefault(sample_id, path)
 
 
+def _unique_across_files(records, path: str, seen: dict[str, str], reject):
+    """Streamed records; a sample_id an earlier file of the stream already had goes to ``reject``."""
+    for record in records:
+        sample_id = record["conversation_id"]
+        if seen.setdefault(sample_id, path) != path:
+            problem = f"duplicate sample_id {sample_id!r}, also in {seen[sample_id]}"
+            reject(SourceError(path, sample_id, "sample_id", problem), None)
+            continue
+        yield record
+
+
 class LocomoBuilder(ConversationBuilder):
     SOURCE = "locomo"
     HUB_NAME = "locomo-unified"
@@ -144,7 +156,9 @@ class LocomoBuilder(ConversationBuilder):
             if not files:
                 raise FileNotFoundError(f"no LoCoMo *.json file in {data_dir}")
         files = self._only_subsets(files)
-        if len(files) > 1 and self.config.on_bad_record == "raise":
+        # Streaming checks ids as rows go (a first row must not wait for every file to be read twice).
+        self._streamed_ids = {} if isinstance(dl_manager, StreamingDownloadManager) else None
+        if len(files) > 1 and self.config.on_bad_record == "raise" and self._streamed_ids is None:
             _check_unique_sample_ids(files)  # with skip, the build's own id check drops the later one
         return {"test": files}
 
@@ -162,4 +176,6 @@ class LocomoBuilder(ConversationBuilder):
         return kept
 
     def parse_shard(self, shard, notes):
-        return parse.parse_file(shard, notes, self.reject)
+        records = parse.parse_file(shard, notes, self.reject)
+        seen = getattr(self, "_streamed_ids", None)
+        return records if seen is None else _unique_across_files(records, shard, seen, self.reject)
