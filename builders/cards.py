@@ -7,6 +7,7 @@ statistics and normalization counts come from the same parse as the build, never
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -20,8 +21,14 @@ from builders import registry
 from builders.stats import markdown_table
 from builders.views import DEFAULT_VIEW
 
+NON_COMMERCIAL = re.compile(r"(^|[-_ ])(nc|noncommercial|non-commercial)([-_ ]|$)", re.IGNORECASE)
 TASK_CATEGORIES = ["text-generation", "question-answering"]
 TAGS = ["conversational", "dialogue", "long-term-memory", "convhub"]
+
+
+def is_non_commercial(license_id: str) -> bool:
+    """cc-by-nc-4.0, cc-by-nc-sa-4.0, "non-commercial"...: licenses that push and mix warn about."""
+    return bool(NON_COMMERCIAL.search(license_id))
 
 
 def templates_dir() -> Path:

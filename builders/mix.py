@@ -30,7 +30,6 @@ import json
 import logging
 import math
 import os
-import re
 import shutil
 import tempfile
 import unicodedata
@@ -50,7 +49,7 @@ from datasets.utils.py_utils import convert_file_size_to_int
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from builders import schema
-from builders.cards import TAGS, TASK_CATEGORIES, add_configs, size_category, template
+from builders.cards import TAGS, TASK_CATEGORIES, add_configs, is_non_commercial, size_category, template
 from builders.stats import markdown_table
 
 logger = logging.getLogger(__name__)
@@ -95,7 +94,6 @@ FILTER_KEYS = {"language", "subset", "min_turns", "max_turns"}
 BUDGET_KEYS = {"tokens", "characters"}
 
 #: Licenses that forbid commercial use: Creative Commons "NC" variants and the like.
-NON_COMMERCIAL = re.compile(r"(^|[-_ ])(nc|noncommercial|non-commercial)([-_ ]|$)", re.IGNORECASE)
 UNKNOWN_LICENSES = {"unknown", "other", "none", ""}
 
 
@@ -483,7 +481,7 @@ class SourceReport:
 
     @property
     def non_commercial(self) -> bool:
-        return bool(NON_COMMERCIAL.search(self.license))
+        return is_non_commercial(self.license)
 
     @property
     def license_unknown(self) -> bool:

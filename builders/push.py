@@ -39,12 +39,12 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCa
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
 from builders import registry
+from builders.cards import is_non_commercial
 
 logger = logging.getLogger("convhub.push")
 
 CARD = "README.md"
 SHARD = re.compile(r"^[^/]+/(?:[^/]+/)?[^/]+-\d{5}-of-\d{5}\.parquet$")  # <config>/[<subset>/]<split>-…
-NON_COMMERCIAL = re.compile(r"(^|[-_ ])(nc|noncommercial|non-commercial)([-_ ]|$)", re.IGNORECASE)
 NO_LICENSE = {"", "none"}
 
 
@@ -226,7 +226,7 @@ def license_warnings(card: DatasetCard) -> list[str]:
     """Warn on a non-commercial license and on an unknown one (a card with none is refused)."""
     warnings = []
     for name in license_ids(card):
-        if NON_COMMERCIAL.search(name):
+        if is_non_commercial(name):
             warnings.append(
                 f"license {name} is non-commercial: the dataset may not be used for commercial purposes"
             )
