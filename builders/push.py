@@ -626,7 +626,10 @@ def _load_back(repo_id: str, config: str, commit: str, token, cache_dir: str) ->
 # -- the command ---------------------------------------------------------------------------------------------
 def add_arguments(parser) -> None:
     parser.add_argument(
-        "source", choices=registry.names(), help="the registered source the folder was built from"
+        "source",
+        nargs="?",
+        choices=registry.names(),
+        help="the registered source the folder was built from; leave out for a mixture (give --folder)",
     )
     parser.add_argument("--repo-id", required=True, help="the dataset repo, ORG/NAME")
     parser.add_argument("--folder", type=Path, help="the built folder (default: out/<hub name of SOURCE>)")
@@ -640,6 +643,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    if args.source is None and args.folder is None:
+        raise SystemExit("convhub push: give a SOURCE, or --folder for a mixture (convhub mix)")
     folder = args.folder or Path("out") / registry.get(args.source).HUB_NAME
     _check_source(folder, args.source)
     try:
@@ -659,14 +664,14 @@ def run(args) -> int:
     return 0
 
 
-def _check_source(folder: Path, source: str) -> None:
+def _check_source(folder: Path, source: str | None) -> None:
+    """The folder holds a card, and one built from ``source`` when a source is named."""
     card_path = folder / CARD
     if not card_path.is_file():
-        raise FileNotFoundError(
-            f"{card_path} does not exist: run `convhub build {source} --output {folder}` first"
-        )
+        command = f"convhub build {source} --output {folder}" if source else "convhub build or convhub mix"
+        raise FileNotFoundError(f"{card_path} does not exist: run `{command}` first")
     tags = DatasetCard.load(card_path).data.get("tags") or []
-    if source not in tags:
+    if source is not None and source not in tags:
         raise SystemExit(f"convhub push: {folder} was not built from {source} (its card is tagged {tags})")
 
 

@@ -483,3 +483,13 @@ def test_example_recipe_names_the_sample_build_of_registered_sources():
     for entry in parsed.sources:
         assert entry.path.parent == (example.parent.parent / "out").resolve()
         assert entry.path.name in hub_names, entry
+
+
+def test_convhub_push_publishes_a_mixture_folder_without_a_source(hub, tmp_path, capsys):
+    write_source(tmp_path / "a", numbered("a", 4))
+    (tmp_path / "recipe.yaml").write_text("name: pushed-mix\nsources: [{path: a}]\n")
+    assert cli.main(["mix", str(tmp_path / "recipe.yaml"), "--output", str(tmp_path / "out")]) == 0
+    with pytest.raises(SystemExit, match="--folder for a mixture"):
+        cli.main(["push", "--repo-id", "org/pushed-mix"])
+    assert cli.main(["push", "--repo-id", "org/pushed-mix", "--folder", str(tmp_path / "out")]) == 0
+    assert ids(datasets.load_dataset("org/pushed-mix", split="train")) == [f"a-{i}" for i in range(4)]
