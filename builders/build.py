@@ -26,6 +26,7 @@ from datasets.arrow_writer import ParquetWriter
 from builders import quarantine, registry
 from builders.derive import DERIVERS, derive_file
 from builders.errors import Notes, SourceError
+from builders.staging import staged_folder
 from builders.stats import Report, SplitStats, Statistics
 from builders.views import SESSIONS
 
@@ -117,9 +118,7 @@ def build_source(
         builder_cls.view_named(name)  # fail on a misspelt config before any work
     quarantine.check_policy(on_bad_record)
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
-    try:
+    with staged_folder(output) as staging:
         with tempfile.TemporaryDirectory(prefix="convhub-work-") as work:
             run = _Run(builder_cls, data_dir, _tuple(subsets), num_proc, Path(work), staging, source_format)
             run.on_bad_record = on_bad_record  # (a keyword of _Run: kept apart from the positional ones)
@@ -139,13 +138,7 @@ def build_source(
             )
         result = BuildResult(source, output, built, notes, statistics, skipped=len(rejected))
         write_card(result, staging)
-        if output.exists():
-            shutil.rmtree(output)
-        os.replace(staging, output)
-        forget_cached_copies(output)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    forget_cached_copies(output)
     _place_quarantine(result, rejected)
     return result
 

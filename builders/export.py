@@ -22,8 +22,6 @@ import importlib
 import itertools
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +33,7 @@ import pyarrow.parquet as pq
 from datasets import Features, Json, LargeList, List
 
 from builders import registry
+from builders.staging import staged_folder
 
 #: Source name → its export module (``write_files`` and the pure inverse functions).
 EXPORTERS = {name: f"builders.{name}.export" for name in registry.names()}
@@ -354,16 +353,8 @@ def export_source(
 
 def write_atomically(output: Path, write: Callable[[Path], list[str]]) -> list[str]:
     """Run ``write(staging)`` in a hidden folder beside ``output``, then rename it into place."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
-    try:
+    with staged_folder(output) as staging:
         files = write(staging)
-        if output.exists():
-            shutil.rmtree(output)
-        os.replace(staging, output)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return sorted(files)
 
 

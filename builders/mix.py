@@ -30,7 +30,6 @@ import json
 import logging
 import math
 import os
-import shutil
 import tempfile
 import unicodedata
 from collections import Counter
@@ -50,6 +49,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from builders import schema
 from builders.cards import TAGS, TASK_CATEGORIES, add_configs, is_non_commercial, size_category, template
+from builders.staging import staged_folder
 from builders.stats import markdown_table
 
 logger = logging.getLogger(__name__)
@@ -751,10 +751,8 @@ def write_mixture(
 ) -> MixResult:
     """Mix and write ``<config>/<split>-0000i-of-0000N.parquet`` + README.md into ``output``, atomically."""
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
     mixer = Mixer(recipe, streaming)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
-    try:
+    with staged_folder(output) as staging:
         with tempfile.TemporaryDirectory(prefix="convhub-mix-cache-") as cache_dir:
             mixed = mixer.mixture(provenance=True)
             if streaming:  # materialize once: only what the mixture reads is fetched
@@ -770,12 +768,6 @@ def write_mixture(
             )
         result = MixResult(recipe, output, len(mixed), num_bytes, files, mixer.reports, streaming)
         write_mixture_card(result, staging, repo_id)
-        if output.exists():
-            shutil.rmtree(output)
-        os.replace(staging, output)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return result
 
 
