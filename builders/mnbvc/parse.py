@@ -570,13 +570,19 @@ def qa_records(
     reject: Reject = raise_error,
 ) -> Iterator[dict[str, Any]]:
     """问答语料: each row is one conversation of one Q/A pair, identified by file and line."""
+    return _one_record_per_row(rows, QA, qa_record, file, notes, subsets, reject)
+
+
+def _one_record_per_row(rows, kind: str, make_record, file: str, notes: Notes, subsets, reject: Reject):
+    """Rows that are conversations by themselves (问答, 论坛): a bad row is rejected alone, and its
+    normalization counts are kept only when it converts."""
     warnings = Warnings(file)
     for line, row in rows:
-        if not subset_wanted(subsets, QA, source_name(row)):
+        if not subset_wanted(subsets, kind, source_name(row)):
             continue
         counted = Notes()
         try:
-            record = qa_record(row, file, line, counted, warnings)
+            record = make_record(row, file, line, counted, warnings)
         except SourceError as error:
             reject(error, row)
             continue
@@ -728,18 +734,7 @@ def forum_records(
     subsets=None,
     reject: Reject = raise_error,
 ) -> Iterator[dict[str, Any]]:
-    warnings = Warnings(file)
-    for line, row in rows:
-        if not subset_wanted(subsets, FORUM, source_name(row)):
-            continue
-        counted = Notes()
-        try:
-            record = forum_record(row, file, line, counted, warnings)
-        except SourceError as error:
-            reject(error, row)
-            continue
-        notes.update(counted)
-        yield record
+    return _one_record_per_row(rows, FORUM, forum_record, file, notes, subsets, reject)
 
 
 def forum_record(
