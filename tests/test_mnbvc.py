@@ -768,3 +768,18 @@ def test_partitions_are_removed_after_check(tmp_path, monkeypatch):
     records(spread_fixture(tmp_path / "data"))
     leftovers = [path for path in (tmp_path / "tmp").rglob("*") if path.is_file()]
     assert leftovers == []
+
+
+def test_script_counts_are_the_regex_counts():
+    """detect_language counts scripts with numpy; the counts are those of the module's patterns."""
+    import random
+
+    def regex_counts(sample: str) -> tuple[int, ...]:
+        scripts = (parse.KANA, parse.HANGUL, parse.CJK)
+        return (*(sum(map(len, s.findall(sample))) for s in scripts), len(parse.LATIN_WORD.findall(sample)))
+
+    rng = random.Random(0)
+    alphabet = "abcXYZ 123,。的一是あいアイ한국어\ud800\U0001f600ＡＢ\u3400\uf900\u4dbf\u9fff\u30ff\u3040@[`{"
+    for _ in range(3000):
+        sample = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        assert parse._script_counts(sample) == regex_counts(sample)

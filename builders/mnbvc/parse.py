@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, BinaryIO
 
+import numpy as np
+
 from builders import schema
 from builders.errors import Notes, Reject, SourceError, raise_error
 
@@ -431,6 +433,25 @@ LATIN_WORD = re.compile(r"[A-Za-z]+")
 LANGUAGE_SAMPLE_CHARS = 2000
 
 
+def _script_counts(sample: str) -> tuple[int, int, int, int]:
+    """Kana, Hangul and CJK characters and Latin words (runs of A-Z/a-z) of ``sample``.
+
+    The same counts as the ``KANA``/``HANGUL``/``CJK``/``LATIN_WORD`` patterns, on code points with numpy:
+    four regex scans per conversation were 8% of an MNBVC build.
+    """
+    points = np.frombuffer(sample.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+    def within(low: int, high: int) -> np.ndarray:
+        return (points >= low) & (points <= high)
+
+    kana = int(within(0x3040, 0x30FF).sum())
+    hangul = int(within(0xAC00, 0xD7AF).sum())
+    cjk = int((within(0x3400, 0x4DBF) | within(0x4E00, 0x9FFF) | within(0xF900, 0xFAFF)).sum())
+    letters = within(0x41, 0x5A) | within(0x61, 0x7A)
+    latin_words = int(letters[0]) + int((letters[1:] & ~letters[:-1]).sum()) if len(letters) else 0
+    return kana, hangul, cjk, latin_words
+
+
 def detect_language(texts: Iterable[str]) -> str:
     """zh, en, ja or ko from the script of the first characters; zh (MNBVC's language) when unsure.
 
@@ -442,9 +463,7 @@ def detect_language(texts: Iterable[str]) -> str:
         sample += text
         if len(sample) >= LANGUAGE_SAMPLE_CHARS:
             break
-    sample = sample[:LANGUAGE_SAMPLE_CHARS]
-    kana, hangul, cjk = (sum(map(len, script.findall(sample))) for script in (KANA, HANGUL, CJK))
-    latin_words = len(LATIN_WORD.findall(sample))
+    kana, hangul, cjk, latin_words = _script_counts(sample[:LANGUAGE_SAMPLE_CHARS])
     if kana and kana * 5 >= cjk:
         return "ja"
     if hangul > cjk and hangul >= latin_words:
