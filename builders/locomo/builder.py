@@ -139,6 +139,14 @@ class LocomoBuilder(ConversationBuilder):
   year      = {2024}
 }"""
     EXTRA_VIEWS = (OBSERVATIONS, EVENTS)
+    #: A ``sessions`` row is a whole conversation (~200 KB of JSON, ~1 MB as Python objects): datasets'
+    #: default batch of 1,000 rows held every conversation of a 1,000-conversation build in memory.
+    SESSIONS_WRITER_BATCH_SIZE = 50
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.config.name == "sessions" and kwargs.get("writer_batch_size") is None:
+            self._writer_batch_size = self.SESSIONS_WRITER_BATCH_SIZE
 
     def shards(self, dl_manager):
         """One split, ``test``: the downloaded locomo10.json, or the ``*.json`` files of ``--data-dir``.
