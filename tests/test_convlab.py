@@ -11,13 +11,13 @@ from pathlib import Path
 
 import datasets
 import pytest
+from conftest import shared_data
 
 from builders import cli
 from builders.build import build_source, check_source
 from builders.convlab import export, parse
 from builders.convlab.builder import ConvLabBuilder, SubsetInput, find_local_inputs
 from builders.errors import Notes, SourceError
-from conftest import shared_data
 
 SAMPLE = Path(ConvLabBuilder.sample_dir())
 REAL_DATASETS = ConvLabBuilder.DEFAULT_SUBSETS
