@@ -15,14 +15,18 @@ HUB_SOCKET = hub_double.isolate_from_real_hub()
 from builders import registry  # noqa: E402
 from builders.build import build_source  # noqa: E402
 
-SHARED_DATA = Path(os.environ.get("CONVHUB_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+SHARED_DATA = Path(
+    os.environ.get("CONVHUB_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
 
 
 def shared_data(*parts: str) -> Path:
     """A real source file under ../shared/data, or skip the test (with the reason) when it is absent."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"real source data not available: {path} is absent (../shared/data is not beside this checkout)")
+        pytest.skip(
+            f"real source data not available: {path} is absent (../shared/data is not beside this checkout)"
+        )
     return path
 
 

@@ -46,11 +46,15 @@ def test_shared_views_concatenate_across_sources_without_cast(sample_builds, vie
     mixed = datasets.concatenate_datasets(parts)
     assert mixed.features == SHARED[view]
     assert mixed.num_rows == sum(part.num_rows for part in parts)
-    assert set(mixed["source"]) == {source for source, result in sample_builds.items() if view in result.configs}
+    assert set(mixed["source"]) == {
+        source for source, result in sample_builds.items() if view in result.configs
+    }
 
 
 def test_json_columns_keep_strings_that_look_like_numbers():
     """``datasets.Json`` stores a JSON-parsable string as is; schema.to_json keeps "2022" a string."""
     features = datasets.Features({"extra": datasets.Json()})
-    ds = datasets.Dataset.from_dict({"extra": [schema.to_json("2022"), schema.to_json({"a": [1, "1"]})]}, features)
+    ds = datasets.Dataset.from_dict(
+        {"extra": [schema.to_json("2022"), schema.to_json({"a": [1, "1"]})]}, features
+    )
     assert ds["extra"] == ["2022", {"a": [1, "1"]}]
