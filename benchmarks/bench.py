@@ -133,6 +133,16 @@ def run_case(code: str, args: list[str]) -> tuple[float, float, int | dict]:
     return seconds, usage.ru_maxrss / 1024, json.loads(last) if last.startswith("{") else int(last)
 
 
+def print_cases(cases: list[tuple[str, str, list[str]]], size_mib: float) -> None:
+    """Run (name, code, args) cases one by one, each in a fresh process, printing a table row as each ends
+    (the single-source scripts use it: one input, no baselines)."""
+    print("| case | seconds | MiB/s | peak RSS MiB | rows |")
+    print("|---|---|---|---|---|")
+    for name, code, case_args in cases:
+        seconds, rss, rows = run_case(code, case_args)
+        print(f"| {name} | {seconds:.1f} | {size_mib / seconds:.1f} | {rss:.0f} | {rows:,} |", flush=True)
+
+
 def cases_for(source: str, made: scaled_inputs.ScaledInput, stream_seconds: float) -> list[tuple]:
     """(case name, code, argv) of every case of one source, baselines first."""
     builder_cls = registry.get(source)

@@ -86,11 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                 ["gigamemory", str(folder), every, str(args.num_proc)],
             ),
         ]
-        print("| case | seconds | MiB/s | peak RSS MiB | rows |")
-        print("|---|---|---|---|---|")
-        for name, code, case_args in cases:
-            seconds, rss, rows = bench.run_case(code, case_args)
-            print(f"| {name} | {seconds:.1f} | {size / seconds:.1f} | {rss:.0f} | {rows:,} |", flush=True)
+        bench.print_cases(cases, size)
     return 0
 
 

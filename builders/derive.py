@@ -41,11 +41,15 @@ def _flat(lists: pa.ListArray) -> pa.Array:
     return pc.list_flatten(lists)
 
 
-def turns_table(batch: pa.RecordBatch) -> pa.Table:
+def _sessions(batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array, dict[str, pa.Array]]:
+    """Every session of the batch: its conversation's row, its index in the conversation, its fields."""
     sessions = batch.column("sessions")
-    session_rows = _flat(sessions)
     session_parent, session_index = _positions(sessions)
-    session_fields = _struct_fields(session_rows)
+    return session_parent, session_index, _struct_fields(_flat(sessions))
+
+
+def turns_table(batch: pa.RecordBatch) -> pa.Table:
+    session_parent, session_index, session_fields = _sessions(batch)
     turns = session_fields["turns"]
     turn_rows = _flat(turns)
     turn_session, turn_index = _positions(turns)
@@ -69,10 +73,7 @@ def qa_table(batch: pa.RecordBatch) -> pa.Table:
 
 
 def messages_table(batch: pa.RecordBatch) -> pa.Table:
-    sessions = batch.column("sessions")
-    session_rows = _flat(sessions)
-    session_parent, session_index = _positions(sessions)
-    session_fields = _struct_fields(session_rows)
+    session_parent, session_index, session_fields = _sessions(batch)
     turns = session_fields["turns"]
     turn_fields = _struct_fields(_flat(turns))
     messages_struct = pa.StructArray.from_arrays(
