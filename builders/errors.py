@@ -32,6 +32,18 @@ class SourceError(ValueError):
         return (SourceError, (self.path, self.record, self.field, self.problem))
 
 
+def require(mapping: dict, key: str, kind: type, path, record, field: str | None = None) -> Any:
+    """``mapping[key]`` when present and of ``kind`` (a bool never counts as an int); else a SourceError
+    naming ``field`` (default: ``key``)."""
+    field = field or key
+    if key not in mapping:
+        raise SourceError(path, record, field, "missing")
+    value = mapping[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise SourceError(path, record, field, f"expected {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
 class Notes(Counter):
     """Counts of normalizations and oddities by kind, e.g. ``notes.add("integer answer → string")``."""
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 from builders import schema
-from builders.errors import Notes, Reject, SourceError, raise_error
+from builders.errors import Notes, Reject, SourceError, raise_error, require
 
 ACT_KINDS = ("categorical", "non-categorical", "binary")
 ACT_KEYS = {
@@ -150,10 +150,10 @@ def _index_dialogue(dialogue: Any, position: int, path: str, seen: set[str]) -> 
     """Check what the index needs of one dialogue: an object with a usable split and a new id."""
     if not isinstance(dialogue, dict):
         raise SourceError(path, position, None, f"expected a dialogue object, got {type(dialogue).__name__}")
-    split = _require(dialogue, "data_split", str, path, position)
+    split = require(dialogue, "data_split", str, path, position)
     if not SPLIT_NAME.match(split):
         raise SourceError(path, position, "data_split", f"{split!r} is not a usable split name")
-    dialogue_id = _require(dialogue, "dialogue_id", str, path, position)
+    dialogue_id = require(dialogue, "dialogue_id", str, path, position)
     if dialogue_id in seen:
         raise SourceError(path, position, "dialogue_id", f"duplicate dialogue_id {dialogue_id!r}")
 
@@ -174,25 +174,16 @@ def read_ranges(
 # -- dialogues ---------------------------------------------------------------------------------
 
 
-def _require(mapping: dict, key: str, kind: type, path: str, record: Any) -> Any:
-    if key not in mapping:
-        raise SourceError(path, record, key, "missing")
-    value = mapping[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise SourceError(path, record, key, f"expected {kind.__name__}, got {type(value).__name__}")
-    return value
-
-
 def parse_dialogue(
     dialogue: Any, subset: str, notes: Notes, path: str = "<memory>", position: int = 0
 ) -> dict:
     """One ConvLab dialogue → one canonical record (one session holding every turn)."""
     if not isinstance(dialogue, dict):
         raise SourceError(path, position, None, f"expected a dialogue object, got {type(dialogue).__name__}")
-    dialogue_id = _require(dialogue, "dialogue_id", str, path, position)
-    dataset = _require(dialogue, "dataset", str, path, dialogue_id)
-    _require(dialogue, "data_split", str, path, dialogue_id)
-    raw_turns = _require(dialogue, "turns", list, path, dialogue_id)
+    dialogue_id = require(dialogue, "dialogue_id", str, path, position)
+    dataset = require(dialogue, "dataset", str, path, dialogue_id)
+    require(dialogue, "data_split", str, path, dialogue_id)
+    raw_turns = require(dialogue, "turns", list, path, dialogue_id)
     turns = [parse_turn(turn, notes, path, dialogue_id, index) for index, turn in enumerate(raw_turns)]
     extra = {key: value for key, value in dialogue.items() if key not in DIALOGUE_KEYS}
     if dataset != subset:
@@ -221,11 +212,11 @@ def parse_turn(turn: Any, notes: Notes, path: str, dialogue_id: str, index: int)
     where = f"{dialogue_id} turn {index}"
     if not isinstance(turn, dict):
         raise SourceError(path, where, None, f"expected a turn object, got {type(turn).__name__}")
-    speaker = _require(turn, "speaker", str, path, where)
+    speaker = require(turn, "speaker", str, path, where)
     if speaker not in ROLES:
         raise SourceError(path, where, "speaker", f"{speaker!r} is neither 'user' nor 'system'")
-    utterance = _require(turn, "utterance", str, path, where)
-    utt_idx = _require(turn, "utt_idx", int, path, where)
+    utterance = require(turn, "utterance", str, path, where)
+    utt_idx = require(turn, "utt_idx", int, path, where)
     if utt_idx != index:
         notes.add("utt_idx that differs from the turn's position (turn_id keeps utt_idx)")
     reserved = RESERVED_TURN_KEYS & set(turn)

@@ -19,7 +19,7 @@ from typing import Any
 from dateutil import parser as dateparser
 
 from builders import schema
-from builders.errors import Notes, Reject, SourceError, raise_error
+from builders.errors import Notes, Reject, SourceError, raise_error, require
 
 #: LoCoMo's own evaluation code (task_eval/evaluation.py) and most published results use these names.
 #: The format document in shared/seeds calls 1 single-hop, 3 multi-hop and 4 open-domain instead.
@@ -94,23 +94,10 @@ def parse_file(path: str | Path, notes: Notes, reject: Reject = raise_error) -> 
         yield record
 
 
-def _require(
-    mapping: dict, key: str, kind: type, path: str, record: str | int, field: str | None = None
-) -> Any:
-    """``mapping[key]`` when present and of ``kind`` (bool never counts as int); else a SourceError."""
-    field = field or key
-    if key not in mapping:
-        raise SourceError(path, record, field, "missing")
-    value = mapping[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise SourceError(path, record, field, f"expected {kind.__name__}, got {type(value).__name__}")
-    return value
-
-
 def _optional(
     mapping: dict, key: str, kind: type, path: str, record: str | int, field: str | None = None
 ) -> Any:
-    return _require(mapping, key, kind, path, record, field) if key in mapping else None
+    return require(mapping, key, kind, path, record, field) if key in mapping else None
 
 
 #: How every date_time of locomo10.json is written; ``strptime`` reads it 10x faster than dateutil.
@@ -137,10 +124,10 @@ def parse_timestamp(date_time: str | None, notes: Notes) -> datetime | None:
 
 
 def parse_sample(sample: dict, subset: str, notes: Notes, path: str = "<memory>", index: int = 0) -> dict:
-    sample_id = _require(sample, "sample_id", str, path, index)
-    conversation = _require(sample, "conversation", dict, path, sample_id)
+    sample_id = require(sample, "sample_id", str, path, index)
+    conversation = require(sample, "conversation", dict, path, sample_id)
     speakers = [
-        _require(conversation, key, str, path, sample_id, f"conversation.{key}") for key in SPEAKER_KEYS
+        require(conversation, key, str, path, sample_id, f"conversation.{key}") for key in SPEAKER_KEYS
     ]
     if speakers[0] == speakers[1]:
         raise SourceError(
@@ -159,7 +146,7 @@ def parse_sample(sample: dict, subset: str, notes: Notes, path: str = "<memory>"
             )
     questions = [
         parse_question(qa, sample_id, position, turn_ids, notes, path)
-        for position, qa in enumerate(_require(sample, "qa", list, path, sample_id))
+        for position, qa in enumerate(require(sample, "qa", list, path, sample_id))
     ]
     leftovers = {key: value for key, value in sample.items() if key not in SAMPLE_KEYS}
     _refuse_reserved(leftovers, SAMPLE_MARKERS, path, sample_id)
@@ -226,7 +213,7 @@ def parse_sessions(
         body_key, date_key = f"session_{number}", f"session_{number}_date_time"
         if body_key not in conversation:
             continue  # a date with no session body (conv-26): kept in the conversation's extra
-        body = _require(conversation, body_key, list, path, sample_id, f"conversation.{body_key}")
+        body = require(conversation, body_key, list, path, sample_id, f"conversation.{body_key}")
         extra: dict[str, Any] = {}
         if date_key not in conversation:
             notes.add("session without date_time")
@@ -280,14 +267,14 @@ def parse_turn(turn: Any, roles: dict, notes: Notes, path: str, sample_id: str, 
     where = f"{sample_id} {session_id} turn {i}"
     if not isinstance(turn, dict):
         raise SourceError(path, where, None, f"expected an object, got {type(turn).__name__}")
-    speaker = _require(turn, "speaker", str, path, where)
+    speaker = require(turn, "speaker", str, path, where)
     if speaker not in roles:
         raise SourceError(path, where, "speaker", f"{speaker!r} is neither speaker_a nor speaker_b")
     record = schema.empty_turn(
-        _require(turn, "dia_id", str, path, where),
+        require(turn, "dia_id", str, path, where),
         speaker,
         roles[speaker],
-        _require(turn, "text", str, path, where),
+        require(turn, "text", str, path, where),
     )
     record["images"] = parse_images(turn, notes, path, where)
     rest = {key: value for key, value in turn.items() if key not in TURN_KEYS}
@@ -327,10 +314,10 @@ def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set, notes:
     where = f"{sample_id} qa {position}"
     if not isinstance(qa, dict):
         raise SourceError(path, where, None, f"expected an object, got {type(qa).__name__}")
-    category_id = _require(qa, "category", int, path, where)
+    category_id = require(qa, "category", int, path, where)
     if category_id not in CATEGORY_NAMES:
         raise SourceError(path, where, "category", f"unknown category {category_id!r}")
-    question = schema.empty_question(f"{sample_id}:qa{position}", _require(qa, "question", str, path, where))
+    question = schema.empty_question(f"{sample_id}:qa{position}", require(qa, "question", str, path, where))
     question["category_id"] = category_id
     question["category"] = CATEGORY_NAMES[category_id]
     extra: dict[str, Any] = {}
