@@ -487,23 +487,18 @@ def database_rows(content: Any, subset: str, file_name: str, domain: str) -> Ite
     """
     base = {"subset": subset, "file": file_name}
     if isinstance(content, list) and content:
-        for index, entity in enumerate(content):
+        groups = [(None, domain, content)]  # (key, domain, entities)
+    elif isinstance(content, dict) and content and all(isinstance(v, list) and v for v in content.values()):
+        groups = [(key, key, entities) for key, entities in content.items()]
+    else:
+        yield {**base, "key": None, "domain": domain, "entity_index": None, "entity": schema.to_json(content)}
+        return
+    for key, group_domain, entities in groups:
+        for index, entity in enumerate(entities):
             yield {
                 **base,
-                "key": None,
-                "domain": domain,
+                "key": key,
+                "domain": group_domain,
                 "entity_index": index,
                 "entity": schema.to_json(entity),
             }
-    elif isinstance(content, dict) and content and all(isinstance(v, list) and v for v in content.values()):
-        for key, entities in content.items():
-            for index, entity in enumerate(entities):
-                yield {
-                    **base,
-                    "key": key,
-                    "domain": key,
-                    "entity_index": index,
-                    "entity": schema.to_json(entity),
-                }
-    else:
-        yield {**base, "key": None, "domain": domain, "entity_index": None, "entity": schema.to_json(content)}
