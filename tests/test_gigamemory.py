@@ -7,6 +7,7 @@ line number) from the loaded ``sessions`` config alone and compares it with the 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from pathlib import Path
 
@@ -237,9 +238,86 @@ def test_index_keeps_no_dialogue(tmp_path):
     assert all("sessions" not in item.fields for item in index.groups[0].lines)
 
 
+def tricky_lines() -> list[bytes]:
+    """Lines that cutting the ``sessions`` span out of the raw bytes could get wrong, if it trusted the text."""
+    floats = [{**session(1, ("user", "Счёт 2:1.5")), "score": 1e16, "big": 2**70, "ratio": 0.1}]
+    odd_text = [session(1, ("user", 'Он сказал: "sessions": [1], "ans_session_ids": [2]}'))]
+    lines = [
+        line(1, "no_info", DIALOGUE_A, [1]),
+        line(2, "no_info", DIALOGUE_A, [2], question='"sessions": [] "ans_session_ids"'),
+        line(3, "no_info", floats, [1], ans=2**70),
+        line(4, "no_info", odd_text, [1]),
+        {"sessions": DIALOGUE_B, "id": 5, "question": "Где я живу?"},  # sessions first, no ans_session_ids
+        {"id": 6, "extra": {"sessions": DIALOGUE_B}, "sessions": DIALOGUE_B, "ans_session_ids": []},
+        line(7, "no_info", [], []),
+    ]
+    raw = [json.dumps(record, ensure_ascii=False).encode() for record in lines]
+    raw.append(json.dumps(line(8, "no_info", DIALOGUE_A, [1])).encode())  # same dialogue, \u escapes
+    compact = json.dumps(line(9, "no_info", DIALOGUE_B, []), ensure_ascii=False, separators=(",", ":"))
+    raw.append(compact.encode())
+    duplicate = b'{"id": 10, "sessions": [], "sessions": %s, "ans_session_ids": []}'
+    raw.append(duplicate % json.dumps(DIALOGUE_B).encode())
+    raw.append(b'{"id": 11, "sessions": [{"id": 1, "messages": [{"role": "user", "content": NaN}]}]}')
+    nested = {"id": 12, "question": "?", "extra": {"sessions": DIALOGUE_A, "ans_session_ids": []}}
+    raw.append(json.dumps({**nested, "sessions": DIALOGUE_B}, ensure_ascii=False).encode())
+    return raw
+
+
+def test_cut_lines_index_and_parse_as_whole_lines(tmp_path, monkeypatch):
+    """Pass 1 cuts each line into question fields and a dialogue span: same index, records and digests as
+    parsing every line whole with json, on lines whose text mimics the cut or whose values orjson reads
+    or prints differently (floats, integers beyond 64 bits, NaN)."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"\n".join(tricky_lines()) + b"\n")
+    rejected = []
+
+    def reject(error, raw, scope="record"):
+        rejected.append(str(error))
+
+    def parsed() -> tuple:
+        index = parse.index_file(path, reject)
+        notes = Notes()
+        shards = parse.plan_shards(index, 1 << 30)
+        records = [r for shard in shards for r in parse.parse_shard(shard, notes, reject)]
+        figures = [
+            (g.digest, g.offset, g.length, [(x.number, x.fields, x.keys) for x in g.lines])
+            for g in index.groups
+        ]
+        return figures, records, dict(notes), list(rejected)
+
+    cut = parsed()
+    spans = {group.lines[0].number: group.span for group in parse.index_file(path, reject).groups}
+    assert [number for number, span in spans.items() if span is not None] == [1, 4, 7]
+    rejected.clear()
+    monkeypatch.setattr(parse, "_split_line", lambda raw: None)
+    monkeypatch.setattr(parse, "_exact_loads", lambda raw: parse._INEXACT)
+    monkeypatch.setattr(parse.orjson, "dumps", lambda value: (_ for _ in ()).throw(TypeError("no orjson")))
+    whole = parsed()
+    assert cut == whole
+    figures, records, _, errors = whole
+    assert [[q["question_id"] for q in r["questions"]] for r in records] == [
+        ["1", "2", "8"],
+        ["3"],
+        ["4"],
+        ["5", "9", "12"],
+        ["7"],
+    ]
+    assert [number for number, *_ in figures[3][3]] == [5, 6, 9, 10, 12]  # the last "sessions" key wins
+    assert [error.split(", ")[1] for error in errors] == [
+        "record 6 at line 6",
+        "record 10 at line 10",
+        "record 11 at line 11",
+    ]
+    assert errors[2].endswith("expected a string, got float")  # NaN, read by json as before
+    assert json.loads(records[1]["questions"][0]["extra"])["ans"] == 2**70
+    floats = json.loads(tricky_lines()[2])["sessions"]
+    canonical = json.dumps(floats, ensure_ascii=False, separators=(",", ":")).encode()
+    assert figures[1][0] == hashlib.sha256(canonical).hexdigest()
+
+
 def _index_figures(index) -> tuple:
     groups = [
-        (g.digest, g.offset, g.length, g.line_sha256, [(x.number, x.fields, x.keys) for x in g.lines])
+        (g.digest, g.offset, g.length, g.line_check, g.span, [(x.number, x.fields, x.keys) for x in g.lines])
         for g in index.groups
     ]
     return groups, dict(index.notes), index.rejected

@@ -24,11 +24,15 @@ import gzip
 import hashlib
 import json
 import os
+import re
+import secrets
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from builders import schema
 from builders.errors import Notes, Reject, SourceError, raise_error
@@ -90,14 +94,58 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, int, bytes]]:
             yield line_number, offset, raw.rstrip(b"\r\n")
 
 
-def decode_line(path: str | os.PathLike, line_number: int, raw: bytes) -> dict[str, Any]:
-    """One line → its JSON object; the error names file and line."""
+_INEXACT = object()
+
+
+def _float_free(value: Any) -> bool:
+    """True when a decoded JSON value holds only dicts, lists, strings, ints, booleans and nulls.
+
+    Such a value is what :mod:`orjson` and :mod:`json` agree on exactly: orjson reads an integer beyond
+    64 bits as a float (json keeps the integer) and prints floats its own way, so any float sends the
+    value down the :mod:`json` path.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is str or kind is int or kind is bool or item is None:
+            continue
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        else:
+            return False
+    return True
+
+
+def _exact_loads(raw) -> Any:
+    """``orjson.loads(raw)`` where it equals ``json.loads``, else ``_INEXACT`` (also for bad JSON).
+
+    orjson refuses what json reads differently (NaN, infinities, lone surrogates, a byte-order mark),
+    and :func:`_float_free` catches the one silent difference (integers beyond 64 bits).
+    """
     try:
-        record = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as error:
-        raise SourceError(path, where(line_number), None, f"not valid UTF-8: {error}") from error
-    except json.JSONDecodeError as error:
-        raise SourceError(path, where(line_number), None, f"not valid JSON: {error}") from error
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return _INEXACT
+    return value if _float_free(value) else _INEXACT
+
+
+def decode_line(path: str | os.PathLike, line_number: int, raw: bytes) -> dict[str, Any]:
+    """One line → its JSON object; the error names file and line.
+
+    orjson reads the line where it gives json's value; anything else (bad JSON included) is read by json,
+    so values and error messages are json's.
+    """
+    record = _exact_loads(raw)
+    if record is _INEXACT:
+        try:
+            record = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            raise SourceError(path, where(line_number), None, f"not valid UTF-8: {error}") from error
+        except json.JSONDecodeError as error:
+            raise SourceError(path, where(line_number), None, f"not valid JSON: {error}") from error
     if not isinstance(record, dict):
         raise SourceError(
             path, where(line_number), None, f"expected a JSON object, got {type(record).__name__}"
@@ -105,10 +153,91 @@ def decode_line(path: str | os.PathLike, line_number: int, raw: bytes) -> dict[s
     return record
 
 
-def dialogue_digest(sessions: Any) -> str:
-    """sha256 of the sessions' canonical JSON: equal exactly when the dialogues are equal, ids' types too."""
-    text = json.dumps(sessions, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def dialogue_digest(sessions: Any, float_free: bool | None = None) -> str:
+    """sha256 of the sessions' canonical JSON: equal exactly when the dialogues are equal, ids' types too.
+
+    The canonical JSON is ``json.dumps(sessions, ensure_ascii=False, separators=(",", ":"))`` in UTF-8
+    (conversation ids derive from it). ``orjson.dumps`` writes the same bytes for a float-free value
+    (checked on every code point) and is 20x faster; it refuses what it would write otherwise (integers
+    beyond 64 bits, non-string keys, lone surrogates), and those go through json.
+    """
+    data = None
+    if float_free if float_free is not None else _float_free(sessions):
+        try:
+            data = orjson.dumps(sessions)
+        except TypeError:  # orjson.JSONEncodeError
+            data = None
+    if data is None:
+        data = json.dumps(sessions, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+# -- pass 1 without parsing every dialogue -------------------------------------------------------------
+#
+# Several lines share one dialogue, byte for byte. Pass 1 cuts a line into its question fields and the raw
+# bytes of its ``sessions`` value (the span), parses the fields alone, and parses and hashes a span only
+# the first time its bytes are seen. The cut is proved right, never assumed: the fields are parsed with a
+# random placeholder in the span's place, which must come out as the value of the object's ``sessions``;
+# a span is parsed on first sight, so it is one JSON value. Then the line is the object with that value
+# put back, exactly what parsing the whole line gives. Any other line is parsed whole, as before.
+
+_SESSIONS_KEY = re.compile(rb'"sessions"[ \t\r\n]*:[ \t\r\n]*')
+_WHITESPACE = b" \t\r\n"
+#: Unguessable, so no line can spell it (escaped or not) to pass for the placeholder.
+_PLACEHOLDER_TEXT = f"convhub-sessions-{secrets.token_hex(16)}"
+_PLACEHOLDER_BYTES = _PLACEHOLDER_TEXT.encode()
+_PLACEHOLDER = b'"' + _PLACEHOLDER_BYTES + b'"'
+
+
+def _end_before(raw: bytes, end: int, start: int) -> int:
+    """``end`` moved back over whitespace, not before ``start``."""
+    while end > start and raw[end - 1] in _WHITESPACE:
+        end -= 1
+    return end
+
+
+def _sessions_span(raw: bytes) -> tuple[int, int] | None:
+    """Where the ``sessions`` value probably is: after its key, and before ``, "ans_session_ids"`` or the
+    closing brace. Only a guess: :func:`_split_line` proves it."""
+    match = _SESSIONS_KEY.search(raw)
+    if match is None:
+        return None
+    start = match.end()
+    follower = raw.rfind(b'"ans_session_ids"', start)
+    end = _end_before(raw, follower if follower != -1 else len(raw), start)
+    if end <= start or raw[end - 1] != (ord(",") if follower != -1 else ord("}")):
+        return None
+    end = _end_before(raw, end - 1, start)
+    return (start, end) if end > start else None
+
+
+def _split_line(raw: bytes) -> tuple[dict[str, Any], int, int] | None:
+    """(the line's object with a placeholder for ``sessions``, span start, span end), or None."""
+    span = _sessions_span(raw)
+    if span is None:
+        return None
+    start, end = span
+    before, after = raw[:start], raw[end:]
+    if _PLACEHOLDER_BYTES in before or _PLACEHOLDER_BYTES in after:
+        return None
+    record = _exact_loads(before + _PLACEHOLDER + after)
+    if type(record) is not dict or record.get("sessions") != _PLACEHOLDER_TEXT:
+        return None
+    return record, start, end
+
+
+def _line_check(raw: bytes, span: tuple[int, int] | None, span_sha256: str | None = None) -> str:
+    """What pass 2 compares to know it re-read the very line pass 1 indexed.
+
+    A whole line's sha256; for a cut line, its span's (which pass 1 made anyway) and the rest's.
+    """
+    if span is None:
+        return hashlib.sha256(raw).hexdigest()
+    start, end = span
+    if span_sha256 is None:
+        span_sha256 = hashlib.sha256(memoryview(raw)[start:end]).hexdigest()
+    rest = hashlib.sha256(raw[:start] + raw[end:]).hexdigest()
+    return f"{span_sha256}:{rest}"
 
 
 # -- pass 1: the index -----------------------------------------------------------------------------
@@ -130,8 +259,10 @@ class Group:
     digest: str
     offset: int
     length: int
-    line_sha256: str  # of the first line's bytes: pass 2 checks it re-read that very line, cheaply
+    line_check: str  # of the first line's bytes (_line_check): pass 2 checks it re-read that very line
     lines: list[Line] = field(default_factory=list)
+    #: Where the first line's ``sessions`` value is, when pass 1 cut the line: pass 2 parses only that.
+    span: tuple[int, int] | None = None
 
 
 @dataclass
@@ -195,7 +326,9 @@ class _Prepared:
     offset: int
     length: int
     raw: bytes | None  # kept in-process, and for a bad line (``reject`` gets its bytes)
-    line_sha256: str | None  # made by a worker (which drops ``raw``); else made for a group's first line
+    line_check: (
+        str | None
+    )  # made by a worker (which drops ``raw``) or for a cut line; else made for a group's first line
     bom: bool = False
     blank: bool = False
     error: SourceError | None = None  # not JSON, no or bad id: raised in file order by _add_line
@@ -205,18 +338,26 @@ class _Prepared:
     digest: str | None = None
     fields: dict[str, Any] = field(default_factory=dict)
     keys: list[str] = field(default_factory=list)
+    span: tuple[int, int] | None = None
 
 
-def _prepare_line(path, number: int, offset: int, raw: bytes, in_worker: bool = False) -> _Prepared:
+def _prepare_line(
+    path, number: int, offset: int, raw: bytes, in_worker: bool = False, digests: dict | None = None
+) -> _Prepared:
+    """``digests`` (span sha256 → dialogue digest) remembers the dialogues already parsed by this process."""
     bom = number == 1 and raw.startswith(b"\xef\xbb\xbf")
     if bom:
         raw, offset = raw[3:], offset + 3
     prepared = _Prepared(number, offset, len(raw), None if in_worker else raw, None, bom=bom)
-    if in_worker:
-        prepared.line_sha256 = hashlib.sha256(raw).hexdigest()
     if not raw.strip():
         prepared.blank = True
+        if in_worker:
+            prepared.line_check = _line_check(raw, None)
         return prepared
+    if _prepare_cut_line(prepared, raw, {} if digests is None else digests):
+        return prepared
+    if in_worker:
+        prepared.line_check = _line_check(raw, None)
     try:
         record = decode_line(path, number, raw)
         if "id" not in record:
@@ -234,6 +375,34 @@ def _prepare_line(path, number: int, offset: int, raw: bytes, in_worker: bool = 
     prepared.fields = {key: value for key, value in record.items() if key != "sessions"}
     prepared.keys = list(record)
     return prepared
+
+
+def _prepare_cut_line(prepared: _Prepared, raw: bytes, digests: dict) -> bool:
+    """Prepare a line from its question fields and its span's digest (see above); False if it cannot be cut
+    or its id is bad (the whole-line path then reports what is wrong, exactly as before)."""
+    cut = _split_line(raw)
+    if cut is None:
+        return False
+    record, start, end = cut
+    if "id" not in record or isinstance(record["id"], bool) or not isinstance(record["id"], (int, str)):
+        return False
+    span = memoryview(raw)[start:end]
+    span_sha256 = hashlib.sha256(span).hexdigest()
+    digest = digests.get(span_sha256)
+    if digest is None:
+        sessions = _exact_loads(span)
+        if sessions is _INEXACT:
+            return False
+        digest = digests[span_sha256] = dialogue_digest(sessions, float_free=True)
+    prepared.id_text = str(record["id"])
+    prepared.record_id = record["id"]
+    prepared.has_sessions = True
+    prepared.digest = digest
+    prepared.span = (start, end)
+    prepared.line_check = _line_check(raw, prepared.span, span_sha256)
+    prepared.fields = {key: value for key, value in record.items() if key != "sessions"}
+    prepared.keys = list(record)
+    return True
 
 
 def _add_line(path, prepared: _Prepared, notes: Notes, groups: dict, seen_ids: dict) -> Group | None:
@@ -260,8 +429,10 @@ def _add_line(path, prepared: _Prepared, notes: Notes, groups: dict, seen_ids: d
     digest = prepared.digest
     group = groups.get(digest)
     if group is None:
-        line_sha256 = prepared.line_sha256 or hashlib.sha256(prepared.raw).hexdigest()
-        group = groups[digest] = Group(digest, prepared.offset, prepared.length, line_sha256)
+        line_check = prepared.line_check or _line_check(prepared.raw, None)
+        group = groups[digest] = Group(
+            digest, prepared.offset, prepared.length, line_check, span=prepared.span
+        )
     else:
         notes.add("line sharing its dialogue with an earlier line (one conversation, several questions)")
     group.lines.append(Line(number, prepared.fields, prepared.keys))
@@ -285,8 +456,9 @@ def _prepared_lines(path, processes: int) -> Iterator[_Prepared]:
     """Every line prepared, in file order: in-process, or by ``processes`` workers over byte ranges."""
     size = os.path.getsize(path)
     if processes <= 1 or str(path).endswith(".gz") or size < PARALLEL_INDEX_BYTES:
+        digests: dict[str, str] = {}
         for number, offset, raw in iter_lines(path):
-            yield _prepare_line(path, number, offset, raw)
+            yield _prepare_line(path, number, offset, raw, digests=digests)
         return
     import multiprocessing
 
@@ -327,6 +499,7 @@ def _count_lines(path, start: int, end: int) -> int:
 def _prepare_range(job: tuple) -> list[_Prepared]:
     path, start, end, number = job
     prepared = []
+    digests: dict[str, str] = {}
     with open(path, "rb") as handle:
         handle.seek(start)
         offset = start
@@ -334,7 +507,8 @@ def _prepare_range(job: tuple) -> list[_Prepared]:
             raw = handle.readline()
             if not raw:
                 break
-            prepared.append(_prepare_line(path, number, offset, raw.rstrip(b"\r\n"), in_worker=True))
+            line = raw.rstrip(b"\r\n")
+            prepared.append(_prepare_line(path, number, offset, line, in_worker=True, digests=digests))
             number += 1
             offset += len(raw)
     return prepared
@@ -410,11 +584,15 @@ def parse_shard(
                 raise SourceError(
                     path, where(first.number), None, f"cannot read the file: {error}"
                 ) from error
-            if len(raw) != group.length or hashlib.sha256(raw).hexdigest() != group.line_sha256:
+            if len(raw) != group.length or _line_check(raw, group.span) != group.line_check:
                 raise SourceError(
                     path, where(first.number), None, "the file changed while it was being converted"
                 )
-            sessions = decode_line(path, first.number, raw)["sessions"]
+            sessions = _INEXACT
+            if group.span is not None:
+                sessions = _exact_loads(memoryview(raw)[group.span[0] : group.span[1]])
+            if sessions is _INEXACT:
+                sessions = decode_line(path, first.number, raw)["sessions"]
             record = _convert_group(sessions, group, shard, raw, notes, reject)
             if record is not None:
                 yield record
