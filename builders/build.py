@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import pyarrow.parquet as pq
 from datasets.arrow_writer import ParquetWriter
 
 from builders import quarantine, registry
-from builders.derive import DERIVERS, derive_file
+from builders.derive import DERIVERS, derive_views
 from builders.errors import Notes, SourceError
 from builders.staging import staged_folder
 from builders.stats import Report, SplitStats, Statistics
@@ -184,12 +185,13 @@ class _Run:
             self.sessions_root.mkdir(exist_ok=True)
             self.sessions = self.run_builder(SESSIONS.name, self.sessions_root, report=True)
             self.drop_duplicate_ids()
+        derived = self.derive([name for name in configs if name in DERIVERS])
         built = {}
         for name in configs:
             if name == SESSIONS.name:
                 config = self.sessions
             elif name in DERIVERS:
-                config = self.derive(name)
+                config = derived[name]
             else:
                 config = self.run_builder(name, self.staging, report=False)
                 self.drop_rows_of_duplicates(config)
@@ -308,21 +310,32 @@ class _Run:
                     split, info.num_bytes, info.num_examples - (len(keep) - sum(keep))
                 )
 
-    def derive(self, name: str) -> ConfigBuild:
-        features = self.builder_cls.view_named(name).features
-        built = ConfigBuild(name, features)
-        (self.staging / name).mkdir()
+    def derive(self, names: list[str]) -> dict[str, ConfigBuild]:
+        """Flatten ``names`` (turns, qa, messages) from the sessions shards: one read of each shard writes
+        every view, and with ``num_proc`` the shards are shared between processes."""
+        built = {name: ConfigBuild(name, self.builder_cls.view_named(name).features) for name in names}
+        tasks = []
+        for name in names:
+            (self.staging / name).mkdir()
         for split, sessions_files in self.sessions.files.items():
-            rows = size = 0
-            built.files[split] = []
             for index, sessions_file in enumerate(sessions_files):
-                relative = _shard_path(name, split, index, len(sessions_files))
-                count, num_bytes = derive_file(
-                    name, features, self.sessions_root / sessions_file, self.staging / relative
+                outputs = {}
+                for name, config in built.items():
+                    relative = _shard_path(name, split, index, len(sessions_files))
+                    config.files.setdefault(split, []).append(relative)
+                    outputs[name] = (config.features, self.staging / relative)
+                tasks.append((split, outputs, self.sessions_root / sessions_file))
+        if (self.num_proc or 1) > 1 and len(tasks) > 1:
+            with ProcessPoolExecutor(min(self.num_proc, len(tasks))) as pool:
+                counts = list(pool.map(derive_views, *zip(*[(o, p) for _, o, p in tasks], strict=True)))
+        else:
+            counts = [derive_views(outputs, path) for _, outputs, path in tasks]
+        for (split, _, _), shard_counts in zip(tasks, counts, strict=True):
+            for name, (rows, size) in shard_counts.items():
+                info = built[name].splits.get(split) or datasets.SplitInfo(split, 0, 0)
+                built[name].splits[split] = datasets.SplitInfo(
+                    split, info.num_bytes + size, info.num_examples + rows
                 )
-                rows, size = rows + count, size + num_bytes
-                built.files[split].append(relative)
-            built.splits[split] = datasets.SplitInfo(split, size, rows)
         return built
 
     def drop_empty_splits(self, built: ConfigBuild) -> bool:

@@ -91,18 +91,56 @@ def messages_table(batch: pa.RecordBatch) -> pa.Table:
 
 DERIVERS = {"turns": turns_table, "qa": qa_table, "messages": messages_table}
 
+#: Derived rows are written in row groups of at least this many rows (or ``FLUSH_BYTES``): one row group
+#: per 64-conversation batch made hundreds of tiny groups, and writing them cost a quarter of the derive.
+FLUSH_ROWS = 1000
+FLUSH_BYTES = 64 * 2**20
 
-def derive_file(view_name: str, features, sessions_path: Path, output_path: Path) -> tuple[int, int]:
-    """Write ``view_name`` rows derived from one sessions shard; returns (rows, bytes) as datasets counts."""
-    derive = DERIVERS[view_name]
-    arrow_schema = features.arrow_schema
-    writer = ParquetWriter(features=features, path=str(output_path))
+
+class _BufferedWriter:
+    """A ``datasets`` ParquetWriter fed derived tables, written once enough rows are buffered."""
+
+    def __init__(self, features, path: Path):
+        self.schema = features.arrow_schema
+        self.writer = ParquetWriter(features=features, path=str(path))
+        self.pending: list[pa.Table] = []
+        self.rows = self.bytes = 0
+
+    def add(self, table: pa.Table) -> None:
+        self.pending.append(table.select(self.schema.names).cast(self.schema))
+        self.rows += table.num_rows
+        self.bytes += table.nbytes
+        if self.rows >= FLUSH_ROWS or self.bytes >= FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.writer.write_table(pa.concat_tables(self.pending))
+        self.pending, self.rows, self.bytes = [], 0, 0
+
+    def finalize(self) -> tuple[int, int]:
+        self.flush()
+        return self.writer.finalize()
+
+
+def derive_views(views: dict[str, tuple[object, Path]], sessions_path: Path) -> dict[str, tuple[int, int]]:
+    """Write every view of ``views`` (name → (features, output path)) from one read of a sessions shard.
+
+    Returns name → (rows, bytes) as ``datasets`` counts them.
+    """
+    writers = {name: _BufferedWriter(features, path) for name, (features, path) in views.items()}
     try:
         # pre_buffer=False: a pre-buffering reader keeps every column chunk it read until it is closed,
         # so memory grew with the file (the whole compressed sessions shard); this holds one row group.
         for batch in pq.ParquetFile(sessions_path, pre_buffer=False).iter_batches(batch_size=BATCH_ROWS):
-            table = derive(batch)
-            writer.write_table(table.select(arrow_schema.names).cast(arrow_schema))
-        return writer.finalize()
+            for name, writer in writers.items():
+                writer.add(DERIVERS[name](batch))
+        return {name: writer.finalize() for name, writer in writers.items()}
     finally:
-        writer.close()
+        for writer in writers.values():
+            writer.writer.close()
+
+
+def derive_file(view_name: str, features, sessions_path: Path, output_path: Path) -> tuple[int, int]:
+    """Write ``view_name`` rows derived from one sessions shard; returns (rows, bytes) as datasets counts."""
+    return derive_views({view_name: (features, output_path)}, sessions_path)[view_name]

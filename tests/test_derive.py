@@ -40,6 +40,25 @@ def test_build_of_a_derived_view_alone_parses_once_and_writes_only_that_view(tmp
     assert result.notes  # the sample exercises LoCoMo's quirks, so some normalization was counted
 
 
+@pytest.mark.parametrize("source", ["mnbvc", "gigamemory"])
+def test_derive_in_worker_processes_gives_the_rows_of_one_process(sample_builds, tmp_path, source):
+    from builders.build import build_source
+
+    builder_cls = registry.get(source)
+    result = build_source(source, tmp_path / "out", data_dir=builder_cls.sample_dir(), num_proc=2)
+    assert any(len(files) > 1 for files in result.configs["sessions"].files.values()), "no pool was used"
+    for view in ("turns", "messages"):
+        parallel = datasets.load_dataset(str(result.output), view)
+        single = datasets.load_dataset(str(sample_builds[source].output), view)
+        assert {split: parallel[split].to_list() for split in parallel} == {
+            split: single[split].to_list() for split in single
+        }
+        rows = {split: info.num_examples for split, info in result.configs[view].splits.items()}
+        assert rows == {
+            split: info.num_examples for split, info in sample_builds[source].configs[view].splits.items()
+        }
+
+
 def test_source_error_survives_pickling_between_processes():
     error = SourceError("data/x.jsonl", 7, "sessions", "expected a list")
     copy = pickle.loads(pickle.dumps(error))
