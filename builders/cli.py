@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -41,7 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--sample", action="store_true", help="use the sample files that ship with convhub")
     build.add_argument("--output", required=True, type=Path)
     build.add_argument("--config", action="append", dest="configs", help="only this config (repeatable)")
-    build.add_argument("--num-proc", type=int, default=None, help="build shards in N processes")
+    build.add_argument(
+        "--num-proc",
+        type=int,
+        default=None,
+        help=f"build shards in N processes (default: one per core, here {os.cpu_count()}; 1 with --sample); the "
+        "rows do not depend on N, the split of a config into Parquet files does",
+    )
     _add_source_options(build)
 
     check = commands.add_parser("check", help="validate a source and print its statistics and normalizations")
@@ -92,7 +99,7 @@ def run_build(args) -> int:
             output,
             data_dir,
             args.configs,
-            args.num_proc,
+            args.num_proc or (1 if args.sample else os.cpu_count()),
             args.subsets,
             source_format=args.source_format,
             on_bad_record=args.on_bad_record,
