@@ -352,6 +352,32 @@ def test_index_in_two_processes_is_the_index_of_one(tmp_path, monkeypatch):
     assert parse.index_file(path, lambda *a, **k: None, 2).notes["blank line (skipped)"] == 3
 
 
+def test_index_of_a_large_file_is_kept_on_disk_per_file_version(tmp_path, monkeypatch):
+    """The next build or stream of the same file skips pass 1; a changed file is indexed again."""
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(b"\n".join(tricky_lines()[:5]) + b"\n")
+    monkeypatch.setattr(parse, "PERSIST_INDEX_BYTES", 0)
+    monkeypatch.setattr(parse, "INDEX_STORE", str(tmp_path / "store"))
+    monkeypatch.setattr(parse, "_INDEX_CACHE", {})
+    expected = parse_path(path)[0]
+    first = parse.cached_index(path)
+    assert len(list((tmp_path / "store").glob("*.json"))) == 1
+    indexed = []
+    real_index_file = parse.index_file
+    monkeypatch.setattr(parse, "index_file", lambda *args: indexed.append(args) or real_index_file(*args))
+    parse._INDEX_CACHE.clear()  # a new process
+    again = parse.cached_index(path)
+    assert indexed == [] and _index_figures(again) == _index_figures(first)
+    assert [g.span for g in again.groups] == [g.span for g in first.groups]
+    notes = Notes()
+    records = [r for shard in parse.plan_shards(again, 1 << 30) for r in parse.parse_shard(shard, notes)]
+    assert records == expected
+    path.write_bytes(path.read_bytes() + b"\n")
+    parse._INDEX_CACHE.clear()
+    assert parse.cached_index(path).notes["blank line (skipped)"] == 1
+    assert len(indexed) == 1
+
+
 def test_several_shards_of_a_gz_give_the_same_records_as_one(tmp_path):
     dialogues = [[session(n, ("user", f"Факт номер {n}."), ("assistant", "Запомнил."))] for n in range(7)]
     rows = [line(n, "fact_equal_session", dialogues[n % 7], [n % 7]) for n in range(12)]

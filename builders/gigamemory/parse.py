@@ -20,6 +20,7 @@ rebuild each line, in its file and order, from the ``sessions`` config.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -520,18 +521,87 @@ _INDEX_CACHE: dict[tuple, FileIndex] = {}
 def cached_index(path: str | os.PathLike, reject: Reject = raise_error, processes: int = 1) -> FileIndex:
     """:func:`index_file`, once per file version: a build asks for the shards of every config.
 
-    An index that rejected lines is not kept: each build must hand its rejections to its own ``reject``.
+    In memory for this process and, for a large file, on disk (:func:`stored_index`): the next build or
+    stream of the same file version starts at once. An index that rejected lines is not kept: each build
+    must hand its rejections to its own ``reject``.
     """
     stat = os.stat(path)
     key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)
     if key not in _INDEX_CACHE:
-        index = index_file(path, reject, processes)
-        if index.rejected:
-            return index
+        persist = stat.st_size >= PERSIST_INDEX_BYTES
+        index = stored_index(key, path) if persist else None
+        if index is None:
+            index = index_file(path, reject, processes)
+            if index.rejected:
+                return index
+            if persist:
+                store_index(key, index)
         if len(_INDEX_CACHE) >= 64:
             _INDEX_CACHE.clear()
         _INDEX_CACHE[key] = index
     return _INDEX_CACHE[key]
+
+
+#: A file at least this large keeps its index on disk: pass 1 reads all of it, a small one is read at once.
+PERSIST_INDEX_BYTES = 32 * 2**20
+#: Where indexes are kept; None = ``<datasets cache>/convhub/gigamemory-index``.
+INDEX_STORE: str | None = None
+_CODE_VERSION: list[str] = []
+
+
+def _store_file(key: tuple) -> str:
+    """One file per (path, size, mtime, inode) and version of this module, so a change of either misses."""
+    if not _CODE_VERSION:
+        _CODE_VERSION.append(hashlib.sha256(Path(__file__).read_bytes()).hexdigest())
+    root = INDEX_STORE
+    if root is None:
+        import datasets
+
+        root = os.path.join(datasets.config.HF_DATASETS_CACHE, "convhub", "gigamemory-index")
+    name = hashlib.sha256(json.dumps([*key, _CODE_VERSION[0]]).encode()).hexdigest()
+    return os.path.join(root, f"{name}.json")
+
+
+def store_index(key: tuple, index: FileIndex) -> None:
+    """Write the index as JSON (json, not orjson: floats, NaN and big integers of the fields round-trip).
+
+    Atomic; a cache that cannot be written is skipped: it only saves time.
+    """
+    groups = [
+        [g.digest, g.offset, g.length, g.line_check, g.span, [[x.number, x.fields, x.keys] for x in g.lines]]
+        for g in index.groups
+    ]
+    target = _store_file(key)
+    temporary = f"{target}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump({"notes": dict(index.notes), "groups": groups}, handle)
+        os.replace(temporary, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
+
+
+def stored_index(key: tuple, path: str | os.PathLike) -> FileIndex | None:
+    """The index :func:`store_index` wrote for this file version, or None."""
+    try:
+        with open(_store_file(key), encoding="utf-8") as handle:
+            data = json.load(handle)
+        groups = [
+            Group(
+                digest,
+                offset,
+                length,
+                line_check,
+                [Line(number, fields, keys) for number, fields, keys in lines],
+                None if span is None else tuple(span),
+            )
+            for digest, offset, length, line_check, span, lines in data["groups"]
+        ]
+        return FileIndex(str(path), groups, Notes(data["notes"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def plan_shards(index: FileIndex, shard_bytes: int, file_name: str | None = None) -> list[dict[str, Any]]:
