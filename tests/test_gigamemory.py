@@ -291,7 +291,7 @@ def test_cut_lines_index_and_parse_as_whole_lines(tmp_path, monkeypatch):
     rejected.clear()
     monkeypatch.setattr(parse, "_split_line", lambda raw: None)
     monkeypatch.setattr(parse, "_exact_loads", lambda raw: parse._INEXACT)
-    monkeypatch.setattr(parse.orjson, "dumps", lambda value: (_ for _ in ()).throw(TypeError("no orjson")))
+    monkeypatch.setattr(parse, "_float_free", lambda value: False)  # json.dumps for every digest
     whole = parsed()
     assert cut == whole
     figures, records, _, errors = whole
@@ -327,6 +327,8 @@ def test_index_in_two_processes_is_the_index_of_one(tmp_path, monkeypatch):
     """Pass 1 over byte ranges in worker processes: same groups, lines, notes and rejections, in order."""
     dialogues = [[session(n, ("user", f"Факт номер {n}."), ("assistant", "Запомнил."))] for n in range(5)]
     rows = [line(n, "fact_equal_session", dialogues[n % 5], [n % 5]) for n in range(40)]
+    with_float = [{**session(7, ("user", "Мне 2.5 года.")), "age": 2.5}]  # not cut: parsed whole by json
+    rows[3:3] = [line(n, "info_updating", with_float, [7]) for n in (40, 41)]
     path = write_jsonl(tmp_path / "w.jsonl", rows, newline="\r\n")
     raw = path.read_bytes().replace(b"\r\n", b"\r\n\r\n", 3)  # a blank line, BOM, a bad line, no last newline
     bad = json.dumps(line(99, "no_info", dialogues[0], [])).encode().replace(b'"sessions"', b'"x"')
@@ -347,6 +349,7 @@ def test_index_in_two_processes_is_the_index_of_one(tmp_path, monkeypatch):
         "missing",
         "duplicate id '",
     ]
+    assert [len(g.lines) for g in parse.index_file(path, lambda *a, **k: None).groups] == [8, 8, 8, 2, 8, 8]
     for processes in (2, 3):
         assert index(processes) == one
     assert parse.index_file(path, lambda *a, **k: None, 2).notes["blank line (skipped)"] == 3

@@ -340,12 +340,18 @@ class _Prepared:
     fields: dict[str, Any] = field(default_factory=dict)
     keys: list[str] = field(default_factory=list)
     span: tuple[int, int] | None = None
+    span_sha256: str | None = None
 
 
 def _prepare_line(
     path, number: int, offset: int, raw: bytes, in_worker: bool = False, digests: dict | None = None
 ) -> _Prepared:
-    """``digests`` (span sha256 → dialogue digest) remembers the dialogues already parsed by this process."""
+    """Everything pass 1 needs of one line.
+
+    ``digests`` (span sha256 → dialogue digest) remembers the dialogues this process already parsed; None
+    (a worker's pass over a byte range) leaves a cut line's digest to :func:`_digest_spans`, which makes it
+    once per distinct span over all ranges.
+    """
     bom = number == 1 and raw.startswith(b"\xef\xbb\xbf")
     if bom:
         raw, offset = raw[3:], offset + 3
@@ -355,8 +361,14 @@ def _prepare_line(
         if in_worker:
             prepared.line_check = _line_check(raw, None)
         return prepared
-    if _prepare_cut_line(prepared, raw, {} if digests is None else digests):
-        return prepared
+    if not _prepare_cut_line(prepared, raw, digests):
+        _prepare_whole_line(path, prepared, raw, in_worker)
+    return prepared
+
+
+def _prepare_whole_line(path, prepared: _Prepared, raw: bytes, in_worker: bool) -> None:
+    """The line parsed whole (one that cannot be cut): its errors are the ones a user sees."""
+    number = prepared.number
     if in_worker:
         prepared.line_check = _line_check(raw, None)
     try:
@@ -366,7 +378,7 @@ def _prepare_line(
         prepared.id_text = _id_text(record["id"], path, where(number), "id")
     except SourceError as error:
         prepared.error, prepared.raw = error, raw
-        return prepared
+        return
     prepared.record_id = record["id"]
     prepared.has_sessions = "sessions" in record
     if prepared.has_sessions:
@@ -375,10 +387,9 @@ def _prepare_line(
         prepared.raw = raw  # it will be rejected
     prepared.fields = {key: value for key, value in record.items() if key != "sessions"}
     prepared.keys = list(record)
-    return prepared
 
 
-def _prepare_cut_line(prepared: _Prepared, raw: bytes, digests: dict) -> bool:
+def _prepare_cut_line(prepared: _Prepared, raw: bytes, digests: dict | None) -> bool:
     """Prepare a line from its question fields and its span's digest (see above); False if it cannot be cut
     or its id is bad (the whole-line path then reports what is wrong, exactly as before)."""
     cut = _split_line(raw)
@@ -389,17 +400,18 @@ def _prepare_cut_line(prepared: _Prepared, raw: bytes, digests: dict) -> bool:
         return False
     span = memoryview(raw)[start:end]
     span_sha256 = hashlib.sha256(span).hexdigest()
-    digest = digests.get(span_sha256)
-    if digest is None:
-        sessions = _exact_loads(span)
-        if sessions is _INEXACT:
+    digest = None if digests is None else digests.get(span_sha256)
+    if digest is None and digests is not None:
+        digest = _span_digest(span)
+        if digest is None:
             return False
-        digest = digests[span_sha256] = dialogue_digest(sessions, float_free=True)
+        digests[span_sha256] = digest
     prepared.id_text = str(record["id"])
     prepared.record_id = record["id"]
     prepared.has_sessions = True
     prepared.digest = digest
     prepared.span = (start, end)
+    prepared.span_sha256 = span_sha256
     prepared.line_check = _line_check(raw, prepared.span, span_sha256)
     prepared.fields = {key: value for key, value in record.items() if key != "sessions"}
     prepared.keys = list(record)
@@ -470,8 +482,48 @@ def _prepared_lines(path, processes: int) -> Iterator[_Prepared]:
         counts = pool.starmap(_count_lines, [(path, start, end) for start, end in ranges])
         numbers = [1 + sum(counts[:index]) for index in range(len(ranges))]
         jobs = [(path, start, end, first) for (start, end), first in zip(ranges, numbers, strict=True)]
-        for prepared in pool.imap(_prepare_range, jobs):
-            yield from prepared
+        prepared = [item for chunk in pool.imap(_prepare_range, jobs) for item in chunk]
+        _digest_spans(path, prepared, pool)
+    yield from prepared
+
+
+def _digest_spans(path, prepared: list[_Prepared], pool) -> None:
+    """The digest of each cut line the workers left without one: each distinct span parsed once, in the
+    pool (a dialogue's lines are spread over the file, so over the workers' ranges). A span that is not
+    one float-free JSON value sends its lines to the whole-line path, as in-process."""
+    firsts: dict[str, _Prepared] = {}
+    for item in prepared:
+        if item.digest is None and item.span_sha256 is not None:
+            firsts.setdefault(item.span_sha256, item)
+    jobs = [
+        (path, item.offset + item.span[0], item.span[1] - item.span[0], sha256)
+        for sha256, item in firsts.items()
+    ]
+    digests = dict(zip(firsts, pool.imap(_digest_span_at, jobs), strict=True))
+    for position, item in enumerate(prepared):
+        if item.digest is not None or item.span_sha256 is None:
+            continue
+        digest = digests[item.span_sha256]
+        if digest is None:
+            again = _Prepared(item.number, item.offset, item.length, None, None, bom=item.bom)
+            _prepare_whole_line(path, again, _read_back(path, item), in_worker=True)
+            prepared[position] = again
+        else:
+            item.digest = digest
+
+
+def _span_digest(span) -> str | None:
+    """The dialogue digest of a span's bytes, or None when they are not one float-free JSON value."""
+    sessions = _exact_loads(span)
+    return None if sessions is _INEXACT else dialogue_digest(sessions, float_free=True)
+
+
+def _digest_span_at(job: tuple) -> str | None:
+    path, offset, length, span_sha256 = job
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        span = handle.read(length)
+    return _span_digest(span) if hashlib.sha256(span).hexdigest() == span_sha256 else None
 
 
 def _line_starts(path, count: int, size: int) -> list[int]:
@@ -500,7 +552,6 @@ def _count_lines(path, start: int, end: int) -> int:
 def _prepare_range(job: tuple) -> list[_Prepared]:
     path, start, end, number = job
     prepared = []
-    digests: dict[str, str] = {}
     with open(path, "rb") as handle:
         handle.seek(start)
         offset = start
@@ -509,7 +560,7 @@ def _prepare_range(job: tuple) -> list[_Prepared]:
             if not raw:
                 break
             line = raw.rstrip(b"\r\n")
-            prepared.append(_prepare_line(path, number, offset, line, in_worker=True, digests=digests))
+            prepared.append(_prepare_line(path, number, offset, line, in_worker=True))
             number += 1
             offset += len(raw)
     return prepared
