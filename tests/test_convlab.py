@@ -213,6 +213,111 @@ def test_scan_reports_exact_byte_ranges_across_chunk_boundaries():
     ]
 
 
+@pytest.mark.parametrize("indent", [None, 0, 2, 4])
+def test_indented_files_scan_like_the_decoder_and_keep_json_values(indent, monkeypatch):
+    """The indented-file fast path (find the closing brace, orjson) gives the decoder's ranges and json's
+    values, also for what orjson reads differently: integers past 64 bits, lone surrogates, NaN, 1e400."""
+    odd = {
+        "big": 18446744073709551616,
+        "neg": -9223372036854775809,
+        "nan": float("nan"),
+        "surrogate": "\ud800",
+    }
+    dialogues = [
+        {"dialogue_id": f"x-{i}", "data_split": "train", "nested": {"a": [{"b": "} \n }"}]}, "n": 1.5}
+        for i in range(30)
+    ]
+    dialogues[7]["odd"] = odd
+    dialogues[9]["inf"] = "1e400"
+    raw = json.dumps(dialogues, indent=indent).replace('"1e400"', "1e400").encode()
+    fast_path = parse._indented_object
+    hits = []
+    monkeypatch.setattr(parse, "_indented_object", lambda *a: hits.append(fast_path(*a)) or hits[-1])
+    for chunk_size in (64, 1 << 22):
+        found = list(parse.scan_json_array(io.BytesIO(raw), "mem", chunk_size=chunk_size))
+        with monkeypatch.context() as without:
+            without.setattr(parse, "_indented_object", lambda *a: None)
+            decoded = list(parse.scan_json_array(io.BytesIO(raw), "mem", chunk_size=chunk_size))
+        assert [(start, end) for start, end, _ in found] == [(start, end) for start, end, _ in decoded]
+        assert len(found) == 30
+    # indent=0 closes inner objects at column 0 too: orjson refuses the first candidate, the decoder goes on
+    assert (sum(hit is not None for hit in hits) >= 25) == (indent in (2, 4))
+    ranges = parse.index_dialogues(io.BytesIO(raw), "mem")["train"]
+    read = dict(parse.read_ranges(io.BytesIO(raw), ranges, "mem"))
+    assert read[7]["odd"]["big"] == 18446744073709551616 and isinstance(read[7]["odd"]["neg"], int)
+    assert read[7]["odd"]["surrogate"] == "\ud800" and read[7]["odd"]["nan"] != read[7]["odd"]["nan"]
+    assert read[9]["inf"] == float("inf")
+    assert json.dumps(read[3]) == json.dumps(dialogues[3])
+
+
+def test_shards_are_consecutive_even_and_balanced_by_bytes():
+    from builders.convlab.builder import MIN_DIALOGUES_PER_SHARD, shard_ranges
+
+    def ranges(count, size=lambda i: 100 + i % 7 * 50):
+        starts = [0]
+        for i in range(count):
+            starts.append(starts[-1] + size(i))
+        return [(starts[i], starts[i + 1], i) for i in range(count)]
+
+    assert shard_ranges([]) == []
+    small = ranges(2 * MIN_DIALOGUES_PER_SHARD - 1)
+    assert shard_ranges(small) == [small]
+    for count in (2 * MIN_DIALOGUES_PER_SHARD, 1000, 2500, 8438):
+        given = ranges(count)
+        shards = shard_ranges(given)
+        assert len(shards) >= 2 and len(shards) % 2 == 0 and all(shards)
+        assert [item for shard in shards for item in shard] == given
+        sizes = [sum(end - start for start, end, _ in shard) for shard in shards]
+        assert max(sizes) - min(sizes) <= 2 * 400  # at most one dialogue each side of a cut
+    skewed = shard_ranges(ranges(400, lambda i: 1000 if i < 100 else 10))
+    assert len(skewed[0]) < len(skewed[1])  # bytes, not dialogue counts, set the cut
+
+
+def test_every_large_split_gets_two_shards_and_a_large_zip_is_read_from_one_copy(tmp_path, monkeypatch):
+    from builders.convlab import builder as convlab_builder
+
+    template = sample_dialogues("toyhotel")[0]
+    dialogues = [
+        {**template, "dataset": "big", "data_split": split, "dialogue_id": f"big-{split}-{i}"}
+        for split, count in (("train", 250), ("validation", 200), ("test", 20))
+        for i in range(count)
+    ]
+    (tmp_path / "in" / "big").mkdir(parents=True)
+    with zipfile.ZipFile(tmp_path / "in" / "big" / "data.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("data/dialogues.json", json.dumps(dialogues, indent=2))
+    expected = [d["dialogue_id"] for d in dialogues]
+
+    def build(name, num_proc):
+        result = build_source(
+            "convlab", tmp_path / name, data_dir=str(tmp_path / "in"), configs=["sessions"], num_proc=num_proc
+        )
+        tables = {
+            split: datasets.load_dataset(
+                "parquet",
+                data_files=[str(result.output / f) for f in result.configs["sessions"].files[split]],
+                split="train",
+                cache_dir=str(tmp_path / "cache"),
+            )
+            for split in ("train", "validation", "test")
+        }
+        return {split: table.to_list() for split, table in tables.items()}
+
+    monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", 1 << 40)
+    from_zip = build("zip", 1)
+    builder = ConvLabBuilder(config_name="sessions", data_dir=str(tmp_path / "in"))
+    shards = builder.shards(datasets.DownloadManager())
+    assert [len(shards[split]) for split in ("train", "validation", "test")] == [2, 2, 1]
+    assert all(shard["copy"] is None for split in shards.values() for shard in split)
+    convlab_builder._INDEX_CACHE.clear()
+    monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", 0)
+    shards = builder.shards(datasets.DownloadManager())
+    copies = {shard["copy"] for split in shards.values() for shard in split}
+    assert len(copies) == 1 and Path(copies.pop()).read_bytes() == json.dumps(dialogues, indent=2).encode()
+    from_copy = build("copy", 2)
+    assert from_copy == from_zip
+    assert [row["conversation_id"] for split in from_zip.values() for row in split] == expected
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [

@@ -7,15 +7,24 @@ dataset's own folder. Without ``--data-dir`` each subset's ``data.zip`` is downl
 
 ``dialogues.json`` is never loaded whole: the main process scans it once (one dialogue in memory at a
 time) to learn each dialogue's split and byte range, and each shard is a list of byte ranges that one
-worker reads with forward seeks, so ``num_proc`` workers share a MultiWOZ-sized file without copies.
+worker reads with forward seeks, so ``num_proc`` workers share a MultiWOZ-sized file. A large
+``dialogues.json`` inside a ``data.zip`` is written to a temporary file during that same scan (the scan
+inflates it anyway): a worker then seeks straight to its shard instead of re-inflating the member from
+its start for every shard.
 """
 
 from __future__ import annotations
 
+import atexit
+import bisect
 import contextlib
+import itertools
 import json
+import math
 import os
 import re
+import shutil
+import tempfile
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -50,7 +59,13 @@ DEFAULT_SUBSETS = (
     "tm3",
     "woz",
 )
+#: At most this many dialogues per shard; a split of ``2 * MIN_DIALOGUES_PER_SHARD`` dialogues or more is
+#: cut into an even number of shards of about equal bytes, so that ``num_proc=2`` gives both workers
+#: work on every split (the shards do not depend on ``num_proc``: the rows and their order never do).
 DIALOGUES_PER_SHARD = 1000
+MIN_DIALOGUES_PER_SHARD = 100
+#: A zipped ``dialogues.json`` at least this large is copied out during the index scan (see above).
+EXTRACT_MIN_BYTES = 8 << 20
 SPLIT_ORDER = ("train", "validation", "test")
 SUBSET_NAME = re.compile(r"^[\w.-]+$")
 DIALOGUES, ONTOLOGY = "dialogues.json", "ontology.json"
@@ -83,6 +98,14 @@ class SubsetInput:
         for root, _, files in os.walk(self.path):
             found += [os.path.relpath(os.path.join(root, name), self.path) for name in files]
         return sorted(name.replace(os.sep, "/") for name in found)
+
+    def zipped_size(self, member: str) -> int:
+        """The uncompressed size of a zip member (0 when it is absent: opening it names the problem)."""
+        with self._archive() as archive:
+            try:
+                return archive.getinfo(f"data/{member}").file_size
+            except KeyError:
+                return 0
 
     def _archive(self) -> zipfile.ZipFile:
         try:
@@ -166,6 +189,8 @@ def find_local_inputs(data_dir: str, subsets: tuple[str, ...] | None) -> list[Su
 
 
 _INDEX_CACHE: dict[tuple, dict[str, list[tuple[int, int, int]]]] = {}
+#: stat key of a zip → the temporary copy of its dialogues.json the scan wrote (removed at exit)
+_EXTRACTED: dict[tuple, str] = {}
 
 
 def dialogue_index(
@@ -183,12 +208,74 @@ def dialogue_index(
             rejected.append(error)
             reject(error, raw, scope)
 
+        copy = _extraction_target(source)
         with source.open(DIALOGUES) as stream:
-            index = parse.index_dialogues(stream, source.label(DIALOGUES), counting_reject)
+            if copy is None:
+                index = parse.index_dialogues(stream, source.label(DIALOGUES), counting_reject)
+            else:
+                with open(copy, "wb") as written:
+                    tee = _Tee(stream, written)
+                    index = parse.index_dialogues(tee, source.label(DIALOGUES), counting_reject)
+                _EXTRACTED[key] = copy
         if rejected:
             return index
         _INDEX_CACHE[key] = index
     return _INDEX_CACHE[key]
+
+
+class _Tee:
+    """A read-only stream that writes every byte it reads to ``copy``."""
+
+    def __init__(self, stream: IO[bytes], copy: IO[bytes]):
+        self.stream, self.copy = stream, copy
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.stream.read(size)
+        self.copy.write(data)
+        return data
+
+
+_TEMP_DIR: list[str] = []  # [folder, pid of the process that made it]
+
+
+def _extraction_target(source: SubsetInput) -> str | None:
+    """Where to copy a large zipped dialogues.json while scanning it, or None (not zipped, or small)."""
+    if source.kind != "zip" or source.zipped_size(DIALOGUES) < EXTRACT_MIN_BYTES:
+        return None
+    if not _TEMP_DIR or _TEMP_DIR[1] != os.getpid():
+        _TEMP_DIR[:] = [tempfile.mkdtemp(prefix="convhub-convlab-"), os.getpid()]
+        atexit.register(_remove_temp_dir, *_TEMP_DIR)
+    handle, path = tempfile.mkstemp(dir=_TEMP_DIR[0], suffix=f"-{source.name}-{DIALOGUES}")
+    os.close(handle)
+    return path
+
+
+def _remove_temp_dir(folder: str, pid: int) -> None:
+    if os.getpid() == pid:  # a forked worker inherits the hook: only the process that made it removes it
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def shard_ranges(ranges: list[tuple[int, int, int]]) -> list[list[tuple[int, int, int]]]:
+    """One split's dialogue ranges (file order) → consecutive shards; see ``DIALOGUES_PER_SHARD``.
+
+    A split too small for two shards of ``MIN_DIALOGUES_PER_SHARD`` stays one shard (a second process
+    would cost more than it saves). Otherwise the count is rounded up to an even number and the cuts fall
+    where the running byte total crosses each equal share, so the shards take about equal time.
+    """
+    if len(ranges) < 2 * MIN_DIALOGUES_PER_SHARD:
+        return [ranges] if ranges else []
+    count = math.ceil(len(ranges) / DIALOGUES_PER_SHARD)
+    count += count % 2
+    running, total = [], 0
+    for start, end, _ in ranges:
+        total += end - start
+        running.append(total)
+    cuts = [0]
+    for share in range(1, count):
+        cut = bisect.bisect_left(running, total * share / count) + 1
+        cuts.append(min(max(cut, cuts[-1] + 1), len(ranges) - (count - share)))
+    cuts.append(len(ranges))
+    return [ranges[low:high] for low, high in itertools.pairwise(cuts)]
 
 
 def ordered_splits(splits) -> list[str]:
@@ -399,14 +486,10 @@ class ConvLabBuilder(ConversationBuilder):
                 self.reject(error, None, scope="file")
                 continue
             first = True
+            copy = _EXTRACTED.get(source.stat_key())
             for split in ordered_splits(index):
-                ranges = index[split]
-                for start in range(0, len(ranges), DIALOGUES_PER_SHARD):
-                    shard = {
-                        "input": source,
-                        "ranges": ranges[start : start + DIALOGUES_PER_SHARD],
-                        "first": first,
-                    }
+                for ranges in shard_ranges(index[split]):
+                    shard = {"input": source, "ranges": ranges, "first": first, "copy": copy}
                     by_split.setdefault(split, []).append(shard)
                     first = False
         return {split: by_split[split] for split in ordered_splits(by_split)}
@@ -428,7 +511,8 @@ class ConvLabBuilder(ConversationBuilder):
         if shard["first"] and source.kind == "dummy":
             notes.add("subset read from dummy_data.json (its first dialogues only, no ontology or database)")
         path = source.label(DIALOGUES)
-        with source.open(DIALOGUES) as stream:
+        copy = shard.get("copy")
+        with open(copy, "rb") if copy else source.open(DIALOGUES) as stream:
             for position, dialogue in parse.read_ranges(stream, shard["ranges"], path):
                 counted = Notes()
                 try:

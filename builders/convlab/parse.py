@@ -20,6 +20,8 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
+import orjson
+
 from builders import schema
 from builders.errors import Notes, Reject, SourceError, raise_error, require
 
@@ -45,6 +47,59 @@ SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
 
 
 # -- streaming the top-level JSON list ---------------------------------------------------------
+
+#: A run of 19+ digits may be an integer beyond 64 bits, which orjson turns into a float: json reads those.
+#: (Found by mapping every digit to "0" and looking for 19 zeros: 20x faster than a regex over the text.)
+_DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0000000000")
+_NINETEEN_DIGITS = b"0" * 19
+
+
+def _has_long_digits(data: bytes) -> bool:
+    return _NINETEEN_DIGITS in data.translate(_DIGITS_TO_ZERO)
+
+
+def loads(data: bytes) -> Any:
+    """``json.loads(data)``, through orjson where orjson gives the same value (2-3x faster).
+
+    orjson refuses what json reads with a twist (NaN, 1e400, lone surrogates, a BOM, UTF-16): json then
+    reads it, or raises its own error, exactly as before. Integers past 64 bits orjson would read as floats,
+    so text with a run of 19+ digits goes to json directly.
+    """
+    if not _has_long_digits(data):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(data)
+
+
+def _indented_object(text: str, pos: int) -> tuple[Any, int, int] | None:
+    """(value, end, byte size) of the object at ``text[pos]`` when the file is indented, else None.
+
+    ``json.dump(..., indent=N)`` closes an object opened on a line of its own at the same indentation, and a
+    JSON string never holds a raw newline: so the first ``"\\n" + indentation + "}"`` after ``pos`` is the
+    candidate end, found with one ``str.find``. The candidate is kept only when orjson reads the slice as
+    one complete object, which proves it is the very element ``raw_decode`` would return (an object ends
+    at its matching brace); any doubt returns None and the caller decodes as before.
+    """
+    if not text.startswith("{", pos):
+        return None
+    line_start = text.rfind("\n", 0, pos) + 1
+    if line_start == 0 or text[line_start:pos].strip(" \t"):
+        return None
+    closing = "\n" + text[line_start:pos] + "}"
+    found = text.find(closing, pos)
+    if found < 0:
+        return None
+    end = found + len(closing)
+    data = text[pos:end].encode("utf-8")
+    if _has_long_digits(data):
+        return None
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return (value, end, len(data)) if isinstance(value, dict) else None
 
 
 def scan_json_array(
@@ -87,7 +142,7 @@ def scan_json_array(
     if first != "[":
         raise SourceError(path, None, None, "expected a JSON list of dialogues")
     pos, byte_pos = pos + 1, byte_pos + 1
-    index = 0
+    index, hits, misses = 0, 0, 0
     while True:
         char = skip_space()
         if char == "]":
@@ -100,6 +155,14 @@ def scan_json_array(
                 )
             pos, byte_pos = pos + 1, byte_pos + 1
             skip_space()
+        # the fast path, while it mostly works: a compact file stops trying at its first element
+        fast = _indented_object(text, pos) if misses <= hits else None
+        if fast is not None:
+            value, end, size = fast
+            yield byte_pos, byte_pos + size, value
+            pos, byte_pos, index, hits = end, byte_pos + size, index + 1, hits + 1
+            continue
+        misses += 1
         while True:
             try:
                 value, end = decoder.raw_decode(text, pos)
@@ -166,7 +229,7 @@ def read_ranges(
         stream.seek(start)
         data = stream.read(end - start)
         try:
-            yield position, json.loads(data)
+            yield position, loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise SourceError(path, position, None, f"not valid JSON: {error}") from error
 
