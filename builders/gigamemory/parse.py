@@ -63,9 +63,14 @@ def subset_of(path: str | os.PathLike) -> str:
     return Path(path).stem
 
 
-def open_binary(path: str | os.PathLike):
+#: Read buffer for a whole-file pass: a GigaMemory line is ~650 KB, which readline gathers 8 KB at a time
+#: by default (half of the time of reading a file line by line).
+READ_BUFFER_BYTES = 2**20
+
+
+def open_binary(path: str | os.PathLike, buffering: int = -1):
     """The file's bytes; a ``.gz`` is decompressed on the fly, so offsets are uncompressed offsets."""
-    return gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")
+    return gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb", buffering=buffering)
 
 
 def where(line_number: int, record_id: Any = None) -> str:
@@ -79,7 +84,7 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, int, bytes]]:
     A corrupt or truncated ``.gz`` raises a SourceError naming the line where decompression failed.
     """
     line_number = 0
-    with open_binary(path) as handle:
+    with open_binary(path, READ_BUFFER_BYTES) as handle:
         while True:
             offset = handle.tell()
             try:
@@ -552,7 +557,7 @@ def _count_lines(path, start: int, end: int) -> int:
 def _prepare_range(job: tuple) -> list[_Prepared]:
     path, start, end, number = job
     prepared = []
-    with open(path, "rb") as handle:
+    with open(path, "rb", buffering=READ_BUFFER_BYTES) as handle:
         handle.seek(start)
         offset = start
         while offset < end:
