@@ -116,17 +116,24 @@ os._exit(0)  # the timer thread must not keep the process alive
 def run_case(code: str, args: list[str]) -> tuple[float, float, int | dict]:
     """Seconds, peak RSS in MiB (largest single process, children included) and the rows printed (or,
     for a streaming case, the JSON it printed)."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_DATASETS_OFFLINE": "1"}
-    start = time.perf_counter()
-    process = subprocess.Popen(
-        [sys.executable, "-c", code, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        text=True,
-    )
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - start
+    with tempfile.TemporaryDirectory(prefix="convhub-bench-cache-") as cache:
+        # a cold datasets cache per case: no case reuses what an earlier one left (e.g. GigaMemory's index)
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+            "HF_DATASETS_OFFLINE": "1",
+            "HF_DATASETS_CACHE": cache,
+        }
+        start = time.perf_counter()
+        process = subprocess.Popen(
+            [sys.executable, "-c", code, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - start
     stdout, stderr = process.stdout.read(), process.stderr.read()
     if status != 0:
         raise RuntimeError(f"benchmark case failed:\n{stderr[-3000:]}")
