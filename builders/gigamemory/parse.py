@@ -705,7 +705,7 @@ def parse_shard(
             first = group.lines[0]
             try:
                 handle.seek(group.offset)
-                raw = handle.readline()[: group.length]
+                raw = handle.read(group.length)  # the line without its end; checked just below
             except (OSError, EOFError, zlib.error) as error:
                 raise SourceError(
                     path, where(first.number), None, f"cannot read the file: {error}"
@@ -806,8 +806,9 @@ def _questions(
 def _leftovers(item: dict, standard: tuple[str, ...]) -> dict[str, Any]:
     """Key order where it differs from the real file's, and keys the format does not name."""
     extra: dict[str, Any] = {}
-    if tuple(item) != standard:
-        extra["key_order"] = list(item)
+    if tuple(item) == standard:  # the common case: nothing to keep
+        return extra
+    extra["key_order"] = list(item)
     unknown = {key: value for key, value in item.items() if key not in standard}
     if unknown:
         extra["fields"] = unknown
@@ -831,8 +832,7 @@ def parse_session(session: Any, index: int, path: str, location: str, notes: Not
     if not messages:
         notes.add("session with no messages (no row in the messages config)")
     turns = [
-        parse_message(message, session_id, i, path, location, f"{name}.messages[{i}]")
-        for i, message in enumerate(messages)
+        parse_message(message, session_id, i, path, location, name) for i, message in enumerate(messages)
     ]
     if turns and turns[0]["role"] != "user":
         notes.add(f"session starting with the {turns[0]['role']} (kept as is)")
@@ -847,8 +847,19 @@ def parse_session(session: Any, index: int, path: str, location: str, notes: Not
 
 
 def parse_message(
-    message: Any, session_id: str, index: int, path: str, location: str, name: str
+    message: Any, session_id: str, index: int, path: str, location: str, session_name: str
 ) -> dict[str, Any]:
+    """One message → one turn. A message of the real file's shape (``role``, ``content``, both strings, a
+    known role) takes the short way; any other is checked key by key and named in the error."""
+    if (
+        type(message) is dict
+        and tuple(message) == MESSAGE_KEYS
+        and type(message["content"]) is str
+        and message["role"] in ROLES
+    ):
+        role = message["role"]
+        return schema.empty_turn(f"{session_id}:{index}", role, role, message["content"])
+    name = f"{session_name}.messages[{index}]"
     if not isinstance(message, dict):
         raise SourceError(path, location, name, f"expected an object, got {type(message).__name__}")
     for key in MESSAGE_KEYS:
