@@ -20,8 +20,10 @@ import datasets
 import pytest
 import yaml
 from huggingface_hub import DatasetCard
+from hypothesis import given
+from hypothesis import strategies as st
 
-from builders import cli
+from builders import cli, schema
 from builders.build import build_source, check_source
 from builders.errors import Notes, SourceError
 from builders.locomo import parse
@@ -195,6 +197,10 @@ def test_repeated_question_gets_distinct_ids_and_both_are_kept():
             "QA evidence id repeated in one evidence list, deduplicated",
         ),
         ("D4:17, D4:19", ["D4:17", "D4:19"], [], "QA evidence string holding several ids, split"),
+        # Looks almost normalized, yet is rewritten (the fast path for normalized ids must not take them):
+        (["D1:3\n"], ["D1:3"], [], "QA evidence id rewritten (leading zero, stray colon or spaces)"),
+        (["D00:1"], ["D0:1"], [], "QA evidence id rewritten (leading zero, stray colon or spaces)"),
+        (["D\u0661:\u0663"], ["D1:3"], [], "QA evidence id rewritten (leading zero, stray colon or spaces)"),
     ],
 )
 def test_evidence_strings_become_normalized_turn_ids(evidence, ids, unreadable, kind):
@@ -206,6 +212,7 @@ def test_evidence_strings_become_normalized_turn_ids(evidence, ids, unreadable, 
 def test_plain_evidence_is_not_counted_as_a_normalization():
     notes = Notes()
     assert parse.parse_evidence(["D1:3", "D2:1"], notes, "t.json", "q") == (["D1:3", "D2:1"], [])
+    assert parse.parse_evidence(["D0:0", "D10:20"], notes, "t.json", "q") == (["D0:0", "D10:20"], [])
     assert notes == {}
 
 
@@ -699,6 +706,18 @@ def test_convhub_check_reports_bad_input(tmp_path, capsys):
     assert "broken.json: not valid UTF-8 JSON" in capsys.readouterr().err
 
 
+def test_convhub_check_names_both_files_of_a_sample_id_they_share(tmp_path):
+    data_dir = split_sample(tmp_path / "data")
+    first = json.loads((data_dir / "part_a.json").read_text(encoding="utf-8"))
+    (data_dir / "part_c.json").write_text(json.dumps(first), encoding="utf-8")
+    with pytest.raises(SourceError) as caught:
+        check_source("locomo", str(data_dir))
+    assert str(caught.value) == (
+        f"{data_dir / 'part_c.json'}, record 0, field 'sample_id': "
+        f"duplicate sample_id 'conv-s1', also in {data_dir / 'part_a.json'}"
+    )
+
+
 def test_convhub_build_all_sample(tmp_path, capsys):
     from builders import registry
 
@@ -782,6 +801,33 @@ def test_without_data_dir_the_builder_downloads_locomo10_into_one_test_split():
     assert downloads.urls == [
         "https://raw.githubusercontent.com/snap-research/LoCoMo/main/data/locomo10.json"
     ]
+
+
+def test_listing_the_files_reads_none_of_them(tmp_path):
+    """sample_id is checked across files as the workers parse them, not by a reading of every file first."""
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_text("not JSON at all", encoding="utf-8")
+    listed = LocomoBuilder(config_name="sessions", data_dir=str(tmp_path)).shards(RecordingDownloads(""))
+    assert listed == {"test": [str(tmp_path / "a.json"), str(tmp_path / "b.json")]}
+
+
+@pytest.mark.parametrize("num_proc", [1, 2])
+def test_the_first_duplicate_across_files_names_both_files_whatever_the_workers(tmp_path, num_proc):
+    """Three files over two workers: [a, b] and [c]. The error is the first repeat in file order (c's
+    second sample repeats b's), not whichever a worker meets first, and the build leaves nothing."""
+    data_dir = split_sample(tmp_path / "data")
+    first = json.loads((data_dir / "part_a.json").read_text(encoding="utf-8"))[0]
+    second = json.loads((data_dir / "part_b.json").read_text(encoding="utf-8"))[0]
+    third = {**first, "sample_id": "conv-s9"}
+    (data_dir / "part_c.json").write_text(json.dumps([third, second, first]), encoding="utf-8")
+    out = tmp_path / "out"
+    with pytest.raises(SourceError) as caught:
+        build_source("locomo", out / "locomo-unified", data_dir=str(data_dir), num_proc=num_proc)
+    assert str(caught.value) == (
+        f"{data_dir / 'part_c.json'}, record 1, field 'sample_id': "
+        f"duplicate sample_id 'conv-s2', also in {data_dir / 'part_b.json'}"
+    )
+    assert list(out.iterdir()) == []
 
 
 def test_data_dir_may_be_a_folder_or_one_file(tmp_path):
@@ -1045,3 +1091,70 @@ def test_sample_key_named_like_a_marker_is_refused_by_name():
     with pytest.raises(SourceError) as raised:
         parse.parse_sample(sample, "s", Notes(), path="f.json")
     assert raised.value.field == "observation_absent"
+
+
+# -- the fast paths give what the plain code gives --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[{"n": -9223372036854775809}]',  # one below int64: orjson would read a float
+        '[{"n": 18446744073709551616}]',
+        "[123456789012345678901234567890,\n  -12345678901234567890123]",
+        '[{"n": 9223372036854775807, "m": -9223372036854775808, "x": 1.5, "z": -0.0}]',
+        '[{"url": "https://x.com/status/1026209343625756672", "n": 3}]',
+        "[NaN, Infinity, -Infinity, 1e400]",
+        '["\\ud800 lone surrogate"]',
+        '{"a": 1, "a": 2}',
+    ],
+)
+def test_a_file_reads_as_json_loads_reads_it(text):
+    assert repr(parse.load_json(text.encode("utf-8"))) == repr(json.loads(text))
+
+
+def test_long_digit_runs_inside_strings_do_not_send_a_file_to_json_loads():
+    """A tweet id in an img_url is no integer: such files (the real one) still take the fast reader."""
+    assert not parse._may_hold_long_integer(b'[{"img_url": ["https://x.com/s/1026209343625756672"]}]')
+    assert parse._may_hold_long_integer(b'[{"n": 1026209343625756672}]')
+    assert parse._may_hold_long_integer(b"1026209343625756672")
+
+
+def test_an_integer_beyond_64_bits_in_an_unknown_key_is_kept_exactly(tmp_path):
+    sample = tiny_sample()
+    sample["qa"][0]["big"] = 123456789012345678901234567890
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps([sample]), encoding="utf-8")
+    [record] = parse.parse_file(path, Notes())
+    assert '"big": 123456789012345678901234567890' in record["questions"][0]["extra"]
+
+
+@given(
+    st.one_of(
+        st.text(),
+        st.lists(st.text(), max_size=3),
+        st.dictionaries(
+            st.text(),
+            st.one_of(
+                st.text(),
+                st.lists(st.text(), max_size=3),
+                st.lists(st.one_of(st.text(), st.integers()), max_size=3),
+                st.integers(),
+                st.floats(),
+                st.booleans(),
+                st.none(),
+                st.dictionaries(st.text(), st.text(), max_size=2),
+            ),
+            max_size=4,
+        ),
+        st.integers(),
+        st.none(),
+    )
+)
+def test_question_and_observation_json_text_is_schema_to_json_text(value):
+    assert parse.json_text(value) == schema.to_json(value)
+
+
+def test_json_text_escapes_like_json_dumps():
+    value = {'ke"y\\': ["\ud800", "\x00\n\t\u2028\x7f", "é", '"']}
+    assert parse.json_text(value) == schema.to_json(value)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import glob
 import json
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
+import orjson
 from datasets import Features, Json, List, Value
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 
@@ -52,7 +54,7 @@ def observation_rows(record: dict) -> Iterator[dict]:
                 **ids,
                 "session_id": session["session_id"],
                 **row,
-                "evidence": schema.to_json(row["evidence"]),
+                "evidence": parse.json_text(row["evidence"]),
             }
 
 
@@ -89,37 +91,35 @@ EVENTS = View(
 )
 
 
-def _check_unique_sample_ids(files: list[str]) -> None:
-    """``sample_id`` is the dataset's key, so it must be unique across files, not only within one.
-
-    Shards are parsed apart (in several processes with ``--num-proc``), so this is checked here, before
-    any shard is built; a LoCoMo file is small enough (2.8 MB) to read twice.
-    """
-    first_file: dict[str, str] = {}
-    for path in files:
-        for index, sample in enumerate(parse.read_samples(path)):
-            sample_id = sample.get("sample_id") if isinstance(sample, dict) else None
-            if not isinstance(sample_id, str):
-                continue  # parse_sample reports it, naming the field
-            if sample_id in first_file and first_file[sample_id] != path:
-                raise SourceError(
-                    path,
-                    index,
-                    "sample_id",
-                    f"duplicate sample_id {sample_id!r}, also in {first_file[sample_id]}",
-                )
-            first_file.setdefault(sample_id, path)
+def _duplicate_error(seen: dict[str, str], sample_id: str, path: str, index: int) -> SourceError | None:
+    """``sample_id`` is the dataset's key, so it must be unique across files, not only within one: the
+    first file naming an id keeps it (``seen``); a later file naming it again gets an error naming both."""
+    first = seen.setdefault(sample_id, path)
+    if first == path:
+        return None  # a repeat inside one file is parse_file's to report
+    return SourceError(path, index, "sample_id", f"duplicate sample_id {sample_id!r}, also in {first}")
 
 
-def _unique_across_files(records, path: str, seen: dict[str, str], reject):
-    """Streamed records; a sample_id an earlier file of the stream already had goes to ``reject``."""
-    for record in records:
-        sample_id = record["conversation_id"]
-        if seen.setdefault(sample_id, path) != path:
-            problem = f"duplicate sample_id {sample_id!r}, also in {seen[sample_id]}"
-            reject(SourceError(path, sample_id, "sample_id", problem), None)
+def _unique_across_files(indexed_records, path: str, seen: dict[str, str], reject):
+    """Records of one file, in a process that reads every file in order (streaming, ``convhub check``):
+    a sample_id an earlier file already had goes to ``reject``."""
+    for index, record in indexed_records:
+        error = _duplicate_error(seen, record["conversation_id"], path, index)
+        if error is not None:
+            reject(error, None)
             continue
         yield record
+
+
+def _check_unique_sample_ids(id_files: dict[str, str]) -> None:
+    """The ids each worker wrote (``[[index, sample_id], ...]`` per source file), checked in file order:
+    the same first duplicate, named the same way, as one process reading every file in order finds."""
+    seen: dict[str, str] = {}
+    for path, id_file in id_files.items():
+        for index, sample_id in orjson.loads(Path(id_file).read_bytes()):
+            error = _duplicate_error(seen, sample_id, path, index)
+            if error is not None:
+                raise error
 
 
 class LocomoBuilder(ConversationBuilder):
@@ -164,10 +164,12 @@ class LocomoBuilder(ConversationBuilder):
             if not files:
                 raise FileNotFoundError(f"no LoCoMo *.json file in {data_dir}")
         files = self._only_subsets(files)
-        # Streaming checks ids as rows go (a first row must not wait for every file to be read twice).
-        self._streamed_ids = {} if isinstance(dl_manager, StreamingDownloadManager) else None
-        if len(files) > 1 and self.config.on_bad_record == "raise" and self._streamed_ids is None:
-            _check_unique_sample_ids(files)  # with skip, the build's own id check drops the later one
+        # sample_id must be unique across files. One process reading every file in order (streaming,
+        # `convhub check`) checks as records go; a build checks once its workers are done
+        # (_prepare_split). With skip, a build leaves it to the build's own conversation_id check, which
+        # drops the later record.
+        streaming = isinstance(dl_manager, StreamingDownloadManager)
+        self._seen_sample_ids = {} if streaming or self.config.on_bad_record == "raise" else None
         return {"test": files}
 
     def _only_subsets(self, files: list[str]) -> list[str]:
@@ -183,7 +185,39 @@ class LocomoBuilder(ConversationBuilder):
             )
         return kept
 
+    #: During a build with ``on_bad_record="raise"``: source file → where the worker parsing it writes
+    #: its sample ids for :func:`_check_unique_sample_ids` (workers share no memory, but a folder).
+    _sample_id_files: dict[str, str] | None = None
+    #: Else, when sample ids are checked as records go: sample_id → the first file naming it.
+    _seen_sample_ids: dict[str, str] | None = None
+
     def parse_shard(self, shard, notes):
-        records = parse.parse_file(shard, notes, self.reject)
-        seen = getattr(self, "_streamed_ids", None)
-        return records if seen is None else _unique_across_files(records, shard, seen, self.reject)
+        records = parse.parse_indexed(shard, notes, self.reject)
+        if self._sample_id_files is not None:
+            ids = []
+            for index, record in records:
+                ids.append((index, record["conversation_id"]))
+                yield record
+            Path(self._sample_id_files[shard]).write_bytes(orjson.dumps(ids))
+        elif self._seen_sample_ids is not None:
+            yield from _unique_across_files(records, shard, self._seen_sample_ids, self.reject)
+        else:
+            yield from (record for _, record in records)
+
+    def _prepare_split(self, split_generator, *args, **kwargs):
+        """``datasets``' parse-and-write of one split (over ``num_proc`` workers), then the sample_id check
+        across files on the ids the workers wrote: no second reading of the source before the build.
+
+        A duplicate raises here, before ``download_and_prepare`` keeps anything (datasets removes its
+        unfinished folder), like any SourceError of a worker.
+        """
+        if self.config.on_bad_record != "raise":
+            return super()._prepare_split(split_generator, *args, **kwargs)
+        files = split_generator.gen_kwargs["shards"]
+        with tempfile.TemporaryDirectory(prefix="convhub-locomo-ids-") as folder:
+            self._sample_id_files = {path: os.path.join(folder, f"{i}.json") for i, path in enumerate(files)}
+            try:
+                super()._prepare_split(split_generator, *args, **kwargs)
+            finally:
+                id_files, self._sample_id_files = self._sample_id_files, None
+            _check_unique_sample_ids(id_files)
