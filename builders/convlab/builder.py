@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any, ClassVar
 
+import datasets
 from datasets import Features, Json, List, Value
 
 from builders import schema
@@ -194,21 +195,23 @@ _EXTRACTED: dict[tuple, str] = {}
 
 
 def dialogue_index(
-    source: SubsetInput, reject: Reject = raise_error
+    source: SubsetInput, reject: Reject = raise_error, extract: bool = False
 ) -> dict[str, list[tuple[int, int, int]]]:
     """Split → byte ranges of its dialogues; scanned once per file and process (every config reuses it).
 
     Bad dialogues go to ``reject``; an index that rejected some is not kept, so each build reports them.
+    ``extract``: a build (not a stream, which reads each split once in order) also wants the copy of a
+    large zipped dialogues.json, so an index kept without one is scanned again to make it.
     """
     key = source.stat_key()
-    if key not in _INDEX_CACHE:
+    copy = _extraction_target(source) if extract and key not in _EXTRACTED else None
+    if key not in _INDEX_CACHE or copy is not None:
         rejected = []
 
         def counting_reject(error, raw=None, scope="record"):
             rejected.append(error)
             reject(error, raw, scope)
 
-        copy = _extraction_target(source)
         with source.open(DIALOGUES) as stream:
             if copy is None:
                 index = parse.index_dialogues(stream, source.label(DIALOGUES), counting_reject)
@@ -481,7 +484,8 @@ class ConvLabBuilder(ConversationBuilder):
         by_split: dict[str, list[dict]] = {}
         for source in inputs:
             try:
-                index = dialogue_index(source, self.reject)
+                streaming = isinstance(dl_manager, datasets.StreamingDownloadManager)
+                index = dialogue_index(source, self.reject, extract=not streaming)
             except SourceError as error:  # an unreadable file: with --on-bad-record skip, the others go on
                 self.reject(error, None, scope="file")
                 continue

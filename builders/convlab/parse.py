@@ -93,13 +93,25 @@ def _indented_object(text: str, pos: int) -> tuple[Any, int, int] | None:
         return None
     end = found + len(closing)
     data = text[pos:end].encode("utf-8")
-    if _has_long_digits(data):
-        return None
-    try:
+    try:  # (numbers past 64 bits come back as floats: the index reads only the id and the split)
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
     return (value, end, len(data)) if isinstance(value, dict) else None
+
+
+def _runs_past_buffer(decoder: json.JSONDecoder, text: str, pos: int) -> bool:
+    """Whether the element at ``pos`` does not decode from what the buffer holds (cut by its end, most often).
+
+    ``raw_decode(text, pos)`` would say the same, but its error counts the lines of the whole buffer before
+    the cut (4 MB): decoding a copy of the element's start makes that count short. The caller then reads
+    more, exactly as the decoding loop below does after a failed ``raw_decode``.
+    """
+    try:
+        decoder.raw_decode(text[pos:])
+    except json.JSONDecodeError:
+        return True
+    return False
 
 
 def scan_json_array(
@@ -156,13 +168,19 @@ def scan_json_array(
             pos, byte_pos = pos + 1, byte_pos + 1
             skip_space()
         # the fast path, while it mostly works: a compact file stops trying at its first element
-        fast = _indented_object(text, pos) if misses <= hits else None
+        fast = None
+        while misses <= hits:
+            fast = _indented_object(text, pos)
+            if fast is not None:
+                break
+            misses += 1
+            if eof or not _runs_past_buffer(decoder, text, pos) or not fill():
+                break
         if fast is not None:
             value, end, size = fast
             yield byte_pos, byte_pos + size, value
             pos, byte_pos, index, hits = end, byte_pos + size, index + 1, hits + 1
             continue
-        misses += 1
         while True:
             try:
                 value, end = decoder.raw_decode(text, pos)
