@@ -328,9 +328,9 @@ def test_partition_memory_holds_offsets_not_rows(tmp_path):
     """The sorted index of a partition keeps (group, order, offset) per row, never the row's text."""
     long_answer = "长" * 5000
     shard = write_shard(tmp_path / "m.jsonl", [pair("c", n, f"q{n}", answer=long_answer) for n in (2, 1)])
-    [path] = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
-    index = regroup._sorted_index(path)
-    assert [entry[1][1] for entry in index] == [1, 2]
+    [pieces] = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    index = regroup._sorted_index(pieces)
+    assert [entry[4] for entry in index] == [1, 2]
     assert all(len(repr(entry)) < 200 for entry in index)
 
 

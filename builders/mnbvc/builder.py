@@ -173,29 +173,52 @@ class MnbvcBuilder(ConversationBuilder):
                 return True
         return False
 
+    def _download_and_prepare(self, dl_manager, verification_mode, **prepare_split_kwargs):
+        """As ``datasets``', noting ``num_proc`` first: the partition pass (in ``shards``) uses as many
+        processes as the build's workers."""
+        self._partition_processes = prepare_split_kwargs.get("num_proc") or 1
+        return super()._download_and_prepare(dl_manager, verification_mode, **prepare_split_kwargs)
+
     def _partition(self, files: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        """One shard per slice of each partition (``regroup``), partitions written by ``num_proc``
+        processes."""
         if not files:
             return []
-        total = sum(regroup.uncompressed_size(path) for _, path in files)
-        count = regroup.partition_count(total, getattr(self, "PARTITION_BYTES", regroup.PARTITION_BYTES))
+        sizes = [regroup.uncompressed_size(path) for _, path in files]
+        count = regroup.partition_count(sum(sizes), getattr(self, "PARTITION_BYTES", regroup.PARTITION_BYTES))
         folder = tempfile.mkdtemp(prefix="convhub-mnbvc-partitions-", dir=os.environ.get("CONVHUB_TMPDIR"))
         weakref.finalize(self, shutil.rmtree, folder, True)
         try:
-            paths = regroup.write_partitions(
-                files, folder, count, subsets=self.config.subsets, reject=self.reject
+            partitions = regroup.write_partitions(
+                files,
+                folder,
+                count,
+                subsets=self.config.subsets,
+                reject=self.reject,
+                processes=getattr(self, "_partition_processes", 1),
+                sizes=sizes,
             )
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
         names = [name for name, _ in files]
-        return [{"kind": "partition", "path": path, "files": names} for path in paths]
+        slice_bytes = getattr(self, "SLICE_BYTES", regroup.SLICE_BYTES)
+        shards = []
+        for pieces in partitions:
+            slices = regroup.slice_count(sum(os.path.getsize(rows) for _, rows in pieces), slice_bytes)
+            shards += [
+                {"kind": "partition", "pieces": pieces, "files": names, "part": (number, slices)}
+                for number in range(slices)
+            ]
+        return shards
 
     # -- one shard → canonical records ----------------------------------------------------------
 
     def parse_shard(self, shard: dict[str, Any], notes: Notes):
         subsets = self.config.subsets
         if shard["kind"] == "partition":
-            return regroup.read_partition(shard["path"], shard["files"], notes, subsets, self.reject)
+            pieces, part = shard["pieces"], tuple(shard["part"])
+            return regroup.read_partition(pieces, shard["files"], notes, subsets, self.reject, part)
         if shard["kind"] == "stream":
             open_path = partial(_open_remote, download_config=getattr(self, "_download_config", None))
         else:
@@ -219,5 +242,6 @@ class MnbvcBuilder(ConversationBuilder):
                         yield split, record
             finally:
                 for shard in shards:
-                    if shard["kind"] == "partition" and os.path.exists(shard["path"]):
-                        os.remove(shard["path"])
+                    for path in (path for piece in shard.get("pieces", ()) for path in piece):
+                        if os.path.exists(path):
+                            os.remove(path)

@@ -3,14 +3,19 @@
 MNBVC writes one row per question/answer pair; the rows of one conversation (same 来源 and ``会话``) may
 be anywhere: apart in one file or in several of its ~500 MB shards. Two passes:
 
-1. ``write_partitions`` reads every multi-turn file once and appends each row, behind a small header
-   (来源, key, ``多轮序号``, file index, line), to one of K partition files chosen by a stable hash of the
-   conversation key, so all rows of a conversation land in the same partition. K is chosen from the
-   input size so that a partition holds about ``PARTITION_BYTES`` of rows.
-2. ``read_partition`` (one worker per partition, ``num_proc`` in parallel) reads only the headers and
-   byte offsets of its partition, sorts them by (来源, key, 多轮序号, file, line), and re-reads the rows of
-   one conversation at a time. Its memory is about 150 bytes per row of that partition, whatever the
-   rows' length; the rows themselves are read back one conversation at a time.
+1. ``write_partitions`` reads every multi-turn file once and appends each row to one of K partitions
+   chosen by a stable hash of the conversation key, so all rows of a conversation land in the same
+   partition. K is chosen from the input size so that a partition holds about ``PARTITION_BYTES`` of
+   rows. The files are shared out among ``processes`` writers (one process each, balanced by size); a
+   writer keeps, per partition, a *piece*: the raw rows (``.rows``) and one key line per row (``.keys``:
+   来源, key, ``多轮序号``, file index, line and the row's byte offset).
+2. ``read_partition`` (one worker per partition or slice of one, ``num_proc`` in parallel) reads only
+   the key lines of its partition's pieces, sorts them by (来源, key, 多轮序号, file, line), and re-reads
+   the rows of one conversation at a time. Its memory is about 150 bytes per row of that partition,
+   whatever the rows' length. A big partition is read as several slices (``slice_count``): each slice
+   sorts the whole index and converts only its share of the conversations, so ``num_proc`` workers,
+   which take contiguous runs of shards, get similar amounts of work, and the conversations come out in
+   the same order whatever the slicing.
 
 Partitions are plain files in a temporary folder (``CONVHUB_TMPDIR``, else the system's temp folder)
 that the builder deletes when it is garbage collected; they take about the uncompressed input's size.
@@ -21,17 +26,24 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import multiprocessing
 import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from functools import partial
+from json.encoder import encode_basestring
 from typing import Any, BinaryIO
+
+import orjson
 
 from builders.errors import Notes, Reject, SourceError, raise_error
 from builders.mnbvc import parse
 
 PARTITION_BYTES = 64 * 2**20
 MAX_PARTITIONS = 512  # open files at once while partitioning
+#: A partition is read as ceil(its bytes / SLICE_BYTES) shards, so that shards are of similar sizes.
+SLICE_BYTES = 16 * 2**20
 
 
 def uncompressed_size(path: str) -> int:
@@ -48,6 +60,24 @@ def partition_count(total_bytes: int, partition_bytes: int = PARTITION_BYTES) ->
     return max(1, min(MAX_PARTITIONS, math.ceil(total_bytes / partition_bytes)))
 
 
+def slice_count(partition_bytes: int, slice_bytes: int = SLICE_BYTES) -> int:
+    return max(1, math.ceil(partition_bytes / slice_bytes))
+
+
+def share_files(sizes: list[int], processes: int) -> list[list[int]]:
+    """Indices of the files each of ``processes`` writers takes: biggest first to the least loaded.
+
+    Each writer's list is in file order; writers without a file are left out.
+    """
+    loads = [0] * max(1, processes)
+    shares: list[list[int]] = [[] for _ in loads]
+    for index in sorted(range(len(sizes)), key=lambda index: (-sizes[index], index)):
+        writer = loads.index(min(loads))
+        loads[writer] += sizes[index]
+        shares[writer].append(index)
+    return [sorted(share) for share in shares if share]
+
+
 def write_partitions(
     files: list[tuple[str, str]],
     folder: str,
@@ -55,65 +85,151 @@ def write_partitions(
     opener: Callable[[str], BinaryIO] | None = None,
     subsets: Iterable[str] | None = None,
     reject: Reject = raise_error,
-) -> list[str]:
-    """Hash-partition the rows of ``files`` ((name, path) pairs) into ``count`` files in ``folder``.
+    processes: int = 1,
+    sizes: list[int] | None = None,
+) -> list[list[tuple[str, str]]]:
+    """Hash-partition the rows of ``files`` ((name, path) pairs) into ``count`` partitions in ``folder``.
+
+    Returns, per partition, its pieces ((keys path, rows path), one per writer). With ``processes`` > 1
+    the files are shared out among that many processes (by ``sizes``, default: the files' sizes on
+    disk); ``opener`` and ``reject`` must then be picklable (module-level functions or partials of them).
 
     A row that is not JSON, not an object or not a Q/A row goes to ``reject`` here, before any output
-    (a SourceError by default).
+    (a SourceError by default). When it raises, the error is the one a single pass over the files in
+    order would raise first, whichever process met it.
     """
     opener = opener or parse.open_local
-    paths = [os.path.join(folder, f"multiturn-{index:05d}-of-{count:05d}.part") for index in range(count)]
-    writers = [open(path, "wb", buffering=1 << 20) for path in paths]  # noqa: SIM115 - closed below
+    sizes = sizes if sizes is not None else [os.path.getsize(path) for _, path in files]
+    shares = share_files(sizes, processes) if len(files) > 1 and processes > 1 else [list(range(len(files)))]
+    tasks = [
+        partial(_write_pieces, writer, [(index, *files[index]) for index in share], folder, count, opener)
+        for writer, share in enumerate(shares)
+    ]
+    if len(tasks) == 1:
+        results = [tasks[0](subsets, reject)]
+    else:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(len(tasks), mp_context=context) as pool:
+            futures = [pool.submit(task, subsets, reject) for task in tasks]
+            results = [future.result() for future in futures]
+    failures = [result for result in results if isinstance(result, _Failure)]
+    if failures:
+        raise min(failures, key=lambda failure: failure.file_index).error
+    return [
+        [piece_paths(folder, writer, index, count) for writer in range(len(tasks))] for index in range(count)
+    ]
+
+
+def piece_paths(folder: str, writer: int, index: int, count: int) -> tuple[str, str]:
+    stem = os.path.join(folder, f"multiturn-{index:05d}-of-{count:05d}-w{writer:03d}")
+    return f"{stem}.keys", f"{stem}.rows"
+
+
+class _Failure:
+    """A SourceError a writer raised in file ``file_index``. A writer stops at its first error and reads
+    its files in order, so the failure with the lowest file index is the error a serial pass meets first."""
+
+    def __init__(self, error: SourceError, file_index: int):
+        self.error = error
+        self.file_index = file_index
+
+
+def _write_pieces(
+    writer: int,
+    files: list[tuple[int, str, str]],
+    folder: str,
+    count: int,
+    opener: Callable[[str], BinaryIO],
+    subsets: Iterable[str] | None,
+    reject: Reject,
+) -> _Failure | None:
+    """One writer: the rows of ``files`` ((file index, name, path)) into its piece of each partition."""
+    paths = [piece_paths(folder, writer, index, count) for index in range(count)]
+    keys = [open(path, "wb", buffering=1 << 16) for path, _ in paths]  # noqa: SIM115 - closed below
+    rows = [open(path, "wb", buffering=1 << 20) for _, path in paths]  # noqa: SIM115 - closed below
+    offsets = [0] * count
     try:
-        for file_index, (name, path) in enumerate(files):
-            lines = parse.open_lines(partial(opener, path), name)
-            for line, raw in parse.readable_lines(lines, reject):
-                try:
-                    row = parse.load_row(raw, name, line)
-                    if row is not None and "问" not in row and "答" not in row:
-                        problem = "missing (neither 问 nor 答: not a Q/A row)"
-                        raise SourceError(name, f"line {line}", "问", problem)
-                except SourceError as error:
-                    reject(error, raw)
-                    continue
-                if row is None:
-                    continue
-                source = parse.source_name(row)
-                if not parse.subset_wanted(subsets, parse.MULTITURN, source):
-                    continue
-                extension = parse.parse_extension(parse._metadata(row).get("扩展字段"))
-                how, key = parse.conversation_key(row, extension, name, line)
-                group = json.dumps([source, how, key], ensure_ascii=False).encode()
-                rank, number, text = parse.sequence_number(extension)
-                order = json.dumps([rank, number, text, file_index, line], ensure_ascii=False).encode()
-                target = writers[zlib.crc32(group) % count]
-                target.write(b"%s\t%s\t%s\n" % (group, order, raw))
+        for file_index, name, path in files:
+            try:
+                for line, raw, source, how, key, order in _keyed_rows(name, path, opener, subsets, reject):
+                    group = ("[" + ", ".join(map(encode_basestring, (source, how, key))) + "]").encode()
+                    target = zlib.crc32(group) % count
+                    keys[target].write(
+                        _key_line([source, how, key, *order, file_index, line, writer, offsets[target]])
+                    )
+                    rows[target].write(raw + b"\n")
+                    offsets[target] += len(raw) + 1
+            except SourceError as error:
+                return _Failure(error, file_index)
     finally:
-        for writer in writers:
-            writer.close()
-    return paths
+        for handle in keys + rows:
+            handle.close()
+    return None
+
+
+def _keyed_rows(name: str, path: str, opener, subsets, reject: Reject):
+    """(line, raw, 来源, how, key, 多轮序号 sort key) of each wanted Q/A row of one file."""
+    lines = parse.open_lines(partial(opener, path), name)
+    for line, raw in parse.readable_lines(lines, reject):
+        try:
+            row = parse.load_row(raw, name, line)
+            if row is not None and "问" not in row and "答" not in row:
+                problem = "missing (neither 问 nor 答: not a Q/A row)"
+                raise SourceError(name, f"line {line}", "问", problem)
+        except SourceError as error:
+            reject(error, raw)
+            continue
+        if row is None:
+            continue
+        source = parse.source_name(row)
+        if not parse.subset_wanted(subsets, parse.MULTITURN, source):
+            continue
+        extension = parse.parse_extension(parse._metadata(row).get("扩展字段"))
+        how, key = parse.conversation_key(row, extension, name, line)
+        yield line, raw, source, how, key, parse.sequence_number(extension)
+
+
+def _key_line(values: list) -> bytes:
+    """One key line: orjson, which reads its own text of strings and 64-bit integers back exactly. What
+    orjson cannot write (an integer past 64 bits, a lone surrogate in a 多轮序号 text) ``json`` writes,
+    behind a space that tells the reader to read that line with ``json``."""
+    try:
+        return orjson.dumps(values) + b"\n"
+    except (TypeError, orjson.JSONEncodeError):
+        return b" " + json.dumps(values, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n"
 
 
 def read_partition(
-    path: str,
+    pieces: list[tuple[str, str]],
     files: list[str],
     notes: Notes,
     subsets: Iterable[str] | None = None,
     reject: Reject = raise_error,
+    part: tuple[int, int] = (0, 1),
 ) -> Iterator[dict[str, Any]]:
-    """The conversations of one partition, sorted by (来源, key); see the module docstring.
+    """The conversations of one partition (its ``pieces``), sorted by (来源, key); see the module docstring.
 
+    ``part`` = (j, n): only the j-th of n equal runs of the partition's conversations.
     A bad row goes to ``reject`` alone; its conversation is built from its other rows.
     """
-    index = _sorted_index(path)
+    index = _sorted_index(pieces)
+    starts = [at for at in range(len(index)) if at == 0 or index[at][:3] != index[at - 1][:3]]
+    number, parts = part
+    first, stop = len(starts) * number // parts, len(starts) * (number + 1) // parts
+    if first >= stop:
+        return
+    bounds = [*starts[first:stop], starts[stop] if stop < len(starts) else len(index)]
     warnings = {name: parse.Warnings(name) for name in files}
-    with open(path, "rb") as handle:
-        for (source, how, key), entries in itertools.groupby(index, key=lambda entry: entry[0]):
+    handles = [open(rows_path, "rb") for _, rows_path in pieces]  # noqa: SIM115 - closed below
+    try:
+        for begin, end in itertools.pairwise(bounds):
+            source, how, key = index[begin][:3]
             pairs = []
             counted = Notes()
-            for _, (_, _, _, file_index, line), offset in entries:
+            for *_, file_index, line, piece, offset in index[begin:end]:
+                handle = handles[piece]
                 handle.seek(offset)
-                raw = handle.readline().rstrip(b"\n").split(b"\t", 2)[2]
+                raw = handle.readline()[:-1]
                 name = files[file_index]
                 try:
                     row = parse.load_row(raw, name, line)
@@ -124,16 +240,26 @@ def read_partition(
                 record = parse.multiturn_record(pairs, how, key, parse.group_id(source, how, key), counted)
                 notes.update(counted)
                 yield record
+    finally:
+        for handle in handles:
+            handle.close()
 
 
-def _sorted_index(path: str) -> list[tuple[tuple, tuple, int]]:
-    """(group, order, byte offset) of every row of a partition, sorted; rows stay on disk."""
-    index = []
-    offset = 0
-    with open(path, "rb") as handle:
-        for raw in handle:
-            group, order, _ = raw.split(b"\t", 2)
-            index.append((tuple(json.loads(group)), tuple(json.loads(order)), offset))
-            offset += len(raw)
-    index.sort(key=lambda entry: (entry[0], entry[1]))
+def _sorted_index(pieces: list[tuple[str, str]]) -> list[tuple]:
+    """(来源, how, key, rank, number, text, file index, line, piece, byte offset) of every row of a
+    partition, sorted; rows stay on disk. Each slice of a partition reads it, so one orjson call reads
+    a piece's key lines (unless a line needed ``json``)."""
+    index: list[tuple] = []
+    for keys_path, _ in pieces:
+        with open(keys_path, "rb") as handle:
+            data = handle.read()
+        if not data:
+            continue
+        if data.startswith(b" ") or b"\n " in data:
+            lines = data.splitlines()
+            values = [json.loads(line) if line.startswith(b" ") else orjson.loads(line) for line in lines]
+        else:
+            values = orjson.loads(b"[" + data[:-1].replace(b"\n", b",") + b"]")
+        index.extend(map(tuple, values))
+    index.sort()
     return index
