@@ -12,6 +12,8 @@ from pathlib import Path
 import datasets
 import pytest
 from conftest import shared_data
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from builders import cli
 from builders.build import build_source, check_source
@@ -184,6 +186,63 @@ def test_unrepresentable_acts_and_state_keep_the_raw_value():
     assert record["state"] == [{"domain": "d", "slot": "t", "value": "ok"}]  # what fits stays typed
     assert export.turn_from_record(record) == turn
     assert notes["state not representable as typed slots (raw kept in the turn's extra)"] == 1
+
+
+_SCALARS = st.one_of(
+    st.text(max_size=3),
+    st.integers(min_value=-(2**33), max_value=2**33),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=False, width=32),
+)
+_KEYS = st.sampled_from(["intent", "domain", "slot", "value", "start", "end", "other"])
+_SPAN = st.integers(min_value=-(2**31), max_value=2**31 - 1)
+_TEXT_FIELDS = dict.fromkeys(("intent", "domain", "slot", "value"), st.text(max_size=2))
+_VALID_ACT = st.fixed_dictionaries({}, optional={**_TEXT_FIELDS, "start": _SPAN, "end": _SPAN})
+_VALID_STATE = st.dictionaries(
+    st.text(max_size=2), st.dictionaries(st.text(max_size=2), st.text(max_size=2), max_size=3), max_size=3
+)
+
+
+def _mostly(strategy, *others):
+    """``strategy`` 4 times in 5, else one of ``others``: exact and inexact values both come up often."""
+    return st.integers(0, 4).flatmap(lambda draw: strategy if draw else st.one_of(*others))
+
+
+def _with_one_odd_field(valid, key, value):
+    return st.builds(lambda item, key, value: {**item, key: value}, valid, key, value)
+
+
+_ACT = _mostly(_VALID_ACT, _with_one_odd_field(_VALID_ACT, _KEYS, _SCALARS), _SCALARS)
+_ACTS = _mostly(
+    st.dictionaries(
+        st.sampled_from([*parse.ACT_KINDS, "x"]), _mostly(st.lists(_ACT, max_size=3), _SCALARS), max_size=4
+    ),
+    _SCALARS,
+)
+_STATE = _mostly(
+    _VALID_STATE,
+    _with_one_odd_field(_VALID_STATE, st.text(max_size=2), _SCALARS),
+    _with_one_odd_field(_VALID_STATE, st.text(max_size=2), st.dictionaries(st.just("slot"), _SCALARS)),
+    _SCALARS,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(acts=_ACTS, state=_STATE)
+@example(acts={"binary": [{"intent": "a", "other": "x"}]}, state={"d": {}})
+@example(acts={"non-categorical": [{"start": 2**31, "end": 3}]}, state={"d": {"s": None}})
+@example(acts={"categorical": [{"value": None}], "binary": [{"start": True}]}, state={"d": []})
+def test_acts_and_state_are_kept_raw_exactly_when_the_typed_form_would_not_rebuild_them(acts, state):
+    """parse_acts / parse_state decide "exact" while reading; that decision is the rebuild's equality."""
+    extra: dict = {}
+    typed = parse.parse_acts(acts, extra, Notes())
+    kinds = list(acts) if isinstance(acts, dict) else []
+    assert ("dialogue_acts" in extra) == (parse.acts_to_source(typed, kinds) != acts)
+    extra = {}
+    typed = parse.parse_state(state, extra, Notes())
+    empty = extra.get(parse.STATE_EMPTY_DOMAINS, [])
+    assert ("state" in extra) == (parse.state_to_source(typed, empty) != state)
 
 
 def test_reserved_marker_key_in_a_source_turn_is_refused():

@@ -319,19 +319,30 @@ def parse_turn(turn: Any, notes: Notes, path: str, dialogue_id: str, index: int)
 
 
 def parse_acts(acts: Any, extra: dict, notes: Notes) -> list[dict]:
-    """``{kind: [act]}`` → typed acts in source order; raw kept in ``extra`` unless they rebuild exactly."""
+    """``{kind: [act]}`` → typed acts in source order; raw kept in ``extra`` unless they rebuild exactly.
+
+    "Rebuild exactly" is ``acts_to_source(typed, kinds) == acts``, decided while reading (a test holds the
+    two equal): a dict of lists of dicts whose every key is a typed field holding a value the field keeps.
+    """
     typed: list[dict] = []
     kinds: list[str] = []
-    if isinstance(acts, dict):
+    exact = isinstance(acts, dict)
+    if exact:
         for kind, items in acts.items():
             kinds.append(kind)
-            for act in items if isinstance(items, list) else []:
+            if not isinstance(items, list):
+                exact = False
+                continue
+            for act in items:
                 if isinstance(act, dict):
                     typed.append(_typed_act(kind, act))
+                    exact = exact and all(map(_act_field_kept, act.items()))
+                else:
+                    exact = False
     if set(kinds) != set(ACT_KINDS):
         notes.add("dialogue_acts without all three kinds (its kinds kept in extra.dialogue_acts_kinds)")
         extra[ACT_KINDS_KEY] = kinds
-    if acts_to_source(typed, kinds) != acts:
+    if not exact:
         notes.add("dialogue_acts not representable as typed acts (raw kept in the turn's extra)")
         extra["dialogue_acts"] = acts
         extra.pop(ACT_KINDS_KEY, None)
@@ -342,6 +353,20 @@ def parse_acts(acts: Any, extra: dict, notes: Notes) -> list[dict]:
         if act["type"] == "binary" and (act["domain"] == "" or act["slot"] == ""):
             notes.add("binary act with an empty domain or slot")
     return typed
+
+
+_ACT_TEXT_FIELDS = frozenset(("intent", "domain", "slot", "value"))
+_ACT_SPAN_FIELDS = frozenset(SPAN_KEYS)
+
+
+def _act_field_kept(item: tuple[str, Any]) -> bool:
+    """Whether one (key, value) of a source act comes back from its typed act (see ``_typed_act``)."""
+    key, value = item
+    if key in _ACT_TEXT_FIELDS:
+        return isinstance(value, str)
+    if key in _ACT_SPAN_FIELDS:
+        return isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31
+    return False
 
 
 def _typed_act(kind: str, act: dict) -> dict:
@@ -386,19 +411,27 @@ def parse_state(state: Any, extra: dict, notes: Notes) -> list[dict]:
 
     Absent slots are simply not listed. Empty domain dicts (``{"weather": {}}``) and an empty state are
     kept in ``extra.state_empty_domains``; anything else that would not rebuild exactly is kept raw.
+    "Rebuild exactly" is ``state_to_source(typed, empty_domains) == state``, decided while reading (a
+    test holds the two equal): a dict of dicts of strings.
     """
     typed: list[dict] = []
     empty_domains: list[str] = []
-    if isinstance(state, dict):
+    exact = isinstance(state, dict)
+    if exact:
         for domain, slots in state.items():
-            if isinstance(slots, dict) and not slots:
+            if not isinstance(slots, dict):
+                exact = False
+            elif not slots:
                 empty_domains.append(domain)
-            for slot, value in slots.items() if isinstance(slots, dict) else ():
-                if isinstance(value, str):
-                    typed.append({"domain": domain, "slot": slot, "value": value})
+            else:
+                for slot, value in slots.items():
+                    if isinstance(value, str):
+                        typed.append({"domain": domain, "slot": slot, "value": value})
+                    else:
+                        exact = False
     if empty_domains or not typed:
         extra[STATE_EMPTY_DOMAINS] = empty_domains
-    if state_to_source(typed, empty_domains) != state:
+    if not exact:
         notes.add("state not representable as typed slots (raw kept in the turn's extra)")
         extra["state"] = state
         extra.pop(STATE_EMPTY_DOMAINS, None)
