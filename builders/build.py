@@ -446,8 +446,13 @@ def split_by_subset(staging: Path, built: ConfigBuild, batch_rows: int = 256) ->
         return
     for split, files in list(built.files.items()):
         paths = [staging / relative for relative in files]
-        if any(pq.read_table(path, columns=["subset"]).column("subset").null_count for path in paths):
+        subsets = [pq.read_table(path, columns=["subset"]).column("subset") for path in paths]
+        if any(column.null_count for column in subsets):
             return
+        found = set().union(*(pc.unique(column).to_pylist() for column in subsets))
+        if len(found) == 1:  # one subset (a build of one dataset): its files move, nothing is rewritten
+            _move_to_subset(staging, built, split, found.pop())
+            continue
         writers: dict[str, tuple[str, ParquetWriter]] = {}
         for path in paths:
             for batch in pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=batch_rows):
@@ -471,6 +476,20 @@ def split_by_subset(staging: Path, built: ConfigBuild, batch_rows: int = 256) ->
             part.splits[split] = datasets.SplitInfo(split, size, rows)
             part.files[split] = [relative]
             built.files[split].append(relative)
+
+
+def _move_to_subset(staging: Path, built: ConfigBuild, split: str, subset: str) -> None:
+    """Every row of ``split`` is in ``subset``: its files become that subset's files by a rename."""
+    moved = []
+    for index, relative in enumerate(built.files[split]):
+        target = f"{built.name}/{subset}/{split}-{index:05d}-of-{len(built.files[split]):05d}.parquet"
+        (staging / target).parent.mkdir(parents=True, exist_ok=True)
+        (staging / relative).rename(staging / target)
+        moved.append(target)
+    built.files[split] = moved
+    part = built.subsets.setdefault(subset, ConfigBuild(f"{built.name}-{subset}", built.features))
+    part.splits[split] = built.splits[split]
+    part.files[split] = list(moved)
 
 
 def forget_cached_copies(folder: Path) -> None:
