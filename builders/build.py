@@ -313,6 +313,8 @@ class _Run:
     def derive(self, names: list[str]) -> dict[str, ConfigBuild]:
         """Flatten ``names`` (turns, qa, messages) from the sessions shards: one read of each shard writes
         every view, and with ``num_proc`` the shards are shared between processes."""
+        if not names:
+            return {}
         built = {name: ConfigBuild(name, self.builder_cls.view_named(name).features) for name in names}
         tasks = []
         for name in names:

@@ -59,6 +59,15 @@ def test_derive_in_worker_processes_gives_the_rows_of_one_process(sample_builds,
         }
 
 
+def test_a_build_of_source_configs_only_derives_nothing(tmp_path):
+    from builders.build import build_source
+
+    builder_cls = registry.get("locomo")
+    result = build_source("locomo", tmp_path / "out", data_dir=builder_cls.sample_dir(), configs=["events"])
+    assert list(result.configs) == ["events"]
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["README.md", "events"]
+
+
 def test_source_error_survives_pickling_between_processes():
     error = SourceError("data/x.jsonl", 7, "sessions", "expected a list")
     copy = pickle.loads(pickle.dumps(error))
