@@ -212,8 +212,7 @@ def read_partition(
     ``part`` = (j, n): only the j-th of n equal runs of the partition's conversations.
     A bad row goes to ``reject`` alone; its conversation is built from its other rows.
     """
-    index = _sorted_index(pieces)
-    starts = [at for at in range(len(index)) if at == 0 or index[at][:3] != index[at - 1][:3]]
+    index, starts = _partition_index(pieces)
     number, parts = part
     first, stop = len(starts) * number // parts, len(starts) * (number + 1) // parts
     if first >= stop:
@@ -243,6 +242,29 @@ def read_partition(
     finally:
         for handle in handles:
             handle.close()
+
+
+_last_index: dict[tuple, tuple[list[tuple], list[int]]] = {}
+
+
+def _partition_index(pieces: list[tuple[str, str]]) -> tuple[list[tuple], list[int]]:
+    """The sorted index of a partition and where each conversation starts in it.
+
+    The slices of a partition are adjacent shards, so a worker mostly reads them one after the other:
+    it keeps the last partition's index (a few MB) instead of reading and sorting it once per slice.
+    """
+    key = tuple((keys, rows, _identity(keys)) for keys, rows in pieces)  # a reused path is another file
+    if key not in _last_index:
+        index = _sorted_index(pieces)
+        starts = [at for at in range(len(index)) if at == 0 or index[at][:3] != index[at - 1][:3]]
+        _last_index.clear()
+        _last_index[key] = index, starts
+    return _last_index[key]
+
+
+def _identity(path: str) -> tuple[int, int, int, int]:
+    stat = os.stat(path)
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 def _sorted_index(pieces: list[tuple[str, str]]) -> list[tuple]:
