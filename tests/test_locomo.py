@@ -8,6 +8,7 @@ Unit tests feed ``builders.locomo.parse`` tiny hand-written samples; build tests
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import os
 import subprocess
@@ -1158,3 +1159,44 @@ def test_question_and_observation_json_text_is_schema_to_json_text(value):
 def test_json_text_escapes_like_json_dumps():
     value = {'ke"y\\': ["\ud800", "\x00\n\t\u2028\x7f", "é", '"']}
     assert parse.json_text(value) == schema.to_json(value)
+
+
+def test_the_cycle_collector_is_paused_while_a_sample_is_parsed_and_on_while_the_caller_runs(
+    tmp_path, monkeypatch
+):
+    """Its passes over the read file were a third of a build's CPU; but a caller that holds a record,
+    stops iterating or raises must find the collector as it left it."""
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps([tiny_sample("conv-1"), tiny_sample("conv-2")]), encoding="utf-8")
+    collector_on_while_parsing = []
+
+    def parse_sample(*args, **kwargs):
+        collector_on_while_parsing.append(gc.isenabled())
+        return original(*args, **kwargs)
+
+    original = parse.parse_sample
+    monkeypatch.setattr(parse, "parse_sample", parse_sample)
+    records = parse.parse_indexed(path, Notes())
+    next(records)
+    assert gc.isenabled()
+    assert [index for index, _ in records] == [1]
+    assert collector_on_while_parsing == [False, False]
+    assert gc.isenabled()
+    gc.disable()  # a caller that runs without the collector keeps it off
+    try:
+        assert len(list(parse.parse_file(path, Notes()))) == 2
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_a_process_that_freezes_objects_itself_keeps_them_frozen(tmp_path):
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps([tiny_sample()]), encoding="utf-8")
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert len(list(parse.parse_file(path, Notes()))) == 1
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
