@@ -1190,13 +1190,16 @@ def test_the_cycle_collector_is_paused_while_a_sample_is_parsed_and_on_while_the
         gc.enable()
 
 
-def test_a_process_that_freezes_objects_itself_keeps_them_frozen(tmp_path):
-    path = tmp_path / "one.json"
-    path.write_text(json.dumps([tiny_sample()]), encoding="utf-8")
-    gc.freeze()
-    try:
-        frozen = gc.get_freeze_count()
-        assert len(list(parse.parse_file(path, Notes()))) == 1
-        assert gc.get_freeze_count() == frozen
-    finally:
-        gc.unfreeze()
+@pytest.mark.parametrize(("already_frozen", "calls"), [(0, ["freeze", "unfreeze"]), (5, [])])
+def test_a_read_file_goes_to_the_oldest_generation_unless_the_process_freezes_objects_itself(
+    tmp_path, monkeypatch, already_frozen, calls
+):
+    """Once per file (not per sample); a pre-fork server's frozen objects are never thawed."""
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps([tiny_sample("conv-1"), tiny_sample("conv-2")]), encoding="utf-8")
+    made = []
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: already_frozen)
+    monkeypatch.setattr(gc, "freeze", lambda: made.append("freeze"))
+    monkeypatch.setattr(gc, "unfreeze", lambda: made.append("unfreeze"))
+    assert len(list(parse.parse_file(path, Notes()))) == 2
+    assert made == calls
