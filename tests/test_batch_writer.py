@@ -70,3 +70,23 @@ def test_storage_schema_has_no_extension_type_and_casts_back():
     assert table.schema == schema
     assert table.column("extra").to_pylist() == ['{"a": 1}']
     assert table.column("sessions").to_pylist()[0][0]["extra"] == "[1, 2]"
+
+
+def test_the_cycle_collector_runs_less_often_while_parsing_and_is_restored(tmp_path):
+    import gc
+
+    from builders.base import GC_YOUNG_THRESHOLD
+
+    locomo = registry.get("locomo")
+    seen = []
+
+    class Probe(locomo):
+        def parse_shard(self, shard, notes):
+            seen.append(gc.get_threshold()[0])
+            yield from super().parse_shard(shard, notes)
+
+    before = gc.get_threshold()
+    builder = Probe(config_name="sessions", data_dir=locomo.sample_dir(), cache_dir=str(tmp_path))
+    builder.download_and_prepare(file_format="parquet")
+    assert seen and all(threshold >= GC_YOUNG_THRESHOLD for threshold in seen)
+    assert gc.get_threshold() == before
