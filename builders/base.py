@@ -150,9 +150,11 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         )
 
     def _split_generators(self, dl_manager):
+        with fewer_collections():  # a stream's index scan (ConvLab, GigaMemory) runs here, before row one
+            shards = self.shards(dl_manager)
         return [
-            datasets.SplitGenerator(name=split, gen_kwargs={"shards": shards, "split": split})
-            for split, shards in self.shards(dl_manager).items()
+            datasets.SplitGenerator(name=split, gen_kwargs={"shards": split_shards, "split": split})
+            for split, split_shards in shards.items()
         ]
 
     def _generate_examples(self, shards: list[Shard], split: str | None = None) -> Iterator[tuple[Key, Row]]:

@@ -90,3 +90,24 @@ def test_the_cycle_collector_runs_less_often_while_parsing_and_is_restored(tmp_p
     builder.download_and_prepare(file_format="parquet")
     assert seen and all(threshold >= GC_YOUNG_THRESHOLD for threshold in seen)
     assert gc.get_threshold() == before
+
+
+def test_a_stream_scans_its_shards_with_the_collector_relaxed_too():
+    import gc
+
+    from builders.base import GC_YOUNG_THRESHOLD
+
+    convlab = registry.get("convlab")
+    seen = []
+
+    class Probe(convlab):
+        def shards(self, dl_manager):
+            seen.append(gc.get_threshold()[0])
+            return super().shards(dl_manager)
+
+    before = gc.get_threshold()
+    streams = Probe(config_name="turns", data_dir=convlab.sample_dir()).as_streaming_dataset()
+    first = next(iter(streams["train"]))
+    assert first["conversation_id"]
+    assert seen and seen[0] >= GC_YOUNG_THRESHOLD
+    assert gc.get_threshold() == before
