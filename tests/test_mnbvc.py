@@ -456,6 +456,51 @@ def test_gaps_and_duplicates_in_sequence_are_reported_and_rows_kept(tmp_path):
     assert notes["multi-turn row without an integer 多轮序号 (ordered after the numbered rows)"] == 1
 
 
+def test_huge_sequence_number_gap_is_listed_as_ranges_without_enumerating_it(tmp_path):
+    """多轮序号 2**40: the gap check walks the distinct numbers (it used to build range(1, 2**40 + 1),
+    which never finishes); a gap of more than MAX_MISSING_LISTED numbers is listed as ranges."""
+    huge = 2**40
+    write_shard(
+        tmp_path / "m.jsonl",
+        [pair("h", 1, "一"), pair("h", huge, "末"), pair("h", 3, "三"), pair("h", 3, "三b")],
+    )
+    notes = Notes()
+    [record] = records(tmp_path, notes=notes)
+    assert questions(record) == ["一", "三", "三b", "末"]
+    session_extra = extra(record["sessions"][0]["extra"])
+    assert "missing_多轮序号" not in session_extra
+    assert session_extra["missing_多轮序号_ranges"] == [[2, 2], [4, huge - 1]]
+    assert session_extra["duplicate_多轮序号"] == [3]
+    assert session_extra["多轮序号"] == [1, 3, 3, huge]
+    assert notes["multi-turn conversation with a gap in 多轮序号"] == 1
+    assert (
+        notes[
+            f"multi-turn conversation missing over {parse.MAX_MISSING_LISTED} 多轮序号 (gaps listed as ranges)"
+        ]
+        == 1
+    )
+
+
+def test_missing_ranges_match_the_enumerated_gaps():
+    for numbers in ([], [1], [2], [-3, 0, 4], [1, 2, 2, 5], [7, 3, 3, 10, 1], [-5]):
+        expected = sorted(set(range(1, max(numbers, default=0) + 1)) - set(numbers))
+        listed = [n for first, last in parse.missing_ranges(numbers) for n in range(first, last + 1)]
+        assert listed == expected, numbers
+
+
+@pytest.mark.parametrize("missing", [parse.MAX_MISSING_LISTED, parse.MAX_MISSING_LISTED + 1])
+def test_gap_is_listed_number_by_number_up_to_the_limit(tmp_path, missing):
+    write_shard(tmp_path / "m.jsonl", [pair("g", 1, "一"), pair("g", missing + 2, "末")])
+    [record] = records(tmp_path)
+    session_extra = extra(record["sessions"][0]["extra"])
+    if missing <= parse.MAX_MISSING_LISTED:
+        assert session_extra["missing_多轮序号"] == list(range(2, missing + 2))
+        assert "missing_多轮序号_ranges" not in session_extra
+    else:
+        assert session_extra["missing_多轮序号_ranges"] == [[2, missing + 1]]
+        assert "missing_多轮序号" not in session_extra
+
+
 def test_empty_session_key_falls_back_to_id_then_to_the_line(tmp_path):
     write_shard(
         tmp_path / "m.jsonl",

@@ -20,6 +20,7 @@ import json
 import logging
 import re
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -56,6 +57,9 @@ THREAD_AUTHOR_NAMES = frozenset({"楼主", "洞主"})
 TOPIC_TURN_ID = "topic"
 DETECT_ROWS = 50
 MAX_WARNINGS_PER_FILE = 20
+#: A gap in 多轮序号 of at most this many numbers is listed number by number (``missing_多轮序号``);
+#: beyond, as [first, last] ranges (``missing_多轮序号_ranges``). The raw 多轮序号 of every row is kept either way.
+MAX_MISSING_LISTED = 1000
 
 
 def normalize_format(name: str) -> str:
@@ -738,6 +742,20 @@ def group_id(source: str, how: str, key: str) -> str:
     return f"{source}/{session_key(how, key)}"
 
 
+def missing_ranges(numbers: Iterable[int]) -> list[tuple[int, int]]:
+    """(first, last) of each run of integers from 1 to ``max(numbers)`` that ``numbers`` lacks.
+
+    Walks the sorted distinct numbers, so its cost follows the number of rows, not the size of the
+    numbers (a hostile 多轮序号 of 2**40 must not enumerate a trillion missing values).
+    """
+    gaps, previous = [], 0
+    for number in sorted(set(numbers)):
+        if number > previous + 1:
+            gaps.append((previous + 1, number - 1))
+        previous = max(previous, number)
+    return gaps
+
+
 def multiturn_record(
     pairs: list[Pair], how: str, key: str, conversation_id: str, notes: Notes
 ) -> dict[str, Any]:
@@ -751,14 +769,20 @@ def multiturn_record(
     sequence = [sequence_number(pair.extension) for pair in pairs]
     numbers = [value for rank, value, _ in sequence if rank == 0]
     session_extra: dict[str, Any] = {"grouped_by": how, "多轮序号": [_raw_sequence(p) for p in pairs]}
-    duplicates = sorted({n for n in numbers if numbers.count(n) > 1})
-    missing = sorted(set(range(1, max(numbers) + 1)) - set(numbers)) if numbers else []
+    duplicates = sorted(number for number, count in Counter(numbers).items() if count > 1)
+    gaps = missing_ranges(numbers)
     if duplicates:
         notes.add("multi-turn conversation with a duplicate 多轮序号 (all rows kept)")
         session_extra["duplicate_多轮序号"] = duplicates
-    if missing:
+    if gaps:
         notes.add("multi-turn conversation with a gap in 多轮序号")
-        session_extra["missing_多轮序号"] = missing
+        if sum(last - first + 1 for first, last in gaps) <= MAX_MISSING_LISTED:
+            session_extra["missing_多轮序号"] = [n for first, last in gaps for n in range(first, last + 1)]
+        else:
+            notes.add(
+                f"multi-turn conversation missing over {MAX_MISSING_LISTED} 多轮序号 (gaps listed as ranges)"
+            )
+            session_extra["missing_多轮序号_ranges"] = [[first, last] for first, last in gaps]
     if len(numbers) < len(pairs):
         notes.add("multi-turn row without an integer 多轮序号 (ordered after the numbered rows)")
     files = list(dict.fromkeys(pair.file for pair in pairs))
