@@ -13,8 +13,10 @@ unless it is serialized first.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
+import orjson
 from datasets import Features, Json, List, Value
 
 SOURCES = ("locomo", "gigamemory", "convlab", "mnbvc")
@@ -29,10 +31,31 @@ def string() -> Value:
 
 
 def to_json(value: Any) -> str | None:
-    """Serialize a free-form leftover for a ``Json`` column; ``None`` stays null."""
+    """Serialize a free-form leftover for a ``Json`` column; ``None`` stays null.
+
+    orjson, because serializing leftovers was 12-15% of a build with ``json.dumps``. Its text is compact
+    (``{"a":1}``); where orjson cannot say the value exactly, ``json.dumps`` does: integers beyond 64 bits,
+    lone surrogates, non-string keys (orjson raises), and NaN or infinities (orjson writes ``null``).
+    """
     if value is None:
         return None
-    return json.dumps(value, ensure_ascii=False, sort_keys=False)
+    try:
+        text = orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(value, ensure_ascii=False)
+    if b"null" in text and _has_non_finite_float(value):
+        return json.dumps(value, ensure_ascii=False)
+    return text.decode()
+
+
+def _has_non_finite_float(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_has_non_finite_float(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_non_finite_float(item) for item in value)
+    return False
 
 
 IMAGE = {"url": string(), "caption": string(), "query": string()}

@@ -21,10 +21,8 @@ import datasets
 import pytest
 import yaml
 from huggingface_hub import DatasetCard
-from hypothesis import given
-from hypothesis import strategies as st
 
-from builders import cli, schema
+from builders import cli
 from builders.build import build_source, check_source
 from builders.errors import Notes, SourceError
 from builders.locomo import parse
@@ -1128,37 +1126,6 @@ def test_an_integer_beyond_64_bits_in_an_unknown_key_is_kept_exactly(tmp_path):
     path.write_text(json.dumps([sample]), encoding="utf-8")
     [record] = parse.parse_file(path, Notes())
     assert '"big": 123456789012345678901234567890' in record["questions"][0]["extra"]
-
-
-@given(
-    st.one_of(
-        st.text(),
-        st.lists(st.text(), max_size=3),
-        st.dictionaries(
-            st.text(),
-            st.one_of(
-                st.text(),
-                st.lists(st.text(), max_size=3),
-                st.lists(st.one_of(st.text(), st.integers()), max_size=3),
-                st.integers(),
-                st.floats(),
-                st.booleans(),
-                st.none(),
-                st.dictionaries(st.text(), st.text(), max_size=2),
-            ),
-            max_size=4,
-        ),
-        st.integers(),
-        st.none(),
-    )
-)
-def test_question_and_observation_json_text_is_schema_to_json_text(value):
-    assert parse.json_text(value) == schema.to_json(value)
-
-
-def test_json_text_escapes_like_json_dumps():
-    value = {'ke"y\\': ["\ud800", "\x00\n\t\u2028\x7f", "é", '"']}
-    assert parse.json_text(value) == schema.to_json(value)
 
 
 def test_the_cycle_collector_is_paused_while_a_sample_is_parsed_and_on_while_the_caller_runs(

@@ -54,7 +54,7 @@ def observation_rows(record: dict) -> Iterator[dict]:
                 **ids,
                 "session_id": session["session_id"],
                 **row,
-                "evidence": parse.json_text(row["evidence"]),
+                "evidence": schema.to_json(row["evidence"]),
             }
 
 

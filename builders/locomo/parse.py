@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from itertools import repeat
-from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
 
@@ -464,31 +463,8 @@ def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set, notes:
         rest = {key: value for key, value in qa.items() if key not in QA_KEYS}
         _refuse_reserved(rest, QA_MARKERS, path, where)
         extra.update(rest)
-    question["extra"] = json_text(extra) if extra else None
+    question["extra"] = schema.to_json(extra) if extra else None
     return question
-
-
-def json_text(value: Any) -> str | None:
-    """``schema.to_json(value)``, the same text, written directly for the small shapes of every question's
-    extra (``{"evidence": ["D1:3"]}``) and every observation's evidence: strings, lists of strings, and
-    objects of those. Twice as fast as ``json.dumps``, which builds an encoder per call.
-
-    ``encode_basestring`` is the escaping ``json.dumps(..., ensure_ascii=False)`` itself uses; any other
-    value (a number, a nested object) raises TypeError in it and goes to ``schema.to_json``.
-    """
-    try:
-        if isinstance(value, dict):
-            members = [f"{encode_basestring(key)}: {_strings_text(item)}" for key, item in value.items()]
-            return "{" + ", ".join(members) + "}"
-        return _strings_text(value)
-    except TypeError:
-        return schema.to_json(value)
-
-
-def _strings_text(value: Any) -> str:
-    if isinstance(value, list):
-        return "[" + ", ".join(map(encode_basestring, value)) + "]"
-    return encode_basestring(value)
 
 
 def _session_ids_of(turn_ids: list[str]) -> list[str]:
