@@ -5,8 +5,9 @@ folder or file, or an fsspec URL such as ``hf://datasets/liwu/MNBVC/forum/202302
 by default the forum shards MNBVC publishes in the Hugging Face dataset ``liwu/MNBVC``. Each shard's
 format is detected from its first rows, or given with the config's ``source_format`` (``--format``).
 
-Shards: a 问答 or 论坛 file is one shard (one row = one conversation). 多轮对话 files are first
-hash-partitioned by conversation key (``builders.mnbvc.regroup``) and each partition is a shard, so a
+Shards: a 问答 or 论坛 file is one shard (one row = one conversation), or, when it is plain JSONL bigger
+than ``RANGE_BYTES``, one shard per line-aligned byte range of it (rows, order and line numbers as one).
+多轮对话 files are first hash-partitioned by conversation key (``builders.mnbvc.regroup``) and each partition is a shard, so a
 conversation whose rows are spread over files still comes out whole. When streaming
 (``as_streaming_dataset``), shards are read once from their URLs: 问答 and 论坛 stream as they are, and a
 多轮对话 file streams one conversation per run of adjacent rows (see ``parse.multiturn_runs``).
@@ -87,11 +88,19 @@ class MnbvcBuilder(ConversationBuilder):
             return {SPLIT: shards}
         multiturn = [(n, p) for n, p, kind in typed if kind == parse.MULTITURN]
         rows = [
-            {"kind": "rows", "format": kind, "name": n, "path": p}
-            for n, p, kind in typed
-            if kind != parse.MULTITURN
+            shard for n, p, kind in typed if kind != parse.MULTITURN for shard in self._row_shards(n, p, kind)
         ]
         return {SPLIT: self._partition(multiturn) + rows}
+
+    def _row_shards(self, name: str, path: str, kind: str) -> list[dict[str, Any]]:
+        """A 问答 or 论坛 file as shards: a plain file bigger than ``RANGE_BYTES`` as line-aligned byte
+        ranges (so workers get even shares beside the multi-turn slices), a gzipped one whole (it cannot
+        be entered mid-way). The ranges read the same rows, in the same order, with the same line numbers."""
+        shard = {"kind": "rows", "format": kind, "name": name, "path": path}
+        range_bytes = getattr(self, "RANGE_BYTES", regroup.SLICE_BYTES)
+        if os.path.getsize(path) <= range_bytes or parse.is_gzip(path):
+            return [shard]
+        return [{**shard, "range": list(byte_range)} for byte_range in parse.line_ranges(path, range_bytes)]
 
     def _inputs(self, dl_manager) -> list[tuple[str, str]]:
         """(name, path) of every input shard; a name is the path relative to ``data_dir``."""
@@ -223,7 +232,10 @@ class MnbvcBuilder(ConversationBuilder):
             open_path = partial(_open_remote, download_config=getattr(self, "_download_config", None))
         else:
             open_path = parse.open_local
-        lines = parse.open_lines(partial(open_path, shard["path"]), shard["name"])
+        if "range" in shard:
+            lines = parse.range_lines(shard["path"], shard["name"], *shard["range"])
+        else:
+            lines = parse.open_lines(partial(open_path, shard["path"]), shard["name"])
         rows = parse.iter_rows(lines, shard["name"], self.reject)
         parser = {
             parse.QA: parse.qa_records,

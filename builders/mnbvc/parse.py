@@ -18,6 +18,8 @@ import gzip
 import io
 import json
 import logging
+import mmap
+import os
 import re
 import zlib
 from collections import Counter
@@ -98,6 +100,57 @@ def open_lines(opener: Callable[[], BinaryIO], name: str = "<stream>") -> Iterat
         finally:
             if stream is not buffered:
                 stream.close()
+
+
+def is_gzip(path: str) -> bool:
+    """Gzip by its magic bytes, as ``open_lines`` decides."""
+    with open(path, "rb") as file:
+        return file.read(2) == b"\x1f\x8b"
+
+
+def line_ranges(path: str, range_bytes: int) -> list[tuple[int, int, int]]:
+    """(start, end, number of the first line) of line-aligned byte ranges of about ``range_bytes`` each
+    that cover a plain (not gzipped) JSONL file, so one big file can be read by several workers.
+
+    Each boundary is the byte after the first LF at or after an even cut, so a range never splits a line
+    (a cut inside a line moves to its end); the line numbers count LFs, as ``open_lines`` does.
+    """
+    size = os.path.getsize(path)
+    count = -(-size // range_bytes) if range_bytes > 0 else 1
+    if count <= 1:
+        return [(0, size, 1)]
+    ranges, start, first_line = [], 0, 1
+    with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        for cut in (size * index // count for index in range(1, count)):
+            if cut <= start:
+                continue
+            newline = mapped.find(b"\n", cut - 1)
+            if newline < 0 or newline + 1 >= size:
+                break
+            end = newline + 1
+            ranges.append((start, end, first_line))
+            first_line += mapped[start:end].count(b"\n")
+            start = end
+    ranges.append((start, size, first_line))
+    return ranges
+
+
+def range_lines(path: str, name: str, start: int, end: int, first_line: int) -> Iterator[tuple[int, bytes]]:
+    """``open_lines`` of the lines of a plain file between the line-aligned offsets ``start`` and ``end``
+    (see ``line_ranges``), numbered from ``first_line`` so that errors name the file's own line."""
+    number = first_line - 1
+    remaining = end - start
+    with open(path, "rb") as file:
+        file.seek(start)
+        try:
+            for number, line in enumerate(file, start=first_line):
+                remaining -= len(line)
+                yield number, line.rstrip(b"\n").rstrip(b"\r")
+                if remaining <= 0:
+                    break
+        except OSError as error:
+            problem = f"cannot read the file (unreadable file): {error}"
+            raise SourceError(name, f"line {number + 1}", None, problem) from error
 
 
 def loads(text: bytes | str) -> Any:
