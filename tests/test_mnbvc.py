@@ -593,6 +593,23 @@ def test_gap_is_listed_number_by_number_up_to_the_limit(tmp_path, missing):
         assert "missing_多轮序号" not in session_extra
 
 
+def test_integers_past_the_int_string_limit_are_bad_input_not_a_crash(tmp_path):
+    """Python refuses to read an integer of over 4300 digits (a ValueError that used to escape): a row
+    holding one is a SourceError naming its line, a 扩展字段 holding one is unreadable (raw string kept),
+    and a 多轮序号 string of such digits is ordered as text."""
+    digits = "9" * 5000
+    with pytest.raises(SourceError, match=r"^q\.jsonl, record line 3: not valid JSON"):
+        parse.load_row(('{"id": ' + digits + "}").encode(), "q.jsonl", 3)
+    assert parse.parse_extension('{"会话": 1, "多轮序号": ' + digits + "}").value is None
+    assert parse.parse_extension("{会话: 1, 多轮序号: " + digits + "}").value is None
+    write_shard(tmp_path / "m.jsonl", [pair("t", digits, "长"), pair("t", 1, "一")])
+    notes = Notes()
+    [record] = records(tmp_path, notes=notes)
+    assert questions(record) == ["一", "长"]
+    assert extra(record["sessions"][0]["extra"])["多轮序号"] == [1, digits]
+    assert notes["multi-turn row without an integer 多轮序号 (ordered after the numbered rows)"] == 1
+
+
 def test_empty_session_key_falls_back_to_id_then_to_the_line(tmp_path):
     write_shard(
         tmp_path / "m.jsonl",

@@ -163,8 +163,20 @@ def loads(text: bytes | str) -> Any:
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError:
+        return _json_loads(text)
+    return _json_loads(text) if _holds_float(value) else value
+
+
+def _json_loads(text: bytes | str) -> Any:
+    """``json.loads``, where an integer past Python's int-string limit (4300 digits), a plain
+    ValueError that would escape as a crash, is a JSONDecodeError like any other unreadable text."""
+    try:
         return json.loads(text)
-    return json.loads(text) if _holds_float(value) else value
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise
+    except ValueError as error:
+        document = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        raise json.JSONDecodeError(str(error), document, 0) from error
 
 
 def _holds_float(value: Any) -> bool:
@@ -335,7 +347,7 @@ def _read_key(text: str, position: int, problems: set[str]) -> tuple[str, int]:
 def _read_value(text: str, position: int, problems: set[str]) -> tuple[Any, int]:
     try:
         value, end = _DECODER.raw_decode(text, position)
-    except json.JSONDecodeError:
+    except ValueError:  # JSONDecodeError, or an integer past the int-string limit (read below)
         pass
     else:
         after = _skip(text, end)
@@ -350,8 +362,15 @@ def _read_value(text: str, position: int, problems: set[str]) -> tuple[Any, int]
         return None, end
     if bare.startswith(('"', "{", "[")):
         raise _Unreadable(f"unterminated value at character {position}")
+    if re.fullmatch(r"-?\d+", bare):
+        try:
+            value = int(bare)
+        except ValueError as error:  # past the int-string limit (4300 digits)
+            raise _Unreadable(f"integer too long at character {position}") from error
+    else:
+        value = bare
     problems.add("unquoted values")
-    return (int(bare) if re.fullmatch(r"-?\d+", bare) else bare), end
+    return value, end
 
 
 # -- dates ---------------------------------------------------------------------------------------------
@@ -782,7 +801,10 @@ def sequence_number(extension: Extension) -> tuple[int, int, str]:
     if isinstance(value, int):
         return (0, value, "")
     if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
-        return (0, int(value), "")
+        try:
+            return (0, int(value), "")
+        except ValueError:  # past the int-string limit (4300 digits): ordered as other text
+            pass
     return (1, 0, json.dumps(value, ensure_ascii=False))
 
 
