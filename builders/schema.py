@@ -13,11 +13,12 @@ unless it is serialized first.
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import orjson
 from datasets import Features, Json, List, Value
+
+from builders.jsonio import holds_non_finite_float
 
 SOURCES = ("locomo", "gigamemory", "convlab", "mnbvc")
 ROLES = ("user", "assistant", "system")
@@ -43,19 +44,9 @@ def to_json(value: Any) -> str | None:
         text = orjson.dumps(value)
     except TypeError:  # orjson.JSONEncodeError
         return json.dumps(value, ensure_ascii=False)
-    if b"null" in text and _has_non_finite_float(value):
+    if b"null" in text and holds_non_finite_float(value):
         return json.dumps(value, ensure_ascii=False)
     return text.decode()
-
-
-def _has_non_finite_float(value: Any) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, dict):
-        return any(_has_non_finite_float(item) for item in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_has_non_finite_float(item) for item in value)
-    return False
 
 
 IMAGE = {"url": string(), "caption": string(), "query": string()}

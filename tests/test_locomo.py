@@ -25,6 +25,7 @@ from huggingface_hub import DatasetCard
 from builders import cli
 from builders.build import build_source, check_source
 from builders.errors import Notes, SourceError
+from builders.jsonio import may_hold_long_integer
 from builders.locomo import parse
 from builders.locomo.builder import LocomoBuilder
 
@@ -1114,9 +1115,9 @@ def test_a_file_reads_as_json_loads_reads_it(text):
 
 def test_long_digit_runs_inside_strings_do_not_send_a_file_to_json_loads():
     """A tweet id in an img_url is no integer: such files (the real one) still take the fast reader."""
-    assert not parse._may_hold_long_integer(b'[{"img_url": ["https://x.com/s/1026209343625756672"]}]')
-    assert parse._may_hold_long_integer(b'[{"n": 1026209343625756672}]')
-    assert parse._may_hold_long_integer(b"1026209343625756672")
+    assert not may_hold_long_integer(b'[{"img_url": ["https://x.com/s/1026209343625756672"]}]')
+    assert may_hold_long_integer(b'[{"n": 1026209343625756672}]')
+    assert may_hold_long_integer(b"1026209343625756672")
 
 
 def test_an_integer_beyond_64_bits_in_an_unknown_key_is_kept_exactly(tmp_path):

@@ -24,6 +24,7 @@ import orjson
 
 from builders import schema
 from builders.errors import Notes, Reject, SourceError, raise_error, require
+from builders.jsonio import may_hold_long_integer
 
 ACT_KINDS = ("categorical", "non-categorical", "binary")
 ACT_KEYS = {
@@ -48,24 +49,15 @@ SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
 
 # -- streaming the top-level JSON list ---------------------------------------------------------
 
-#: A run of 19+ digits may be an integer beyond 64 bits, which orjson turns into a float: json reads those.
-#: (Found by mapping every digit to "0" and looking for 19 zeros: 20x faster than a regex over the text.)
-_DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0000000000")
-_NINETEEN_DIGITS = b"0" * 19
-
-
-def _has_long_digits(data: bytes) -> bool:
-    return _NINETEEN_DIGITS in data.translate(_DIGITS_TO_ZERO)
-
 
 def loads(data: bytes) -> Any:
     """``json.loads(data)``, through orjson where orjson gives the same value (2-3x faster).
 
     orjson refuses what json reads with a twist (NaN, 1e400, lone surrogates, a BOM, UTF-16): json then
     reads it, or raises its own error, exactly as before. Integers past 64 bits orjson would read as floats,
-    so text with a run of 19+ digits goes to json directly.
+    so text that may hold one (:func:`builders.jsonio.may_hold_long_integer`) goes to json directly.
     """
-    if not _has_long_digits(data):
+    if not may_hold_long_integer(data):
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:

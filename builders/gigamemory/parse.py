@@ -37,6 +37,7 @@ import orjson
 
 from builders import schema
 from builders.errors import Notes, Reject, SourceError, raise_error
+from builders.jsonio import holds_float
 
 #: The four question types of the contest, in the order of its format document.
 QUESTION_TYPES = ("fact_equal_session", "info_consolidation", "info_updating", "no_info")
@@ -104,25 +105,9 @@ _INEXACT = object()
 
 
 def _float_free(value: Any) -> bool:
-    """True when a decoded JSON value holds only dicts, lists, strings, ints, booleans and nulls.
-
-    Such a value is what :mod:`orjson` and :mod:`json` agree on exactly: orjson reads an integer beyond
-    64 bits as a float (json keeps the integer) and prints floats its own way, so any float sends the
-    value down the :mod:`json` path.
-    """
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind is str or kind is int or kind is bool or item is None:
-            continue
-        if kind is dict:
-            stack.extend(item.values())
-        elif kind is list:
-            stack.extend(item)
-        else:
-            return False
-    return True
+    """True when a decoded JSON value holds no float: what orjson and json agree on exactly (orjson reads
+    an integer beyond 64 bits as a float, and prints floats its own way, which the digest would see)."""
+    return not holds_float(value)
 
 
 def _exact_loads(raw) -> Any:

@@ -24,6 +24,7 @@ from dateutil import parser as dateparser
 
 from builders import schema
 from builders.errors import Notes, Reject, SourceError, raise_error, require
+from builders.jsonio import may_hold_long_integer
 
 #: LoCoMo's own evaluation code (task_eval/evaluation.py) and most published results use these names.
 #: The format document in shared/seeds calls 1 single-hop, 3 multi-hop and 4 open-domain instead.
@@ -52,46 +53,13 @@ QA_MARKERS = {"raw_answer", "raw_adversarial_answer", "evidence_not_found", "evi
 SPEAKER_KEYS = ("speaker_a", "speaker_b")
 
 
-#: Each byte of a file → ``0`` for an ASCII digit, ``x`` otherwise: :func:`_may_hold_long_integer` then
-#: finds runs of digits with one ``bytes.find`` (a regex over the file cost 3x the parse itself).
-_DIGITS_AS_ZEROS = bytes(ord("0") if ord("0") <= byte <= ord("9") else ord("x") for byte in range(256))
-_LONG_INTEGER_DIGITS = 19  # -9223372036854775809 (19 digits) is the shortest integer beyond 64 bits
-_JSON_WHITESPACE = b" \t\n\r"
-
-
-def _may_hold_long_integer(raw: bytes) -> bool:
-    """Whether ``raw`` may hold a JSON integer of 19 digits or more, which orjson would read as a float.
-
-    A run of that many digits is a number's integer part when what precedes it (past a ``-`` and
-    whitespace) is the start of the file, ``[``, ``,`` or ``:``; runs inside strings (tweet ids in
-    ``img_url``) follow other characters. A string holding ": 1234567890123456789" answers True too:
-    the file is then read by ``json.loads``, slower but exact.
-    """
-    marked = raw.translate(_DIGITS_AS_ZEROS)
-    run = b"0" * _LONG_INTEGER_DIGITS
-    start = marked.find(run)
-    while start != -1:
-        before = start - 1
-        if before >= 0 and raw[before] == ord("-"):
-            before -= 1
-        while before >= 0 and raw[before] in _JSON_WHITESPACE:
-            before -= 1
-        if before < 0 or raw[before] in b"[,:":
-            return True
-        end = start + _LONG_INTEGER_DIGITS
-        while end < len(marked) and marked[end] == ord("0"):
-            end += 1
-        start = marked.find(run, end)
-    return False
-
-
 def load_json(raw: bytes) -> Any:
     """``json.loads(raw.decode("utf-8"))``, read by orjson (1.4x faster) where that gives the same value.
 
     orjson refuses NaN, Infinity, lone surrogates and broken JSON, and reads integers beyond 64 bits as
     floats: such files go to ``json.loads``, which reads them as it always did or raises its own error.
     """
-    if not _may_hold_long_integer(raw):
+    if not may_hold_long_integer(raw):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:

@@ -33,6 +33,7 @@ import orjson
 
 from builders import schema
 from builders.errors import Notes, Reject, SourceError, raise_error
+from builders.jsonio import holds_float
 
 logger = logging.getLogger(__name__)
 
@@ -164,7 +165,7 @@ def loads(text: bytes | str) -> Any:
         value = orjson.loads(text)
     except orjson.JSONDecodeError:
         return _json_loads(text)
-    return _json_loads(text) if _holds_float(value) else value
+    return _json_loads(text) if holds_float(value) else value
 
 
 def _json_loads(text: bytes | str) -> Any:
@@ -177,21 +178,6 @@ def _json_loads(text: bytes | str) -> Any:
     except ValueError as error:
         document = text if isinstance(text, str) else text.decode("utf-8", "replace")
         raise json.JSONDecodeError(str(error), document, 0) from error
-
-
-def _holds_float(value: Any) -> bool:
-    if type(value) is float:
-        return True
-    pending = [value] if type(value) in (dict, list) else []
-    while pending:
-        container = pending.pop()
-        for item in container.values() if type(container) is dict else container:
-            kind = type(item)
-            if kind is float:
-                return True
-            if kind is dict or kind is list:
-                pending.append(item)
-    return False
 
 
 def load_row(line: bytes, path: str, number: int) -> dict[str, Any] | None:
