@@ -208,17 +208,21 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
                 embed_local_files=file_format == "parquet",
             )
 
+        def close(writer) -> None:
+            nonlocal total_num_examples, total_num_bytes
+            num_examples, num_bytes = writer.finalize()
+            writer.close()
+            shard_lengths.append(num_examples)
+            total_num_examples += num_examples
+            total_num_bytes += num_bytes
+
         generator = self._generate_examples(**gen_kwargs)
         try:
             writer = new_writer(self.info.features)
             try:
                 while batch := list(islice(generator, writer.writer_batch_size)):
                     if max_shard_size is not None and writer._num_bytes > max_shard_size:
-                        num_examples, num_bytes = writer.finalize()
-                        writer.close()
-                        shard_lengths.append(num_examples)
-                        total_num_examples += num_examples
-                        total_num_bytes += num_bytes
+                        close(writer)
                         shard_id += 1
                         writer = new_writer(writer._features)
                     writer.write_table(pa.Table.from_pylist([row for _, row in batch], schema=schema))
@@ -237,11 +241,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
                         since_update = 0
             finally:
                 yield job_id, False, since_update
-                num_examples, num_bytes = writer.finalize()
-                writer.close()
-                shard_lengths.append(num_examples)
-                total_num_examples += num_examples
-                total_num_bytes += num_bytes
+                close(writer)
         except Exception as error:
             raise datasets.exceptions.DatasetGenerationError(
                 "An error occurred while generating the dataset"

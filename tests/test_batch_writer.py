@@ -20,9 +20,11 @@ from builders.base import storage_schema
 from builders.views import SESSIONS
 
 
-def _prepared(builder_cls, config: str, data_dir: str, cache_dir) -> tuple[dict[str, pa.Table], dict]:
-    builder = builder_cls(config_name=config, data_dir=data_dir, cache_dir=str(cache_dir))
-    builder.download_and_prepare(file_format="parquet")
+def _prepared(
+    builder_cls, config: str, data_dir: str, cache_dir, max_shard_size=None, **options
+) -> tuple[dict[str, pa.Table], dict]:
+    builder = builder_cls(config_name=config, data_dir=data_dir, cache_dir=str(cache_dir), **options)
+    builder.download_and_prepare(file_format="parquet", max_shard_size=max_shard_size)
     tables: dict[str, list[pa.Table]] = {}
     for path in sorted(glob.glob(os.path.join(builder.cache_dir, "*.parquet"))):
         split = os.path.basename(path).split("-")[1].split(".")[0]
@@ -58,6 +60,21 @@ def test_batch_writer_equals_datasets_per_example_writer(source, config, tmp_pat
     for split, (rows, size) in reference_sizes.items():
         assert batch_sizes[split][0] == rows
         assert batch_sizes[split][1] == pytest.approx(size, rel=0.02)
+
+
+def test_batch_writer_starts_new_shards_past_max_shard_size_with_the_same_rows(tmp_path):
+    mnbvc = registry.get("mnbvc")
+    tiny = {"max_shard_size": 1, "writer_batch_size": 4}  # a new Parquet file after every batch
+    batch, sizes = _prepared(mnbvc, "sessions", mnbvc.sample_dir(), tmp_path / "batch", **tiny)
+    whole, whole_sizes = _prepared(mnbvc, "sessions", mnbvc.sample_dir(), tmp_path / "whole")
+    files = glob.glob(os.path.join(tmp_path / "batch", "**", "*.parquet"), recursive=True)
+    assert len(files) > 2
+    assert {split: table.to_pylist() for split, table in batch.items()} == {
+        split: table.to_pylist() for split, table in whole.items()
+    }
+    assert {split: rows for split, (rows, _) in sizes.items()} == {
+        split: rows for split, (rows, _) in whole_sizes.items()
+    }
 
 
 def test_storage_schema_has_no_extension_type_and_casts_back():
