@@ -139,8 +139,3 @@ def derive_views(views: dict[str, tuple[object, Path]], sessions_path: Path) -> 
     finally:
         for writer in writers.values():
             writer.writer.close()
-
-
-def derive_file(view_name: str, features, sessions_path: Path, output_path: Path) -> tuple[int, int]:
-    """Write ``view_name`` rows derived from one sessions shard; returns (rows, bytes) as datasets counts."""
-    return derive_views({view_name: (features, output_path)}, sessions_path)[view_name]
