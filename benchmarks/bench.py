@@ -9,7 +9,8 @@ process so that peak RSS is that case's own: a bare ``json.loads`` pass over the
 default ``sessions`` config and all shared configs together, each with ``num_proc=1`` and ``num_proc=2``
 (``convhub build``'s default on a 2-core machine), every config (where a source has its own), and each
 shared config streamed through ``as_streaming_dataset()``
-(seconds to the first row, then rows/s over at most ``--stream-seconds``). Ratios are against the
+(seconds to the first row, then rows/s over at most ``--stream-seconds``), and the ``sessions`` build
+once more on an input a quarter the size, whose peak RSS shows whether memory grows with the input. Ratios are against the
 baselines measured in the same run on the same input; a summary checks the targets of issue 6.
 """
 
@@ -180,6 +181,11 @@ SHARED_CASE = "build shared configs"
 ALL_CASE = "build all configs num_proc=2"
 PARALLEL_CASE = "build sessions num_proc=2"
 SHARED_PARALLEL_CASE = "build shared configs num_proc=2"
+#: The sessions build again on an input a quarter the size: "memory does not grow with the input" is the
+#: ratio of the two peak RSS figures, measured rather than assumed.
+MEMORY_INPUT_RATIO = 4
+MEMORY_CASE = f"memory: sessions build, input / {MEMORY_INPUT_RATIO}"
+MAX_RSS_GROWTH = 1.25
 
 
 def bench_source(
@@ -190,7 +196,11 @@ def bench_source(
     for note in made.notes:
         print(f"note: {note}", flush=True)
     rows = []
-    for name, code, args in cases_for(source, made, stream_seconds):
+    cases = [(name, code, args, made) for name, code, args in cases_for(source, made, stream_seconds)]
+    if not only or any(part in MEMORY_CASE for part in only):
+        smaller = scaled_inputs.make(source, workdir / f"{source}-quarter", scale / MEMORY_INPUT_RATIO)
+        cases.append((MEMORY_CASE, BUILD, [source, str(smaller.data_dir), '["sessions"]', "1"], smaller))
+    for name, code, args, case_input in cases:
         if only and not any(part in name for part in only):
             continue
         try:
@@ -200,7 +210,7 @@ def bench_source(
             rows.append({"source": source, "case": name, "failed": str(error)[-300:]})
             print(f"| {source} | {name} | failed (see stderr) | | | | | | |", flush=True)
             continue
-        row = {"source": source, "case": name, "MB": made.megabytes, "s": seconds, "rss": rss}
+        row = {"source": source, "case": name, "MB": case_input.megabytes, "s": seconds, "rss": rss}
         if isinstance(printed, dict):  # a streaming case: its own clock, from builder construction
             row.update(rows=printed["rows"], s=printed["seconds"], first_row=printed["first_row"])
             row["complete"] = printed["complete"]
@@ -228,8 +238,9 @@ def _format(row: dict, rows: list[dict]) -> str:
             f"| {rate:,.0f} rows/s | {row['rss']:.0f} | {first} | |"
         )
     speed = row["MB"] / row["s"] if row["s"] else float("inf")
-    vs_generic = f"{generic / row['s']:.2f}x" if generic else "-"
-    vs_floor = f"{floor / row['s']:.2f}x" if floor else "-"
+    same_input = row["case"] != MEMORY_CASE  # the baselines read the full input, not the smaller one
+    vs_generic = f"{generic / row['s']:.2f}x" if generic and same_input else "-"
+    vs_floor = f"{floor / row['s']:.2f}x" if floor and same_input else "-"
     return (
         f"| {row['source']} | {row['case']} | {row['MB']:.1f} | {rows_text} | {row['s']:.2f} | {speed:.1f} "
         f"| {row['rss']:.0f} | {vs_generic} | {vs_floor} |"
@@ -273,6 +284,10 @@ def targets(rows: list[dict]) -> list[str]:
         builds = [row for name, row in cases.items() if name.startswith("build")]
         if builds:
             check("peak RSS of the builds", max(row["rss"] for row in builds), 1024, False, " MiB")
+        if SESSIONS_CASE in cases and MEMORY_CASE in cases:
+            growth = cases[SESSIONS_CASE]["rss"] / cases[MEMORY_CASE]["rss"]
+            label = f"peak RSS of build sessions, input x{MEMORY_INPUT_RATIO} vs input"
+            check(label, growth, MAX_RSS_GROWTH, False)
         if SESSIONS_CASE in cases and PARALLEL_CASE in cases:
             speedup = cases[SESSIONS_CASE]["s"] / cases[PARALLEL_CASE]["s"]
             check("num_proc=2 speed-up on sessions", speedup, 1.6, True)

@@ -54,9 +54,14 @@ def test_every_source_and_case_has_a_row(tmp_path, monkeypatch, capsys):
         assert {bench.FLOOR_CASE, bench.GENERIC_CASE, bench.SESSIONS_CASE, bench.SHARED_CASE} <= names
         assert {"stream sessions", "stream turns", "stream qa", "stream messages"} <= names
         assert (bench.ALL_CASE in names) == bool(registry.get(source).EXTRA_VIEWS)
+        assert bench.MEMORY_CASE in names
+        smaller = scaled_inputs.make(source, tmp_path / f"{source}-quarter", float(TINY) / 4)
+        assert [source, str(smaller.data_dir), '["sessions"]', "1"] in [args for _, args in seen]
     assert len(rows) == len(seen)
     assert "load average at start" in output and "load average at end" in output
     assert "targets:" in output and "peak RSS of the builds" in output
+    # the stub gives every build 300 MiB, so memory does not grow: 1.00x, met
+    assert "peak RSS of build sessions, input x4 vs input 1.00x (target <= 1.25x): met" in output
 
 
 def test_convlab_baselines_read_the_extracted_dialogues(tmp_path):
