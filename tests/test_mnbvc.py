@@ -496,6 +496,59 @@ def test_parallel_partition_pass_raises_the_error_a_serial_pass_meets_first(tmp_
             regroup.write_partitions(files, str(folder), 2, processes=processes)
 
 
+def test_rows_are_converted_in_the_partition_pass_and_a_bad_one_is_still_rejected_alone_later(tmp_path):
+    """The partition pass converts each row; a row it cannot convert (元数据 not an object) is rejected by
+    ``read_partition`` alone, with its raw line, its normalizations dropped, its conversation built from
+    the other rows."""
+    loose = '{"会话": c, "多轮序号": %d, "解析模型": gpt4}'
+    rows = [pair("c", n, f"q{n}", extension=loose % n) for n in (3, 2, 1)]
+    rows[1]["元数据"] = ["not", "an", "object"]  # line 2, 多轮序号 2 (its 扩展字段 is then absent)
+    shard = write_shard(tmp_path / "m.jsonl", rows)
+    [pieces] = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    rejected, notes = [], Notes()
+    [record] = regroup.read_partition(pieces, ["m.jsonl"], notes, reject=lambda *args: rejected.append(args))
+    assert questions(record) == ["q1", "q3"]
+    [(error, raw)] = rejected
+    assert (error.path, error.record, error.field) == ("m.jsonl", "line 2", "元数据")
+    assert raw == shard.read_bytes().splitlines()[1]
+    assert notes["元数据.扩展字段: unquoted values"] == 2  # the rejected row's count is dropped
+    assert [turn["turn_id"] for turn in record["sessions"][0]["turns"]] == ["0q", "0a", "1q", "1a"]
+
+
+def test_a_row_rejected_after_partitioning_does_not_win_over_a_later_unreadable_line(tmp_path):
+    """Which error a build raises is unchanged: the partition pass raises only for lines it cannot read
+    (here line 3), not for the row it converts to an error (line 1), which ``read_partition`` raises."""
+    bad_metadata = pair("c", 1, "q1", 元数据="text")
+    shard = write_shard(tmp_path / "m.jsonl", [bad_metadata, pair("c", 2, "q2"), "{not json"])
+    with pytest.raises(SourceError, match=r"record line 3: not valid JSON"):
+        regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    write_shard(tmp_path / "m.jsonl", [bad_metadata, pair("c", 2, "q2")])
+    [pieces] = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    with pytest.raises(SourceError, match=r"record line 1, field '元数据'"):
+        list(regroup.read_partition(pieces, ["m.jsonl"], Notes()))
+
+
+def test_unreadable_extension_warnings_follow_conversation_order_and_the_cap(tmp_path, caplog):
+    """Warnings about unreadable 扩展字段 are logged by ``read_partition`` in conversation order (not in
+    the partition pass's file order), at most ``MAX_WARNINGS_PER_FILE`` per file, then one summary."""
+    count = parse.MAX_WARNINGS_PER_FILE + 5
+    broken = '{"会话": "c", "多轮序号": %d, "解析模型": '
+    rows = [pair(None, None, f"q{n}", row_id="same", extension=broken % n, 时间=str(n)) for n in range(count)]
+    rows = [pair("d", 1, "first"), *rows[::-1]]
+    shard = write_shard(tmp_path / "m.jsonl", rows)
+    [pieces] = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    notes = Notes()
+    with caplog.at_level(logging.WARNING, logger="builders.mnbvc.parse"):
+        found = list(regroup.read_partition(pieces, ["m.jsonl"], notes))
+    assert len(found) == 2
+    lines = [
+        int(message.split(", line ")[1].split(",")[0]) for message in caplog.messages if ", line " in message
+    ]
+    assert lines == sorted(range(2, count + 2))[: parse.MAX_WARNINGS_PER_FILE]  # sorted by (key, line)
+    assert caplog.messages[-1] == "m.jsonl: more unreadable 扩展字段 strings; counted in the normalizations"
+    assert notes["元数据.扩展字段 unreadable (raw string kept)"] == count
+
+
 def test_key_lines_keep_integers_past_64_bits_exactly(tmp_path):
     """多轮序号 beyond 64 bits: orjson cannot write it, so its key line is json's, read back exactly.
     (Negative: a gap check over a huge positive 多轮序号 would enumerate every missing number.)"""

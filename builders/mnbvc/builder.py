@@ -214,7 +214,7 @@ class MnbvcBuilder(ConversationBuilder):
         slice_bytes = getattr(self, "SLICE_BYTES", regroup.SLICE_BYTES)
         shards = []
         for pieces in partitions:
-            slices = regroup.slice_count(sum(os.path.getsize(rows) for _, rows in pieces), slice_bytes)
+            slices = regroup.slice_count(sum(source_bytes for *_, source_bytes in pieces), slice_bytes)
             shards += [
                 {"kind": "partition", "pieces": pieces, "files": names, "part": (number, slices)}
                 for number in range(slices)
@@ -254,6 +254,6 @@ class MnbvcBuilder(ConversationBuilder):
                         yield split, record
             finally:
                 for shard in shards:
-                    for path in (path for piece in shard.get("pieces", ()) for path in piece):
+                    for path in (path for piece in shard.get("pieces", ()) for path in piece[:2]):
                         if os.path.exists(path):
                             os.remove(path)

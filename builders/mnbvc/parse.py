@@ -513,18 +513,23 @@ class Warnings:
         self.count = 0
 
     def unreadable(self, number: int, where: str, extension: Extension) -> None:
+        self.unreadable_problem(number, where, extension.problems[0])
+
+    def unreadable_problem(self, number: int, where: str, problem: str) -> None:
         self.count += 1
         if self.count <= MAX_WARNINGS_PER_FILE:
-            logger.warning(
-                "%s, line %d, %s: %s (raw string kept)", self.path, number, where, extension.problems[0]
-            )
+            logger.warning("%s, line %d, %s: %s (raw string kept)", self.path, number, where, problem)
         elif self.count == MAX_WARNINGS_PER_FILE + 1:
             logger.warning("%s: more unreadable 扩展字段 strings; counted in the normalizations", self.path)
 
 
 def read_extension(raw: Any, where: str, number: int, notes: Notes, warnings: Warnings) -> Extension:
     """Parse a ``扩展字段`` and count what was odd about it; an unreadable one is logged with file and line."""
-    extension = parse_extension(raw)
+    return count_extension(parse_extension(raw), where, number, notes, warnings)
+
+
+def count_extension(extension: Extension, where: str, number: int, notes: Notes, warnings) -> Extension:
+    """``read_extension`` of an already parsed ``扩展字段``."""
     for problem in extension.problems:
         if problem.startswith("unreadable") or not extension.readable:
             notes.add(f"{where} unreadable (raw string kept)")
@@ -615,7 +620,7 @@ def detect_language(texts: Iterable[str]) -> str:
 _FORMAT_EXTRA = {kind: schema.to_json({"format": kind}) for kind in FORMATS}
 
 
-def _record(conversation_id: str, kind: str, row: dict[str, Any], sessions: list, notes: Notes) -> dict:
+def _record(conversation_id: str, kind: str, source: str, sessions: list, notes: Notes) -> dict:
     texts = (turn["text"] for session in sessions for turn in session["turns"])
     language = detect_language(texts)
     if language != "zh":
@@ -628,7 +633,7 @@ def _record(conversation_id: str, kind: str, row: dict[str, Any], sessions: list
     return {
         "conversation_id": conversation_id,
         "source": "mnbvc",
-        "subset": subset_name(kind, row),
+        "subset": f"{kind}/{source}",
         "language": language,
         "speakers": speakers,
         "sessions": sessions,
@@ -664,7 +669,15 @@ class Pair:
     extension: Extension
 
 
-def read_pair(file: str, line: int, row: dict[str, Any], notes: Notes, warnings: Warnings) -> Pair:
+def read_pair(
+    file: str,
+    line: int,
+    row: dict[str, Any],
+    notes: Notes,
+    warnings: Warnings,
+    extension: Extension | None = None,
+) -> Pair:
+    """The row as a Pair, its ``扩展字段`` counted (``extension``: already parsed from this row)."""
     if "问" not in row and "答" not in row:
         raise SourceError(file, f"line {line}", "问", "missing (neither 问 nor 答: not a Q/A row)")
     metadata = row.get("元数据")
@@ -672,21 +685,36 @@ def read_pair(file: str, line: int, row: dict[str, Any], notes: Notes, warnings:
         raise SourceError(
             file, f"line {line}", "元数据", f"expected an object, got {type(metadata).__name__}"
         )
-    extension = read_extension(_metadata(row).get("扩展字段"), "元数据.扩展字段", line, notes, warnings)
+    if extension is None:
+        extension = parse_extension(_metadata(row).get("扩展字段"))
+    count_extension(extension, "元数据.扩展字段", line, notes, warnings)
     return Pair(file, line, row, extension)
 
 
-def pair_turns(pair: Pair, turn_prefix: str, notes: Notes) -> list[dict[str, Any]]:
-    """The question as a ``user`` turn and the answer as an ``assistant`` turn.
+@dataclass(slots=True)
+class ConvertedPair:
+    """A Q/A row as its turns need it, all but the turn ids (they depend on the row's position in its
+    conversation). A multi-turn build converts each row once, in the partition pass (``regroup``)."""
+
+    file: str
+    order: tuple[int, int, str]  # sequence_number(扩展字段)
+    sequence: Any  # the raw 多轮序号 (None when absent)
+    question: str
+    extra: str  # the question turn's extra (Json text)
+    answer: str | None  # the answer turn's text; None: no answer turn
+    dated: dict[str, Any]  # {"时间": the row's 时间} when it has one, else {}
+    create_time: Any  # 元数据.create_time
+
+
+def convert_pair(pair: Pair, notes: Notes) -> ConvertedPair:
+    """The question as a ``user`` turn and the answer as an ``assistant`` turn (see ``converted_turns``).
 
     An empty ``答`` (MNBVC keeps a question with no answer) gives no assistant turn, so chat data never
     holds an empty assistant message; ``答`` stays in the question turn's ``row`` when it is not a string
     and is ``""`` otherwise, so an export can write it back.
     """
     row = pair.row
-    question = schema.empty_turn(
-        f"{turn_prefix}q", QUESTION_SPEAKER, "user", _text(row.get("问"), "问", notes)
-    )
+    question = _text(row.get("问"), "问", notes)
     if "问" not in row:
         notes.add("问 absent (empty question turn)")
     metadata = _metadata(row)
@@ -699,19 +727,43 @@ def pair_turns(pair: Pair, turn_prefix: str, notes: Notes) -> list[dict[str, Any
     }
     if pair.extension.problems:
         extra["扩展字段_problems"] = list(pair.extension.problems)
-    created, created_iso = parse_date_iso(metadata.get("create_time"), "create_time", notes)
+    create_time = metadata.get("create_time")
+    created, created_iso = parse_date_iso(create_time, "create_time", notes)
     if created:
         extra["create_timestamp"] = created_iso
-    question["extra"] = schema.to_json(extra)
-    turns = [question]
     answer = row.get("答")
+    answer_text = None
     if isinstance(answer, str) and answer == "":
         notes.add("empty 答 (question with no answer: no assistant turn)")
     elif answer is not None or "答" in row:
-        turn = schema.empty_turn(f"{turn_prefix}a", ANSWER_SPEAKER, "assistant", _text(answer, "答", notes))
-        turn["reply_to"] = question["turn_id"]
-        turns.append(turn)
-    return turns
+        answer_text = _text(answer, "答", notes)
+    dated = {"时间": row["时间"]} if "时间" in row else {}
+    return ConvertedPair(
+        pair.file,
+        sequence_number(pair.extension),
+        _raw_sequence(pair),
+        question,
+        schema.to_json(extra),
+        answer_text,
+        dated,
+        create_time,
+    )
+
+
+def converted_turns(pair: ConvertedPair, turn_prefix: str) -> list[dict[str, Any]]:
+    """The turns of a converted pair, their ids ``<prefix>q`` and ``<prefix>a``."""
+    question = schema.empty_turn(f"{turn_prefix}q", QUESTION_SPEAKER, "user", pair.question)
+    question["extra"] = pair.extra
+    if pair.answer is None:
+        return [question]
+    turn = schema.empty_turn(f"{turn_prefix}a", ANSWER_SPEAKER, "assistant", pair.answer)
+    turn["reply_to"] = question["turn_id"]
+    return [question, turn]
+
+
+def pair_turns(pair: Pair, turn_prefix: str, notes: Notes) -> list[dict[str, Any]]:
+    """The question as a ``user`` turn and the answer as an ``assistant`` turn (``convert_pair``)."""
+    return converted_turns(convert_pair(pair, notes), turn_prefix)
 
 
 def _id_string(value: Any, notes: Notes, field: str) -> str | None:
@@ -756,7 +808,7 @@ def qa_record(row: dict[str, Any], file: str, line: int, notes: Notes, warnings:
     session_id = _id_string(row.get("id"), notes, "id") or f"line {line}"
     session = schema.empty_session(session_id, pair_turns(pair, "", notes))
     _session_date(session, row, "create_time", _metadata(row).get("create_time"), notes)
-    return _record(f"{file}:{line}", QA, row, [session], notes)
+    return _record(f"{file}:{line}", QA, source_name(row), [session], notes)
 
 
 # -- 多轮对话: rows of one conversation, keyed by 会话 ---------------------------------------------------
@@ -818,18 +870,18 @@ def missing_ranges(numbers: Iterable[int]) -> list[tuple[int, int]]:
 
 
 def multiturn_record(
-    pairs: list[Pair], how: str, key: str, conversation_id: str, notes: Notes
+    pairs: list[ConvertedPair], source: str, how: str, key: str, conversation_id: str, notes: Notes
 ) -> dict[str, Any]:
-    """One conversation from its pairs, already in (多轮序号, file, line) order.
+    """One conversation of the 来源 ``source`` from its converted pairs, already in (多轮序号, file,
+    line) order; each pair's own normalizations were counted when it was converted.
 
     Gaps and duplicates in ``多轮序号`` are counted and listed in the session's ``extra``; duplicate pairs
     are all kept, in file and line order.
     """
     if how != "会话":
         notes.add(f"multi-turn row with an empty or missing 会话 (grouped by {how})", len(pairs))
-    sequence = [sequence_number(pair.extension) for pair in pairs]
-    numbers = [value for rank, value, _ in sequence if rank == 0]
-    session_extra: dict[str, Any] = {"grouped_by": how, "多轮序号": [_raw_sequence(p) for p in pairs]}
+    numbers = [value for rank, value, _ in (pair.order for pair in pairs) if rank == 0]
+    session_extra: dict[str, Any] = {"grouped_by": how, "多轮序号": [pair.sequence for pair in pairs]}
     duplicates = sorted(number for number, count in Counter(numbers).items() if count > 1)
     gaps = missing_ranges(numbers)
     if duplicates:
@@ -850,12 +902,12 @@ def multiturn_record(
     if len(files) > 1:
         notes.add("multi-turn conversation spread over several files")
         session_extra["files"] = files
-    turns = [turn for index, pair in enumerate(pairs) for turn in pair_turns(pair, f"{index}", notes)]
-    first = pairs[0].row
+    turns = [turn for index, pair in enumerate(pairs) for turn in converted_turns(pair, f"{index}")]
+    first = pairs[0]
     session = schema.empty_session(session_key(how, key), turns)
-    _session_date(session, first, "create_time", _metadata(first).get("create_time"), notes)
+    _session_date(session, first.dated, "create_time", first.create_time, notes)
     session["extra"] = schema.to_json(session_extra)
-    return _record(conversation_id, MULTITURN, first, [session], notes)
+    return _record(conversation_id, MULTITURN, source, [session], notes)
 
 
 def _raw_sequence(pair: Pair) -> Any:
@@ -888,7 +940,8 @@ def multiturn_runs(
             notes.add("streamed multi-turn conversation whose rows are not adjacent (emitted in pieces)")
             conversation_id += f"#{pieces[conversation_id]}"
         ordered = sorted(run, key=lambda pair: (sequence_number(pair.extension), pair.line))
-        return multiturn_record(ordered, how, key, conversation_id, notes)
+        converted = [convert_pair(pair, notes) for pair in ordered]
+        return multiturn_record(converted, source, how, key, conversation_id, notes)
 
     for line, row in rows:
         if not subset_wanted(subsets, MULTITURN, source_name(row)):
@@ -964,7 +1017,7 @@ def forum_record(
     session_id = _id_string(row.get("ID", row.get("id")), notes, "ID") or f"line {line}"
     session = schema.empty_session(session_id, turns)
     _session_date(session, row, "发帖时间", metadata.get("发帖时间"), notes)
-    return _record(f"{file}:{line}", FORUM, row, [session], notes)
+    return _record(f"{file}:{line}", FORUM, source_name(row), [session], notes)
 
 
 def forum_reply(

@@ -7,11 +7,13 @@ be anywhere: apart in one file or in several of its ~500 MB shards. Two passes:
    chosen by a stable hash of the conversation key, so all rows of a conversation land in the same
    partition. K is chosen from the input size so that a partition holds about ``PARTITION_BYTES`` of
    rows. The files are shared out among ``processes`` writers (one process each, balanced by size); a
-   writer keeps, per partition, a *piece*: the raw rows (``.rows``) and one key line per row (``.keys``:
-   来源, key, ``多轮序号``, file index, line and the row's byte offset).
+   writer keeps, per partition, a *piece*: each row already converted (``.rows``: ``marshal`` of what
+   its turns need, see ``parse.convert_pair``, or of its error) and one key line per row (``.keys``:
+   来源, key, ``多轮序号``, file index, line, and where its converted row is). Each row is read and
+   converted once, here, in ``processes`` processes.
 2. ``read_partition`` (one worker per partition or slice of one, ``num_proc`` in parallel) reads only
-   the key lines of its partition's pieces, sorts them by (来源, key, 多轮序号, file, line), and re-reads
-   the rows of one conversation at a time. Its memory is about 150 bytes per row of that partition,
+   the key lines of its partition's pieces, sorts them by (来源, key, 多轮序号, file, line), and reads
+   the converted rows of one conversation at a time, gives them their turn ids and builds the record. Its memory is about 150 bytes per row of that partition,
    whatever the rows' length. A big partition is read as several slices (``slice_count``): each slice
    sorts the whole index and converts only its share of the conversations, so ``num_proc`` workers,
    which take contiguous runs of shards, get similar amounts of work, and the conversations come out in
@@ -25,7 +27,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import marshal
 import math
+import mmap
 import multiprocessing
 import os
 import zlib
@@ -90,7 +94,8 @@ def write_partitions(
 ) -> list[list[tuple[str, str]]]:
     """Hash-partition the rows of ``files`` ((name, path) pairs) into ``count`` partitions in ``folder``.
 
-    Returns, per partition, its pieces ((keys path, rows path), one per writer). With ``processes`` > 1
+    Returns, per partition, its pieces ((keys path, rows path, bytes of source rows), one per writer; the
+    bytes count the rows as they were in the input, so slices follow the input's size). With ``processes`` > 1
     the files are shared out among that many processes (by ``sizes``, default: the files' sizes on
     disk); ``opener`` and ``reject`` must then be picklable (module-level functions or partials of them).
 
@@ -116,7 +121,8 @@ def write_partitions(
     if failures:
         raise min(failures, key=lambda failure: failure.file_index).error
     return [
-        [piece_paths(folder, writer, index, count) for writer in range(len(tasks))] for index in range(count)
+        [(*piece_paths(folder, writer, index, count), results[writer][index]) for writer in range(len(tasks))]
+        for index in range(count)
     ]
 
 
@@ -142,33 +148,51 @@ def _write_pieces(
     opener: Callable[[str], BinaryIO],
     subsets: Iterable[str] | None,
     reject: Reject,
-) -> _Failure | None:
-    """One writer: the rows of ``files`` ((file index, name, path)) into its piece of each partition."""
+) -> _Failure | list[int]:
+    """One writer: the rows of ``files`` ((file index, name, path)) into its piece of each partition;
+    returns the bytes of source rows each piece got."""
     paths = [piece_paths(folder, writer, index, count) for index in range(count)]
     keys = [open(path, "wb", buffering=1 << 16) for path, _ in paths]  # noqa: SIM115 - closed below
     rows = [open(path, "wb", buffering=1 << 20) for _, path in paths]  # noqa: SIM115 - closed below
     offsets = [0] * count
+    source_bytes = [0] * count
     try:
         for file_index, name, path in files:
             try:
-                for line, raw, source, how, key, order in _keyed_rows(name, path, opener, subsets, reject):
+                for line, size, source, how, key, order, converted in _keyed_rows(
+                    name, path, opener, subsets, reject
+                ):
                     group = ("[" + ", ".join(map(encode_basestring, (source, how, key))) + "]").encode()
                     target = zlib.crc32(group) % count
                     keys[target].write(
-                        _key_line([source, how, key, *order, file_index, line, writer, offsets[target]])
+                        _key_line(
+                            [
+                                source,
+                                how,
+                                key,
+                                *order,
+                                file_index,
+                                line,
+                                writer,
+                                offsets[target],
+                                len(converted),
+                            ]
+                        )
                     )
-                    rows[target].write(raw + b"\n")
-                    offsets[target] += len(raw) + 1
+                    rows[target].write(converted)
+                    offsets[target] += len(converted)
+                    source_bytes[target] += size
             except SourceError as error:
                 return _Failure(error, file_index)
     finally:
         for handle in keys + rows:
             handle.close()
-    return None
+    return source_bytes
 
 
 def _keyed_rows(name: str, path: str, opener, subsets, reject: Reject):
-    """(line, raw, 来源, how, key, 多轮序号 sort key) of each wanted Q/A row of one file."""
+    """(line, bytes of the line, 来源, how, key, 多轮序号 sort key, converted row) of each wanted Q/A row
+    of one file."""
     lines = parse.open_lines(partial(opener, path), name)
     for line, raw in parse.readable_lines(lines, reject):
         try:
@@ -186,7 +210,47 @@ def _keyed_rows(name: str, path: str, opener, subsets, reject: Reject):
             continue
         extension = parse.parse_extension(parse._metadata(row).get("扩展字段"))
         how, key = parse.conversation_key(row, extension, name, line)
-        yield line, raw, source, how, key, parse.sequence_number(extension)
+        converted = _converted_row(name, line, raw, row, extension)
+        yield line, len(raw) + 1, source, how, key, parse.sequence_number(extension), converted
+
+
+class _WarningLog:
+    """Stands for ``parse.Warnings`` in the partition pass: keeps a row's unreadable-扩展字段 problems,
+    which ``read_partition`` logs in its own order, under its own per-file limit."""
+
+    def __init__(self):
+        self.problems: list[str] = []
+
+    def unreadable(self, number: int, where: str, extension: parse.Extension) -> None:
+        self.problems.append(extension.problems[0])
+
+
+_CONVERTED, _REJECTED = 0, 1
+
+
+def _converted_row(name: str, line: int, raw: bytes, row: dict, extension: parse.Extension) -> bytes:
+    """``marshal`` of the row converted (``parse.convert_pair``) with the normalizations it counted and
+    the warnings it would log; or of the SourceError that rejects it and its raw line, for
+    ``read_partition`` to hand to ``reject`` where a row is rejected alone."""
+    notes, warnings = Notes(), _WarningLog()
+    try:
+        pair = parse.read_pair(name, line, row, notes, warnings, extension)
+    except SourceError as error:
+        return marshal.dumps((_REJECTED, (error.path, error.record, error.field, error.problem), raw))
+    converted = parse.convert_pair(pair, notes)
+    return marshal.dumps(
+        (
+            _CONVERTED,
+            converted.sequence,
+            converted.question,
+            converted.extra,
+            converted.answer,
+            converted.dated,
+            converted.create_time,
+            tuple(notes.items()),
+            tuple(warnings.problems),
+        )
+    )
 
 
 def _key_line(values: list) -> bytes:
@@ -200,7 +264,7 @@ def _key_line(values: list) -> bytes:
 
 
 def read_partition(
-    pieces: list[tuple[str, str]],
+    pieces: list[tuple[str, str, int]],
     files: list[str],
     notes: Notes,
     subsets: Iterable[str] | None = None,
@@ -219,41 +283,63 @@ def read_partition(
         return
     bounds = [*starts[first:stop], starts[stop] if stop < len(starts) else len(index)]
     warnings = {name: parse.Warnings(name) for name in files}
-    handles = [open(rows_path, "rb") for _, rows_path in pieces]  # noqa: SIM115 - closed below
-    try:
+    with _mapped([piece[1] for piece in pieces]) as converted_rows:
         for begin, end in itertools.pairwise(bounds):
             source, how, key = index[begin][:3]
             pairs = []
             counted = Notes()
-            for *_, file_index, line, piece, offset in index[begin:end]:
-                handle = handles[piece]
-                handle.seek(offset)
-                raw = handle.readline()[:-1]
+            for *_, rank, value, text, file_index, line, piece, offset, length in index[begin:end]:
+                row = marshal.loads(converted_rows[piece][offset : offset + length])
+                if row[0] == _REJECTED:
+                    reject(SourceError(*row[1]), row[2])
+                    continue
+                _, sequence, question, extra, answer, dated, create_time, row_notes, problems = row
                 name = files[file_index]
-                try:
-                    row = parse.load_row(raw, name, line)
-                    pairs.append(parse.read_pair(name, line, row, counted, warnings[name]))
-                except SourceError as error:
-                    reject(error, raw)
+                for kind, count in row_notes:
+                    counted[kind] += count
+                for problem in problems:
+                    warnings[name].unreadable_problem(line, "元数据.扩展字段", problem)
+                order = (rank, value, text)
+                pairs.append(
+                    parse.ConvertedPair(name, order, sequence, question, extra, answer, dated, create_time)
+                )
             if pairs:
-                record = parse.multiturn_record(pairs, how, key, parse.group_id(source, how, key), counted)
+                conversation_id = parse.group_id(source, how, key)
+                record = parse.multiturn_record(pairs, source, how, key, conversation_id, counted)
                 notes.update(counted)
                 yield record
-    finally:
-        for handle in handles:
-            handle.close()
+
+
+class _mapped:
+    """The files at ``paths`` memory-mapped (an empty file as ``b""``), closed on exit."""
+
+    def __init__(self, paths: list[str]):
+        self.paths = paths
+        self.maps: list = []
+
+    def __enter__(self) -> list:
+        for path in self.paths:
+            with open(path, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                self.maps.append(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b"")
+        return self.maps
+
+    def __exit__(self, *exc_info) -> None:
+        for mapped in self.maps:
+            if isinstance(mapped, mmap.mmap):
+                mapped.close()
 
 
 _last_index: dict[tuple, tuple[list[tuple], list[int]]] = {}
 
 
-def _partition_index(pieces: list[tuple[str, str]]) -> tuple[list[tuple], list[int]]:
+def _partition_index(pieces: list[tuple[str, str, int]]) -> tuple[list[tuple], list[int]]:
     """The sorted index of a partition and where each conversation starts in it.
 
     The slices of a partition are adjacent shards, so a worker mostly reads them one after the other:
     it keeps the last partition's index (a few MB) instead of reading and sorting it once per slice.
     """
-    key = tuple((keys, rows, _identity(keys)) for keys, rows in pieces)  # a reused path is another file
+    key = tuple((keys, rows, _identity(keys)) for keys, rows, *_ in pieces)  # a reused path is another file
     if key not in _last_index:
         index = _sorted_index(pieces)
         starts = [at for at in range(len(index)) if at == 0 or index[at][:3] != index[at - 1][:3]]
@@ -267,12 +353,12 @@ def _identity(path: str) -> tuple[int, int, int, int]:
     return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
-def _sorted_index(pieces: list[tuple[str, str]]) -> list[tuple]:
-    """(来源, how, key, rank, number, text, file index, line, piece, byte offset) of every row of a
-    partition, sorted; rows stay on disk. Each slice of a partition reads it, so one orjson call reads
+def _sorted_index(pieces: list[tuple[str, str, int]]) -> list[tuple]:
+    """(来源, how, key, rank, number, text, file index, line, piece, byte offset, byte length) of every
+    row of a partition, sorted; converted rows stay on disk. Each slice of a partition reads it, so one orjson call reads
     a piece's key lines (unless a line needed ``json``)."""
     index: list[tuple] = []
-    for keys_path, _ in pieces:
+    for keys_path, *_ in pieces:
         with open(keys_path, "rb") as handle:
             data = handle.read()
         if not data:
