@@ -18,10 +18,13 @@ from pathlib import Path
 
 import datasets
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from builders import cli
 from builders.build import build_source, check_source
 from builders.errors import Notes, SourceError
+from builders.jsonio import holds_float
 from builders.mnbvc import builder as builder_module
 from builders.mnbvc import export, parse, regroup
 from builders.mnbvc.builder import MnbvcBuilder
@@ -175,6 +178,10 @@ def test_extension_that_is_json_but_not_an_object_or_already_an_object():
 # -- dates -------------------------------------------------------------------------------------------
 
 
+def _json_containers(children):
+    return st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=3), children, max_size=4)
+
+
 def test_dates_in_mnbvc_formats():
     notes = Notes()
     assert parse.parse_date("20240101", "时间", notes) == datetime(2024, 1, 1)
@@ -199,6 +206,37 @@ def test_dates_outside_python_range_or_invalid_are_null_and_counted():
         "create_time not a yyyymmdd date (timestamp null, raw kept)": 1,
         "时间 not a yyyymmdd date (timestamp null, raw kept)": 1,
     }
+
+
+_DATE_CHARACTERS = st.sampled_from([*"0123456789 :-T\t", "２", "٣", "a"])
+_DATE_TIMES = st.one_of(
+    st.text(_DATE_CHARACTERS, min_size=15, max_size=19),
+    st.builds(
+        "{:04d}{:02d}{:02d} {:02d}:{:02d}:{:02d}".format,
+        *(st.integers(0, high) for high in (10000, 13, 32, 25, 61, 61)),
+    ),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_DATE_TIMES)
+@example("20230229 10:00:00")
+@example("20240229 23:59:59")
+@example("00000101 00:00:00")
+@example("00010101 24:00:00")
+@example("20230101 12:60:00")
+@example("20230101 12:00:60")
+@example(" 20230101 12:00:0")
+def test_date_iso_reads_every_text_as_parse_date_iso(raw):
+    """``date_iso``'s shortcut for ``yyyymmdd HH:MM:SS`` gives ``parse_date_iso``'s text and notes."""
+    fast, slow = Notes(), Notes()
+    assert parse.date_iso(raw, "回复时间", fast) == parse.parse_date_iso(raw, "回复时间", slow)[1]
+    assert fast == slow
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(), _json_containers))
+def test_holds_float_agrees_with_the_shared_check(value):
+    assert parse._holds_float(value) == holds_float(value)
 
 
 # -- reading shards ----------------------------------------------------------------------------------------
