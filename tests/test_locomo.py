@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import io
 import json
 import os
 import subprocess
@@ -1158,11 +1159,12 @@ def test_the_cycle_collector_is_paused_while_a_sample_is_parsed_and_on_while_the
         gc.enable()
 
 
-@pytest.mark.parametrize(("already_frozen", "calls"), [(0, ["freeze", "unfreeze"]), (5, [])])
-def test_a_read_file_goes_to_the_oldest_generation_unless_the_process_freezes_objects_itself(
+@pytest.mark.parametrize(("already_frozen", "calls"), [(0, ["freeze", "unfreeze"] * 2), (5, [])])
+def test_a_read_sample_goes_to_the_oldest_generation_unless_the_process_freezes_objects_itself(
     tmp_path, monkeypatch, already_frozen, calls
 ):
-    """Once per file (not per sample); a pre-fork server's frozen objects are never thawed."""
+    """Once per sample read (the file is read a sample at a time); a pre-fork server's frozen objects
+    are never thawed."""
     path = tmp_path / "two.json"
     path.write_text(json.dumps([tiny_sample("conv-1"), tiny_sample("conv-2")]), encoding="utf-8")
     made = []
@@ -1171,3 +1173,90 @@ def test_a_read_file_goes_to_the_oldest_generation_unless_the_process_freezes_ob
     monkeypatch.setattr(gc, "unfreeze", lambda: made.append("unfreeze"))
     assert len(list(parse.parse_file(path, Notes()))) == 2
     assert made == calls
+
+
+# -- a file is read one sample at a time -------------------------------------------------------------------
+
+#: Files whose reading must not change with the streaming reader: the fast path, each of its refusals
+#: (NaN, long integers, float overflow, lone surrogates), and broken or odd files.
+FILE_TEXTS = [
+    '[{"a": 1, "b": [1.5, -0.0, 1e2, "x"]}, [1], 3, "s", null]',
+    '[{"n": 123456789012345678901234567890}, {"m": 2}]',
+    '[{"x": 1}, {"x": NaN}, {"x": Infinity}]',
+    '[{"x": 1}, {"x": 1.5e400}]',
+    '[{"x": "\\ud83d\\ude00 an emoji written by ensure_ascii"}]',
+    '[{"x": "fine"}, {"x": "\\ud800 lone high"}]',
+    '[{"x": "\\udc00 lone low"}]',
+    '[{"x": "a\\\\ud83d\\ude00: an escaped backslash, then a lone low surrogate"}]',
+    '[{"a": 1, "a": 2}]',
+    '  \n[{"a": 1}]  \n',
+    '{"a": 1}',
+    "[]",
+    "",
+    '[{"a": 1}] trailing',
+    '[{"a": 1}, {"a": 2}',
+    '\ufeff[{"a": 1}]',
+]
+
+
+def _read(function, path):
+    try:
+        return repr(list(function(path)))
+    except SourceError as error:
+        return f"SourceError: {error}"
+
+
+@pytest.mark.parametrize("text", FILE_TEXTS)
+def test_a_file_streams_as_read_samples_reads_it(tmp_path, text):
+    path = tmp_path / "f.json"
+    path.write_bytes(text.encode("utf-8", "surrogatepass"))
+    assert _read(parse.iter_samples, path) == _read(parse.read_samples, path)
+
+
+def test_samples_come_before_the_end_of_the_file_is_read(tmp_path):
+    """Memory follows one sample, not the file: the first samples arrive although the file is broken
+    further on, and the break is the error read_samples gives for the file."""
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps([tiny_sample("conv-1"), tiny_sample("conv-2")])[:-1] + ", {", encoding="utf-8")
+    records = parse.parse_indexed(path, Notes())
+    assert [next(records)[1]["conversation_id"], next(records)[1]["conversation_id"]] == ["conv-1", "conv-2"]
+    with pytest.raises(SourceError, match="broken or truncated"):
+        next(records)
+
+
+@pytest.mark.parametrize(
+    ("text", "lone"),
+    [
+        ('"\\ud83d\\ude00"', False),
+        ('"\\ud83d\\ude00\\ud83d\\ude00"', False),
+        ('"\\ud800x"', True),
+        ('"\\udc00"', True),
+        ('"\\ud83d"', True),
+        ('"\\ud83d\\ud83d\\ude00"', True),
+        ('"\\ud83d\\ude00\\ude00"', True),
+    ],
+)
+def test_lone_surrogate_escapes_are_found_however_the_reads_cut_the_bytes(text, lone):
+    """yajl would read a lone surrogate escape as "?": every one must send the file to json, wherever
+    the reads cut it; a pair cut between two reads must not."""
+    assert any(0xD800 <= ord(char) <= 0xDFFF for char in json.loads(text)) == lone
+    data = ("x" * 20 + text + "y" * 20).encode()
+    for first in range(1, len(data) + 1):
+        for size in (1, 5, 64):
+            watch = parse._LoneSurrogateWatch(io.BytesIO(data))
+            try:
+                watch.read(first)
+                while watch.read(size):
+                    pass
+                found = False
+            except parse._LoneSurrogateFound:
+                found = True
+            assert found == lone, (first, size)
+
+
+def test_every_sample_of_the_real_file_streams_as_json_reads_it(real_file):
+    """The real file holds emoji written as surrogate pairs: it must still take the streaming reader."""
+    assert not parse.holds_lone_surrogate_escape(real_file.read_bytes())
+    assert repr(list(parse.iter_samples(real_file))) == repr(
+        json.loads(real_file.read_text(encoding="utf-8"))
+    )
