@@ -8,9 +8,9 @@ dataset's own folder. Without ``--data-dir`` each subset's ``data.zip`` is downl
 ``dialogues.json`` is never loaded whole: the main process scans it once (one dialogue in memory at a
 time) to learn each dialogue's split and byte range, and each shard is a list of byte ranges that one
 worker reads with forward seeks, so ``num_proc`` workers share a MultiWOZ-sized file. A large
-``dialogues.json`` inside a ``data.zip`` is written to a temporary file during that same scan (the scan
-inflates it anyway): a worker then seeks straight to its shard instead of re-inflating the member from
-its start for every shard.
+``dialogues.json`` inside a ``data.zip`` is inflated to a temporary file by a child process while the
+scan reads it (on a second core): a build's worker or a stream's shard then seeks straight to its
+dialogues instead of re-inflating the member from its start for every shard.
 """
 
 from __future__ import annotations
@@ -24,14 +24,16 @@ import math
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
+import time
 import zipfile
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any, ClassVar
 
-import datasets
 from datasets import Features, Json, List, Value
 
 from builders import schema
@@ -195,35 +197,103 @@ _EXTRACTED: dict[tuple, str] = {}
 
 
 def dialogue_index(
-    source: SubsetInput, reject: Reject = raise_error, extract: bool = False
+    source: SubsetInput, reject: Reject = raise_error
 ) -> dict[str, list[tuple[int, int, int]]]:
     """Split → byte ranges of its dialogues; scanned once per file and process (every config reuses it).
 
     Bad dialogues go to ``reject``; an index that rejected some is not kept, so each build reports them.
-    ``extract``: a build (not a stream, which reads each split once in order) also wants the copy of a
-    large zipped dialogues.json, so an index kept without one is scanned again to make it.
+    A large zipped dialogues.json is copied out by the same scan (see the module's docstring), for a
+    build's workers and a stream's shards alike: each then seeks in the copy instead of inflating the
+    member from its start again.
     """
     key = source.stat_key()
-    copy = _extraction_target(source) if extract and key not in _EXTRACTED else None
-    if key not in _INDEX_CACHE or copy is not None:
+    if key not in _INDEX_CACHE:
         rejected = []
 
         def counting_reject(error, raw=None, scope="record"):
             rejected.append(error)
             reject(error, raw, scope)
 
-        with source.open(DIALOGUES) as stream:
-            if copy is None:
-                index = parse.index_dialogues(stream, source.label(DIALOGUES), counting_reject)
-            else:
-                with open(copy, "wb") as written:
-                    tee = _Tee(stream, written)
-                    index = parse.index_dialogues(tee, source.label(DIALOGUES), counting_reject)
-                _EXTRACTED[key] = copy
+        copy = _extraction_target(source) if key not in _EXTRACTED else None
+        index = _plain_index(source, copy)
+        if index is None:  # anything unusual: the decoding scan, which reports each problem as it always did
+            with source.open(DIALOGUES) as stream:
+                if copy is None:
+                    index = parse.index_dialogues(stream, source.label(DIALOGUES), counting_reject)
+                else:
+                    with open(copy, "wb") as written:
+                        tee = _Tee(stream, written)
+                        index = parse.index_dialogues(tee, source.label(DIALOGUES), counting_reject)
+        if copy is not None:
+            _EXTRACTED[key] = copy
         if rejected:
             return index
         _INDEX_CACHE[key] = index
     return _INDEX_CACHE[key]
+
+
+def _plain_index(source: SubsetInput, copy: str | None) -> dict[str, list[tuple[int, int, int]]] | None:
+    """:func:`parse.index_plain_list` of the dialogues, or None when it is not sure or reading fails.
+
+    A large zipped file (one given a ``copy``) is inflated into it by a child Python process and read
+    here as it grows, so that inflating overlaps the scan on a second core: the scan must end before the
+    first shard (a stream's first row) starts, since a bad dialogue anywhere is reported before every
+    row. On None the caller's decoding scan reads the file again and reports any failure exactly as
+    before.
+    """
+    label = source.label(DIALOGUES)
+    if copy is None:
+        try:
+            with source.open(DIALOGUES) as stream:
+                return parse.index_plain_list(stream, label)
+        except Exception:  # "not sure": the caller's scan meets the same failure and names it
+            return None
+    target, child = copy, None
+    try:
+        with open(target, "wb"):
+            pass  # exists before the child starts, so it can be opened here at once
+        child = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _INFLATE, source.path, f"data/{DIALOGUES}", target],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        with open(target, "rb") as growing:
+            index = parse.index_plain_list(_GrowingFile(growing, child), label)
+        return index if child.wait() == 0 else None  # a failed CRC check is only known at the end
+    except Exception:  # "not sure", as above
+        return None
+    finally:
+        if child is not None:
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+
+
+#: The child of ``_plain_index``: argv = zip, member, file to write the member's bytes to.
+_INFLATE = """
+import sys, zipfile
+path, member, target = sys.argv[1:4]
+with zipfile.ZipFile(path) as archive, archive.open(member) as stream, open(target, "wb") as written:
+    while chunk := stream.read(1 << 22):
+        written.write(chunk)
+"""
+
+
+class _GrowingFile:
+    """A file another process is still writing: a read waits for more bytes until that process ends."""
+
+    def __init__(self, file: IO[bytes], writer: subprocess.Popen):
+        self._file, self._writer = file, writer
+
+    def read(self, size: int = -1) -> bytes:
+        while True:
+            data = self._file.read(size)
+            if data:
+                return data
+            if self._writer.poll() is not None:
+                return self._file.read(size)  # what it wrote before it ended (b"" at the end)
+            time.sleep(0.001)
 
 
 class _Tee:
@@ -484,8 +554,7 @@ class ConvLabBuilder(ConversationBuilder):
         by_split: dict[str, list[dict]] = {}
         for source in inputs:
             try:
-                streaming = isinstance(dl_manager, datasets.StreamingDownloadManager)
-                index = dialogue_index(source, self.reject, extract=not streaming)
+                index = dialogue_index(source, self.reject)
             except SourceError as error:  # an unreadable file: with --on-bad-record skip, the others go on
                 self.reject(error, None, scope="file")
                 continue

@@ -190,6 +190,92 @@ def scan_json_array(
         raise SourceError(path, None, None, "data after the end of the top-level list")
 
 
+_SPACE = frozenset(b" \t\r\n")
+#: The fast index gives up on a dialogue larger than this (the decoding scan reads it a chunk at a time).
+_FAST_MAX_DIALOGUE_BYTES = 64 << 20
+
+
+def index_plain_list(
+    stream: IO[bytes], path: str, chunk_size: int = 1 << 22
+) -> dict[str, list[tuple[int, int, int]]] | None:
+    """:func:`index_dialogues`' index of an indented list of good dialogues, a third cheaper; else None.
+
+    The scan of :func:`scan_json_array` decodes the file to text, then finds and encodes every dialogue
+    again: this one stays in bytes. A dialogue ends at the first ``"\\n" + its indentation + "}"`` (what
+    ``json.dump(..., indent=N)`` writes), and is kept only when orjson reads exactly that slice as one
+    object: an object ends at its matching brace, so the slice is the very element the decoding scan
+    finds, and orjson also proves it valid UTF-8 and JSON. Between dialogues only ASCII whitespace and
+    commas are allowed. Anything else (a BOM, a compact file, bad JSON, a dialogue the index would
+    refuse) returns None, and the caller runs :func:`index_dialogues`, which reports every problem
+    exactly as before: None is never an error, only "not sure".
+    """
+    buffer, base, pos, eof = b"", 0, 0, False
+
+    def fill() -> bool:
+        """Read one more chunk, keeping the buffer from the line holding ``pos`` (its indentation)."""
+        nonlocal buffer, base, pos, eof
+        if eof:
+            return False
+        chunk = stream.read(chunk_size)
+        if not chunk:
+            eof = True
+            return False
+        keep = max(0, buffer.rfind(b"\n", 0, pos))
+        buffer, base, pos = buffer[keep:] + chunk, base + keep, pos - keep
+        return True
+
+    def next_char() -> int | None:
+        nonlocal pos
+        while True:
+            while pos < len(buffer) and buffer[pos] in _SPACE:
+                pos += 1
+            if pos < len(buffer):
+                return buffer[pos]
+            if not fill():
+                return None
+
+    if next_char() != ord("["):
+        return None
+    pos += 1
+    by_split: dict[str, list[tuple[int, int, int]]] = {}
+    seen: set[str] = set()
+    position = 0
+    while True:
+        char = next_char()
+        if char == ord("]"):
+            pos += 1
+            break
+        if position:
+            if char != ord(","):
+                return None
+            pos += 1
+            char = next_char()
+        if char != ord("{"):
+            return None
+        line_start = buffer.rfind(b"\n", 0, pos) + 1
+        indentation = buffer[line_start:pos]
+        if line_start == 0 or indentation.strip(b" \t"):
+            return None
+        closing = b"\n" + indentation + b"}"
+        searched = 0  # bytes after pos already searched
+        while (found := buffer.find(closing, pos + searched)) < 0:
+            searched = max(0, len(buffer) - pos - len(closing))
+            if searched > _FAST_MAX_DIALOGUE_BYTES or not fill():
+                return None
+        end = found + len(closing)
+        try:
+            dialogue = orjson.loads(memoryview(buffer)[pos:end])
+            _index_dialogue(dialogue, position, path, seen)
+        except (orjson.JSONDecodeError, SourceError):
+            return None
+        seen.add(dialogue["dialogue_id"])
+        by_split.setdefault(dialogue["data_split"], []).append((base + pos, base + end, position))
+        pos, position = end, position + 1
+    if next_char() is not None:
+        return None
+    return by_split
+
+
 def index_dialogues(
     stream: IO[bytes], path: str, reject: Reject = raise_error
 ) -> dict[str, list[tuple[int, int, int]]]:
