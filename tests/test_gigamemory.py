@@ -355,6 +355,97 @@ def test_index_in_two_processes_is_the_index_of_one(tmp_path, monkeypatch):
     assert parse.index_file(path, lambda *a, **k: None, 2).notes["blank line (skipped)"] == 3
 
 
+def test_mapped_index_is_the_index_of_a_line_by_line_read(tmp_path, monkeypatch):
+    """A plain file is mapped and a dialogue seen again is recognized by its length, end bytes and one
+    comparison; a .gz of the same bytes is read line by line and hashes every span: same index. Spans of
+    one length and the same first and last bytes, differing only inside, stay apart."""
+    monkeypatch.setattr(parse, "SPAN_KEY_BYTES", 8)
+    twins = [[session(1, ("user", f"Я родился в {year} году, это точно."))] for year in (1990, 1991)]
+    rows = [line(n, "no_info", [DIALOGUE_A, DIALOGUE_B, *twins][n % 4], [1]) for n in range(12)]
+    path = write_jsonl(tmp_path / "m.jsonl", rows, newline="\r\n")
+    text = path.read_bytes().replace(b"\r\n", b"\r\n" + b" " * 80 + b"\r\n", 1)  # a long blank line
+    path.write_bytes(b"\xef\xbb\xbf" + text + b"not json")
+    packed = tmp_path / "m.jsonl.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    compared = []
+    real_place_span = parse._place_span
+    monkeypatch.setattr(parse, "_place_span", lambda *args: compared.append(1) or real_place_span(*args))
+
+    def index(source) -> tuple:
+        rejected = []
+        found = parse.index_file(
+            source, lambda error, raw, scope="record": rejected.append((str(error), raw))
+        )
+        return _index_figures(found), [(error.split(": ", 1)[1], raw) for error, raw in rejected]
+
+    mapped, read = index(path), index(packed)
+    assert len(compared) == 12
+    assert mapped == read
+    (groups, notes, _), _ = mapped
+    assert [[number for number, *_ in g[5]] for g in groups] == [
+        [1, 6, 10],
+        [3, 7, 11],
+        [4, 8, 12],
+        [5, 9, 13],
+    ]
+    assert (
+        notes["blank line (skipped)"] == 1
+        and notes["UTF-8 byte-order mark at the start of a file (skipped)"] == 1
+    )
+    assert read[1] == [(read[1][0][0], b"not json")] and read[1][0][0].startswith("not valid JSON")
+
+
+def test_pass_two_takes_the_dialogues_pass_one_parsed_up_to_a_budget(tmp_path, monkeypatch):
+    """An in-process pass 1 keeps the first groups' parsed dialogues, at most REUSE_BYTES of them, and
+    pass 2 takes them instead of reading and parsing again: same records; a bad first line still reaches
+    ``reject`` with its bytes."""
+    dialogues = [[session(n, ("user", f"Факт номер {n}."), ("assistant", "Запомнил."))] for n in range(6)]
+    rows = [line(n, "fact_equal_session", dialogues[n % 6], [n % 6]) for n in range(12)]
+    rows[0]["question"] = 5  # a bad question field on the first line of the first group
+    path = write_jsonl(tmp_path / "r.jsonl", rows)
+    span = len(json.dumps(dialogues[0], ensure_ascii=False).encode())
+
+    def records(budget: int) -> tuple:
+        monkeypatch.setattr(parse, "REUSE_BYTES", budget)
+        monkeypatch.setattr(parse, "_PARSED", {})
+        monkeypatch.setattr(parse, "_parsed_bytes", [0])
+        rejected = []
+        index = parse.index_file(path, lambda error, raw, scope="record": rejected.append(raw))
+        kept = [key[1] for key in parse._PARSED]
+        assert parse._parsed_bytes[0] <= budget
+        read = []
+        real_read = parse._read_group_line
+        monkeypatch.setattr(parse, "_read_group_line", lambda *a: read.append(a[2].offset) or real_read(*a))
+        shards = parse.plan_shards(index, 1 << 30)
+        found = [
+            r
+            for shard in shards
+            for r in parse.parse_shard(shard, Notes(), lambda e, raw: rejected.append(raw))
+        ]
+        monkeypatch.setattr(parse, "_read_group_line", real_read)
+        assert not parse._PARSED and parse._parsed_bytes[0] == 0
+        return found, rejected, kept, read
+
+    none = records(0)
+    some = records(3 * span + 2)
+    offsets = [group.offset for group in parse.index_file(path).groups]
+    assert none[2] == [] and none[3] == offsets
+    assert some[2] == offsets[:3]
+    assert some[3] == [offsets[0], *offsets[3:]]  # read: the rejected first line, and the groups not kept
+    assert some[0] == none[0] and some[1] == none[1] == [path.read_bytes().splitlines()[0]]
+
+
+def test_a_file_changed_between_the_passes_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(parse, "REUSE_BYTES", 0)
+    path = write_jsonl(
+        tmp_path / "c.jsonl", [line(1, "no_info", DIALOGUE_A, [1]), line(2, "no_info", DIALOGUE_B, [])]
+    )
+    index = parse.index_file(path)
+    path.write_bytes(path.read_bytes().replace("Иван".encode(), "Пётр".encode()))
+    with pytest.raises(SourceError, match="changed while it was being converted"):
+        list(parse.parse_shard(parse.plan_shards(index, 1 << 30)[0], Notes()))
+
+
 def test_index_of_a_large_file_is_kept_on_disk_per_file_version(tmp_path, monkeypatch):
     """The next build or stream of the same file skips pass 1; a changed file is indexed again."""
     path = tmp_path / "big.jsonl"
