@@ -175,6 +175,30 @@ def test_extension_that_is_json_but_not_an_object_or_already_an_object():
     assert parse.parse_extension(17).value is None
 
 
+class _EveryCharacter:
+    def __contains__(self, character: str) -> bool:
+        return True
+
+
+_LOOSE_PIECES = st.sampled_from(
+    [
+        *('"会话"', "会话", '"k"', ":", ",", "}", "{", " ", "", "gpt4", "yOKd88p", "-", "-1", "12", '"x"'),
+        *("[1]", "null", "true", "NaN", "-Infinity", "٣", "1.5e3", "0x", '"', "]", "n", "tru"),
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LOOSE_PIECES, max_size=12).map(lambda pieces: "{" + "".join(pieces)))
+def test_loose_values_read_as_when_every_value_went_through_raw_decode(text):
+    """``_read_value`` skips ``raw_decode`` where it cannot start a value: the same value and problems."""
+    fast = parse.parse_extension(text)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(parse, "_JSON_VALUE_STARTS", _EveryCharacter())
+        slow = parse.parse_extension(text)
+    assert repr(fast) == repr(slow)
+
+
 # -- dates -------------------------------------------------------------------------------------------
 
 

@@ -351,15 +351,22 @@ def _read_key(text: str, position: int, problems: set[str]) -> tuple[str, int]:
     return text[position:end].strip(), end
 
 
+#: The characters ``json``'s scanner can start a value with; at any other, ``raw_decode`` fails.
+_JSON_VALUE_STARTS = frozenset('"{[ntfNI-0123456789')
+
+
 def _read_value(text: str, position: int, problems: set[str]) -> tuple[Any, int]:
-    try:
-        value, end = _DECODER.raw_decode(text, position)
-    except ValueError:  # JSONDecodeError, or an integer past the int-string limit (read below)
-        pass
-    else:
-        after = _skip(text, end)
-        if after == len(text) or text[after] in ",}":
-            return value, end
+    """A JSON value at ``position``, else a bare one (up to ``,`` or ``}``); raising an exception per
+    bare value (``gpt4``, ``yOKd88p``) was most of the time spent on ShareGPT's loose 扩展字段."""
+    if position < len(text) and text[position] in _JSON_VALUE_STARTS:
+        try:
+            value, end = _DECODER.raw_decode(text, position)
+        except ValueError:  # JSONDecodeError, or an integer past the int-string limit (read below)
+            pass
+        else:
+            after = _skip(text, end)
+            if after == len(text) or text[after] in ",}":
+                return value, end
     end = position
     while end < len(text) and text[end] not in ",}":
         end += 1
@@ -765,12 +772,13 @@ class ConvertedPair:
     create_time: Any  # 元数据.create_time
 
 
-def convert_pair(pair: Pair, notes: Notes) -> ConvertedPair:
+def convert_pair(pair: Pair, notes: Notes, order: tuple[int, int, str] | None = None) -> ConvertedPair:
     """The question as a ``user`` turn and the answer as an ``assistant`` turn (see ``converted_turns``).
 
     An empty ``答`` (MNBVC keeps a question with no answer) gives no assistant turn, so chat data never
     holds an empty assistant message; ``答`` stays in the question turn's ``row`` when it is not a string
-    and is ``""`` otherwise, so an export can write it back.
+    and is ``""`` otherwise, so an export can write it back. ``order``: its ``sequence_number``, when
+    known.
     """
     row = pair.row
     question = _text(row.get("问"), "问", notes)
@@ -799,7 +807,7 @@ def convert_pair(pair: Pair, notes: Notes) -> ConvertedPair:
     dated = {"时间": row["时间"]} if "时间" in row else {}
     return ConvertedPair(
         pair.file,
-        sequence_number(pair.extension),
+        sequence_number(pair.extension) if order is None else order,
         _raw_sequence(pair),
         question,
         schema.to_json(extra),

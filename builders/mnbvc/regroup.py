@@ -194,6 +194,7 @@ def _keyed_rows(name: str, path: str, opener, subsets, reject: Reject):
     """(line, bytes of the line, 来源, how, key, 多轮序号 sort key, converted row) of each wanted Q/A row
     of one file."""
     lines = parse.open_lines(partial(opener, path), name)
+    notes, warnings = Notes(), _WarningLog()  # emptied for each row
     for line, raw in parse.readable_lines(lines, reject):
         try:
             row = parse.load_row(raw, name, line)
@@ -210,8 +211,9 @@ def _keyed_rows(name: str, path: str, opener, subsets, reject: Reject):
             continue
         extension = parse.parse_extension(parse._metadata(row).get("扩展字段"))
         how, key = parse.conversation_key(row, extension, name, line)
-        converted = _converted_row(name, line, raw, row, extension)
-        yield line, len(raw) + 1, source, how, key, parse.sequence_number(extension), converted
+        order = parse.sequence_number(extension)
+        converted = _converted_row(name, line, raw, row, extension, order, notes, warnings)
+        yield line, len(raw) + 1, source, how, key, order, converted
 
 
 class _WarningLog:
@@ -228,16 +230,27 @@ class _WarningLog:
 _CONVERTED, _REJECTED = 0, 1
 
 
-def _converted_row(name: str, line: int, raw: bytes, row: dict, extension: parse.Extension) -> bytes:
+def _converted_row(
+    name: str,
+    line: int,
+    raw: bytes,
+    row: dict,
+    extension: parse.Extension,
+    order: tuple,
+    notes: Notes,
+    warnings: _WarningLog,
+) -> bytes:
     """``marshal`` of the row converted (``parse.convert_pair``) with the normalizations it counted and
     the warnings it would log; or of the SourceError that rejects it and its raw line, for
-    ``read_partition`` to hand to ``reject`` where a row is rejected alone."""
-    notes, warnings = Notes(), _WarningLog()
+    ``read_partition`` to hand to ``reject`` where a row is rejected alone. ``notes`` and ``warnings``
+    are emptied first."""
+    notes.clear()
+    warnings.problems.clear()
     try:
         pair = parse.read_pair(name, line, row, notes, warnings, extension)
     except SourceError as error:
         return marshal.dumps((_REJECTED, (error.path, error.record, error.field, error.problem), raw))
-    converted = parse.convert_pair(pair, notes)
+    converted = parse.convert_pair(pair, notes, order)
     return marshal.dumps(
         (
             _CONVERTED,
