@@ -377,6 +377,132 @@ def test_every_large_split_gets_two_shards_and_a_large_zip_is_read_from_one_copy
     assert [row["conversation_id"] for split in from_zip.values() for row in split] == expected
 
 
+def _dialogues_text(count: int, indent, split=lambda i: "train") -> bytes:
+    turn = {"speaker": "user", "utterance": "} \n ] {", "utt_idx": 0}
+    dialogues = [
+        {"dataset": "d", "data_split": split(i), "dialogue_id": f"d-{i}", "n": i, "turns": [turn]}
+        for i in range(count)
+    ]
+    return json.dumps(dialogues, indent=indent, ensure_ascii=False).encode()
+
+
+_TEXT_EDITS = st.sampled_from(
+    [
+        ("none", lambda raw: raw),
+        ("bom", lambda raw: "\ufeff".encode() + raw),
+        ("truncated", lambda raw: raw[: len(raw) * 2 // 3]),
+        ("trailing data", lambda raw: raw + b" x"),
+        ("duplicate id", lambda raw: raw.replace(b'"d-2"', b'"d-1"')),
+        ("bad split", lambda raw: raw.replace(b'"train"', b'"tr ain"', 1)),
+        ("missing comma", lambda raw: raw.replace(b"},\n", b"}\n", 1)),
+        ("not an object", lambda raw: raw.replace(b"[\n", b"[\n  7,\n", 1)),
+        ("invalid utf-8", lambda raw: raw.replace(b"d-3", b"d-\xff3")),
+        ("long integer", lambda raw: raw.replace(b'"n": 1', b'"n": 184467440737095516160')),
+        ("nan", lambda raw: raw.replace(b'"n": 1', b'"n": NaN')),
+        ("lone surrogate", lambda raw: raw.replace(b'"d-4"', b'"d-\\ud8004"')),
+        ("crlf", lambda raw: raw.replace(b"\n", b"\r\n")),
+        ("empty list", lambda raw: b"[\n]"),
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    count=st.integers(0, 12),
+    indent=st.sampled_from([None, 0, 1, 2, 4, "\t"]),
+    edit=_TEXT_EDITS,
+    chunk_size=st.sampled_from([16, 97, 1 << 22]),
+)
+def test_plain_index_is_the_decoding_scans_index_or_declines(count, indent, edit, chunk_size):
+    """The bytes scan either gives exactly what the decoding scan gives, or None (never an error): any
+    file it is not sure of, bad ones included, goes to the decoding scan, whose errors stay as they were."""
+    plain = _dialogues_text(count, indent, split=lambda i: ("train", "test")[i % 2])
+    raw = edit[1](plain)
+    fast = parse.index_plain_list(io.BytesIO(raw), "mem", chunk_size=chunk_size)
+    if fast is not None:
+        assert fast == parse.index_dialogues(io.BytesIO(raw), "mem")
+    if edit[0] in ("none", "crlf", "long integer") and indent in (1, 2, 4, "\t") and count:
+        assert fast is not None  # what json.dump(indent=N) writes takes the fast path
+    if edit[0] not in ("none", "crlf", "long integer", "empty list") and raw != plain:
+        assert fast is None  # each of these is either bad or not a plain list
+
+
+def _write_zip(folder: Path, raw: bytes) -> Path:
+    folder.mkdir(parents=True)
+    with zipfile.ZipFile(folder / "data.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("data/dialogues.json", raw)
+    return folder / "data.zip"
+
+
+def test_a_large_zip_is_inflated_by_a_child_process_into_the_copy_streams_read(tmp_path, monkeypatch):
+    from builders.convlab import builder as convlab_builder
+
+    raw = _dialogues_text(300, 2, split=lambda i: ("train", "validation", "test")[i % 3])
+    _write_zip(tmp_path / "in" / "big", raw)
+    monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", 0)
+    children = []
+    popen = convlab_builder.subprocess.Popen
+    monkeypatch.setattr(
+        convlab_builder.subprocess, "Popen", lambda *a, **k: children.append(a) or popen(*a, **k)
+    )
+    monkeypatch.setattr(parse, "index_dialogues", None)  # the decoding scan is not needed here
+    builder = ConvLabBuilder(config_name="sessions", data_dir=str(tmp_path / "in"))
+    shards = builder.shards(datasets.StreamingDownloadManager())
+    assert len(children) == 1
+    copies = {shard["copy"] for split in shards.values() for shard in split}
+    assert len(copies) == 1 and Path(copies.pop()).read_bytes() == raw
+    monkeypatch.undo()
+    expected = parse.index_dialogues(io.BytesIO(raw), "mem")
+    assert {
+        split: [r for shard in found for r in shard["ranges"]] for split, found in shards.items()
+    } == expected
+    streamed = {
+        split: [row["conversation_id"] for row in rows]
+        for split, rows in builder.as_streaming_dataset().items()
+    }
+    assert streamed == {
+        split: [f"d-{position}" for _, _, position in ranges] for split, ranges in expected.items()
+    }
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (lambda raw: raw.replace(b'"d-2"', b'"d-1"'), "duplicate dialogue_id 'd-1'"),
+        (lambda raw: raw[:-40], "not valid JSON"),
+        (lambda raw: raw.replace(b"d-3", b"d-\xff3"), "not valid UTF-8"),
+    ],
+)
+def test_a_bad_large_zip_reports_what_the_decoding_scan_reports(tmp_path, monkeypatch, edit, problem):
+    from builders.convlab import builder as convlab_builder
+
+    _write_zip(tmp_path / "in" / "big", edit(_dialogues_text(30, 2)))
+    messages = []
+    for threshold in (0, 1 << 40):  # through the child process, then the in-process decoding scan alone
+        monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", threshold)
+        with pytest.raises(SourceError, match=problem) as error:
+            check_source("convlab", str(tmp_path / "in"))
+        messages.append(str(error.value))
+    assert messages[0] == messages[1]
+
+
+def test_a_corrupt_zip_member_through_the_child_is_reported_as_before(tmp_path, monkeypatch):
+    from builders.convlab import builder as convlab_builder
+
+    path = _write_zip(tmp_path / "in" / "big", _dialogues_text(200, 2))
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 8] = bytes(8)  # inside the deflated member
+    path.write_bytes(bytes(data))
+    messages = []
+    for threshold in (0, 1 << 40):
+        monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", threshold)
+        with pytest.raises(SourceError, match="corrupt or truncated zip member") as error:
+            check_source("convlab", str(tmp_path / "in"))
+        messages.append(str(error.value))
+    assert messages[0] == messages[1]
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
