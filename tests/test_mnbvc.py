@@ -1151,3 +1151,27 @@ def test_script_counts_are_the_regex_counts():
     for _ in range(3000):
         sample = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
         assert parse._script_counts(sample) == regex_counts(sample)
+
+
+def test_detect_language_decides_as_its_rule_on_every_count():
+    """detect_language counts Latin words only when they can decide; its answer is the rule's on the full
+    counts (samples from mostly-Latin to mostly-Hangul, so each branch is taken)."""
+    import random
+
+    def by_the_rule(text: str) -> str:
+        kana, hangul, cjk, latin_words = parse._script_counts(text[: parse.LANGUAGE_SAMPLE_CHARS])
+        if kana and kana * 5 >= cjk:
+            return "ja"
+        if hangul > cjk and hangul >= latin_words:
+            return "ko"
+        return "en" if latin_words > cjk else "zh"
+
+    rng = random.Random(1)
+    pieces = ["ab", "a b", "X", " ", "的", "一是", "あ", "한국", "\U0001f600", "\ud800", "1", "。"]
+    seen = Counter()
+    for _ in range(3000):
+        weights = [rng.random() for _ in pieces]
+        text = "".join(rng.choices(pieces, weights, k=rng.randint(0, 30)))
+        seen[parse.detect_language([text])] += 1
+        assert parse.detect_language([text]) == by_the_rule(text)
+    assert set(seen) == {"zh", "en", "ja", "ko"}
