@@ -247,7 +247,7 @@ def iter_rows(
 # -- 扩展字段: a JSON string that is not always JSON ----------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class Extension:
     """A parsed ``扩展字段``: ``value`` is a dict (or ``None`` when unreadable), ``problems`` what was odd."""
 
@@ -966,7 +966,9 @@ def multiturn_record(
         notes.add(f"multi-turn row with an empty or missing 会话 (grouped by {how})", len(pairs))
     numbers = [value for rank, value, _ in (pair.order for pair in pairs) if rank == 0]
     session_extra: dict[str, Any] = {"grouped_by": how, "多轮序号": [pair.sequence for pair in pairs]}
-    duplicates = sorted(number for number, count in Counter(numbers).items() if count > 1)
+    duplicates = []
+    if len(set(numbers)) < len(numbers):
+        duplicates = sorted(number for number, count in Counter(numbers).items() if count > 1)
     gaps = missing_ranges(numbers)
     if duplicates:
         notes.add("multi-turn conversation with a duplicate 多轮序号 (all rows kept)")
@@ -1111,7 +1113,9 @@ def forum_reply(
     if not isinstance(reply, dict):
         raise SourceError(file, where, f"回复[{index}]", f"expected an object, got {type(reply).__name__}")
     floor = reply.get("楼ID")
-    if floor is None or floor == "":
+    if type(floor) is str and floor:  # the usual 楼ID, as _id_string gives it
+        turn_id = floor
+    elif floor is None or floor == "":
         notes.add("forum reply without 楼ID (turn_id from its position)")
         turn_id = f"#{index + 1}"
     else:

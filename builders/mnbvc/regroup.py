@@ -156,13 +156,21 @@ def _write_pieces(
     rows = [open(path, "wb", buffering=1 << 20) for _, path in paths]  # noqa: SIM115 - closed below
     offsets = [0] * count
     source_bytes = [0] * count
+    prefixes: dict[tuple[str, str], str] = {}  # the group text's start, per (来源, how)
     try:
         for file_index, name, path in files:
             try:
                 for line, size, source, how, key, order, converted in _keyed_rows(
                     name, path, opener, subsets, reject
                 ):
-                    group = ("[" + ", ".join(map(encode_basestring, (source, how, key))) + "]").encode()
+                    prefix = prefixes.get((source, how))
+                    if prefix is None:
+                        if len(prefixes) > 1024:
+                            prefixes.clear()
+                        prefix = prefixes[source, how] = (
+                            f"[{encode_basestring(source)}, {encode_basestring(how)}, "
+                        )
+                    group = (prefix + encode_basestring(key) + "]").encode()
                     target = zlib.crc32(group) % count
                     keys[target].write(
                         _key_line(
@@ -296,11 +304,12 @@ def read_partition(
         return
     bounds = [*starts[first:stop], starts[stop] if stop < len(starts) else len(index)]
     warnings = {name: parse.Warnings(name) for name in files}
+    counted = Notes()  # one conversation's normalizations, emptied for each
     with _mapped([piece[1] for piece in pieces]) as converted_rows:
         for begin, end in itertools.pairwise(bounds):
             source, how, key = index[begin][:3]
             pairs = []
-            counted = Notes()
+            counted.clear()
             for *_, rank, value, text, file_index, line, piece, offset, length in index[begin:end]:
                 row = marshal.loads(converted_rows[piece][offset : offset + length])
                 if row[0] == _REJECTED:
