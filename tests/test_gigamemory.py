@@ -395,48 +395,7 @@ def test_mapped_index_is_the_index_of_a_line_by_line_read(tmp_path, monkeypatch)
     assert read[1] == [(read[1][0][0], b"not json")] and read[1][0][0].startswith("not valid JSON")
 
 
-def test_pass_two_takes_the_dialogues_pass_one_parsed_up_to_a_budget(tmp_path, monkeypatch):
-    """An in-process pass 1 keeps the first groups' parsed dialogues, at most REUSE_BYTES of them, and
-    pass 2 takes them instead of reading and parsing again: same records; a bad first line still reaches
-    ``reject`` with its bytes."""
-    dialogues = [[session(n, ("user", f"Факт номер {n}."), ("assistant", "Запомнил."))] for n in range(6)]
-    rows = [line(n, "fact_equal_session", dialogues[n % 6], [n % 6]) for n in range(12)]
-    rows[0]["question"] = 5  # a bad question field on the first line of the first group
-    path = write_jsonl(tmp_path / "r.jsonl", rows)
-    span = len(json.dumps(dialogues[0], ensure_ascii=False).encode())
-
-    def records(budget: int) -> tuple:
-        monkeypatch.setattr(parse, "REUSE_BYTES", budget)
-        monkeypatch.setattr(parse, "_PARSED", {})
-        monkeypatch.setattr(parse, "_parsed_bytes", [0])
-        rejected = []
-        index = parse.index_file(path, lambda error, raw, scope="record": rejected.append(raw))
-        kept = [key[1] for key in parse._PARSED]
-        assert parse._parsed_bytes[0] <= budget
-        read = []
-        real_read = parse._read_group_line
-        monkeypatch.setattr(parse, "_read_group_line", lambda *a: read.append(a[2].offset) or real_read(*a))
-        shards = parse.plan_shards(index, 1 << 30)
-        found = [
-            r
-            for shard in shards
-            for r in parse.parse_shard(shard, Notes(), lambda e, raw: rejected.append(raw))
-        ]
-        monkeypatch.setattr(parse, "_read_group_line", real_read)
-        assert not parse._PARSED and parse._parsed_bytes[0] == 0
-        return found, rejected, kept, read
-
-    none = records(0)
-    some = records(3 * span + 2)
-    offsets = [group.offset for group in parse.index_file(path).groups]
-    assert none[2] == [] and none[3] == offsets
-    assert some[2] == offsets[:3]
-    assert some[3] == [offsets[0], *offsets[3:]]  # read: the rejected first line, and the groups not kept
-    assert some[0] == none[0] and some[1] == none[1] == [path.read_bytes().splitlines()[0]]
-
-
-def test_a_file_changed_between_the_passes_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(parse, "REUSE_BYTES", 0)
+def test_a_file_changed_between_the_passes_is_refused(tmp_path):
     path = write_jsonl(
         tmp_path / "c.jsonl", [line(1, "no_info", DIALOGUE_A, [1]), line(2, "no_info", DIALOGUE_B, [])]
     )
@@ -733,3 +692,25 @@ def test_default_download_is_the_public_sample():
 
     assert builder.URL.endswith("ai-forever/memory_aij2025/main/data/format_example.jsonl")
     assert parse.subset_of(builder.URL) == "format_example"
+
+
+def test_a_stream_indexes_with_the_cores_and_a_build_with_its_num_proc(tmp_path, monkeypatch):
+    """Pass 1 parses every distinct dialogue before row one: a stream, which has no num_proc, runs it in
+    the cores' processes (up to STREAM_INDEX_PROCESSES); a build in its own num_proc."""
+    (tmp_path / "data").mkdir()
+    write_jsonl(tmp_path / "data" / "s.jsonl", [line(1, "no_info", DIALOGUE_A, [1])])
+    asked = []
+    real_cached_index = parse.cached_index
+    monkeypatch.setattr(
+        parse, "cached_index", lambda *args: asked.append(args[2]) or real_cached_index(*args)
+    )
+    monkeypatch.setattr(parse.os, "cpu_count", lambda: 64)
+    builder = GigamemoryBuilder(config_name="sessions", data_dir=str(tmp_path / "data"))
+    rows = [row for dataset in builder.as_streaming_dataset().values() for row in dataset]
+    assert [row["questions"][0]["question_id"] for row in rows] == ["1"]
+    assert asked == [GigamemoryBuilder.STREAM_INDEX_PROCESSES]
+    asked.clear()
+    build_source(
+        "gigamemory", tmp_path / "out", data_dir=str(tmp_path / "data"), configs=["sessions"], num_proc=1
+    )
+    assert asked and set(asked) == {1}

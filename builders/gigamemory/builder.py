@@ -79,8 +79,10 @@ class GigamemoryBuilder(ConversationBuilder):
             files = [(path, name) for path, name in files if parse.subset_of(name) in wanted]
         return files
 
-    #: Processes for pass 1 (the index), the build's ``num_proc``: pass 1 decodes and hashes every line.
-    _index_processes = 1
+    #: Processes for pass 1 (the index): the build's ``num_proc``. Pass 1 parses every distinct dialogue
+    #: before the first row, so a stream (which has no ``num_proc``) uses the cores, up to this many.
+    _index_processes: int | None = None
+    STREAM_INDEX_PROCESSES = 8
 
     def download_and_prepare(self, *args, num_proc=None, **kwargs):
         self._index_processes = num_proc or 1
@@ -90,7 +92,8 @@ class GigamemoryBuilder(ConversationBuilder):
         shards = []
         for path, file_name in self.source_files(dl_manager):
             try:
-                index = parse.cached_index(path, self.reject, self._index_processes)
+                processes = self._index_processes or min(os.cpu_count() or 1, self.STREAM_INDEX_PROCESSES)
+                index = parse.cached_index(path, self.reject, processes)
             except SourceError as error:  # an empty file: with --on-bad-record skip, the others go on
                 self.reject(error, None, scope="file")
                 continue

@@ -337,7 +337,6 @@ class _Prepared:
     span: tuple[int, int] | None = None
     span_sha256: str | None = None
     span_first: int | None = None  # a mapped line's place in the list of distinct spans, until its digest
-    parsed: Any = _INEXACT  # its dialogue, parsed in-process, for pass 2 (:func:`_take_parsed`)
 
 
 def _prepare_line(
@@ -443,8 +442,6 @@ def _add_line(path, prepared: _Prepared, notes: Notes, groups: dict, seen_ids: d
         group = groups[digest] = Group(
             digest, prepared.offset, prepared.length, line_check, span=prepared.span
         )
-        if prepared.parsed is not _INEXACT:
-            _keep_parsed(str(path), group, prepared.parsed)
     else:
         notes.add("line sharing its dialogue with an earlier line (one conversation, several questions)")
     group.lines.append(Line(number, prepared.fields, prepared.keys))
@@ -503,13 +500,9 @@ def _prepared_lines(path, processes: int) -> Iterator[_Prepared]:
             digested = list(pool.imap(_digest_span_at, jobs))
     else:
         digested = []
-        room = REUSE_BYTES - _parsed_bytes[0] if processes <= 1 else 0
         with memoryview(mapped) as view:
             for _, start, length in jobs:  # each span just scanned: still in memory
-                sessions, digest, span_sha256 = _span_value(view[start : start + length])
-                digested.append((digest, span_sha256))
-                if digest is not None and length <= room:
-                    firsts[len(digested) - 1].parsed, room = sessions, room - length
+                digested.append(_span_digest(view[start : start + length]))
                 _release(mapped, start, start + length)
     for item, (digest, span_sha256) in zip(firsts, digested, strict=True):
         item.digest, item.span_sha256 = digest, span_sha256
@@ -649,17 +642,12 @@ def _release(mapped, start: int, end: int) -> None:
         mapped.madvise(_DONTNEED, start, end - start)
 
 
-def _span_value(span) -> tuple[Any, str | None, str]:
-    """(the dialogue a span's bytes hold, its digest, the sha256 of the bytes); the dialogue is
-    ``_INEXACT`` and the digest None when the bytes are not one float-free JSON value."""
+def _span_digest(span) -> tuple[str | None, str]:
+    """(the dialogue digest of a span's bytes or None when they are not one float-free JSON value, the
+    sha256 of the bytes)."""
     sessions = _exact_loads(span)
     digest = None if sessions is _INEXACT else dialogue_digest(sessions, float_free=True)
-    return sessions, digest, hashlib.sha256(span).hexdigest()
-
-
-def _span_digest(span) -> tuple[str | None, str]:
-    """:func:`_span_value` without the dialogue."""
-    return _span_value(span)[1:]
+    return digest, hashlib.sha256(span).hexdigest()
 
 
 def _digest_span_at(job: tuple) -> tuple[str | None, str]:
@@ -800,14 +788,12 @@ def parse_shard(
         notes.add(kind, count)
     with open_binary(path) as handle:
         for group in shard["groups"]:
-            sessions = _take_parsed(path, group)
-            raw = _NOT_READ
+            raw = _read_group_line(handle, path, group)
+            sessions = _INEXACT
+            if group.span is not None:
+                sessions = _exact_loads(memoryview(raw)[group.span[0] : group.span[1]])
             if sessions is _INEXACT:
-                raw = _read_group_line(handle, path, group)
-                if group.span is not None:
-                    sessions = _exact_loads(memoryview(raw)[group.span[0] : group.span[1]])
-                if sessions is _INEXACT:
-                    sessions = decode_line(path, group.lines[0].number, raw)["sessions"]
+                sessions = decode_line(path, group.lines[0].number, raw)["sessions"]
             record = _convert_group(sessions, group, shard, raw, notes, reject)
             if record is not None:
                 yield record
@@ -824,44 +810,6 @@ def _read_group_line(handle, path, group: Group) -> bytes:
     if len(raw) != group.length or _line_check(raw, group.span) != group.line_check:
         raise SourceError(path, where(first.number), None, "the file changed while it was being converted")
     return raw
-
-
-#: Dialogue bytes whose parse pass 1 (in-process) keeps for pass 2, which then neither reads nor parses
-#: them again; the first groups of the index, as pass 2 takes them first. Held memory is about 1.4 times
-#: this, and never more whatever the input's size.
-REUSE_BYTES = 128 * 2**20
-#: (path, offset, length, digest) of a group → its parsed dialogue and span length; bytes held.
-_PARSED: dict[tuple, tuple[Any, int]] = {}
-_parsed_bytes = [0]
-
-
-def _keep_parsed(path: str, group: Group, sessions: Any) -> None:
-    key = (path, group.offset, group.length, group.digest)
-    length = group.span[1] - group.span[0]
-    if key in _PARSED:
-        _parsed_bytes[0] -= _PARSED[key][1]
-    _PARSED[key] = (sessions, length)
-    _parsed_bytes[0] += length
-
-
-def _take_parsed(path: str, group: Group) -> Any:
-    """The group's dialogue as pass 1 parsed it (once: it is handed over, not copied), or ``_INEXACT``."""
-    kept = _PARSED.pop((path, group.offset, group.length, group.digest), None)
-    if kept is None:
-        return _INEXACT
-    _parsed_bytes[0] -= kept[1]
-    return kept[0]
-
-
-#: ``raw`` of a group whose dialogue pass 2 took from pass 1 (:func:`_take_parsed`): read only to reject.
-_NOT_READ = object()
-
-
-def _raw_for_reject(raw, path, group: Group) -> bytes | None:
-    if raw is not _NOT_READ:
-        return raw
-    with open_binary(path) as handle:
-        return _read_group_line(handle, path, group)
 
 
 def _convert_group(
@@ -882,7 +830,7 @@ def _convert_group(
         first = group.lines[0]
         for line in group.lines:
             if line is first:
-                reject(error, _raw_for_reject(raw, path, group))
+                reject(error, raw)
                 continue
             shared = f"{error.problem} (in the dialogue this line shares with line {first.number})"
             line_error = SourceError(path, where(line.number, line.fields["id"]), error.field, shared)
@@ -936,10 +884,8 @@ def _questions(
         try:
             questions.append(parse_question(line, session_ids, file_name, path, counted))
         except SourceError as error:
-            if line is group.lines[0] and raw is not None:
-                reject(error, _raw_for_reject(raw, path, group))
-                continue
-            reject(error, {**line.fields, "sessions": "<not kept: the dialogue is valid>"})
+            first = line is group.lines[0] and raw is not None
+            reject(error, raw if first else {**line.fields, "sessions": "<not kept: the dialogue is valid>"})
             continue
         notes.update(counted)
     return questions
