@@ -251,6 +251,10 @@ _DATE_TIMES = st.one_of(
 @example("20230101 12:60:00")
 @example("20230101 12:00:60")
 @example(" 20230101 12:00:0")
+@example("２0230101 10:00:00")
+@example("20230101 1٣:00:00")
+@example("20230101T12:00:00")
+@example("20230101 12-00:00")
 def test_date_iso_reads_every_text_as_parse_date_iso(raw):
     """``date_iso``'s shortcut for ``yyyymmdd HH:MM:SS`` gives ``parse_date_iso``'s text and notes."""
     fast, slow = Notes(), Notes()

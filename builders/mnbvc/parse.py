@@ -415,40 +415,45 @@ def parse_date_iso(raw: Any, field: str, notes: Notes) -> tuple[datetime | None,
 
 def date_iso(raw: Any, field: str, notes: Notes) -> str | None:
     """``parse_date_iso(...)[1]``: MNBVC's usual ``yyyymmdd HH:MM:SS`` is checked and rewritten as text
-    (its day once per distinct day), the rest goes through ``parse_date_iso``.
+    (its day and its time of day each checked once per distinct value), the rest goes through
+    ``parse_date_iso``.
 
     Reply and creation times are nearly all distinct, so ``_read_date``'s cache missed on most of them.
     """
-    if (
-        type(raw) is str
-        and len(raw) == 17
-        and raw[8] == " "
-        and raw[11] == ":"
-        and raw[14] == ":"
-        and raw.isascii()
-        and raw[9:11].isdigit()
-        and raw[12:14].isdigit()
-        and raw[15:].isdigit()
-        and raw[9:11] < "24"
-        and raw[12:14] < "60"
-        and raw[15:] < "60"
-    ):
-        day = _day_iso(raw[:8])
-        if day is not None:
-            return f"{day}T{raw[9:]}"
+    if type(raw) is str and len(raw) == 17 and raw[8] == " ":
+        day, time = raw[:8], raw[9:]
+        day_iso = _day_iso(day)
+        if day_iso is not None and _is_time_of_day(time):
+            return f"{day_iso}T{time}"
     return parse_date_iso(raw, field, notes)[1]
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _day_iso(day: str) -> str | None:
     """``yyyy-mm-dd`` of an ASCII ``yyyymmdd`` that ``_read_date`` reads as a valid date, else None."""
-    if not day.isdigit() or int(day[:4]) < 1:
+    if not (day.isascii() and day.isdigit()) or int(day[:4]) < 1:
         return None
     try:
         datetime(int(day[:4]), int(day[4:6]), int(day[6:]))
     except ValueError:
         return None
     return f"{day[:4]}-{day[4:6]}-{day[6:]}"
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _is_time_of_day(text: str) -> bool:
+    """An ASCII ``HH:MM:SS`` that ``datetime`` accepts (hour below 24, minute and second below 60)."""
+    return (
+        text.isascii()
+        and text[2] == ":"
+        and text[5] == ":"
+        and text[:2].isdigit()
+        and text[3:5].isdigit()
+        and text[6:].isdigit()
+        and text[:2] < "24"
+        and text[3:5] < "60"
+        and text[6:] < "60"
+    )
 
 
 NOT_A_DATE = "not a yyyymmdd date (timestamp null, raw kept)"
