@@ -440,6 +440,7 @@ def test_a_large_zip_is_inflated_by_a_child_process_into_the_copy_streams_read(t
     raw = _dialogues_text(300, 2, split=lambda i: ("train", "validation", "test")[i % 3])
     _write_zip(tmp_path / "in" / "big", raw)
     monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", 0)
+    monkeypatch.setattr(convlab_builder, "spare_core", lambda: True)
     children = []
     popen = convlab_builder.subprocess.Popen
     monkeypatch.setattr(
@@ -465,6 +466,39 @@ def test_a_large_zip_is_inflated_by_a_child_process_into_the_copy_streams_read(t
     }
 
 
+def test_on_a_busy_machine_the_scan_makes_the_copy_itself(tmp_path, monkeypatch):
+    from builders.convlab import builder as convlab_builder
+
+    raw = _dialogues_text(40, 2, split=lambda i: ("train", "test")[i % 2])
+    _write_zip(tmp_path / "in" / "big", raw)
+    monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", 0)
+    monkeypatch.setattr(convlab_builder, "spare_core", lambda: False)
+    monkeypatch.setattr(convlab_builder.subprocess, "Popen", None)  # no child process
+    shards = ConvLabBuilder(config_name="sessions", data_dir=str(tmp_path / "in")).shards(
+        datasets.DownloadManager()
+    )
+    copies = {shard["copy"] for split in shards.values() for shard in split}
+    assert len(copies) == 1 and Path(copies.pop()).read_bytes() == raw
+    ranges = {split: [r for shard in found for r in shard["ranges"]] for split, found in shards.items()}
+    assert ranges == parse.index_dialogues(io.BytesIO(raw), "mem")
+
+
+def test_spare_core_counts_runnable_tasks(monkeypatch):
+    from builders.convlab import builder as convlab_builder
+
+    cores = len(os.sched_getaffinity(0))
+    real_open = open
+    for runnable, spare in ((cores - 1, True), (cores, False), (cores + 3, False)):
+        text = f"0.50 0.40 0.30 {runnable}/120 4242\n"
+        monkeypatch.setattr(
+            "builtins.open",
+            lambda path, *a, text=text, **k: (
+                io.StringIO(text) if path == "/proc/loadavg" else real_open(path, *a, **k)
+            ),
+        )
+        assert convlab_builder.spare_core() is spare
+
+
 @pytest.mark.parametrize(
     ("edit", "problem"),
     [
@@ -478,12 +512,14 @@ def test_a_bad_large_zip_reports_what_the_decoding_scan_reports(tmp_path, monkey
 
     _write_zip(tmp_path / "in" / "big", edit(_dialogues_text(30, 2)))
     messages = []
-    for threshold in (0, 1 << 40):  # through the child process, then the in-process decoding scan alone
+    # through the child process, the copy made in-process (a busy machine), then no copy at all
+    for threshold, spare in ((0, True), (0, False), (1 << 40, True)):
         monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", threshold)
+        monkeypatch.setattr(convlab_builder, "spare_core", lambda spare=spare: spare)
         with pytest.raises(SourceError, match=problem) as error:
             check_source("convlab", str(tmp_path / "in"))
         messages.append(str(error.value))
-    assert messages[0] == messages[1]
+    assert messages[0] == messages[1] == messages[2]
 
 
 def test_a_corrupt_zip_member_through_the_child_is_reported_as_before(tmp_path, monkeypatch):
@@ -495,12 +531,13 @@ def test_a_corrupt_zip_member_through_the_child_is_reported_as_before(tmp_path, 
     data[middle : middle + 8] = bytes(8)  # inside the deflated member
     path.write_bytes(bytes(data))
     messages = []
-    for threshold in (0, 1 << 40):
+    for threshold, spare in ((0, True), (0, False), (1 << 40, True)):
         monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", threshold)
+        monkeypatch.setattr(convlab_builder, "spare_core", lambda spare=spare: spare)
         with pytest.raises(SourceError, match="corrupt or truncated zip member") as error:
             check_source("convlab", str(tmp_path / "in"))
         messages.append(str(error.value))
-    assert messages[0] == messages[1]
+    assert messages[0] == messages[1] == messages[2]
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -235,65 +234,89 @@ def dialogue_index(
 def _plain_index(source: SubsetInput, copy: str | None) -> dict[str, list[tuple[int, int, int]]] | None:
     """:func:`parse.index_plain_list` of the dialogues, or None when it is not sure or reading fails.
 
-    A large zipped file (one given a ``copy``) is inflated into it by a child Python process and read
-    here as it grows, so that inflating overlaps the scan on a second core: the scan must end before the
+    A large zipped file (one given a ``copy``) is inflated into it, when a core is idle, by a child Python
+    process and read here as it grows, so that inflating overlaps the scan: the scan must end before the
     first shard (a stream's first row) starts, since a bad dialogue anywhere is reported before every
-    row. On None the caller's decoding scan reads the file again and reports any failure exactly as
-    before.
+    row. (On a busy machine the two processes would wait on each other: one process then does both.)
+    On None the caller's decoding scan reads the file again and reports any failure exactly as before.
     """
     label = source.label(DIALOGUES)
-    if copy is None:
+    if copy is None or not spare_core():
         try:
-            with source.open(DIALOGUES) as stream:
-                return parse.index_plain_list(stream, label)
+            with (
+                source.open(DIALOGUES) as stream,
+                open(copy, "wb") if copy else contextlib.nullcontext() as written,
+            ):
+                return parse.index_plain_list(_Tee(stream, written) if written else stream, label)
         except Exception:  # "not sure": the caller's scan meets the same failure and names it
             return None
-    target, child = copy, None
+    child, ready, notices = None, -1, -1
     try:
-        with open(target, "wb"):
+        with open(copy, "wb"):
             pass  # exists before the child starts, so it can be opened here at once
+        notices, ready = os.pipe()  # a byte each time the child has written a chunk
         child = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _INFLATE, source.path, f"data/{DIALOGUES}", target],
+            [sys.executable, "-I", "-S", "-c", _INFLATE, source.path, f"data/{DIALOGUES}", copy, str(ready)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            pass_fds=(ready,),
         )
-        with open(target, "rb") as growing:
-            index = parse.index_plain_list(_GrowingFile(growing, child), label)
+        os.close(ready)
+        ready = -1
+        with open(copy, "rb") as growing:
+            index = parse.index_plain_list(_GrowingFile(growing, notices), label)
         return index if child.wait() == 0 else None  # a failed CRC check is only known at the end
     except Exception:  # "not sure", as above
         return None
     finally:
+        for descriptor in (ready, notices):
+            if descriptor >= 0:
+                os.close(descriptor)
         if child is not None:
             if child.poll() is None:
                 child.kill()
             child.wait()
 
 
-#: The child of ``_plain_index``: argv = zip, member, file to write the member's bytes to.
+def spare_core() -> bool:
+    """Whether a core is idle now: fewer runnable tasks than cores, counting this one (Linux's
+    ``/proc/loadavg``; elsewhere the one-minute load average)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        with open("/proc/loadavg", encoding="ascii") as loadavg:
+            runnable = int(loadavg.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return os.getloadavg()[0] + 1 < cores if hasattr(os, "getloadavg") else False
+    return runnable < cores
+
+
+#: The child of ``_plain_index``: argv = zip, member, file to write the member's bytes to, and the pipe to
+#: which it writes a byte after each chunk (closed when it ends, however it ends).
 _INFLATE = """
-import sys, zipfile
-path, member, target = sys.argv[1:4]
-with zipfile.ZipFile(path) as archive, archive.open(member) as stream, open(target, "wb") as written:
+import os, sys, zipfile
+path, member, target, ready = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+with zipfile.ZipFile(path) as archive, archive.open(member) as stream, open(target, "wb", buffering=0) as out:
     while chunk := stream.read(1 << 22):
-        written.write(chunk)
+        out.write(chunk)
+        os.write(ready, b".")
 """
 
 
 class _GrowingFile:
-    """A file another process is still writing: a read waits for more bytes until that process ends."""
+    """A file another process is still writing: a read at its current end waits for the writer's next
+    notice (a byte on the pipe ``notices``), and ends when the writer has closed that pipe."""
 
-    def __init__(self, file: IO[bytes], writer: subprocess.Popen):
-        self._file, self._writer = file, writer
+    def __init__(self, file: IO[bytes], notices: int):
+        self._file, self._notices = file, notices
 
     def read(self, size: int = -1) -> bytes:
         while True:
             data = self._file.read(size)
             if data:
                 return data
-            if self._writer.poll() is not None:
+            if not os.read(self._notices, 4096):
                 return self._file.read(size)  # what it wrote before it ended (b"" at the end)
-            time.sleep(0.001)
 
 
 class _Tee:
