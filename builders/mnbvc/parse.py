@@ -621,8 +621,9 @@ def _text(value: Any, field: str, notes: Notes) -> str:
 def _row_without(row: dict[str, Any], text_keys: tuple[str, ...], kinds: tuple[type, ...]) -> dict[str, Any]:
     """The row with its text fields taken out (they are turns); a text field of another type stays."""
     kept = row.copy()
-    for key, kind in zip(text_keys, kinds, strict=True):
-        if key in kept and isinstance(kept[key], kind):
+    for index in range(len(text_keys)):
+        key = text_keys[index]
+        if isinstance(kept.get(key), kinds[index]):  # never NoneType: an absent key stays absent
             del kept[key]
     return kept
 
