@@ -4,7 +4,8 @@ Each GigaMemory line is one question *and* the whole dialogue it is asked about 
 several lines can share one dialogue. Loading a file whole, or keeping every dialogue to find the shared
 ones, would not scale to files of thousands of such lines, so:
 
-1. :func:`index_file` reads a file once, line by line, and keeps per line only its position, the hash of
+1. :func:`index_file` reads a file once (a plain file mapped, a ``.gz`` line by line), and keeps per
+   line only its position, the hash of
    its ``sessions`` (canonical JSON → sha256) and its small question fields. Lines with the same hash are
    one *group*: one conversation carrying all their questions.
 2. :func:`plan_shards` cuts each file's groups (in order of first appearance) into shards of a bounded
@@ -284,8 +285,8 @@ def index_file(path: str | os.PathLike, reject: Reject = raise_error, processes:
 
     A bad line goes to ``reject`` with its bytes (raising by default); a file that cannot be read on from
     some line (corrupt gzip) goes there once, and the lines before that point are kept. With
-    ``processes`` > 1, a large plain file's lines are decoded and hashed in that many processes (the
-    line-local work, most of pass 1); grouping stays here, in file order, so the index is the same.
+    ``processes`` > 1, a large plain file's distinct dialogues are parsed and hashed in that many
+    processes (most of pass 1); grouping stays here, in file order, so the index is the same.
     """
     notes = Notes()
     groups: dict[str, Group] = {}
@@ -339,33 +340,28 @@ class _Prepared:
     span_first: int | None = None  # a mapped line's place in the list of distinct spans, until its digest
 
 
-def _prepare_line(
-    path, number: int, offset: int, raw: bytes, in_worker: bool = False, digests: dict | None = None
-) -> _Prepared:
-    """Everything pass 1 needs of one line.
+def _prepare_line(path, number: int, offset: int, raw: bytes, digests: dict) -> _Prepared:
+    """Everything pass 1 needs of one line read whole (a ``.gz``'s).
 
-    ``digests`` (span sha256 → dialogue digest) remembers the dialogues this process already parsed; None
-    (a worker's pass over a byte range) leaves a cut line's digest to :func:`_digest_spans`, which makes it
-    once per distinct span over all ranges.
+    ``digests`` (span sha256 → dialogue digest) remembers the dialogues this process already parsed.
     """
     bom = number == 1 and raw.startswith(b"\xef\xbb\xbf")
     if bom:
         raw, offset = raw[3:], offset + 3
-    prepared = _Prepared(number, offset, len(raw), None if in_worker else raw, None, bom=bom)
+    prepared = _Prepared(number, offset, len(raw), raw, None, bom=bom)
     if not raw.strip():
         prepared.blank = True
-        if in_worker:
-            prepared.line_check = _line_check(raw, None)
         return prepared
     if not _prepare_cut_line(prepared, raw, digests):
-        _prepare_whole_line(path, prepared, raw, in_worker)
+        _prepare_whole_line(path, prepared, raw, drop_raw=False)
     return prepared
 
 
-def _prepare_whole_line(path, prepared: _Prepared, raw: bytes, in_worker: bool) -> None:
-    """The line parsed whole (one that cannot be cut): its errors are the ones a user sees."""
+def _prepare_whole_line(path, prepared: _Prepared, raw: bytes, drop_raw: bool) -> None:
+    """The line parsed whole (one that cannot be cut): its errors are the ones a user sees. With
+    ``drop_raw`` (a mapped file's line), the bytes are kept only for ``reject`` and the line check made."""
     number = prepared.number
-    if in_worker:
+    if drop_raw:
         prepared.line_check = _line_check(raw, None)
     try:
         record = decode_line(path, number, raw)
@@ -379,7 +375,7 @@ def _prepare_whole_line(path, prepared: _Prepared, raw: bytes, in_worker: bool) 
     prepared.has_sessions = "sessions" in record
     if prepared.has_sessions:
         prepared.digest = dialogue_digest(record["sessions"])
-    elif in_worker:
+    elif drop_raw:
         prepared.raw = raw  # it will be rejected
     prepared.fields = {key: value for key, value in record.items() if key != "sessions"}
     prepared.keys = list(record)
@@ -570,14 +566,14 @@ def _prepare_mapped_line(path, mapped, number: int, start: int, end: int) -> _Pr
             prepared.fields = {key: value for key, value in record.items() if key != "sessions"}
             prepared.keys = list(record)
             return prepared
-    _prepare_whole_line(path, prepared, mapped[start:end], in_worker=True)
+    _prepare_whole_line(path, prepared, mapped[start:end], drop_raw=True)
     return prepared
 
 
 def _prepare_whole_mapped_line(path, mapped, cut: _Prepared) -> _Prepared:
     """A cut line prepared again as a whole line (its span was not one float-free JSON value)."""
     again = _Prepared(cut.number, cut.offset, cut.length, None, None, bom=cut.bom)
-    _prepare_whole_line(path, again, mapped[cut.offset : cut.offset + cut.length], in_worker=True)
+    _prepare_whole_line(path, again, mapped[cut.offset : cut.offset + cut.length], drop_raw=True)
     return again
 
 
