@@ -29,7 +29,6 @@ import itertools
 import json
 import marshal
 import math
-import mmap
 import multiprocessing
 import os
 import zlib
@@ -305,13 +304,13 @@ def read_partition(
     bounds = [*starts[first:stop], starts[stop] if stop < len(starts) else len(index)]
     warnings = {name: parse.Warnings(name) for name in files}
     counted = Notes()  # one conversation's normalizations, emptied for each
-    with _mapped([piece[1] for piece in pieces]) as converted_rows:
+    with _opened([piece[1] for piece in pieces]) as converted_rows:
         for begin, end in itertools.pairwise(bounds):
             source, how, key = index[begin][:3]
             pairs = []
             counted.clear()
             for *_, rank, value, text, file_index, line, piece, offset, length in index[begin:end]:
-                row = marshal.loads(converted_rows[piece][offset : offset + length])
+                row = marshal.loads(os.pread(converted_rows[piece], length, offset))
                 if row[0] == _REJECTED:
                     reject(SourceError(*row[1]), row[2])
                     continue
@@ -332,24 +331,27 @@ def read_partition(
                 yield record
 
 
-class _mapped:
-    """The files at ``paths`` memory-mapped (an empty file as ``b""``), closed on exit."""
+class _opened:
+    """File descriptors of the files at ``paths``, closed on exit. A converted row is read with one
+    ``os.pread`` (memory-mapping the pieces was a little faster, but counted the pages read in the
+    worker's memory)."""
 
     def __init__(self, paths: list[str]):
         self.paths = paths
-        self.maps: list = []
+        self.descriptors: list[int] = []
 
-    def __enter__(self) -> list:
-        for path in self.paths:
-            with open(path, "rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
-                self.maps.append(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b"")
-        return self.maps
+    def __enter__(self) -> list[int]:
+        try:
+            for path in self.paths:
+                self.descriptors.append(os.open(path, os.O_RDONLY))
+        except BaseException:
+            self.__exit__()
+            raise
+        return self.descriptors
 
     def __exit__(self, *exc_info) -> None:
-        for mapped in self.maps:
-            if isinstance(mapped, mmap.mmap):
-                mapped.close()
+        for descriptor in self.descriptors:
+            os.close(descriptor)
 
 
 _last_index: dict[tuple, tuple[list[tuple], list[int]]] = {}
