@@ -466,7 +466,7 @@ def test_a_large_zip_is_inflated_by_a_child_process_into_the_copy_streams_read(t
     }
 
 
-def test_on_a_busy_machine_the_scan_makes_the_copy_itself(tmp_path, monkeypatch):
+def test_on_a_busy_machine_a_build_makes_the_copy_in_process_and_a_stream_makes_none(tmp_path, monkeypatch):
     from builders.convlab import builder as convlab_builder
 
     raw = _dialogues_text(40, 2, split=lambda i: ("train", "test")[i % 2])
@@ -474,13 +474,23 @@ def test_on_a_busy_machine_the_scan_makes_the_copy_itself(tmp_path, monkeypatch)
     monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", 0)
     monkeypatch.setattr(convlab_builder, "spare_core", lambda: False)
     monkeypatch.setattr(convlab_builder.subprocess, "Popen", None)  # no child process
-    shards = ConvLabBuilder(config_name="sessions", data_dir=str(tmp_path / "in")).shards(
-        datasets.DownloadManager()
-    )
+    builder = ConvLabBuilder(config_name="sessions", data_dir=str(tmp_path / "in"))
+    expected = parse.index_dialogues(io.BytesIO(raw), "mem")
+    # a stream does not wait for a copy on a busy machine: its shards inflate the member themselves
+    streamed = builder.shards(datasets.StreamingDownloadManager())
+    assert {shard["copy"] for split in streamed.values() for shard in split} == {None}
+    ranges = {split: [r for shard in found for r in shard["ranges"]] for split, found in streamed.items()}
+    assert ranges == expected
+    streamed_ids = [
+        row["conversation_id"] for rows in builder.as_streaming_dataset().values() for row in rows
+    ]
+    assert streamed_ids == [f"d-{position}" for ranges in expected.values() for _, _, position in ranges]
+    # a build in the same process scans again to make the copy its workers seek in
+    shards = builder.shards(datasets.DownloadManager())
     copies = {shard["copy"] for split in shards.values() for shard in split}
     assert len(copies) == 1 and Path(copies.pop()).read_bytes() == raw
     ranges = {split: [r for shard in found for r in shard["ranges"]] for split, found in shards.items()}
-    assert ranges == parse.index_dialogues(io.BytesIO(raw), "mem")
+    assert ranges == expected
 
 
 def test_spare_core_counts_runnable_tasks(monkeypatch):

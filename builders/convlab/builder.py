@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any, ClassVar
 
+import datasets
 from datasets import Features, Json, List, Value
 
 from builders import schema
@@ -196,25 +197,29 @@ _EXTRACTED: dict[tuple, str] = {}
 
 
 def dialogue_index(
-    source: SubsetInput, reject: Reject = raise_error
+    source: SubsetInput, reject: Reject = raise_error, streaming: bool = False
 ) -> dict[str, list[tuple[int, int, int]]]:
     """Split → byte ranges of its dialogues; scanned once per file and process (every config reuses it).
 
     Bad dialogues go to ``reject``; an index that rejected some is not kept, so each build reports them.
-    A large zipped dialogues.json is copied out by the same scan (see the module's docstring), for a
-    build's workers and a stream's shards alike: each then seeks in the copy instead of inflating the
-    member from its start again.
+    A large zipped dialogues.json is copied out by the same scan (see the module's docstring) for a
+    build's workers, who then seek in the copy instead of inflating the member from its start for every
+    shard; so is it for a stream's shards when a core is idle (a child process then makes the copy
+    beside the scan), not otherwise: writing it would delay the first row. An index kept without a copy
+    is scanned again when a build wants one.
     """
     key = source.stat_key()
-    if key not in _INDEX_CACHE:
+    spare = spare_core()
+    wanted = key not in _EXTRACTED and (not streaming or (spare and key not in _INDEX_CACHE))
+    copy = _extraction_target(source) if wanted else None
+    if key not in _INDEX_CACHE or copy is not None:
         rejected = []
 
         def counting_reject(error, raw=None, scope="record"):
             rejected.append(error)
             reject(error, raw, scope)
 
-        copy = _extraction_target(source) if key not in _EXTRACTED else None
-        index = _plain_index(source, copy)
+        index = _plain_index(source, copy, beside=spare)
         if index is None:  # anything unusual: the decoding scan, which reports each problem as it always did
             with source.open(DIALOGUES) as stream:
                 if copy is None:
@@ -231,17 +236,20 @@ def dialogue_index(
     return _INDEX_CACHE[key]
 
 
-def _plain_index(source: SubsetInput, copy: str | None) -> dict[str, list[tuple[int, int, int]]] | None:
+def _plain_index(
+    source: SubsetInput, copy: str | None, beside: bool = False
+) -> dict[str, list[tuple[int, int, int]]] | None:
     """:func:`parse.index_plain_list` of the dialogues, or None when it is not sure or reading fails.
 
-    A large zipped file (one given a ``copy``) is inflated into it, when a core is idle, by a child Python
-    process and read here as it grows, so that inflating overlaps the scan: the scan must end before the
-    first shard (a stream's first row) starts, since a bad dialogue anywhere is reported before every
-    row. (On a busy machine the two processes would wait on each other: one process then does both.)
-    On None the caller's decoding scan reads the file again and reports any failure exactly as before.
+    With ``beside`` (a core is idle), a large zipped file given a ``copy`` is inflated into it by a child
+    Python process and read here as it grows, so that inflating overlaps the scan: the scan must end
+    before the first shard (a stream's first row) starts, since a bad dialogue anywhere is reported
+    before every row. (On a busy machine the two processes would wait on each other: this process then
+    does both.) On None the caller's decoding scan reads the file again and reports any failure exactly
+    as before.
     """
     label = source.label(DIALOGUES)
-    if copy is None or not spare_core():
+    if copy is None or not beside:
         try:
             with (
                 source.open(DIALOGUES) as stream,
@@ -577,7 +585,8 @@ class ConvLabBuilder(ConversationBuilder):
         by_split: dict[str, list[dict]] = {}
         for source in inputs:
             try:
-                index = dialogue_index(source, self.reject)
+                streaming = isinstance(dl_manager, datasets.StreamingDownloadManager)
+                index = dialogue_index(source, self.reject, streaming=streaming)
             except SourceError as error:  # an unreadable file: with --on-bad-record skip, the others go on
                 self.reject(error, None, scope="file")
                 continue
