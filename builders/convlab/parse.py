@@ -8,7 +8,9 @@ the parsers check that inverse on every value and keep the raw value in ``extra`
 would not give it back.
 
 ``dialogues.json`` is read without loading it whole: :func:`scan_json_array` walks the top-level list once
-and reports the byte range of every dialogue, and workers read only the ranges of their shard.
+and reports the byte range of every dialogue, and workers read only the ranges of their shard. The index
+of an indented file of good dialogues comes from :func:`index_plain_list`, which stays in bytes and gives
+the same ranges or declines (the decoding scan then runs and reports any problem).
 """
 
 from __future__ import annotations
