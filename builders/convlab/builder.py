@@ -202,15 +202,15 @@ def dialogue_index(
     """Split → byte ranges of its dialogues; scanned once per file and process (every config reuses it).
 
     Bad dialogues go to ``reject``; an index that rejected some is not kept, so each build reports them.
-    A large zipped dialogues.json is copied out by the same scan (see the module's docstring) for a
-    build's workers, who then seek in the copy instead of inflating the member from its start for every
-    shard; so is it for a stream's shards when a core is idle (a child process then makes the copy
-    beside the scan), not otherwise: writing it would delay the first row. An index kept without a copy
-    is scanned again when a build wants one.
+    A large zipped dialogues.json is copied out, by a child process beside the scan, for a build's
+    workers, who then seek in the copy instead of inflating the member from its start for every shard;
+    so is it for a stream's shards when a core is idle, not otherwise: on a busy machine writing it
+    would delay the first row. An index kept without a copy is scanned again when a build wants one.
     """
     key = source.stat_key()
-    spare = spare_core()
-    wanted = key not in _EXTRACTED and (not streaming or (spare and key not in _INDEX_CACHE))
+    # a build makes the copy anyway (a child beside the scan costs little more CPU, and overlaps when it
+    # can); a stream only when a core is idle
+    wanted = key not in _EXTRACTED and (not streaming or (key not in _INDEX_CACHE and spare_core()))
     copy = _extraction_target(source) if wanted else None
     if key not in _INDEX_CACHE or copy is not None:
         rejected = []
@@ -219,7 +219,7 @@ def dialogue_index(
             rejected.append(error)
             reject(error, raw, scope)
 
-        index = _plain_index(source, copy, beside=spare)
+        index = _plain_index(source, copy)
         if index is None:  # anything unusual: the decoding scan, which reports each problem as it always did
             with source.open(DIALOGUES) as stream:
                 if copy is None:
@@ -236,26 +236,19 @@ def dialogue_index(
     return _INDEX_CACHE[key]
 
 
-def _plain_index(
-    source: SubsetInput, copy: str | None, beside: bool = False
-) -> dict[str, list[tuple[int, int, int]]] | None:
+def _plain_index(source: SubsetInput, copy: str | None) -> dict[str, list[tuple[int, int, int]]] | None:
     """:func:`parse.index_plain_list` of the dialogues, or None when it is not sure or reading fails.
 
-    With ``beside`` (a core is idle), a large zipped file given a ``copy`` is inflated into it by a child
-    Python process and read here as it grows, so that inflating overlaps the scan: the scan must end
-    before the first shard (a stream's first row) starts, since a bad dialogue anywhere is reported
-    before every row. (On a busy machine the two processes would wait on each other: this process then
-    does both.) On None the caller's decoding scan reads the file again and reports any failure exactly
-    as before.
+    A large zipped file given a ``copy`` is inflated into it by a child Python process and read here as
+    it grows, so that inflating and writing overlap the scan: the scan must end before the first shard
+    (a stream's first row) starts, since a bad dialogue anywhere is reported before every row. On None
+    the caller's decoding scan reads the file again and reports any failure exactly as before.
     """
     label = source.label(DIALOGUES)
-    if copy is None or not beside:
+    if copy is None:
         try:
-            with (
-                source.open(DIALOGUES) as stream,
-                open(copy, "wb") if copy else contextlib.nullcontext() as written,
-            ):
-                return parse.index_plain_list(_Tee(stream, written) if written else stream, label)
+            with source.open(DIALOGUES) as stream:
+                return parse.index_plain_list(stream, label)
         except Exception:  # "not sure": the caller's scan meets the same failure and names it
             return None
     child, ready, notices = None, -1, -1
