@@ -466,6 +466,22 @@ def test_a_large_zip_is_inflated_by_a_child_process_into_the_copy_streams_read(t
     }
 
 
+def test_the_copy_of_a_large_zip_goes_to_convhub_tmpdir(tmp_path, monkeypatch):
+    """As MNBVC's partitions: a user whose /tmp is small points every large temporary file elsewhere."""
+    from builders.convlab import builder as convlab_builder
+
+    _write_zip(tmp_path / "in" / "big", _dialogues_text(20, 2, split=lambda i: ("train", "test")[i % 2]))
+    monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", 0)
+    monkeypatch.setattr(convlab_builder, "_TEMP_DIR", [])
+    monkeypatch.setenv("CONVHUB_TMPDIR", str(tmp_path / "scratch"))
+    (tmp_path / "scratch").mkdir()
+    builder = ConvLabBuilder(config_name="sessions", data_dir=str(tmp_path / "in"))
+    shards = builder.shards(datasets.DownloadManager())
+    copies = {shard["copy"] for split in shards.values() for shard in split}
+    assert len(copies) == 1
+    assert Path(copies.pop()).parent.parent == tmp_path / "scratch"
+
+
 def test_on_a_busy_machine_a_stream_makes_no_copy_and_a_build_makes_it_beside(tmp_path, monkeypatch):
     from builders.convlab import builder as convlab_builder
 

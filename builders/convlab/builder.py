@@ -340,7 +340,8 @@ def _extraction_target(source: SubsetInput) -> str | None:
     if source.kind != "zip" or source.zipped_size(DIALOGUES) < EXTRACT_MIN_BYTES:
         return None
     if not _TEMP_DIR or _TEMP_DIR[1] != os.getpid():
-        _TEMP_DIR[:] = [tempfile.mkdtemp(prefix="convhub-convlab-"), os.getpid()]
+        folder = tempfile.mkdtemp(prefix="convhub-convlab-", dir=os.environ.get("CONVHUB_TMPDIR"))
+        _TEMP_DIR[:] = [folder, os.getpid()]
         atexit.register(_remove_temp_dir, *_TEMP_DIR)
     handle, path = tempfile.mkstemp(dir=_TEMP_DIR[0], suffix=f"-{source.name}-{DIALOGUES}")
     os.close(handle)
