@@ -461,7 +461,7 @@ def split_by_subset(staging: Path, built: ConfigBuild, batch_rows: int = 256) ->
                 table = pa.Table.from_batches([batch])
                 for subset in pc.unique(table.column("subset")).to_pylist():
                     if subset not in writers:
-                        relative = f"{built.name}/{subset}/{split}-00000-of-00001.parquet"
+                        relative = _shard_path(f"{built.name}/{subset}", split, 0, 1)
                         (staging / relative).parent.mkdir(parents=True, exist_ok=True)
                         writer = ParquetWriter(features=built.features, path=str(staging / relative))
                         writers[subset] = (relative, writer)
@@ -474,7 +474,7 @@ def split_by_subset(staging: Path, built: ConfigBuild, batch_rows: int = 256) ->
         for subset, (relative, writer) in sorted(writers.items()):
             rows, size = writer.finalize()
             writer.close()
-            part = built.subsets.setdefault(subset, ConfigBuild(f"{built.name}-{subset}", built.features))
+            part = _subset_config(built, subset)
             part.splits[split] = datasets.SplitInfo(split, size, rows)
             part.files[split] = [relative]
             built.files[split].append(relative)
@@ -484,14 +484,19 @@ def _move_to_subset(staging: Path, built: ConfigBuild, split: str, subset: str) 
     """Every row of ``split`` is in ``subset``: its files become that subset's files by a rename."""
     moved = []
     for index, relative in enumerate(built.files[split]):
-        target = f"{built.name}/{subset}/{split}-{index:05d}-of-{len(built.files[split]):05d}.parquet"
+        target = _shard_path(f"{built.name}/{subset}", split, index, len(built.files[split]))
         (staging / target).parent.mkdir(parents=True, exist_ok=True)
         (staging / relative).rename(staging / target)
         moved.append(target)
     built.files[split] = moved
-    part = built.subsets.setdefault(subset, ConfigBuild(f"{built.name}-{subset}", built.features))
+    part = _subset_config(built, subset)
     part.splits[split] = built.splits[split]
     part.files[split] = list(moved)
+
+
+def _subset_config(built: ConfigBuild, subset: str) -> ConfigBuild:
+    """The ``<config>-<subset>`` config of ``built``, made on first use."""
+    return built.subsets.setdefault(subset, ConfigBuild(f"{built.name}-{subset}", built.features))
 
 
 def forget_cached_copies(folder: Path) -> None:
