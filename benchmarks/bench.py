@@ -7,11 +7,11 @@ For each source it generates an input (``benchmarks/scaled_inputs.py``), then me
 process so that peak RSS is that case's own: a bare ``json.loads`` pass over the files (the parse floor),
 ``datasets.load_dataset("json", ...)`` (the generic loader, the baseline users have today), the builder's
 default ``sessions`` config and all shared configs together, each with ``num_proc=1`` and ``num_proc=2``
-(``convhub build``'s default on a 2-core machine), every config (where a source has its own), and each
-shared config streamed through ``as_streaming_dataset()``
-(seconds to the first row, then rows/s over at most ``--stream-seconds``), and the ``sessions`` build
-once more on an input a quarter the size, whose peak RSS shows whether memory grows with the input. Ratios are against the
-baselines measured in the same run on the same input; a summary checks the targets of issue 6.
+(``convhub build``'s default on a 2-core machine), every config (where a source has its own), each shared
+config streamed through ``as_streaming_dataset()`` (seconds to the first row, then rows/s over at most
+``--stream-seconds``), and the ``sessions`` build once more on an input a quarter the size, whose peak RSS
+shows whether memory grows with the input. Ratios are against the baselines measured in the same run on the
+same input; a summary checks the targets of issue 6.
 """
 
 from __future__ import annotations
