@@ -87,8 +87,8 @@ def _garbage_collection_paused():
 
 
 def _move_to_oldest_generation() -> None:
-    """Every tracked object (a file's samples, just read with the collector paused) into the collector's
-    oldest generation at once (``gc.freeze`` then ``gc.unfreeze``).
+    """Every tracked object (a file's samples, or one sample, just read with the collector paused) into
+    the collector's oldest generation at once (``gc.freeze`` then ``gc.unfreeze``).
 
     Otherwise the next young pass walks the whole file, then the middle one, and the objects it promotes
     trigger a full pass: three walks over millions of objects the parse only reads. Where the process
@@ -139,10 +139,11 @@ def holds_lone_surrogate_escape(data: bytes, checked: int = 0, final: bool = Tru
     very start of ``data``, and one after a backslash (``\\\\ud83d`` is no escape, and would make the
     escape after it look paired).
     """
-    if not SURROGATE_ESCAPE.search(data, max(0, checked - 5)):  # mostly one scan, with a literal prefix
-        return False
     stop = len(data) if final else len(data) - 6
-    starts = [match.start() for match in SURROGATE_ESCAPE.finditer(data) if checked < match.end() <= stop]
+    escapes = SURROGATE_ESCAPE.finditer(data, max(0, checked - 5))  # mostly none: one scan, literal prefix
+    starts = [match.start() for match in escapes if checked < match.end() <= stop]
+    if not starts:
+        return False
     if any(start == 0 or data[start - 1] == ord("\\") for start in starts):
         return True
     paired = {match.start() for match in SURROGATE_PAIR.finditer(data)}
