@@ -26,7 +26,7 @@ from huggingface_hub import DatasetCard
 from builders import cli
 from builders.build import build_source, check_source
 from builders.errors import Notes, SourceError
-from builders.jsonio import may_hold_long_integer
+from builders.jsonio import holds_lone_surrogate_escape, may_hold_long_integer
 from builders.locomo import parse
 from builders.locomo.builder import LocomoBuilder
 
@@ -1256,7 +1256,7 @@ def test_lone_surrogate_escapes_are_found_however_the_reads_cut_the_bytes(text, 
 
 def test_every_sample_of_the_real_file_streams_as_json_reads_it(real_file):
     """The real file holds emoji written as surrogate pairs: it must still take the streaming reader."""
-    assert not parse.holds_lone_surrogate_escape(real_file.read_bytes())
+    assert not holds_lone_surrogate_escape(real_file.read_bytes())
     assert repr(list(parse.iter_samples(real_file))) == repr(
         json.loads(real_file.read_text(encoding="utf-8"))
     )

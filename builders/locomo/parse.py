@@ -25,7 +25,7 @@ from dateutil import parser as dateparser
 
 from builders import schema
 from builders.errors import Notes, Reject, SourceError, raise_error, require
-from builders.jsonio import may_hold_long_integer
+from builders.jsonio import holds_lone_surrogate_escape, may_hold_long_integer
 
 #: LoCoMo's own evaluation code (task_eval/evaluation.py) and most published results use these names.
 #: The format document in shared/seeds calls 1 single-hop, 3 multi-hop and 4 open-domain instead.
@@ -122,33 +122,6 @@ def read_samples(path: str | Path) -> list[Any]:
     if not data:
         raise SourceError(path, None, None, "no samples: the list is empty")
     return data
-
-
-#: A JSON ``\\u`` escape of a UTF-16 surrogate. yajl reads a lone one as "?" where json keeps it; a pair
-#: (an emoji written by ``ensure_ascii``) reads the same in both.
-SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-SURROGATE_PAIR = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
-
-
-def holds_lone_surrogate_escape(data: bytes, checked: int = 0, final: bool = True) -> bool:
-    """Whether ``data`` holds a surrogate escape that is not half of a high-low pair.
-
-    Only escapes that end past ``data[:checked]`` (what an earlier call judged) are judged; unless
-    ``final``, those in the last 6 bytes are left for the next call, which sees their partner. Callers
-    only use a True to take the slower, exact path, so anything unsure counts as lone: an escape at the
-    very start of ``data``, and one after a backslash (``\\\\ud83d`` is no escape, and would make the
-    escape after it look paired).
-    """
-    stop = len(data) if final else len(data) - 6
-    escapes = SURROGATE_ESCAPE.finditer(data, max(0, checked - 5))  # mostly none: one scan, literal prefix
-    starts = [match.start() for match in escapes if checked < match.end() <= stop]
-    if not starts:
-        return False
-    if any(start == 0 or data[start - 1] == ord("\\") for start in starts):
-        return True
-    paired = {match.start() for match in SURROGATE_PAIR.finditer(data)}
-    paired |= {start + 6 for start in paired}
-    return any(start not in paired for start in starts)
 
 
 class _LoneSurrogateFound(Exception):
