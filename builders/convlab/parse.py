@@ -445,8 +445,13 @@ def _act_field_kept(item: tuple[str, Any]) -> bool:
     if key in _ACT_TEXT_FIELDS:
         return isinstance(value, str)
     if key in _ACT_SPAN_FIELDS:
-        return isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31
+        return _is_span(value)
     return False
+
+
+def _is_span(value: Any) -> bool:
+    """Whether a source ``start``/``end`` fits the typed act's int32 field (a bool is not a span)."""
+    return isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31
 
 
 def _typed_act(kind: str, act: dict) -> dict:
@@ -456,11 +461,7 @@ def _typed_act(kind: str, act: dict) -> dict:
 
     def span(key: str) -> int | None:
         value = act.get(key)
-        return (
-            value
-            if isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31
-            else None
-        )
+        return value if _is_span(value) else None
 
     return {
         "type": kind,
