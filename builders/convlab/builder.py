@@ -252,9 +252,7 @@ def _plain_index(source: SubsetInput, copy: str | None) -> dict[str, list[tuple[
         except Exception:  # "not sure": the caller's scan meets the same failure and names it
             return None
     child, ready, notices = None, -1, -1
-    try:
-        with open(copy, "wb"):
-            pass  # exists before the child starts, so it can be opened here at once
+    try:  # (``copy`` exists, made empty by mkstemp: it can be opened here before the child writes)
         notices, ready = os.pipe()  # a byte each time the child has written a chunk
         child = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", _INFLATE, source.path, f"data/{DIALOGUES}", copy, str(ready)],
