@@ -362,10 +362,8 @@ def shard_ranges(ranges: list[tuple[int, int, int]]) -> list[list[tuple[int, int
         return [ranges] if ranges else []
     count = math.ceil(len(ranges) / DIALOGUES_PER_SHARD)
     count += count % 2
-    running, total = [], 0
-    for start, end, _ in ranges:
-        total += end - start
-        running.append(total)
+    running = list(itertools.accumulate(end - start for start, end, _ in ranges))  # bytes up to each
+    total = running[-1]
     cuts = [0]
     for share in range(1, count):
         cut = bisect.bisect_left(running, total * share / count) + 1
