@@ -573,9 +573,9 @@ class ConvLabBuilder(ConversationBuilder):
                 ]
             }
         by_split: dict[str, list[dict]] = {}
+        streaming = isinstance(dl_manager, datasets.StreamingDownloadManager)
         for source in inputs:
             try:
-                streaming = isinstance(dl_manager, datasets.StreamingDownloadManager)
                 index = dialogue_index(source, self.reject, streaming=streaming)
             except SourceError as error:  # an unreadable file: with --on-bad-record skip, the others go on
                 self.reject(error, None, scope="file")
