@@ -323,9 +323,8 @@ class _Prepared:
     offset: int
     length: int
     raw: bytes | None  # kept in-process, and for a bad line (``reject`` gets its bytes)
-    line_check: (
-        str | None
-    )  # made by a worker (which drops ``raw``) or for a cut line; else made for a group's first line
+    #: Made for a mapped line parsed whole (which drops ``raw``); else for a group's first line only.
+    line_check: str | None
     bom: bool = False
     blank: bool = False
     error: SourceError | None = None  # not JSON, no or bad id: raised in file order by _add_line
@@ -381,33 +380,41 @@ def _prepare_whole_line(path, prepared: _Prepared, raw: bytes, drop_raw: bool) -
     prepared.keys = list(record)
 
 
-def _prepare_cut_line(prepared: _Prepared, raw: bytes, digests: dict | None) -> bool:
+def _prepare_cut_line(prepared: _Prepared, raw: bytes, digests: dict) -> bool:
     """Prepare a line from its question fields and its span's digest (see above); False if it cannot be cut
     or its id is bad (the whole-line path then reports what is wrong, exactly as before)."""
     cut = _split_line(raw)
-    if cut is None:
+    if cut is None or not _usable_id(cut[0]):
         return False
     record, start, end = cut
-    if "id" not in record or isinstance(record["id"], bool) or not isinstance(record["id"], (int, str)):
-        return False
     span = memoryview(raw)[start:end]
     span_sha256 = hashlib.sha256(span).hexdigest()
-    digest = None if digests is None else digests.get(span_sha256)
-    if digest is None and digests is not None:
-        digest = _span_digest(span)[0]
+    digest = digests.get(span_sha256)
+    if digest is None:
+        digest = _span_dialogue_digest(span)
         if digest is None:
             return False
         digests[span_sha256] = digest
+    _take_cut(prepared, record, start, end)
+    prepared.digest, prepared.span_sha256 = digest, span_sha256
+    return True
+
+
+def _usable_id(record: dict[str, Any]) -> bool:
+    """Whether a cut line's id is one :func:`_id_text` takes (an int or a str, not a bool); a line with any
+    other is parsed whole, which reports it."""
+    record_id = record.get("id")
+    return "id" in record and not isinstance(record_id, bool) and isinstance(record_id, (int, str))
+
+
+def _take_cut(prepared: _Prepared, record: dict[str, Any], span_start: int, span_end: int) -> None:
+    """Fill ``prepared`` from a cut line's question fields (``record``, its ``sessions`` a placeholder)."""
     prepared.id_text = str(record["id"])
     prepared.record_id = record["id"]
     prepared.has_sessions = True
-    prepared.digest = digest
-    prepared.span = (start, end)
-    prepared.span_sha256 = span_sha256
-    prepared.line_check = _line_check(raw, prepared.span, span_sha256)
+    prepared.span = (span_start, span_end)
     prepared.fields = {key: value for key, value in record.items() if key != "sessions"}
     prepared.keys = list(record)
-    return True
 
 
 def _add_line(path, prepared: _Prepared, notes: Notes, groups: dict, seen_ids: dict) -> Group | None:
@@ -555,17 +562,9 @@ def _prepare_mapped_line(path, mapped, number: int, start: int, end: int) -> _Pr
         prepared.blank = True
         return prepared
     cut = _split_line(mapped, start, end)
-    if cut is not None:
-        record, span_start, span_end = cut
-        record_id = record.get("id")
-        if "id" in record and not isinstance(record_id, bool) and isinstance(record_id, (int, str)):
-            prepared.id_text = str(record_id)
-            prepared.record_id = record_id
-            prepared.has_sessions = True
-            prepared.span = (span_start, span_end)
-            prepared.fields = {key: value for key, value in record.items() if key != "sessions"}
-            prepared.keys = list(record)
-            return prepared
+    if cut is not None and _usable_id(cut[0]):
+        _take_cut(prepared, *cut)
+        return prepared
     _prepare_whole_line(path, prepared, mapped[start:end], drop_raw=True)
     return prepared
 
@@ -638,12 +637,15 @@ def _release(mapped, start: int, end: int) -> None:
         mapped.madvise(_DONTNEED, start, end - start)
 
 
-def _span_digest(span) -> tuple[str | None, str]:
-    """(the dialogue digest of a span's bytes or None when they are not one float-free JSON value, the
-    sha256 of the bytes)."""
+def _span_dialogue_digest(span) -> str | None:
+    """The dialogue digest of a span's bytes, or None when they are not one float-free JSON value."""
     sessions = _exact_loads(span)
-    digest = None if sessions is _INEXACT else dialogue_digest(sessions, float_free=True)
-    return digest, hashlib.sha256(span).hexdigest()
+    return None if sessions is _INEXACT else dialogue_digest(sessions, float_free=True)
+
+
+def _span_digest(span) -> tuple[str | None, str]:
+    """(:func:`_span_dialogue_digest` of a span's bytes, the sha256 of the bytes)."""
+    return _span_dialogue_digest(span), hashlib.sha256(span).hexdigest()
 
 
 def _digest_span_at(job: tuple) -> tuple[str | None, str]:
