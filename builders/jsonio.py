@@ -9,10 +9,13 @@ as ``?`` (:func:`holds_lone_surrogate_escape`).
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
+
+import orjson
 
 #: Each byte → ``0`` for an ASCII digit, ``x`` otherwise: :func:`may_hold_long_integer` then finds runs of
 #: digits with one ``bytes.find`` (a regex over a whole file cost 3x the parse itself).
@@ -45,6 +48,21 @@ def may_hold_long_integer(raw: bytes) -> bool:
             end += 1
         start = marked.find(run, end)
     return False
+
+
+def loads_exact(data: bytes, fallback: Callable[[bytes], Any] = json.loads) -> Any:
+    """``fallback(data)`` (``json.loads``), read by orjson where orjson gives the same value (2-3x faster).
+
+    orjson refuses what json reads with a twist (NaN, 1e400, lone surrogates, a BOM, UTF-16): ``fallback``
+    then reads it, or raises its own error. Integers past 64 bits orjson would read as floats, so text that
+    may hold one (:func:`may_hold_long_integer`) goes to ``fallback`` directly.
+    """
+    if not may_hold_long_integer(data):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return fallback(data)
 
 
 def floats_in(value: Any) -> Iterator[float]:

@@ -26,7 +26,7 @@ import orjson
 
 from builders import schema
 from builders.errors import Notes, Reject, SourceError, raise_error, require
-from builders.jsonio import may_hold_long_integer
+from builders.jsonio import loads_exact
 
 ACT_KINDS = ("categorical", "non-categorical", "binary")
 ACT_KEYS = {
@@ -50,21 +50,6 @@ SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
 
 
 # -- streaming the top-level JSON list ---------------------------------------------------------
-
-
-def loads(data: bytes) -> Any:
-    """``json.loads(data)``, through orjson where orjson gives the same value (2-3x faster).
-
-    orjson refuses what json reads with a twist (NaN, 1e400, lone surrogates, a BOM, UTF-16): json then
-    reads it, or raises its own error, exactly as before. Integers past 64 bits orjson would read as floats,
-    so text that may hold one (:func:`builders.jsonio.may_hold_long_integer`) goes to json directly.
-    """
-    if not may_hold_long_integer(data):
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(data)
 
 
 def _indented_object(text: str, pos: int) -> tuple[Any, int, int] | None:
@@ -327,7 +312,7 @@ def read_ranges(
         stream.seek(start)
         data = stream.read(end - start)
         try:
-            yield position, loads(data)
+            yield position, loads_exact(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise SourceError(path, position, None, f"not valid JSON: {error}") from error
 

@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import ijson
-import orjson
 from dateutil import parser as dateparser
 
 from builders import schema
 from builders.errors import Notes, Reject, SourceError, raise_error, require
-from builders.jsonio import holds_lone_surrogate_escape, may_hold_long_integer
+from builders.jsonio import holds_lone_surrogate_escape, loads_exact
 
 #: LoCoMo's own evaluation code (task_eval/evaluation.py) and most published results use these names.
 #: The format document in shared/seeds calls 1 single-hop, 3 multi-hop and 4 open-domain instead.
@@ -55,17 +54,9 @@ SPEAKER_KEYS = ("speaker_a", "speaker_b")
 
 
 def load_json(raw: bytes) -> Any:
-    """``json.loads(raw.decode("utf-8"))``, read by orjson (1.4x faster) where that gives the same value.
-
-    orjson refuses NaN, Infinity, lone surrogates and broken JSON, and reads integers beyond 64 bits as
-    floats: such files go to ``json.loads``, which reads them as it always did or raises its own error.
-    """
-    if not may_hold_long_integer(raw):
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(raw.decode("utf-8"))
+    """``json.loads(raw.decode("utf-8"))`` (a BOM is an error, as it always was), through orjson where
+    orjson gives the same value (:func:`builders.jsonio.loads_exact`)."""
+    return loads_exact(raw, lambda raw: json.loads(raw.decode("utf-8")))
 
 
 @contextmanager
