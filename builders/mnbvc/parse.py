@@ -493,10 +493,6 @@ def _read_date(raw: str) -> tuple[datetime | None, str | None, str | None]:
     return moment, moment.isoformat(), None
 
 
-def iso(moment: datetime | None) -> str | None:
-    return moment.isoformat() if moment else None
-
-
 # -- format detection -------------------------------------------------------------------------------
 
 
@@ -563,10 +559,6 @@ def _metadata(row: dict[str, Any]) -> dict[str, Any]:
 def source_name(row: dict[str, Any]) -> str:
     value = row.get("来源")
     return "" if value is None else str(value)
-
-
-def subset_name(kind: str, row: dict[str, Any]) -> str:
-    return f"{kind}/{source_name(row)}"
 
 
 def subset_wanted(subsets: Iterable[str] | None, kind: str, source: str) -> bool:
