@@ -52,9 +52,9 @@ SLICE_BYTES = 16 * 2**20
 def uncompressed_size(path: str) -> int:
     """A local file's size; for gzip, the size its trailer records (modulo 4 GiB, so at least that)."""
     size = os.path.getsize(path)
+    if size < 18 or not parse.is_gzip(path):
+        return size
     with open(path, "rb") as handle:
-        if handle.read(2) != b"\x1f\x8b" or size < 18:
-            return size
         handle.seek(-4, os.SEEK_END)
         return max(size, int.from_bytes(handle.read(4), "little"))
 
