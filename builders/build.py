@@ -9,6 +9,7 @@ the output and renamed into place only when everything succeeded, so a failed bu
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import shutil
@@ -23,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datasets.arrow_writer import ParquetWriter
+from huggingface_hub import DatasetCard
 
 from builders import quarantine, registry
 from builders.derive import DERIVERS, derive_views
@@ -105,8 +107,12 @@ def build_source(
     subsets: list[str] | None = None,
     source_format: str | None = None,
     on_bad_record: str = "raise",
+    overwrite: bool = False,
 ) -> BuildResult:
     """Build ``configs`` (all by default) of ``source`` into ``output``, replacing it only on success.
+
+    ``output`` may be new, empty or an earlier convhub output; another folder only with ``overwrite``
+    (``staging.check_output`` says which folders never). It may not be or lie inside ``data_dir``.
 
     ``on_bad_record="skip"``: bad source records are left out, listed with their reason in
     ``<output>.quarantine.jsonl`` beside the folder, and counted in the card's normalizations.
@@ -119,7 +125,8 @@ def build_source(
         builder_cls.view_named(name)  # fail on a misspelt config before any work
     quarantine.check_policy(on_bad_record)
     output = Path(output)
-    with staged_folder(output) as staging:
+    old_configs = card_configs(output)
+    with staged_folder(output, overwrite, inputs=[data_dir]) as staging:
         with tempfile.TemporaryDirectory(prefix="convhub-work-") as work:
             run = _Run(builder_cls, data_dir, _tuple(subsets), num_proc, Path(work), staging, source_format)
             run.on_bad_record = on_bad_record  # (a keyword of _Run: kept apart from the positional ones)
@@ -139,7 +146,7 @@ def build_source(
             )
         result = BuildResult(source, output, built, notes, statistics, skipped=len(rejected))
         write_card(result, staging)
-    forget_cached_copies(output)
+    forget_cached_copies(output, old_configs | card_configs(output))
     _place_quarantine(result, rejected)
     return result
 
@@ -499,15 +506,42 @@ def _subset_config(built: ConfigBuild, subset: str) -> ConfigBuild:
     return built.subsets.setdefault(subset, ConfigBuild(f"{built.name}-{subset}", built.features))
 
 
-def forget_cached_copies(folder: Path) -> None:
-    """Drop ``datasets``' cached copies of folders named like ``folder``.
+def card_configs(folder: Path) -> set[str]:
+    """The config names an earlier build's card lists (none when ``folder`` is no build)."""
+    card = folder / "README.md"
+    if not card.is_file():
+        return set()
+    try:
+        data = DatasetCard.load(card).data.to_dict()
+    except Exception:  # a user's README is no card of ours: nothing of ours is cached for it
+        return set()
+    return {entry["config_name"] for entry in data.get("configs") or [] if "config_name" in entry}
+
+
+def forget_cached_copies(folder: Path, configs: set[str]) -> None:
+    """Drop ``datasets``' cached copies of ``folder``'s ``configs``, and nothing else.
 
     ``load_dataset(folder)`` caches a local folder under its *name* and a hash of its card's YAML, not of
     its files: after a rebuild whose YAML is unchanged (a same-length fix of one value), it would load the
-    previous build's rows. The card's ``download_size`` changes with nearly every rebuild; this covers the
-    rest. Only a cache is removed: ``datasets`` regenerates it from the new files on the next load.
+    previous build's rows. A cached config is ``<cache>/<folder name>/<config>/``; only those whose
+    ``dataset_info.json`` says they were made by the ``parquet`` module from a folder of this name are
+    removed, so ``load_dataset("json")``'s cache survives a build into ``x/json``. ``datasets`` regenerates a
+    removed cache from the new files on the next load.
     """
-    shutil.rmtree(Path(datasets.config.HF_DATASETS_CACHE) / folder.name, ignore_errors=True)
+    named = Path(datasets.config.HF_DATASETS_CACHE) / folder.name
+    for config in sorted(configs):
+        cached = named / config
+        infos = list(cached.glob("*/*/dataset_info.json"))
+        if infos and all(_cached_from_folder(info, folder.name) for info in infos):
+            shutil.rmtree(cached, ignore_errors=True)
+
+
+def _cached_from_folder(info: Path, name: str) -> bool:
+    try:
+        recorded = json.loads(info.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return recorded.get("builder_name") == "parquet" and recorded.get("dataset_name") == name
 
 
 def _shard_path(config: str, split: str, index: int, total: int) -> str:

@@ -32,6 +32,15 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_overwrite_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace OUTPUT even if convhub did not write it (never '.', '/', the home folder or an input); "
+        "without it, only a new or empty folder or an earlier convhub output is replaced",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="convhub", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -41,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--all", action="store_true", help="build every registered source into OUTPUT/<name>")
     build.add_argument("--sample", action="store_true", help="use the sample files that ship with convhub")
     build.add_argument("--output", required=True, type=Path)
+    _add_overwrite_option(build)
     build.add_argument("--config", action="append", dest="configs", help="only this config (repeatable)")
     build.add_argument(
         "--num-proc",
@@ -59,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     mix = commands.add_parser("mix", help="mix built sources by a recipe into one Hub-ready training folder")
     mix.add_argument("recipe", type=Path, help="the recipe YAML (see examples/recipe.yaml)")
     mix.add_argument("--output", required=True, type=Path)
+    _add_overwrite_option(mix)
     mix.add_argument(
         "--streaming", action="store_true", help="stream the sources instead of downloading them"
     )
@@ -103,6 +114,7 @@ def run_build(args) -> int:
             args.subsets,
             source_format=args.source_format,
             on_bad_record=args.on_bad_record,
+            overwrite=args.overwrite,
         )
         print_build(result)
     return 0
@@ -147,7 +159,12 @@ def run_mix(args) -> int:
         return 1
     try:
         result = mix.write_mixture(
-            mix.load_recipe(args.recipe), args.output, args.streaming, args.max_shard_size, args.repo_id
+            mix.load_recipe(args.recipe),
+            args.output,
+            args.streaming,
+            args.max_shard_size,
+            args.repo_id,
+            overwrite=args.overwrite,
         )
     except mix.RecipeError as error:
         print(f"convhub mix: error: {args.recipe}: {error}", file=sys.stderr)

@@ -22,7 +22,7 @@ import importlib
 import itertools
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from datasets import Features, Json, LargeList, List
 
 from builders import registry
-from builders.staging import staged_folder
+from builders.staging import check_output, staged_folder
 
 #: Source name → its export module (``write_files`` and the pure inverse functions).
 EXPORTERS = {name: f"builders.{name}.export" for name in registry.names()}
@@ -342,18 +342,25 @@ def export_source(
     revision: str | None = None,
     token: str | None = None,
     streaming: bool = False,
+    overwrite: bool = False,
 ) -> ExportResult:
-    """Rebuild ``source``'s own files from the build at ``location`` into ``output``, replacing it on success."""
+    """Rebuild ``source``'s own files from the build at ``location`` into ``output``, replacing it on success
+    (a folder convhub did not write only with ``overwrite``: see ``staging.check_output``)."""
     module = exporter(source)
+    check_output(Path(output), overwrite, inputs=[location])
     build = open_build(location, revision, token, streaming)
     build.require(SESSIONS)
-    files = write_atomically(Path(output), lambda staging: module.write_files(build, staging))
+    files = write_atomically(
+        Path(output), lambda staging: module.write_files(build, staging), overwrite, inputs=[location]
+    )
     return ExportResult(source, build.location, Path(output), files)
 
 
-def write_atomically(output: Path, write: Callable[[Path], list[str]]) -> list[str]:
+def write_atomically(
+    output: Path, write: Callable[[Path], list[str]], overwrite: bool = False, inputs: Iterable = ()
+) -> list[str]:
     """Run ``write(staging)`` in a hidden folder beside ``output``, then rename it into place."""
-    with staged_folder(output) as staging:
+    with staged_folder(output, overwrite, inputs) as staging:
         files = write(staging)
     return sorted(files)
 
@@ -418,6 +425,11 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--streaming", action="store_true", help="stream the Hub repo's Parquet instead of downloading it"
     )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace OUTPUT even if convhub did not write it (never '.', '/', the home folder or an input)",
+    )
 
 
 def run(args) -> int:
@@ -425,7 +437,7 @@ def run(args) -> int:
 
     try:
         result = export_source(
-            args.source, args.location, args.output, args.revision, args.token, args.streaming
+            args.source, args.location, args.output, args.revision, args.token, args.streaming, args.overwrite
         )
     except ExportError as error:
         print(f"convhub export: error: {error}", file=sys.stderr)

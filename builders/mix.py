@@ -49,7 +49,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from builders import schema
 from builders.cards import TAGS, TASK_CATEGORIES, add_configs, is_non_commercial, size_category, template
-from builders.staging import staged_folder
+from builders.staging import check_output, staged_folder
 from builders.stats import markdown_table
 
 logger = logging.getLogger(__name__)
@@ -748,11 +748,15 @@ def write_mixture(
     streaming: bool = False,
     max_shard_size: str | int = "500MB",
     repo_id: str | None = None,
+    overwrite: bool = False,
 ) -> MixResult:
-    """Mix and write ``<config>/<split>-0000i-of-0000N.parquet`` + README.md into ``output``, atomically."""
+    """Mix and write ``<config>/<split>-0000i-of-0000N.parquet`` + README.md into ``output``, atomically
+    (a folder convhub did not write only with ``overwrite``; never one of the recipe's local sources)."""
     output = Path(output)
+    inputs = [entry.path for entry in recipe.sources if entry.path is not None]
+    check_output(output, overwrite, inputs)
     mixer = Mixer(recipe, streaming)
-    with staged_folder(output) as staging:
+    with staged_folder(output, overwrite, inputs) as staging:
         with tempfile.TemporaryDirectory(prefix="convhub-mix-cache-") as cache_dir:
             mixed = mixer.mixture(provenance=True)
             if streaming:  # materialize once: only what the mixture reads is fetched

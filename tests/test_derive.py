@@ -10,6 +10,7 @@ import pytest
 from builders import registry
 from builders.derive import DERIVERS
 from builders.errors import Notes, SourceError
+from builders.staging import MARKER
 from builders.stats import Report
 
 
@@ -35,7 +36,7 @@ def test_build_of_a_derived_view_alone_parses_once_and_writes_only_that_view(tmp
     builder_cls = registry.get("locomo")
     result = build_source("locomo", tmp_path / "out", data_dir=builder_cls.sample_dir(), configs=["qa"])
     assert list(result.configs) == ["qa"]
-    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["README.md", "qa"]
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [MARKER, "README.md", "qa"]
     assert result.statistics.total().questions == result.configs["qa"].splits["test"].num_examples
     assert result.notes  # the sample exercises LoCoMo's quirks, so some normalization was counted
 
@@ -65,7 +66,7 @@ def test_a_build_of_source_configs_only_derives_nothing(tmp_path):
     builder_cls = registry.get("locomo")
     result = build_source("locomo", tmp_path / "out", data_dir=builder_cls.sample_dir(), configs=["events"])
     assert list(result.configs) == ["events"]
-    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["README.md", "events"]
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [MARKER, "README.md", "events"]
 
 
 def test_source_error_survives_pickling_between_processes():

@@ -25,6 +25,7 @@ from builders import cli, registry
 from builders.build import build_source
 from builders.convlab.builder import DEFAULT_SUBSETS as CONVLAB_DATASETS
 from builders.export import ExportError, LocalBuild, differences, export_source
+from builders.staging import MARKER
 
 #: Everything ``convhub export`` does not give back byte for byte. In every case the JSON values are equal.
 BYTE_DIFFERENCES = {
@@ -99,7 +100,9 @@ def build_and_export(source: str, data_dir: Path, tmp_path: Path, configs=("sess
 
 
 def source_files(folder: Path) -> list[Path]:
-    return sorted(path for path in folder.rglob("*") if path.is_file() and path.suffix != ".py")
+    return sorted(
+        path for path in folder.rglob("*") if path.is_file() and path.suffix != ".py" and path.name != MARKER
+    )
 
 
 # -- the comparison itself --------------------------------------------------------------------------------
@@ -123,7 +126,7 @@ def test_differences_compare_types_not_only_values():
 def test_locomo_real_file_exports_equal_with_integer_answers(tmp_path):
     path = shared_data("locomo", "locomo10.json")
     exported = build_and_export("locomo", path, tmp_path) / "locomo10.json"
-    assert sorted(p.name for p in exported.parent.iterdir()) == ["locomo10.json"]
+    assert sorted(p.name for p in exported.parent.iterdir()) == [MARKER, "locomo10.json"]
     original, rebuilt = json.loads(path.read_bytes()), json.loads(exported.read_bytes())
     assert_equal_values(original, rebuilt, "locomo10.json")
     answers = [
@@ -257,7 +260,7 @@ def test_convlab_real_zips_export_equal(tmp_path):
     exported = build_and_export(
         "convlab", data_dir, tmp_path, configs=CONVLAB_CONFIGS, subsets=["camrest", "woz"]
     )
-    assert sorted(p.name for p in exported.iterdir()) == ["camrest", "woz"]
+    assert sorted(p.name for p in exported.iterdir()) == [MARKER, "camrest", "woz"]
     for name in ("camrest", "woz"):
         assert_convlab_zip_equal(data_dir / name / "data.zip", exported / name)
     # the byte difference named in BYTE_DIFFERENCES: only the key order of objects
@@ -413,13 +416,14 @@ def test_cli_export_from_a_folder(sample_builds, tmp_path, capsys):
     assert cli.main(["export", "gigamemory", "--from", folder, "--output", str(output)]) == 0
     out = capsys.readouterr().out
     assert "dialogues.jsonl" in out and "string_ids.jsonl.gz" in out
-    assert sorted(p.name for p in output.iterdir()) == ["dialogues.jsonl", "string_ids.jsonl.gz"]
+    assert sorted(p.name for p in output.iterdir()) == [MARKER, "dialogues.jsonl", "string_ids.jsonl.gz"]
 
 
 def test_exporting_another_sources_build_fails_and_leaves_the_output_alone(sample_builds, tmp_path, capsys):
     output = tmp_path / "export"
     output.mkdir()
     (output / "keep.txt").write_text("earlier export")
+    (output / MARKER).write_text("an earlier export by convhub")
     folder = str(sample_builds["gigamemory"].output)
     assert cli.main(["export", "locomo", "--from", folder, "--output", str(output)]) == 1
     error = capsys.readouterr().err
@@ -429,8 +433,9 @@ def test_exporting_another_sources_build_fails_and_leaves_the_output_alone(sampl
 
 
 def test_a_folder_that_is_no_build_or_a_bad_repo_id_is_one_clear_error(tmp_path):
+    (tmp_path / "not-a-build").mkdir()
     with pytest.raises(ExportError, match="not a convhub build folder"):
-        export_source("locomo", tmp_path, tmp_path / "out")
+        export_source("locomo", tmp_path / "not-a-build", tmp_path / "out")
     with pytest.raises(ExportError, match="neither a local build folder nor a Hub repo id"):
         export_source("locomo", tmp_path / "no" / "such" / "folder", tmp_path / "out")
     assert not (tmp_path / "out").exists()

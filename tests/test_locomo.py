@@ -29,6 +29,7 @@ from builders.errors import Notes, SourceError
 from builders.jsonio import holds_lone_surrogate_escape, may_hold_long_integer
 from builders.locomo import parse
 from builders.locomo.builder import LocomoBuilder
+from builders.staging import MARKER
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = Path(LocomoBuilder.sample_dir()) / "locomo_sample.json"
@@ -729,7 +730,7 @@ def test_convhub_build_all_sample(tmp_path, capsys):
         assert (tmp_path / hub_name / "README.md").is_file()
         assert f"{name}: {tmp_path / hub_name}" in out
     locomo = tmp_path / LocomoBuilder.HUB_NAME
-    assert sorted(path.name for path in locomo.iterdir()) == sorted([*ALL_CONFIGS, "README.md"])
+    assert sorted(path.name for path in locomo.iterdir()) == sorted([*ALL_CONFIGS, "README.md", MARKER])
     assert load_folder(locomo, "qa").num_rows == 13
 
 
@@ -741,7 +742,7 @@ def test_convhub_build_config_subset(tmp_path):
     output = tmp_path / "locomo-unified"
     argv = ["build", "locomo", "--data-dir", str(SAMPLE), "--output", str(output), "--config", "qa"]
     assert cli.main([*argv, "--config", "events"]) == 0
-    assert sorted(path.name for path in output.iterdir()) == ["README.md", "events", "qa"]
+    assert sorted(path.name for path in output.iterdir()) == [MARKER, "README.md", "events", "qa"]
     card = DatasetCard.load(output / "README.md").data.to_dict()
     assert sorted(config["config_name"] for config in card["configs"]) == ["events", "qa"]
     assert load_folder(output, "events").num_rows == 5

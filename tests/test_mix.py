@@ -19,6 +19,7 @@ from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from builders import cli, mix, schema
+from builders.staging import MARKER
 
 
 @pytest.fixture(autouse=True)
@@ -317,7 +318,7 @@ def test_written_folder_loads_back_with_card_shares_and_license_warning(tmp_path
     )
     result = mix.write_mixture(parsed, tmp_path / "out", repo_id="org/demo-mix")
     assert result.files == ["messages/train-00000-of-00001.parquet"]
-    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["README.md", "messages"]
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [MARKER, "README.md", "messages"]
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == []  # no staging left
 
     loaded = datasets.load_dataset(str(tmp_path / "out"), split="train")

@@ -23,6 +23,7 @@ from builders import registry
 from builders.build import build_source
 from builders.cli import main
 from builders.push import PushError, RetryPolicy, push_folder
+from builders.staging import MARKER
 
 REPO = "org/locomo-unified"
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +38,7 @@ def folder(sample_builds, tmp_path) -> Path:
 
 
 def pushed_files(folder: Path) -> set[str]:
-    return {path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()}
+    return {path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()} - {MARKER}
 
 
 def built_configs(folder: Path) -> list[str]:

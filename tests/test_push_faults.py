@@ -24,6 +24,7 @@ from builders import registry
 from builders.build import build_source
 from builders.cli import main
 from builders.push import PushError, RetryPolicy, push_folder
+from builders.staging import MARKER
 
 REPO = "org/locomo-unified"
 
@@ -75,7 +76,9 @@ def previous(hub, v1, client_waits):
 
 def files_of(folder: Path) -> dict[str, bytes]:
     return {
-        path.relative_to(folder).as_posix(): path.read_bytes() for path in folder.rglob("*") if path.is_file()
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in folder.rglob("*")
+        if path.is_file() and path.name != MARKER
     }
 
 
