@@ -25,10 +25,19 @@ from datasets.builder import Key
 
 from builders import quarantine
 from builders.errors import Notes, SourceError
+from builders.jsonio import unencodable_field
 from builders.stats import Report
 from builders.views import DEFAULT_VIEW, SHARED_VIEWS, Record, Row, View
 
 Shard = Any  # a path, or a dict describing a slice of the source that one worker can read alone
+
+
+def _shard_name(shard: Shard) -> str:
+    """The file a shard reads, for error messages."""
+    if isinstance(shard, dict):
+        named = shard.get("path") or shard.get("file") or shard.get("name") or shard.get("input")
+        return str(getattr(named, "path", named) or shard)
+    return str(shard)
 
 
 @dataclass
@@ -124,15 +133,29 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         """``parse_shard`` under the bad-record policy: with ``skip``, an error the parser could not pin
         on one record (an unreadable file, a truncated gzip) quarantines the rest of the shard."""
         try:
-            yield from self.parse_shard(shard, notes)
+            for record in self.parse_shard(shard, notes):
+                if self._storable(record, shard, record.get("conversation_id")):
+                    yield record
         except SourceError as error:
             self.reject(error, None, scope="file")
 
     def _table_rows(self, view: View, shard: Shard) -> Iterator[Row]:
         try:
-            yield from self.table_rows(view, shard)
+            for index, row in enumerate(self.table_rows(view, shard)):
+                if self._storable(row, shard, f"{view.name} row {index}"):
+                    yield row
         except SourceError as error:
             self.reject(error, None, scope="file")
+
+    def _storable(self, value: dict, shard: Shard, record) -> bool:
+        """Whether Parquet can hold every string of ``value``; else it is rejected, named (not a crash in the
+        Arrow write, which ``convhub check`` would never reach)."""
+        field = unencodable_field(value)
+        if field is None:
+            return True
+        problem = "holds a lone surrogate (e.g. the escape \\ud800), which UTF-8 and so Parquet cannot store"
+        self.reject(SourceError(_shard_name(shard), record, field, problem), value)
+        return False
 
     # -- datasets plumbing ---------------------------------------------------------------------
 

@@ -120,3 +120,39 @@ def holds_lone_surrogate_escape(data: bytes, checked: int = 0, final: bool = Tru
     paired = {match.start() for match in SURROGATE_PAIR.finditer(data)}
     paired |= {start + 6 for start in paired}
     return any(start not in paired for start in starts)
+
+
+def unencodable_field(value: Any) -> str | None:
+    """Where ``value`` holds a string UTF-8 cannot encode (a lone surrogate, which ``json`` reads from
+    ``"\\ud800"``), as a path like ``sessions[0].turns[2].text``; None when every string is encodable.
+
+    Parquet and Arrow store UTF-8 only, so such a record cannot be written: the parsers' callers reject it by
+    name instead of crashing the write. orjson refuses exactly such strings while encoding at memory speed,
+    so the walk runs only for the rare value it refuses (or cannot say: deep nesting, huge integers).
+    """
+    try:
+        orjson.dumps(value, default=repr, option=orjson.OPT_NON_STR_KEYS)
+        return None
+    except (orjson.JSONEncodeError, TypeError):
+        pass
+    pending: list[tuple[str, Any]] = [("", value)]
+    while pending:
+        path, item = pending.pop()
+        if type(item) is str and not _encodable(item):
+            return path or "$"
+        if type(item) is dict:
+            for key, child in item.items():
+                if type(key) is str and not _encodable(key):
+                    return f"{path}.{key!a}" if path else ascii(key)
+                pending.append((f"{path}.{key}" if path else str(key), child))
+        elif type(item) in (list, tuple):
+            pending.extend((f"{path}[{index}]", child) for index, child in enumerate(item))
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from builders.errors import SourceError
+from builders.jsonio import unencodable_field
 
 ON_BAD_RECORD = ("raise", "skip")
 RAW_LIMIT = 64 * 1024
@@ -113,7 +114,7 @@ def write(folder: str | None, error: SourceError, raw: Any = None, scope: str = 
     if folder is None:
         logger.warning("bad record skipped: %s", error)
         return
-    line = json.dumps(entry(error, raw, scope), ensure_ascii=False) + "\n"
+    line = _json_text(entry(error, raw, scope)) + "\n"
     with open(os.path.join(folder, f"quarantine-{os.getpid()}.jsonl"), "a", encoding="utf-8") as part:
         part.write(line)
 
@@ -132,9 +133,8 @@ def collect(folder: str | os.PathLike) -> list[dict[str, Any]]:
         with open(path, encoding="utf-8") as part:
             for line in part:
                 item = json.loads(line)
-                key = json.dumps(
-                    [item["file"], item["record"], item["field"], item["reason"], item["scope"], item["raw"]],
-                    ensure_ascii=False,
+                key = _json_text(
+                    [item["file"], item["record"], item["field"], item["reason"], item["scope"], item["raw"]]
                 )
                 unique.setdefault(hashlib.sha256(key.encode()).hexdigest(), item)
     return sorted(unique.values(), key=lambda item: (item["file"], _natural(item["record"])))
@@ -145,11 +145,18 @@ def counts(entries: list[dict[str, Any]]) -> Counter:
     return Counter(f"{NOTE_PREFIX}: {item['kind']}" for item in entries)
 
 
+def _json_text(value: Any) -> str:
+    """JSON text that a UTF-8 file can hold: readable characters, escapes only where a lone surrogate (which
+    UTF-8 cannot encode) is in ``value``; ``json.loads`` gives back the same value either way."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if unencodable_field(text) is None else json.dumps(value)
+
+
 def save(entries: list[dict[str, Any]], target: str | os.PathLike) -> None:
     """Write the quarantine file whole (through a temporary name, so a reader never sees half of it)."""
     target = Path(target)
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
     with open(partial, "w", encoding="utf-8") as handle:
         for item in entries:
-            handle.write(json.dumps(item, ensure_ascii=False) + "\n")
+            handle.write(_json_text(item) + "\n")
     os.replace(partial, target)

@@ -658,3 +658,43 @@ def test_a_single_100mb_broken_line_fails_well_with_bounded_memory(tmp_path):
         else:  # the list breaks: the rest of the file from the broken record is rejected at once
             assert entries[0]["scope"] == "file"
         assert not (tmp_path / "out" / f"{name}-raise").exists()
+
+
+# -- strings JSON can hold but UTF-8 cannot ------------------------------------------------------------
+
+
+def _with_lone_surrogate(source: Source, data_dir: Path) -> Path:
+    """Two valid records, the second with ``"\\ud800"`` (JSON's escape of a lone surrogate) in its text."""
+    text = "marker-text"
+    records = [source.record(0), source.record(1, text)]
+    path = source.write(data_dir, records)
+    raw = path.read_bytes().replace(text.encode(), b"bad \\ud800 text")
+    path.write_bytes(raw)
+    return path
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_lone_surrogate_escape_is_named_by_build_and_check_alike(tmp_path, name):
+    source = SOURCES[name]
+    path = _with_lone_surrogate(source, tmp_path / "data")
+    error = assert_fails_cleanly(name, tmp_path / "data", tmp_path, "lone surrogate")
+    assert error.field.endswith("text") or error.field.endswith("content") or error.field.endswith("问")
+    assert str(path.parent) in error.path  # the file, or for ConvLab the dataset's data folder
+    with pytest.raises(SourceError, match="lone surrogate") as checked:
+        check_source(name, str(tmp_path / "data"))
+    assert checked.value.field == error.field
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_lone_surrogate_record_is_quarantined_under_skip_with_its_value(tmp_path, name):
+    source = SOURCES[name]
+    _with_lone_surrogate(source, tmp_path / "data")
+    output = tmp_path / "out"
+    result = build_source(name, output, data_dir=str(tmp_path / "data"), on_bad_record="skip")
+    assert result.skipped == 1
+    rejected = [json.loads(line) for line in quarantine.path_beside(output).read_text("utf-8").splitlines()]
+    assert [entry["reason"] for entry in rejected] == [rejected[0]["reason"]]
+    assert "lone surrogate" in rejected[0]["reason"]
+    assert "\ud800" in rejected[0]["raw"]  # kept exactly (escaped in the file, the same value read back)
+    sessions = datasets.load_dataset(str(output), "sessions")
+    assert sum(split.num_rows for split in sessions.values()) == 1

@@ -161,7 +161,11 @@ def dialogue_digest(sessions: Any, float_free: bool | None = None) -> str:
         except TypeError:  # orjson.JSONEncodeError
             data = None
     if data is None:
-        data = json.dumps(sessions, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        # surrogatepass: a lone surrogate must not crash the hash; the record is then rejected by name
+        # (``ConversationBuilder._storable``), as Parquet cannot hold it
+        data = json.dumps(sessions, ensure_ascii=False, separators=(",", ":")).encode(
+            "utf-8", "surrogatepass"
+        )
     return hashlib.sha256(data).hexdigest()
 
 
