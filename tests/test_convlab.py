@@ -6,6 +6,7 @@ import io
 import json
 import os
 import re
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -803,3 +804,15 @@ def test_card_statistics_per_subset_and_split(real_build):
     card = (real_build.output / "README.md").read_text()
     assert re.search(r"\| train \| camrest \| 406 \| 406 \| 3,342 \| 0 \| 8\.23 \|", card)
     assert re.search(r"\| test \| woz \| 400 \| 400 \| 2,892 \| 0 \| 7\.23 \|", card)
+
+
+@pytest.mark.parametrize("name", ["x[1]", "a*", "what?"])
+def test_a_dataset_folder_whose_name_is_a_data_files_pattern_is_refused_by_name(tmp_path, name):
+    """``x[1]`` would load ``x1``'s files and ``a*`` every folder's: refused before any work, not merged."""
+    sample = Path(ConvLabBuilder.sample_dir()) / "toychat"
+    shutil.copytree(sample, tmp_path / "data" / name)
+    shutil.copytree(sample, tmp_path / "data" / "x1")
+    with pytest.raises(SourceError, match="rename the folder") as caught:
+        build_source("convlab", tmp_path / "out", data_dir=str(tmp_path / "data"))
+    assert name in str(caught.value)
+    assert not (tmp_path / "out").exists()

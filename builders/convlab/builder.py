@@ -152,9 +152,26 @@ class SubsetInput:
         return (self.kind, os.path.realpath(self.path), stat.st_size, stat.st_mtime_ns)
 
 
+#: Characters a card's ``data_files`` read as a pattern: a subset named ``x[1]`` would load ``x1``'s files.
+PATTERN_CHARACTERS = frozenset("[]*?")
+
+
 def local_input(folder: str) -> SubsetInput | None:
     """The best input in one dataset folder, or None when it holds no ConvLab data."""
-    name = os.path.basename(os.path.normpath(folder))
+    found = _input_in(folder, os.path.basename(os.path.normpath(folder)))
+    wildcards = sorted(PATTERN_CHARACTERS.intersection(found.name)) if found else []
+    if wildcards:
+        raise SourceError(
+            folder,
+            None,
+            None,
+            f"the dataset folder name {found.name!r} holds {' '.join(wildcards)}, which the card's data_files "
+            "read as a wildcard (its subset would load another's files): rename the folder",
+        )
+    return found
+
+
+def _input_in(folder: str, name: str) -> SubsetInput | None:
     if os.path.isfile(os.path.join(folder, "data.zip")):
         return SubsetInput(name, "zip", os.path.join(folder, "data.zip"))
     if os.path.isfile(os.path.join(folder, "data", DIALOGUES)):
