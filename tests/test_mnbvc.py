@@ -1179,3 +1179,39 @@ def test_detect_language_decides_as_its_rule_on_every_count():
         seen[parse.detect_language([text])] += 1
         assert parse.detect_language([text]) == by_the_rule(text)
     assert set(seen) == {"zh", "en", "ja", "ko"}
+
+
+def test_conversation_ids_are_unambiguous_where_parts_hold_separators(tmp_path):
+    """Joined as they were, each pair below gave one id: the second conversation was called a duplicate."""
+    write_shard(
+        tmp_path / "data" / "m.jsonl",
+        [
+            pair("c", 1, "甲", source="a/b"),
+            pair("b/c", 1, "乙", source="a"),
+            pair("id:md5-a", 1, "丙"),
+            pair(None, 1, "丁", row_id="md5-a", extension="{}"),
+            pair("x%2Fy", 1, "戊", source="s"),
+            pair("x/y", 1, "己", source="s"),
+        ],
+    )
+    found = by_id(records(tmp_path / "data"))
+    assert len(found) == 6
+    assert questions(found["a%2Fb/c"]) == ["甲"]
+    assert questions(found["a/b/c"]) == ["乙"]
+    assert questions(found["ShareGPT/id%3Amd5-a"]) == ["丙"]
+    assert questions(found["ShareGPT/id:md5-a"]) == ["丁"]
+    assert questions(found["s/x%252Fy"]) == ["戊"]
+    assert questions(found["s/x/y"]) == ["己"]
+    result = build_source("mnbvc", tmp_path / "out", data_dir=str(tmp_path / "data"), on_bad_record="skip")
+    assert result.skipped == 0
+
+
+def test_symlink_loops_read_each_file_once_and_finish(tmp_path):
+    data = tmp_path / "data"
+    write_shard(data / "a" / "m.jsonl", [pair("c1", 1, "甲"), pair("c1", 2, "乙"), pair("c2", 1, "丙")])
+    (data / "a" / "back").symlink_to(data)  # a loop: data/a/back/a/back/...
+    (data / "b").symlink_to(data / "a")  # the same file under a second name
+    (data / "b" / "deeper").symlink_to(data / "b")  # and a second loop
+    found = records(data)
+    assert sorted(record["conversation_id"] for record in found) == ["ShareGPT/c1", "ShareGPT/c2"]
+    assert sum(len(record["sessions"][0]["turns"]) for record in found) == 6

@@ -15,7 +15,6 @@ conversation whose rows are spread over files still comes out whole. When stream
 
 from __future__ import annotations
 
-import glob
 import os
 import shutil
 import tempfile
@@ -34,8 +33,35 @@ from builders.mnbvc import parse, regroup
 DEFAULT_REPO = "liwu/MNBVC"
 DEFAULT_PATTERN = "forum/**/*.jsonl.gz"
 SPLIT = "train"
-PATTERNS = ("*.jsonl", "*.jsonl.gz")
 SUFFIXES = (".jsonl", ".jsonl.gz")
+
+
+def local_shard_paths(data_dir: str) -> list[str]:
+    """Every shard under ``data_dir``, each file once, in path order (hidden files and folders skipped).
+
+    Symbolic links to folders are followed, but a folder reached again (a link loop) is not entered twice
+    and a file reached under two names is read under the first: a recursive glob would read a loop's files
+    over and over, or never finish.
+    """
+    candidates = []
+    entered = set()
+    for root, folders, files in os.walk(data_dir, followlinks=True):
+        status = os.stat(root)
+        if (status.st_dev, status.st_ino) in entered:
+            folders[:] = []
+            continue
+        entered.add((status.st_dev, status.st_ino))
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        candidates += [
+            os.path.join(root, name) for name in files if name.endswith(SUFFIXES) and not name.startswith(".")
+        ]
+    found, read = [], set()
+    for path in sorted(candidates):
+        status = os.stat(path)
+        if (status.st_dev, status.st_ino) not in read:
+            read.add((status.st_dev, status.st_ino))
+            found.append(path)
+    return found
 
 
 def list_default_shards() -> list[str]:
@@ -128,13 +154,7 @@ class MnbvcBuilder(ConversationBuilder):
             return [(os.path.basename(data_dir), data_dir)]
         if not os.path.isdir(data_dir):
             raise FileNotFoundError(f"--data-dir {data_dir} is neither a folder nor a file")
-        found = sorted(
-            {
-                path
-                for pattern in PATTERNS
-                for path in glob.glob(os.path.join(data_dir, "**", pattern), recursive=True)
-            }
-        )
+        found = local_shard_paths(data_dir)
         if not found:
             raise FileNotFoundError(f"no MNBVC *.jsonl or *.jsonl.gz shard under {data_dir}")
         return [(os.path.relpath(path, data_dir).replace(os.sep, "/"), path) for path in found]

@@ -928,13 +928,26 @@ def sequence_number(extension: Extension) -> tuple[int, int, str]:
     return (1, 0, json.dumps(value, ensure_ascii=False))
 
 
+#: What ``group_id`` escapes so that no two (来源, how, key) give one id (a %-escape, as in a URL): 来源 ends
+#: at the first ``/``; a 会话 cannot spell the ``id:``/``line:`` prefix; no key holds the ``#N`` piece suffix.
+_SOURCE_ESCAPES = str.maketrans({"%": "%25", "/": "%2F"})
+_SESSION_ESCAPES = str.maketrans({"%": "%25", "#": "%23", ":": "%3A"})
+_FALLBACK_ESCAPES = str.maketrans({"%": "%25", "#": "%23"})
+
+
 def session_key(how: str, key: str) -> str:
-    """The session id of a multi-turn conversation: its 会话, or ``id:``/``line:`` and the fallback key."""
-    return key if how == "会话" else f"{how}:{key}"
+    """The session id of a multi-turn conversation: its 会话, or ``id:``/``line:`` and the fallback key.
+
+    Escaped as ``_SOURCE_ESCAPES`` says; a value without ``%``, ``#`` (and, in a 会话, ``:``) is itself.
+    """
+    if how == "会话":
+        return key.translate(_SESSION_ESCAPES)
+    return f"{how}:{key.translate(_FALLBACK_ESCAPES)}"
 
 
 def group_id(source: str, how: str, key: str) -> str:
-    return f"{source}/{session_key(how, key)}"
+    """``来源/session key``: 来源 ``a/b`` with 会话 ``c`` is ``a%2Fb/c``, 来源 ``a`` with 会话 ``b/c`` is ``a/b/c``."""
+    return f"{source.translate(_SOURCE_ESCAPES)}/{session_key(how, key)}"
 
 
 def missing_ranges(numbers: Iterable[int]) -> list[tuple[int, int]]:
