@@ -698,3 +698,19 @@ def test_a_lone_surrogate_record_is_quarantined_under_skip_with_its_value(tmp_pa
     assert "\ud800" in rejected[0]["raw"]  # kept exactly (escaped in the file, the same value read back)
     sessions = datasets.load_dataset(str(output), "sessions")
     assert sum(split.num_rows for split in sessions.values()) == 1
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(
+    "bad_bytes",
+    [b"\xed\xa0\x80", b"\xc0\xaf", b"\xf4\x90\x80\x80"],
+    ids=["surrogate-as-bytes", "overlong", "past-U+10FFFF"],
+)
+def test_utf8_the_strict_decoder_refuses_is_named_not_a_traceback(tmp_path, name, bad_bytes):
+    source = SOURCES[name]
+    path = source.write(tmp_path / "data", [source.record(0), source.record(1, "marker-text")])
+    path.write_bytes(path.read_bytes().replace(b"marker-text", b"bad " + bad_bytes + b" text"))
+    error = assert_fails_cleanly(name, tmp_path / "data", tmp_path)
+    assert "UTF-8" in str(error) or "lone surrogate" in str(error)
+    with pytest.raises(SourceError):
+        check_source(name, str(tmp_path / "data"))

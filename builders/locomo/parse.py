@@ -181,8 +181,8 @@ def iter_samples(path: str | Path) -> Iterator[Any]:
                     if yielded:
                         return
                     break  # an empty list: read_samples says so
-                except (ijson.JSONError, _LoneSurrogateFound):
-                    break
+                except (ijson.JSONError, UnicodeDecodeError, _LoneSurrogateFound):
+                    break  # yajl decodes strings strictly: read_samples names bytes it refuses
                 yield sample
                 yielded += 1
     yield from read_samples(path)[yielded:]
