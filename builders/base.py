@@ -24,12 +24,17 @@ from datasets.arrow_writer import ArrowWriter, ParquetWriter
 from datasets.builder import Key
 
 from builders import quarantine
-from builders.errors import Notes, SourceError
+from builders.errors import NESTED_TOO_DEEPLY, Notes, SourceError
 from builders.jsonio import unencodable_field
 from builders.stats import Report
 from builders.views import DEFAULT_VIEW, SHARED_VIEWS, Record, Row, View
 
 Shard = Any  # a path, or a dict describing a slice of the source that one worker can read alone
+
+
+def _too_deep(shard: Shard) -> SourceError:
+    """Where a parser did not catch it by record: the shard is named."""
+    return SourceError(_shard_name(shard), None, None, NESTED_TOO_DEEPLY)
 
 
 def _shard_name(shard: Shard) -> str:
@@ -138,6 +143,8 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
                     yield record
         except SourceError as error:
             self.reject(error, None, scope="file")
+        except RecursionError:
+            self.reject(_too_deep(shard), None, scope="file")
 
     def _table_rows(self, view: View, shard: Shard) -> Iterator[Row]:
         try:
@@ -146,6 +153,8 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
                     yield row
         except SourceError as error:
             self.reject(error, None, scope="file")
+        except RecursionError:
+            self.reject(_too_deep(shard), None, scope="file")
 
     def _storable(self, value: dict, shard: Shard, record) -> bool:
         """Whether Parquet can hold every string of ``value``; else it is rejected, named (not a crash in the

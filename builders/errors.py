@@ -32,6 +32,10 @@ class SourceError(ValueError):
         return (SourceError, (self.path, self.record, self.field, self.problem))
 
 
+#: Python's JSON reader, and any recursive walk, stops at about a thousand levels of nesting.
+NESTED_TOO_DEEPLY = "a value is nested too deeply to read (thousands of levels of arrays or objects)"
+
+
 def require(mapping: dict, key: str, kind: type, path, record, field: str | None = None) -> Any:
     """``mapping[key]`` when present and of ``kind`` (a bool never counts as an int); else a SourceError
     naming ``field`` (default: ``key``)."""

@@ -25,7 +25,7 @@ from typing import IO, Any
 import orjson
 
 from builders import schema
-from builders.errors import Notes, Reject, SourceError, raise_error, require
+from builders.errors import NESTED_TOO_DEEPLY, Notes, Reject, SourceError, raise_error, require
 from builders.jsonio import loads_exact
 
 ACT_KINDS = ("categorical", "non-categorical", "binary")
@@ -167,6 +167,8 @@ def scan_json_array(
                 if fill():
                     continue
                 raise SourceError(path, index, None, f"not valid JSON: {error}") from error
+            except RecursionError:
+                raise SourceError(path, index, None, NESTED_TOO_DEEPLY) from None
             if end == len(text) and not eof and not isinstance(value, (dict, list)) and fill():
                 continue  # a number cut at the chunk's end
             break

@@ -38,7 +38,7 @@ from typing import Any
 import orjson
 
 from builders import schema
-from builders.errors import Notes, Reject, SourceError, raise_error
+from builders.errors import NESTED_TOO_DEEPLY, Notes, Reject, SourceError, raise_error
 from builders.jsonio import holds_float
 
 #: The four question types of the contest, in the order of its format document.
@@ -139,6 +139,8 @@ def decode_line(path: str | os.PathLike, line_number: int, raw: bytes) -> dict[s
             raise SourceError(path, where(line_number), None, f"not valid UTF-8: {error}") from error
         except json.JSONDecodeError as error:
             raise SourceError(path, where(line_number), None, f"not valid JSON: {error}") from error
+        except RecursionError:
+            raise SourceError(path, where(line_number), None, NESTED_TOO_DEEPLY) from None
     if not isinstance(record, dict):
         raise SourceError(
             path, where(line_number), None, f"expected a JSON object, got {type(record).__name__}"

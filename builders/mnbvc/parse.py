@@ -32,7 +32,7 @@ import numpy as np
 import orjson
 
 from builders import schema
-from builders.errors import Notes, Reject, SourceError, raise_error
+from builders.errors import NESTED_TOO_DEEPLY, Notes, Reject, SourceError, raise_error
 
 logger = logging.getLogger(__name__)
 
@@ -211,6 +211,8 @@ def load_row(line: bytes, path: str, number: int) -> dict[str, Any] | None:
         raise SourceError(path, f"line {number}", None, f"not UTF-8: {error}") from error
     except json.JSONDecodeError as error:
         raise SourceError(path, f"line {number}", None, f"not valid JSON: {error}") from error
+    except RecursionError:
+        raise SourceError(path, f"line {number}", None, NESTED_TOO_DEEPLY) from None
     if not isinstance(row, dict):
         raise SourceError(path, f"line {number}", None, f"expected a JSON object, got {type(row).__name__}")
     return row
