@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from builders import registry
+from builders import hub_errors, registry
 from builders.errors import SourceError
 from builders.stats import markdown_table
 
@@ -167,8 +167,7 @@ def run_mix(args) -> int:
             overwrite=args.overwrite,
         )
     except mix.RecipeError as error:
-        print(f"convhub mix: error: {args.recipe}: {error}", file=sys.stderr)
-        return 1
+        return hub_errors.report("mix", f"{args.recipe}: {error}", args.token)
     print(f"{result.recipe.name}: {result.output} ({result.rows:,} rows, {result.tokens:,} tokens)")
     for report in result.reports:
         print(
@@ -187,12 +186,13 @@ def _push_mixture(folder: Path, args) -> int:
     try:
         push.print_result(push.push_folder(folder, args.repo_id, token=args.token))
     except (push.PushError, HfHubHTTPError) as error:
-        print(f"convhub mix: error: push: {str(error).strip()}", file=sys.stderr)
-        return 1
+        return hub_errors.report("mix", f"push: {error}", args.token)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
+    from huggingface_hub.errors import HfHubHTTPError
+
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
     try:
@@ -209,9 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         from builders import push
 
         return push.run(args)
-    except (SourceError, ValueError, FileNotFoundError, KeyError) as error:  # bad input or usage: one line
-        print(f"convhub {args.command}: error: {error}", file=sys.stderr)
-        return 1
+    except (SourceError, ValueError, FileNotFoundError, KeyError, HfHubHTTPError) as error:  # one line
+        return hub_errors.report(args.command, error, getattr(args, "token", None))
 
 
 if __name__ == "__main__":

@@ -433,15 +433,14 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    import sys
+    from builders.hub_errors import report
 
     try:
         result = export_source(
             args.source, args.location, args.output, args.revision, args.token, args.streaming, args.overwrite
         )
     except ExportError as error:
-        print(f"convhub export: error: {error}", file=sys.stderr)
-        return 1
+        return report("export", error, args.token)
     print(f"{result.source}: {result.location} → {result.output}")
     for name in result.files:
         print(f"  {name}")

@@ -49,6 +49,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from builders import schema
 from builders.cards import TAGS, TASK_CATEGORIES, add_configs, is_non_commercial, size_category, template
+from builders.hub_errors import redact
 from builders.staging import check_output, staged_folder
 from builders.stats import markdown_table
 
@@ -521,7 +522,7 @@ def source_card(entry: SourceEntry) -> DatasetCard | None:
     try:
         return DatasetCard.load(entry.repo, repo_type="dataset")
     except Exception as error:  # a repo with no card still mixes; the card says "unknown"
-        logger.warning("no dataset card for %s: %s", entry.repo, error)
+        logger.warning("no dataset card for %s: %s", entry.repo, redact(str(error)))
         return None
 
 

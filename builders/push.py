@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, Revi
 
 from builders import registry
 from builders.cards import is_non_commercial
+from builders.hub_errors import redact, report
 
 logger = logging.getLogger("convhub.push")
 
@@ -49,7 +49,6 @@ NO_LICENSE = {"", "none"}
 
 
 TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})  # the statuses huggingface_hub retries too
-TOKEN_LIKE = re.compile(r"(?i)(bearer\s+)[^\s;,'\"]+|\bhf_[A-Za-z0-9]{8,}")
 
 
 class PushError(Exception):
@@ -120,13 +119,6 @@ class HubFault:
         else:
             kind = "refused"
         return cls(kind, status, reason, detail)
-
-
-def redact(text: str, token) -> str:
-    """``text`` on one line, without the token or anything shaped like one (a bearer header, an hf_ token)."""
-    if isinstance(token, str) and token:
-        text = text.replace(token, "***")
-    return " ".join(TOKEN_LIKE.sub(lambda match: (match.group(1) or "") + "***", text).split())[:500]
 
 
 @dataclass
@@ -658,8 +650,7 @@ def run(args) -> int:
             dry_run=args.dry_run,
         )
     except (PushError, HfHubHTTPError) as error:
-        print(f"convhub push: error: {redact(str(error), args.token)}", file=sys.stderr)
-        return 1
+        return report("push", error, args.token)
     print_result(result)
     return 0
 
