@@ -78,6 +78,8 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     EXTRA_VIEWS: ClassVar[tuple[View, ...]] = ()
     #: Publish every config once more per subset (``<config>-<subset>``), its files under ``<config>/<subset>/``.
     SUBSET_CONFIGS: ClassVar[bool] = False
+    #: The file formats ``--format`` may name, for a source with several (MNBVC); empty: no ``--format``.
+    FORMATS: ClassVar[tuple[str, ...]] = ()
 
     BUILDER_CONFIG_CLASS = ConvHubConfig
     DEFAULT_CONFIG_NAME = DEFAULT_VIEW

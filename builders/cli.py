@@ -41,6 +41,17 @@ def _add_overwrite_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _positive_int(text: str) -> int:
+    """``--num-proc``: 0 or fewer processes would fail deep inside ``datasets``; say so at parse time."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="convhub", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -54,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--config", action="append", dest="configs", help="only this config (repeatable)")
     build.add_argument(
         "--num-proc",
-        type=int,
+        type=_positive_int,
         default=None,
         help=f"build shards in N processes (default: one per core, here {os.cpu_count()}; 1 with --sample); the "
         "rows do not depend on N, the split of a config into Parquet files does",
@@ -190,11 +201,44 @@ def _push_mixture(folder: Path, args) -> int:
     return 0
 
 
+def source_options_error(args) -> str | None:
+    """What is wrong with a build's or check's source options, checked before any work (None: nothing):
+    each of these would otherwise fail late, with a traceback or a misleading message."""
+    if args.sample and args.data_dir:
+        return "--sample and --data-dir contradict each other: give one"
+    sources = registry.names() if getattr(args, "all", False) else [args.source] if args.source else []
+    for source in sources:
+        formats = registry.get(source).FORMATS
+        if args.source_format and not formats:
+            return f"--format: source {source!r} has no formats (only a source with several file formats takes one)"
+    if args.data_dir and "://" not in args.data_dir and not os.path.exists(args.data_dir):
+        return f"--data-dir {args.data_dir} does not exist"
+    if sources and not args.sample and not args.data_dir and _offline():
+        return (
+            "the source must be downloaded and offline mode is on (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE): "
+            "pass --data-dir DIR or --sample"
+        )
+    return None
+
+
+def _offline() -> bool:
+    """Offline as ``datasets`` sees it (it reads the environment once, at import)."""
+    import datasets.config
+    import huggingface_hub.constants
+
+    return bool(datasets.config.HF_HUB_OFFLINE or huggingface_hub.constants.HF_HUB_OFFLINE)
+
+
 def main(argv: list[str] | None = None) -> int:
     from huggingface_hub.errors import HfHubHTTPError
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    if args.command in ("build", "check"):
+        problem = source_options_error(args)
+        if problem:
+            print(f"convhub {args.command}: error: {problem}", file=sys.stderr)
+            return 2
     try:
         if args.command == "build":
             return run_build(args)

@@ -91,6 +91,7 @@ class MnbvcBuilder(ConversationBuilder):
         "回复 by 楼主 or 洞主 (the thread's author)": "user",
         "回复 by anyone else": "assistant",
     }
+    FORMATS = parse.FORMATS
     CITATION = """@misc{mnbvc,
   title        = {{MNBVC}: Massive Never-ending BT Vast Chinese corpus},
   author       = {{MNBVC team}},
