@@ -125,6 +125,7 @@ def build_source(
         builder_cls.view_named(name)  # fail on a misspelt config before any work
     quarantine.check_policy(on_bad_record)
     output = Path(output)
+    quarantine.check_replaceable(quarantine.path_beside(output))
     old_configs = card_configs(output)
     with staged_folder(output, overwrite, inputs=[data_dir]) as staging:
         with tempfile.TemporaryDirectory(prefix="convhub-work-") as work:

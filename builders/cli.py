@@ -10,6 +10,7 @@ import argparse
 import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from builders import hub_errors, registry
@@ -28,7 +29,8 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
         choices=("raise", "skip"),
         default="raise",
         help="a bad source record stops with an error naming it (raise, the default), or is left out and "
-        "listed with its reason in OUTPUT.quarantine.jsonl beside the output folder (skip)",
+        "listed with its reason in OUTPUT.quarantine.jsonl beside the output folder (skip; check writes "
+        "them to --quarantine)",
     )
 
 
@@ -76,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("source", choices=registry.names())
     check.add_argument("--sample", action="store_true", help="check the sample files that ship with convhub")
     _add_source_options(check)
+    check.add_argument(
+        "--quarantine",
+        type=Path,
+        help="with --on-bad-record skip: write the rejected records here "
+        "(default: SOURCE.quarantine.jsonl in the current folder)",
+    )
 
     mix = commands.add_parser("mix", help="mix built sources by a recipe into one Hub-ready training folder")
     mix.add_argument("recipe", type=Path, help="the recipe YAML (see examples/recipe.yaml)")
@@ -145,16 +153,28 @@ def print_build(result) -> None:
 
 
 def run_check(args) -> int:
+    from builders import quarantine
     from builders.build import check_source
 
     data_dir = registry.get(args.source).sample_dir() if args.sample else args.data_dir
-    notes, statistics = check_source(
-        args.source, data_dir, args.subsets, args.source_format, on_bad_record=args.on_bad_record
-    )
-    from builders.quarantine import NOTE_PREFIX
-
-    skipped = sum(count for kind, count in notes.items() if kind.startswith(NOTE_PREFIX))
-    print(f"{args.source}: OK" + (f" after skipping {skipped:,} bad record(s)" if skipped else ""))
+    target = args.quarantine or Path(f"{args.source}{quarantine.SUFFIX}")
+    if args.on_bad_record == "skip":
+        quarantine.check_replaceable(target)
+    with tempfile.TemporaryDirectory(prefix="convhub-check-") as folder:
+        notes, statistics = check_source(
+            args.source,
+            data_dir,
+            args.subsets,
+            args.source_format,
+            on_bad_record=args.on_bad_record,
+            quarantine_dir=folder,
+        )
+        rejected = quarantine.collect(folder)
+    notes.update(quarantine.counts(rejected))
+    if rejected:
+        quarantine.save(rejected, target)
+    skipped = f" after skipping {len(rejected):,} bad record(s), each with its reason in {target}"
+    print(f"{args.source}: OK" + (skipped if rejected else ""))
     print(markdown_table(statistics.table()))
     print("\nnormalizations:")
     for kind, count in notes.as_sorted_list() or [("none", 0)]:

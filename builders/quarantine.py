@@ -29,6 +29,7 @@ from typing import Any
 
 from builders.errors import SourceError
 from builders.jsonio import unencodable_field
+from builders.staging import OutputError
 
 ON_BAD_RECORD = ("raise", "skip")
 RAW_LIMIT = 64 * 1024
@@ -150,6 +151,21 @@ def _json_text(value: Any) -> str:
     UTF-8 cannot encode) is in ``value``; ``json.loads`` gives back the same value either way."""
     text = json.dumps(value, ensure_ascii=False)
     return text if unencodable_field(text) is None else json.dumps(value)
+
+
+def check_replaceable(target: str | os.PathLike) -> None:
+    """Refuse a quarantine path that holds a file convhub did not write (its first line is no rejection)."""
+    target = Path(target)
+    if not target.exists() and not target.is_symlink():
+        return
+    try:
+        with open(target, encoding="utf-8") as handle:
+            first = json.loads(handle.readline())
+        ours = isinstance(first, dict) and {"file", "reason", "kind", "scope"} <= first.keys()
+    except (OSError, ValueError):
+        ours = False
+    if not ours or target.is_symlink() or not target.is_file():
+        raise OutputError(f"{target} is not a quarantine file convhub wrote: refusing to replace it")
 
 
 def save(entries: list[dict[str, Any]], target: str | os.PathLike) -> None:

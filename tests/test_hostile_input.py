@@ -571,9 +571,21 @@ def test_cli_build_skip_warns_and_check_counts(tmp_path, capsys):
     assert cli.main(args) == 0
     err = capsys.readouterr().err
     assert f"{bad} bad record(s) skipped" in err and str(quarantine.path_beside(output)) in err
-    assert cli.main(["check", "mnbvc", "--data-dir", str(data_dir), "--on-bad-record", "skip"]) == 0
+    checked = tmp_path / "check.quarantine.jsonl"
+    args = [
+        "check",
+        "mnbvc",
+        "--data-dir",
+        str(data_dir),
+        "--on-bad-record",
+        "skip",
+        "--quarantine",
+        str(checked),
+    ]
+    assert cli.main(args) == 0
     out = capsys.readouterr().out
-    assert f"OK after skipping {bad} bad record(s)" in out
+    assert f"OK after skipping {bad} bad record(s), each with its reason in {checked}" in out
+    assert checked.read_text("utf-8") == quarantine.path_beside(output).read_text("utf-8")  # as the build's
     notes, statistics = check_source("mnbvc", str(data_dir), on_bad_record="skip")
     assert statistics.total().conversations == 3
     assert sum(v for k, v in notes.items() if k.startswith(quarantine.NOTE_PREFIX)) == bad
@@ -727,3 +739,23 @@ def test_deep_nesting_is_a_named_error_not_a_recursion_error(tmp_path, name):
     assert_fails_cleanly(name, tmp_path / "data", tmp_path, expected, record_marker(source, 1).split()[-1])
     with pytest.raises(SourceError, match=expected):
         check_source(name, str(tmp_path / "data"))
+
+
+def test_a_users_file_where_the_quarantine_goes_is_refused_by_build_and_check(tmp_path, capsys, monkeypatch):
+    source = SOURCES["mnbvc"]
+    data_dir = tmp_path / "data"
+    hostile_mix(source, data_dir)
+    (tmp_path / "out.quarantine.jsonl").write_text("my notes\n", encoding="utf-8")
+    args = ["build", "mnbvc", "--data-dir", str(data_dir), "--output", str(tmp_path / "out")]
+    assert cli.main([*args, "--on-bad-record", "skip"]) == 1
+    assert "not a quarantine file convhub wrote" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mnbvc.quarantine.jsonl").write_text("more notes\n", encoding="utf-8")
+    assert cli.main(["check", "mnbvc", "--data-dir", str(data_dir), "--on-bad-record", "skip"]) == 1
+    assert "not a quarantine file convhub wrote" in capsys.readouterr().err
+    assert (tmp_path / "out.quarantine.jsonl").read_text("utf-8") == "my notes\n"
+    assert (tmp_path / "mnbvc.quarantine.jsonl").read_text("utf-8") == "more notes\n"
+    (tmp_path / "mnbvc.quarantine.jsonl").unlink()
+    assert cli.main(["check", "mnbvc", "--data-dir", str(data_dir), "--on-bad-record", "skip"]) == 0
+    assert cli.main(["check", "mnbvc", "--data-dir", str(data_dir), "--on-bad-record", "skip"]) == 0
+    assert (tmp_path / "mnbvc.quarantine.jsonl").read_text("utf-8").count("\n") >= 1
