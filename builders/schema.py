@@ -93,6 +93,9 @@ QUESTION = {
     "category_id": Value("int32"),
     "evidence_turn_ids": List(string()),
     "evidence_session_ids": List(string()),
+    #: Evidence the source gives that resolves to no turn or session of this conversation (an id naming none,
+    #: or a piece with no id at all). Its own column, so that no key of the source's own can collide with it.
+    "unresolved_evidence": List(string()),
     "extra": Json(),
 }
 
@@ -175,5 +178,6 @@ def empty_question(question_id: str, question: str) -> dict[str, Any]:
         "category_id": None,
         "evidence_turn_ids": [],
         "evidence_session_ids": [],
+        "unresolved_evidence": [],
         "extra": None,
     }

@@ -447,9 +447,9 @@ def test_local_build_reads_json_columns_exactly_where_datasets_rounds_them(tmp_p
     path.write_text(json.dumps(LOCOMO_QUIRKS), encoding="utf-8")
     build = build_source("locomo", tmp_path / "build", data_dir=str(path), configs=["sessions"])
     row = next(LocalBuild(build.output).rows("sessions", "test"))
-    assert row["questions"][0]["extra"]["raw_answer"] == 1.2345678901234567
+    assert row["questions"][0]["extra"]["answer"] == 1.2345678901234567
     loaded = datasets.load_dataset("parquet", data_dir=str(build.output / "sessions"), split="test")
-    assert loaded[0]["questions"][0]["extra"]["raw_answer"] != 1.2345678901234567
+    assert loaded[0]["questions"][0]["extra"]["answer"] != 1.2345678901234567
 
 
 # -- the cards name the differences ---------------------------------------------------------------------------

@@ -564,11 +564,9 @@ def test_answer_session_that_names_no_session(tmp_path):
     records, notes = parse_path(path)
     question = records[0]["questions"][0]
     assert question["evidence_session_ids"] == ["2"]
-    assert json.loads(question["extra"])["evidence_not_found"] == ["9"]
-    assert (
-        notes["ans_session_ids entry naming no session of the dialogue (moved to extra.evidence_not_found)"]
-        == 1
-    )
+    assert question["unresolved_evidence"] == ["9"]
+    assert json.loads(question["extra"])["ans_session_ids"] == [2, 9]
+    assert notes["ans_session_ids entry naming no session of the dialogue (kept in unresolved_evidence)"] == 1
     assert_round_trip(records, [path])
 
 

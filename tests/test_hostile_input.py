@@ -360,12 +360,10 @@ def test_evidence_naming_no_turn_is_kept_and_counted(tmp_path, name):
         record = source.record(0)
         if name == "locomo":
             record["qa"][0]["evidence"] = ["D1:1", "D9:99"]
-            note = "QA evidence id that names no turn (moved to extra.evidence_not_found)"
+            note = "QA evidence id that names no turn (moved to unresolved_evidence)"
         else:
             record["ans_session_ids"] = [1, 99]
-            note = (
-                "ans_session_ids entry naming no session of the dialogue (moved to extra.evidence_not_found)"
-            )
+            note = "ans_session_ids entry naming no session of the dialogue (kept in unresolved_evidence)"
         source.write(data_dir, [record])
     result = build_source(name, tmp_path / "out", data_dir=str(data_dir), configs=["sessions"])
     assert result.notes[note] == 1
@@ -373,8 +371,9 @@ def test_evidence_naming_no_turn_is_kept_and_counted(tmp_path, name):
     if name == "mnbvc":
         assert sessions["sessions"][0][0]["turns"][1]["reply_to"] == "99"
     else:
-        extra = sessions["questions"][0][0]["extra"]
-        assert extra["evidence_not_found"] in (["D9:99"], ["99"])
+        question = sessions["questions"][0][0]
+        assert question["unresolved_evidence"] == (["D9:99"] if name == "locomo" else ["99"])
+        assert "evidence_not_found" not in question["extra"]
 
 
 @pytest.mark.parametrize("name", ["gigamemory", "mnbvc"])

@@ -29,6 +29,7 @@ from builders.errors import Notes, SourceError
 from builders.jsonio import holds_lone_surrogate_escape, may_hold_long_integer
 from builders.locomo import parse
 from builders.locomo.builder import LocomoBuilder
+from builders.locomo.export import sample_from_record
 from builders.staging import MARKER
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,15 +51,15 @@ REAL_NOTES = {
     "image caption or query without img_url (url null)": 316,
     "turn key 're-download' (undocumented) kept in the turn's extra": 206,
     "session date with no session body (kept in the conversation's extra)": 16,
-    "int answer → string (raw kept in extra)": 6,
+    "int answer → string (raw kept in extra.answer)": 6,
     "observation evidence string holding several ids, split": 5,
     "QA evidence empty": 4,
     "QA evidence string holding several ids, split": 4,
     "QA evidence id rewritten (leading zero, stray colon or spaces)": 2,
-    "QA evidence id that names no turn (moved to extra.evidence_not_found)": 2,
+    "QA evidence id that names no turn (moved to unresolved_evidence)": 2,
     "adversarial question with both answer and adversarial_answer (both kept)": 2,
     "QA evidence id repeated in one evidence list, deduplicated": 1,
-    "QA evidence string with no turn id (kept in extra.evidence_unreadable)": 1,
+    "QA evidence string with no turn id (kept in unresolved_evidence)": 1,
 }
 
 
@@ -117,8 +118,8 @@ def test_integer_answer_becomes_a_string_and_the_raw_integer_is_kept():
     notes = Notes()
     parsed = question({"question": "When?", "answer": 2022, "evidence": ["D1:1"], "category": 2}, notes=notes)
     assert parsed["answer"] == "2022"
-    assert extra(parsed["extra"]) == {"evidence": ["D1:1"], "raw_answer": 2022}
-    assert notes == {"int answer → string (raw kept in extra)": 1}
+    assert extra(parsed["extra"]) == {"evidence": ["D1:1"], "answer": 2022}
+    assert notes == {"int answer → string (raw kept in extra.answer)": 1}
 
 
 def test_adversarial_question_without_answer_keeps_answer_null():
@@ -189,7 +190,7 @@ def test_repeated_question_gets_distinct_ids_and_both_are_kept():
         (["D9:1 D4:4 D4:6"], ["D9:1", "D4:4", "D4:6"], [], "QA evidence string holding several ids, split"),
         (["D30:05"], ["D30:5"], [], "QA evidence id rewritten (leading zero, stray colon or spaces)"),
         (["D:11:26"], ["D11:26"], [], "QA evidence id rewritten (leading zero, stray colon or spaces)"),
-        (["D"], [], ["D"], "QA evidence string with no turn id (kept in extra.evidence_unreadable)"),
+        (["D"], [], ["D"], "QA evidence string with no turn id (kept in unresolved_evidence)"),
         ([], [], [], "QA evidence empty"),
         (None, [], [], "QA evidence absent"),
         (
@@ -230,14 +231,16 @@ def test_evidence_naming_no_turn_is_counted_and_kept_apart():
     parsed = question(qa, notes=notes)
     assert parsed["evidence_turn_ids"] == ["D2:1", "D2:2"]
     assert parsed["evidence_session_ids"] == ["session_2"]
-    assert extra(parsed["extra"]) == {"evidence": qa["evidence"], "evidence_not_found": ["D10:19", "D4:36"]}
-    assert notes["QA evidence id that names no turn (moved to extra.evidence_not_found)"] == 2
+    assert extra(parsed["extra"]) == {"evidence": qa["evidence"]}
+    assert parsed["unresolved_evidence"] == ["D10:19", "D4:36"]
+    assert notes["QA evidence id that names no turn (moved to unresolved_evidence)"] == 2
 
 
-def test_unreadable_evidence_is_kept_in_extra():
+def test_unreadable_evidence_is_kept_apart():
     parsed = question({"question": "Q?", "answer": "A", "evidence": ["D", "D1:2"], "category": 4})
     assert parsed["evidence_turn_ids"] == ["D1:2"]
-    assert extra(parsed["extra"]) == {"evidence": ["D", "D1:2"], "evidence_unreadable": ["D"]}
+    assert parsed["unresolved_evidence"] == ["D"]
+    assert extra(parsed["extra"]) == {"evidence": ["D", "D1:2"]}
 
 
 def test_evidence_session_ids_follow_evidence_order():
@@ -337,7 +340,7 @@ def test_absent_side_table_is_recorded_as_absent():
     sample = tiny_sample()
     del sample["event_summary"]
     record = parse_tiny(sample)
-    assert extra(record["extra"]) == {"event_summary_absent": True}
+    assert extra(record["extra"]) == {"event_summary": None}
     assert all("event_summary" not in (extra(session["extra"]) or {}) for session in record["sessions"])
 
 
@@ -525,10 +528,10 @@ def test_sample_exercises_every_quirk():
         "QA evidence string holding several ids, split": 2,
         "adversarial question without answer (answer null)": 2,
         "image caption or query without img_url (url null)": 2,
-        "int answer → string (raw kept in extra)": 2,
+        "int answer → string (raw kept in extra.answer)": 2,
         "QA evidence empty": 1,
-        "QA evidence id that names no turn (moved to extra.evidence_not_found)": 1,
-        "QA evidence string with no turn id (kept in extra.evidence_unreadable)": 1,
+        "QA evidence id that names no turn (moved to unresolved_evidence)": 1,
+        "QA evidence string with no turn id (kept in unresolved_evidence)": 1,
         "adversarial question with both answer and adversarial_answer (both kept)": 1,
         "observation evidence string holding several ids, split": 1,
         "session date with no session body (kept in the conversation's extra)": 1,
@@ -561,15 +564,15 @@ def load(result, config: str) -> datasets.Dataset:
 def test_sample_build_qa_rows(sample_build):
     qa = {row["question_id"]: row for row in load(sample_build, "qa")}
     assert qa["conv-s1:qa0"]["answer"] == "2022"
-    assert qa["conv-s1:qa0"]["extra"] == {"evidence": ["D1:4"], "raw_answer": 2022}
+    assert qa["conv-s1:qa0"]["extra"] == {"evidence": ["D1:4"], "answer": 2022}
     assert qa["conv-s1:qa1"]["answer"] == "3"
     assert qa["conv-s1:qa1"]["evidence_turn_ids"] == ["D2:2", "D2:3"]
     assert qa["conv-s1:qa2"]["evidence_turn_ids"] == ["D1:3"]
     assert qa["conv-s1:qa4"]["evidence_turn_ids"] == ["D2:4"]
     assert (qa["conv-s1:qa6"]["answer"], qa["conv-s1:qa6"]["adversarial_answer"]) == (None, "Miso")
     assert (qa["conv-s1:qa7"]["answer"], qa["conv-s1:qa7"]["adversarial_answer"]) == ("No", "Yes")
-    assert qa["conv-s1:qa8"]["extra"]["evidence_unreadable"] == ["D"]
-    assert qa["conv-s1:qa9"]["extra"]["evidence_not_found"] == ["D2:19"]
+    assert qa["conv-s1:qa8"]["unresolved_evidence"] == ["D"]
+    assert qa["conv-s1:qa9"]["unresolved_evidence"] == ["D2:19"]
     assert Counter(row["category"] for row in qa.values()) == {
         "single-hop": 5,
         "adversarial": 3,
@@ -675,8 +678,8 @@ def test_card_body_has_categories_normalizations_roles_citation(sample_build):
         "| 3 | open-domain | 1 |",
         "| 4 | single-hop | 5 |",
         "| 5 | adversarial | 3 |",
-        "| int answer → string (raw kept in extra) | 2 |",
-        "| QA evidence id that names no turn (moved to extra.evidence_not_found) | 1 |",
+        "| int answer → string (raw kept in extra.answer) | 2 |",
+        "| QA evidence id that names no turn (moved to unresolved_evidence) | 1 |",
         "| observation evidence string holding several ids, split | 1 |",
         "| speaker_a | `user` |",
         "| test | locomo_sample | 2 | 3 | 13 | 13 |",
@@ -698,7 +701,7 @@ def test_convhub_check_prints_statistics_and_normalizations(capsys):
     out = capsys.readouterr().out
     assert out.startswith("locomo: OK\n")
     assert "| test | locomo_sample | 2 | 3 | 13 | 13 |" in out
-    assert "       2  int answer → string (raw kept in extra)" in out
+    assert "       2  int answer → string (raw kept in extra.answer)" in out
     assert "       1  session date with no session body (kept in the conversation's extra)" in out
 
 
@@ -939,10 +942,10 @@ def test_real_file_quirks_land_where_the_card_says(real_file):
     conv26 = extra(records["conv-26"]["extra"])["conversation"]
     assert sorted(conv26) == sorted(f"session_{n}_date_time" for n in range(20, 36))
     questions = [q for record in records.values() for q in record["questions"]]
-    integers = sorted(extra(q["extra"])["raw_answer"] for q in questions if "raw_answer" in extra(q["extra"]))
+    integers = sorted(extra(q["extra"])["answer"] for q in questions if "answer" in extra(q["extra"]))
     assert integers == [2, 3, 2022, 2022, 2022, 2022]
-    not_found = sorted(i for q in questions for i in extra(q["extra"]).get("evidence_not_found", []))
-    assert not_found == ["D10:19", "D4:36"]
+    not_found = sorted(i for q in questions for i in q["unresolved_evidence"])
+    assert not_found == ["D", "D10:19", "D4:36"]  # "D" holds no id at all
     both = [q for q in questions if q["answer"] is not None and q["adversarial_answer"] is not None]
     assert len(both) == 2
     assert (
@@ -1075,24 +1078,25 @@ def test_date_fast_path_gives_dateutils_datetime_on_every_real_date():
         )
 
 
-@pytest.mark.parametrize("key", ["raw_answer", "evidence_not_found", "evidence_unreadable"])
-def test_question_key_named_like_a_marker_is_refused_by_name(key):
-    sample = {
-        "sample_id": "conv-x",
-        "conversation": {"speaker_a": "A", "speaker_b": "B"},
-        "qa": [{"question": "q?", "answer": "a", "category": 1, "evidence": [], key: 5}],
-    }
-    with pytest.raises(SourceError) as raised:
-        parse.parse_sample(sample, "s", Notes(), path="f.json")
-    assert (raised.value.field, raised.value.record) == (key, "conv-x qa 0")
+@pytest.mark.parametrize(
+    "key", ["raw_answer", "raw_adversarial_answer", "evidence_not_found", "evidence_unreadable", "unresolved"]
+)
+def test_question_key_named_like_convhub_bookkeeping_comes_back_on_export(key):
+    """convhub's own account of a question (raw answers, evidence that resolves to nothing) never shares a
+    namespace with the question's unknown keys: each such key comes back with its value."""
+    qa = {"question": "q?", "answer": 7, "evidence": ["D", "D9:9"], "category": 1, key: {"k": [5]}}
+    sample = {"sample_id": "conv-x", "conversation": {"speaker_a": "A", "speaker_b": "B"}, "qa": [qa]}
+    record = parse.parse_sample(sample, "s", Notes(), path="f.json")
+    assert record["questions"][0]["unresolved_evidence"] == ["D9:9", "D"]
+    assert sample_from_record(record)["qa"] == [qa]
 
 
-def test_sample_key_named_like_a_marker_is_refused_by_name():
+@pytest.mark.parametrize("key", ["observation_absent", "event_summary_absent", "raw_conversation"])
+def test_sample_key_named_like_convhub_bookkeeping_comes_back_on_export(key):
     sample = {"sample_id": "conv-x", "conversation": {"speaker_a": "A", "speaker_b": "B"}, "qa": []}
-    sample["observation_absent"] = True
-    with pytest.raises(SourceError) as raised:
-        parse.parse_sample(sample, "s", Notes(), path="f.json")
-    assert raised.value.field == "observation_absent"
+    sample[key] = True
+    record = parse.parse_sample(sample, "s", Notes(), path="f.json")
+    assert sample_from_record(record) == sample
 
 
 # -- the fast paths give what the plain code gives --------------------------------------------------------

@@ -988,6 +988,7 @@ def parse_question(
     question["answer"] = _answer(fields, extra, path, location, notes)
     evidence = _evidence(fields, extra, session_ids, path, location, notes)
     question["evidence_session_ids"] = [sid for sid in evidence if sid in session_ids]
+    question["unresolved_evidence"] = [sid for sid in evidence if sid not in session_ids]
     if question["category"] == "no_info" and evidence:
         notes.add("no_info question that still lists answer sessions (kept)")
     leftovers = _leftovers({key: None for key in line.keys}, RECORD_KEYS)
@@ -1030,7 +1031,7 @@ def _answer(fields: dict, extra: dict, path: str, location: str, notes: Notes) -
 def _evidence(
     fields: dict, extra: dict, session_ids: set[str], path: str, location: str, notes: Notes
 ) -> list[str]:
-    """``ans_session_ids`` as strings; the raw list is kept, ids naming no session go to extra too."""
+    """``ans_session_ids`` as strings; the raw list is kept in extra (ids naming no session are counted)."""
     if "ans_session_ids" not in fields:
         notes.add("line without ans_session_ids (no evidence)")
         return []
@@ -1039,11 +1040,9 @@ def _evidence(
         raise SourceError(path, location, "ans_session_ids", f"expected a list, got {type(raw).__name__}")
     extra["ans_session_ids"] = raw
     ids = [_id_text(value, path, location, f"ans_session_ids[{i}]") for i, value in enumerate(raw)]
-    missing = [sid for sid in ids if sid not in session_ids]
+    missing = sum(sid not in session_ids for sid in ids)
     if missing:
         notes.add(
-            "ans_session_ids entry naming no session of the dialogue (moved to extra.evidence_not_found)",
-            len(missing),
+            "ans_session_ids entry naming no session of the dialogue (kept in unresolved_evidence)", missing
         )
-        extra["evidence_not_found"] = missing
     return ids

@@ -17,14 +17,11 @@ from typing import Any
 from builders.export import Build, JsonListWriter, as_object, safe_join, source_rows
 from builders.locomo.parse import SESSION_TABLES, SPEAKER_KEYS
 
-#: Raw values the parser keeps in a question's extra beside the source's own unknown keys.
-QUESTION_MARKERS = ("evidence_not_found", "evidence_unreadable")
-
 
 def sample_from_record(record: dict[str, Any]) -> dict[str, Any]:
     """One ``sessions`` row → the LoCoMo sample (``qa``, ``conversation``, side tables, ``sample_id``)."""
     extra = as_object(record["extra"])
-    absent = {name for name in SESSION_TABLES if extra.pop(f"{name}_absent", False) is True}
+    absent = {name for name in SESSION_TABLES if name in extra and extra[name] is None}
     conversation = dict(zip(SPEAKER_KEYS, record["speakers"], strict=True))
     tables: dict[str, dict[str, Any]] = {name: {} for name in SESSION_TABLES}
     for session in record["sessions"]:
@@ -40,7 +37,7 @@ def sample_from_record(record: dict[str, Any]) -> dict[str, Any]:
             tables["session_summary"][SESSION_TABLES["session_summary"].format(number)] = session["summary"]
     conversation.update(extra.pop("conversation", {}))
     for name in SESSION_TABLES:
-        tables[name].update(extra.pop(name, {}))
+        tables[name].update(extra.pop(name, None) or {})
     sample = {"qa": [qa_from_question(question) for question in record["questions"]]}
     sample["conversation"] = conversation
     sample.update({name: table for name, table in tables.items() if name not in absent})
@@ -72,11 +69,7 @@ def qa_from_question(question: dict[str, Any]) -> dict[str, Any]:
     """A question → LoCoMo's ``question``, ``answer`` (raw type), ``evidence`` (raw), ``category``..."""
     extra = as_object(question["extra"])
     qa: dict[str, Any] = {"question": question["question"]}
-    raw = {
-        field: extra.pop(f"raw_{field}")
-        for field in ("answer", "adversarial_answer")
-        if f"raw_{field}" in extra
-    }
+    raw = {field: extra.pop(field) for field in ("answer", "adversarial_answer") if field in extra}
     if question["answer"] is not None:
         qa["answer"] = raw.get("answer", question["answer"])
     if "evidence" in extra:
@@ -84,8 +77,6 @@ def qa_from_question(question: dict[str, Any]) -> dict[str, Any]:
     qa["category"] = question["category_id"]
     if question["adversarial_answer"] is not None:
         qa["adversarial_answer"] = raw.get("adversarial_answer", question["adversarial_answer"])
-    for marker in QUESTION_MARKERS:
-        extra.pop(marker, None)
     qa.update(extra)
     return qa
 

@@ -47,9 +47,6 @@ SESSION_TABLES = {
     "session_summary": "session_{}_summary",
 }
 SAMPLE_KEYS = {"sample_id", "conversation", "qa", *SESSION_TABLES}
-#: Names the parser itself writes into ``extra`` beside a sample's or a question's unknown keys.
-SAMPLE_MARKERS = {f"{name}_absent" for name in SESSION_TABLES}
-QA_MARKERS = {"raw_answer", "raw_adversarial_answer", "evidence_not_found", "evidence_unreadable"}
 SPEAKER_KEYS = ("speaker_a", "speaker_b")
 
 
@@ -278,7 +275,6 @@ def parse_sample(sample: dict, subset: str, notes: Notes, path: str = "<memory>"
         for position, qa in enumerate(require(sample, "qa", list, path, sample_id))
     ]
     leftovers = {key: value for key, value in sample.items() if key not in SAMPLE_KEYS}
-    _refuse_reserved(leftovers, SAMPLE_MARKERS, path, sample_id)
     leftovers.update(_unclaimed_session_entries(tables, sessions, notes))
     conversation_leftovers = _conversation_leftovers(conversation, sessions, notes)
     if conversation_leftovers:
@@ -293,14 +289,6 @@ def parse_sample(sample: dict, subset: str, notes: Notes, path: str = "<memory>"
         "questions": questions,
         "extra": schema.to_json(leftovers) if leftovers else None,
     }
-
-
-def _refuse_reserved(keys, markers, path: str, where) -> None:
-    """A source key named like one of the parser's own markers in ``extra`` could not be told apart from
-    it (an export would read a question's ``raw_answer`` key as its answer): refuse it by name."""
-    for key in keys:
-        if key in markers:
-            raise SourceError(path, where, key, "this key name is reserved by convhub's extra markers")
 
 
 def _conversation_leftovers(conversation: dict, sessions: list[dict], notes: Notes) -> dict[str, Any]:
@@ -372,9 +360,12 @@ def parse_sessions(
 
 
 def _unclaimed_session_entries(tables: dict[str, dict | None], sessions: list[dict], notes: Notes) -> dict:
-    """Summary, event or observation entries that name no session: kept whole in the record's extra.
+    """Summary, event or observation entries that name no session: kept whole in the record's extra, under
+    the table's own name.
 
-    An absent table is recorded as ``<table>_absent`` so that an export can leave it out again.
+    An absent table is that name with ``null`` (a source table is an object, so it is never null), so that an
+    export can leave it out again. convhub writes only the source's own key names into a sample's extra, and
+    only names the parser claims: no unknown key of the sample can collide with them.
     """
     numbers = [session["session_id"].removeprefix("session_") for session in sessions]
     unclaimed: dict[str, Any] = {}
@@ -382,7 +373,7 @@ def _unclaimed_session_entries(tables: dict[str, dict | None], sessions: list[di
         table = tables[name]
         if table is None:
             notes.add(f"sample without {name}")
-            unclaimed[f"{name}_absent"] = True
+            unclaimed[name] = None
             continue
         claimed = {key_format.format(number) for number in numbers}
         rest = {key: value for key, value in table.items() if key not in claimed}
@@ -478,24 +469,20 @@ def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set, notes:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise SourceError(path, where, field, f"expected a string or number, got {type(value).__name__}")
-        notes.add(f"{type(value).__name__} {field} → string (raw kept in extra)")
-        extra[f"raw_{field}"] = value
+        notes.add(f"{type(value).__name__} {field} → string (raw kept in extra.{field})")
+        extra[field] = value
         question[field] = str(value)
     _count_answers(question, notes)
     ids, unreadable = parse_evidence(qa.get("evidence"), notes, path, where)
     found = [turn_id for turn_id in ids if turn_id in turn_ids]
-    if len(found) < len(ids):
-        missing = [turn_id for turn_id in ids if turn_id not in turn_ids]
-        notes.add("QA evidence id that names no turn (moved to extra.evidence_not_found)", len(missing))
-        extra["evidence_not_found"] = missing
-    if unreadable:
-        extra["evidence_unreadable"] = unreadable
+    missing = [turn_id for turn_id in ids if turn_id not in turn_ids]
+    if missing:
+        notes.add("QA evidence id that names no turn (moved to unresolved_evidence)", len(missing))
+    question["unresolved_evidence"] = missing + unreadable
     question["evidence_turn_ids"] = found
     question["evidence_session_ids"] = _session_ids_of(found)
     if not qa.keys() <= QA_KEYS:
-        rest = {key: value for key, value in qa.items() if key not in QA_KEYS}
-        _refuse_reserved(rest, QA_MARKERS, path, where)
-        extra.update(rest)
+        extra.update((key, value) for key, value in qa.items() if key not in QA_KEYS)
     question["extra"] = schema.to_json(extra) if extra else None
     return question
 
@@ -524,7 +511,7 @@ def parse_evidence(
     where: str,
     field: str = "evidence",
     label: str = "QA evidence",
-    unreadable_kept_in: str = "extra.evidence_unreadable",
+    unreadable_kept_in: str = "unresolved_evidence",
 ) -> tuple[list[str], list[str]]:
     """Evidence strings → normalized turn ids ("D8:6; D9:17" → two ids, "D30:05" → "D30:5").
 
