@@ -396,6 +396,34 @@ def test_mapped_index_is_the_index_of_a_line_by_line_read(tmp_path, monkeypatch)
     assert read[1] == [(read[1][0][0], b"not json")] and read[1][0][0].startswith("not valid JSON")
 
 
+def test_spans_sharing_their_key_are_told_apart_in_linear_work(tmp_path, monkeypatch):
+    """Many distinct dialogues of one length and the same first and last bytes (one cheap key) cost each
+    line at most one byte comparison and one sha256, never a comparison with every earlier dialogue (that
+    was quadratic: 4,000 such lines took a minute); copies still join the first line of their dialogue."""
+    monkeypatch.setattr(parse, "SPAN_KEY_BYTES", 8)
+    distinct = 150
+    dialogues = [[session(1, ("user", f"Мне {n:04d} лет, и это правда."))] for n in range(distinct)]
+    order = [n for n in range(distinct)] + [n for n in range(0, distinct, 3)]  # 50 copies, after all
+    path = write_jsonl(
+        tmp_path / "k.jsonl", [line(i, "no_info", dialogues[n], [1]) for i, n in enumerate(order)]
+    )
+    compared, hashed = [], []
+    real_same, real_sha256 = parse._same_bytes, parse._full_sha256
+    monkeypatch.setattr(parse, "_same_bytes", lambda *args: compared.append(args[4]) or real_same(*args))
+    monkeypatch.setattr(parse, "_full_sha256", lambda span: hashed.append(len(span)) or real_sha256(span))
+    index = parse.index_file(path)
+    lines = len(order)
+    assert len(compared) == lines - 1  # every line after the first meets the key's first dialogue once
+    assert len(hashed) == lines - 2  # all but the first line and the copy the comparison found (line 151)
+    assert sum(compared) + sum(hashed) <= 2 * path.stat().st_size
+    assert [[x.number for x in g.lines] for g in index.groups] == [
+        [n + 1, *([distinct + n // 3 + 1] if n % 3 == 0 else [])] for n in range(distinct)
+    ]
+    packed = tmp_path / "k.jsonl.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    assert _index_figures(parse.index_file(packed)) == _index_figures(index)
+
+
 def test_a_file_changed_between_the_passes_is_refused(tmp_path):
     path = write_jsonl(
         tmp_path / "c.jsonl", [line(1, "no_info", DIALOGUE_A, [1]), line(2, "no_info", DIALOGUE_B, [])]

@@ -585,7 +585,7 @@ def _prepare_whole_mapped_line(path, mapped, cut: _Prepared) -> _Prepared:
 def _scan_mapped(path, mapped, prepared: list[_Prepared], firsts: list[_Prepared]) -> Iterator[tuple]:
     """Prepare every line of a mapped file into ``prepared``; yield (path, offset, length) of each span
     not seen before, as it is found (its line appended to ``firsts``)."""
-    spans_by_key: dict[tuple, list[int]] = {}
+    spans = _SpanPlaces()
     with memoryview(mapped) as view:
         for number, start, end in _lines_of(mapped):
             item = _prepare_mapped_line(path, mapped, number, start, end)
@@ -593,19 +593,46 @@ def _scan_mapped(path, mapped, prepared: list[_Prepared], firsts: list[_Prepared
             if (
                 item.span is not None
                 and item.digest is None
-                and _place_span(mapped, view, item, firsts, spans_by_key)
+                and _place_span(mapped, view, item, firsts, spans)
             ):
                 yield path, item.offset + item.span[0], item.span[1] - item.span[0]
             _release(mapped, start, end + 1)
 
 
-def _place_span(mapped, view, item: _Prepared, firsts: list[_Prepared], spans_by_key: dict) -> bool:
+@dataclass
+class _SpanPlaces:
+    """Where pass 1 finds the first line of a span's bytes, in ``firsts``: in time linear in the spans.
+
+    ``by_key`` maps a cheap key (length, crc32 of the first and of the last ``SPAN_KEY_BYTES``) to the
+    first span with that key; a span with a taken key is compared with that one span only, and when it
+    differs its full sha256 looks it up in ``by_sha256``. So a line costs at most one comparison and one
+    hash, however many distinct spans share a key (pairwise comparison made thousands of such lines
+    quadratic). The first span of a key is never in ``by_sha256``: the comparison finds its copies.
+    """
+
+    by_key: dict[tuple, int] = field(default_factory=dict)
+    by_sha256: dict[str, int] = field(default_factory=dict)
+
+
+def _same_bytes(mapped, view, first_start: int, start: int, length: int) -> bool:
+    """Whether ``mapped[start:start + length]`` equals the span at ``first_start`` (a search bounded to
+    the span's own length is one comparison, at memcmp speed)."""
+    same = mapped.find(view[first_start : first_start + length], start, start + length) == start
+    _release(mapped, first_start, first_start + length)
+    return same
+
+
+def _full_sha256(span) -> str:
+    """The sha256 of a span's bytes: what tells apart spans of one cheap key."""
+    return hashlib.sha256(span).hexdigest()
+
+
+def _place_span(mapped, view, item: _Prepared, firsts: list[_Prepared], spans: _SpanPlaces) -> bool:
     """Set ``item.span_first`` to the place in ``firsts`` of the first line with the same span bytes;
     append ``item`` (and return True) when its span is new.
 
-    Spans are told apart by length and their first and last bytes, then compared byte for byte with the
-    first line of the same key (a search bounded to the span's own length is one comparison), so a
-    dialogue seen again costs no hash and no parse.
+    A dialogue seen again costs one comparison with the first span of its key, no hash and no parse; a
+    different span with the same key costs one sha256 (see :class:`_SpanPlaces`).
     """
     start, end = item.offset + item.span[0], item.offset + item.span[1]
     key = (
@@ -613,17 +640,21 @@ def _place_span(mapped, view, item: _Prepared, firsts: list[_Prepared], spans_by
         zlib.crc32(view[start : min(end, start + SPAN_KEY_BYTES)]),
         zlib.crc32(view[max(start, end - SPAN_KEY_BYTES) : end]),
     )
-    candidates = spans_by_key.setdefault(key, [])
-    for index in candidates:
+    index = spans.by_key.get(key)
+    if index is None:
+        spans.by_key[key] = len(firsts)
+    else:
         first = firsts[index]
-        first_start = first.offset + first.span[0]
-        same = mapped.find(view[first_start : first_start + end - start], start, end) == start
-        _release(mapped, first_start, first_start + end - start)
-        if same:
+        if _same_bytes(mapped, view, first.offset + first.span[0], start, end - start):
             item.span_first = index
             return False
+        sha256 = _full_sha256(view[start:end])
+        index = spans.by_sha256.get(sha256)
+        if index is not None:
+            item.span_first = index
+            return False
+        spans.by_sha256[sha256] = len(firsts)
     item.span_first = len(firsts)
-    candidates.append(item.span_first)
     firsts.append(item)
     return True
 
