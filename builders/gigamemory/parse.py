@@ -693,6 +693,38 @@ def _digest_span_at(job: tuple) -> tuple[str | None, str]:
 
 
 _INDEX_CACHE: dict[tuple, FileIndex] = {}
+#: Bytes at each end of a file whose sha256 is part of its version (all of a file twice this size or less).
+VERSION_SAMPLE_BYTES = 64 * 2**10
+
+
+def file_version(path: str | os.PathLike) -> tuple:
+    """What tells one version of a file from another, for the index caches.
+
+    Size and modification time alone miss a file rewritten in place with the same size and its mtime set
+    back (``os.utime``, ``touch -r``, ``rsync -t``, a restore): the change time (which no call can set back),
+    device and inode catch that, and the sha256 of the file's first and last ``VERSION_SAMPLE_BYTES`` (all
+    of a small file; a ``.gz``'s last 8 bytes are the CRC of all its content) catches it even where a
+    filesystem's clock is too coarse to move between two writes.
+    """
+    with open(path, "rb") as handle:
+        stat = os.fstat(handle.fileno())
+        sample = hashlib.sha256()
+        if stat.st_size <= 2 * VERSION_SAMPLE_BYTES:
+            sample.update(handle.read())
+        else:
+            sample.update(os.pread(handle.fileno(), VERSION_SAMPLE_BYTES, 0))
+            sample.update(
+                os.pread(handle.fileno(), VERSION_SAMPLE_BYTES, stat.st_size - VERSION_SAMPLE_BYTES)
+            )
+    return (
+        os.path.abspath(path),
+        stat.st_size,
+        stat.st_mtime_ns,
+        stat.st_ctime_ns,
+        stat.st_dev,
+        stat.st_ino,
+        sample.hexdigest(),
+    )
 
 
 def cached_index(path: str | os.PathLike, reject: Reject = raise_error, processes: int = 1) -> FileIndex:
@@ -702,14 +734,13 @@ def cached_index(path: str | os.PathLike, reject: Reject = raise_error, processe
     stream of the same file version starts at once. An index that rejected lines is not kept: each build
     must hand its rejections to its own ``reject``.
     """
-    stat = os.stat(path)
-    key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    key = file_version(path)
     if key not in _INDEX_CACHE:
-        persist = stat.st_size >= PERSIST_INDEX_BYTES
+        persist = key[1] >= PERSIST_INDEX_BYTES
         index = stored_index(key, path) if persist else None
         if index is None:
             index = index_file(path, reject, processes)
-            if index.rejected:
+            if index.rejected or file_version(path) != key:  # changed while indexed: keep nothing
                 return index
             if persist:
                 store_index(key, index)
@@ -727,7 +758,7 @@ _CODE_VERSION: list[str] = []
 
 
 def _store_file(key: tuple) -> str:
-    """One file per (path, size, mtime, inode) and version of this module, so a change of either misses."""
+    """One file per :func:`file_version` and version of this module, so a change of either misses."""
     if not _CODE_VERSION:
         _CODE_VERSION.append(hashlib.sha256(Path(__file__).read_bytes()).hexdigest())
     root = INDEX_STORE
