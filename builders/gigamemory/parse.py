@@ -39,7 +39,7 @@ import orjson
 
 from builders import schema
 from builders.errors import NESTED_TOO_DEEPLY, Notes, Reject, SourceError, raise_error
-from builders.jsonio import holds_float
+from builders.jsonio import holds_float, json_document_problem
 
 #: The four question types of the contest, in the order of its format document.
 QUESTION_TYPES = ("fact_equal_session", "info_consolidation", "info_updating", "no_info")
@@ -311,6 +311,8 @@ def index_file(path: str | os.PathLike, reject: Reject = raise_error, processes:
         try:
             _add_line(path, prepared, notes, groups, seen_ids)
         except SourceError as error:
+            if not groups and not rejected and prepared.error is error:  # the first line with content
+                _refuse_json_document(path, prepared, error)
             rejected += 1
             reject(error, prepared.raw if prepared.raw is not None else _read_back(path, prepared))
             continue
@@ -319,6 +321,18 @@ def index_file(path: str | os.PathLike, reject: Reject = raise_error, processes:
             path, None, None, "no records: the file is empty (a GigaMemory file has one JSON object per line)"
         )
     return FileIndex(str(path), list(groups.values()), notes, rejected)
+
+
+def _refuse_json_document(path, prepared: _Prepared, error: SourceError) -> None:
+    """Raise one SourceError naming the file when its first line is not JSON because the file is one JSON
+    document (an array or object over many lines), not one "not valid JSON" for each of its lines."""
+    if not error.problem.startswith("not valid JSON"):
+        return
+    raw = prepared.raw if prepared.raw is not None else _read_back(path, prepared)
+    following = (line for number, _, line in iter_lines(path) if number > prepared.number)
+    problem = json_document_problem(raw, following, "GigaMemory")
+    if problem is not None:
+        raise SourceError(path, None, None, problem) from None
 
 
 @dataclass
