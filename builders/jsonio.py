@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import orjson
+
+from builders.errors import SourceError
 
 #: Each byte → ``0`` for an ASCII digit, ``x`` otherwise: :func:`may_hold_long_integer` then finds runs of
 #: digits with one ``bytes.find`` (a regex over a whole file cost 3x the parse itself).
@@ -156,3 +158,92 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+# -- one JSON document where JSON Lines are expected ----------------------------------------------------
+
+#: How much of a file past its first line :func:`json_document_problem` reads to see a document end.
+DOCUMENT_PROBE_BYTES = 2**20
+_OPENERS_ONLY = re.compile(rb"[\[{ \t\r\n]+")
+
+
+def json_document_problem(first: bytes, following: Iterable[bytes], source: str) -> str | None:
+    """What to tell a user whose JSON Lines file is one JSON document (an array or an object written over
+    many lines), or None. ``first`` is the file's first non-blank line, which did not parse as JSON;
+    ``following`` the lines after it (read only up to ``DOCUMENT_PROBE_BYTES``, only when needed).
+
+    It is a document when that line only opens arrays and objects (``[``, ``{``, ``[{``: no JSON Lines
+    line is that), or when it and the lines after it parse as one JSON value that ends past it. A line
+    of JSON Lines cut short (``{"id": 1, "q``) followed by good lines is neither, and stays a bad line.
+    """
+    text = first.removeprefix(b"\xef\xbb\xbf").strip()
+    if text[:1] not in (b"[", b"{"):
+        return None
+    if not _OPENERS_ONLY.fullmatch(text):
+        head, size = [text], len(text)
+        for line in following:
+            head.append(line)
+            size += len(line) + 1
+            if size > DOCUMENT_PROBE_BYTES:
+                break
+        document = b"\n".join(head).decode("utf-8", "replace")
+        try:
+            _, end = json.JSONDecoder().raw_decode(document)
+        except (ValueError, RecursionError):
+            return None
+        if end <= len(text.decode("utf-8", "replace")):
+            return None
+    kind, rewrite = ("array", "jq -c '.[]'") if text[:1] == b"[" else ("object", "jq -c .")
+    shown = text[:40].decode("utf-8", "replace") + ("…" if len(text) > 40 else "")
+    return (
+        f"this is one JSON document, not JSON Lines: its first line {shown!r} begins a JSON {kind} written "
+        f"over several lines, and {source} reads one JSON object per line (rewrite it with {rewrite})"
+    )
+
+
+def refuse_json_document(
+    lines: Iterable[tuple[int, bytes]], path: str, source: str
+) -> Iterator[tuple[int, bytes]]:
+    """``lines`` ((number, bytes) of a JSON Lines file from its line 1) unchanged, unless the first
+    non-blank one is not JSON and begins one JSON document: then a SourceError naming the file says so
+    (:func:`json_document_problem`), instead of one "not valid JSON" per line. Lines read ahead to tell
+    are given on as they were. A range of lines not starting at line 1 is not checked."""
+    lines = iter(lines)
+    first_number = None
+    for number, line in lines:
+        first_number = number if first_number is None else first_number
+        if not line or line.isspace():
+            yield number, line
+            continue
+        opening = line.removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
+        if first_number == 1 and opening in (b"[", b"{") and not _parses(line):
+            ahead: list[tuple[int, bytes]] = []
+            size = 0
+            for item in lines:
+                ahead.append(item)
+                size += len(item[1]) + 1
+                if size > DOCUMENT_PROBE_BYTES:
+                    break
+            problem = json_document_problem(line, (raw for _, raw in ahead), source)
+            if problem is not None:
+                raise SourceError(path, None, None, problem)
+            yield number, line
+            yield from ahead
+        else:
+            yield number, line
+        break
+    yield from lines
+
+
+def _parses(line: bytes) -> bool:
+    """Whether a line is JSON (orjson, else json, which also reads NaN, a BOM, lone surrogates)."""
+    try:
+        orjson.loads(line)
+        return True
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        json.loads(line)
+        return True
+    except (ValueError, RecursionError):
+        return False

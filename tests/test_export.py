@@ -224,6 +224,43 @@ def test_gigamemory_quirks_export_equal_and_the_byte_differences_are_the_listed_
     assert content(exported) == expected
 
 
+#: Every name convhub's GigaMemory parser and export use for their own bookkeeping (extra keys, canonical
+#: fields, format keys): as unknown keys of a source line, session or message they must come back as they were.
+GIGAMEMORY_INTERNAL_NAMES = (
+    "file", "line", "id", "ans", "ans_session_ids", "evidence_not_found", "key_order", "fields", "extra",
+    "dialogue_sha256", "session_id", "turns", "speaker", "role", "text", "turn_id", "sessions", "messages",
+    "content", "question", "question_type", "category", "answer",
+)  # fmt: skip
+
+
+def test_gigamemory_source_keys_named_like_convhub_bookkeeping_come_back(tmp_path):
+    """Unknown keys are kept in their own container (``extra.fields``), apart from convhub's own entries
+    of ``extra`` (file, line, raw id, key order...): a source key of any of those names, at any level and
+    holding any value, cannot overwrite or be taken for one. Build, Parquet, export: every line equal."""
+
+    def named_like_bookkeeping(standard):
+        return {name: {"from the source": name} for name in GIGAMEMORY_INTERNAL_NAMES if name not in standard}
+
+    message = {"role": "user", "content": "Привет", **named_like_bookkeeping(("role", "content"))}
+    session = {"id": 7, "messages": [message], **named_like_bookkeeping(("id", "messages"))}
+    line_keys = ("id", "question", "ans", "question_type", "sessions", "ans_session_ids")
+    lines = [
+        {**gigamemory_line(1, [session], ans=5, ans_session_ids=[7, 99]), **named_like_bookkeeping(line_keys)},
+        gigamemory_line(2, [session], fields=None, key_order=["x"], file="other.jsonl", line=1, extra=[]),
+        {"id": 3, "question": "?", "sessions": [{"id": "s", "messages": [{"role": "user", "content": "x",
+         "key_order": 1, "fields": {}}], "key_order": [], "fields": []}]},
+    ]  # fmt: skip
+    data_dir = tmp_path / "in"
+    data_dir.mkdir()
+    original = data_dir / "names.jsonl"
+    original.write_text(
+        "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8"
+    )
+    exported = build_and_export("gigamemory", data_dir, tmp_path / "out") / "names.jsonl"
+    assert_jsonl_files_equal(original, exported)
+    assert exported.read_bytes() == original.read_bytes()
+
+
 def test_gigamemory_sample_exports_byte_for_byte(sample_builds, tmp_path):
     sample = Path(registry.get("gigamemory").sample_dir())
     exported = export("gigamemory", sample_builds["gigamemory"].output, tmp_path / "export")

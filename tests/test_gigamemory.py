@@ -10,6 +10,7 @@ import gzip
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 
 import datasets
@@ -396,6 +397,34 @@ def test_mapped_index_is_the_index_of_a_line_by_line_read(tmp_path, monkeypatch)
     assert read[1] == [(read[1][0][0], b"not json")] and read[1][0][0].startswith("not valid JSON")
 
 
+def test_spans_sharing_their_key_are_told_apart_in_linear_work(tmp_path, monkeypatch):
+    """Many distinct dialogues of one length and the same first and last bytes (one cheap key) cost each
+    line at most one byte comparison and one sha256, never a comparison with every earlier dialogue (that
+    was quadratic: 4,000 such lines took a minute); copies still join the first line of their dialogue."""
+    monkeypatch.setattr(parse, "SPAN_KEY_BYTES", 8)
+    distinct = 150
+    dialogues = [[session(1, ("user", f"Мне {n:04d} лет, и это правда."))] for n in range(distinct)]
+    order = [n for n in range(distinct)] + [n for n in range(0, distinct, 3)]  # 50 copies, after all
+    path = write_jsonl(
+        tmp_path / "k.jsonl", [line(i, "no_info", dialogues[n], [1]) for i, n in enumerate(order)]
+    )
+    compared, hashed = [], []
+    real_same, real_sha256 = parse._same_bytes, parse._full_sha256
+    monkeypatch.setattr(parse, "_same_bytes", lambda *args: compared.append(args[4]) or real_same(*args))
+    monkeypatch.setattr(parse, "_full_sha256", lambda span: hashed.append(len(span)) or real_sha256(span))
+    index = parse.index_file(path)
+    lines = len(order)
+    assert len(compared) == lines - 1  # every line after the first meets the key's first dialogue once
+    assert len(hashed) == lines - 2  # all but the first line and the copy the comparison found (line 151)
+    assert sum(compared) + sum(hashed) <= 2 * path.stat().st_size
+    assert [[x.number for x in g.lines] for g in index.groups] == [
+        [n + 1, *([distinct + n // 3 + 1] if n % 3 == 0 else [])] for n in range(distinct)
+    ]
+    packed = tmp_path / "k.jsonl.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    assert _index_figures(parse.index_file(packed)) == _index_figures(index)
+
+
 def test_a_file_changed_between_the_passes_is_refused(tmp_path):
     path = write_jsonl(
         tmp_path / "c.jsonl", [line(1, "no_info", DIALOGUE_A, [1]), line(2, "no_info", DIALOGUE_B, [])]
@@ -430,6 +459,64 @@ def test_index_of_a_large_file_is_kept_on_disk_per_file_version(tmp_path, monkey
     parse._INDEX_CACHE.clear()
     assert parse.cached_index(path).notes["blank line (skipped)"] == 1
     assert len(indexed) == 1
+
+
+def _rewrite_keeping_size_and_mtime(path: Path, old: bytes, new: bytes) -> None:
+    """Rewrite ``path`` in place (same inode), same size, its modification time set back."""
+    assert len(old) == len(new)
+    before = os.stat(path)
+    data = path.read_bytes()
+    assert data.count(old) == 1
+    with open(path, "r+b") as handle:
+        handle.write(data.replace(old, new))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(path)
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (
+        before.st_size,
+        before.st_mtime_ns,
+        before.st_ino,
+    )
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["small-file", "change-past-the-sampled-ends"])
+@pytest.mark.parametrize("persist", [False, True], ids=["in-memory", "on-disk"])
+def test_a_file_rewritten_with_its_size_and_mtime_is_indexed_again(tmp_path, monkeypatch, large, persist):
+    """The cached index of a file is not reused for a same-size rewrite whose mtime was set back: the
+    second line's answer (it shares the first line's dialogue, so pass 2 never re-reads it) is the new one.
+    A small file is caught by its content; a change in the middle of a large one by its change time."""
+    monkeypatch.setattr(parse, "_INDEX_CACHE", {})
+    monkeypatch.setattr(parse, "INDEX_STORE", str(tmp_path / "store"))
+    monkeypatch.setattr(parse, "PERSIST_INDEX_BYTES", 0 if persist else 1 << 60)
+    dialogue = DIALOGUE_A
+    if large:
+        dialogue = [*DIALOGUE_A, session(3, ("user", "Я люблю длинные истории. " * 4000))]  # ~200 KB a line
+    rows = [
+        line(1, "no_info", dialogue, [1]),
+        line(2, "no_info", dialogue, [1], ans="Иван"),
+        line(3, "no_info", DIALOGUE_B, []),
+    ]
+    path = write_jsonl(tmp_path / "r.jsonl", rows)
+    if large:
+        offset = path.read_bytes().index('"ans": "Иван"'.encode(), path.read_bytes().index(b"\n"))
+        assert 2**16 < offset < path.stat().st_size - 2**16  # outside the sampled ends
+
+    def answers() -> list:
+        if persist:
+            parse._INDEX_CACHE.clear()  # a new process: only the index on disk is left
+        index = parse.cached_index(path)
+        records = [
+            r for shard in parse.plan_shards(index, 1 << 30) for r in parse.parse_shard(shard, Notes())
+        ]
+        return [q["answer"] for r in records for q in r["questions"]]
+
+    assert answers() == ["Иван", "Иван", "Иван"]
+    if persist:
+        assert len(list((tmp_path / "store").glob("*.json"))) == 1
+    time.sleep(0.05)  # past a coarse filesystem clock, so the rewrite gets a new change time
+    line_two = json.dumps(rows[1], ensure_ascii=False).encode()
+    _rewrite_keeping_size_and_mtime(path, line_two, line_two.replace("Иван".encode(), "Пётр".encode()))
+    assert answers() == ["Иван", "Пётр", "Иван"]
+    assert parse.VERSION_SAMPLE_BYTES <= 2**16
 
 
 def test_several_shards_of_a_gz_give_the_same_records_as_one(tmp_path):

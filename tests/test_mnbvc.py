@@ -1215,3 +1215,14 @@ def test_symlink_loops_read_each_file_once_and_finish(tmp_path):
     found = records(data)
     assert sorted(record["conversation_id"] for record in found) == ["ShareGPT/c1", "ShareGPT/c2"]
     assert sum(len(record["sessions"][0]["turns"]) for record in found) == 6
+
+
+def test_regrouping_a_json_document_is_one_error_naming_the_file(tmp_path):
+    """The multi-turn regrouping reads files itself: a JSON document there is the same one error naming
+    the file, not "not valid JSON" at its line 1."""
+    shard = tmp_path / "m.jsonl"
+    shard.write_text(json.dumps([pair("c", n, f"q{n}") for n in (1, 2)], ensure_ascii=False, indent=1))
+    with pytest.raises(SourceError) as raised:
+        regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    assert raised.value.path == "m.jsonl" and raised.value.record is None
+    assert raised.value.problem.startswith("this is one JSON document, not JSON Lines: its first line '['")

@@ -6,6 +6,8 @@ bad file contents fail at the file, naming it.
 
 from __future__ import annotations
 
+import json
+
 import datasets.config
 import huggingface_hub.constants
 import pytest
@@ -79,3 +81,95 @@ def test_format_for_a_source_without_formats_names_it(command, tmp_path, capsys)
 
 def test_format_for_mnbvc_is_still_taken(capsys):
     assert cli.main(["check", "mnbvc", "--sample", "--format", "forum", "--subset", "forum"]) == 0
+
+
+# -- one JSON document given where JSON Lines are expected --------------------------------------------------
+
+SAMPLE_ROWS = {
+    "gigamemory": ("builders/gigamemory/sample/dialogues.jsonl", 3),
+    "mnbvc": ("builders/mnbvc/sample/qa/wikihow-and-classics.jsonl", 3),
+}
+
+
+def _rows(source: str) -> list[dict]:
+    path, count = SAMPLE_ROWS[source]
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(text) for text in handle if text.strip()][:count]
+
+
+def _document(rows: list[dict], layout: str) -> str:
+    """The rows as one JSON document over several lines, as users hand them in by mistake."""
+    if layout == "indented array":  # json.dump(rows, f, indent=2): the first line is "["
+        return json.dumps(rows, ensure_ascii=False, indent=2)
+    if layout == "indented object":  # one row, pretty-printed: the first line is "{"
+        return json.dumps(rows[0], ensure_ascii=False, indent=2) + "\n"
+    # an array with one row a line: the first line is '[{...},' (a whole row, yet not JSON)
+    return "[" + ",\n".join(json.dumps(row, ensure_ascii=False) for row in rows) + "]\n"
+
+
+LAYOUTS = ["indented array", "indented object", "array with a row a line"]
+
+
+def _document_folder(tmp_path, source: str, layout: str):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "mine.jsonl").write_text(_document(_rows(source), layout), encoding="utf-8")
+    return folder
+
+
+def _says_document(text: str, layout: str) -> bool:
+    kind = "object" if layout == "indented object" else "array"
+    return (
+        "this is one JSON document, not JSON Lines" in text
+        and f"begins a JSON {kind} written over several lines" in text
+    )
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("source", sorted(SAMPLE_ROWS))
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_json_document_is_one_line_naming_the_file(command, source, layout, tmp_path, capsys):
+    """Not "not valid JSON" for its first line: one line naming the file and saying what it is, for both
+    sources that read JSON Lines."""
+    folder = _document_folder(tmp_path, source, layout)
+    assert run(command, [source, "--data-dir", str(folder)], tmp_path) != 0
+    line = one_error_line(capsys, command)
+    assert "mine.jsonl: " in line and _says_document(line.split("mine.jsonl: ", 1)[1], layout)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("source", sorted(SAMPLE_ROWS))
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_json_document_is_one_quarantined_file_under_skip(source, layout, tmp_path, capsys):
+    """With ``--on-bad-record skip`` the document is one quarantine entry for the whole file saying what it
+    is, not one "not valid JSON" entry for each of its lines."""
+    folder = _document_folder(tmp_path, source, layout)
+    quarantine = tmp_path / "q.jsonl"
+    arguments = [
+        source,
+        "--data-dir",
+        str(folder),
+        "--on-bad-record",
+        "skip",
+        "--quarantine",
+        str(quarantine),
+    ]
+    run("check", arguments, tmp_path)
+    entries = [json.loads(text) for text in quarantine.read_text(encoding="utf-8").splitlines()]
+    assert len(entries) == 1, entries
+    assert entries[0]["file"].endswith("mine.jsonl") and entries[0]["scope"] == "file"
+    assert _says_document(entries[0]["reason"], layout)
+
+
+@pytest.mark.parametrize("source", sorted(SAMPLE_ROWS))
+def test_a_cut_short_first_line_is_still_a_bad_line_not_a_document(source, tmp_path, capsys):
+    """A JSON Lines file whose first line is cut short (``{"id": 1, "qu``) is not taken for a document:
+    its first line is named as not valid JSON."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    rows = [json.dumps(row, ensure_ascii=False) for row in _rows(source)]
+    (folder / "mine.jsonl").write_text("\n".join([rows[0][:25], *rows[1:]]) + "\n", encoding="utf-8")
+    assert run("check", [source, "--data-dir", str(folder)], tmp_path) != 0
+    line = one_error_line(capsys, "check")
+    assert "mine.jsonl" in line and "line 1" in line and "not valid JSON" in line
+    assert "JSON document" not in line

@@ -39,7 +39,7 @@ import orjson
 
 from builders import schema
 from builders.errors import NESTED_TOO_DEEPLY, Notes, Reject, SourceError, raise_error
-from builders.jsonio import holds_float
+from builders.jsonio import holds_float, json_document_problem
 
 #: The four question types of the contest, in the order of its format document.
 QUESTION_TYPES = ("fact_equal_session", "info_consolidation", "info_updating", "no_info")
@@ -311,6 +311,8 @@ def index_file(path: str | os.PathLike, reject: Reject = raise_error, processes:
         try:
             _add_line(path, prepared, notes, groups, seen_ids)
         except SourceError as error:
+            if not groups and not rejected and prepared.error is error:  # the first line with content
+                _refuse_json_document(path, prepared, error)
             rejected += 1
             reject(error, prepared.raw if prepared.raw is not None else _read_back(path, prepared))
             continue
@@ -319,6 +321,18 @@ def index_file(path: str | os.PathLike, reject: Reject = raise_error, processes:
             path, None, None, "no records: the file is empty (a GigaMemory file has one JSON object per line)"
         )
     return FileIndex(str(path), list(groups.values()), notes, rejected)
+
+
+def _refuse_json_document(path, prepared: _Prepared, error: SourceError) -> None:
+    """Raise one SourceError naming the file when its first line is not JSON because the file is one JSON
+    document (an array or object over many lines), not one "not valid JSON" for each of its lines."""
+    if not error.problem.startswith("not valid JSON"):
+        return
+    raw = prepared.raw if prepared.raw is not None else _read_back(path, prepared)
+    following = (line for number, _, line in iter_lines(path) if number > prepared.number)
+    problem = json_document_problem(raw, following, "GigaMemory")
+    if problem is not None:
+        raise SourceError(path, None, None, problem) from None
 
 
 @dataclass
@@ -585,7 +599,7 @@ def _prepare_whole_mapped_line(path, mapped, cut: _Prepared) -> _Prepared:
 def _scan_mapped(path, mapped, prepared: list[_Prepared], firsts: list[_Prepared]) -> Iterator[tuple]:
     """Prepare every line of a mapped file into ``prepared``; yield (path, offset, length) of each span
     not seen before, as it is found (its line appended to ``firsts``)."""
-    spans_by_key: dict[tuple, list[int]] = {}
+    spans = _SpanPlaces()
     with memoryview(mapped) as view:
         for number, start, end in _lines_of(mapped):
             item = _prepare_mapped_line(path, mapped, number, start, end)
@@ -593,19 +607,46 @@ def _scan_mapped(path, mapped, prepared: list[_Prepared], firsts: list[_Prepared
             if (
                 item.span is not None
                 and item.digest is None
-                and _place_span(mapped, view, item, firsts, spans_by_key)
+                and _place_span(mapped, view, item, firsts, spans)
             ):
                 yield path, item.offset + item.span[0], item.span[1] - item.span[0]
             _release(mapped, start, end + 1)
 
 
-def _place_span(mapped, view, item: _Prepared, firsts: list[_Prepared], spans_by_key: dict) -> bool:
+@dataclass
+class _SpanPlaces:
+    """Where pass 1 finds the first line of a span's bytes, in ``firsts``: in time linear in the spans.
+
+    ``by_key`` maps a cheap key (length, crc32 of the first and of the last ``SPAN_KEY_BYTES``) to the
+    first span with that key; a span with a taken key is compared with that one span only, and when it
+    differs its full sha256 looks it up in ``by_sha256``. So a line costs at most one comparison and one
+    hash, however many distinct spans share a key (pairwise comparison made thousands of such lines
+    quadratic). The first span of a key is never in ``by_sha256``: the comparison finds its copies.
+    """
+
+    by_key: dict[tuple, int] = field(default_factory=dict)
+    by_sha256: dict[str, int] = field(default_factory=dict)
+
+
+def _same_bytes(mapped, view, first_start: int, start: int, length: int) -> bool:
+    """Whether ``mapped[start:start + length]`` equals the span at ``first_start`` (a search bounded to
+    the span's own length is one comparison, at memcmp speed)."""
+    same = mapped.find(view[first_start : first_start + length], start, start + length) == start
+    _release(mapped, first_start, first_start + length)
+    return same
+
+
+def _full_sha256(span) -> str:
+    """The sha256 of a span's bytes: what tells apart spans of one cheap key."""
+    return hashlib.sha256(span).hexdigest()
+
+
+def _place_span(mapped, view, item: _Prepared, firsts: list[_Prepared], spans: _SpanPlaces) -> bool:
     """Set ``item.span_first`` to the place in ``firsts`` of the first line with the same span bytes;
     append ``item`` (and return True) when its span is new.
 
-    Spans are told apart by length and their first and last bytes, then compared byte for byte with the
-    first line of the same key (a search bounded to the span's own length is one comparison), so a
-    dialogue seen again costs no hash and no parse.
+    A dialogue seen again costs one comparison with the first span of its key, no hash and no parse; a
+    different span with the same key costs one sha256 (see :class:`_SpanPlaces`).
     """
     start, end = item.offset + item.span[0], item.offset + item.span[1]
     key = (
@@ -613,17 +654,21 @@ def _place_span(mapped, view, item: _Prepared, firsts: list[_Prepared], spans_by
         zlib.crc32(view[start : min(end, start + SPAN_KEY_BYTES)]),
         zlib.crc32(view[max(start, end - SPAN_KEY_BYTES) : end]),
     )
-    candidates = spans_by_key.setdefault(key, [])
-    for index in candidates:
+    index = spans.by_key.get(key)
+    if index is None:
+        spans.by_key[key] = len(firsts)
+    else:
         first = firsts[index]
-        first_start = first.offset + first.span[0]
-        same = mapped.find(view[first_start : first_start + end - start], start, end) == start
-        _release(mapped, first_start, first_start + end - start)
-        if same:
+        if _same_bytes(mapped, view, first.offset + first.span[0], start, end - start):
             item.span_first = index
             return False
+        sha256 = _full_sha256(view[start:end])
+        index = spans.by_sha256.get(sha256)
+        if index is not None:
+            item.span_first = index
+            return False
+        spans.by_sha256[sha256] = len(firsts)
     item.span_first = len(firsts)
-    candidates.append(item.span_first)
     firsts.append(item)
     return True
 
@@ -662,6 +707,38 @@ def _digest_span_at(job: tuple) -> tuple[str | None, str]:
 
 
 _INDEX_CACHE: dict[tuple, FileIndex] = {}
+#: Bytes at each end of a file whose sha256 is part of its version (all of a file twice this size or less).
+VERSION_SAMPLE_BYTES = 64 * 2**10
+
+
+def file_version(path: str | os.PathLike) -> tuple:
+    """What tells one version of a file from another, for the index caches.
+
+    Size and modification time alone miss a file rewritten in place with the same size and its mtime set
+    back (``os.utime``, ``touch -r``, ``rsync -t``, a restore): the change time (which no call can set back),
+    device and inode catch that, and the sha256 of the file's first and last ``VERSION_SAMPLE_BYTES`` (all
+    of a small file; a ``.gz``'s last 8 bytes are the CRC of all its content) catches it even where a
+    filesystem's clock is too coarse to move between two writes.
+    """
+    with open(path, "rb") as handle:
+        stat = os.fstat(handle.fileno())
+        sample = hashlib.sha256()
+        if stat.st_size <= 2 * VERSION_SAMPLE_BYTES:
+            sample.update(handle.read())
+        else:
+            sample.update(os.pread(handle.fileno(), VERSION_SAMPLE_BYTES, 0))
+            sample.update(
+                os.pread(handle.fileno(), VERSION_SAMPLE_BYTES, stat.st_size - VERSION_SAMPLE_BYTES)
+            )
+    return (
+        os.path.abspath(path),
+        stat.st_size,
+        stat.st_mtime_ns,
+        stat.st_ctime_ns,
+        stat.st_dev,
+        stat.st_ino,
+        sample.hexdigest(),
+    )
 
 
 def cached_index(path: str | os.PathLike, reject: Reject = raise_error, processes: int = 1) -> FileIndex:
@@ -671,14 +748,13 @@ def cached_index(path: str | os.PathLike, reject: Reject = raise_error, processe
     stream of the same file version starts at once. An index that rejected lines is not kept: each build
     must hand its rejections to its own ``reject``.
     """
-    stat = os.stat(path)
-    key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    key = file_version(path)
     if key not in _INDEX_CACHE:
-        persist = stat.st_size >= PERSIST_INDEX_BYTES
+        persist = key[1] >= PERSIST_INDEX_BYTES
         index = stored_index(key, path) if persist else None
         if index is None:
             index = index_file(path, reject, processes)
-            if index.rejected:
+            if index.rejected or file_version(path) != key:  # changed while indexed: keep nothing
                 return index
             if persist:
                 store_index(key, index)
@@ -696,7 +772,7 @@ _CODE_VERSION: list[str] = []
 
 
 def _store_file(key: tuple) -> str:
-    """One file per (path, size, mtime, inode) and version of this module, so a change of either misses."""
+    """One file per :func:`file_version` and version of this module, so a change of either misses."""
     if not _CODE_VERSION:
         _CODE_VERSION.append(hashlib.sha256(Path(__file__).read_bytes()).hexdigest())
     root = INDEX_STORE

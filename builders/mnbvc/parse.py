@@ -33,6 +33,7 @@ import orjson
 
 from builders import schema
 from builders.errors import NESTED_TOO_DEEPLY, Notes, Reject, SourceError, raise_error
+from builders.jsonio import refuse_json_document
 
 logger = logging.getLogger(__name__)
 
@@ -235,8 +236,9 @@ def iter_rows(
     lines: Iterable[tuple[int, bytes]], path: str, reject: Reject = raise_error
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, row) of each JSON object line; a bad line goes to ``reject`` (raising by default),
-    and a file that cannot be read on from some line goes there once (its earlier rows stay)."""
-    for number, line in readable_lines(lines, reject):
+    and a file that cannot be read on from some line goes there once (its earlier rows stay). A file that
+    is one JSON document (an array or object over many lines) is one SourceError naming the file."""
+    for number, line in refuse_json_document(readable_lines(lines, reject), path, "MNBVC"):
         try:
             row = load_row(line, path, number)
         except SourceError as error:

@@ -41,6 +41,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from builders.errors import Notes, Reject, SourceError, raise_error
+from builders.jsonio import refuse_json_document
 from builders.mnbvc import parse
 
 PARTITION_BYTES = 64 * 2**20
@@ -202,7 +203,7 @@ def _keyed_rows(name: str, path: str, opener, subsets, reject: Reject):
     of one file."""
     lines = parse.open_lines(partial(opener, path), name)
     notes, warnings = Notes(), _WarningLog()  # emptied for each row
-    for line, raw in parse.readable_lines(lines, reject):
+    for line, raw in refuse_json_document(parse.readable_lines(lines, reject), name, "MNBVC"):
         try:
             row = parse.load_row(raw, name, line)
             if row is not None and "问" not in row and "答" not in row:
