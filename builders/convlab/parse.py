@@ -47,6 +47,8 @@ RESERVED_TURN_KEYS = {ACTS_ABSENT, ACT_KINDS_KEY, STATE_EMPTY_DOMAINS}
 TURN_KEYS = {"speaker", "utterance", "utt_idx", "dialogue_acts", "state"}
 DIALOGUE_KEYS = {"dataset", "data_split", "dialogue_id", "turns"}
 SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
+#: Split names ``datasets`` keeps for itself (``all`` is the union of every split, in any case).
+RESERVED_SPLITS = frozenset(("all",))
 
 
 # -- streaming the top-level JSON list ---------------------------------------------------------
@@ -301,6 +303,11 @@ def _index_dialogue(dialogue: Any, position: int, path: str, seen: set[str]) -> 
     split = require(dialogue, "data_split", str, path, position)
     if not SPLIT_NAME.match(split):
         raise SourceError(path, position, "data_split", f"{split!r} is not a usable split name")
+    if split.lower() in RESERVED_SPLITS:
+        named = dialogue.get("dialogue_id")
+        named = f"dialogue {named!r}: " if isinstance(named, str) else ""
+        problem = f"{named}{split!r} is a split name datasets reserves (the union of every split)"
+        raise SourceError(path, position, "data_split", problem)
     dialogue_id = require(dialogue, "dialogue_id", str, path, position)
     if dialogue_id in seen:
         raise SourceError(path, position, "dialogue_id", f"duplicate dialogue_id {dialogue_id!r}")
