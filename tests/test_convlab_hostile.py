@@ -4,11 +4,17 @@ broken list under ``--on-bad-record skip``, a zip bomb, and source keys named li
 from __future__ import annotations
 
 import json
+import time
+import tracemalloc
+import unicodedata
+import warnings
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from builders import cli
+from builders.convlab import builder
 
 
 def dialogue(i: int, split: str = "train", subset: str = "toy") -> dict:
@@ -51,3 +57,98 @@ def test_a_split_named_all_names_file_dialogue_and_field(command, split, tmp_pat
     assert str(data / "dialogues.json") in line
     assert f"dialogue 'toy-{split}-1'" in line and "field 'data_split'" in line and f"'{split}'" in line
     assert not (tmp_path / "out").exists()
+
+
+# -- 2. zip members that name one file -----------------------------------------------------------------
+
+
+def write_zip(path: Path, members: list[tuple[str, bytes]]) -> Path:
+    """A zip holding ``members`` in order, duplicate names included (zipfile only warns)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "Duplicate name: ..."
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+            for name, data in members:
+                archive.writestr(name, data)
+    return path
+
+
+def dialogues_bytes(*numbers: int) -> bytes:
+    return json.dumps([dialogue(i) for i in numbers]).encode()
+
+
+CAFE = "café_db.json"
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("data/dialogues.json", "data/dialogues.json"),
+        ("data/dialogues.json", "./data/dialogues.json"),
+        ("data/dialogues.json", "data//dialogues.json"),
+        ("data/hotel_db.json", "data/Hotel_db.json"),
+        (f"data/{unicodedata.normalize('NFC', CAFE)}", f"data/{unicodedata.normalize('NFD', CAFE)}"),
+    ],
+)
+@pytest.mark.parametrize("command", ["build", "check"])
+def test_two_zip_members_naming_one_file_are_refused_naming_both(command, first, second, tmp_path, capsys):
+    """Before, zipfile's name table kept the last of two equal names and the other was silently lost."""
+    members = [("data/dialogues.json", dialogues_bytes(0, 1))] if "dialogues" not in first else []
+    members += [(first, dialogues_bytes(0, 1)), (second, dialogues_bytes(2, 3))]
+    archive = write_zip(tmp_path / "in" / "toy" / "data.zip", members)
+    assert run(command, tmp_path / "in", tmp_path) != 0
+    line = one_error_line(capsys, command)
+    number = len(members) - 1
+    assert str(archive) in line
+    assert f"{first!r} (entry {number})" in line and f"{second!r} (entry {number + 1})" in line
+    assert not (tmp_path / "out").exists()
+
+
+# -- 4. a zip bomb ---------------------------------------------------------------------------------------
+
+
+def write_bomb(path: Path, spaces: int) -> Path:
+    """A data.zip whose dialogues.json is two dialogues with ``spaces`` spaces between them."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with (
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive,
+        archive.open("data/dialogues.json", "w", force_zip64=True) as member,
+    ):
+        member.write(b"[" + json.dumps(dialogue(0)).encode() + b",")
+        block = b" " * (1 << 22)
+        for _ in range(spaces // len(block)):
+            member.write(block)
+        member.write(json.dumps(dialogue(1)).encode() + b"]")
+    return path
+
+
+@pytest.mark.parametrize("command", ["build", "check"])
+def test_a_zip_bomb_is_refused_before_it_is_inflated(command, tmp_path, capsys):
+    """200 MB of spaces in a ~1 MB zip: before, the build inflated all of it (a 1 GB one took minutes and
+    2.2 GB of memory) and built two dialogues; now the declared size is refused, in bounded memory."""
+    archive = write_bomb(tmp_path / "in" / "toy" / "data.zip", 200 << 20)
+    assert archive.stat().st_size < (200 << 20) // builder.ZIP_MAX_RATIO
+    tracemalloc.start()
+    try:
+        started = time.perf_counter()
+        assert run(command, tmp_path / "in", tmp_path) != 0
+        elapsed = time.perf_counter() - started
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    line = one_error_line(capsys, command)
+    assert f"{archive}:data/dialogues.json" in line and "zip bomb" in line
+    assert peak < 32 << 20, peak  # inflating 200 MB would hold at least a 4 MB chunk and its text
+    assert elapsed < 20, elapsed
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_member_that_compresses_less_than_the_limit_still_builds(tmp_path):
+    """The limit is on the ratio: ConvLab's own members (5-17x) and small members of any ratio build."""
+    raw = json.dumps([dialogue(i) for i in range(50)], indent=2).encode()
+    padded = raw[:-1] + b" " * (1 << 20) + b"]"  # 1 MB of spaces: a ratio far past the limit, but small
+    write_zip(tmp_path / "in" / "toy" / "data.zip", [("data/dialogues.json", padded)])
+    with zipfile.ZipFile(tmp_path / "in" / "toy" / "data.zip") as archive:
+        info = archive.getinfo("data/dialogues.json")
+        assert info.file_size > builder.ZIP_MAX_RATIO * info.compress_size
+    assert run("build", tmp_path / "in", tmp_path) == 0
