@@ -11,10 +11,13 @@ import warnings
 import zipfile
 from pathlib import Path
 
+import datasets
 import pytest
 
 from builders import cli
+from builders.build import build_source
 from builders.convlab import builder
+from builders.export import export_source
 
 
 def dialogue(i: int, split: str = "train", subset: str = "toy") -> dict:
@@ -152,3 +155,53 @@ def test_a_member_that_compresses_less_than_the_limit_still_builds(tmp_path):
         info = archive.getinfo("data/dialogues.json")
         assert info.file_size > builder.ZIP_MAX_RATIO * info.compress_size
     assert run("build", tmp_path / "in", tmp_path) == 0
+
+
+# -- 5. source keys named like convhub's bookkeeping -------------------------------------------------------
+
+SECTIONS = {
+    "domains": {"hotel": {"description": "hotels", "slots": {}}},
+    "intents": {"inform": {"description": "tell"}},
+    "dialogue_acts": {"categorical": [], "non-categorical": [], "binary": []},
+    "state": {"hotel": {"area": ""}},
+}
+ONTOLOGIES = {
+    # before: the source list took convhub's own absent-section names and export then dropped "intents"
+    "absent_sections_names_a_present_section": {
+        "domains": SECTIONS["domains"],
+        "intents": SECTIONS["intents"],
+        "absent_sections": ["intents"],
+    },
+    # before: export popped the key as bookkeeping and lost it
+    "every_section_and_an_empty_list": {**SECTIONS, "absent_sections": []},
+    # before: the build failed with an AttributeError (convhub appended to the source's value)
+    "a_number_and_no_section": {"absent_sections": 5},
+    "bookkeeping_like_keys": {
+        **SECTIONS,
+        "absent_sections": {"x": None},
+        "extra": [1],
+        "subset": "other",
+        "dialogue_acts_absent": True,
+        "state_empty_domains": ["hotel"],
+    },
+}
+
+
+def test_ontology_keys_named_like_convhubs_bookkeeping_round_trip(tmp_path):
+    """Every ontology comes back equal through build and export, its ``absent_sections`` key included."""
+    for name, ontology in ONTOLOGIES.items():
+        data = tmp_path / "in" / name / "data"
+        data.mkdir(parents=True)
+        (data / "dialogues.json").write_text(json.dumps([dialogue(0, subset=name)]), encoding="utf-8")
+        (data / "ontology.json").write_text(json.dumps(ontology), encoding="utf-8")
+    build = build_source(
+        "convlab", tmp_path / "build", data_dir=str(tmp_path / "in"), configs=["sessions", "ontology"]
+    )
+    rows = {row["subset"]: row for row in datasets.load_dataset(str(build.output), "ontology")["train"]}
+    assert rows["a_number_and_no_section"]["domains"] is None  # absent: a null column, not a key in extra
+    assert rows["every_section_and_an_empty_list"]["intents"] == [{"name": "inform", "description": "tell"}]
+    exported = export_source("convlab", build.output, tmp_path / "export").output
+    for name, ontology in ONTOLOGIES.items():
+        rebuilt = json.loads((exported / name / "data" / "ontology.json").read_bytes())
+        assert rebuilt == ontology, name
+        assert json.dumps(rebuilt, sort_keys=True) == json.dumps(ontology, sort_keys=True)  # types too

@@ -76,12 +76,12 @@ def turn_from_record(turn: dict) -> dict:
 def ontology_from_row(row: dict) -> dict:
     """The inverse of ``ontology_row``: ``ontology.json`` as a JSON value."""
     extra = as_object(row["extra"])
-    absent = set(extra.pop("absent_sections", []))
     ontology = {}
     for key, (_, to_source) in ONTOLOGY_SECTIONS.items():
-        if key in absent:
+        typed = row[ONTOLOGY_COLUMNS[key]]
+        if typed is None:  # the section was absent (a kept raw section has a typed list beside it)
             continue
-        ontology[key] = extra.pop(key) if key in extra else to_source(row[ONTOLOGY_COLUMNS[key]])
+        ontology[key] = extra.pop(key) if key in extra else to_source(typed)
     ontology.update(extra)
     return ontology
 

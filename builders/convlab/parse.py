@@ -542,14 +542,17 @@ def parse_act_string(text: str) -> dict:
 
 
 def ontology_row(ontology: Any, subset: str, notes: Notes, path: str) -> dict:
-    """``ontology.json`` → one typed row; sections that would not rebuild exactly are kept raw in ``extra``."""
+    """``ontology.json`` → one typed row; sections that would not rebuild exactly are kept raw in ``extra``.
+
+    ``extra`` holds source keys only: an absent section is a null column (a present one is a list, empty
+    or not), so no source key, whatever its name, can be taken for convhub's bookkeeping.
+    """
     if not isinstance(ontology, dict):
         raise SourceError(path, None, None, f"expected an ontology object, got {type(ontology).__name__}")
-    row = {"subset": subset, "domains": [], "intents": [], "dialogue_acts": [], "state": []}
+    row = {"subset": subset, **dict.fromkeys(ONTOLOGY_COLUMNS.values())}
     extra = {key: value for key, value in ontology.items() if key not in ONTOLOGY_SECTIONS}
     for key, (to_typed, to_source) in ONTOLOGY_SECTIONS.items():
         if key not in ontology:
-            extra.setdefault("absent_sections", []).append(key)
             continue
         try:
             typed = to_typed(ontology[key])
