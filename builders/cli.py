@@ -145,7 +145,7 @@ def print_build(result) -> None:
         splits = ", ".join(f"{split} {info.num_examples:,} rows" for split, info in built.splits.items())
         files = sum(len(paths) for paths in built.files.values())
         print(f"  {name:<14} {splits}  ({files} Parquet file{'s' if files != 1 else ''})")
-    if getattr(result, "skipped", 0):
+    if getattr(result, "skipped", 0) or getattr(result, "quarantine", None):  # (a break may lose none)
         print(
             f"warning: {result.skipped:,} bad record(s) skipped, each with its reason in {result.quarantine}",
             file=sys.stderr,
@@ -173,7 +173,8 @@ def run_check(args) -> int:
     notes.update(quarantine.counts(rejected))
     if rejected:
         quarantine.save(rejected, target)
-    skipped = f" after skipping {len(rejected):,} bad record(s), each with its reason in {target}"
+    lost = quarantine.records_lost(rejected)
+    skipped = f" after skipping {lost:,} bad record(s), each with its reason in {target}"
     print(f"{args.source}: OK" + (skipped if rejected else ""))
     print(markdown_table(statistics.table()))
     print("\nnormalizations:")

@@ -205,3 +205,95 @@ def test_ontology_keys_named_like_convhubs_bookkeeping_round_trip(tmp_path):
         rebuilt = json.loads((exported / name / "data" / "ontology.json").read_bytes())
         assert rebuilt == ontology, name
         assert json.dumps(rebuilt, sort_keys=True) == json.dumps(ontology, sort_keys=True)  # types too
+
+
+# -- 3. a break in the list under --on-bad-record skip -----------------------------------------------------
+
+
+def starts(text: str) -> list[int]:
+    """Where each dialogue of a written list starts (its ``{``)."""
+    return [text.rindex("{", 0, text.index(f'"toy-train-{i}"')) for i in range(text.count('"toy-train-'))]
+
+
+def missing_comma_between(text: str) -> str:
+    at = text.rindex(",", 0, starts(text)[41])
+    return text[:at] + text[at + 1 :]
+
+
+def missing_comma_inside(text: str) -> str:
+    at = text.index(",", starts(text)[40])  # after "dataset": "toy"
+    return text[:at] + text[at + 1 :]
+
+
+def truncated_in_70(text: str) -> str:
+    return text[: text.index('"turns"', starts(text)[70])]  # after its dialogue_id
+
+
+def garbage_and_a_broken_dialogue(text: str) -> str:
+    text = missing_comma_inside(text)
+    at = starts(text)[11]
+    return text[:at] + 'xyz "dialogue_id" ' + text[at:]
+
+
+#: edit → (the dialogues lost, each break as (a, b): the bytes it skipped are the original file's from dialogue
+#: a's start to dialogue b's (or to the end, b None); a == b: only what the edit put between two dialogues)
+BREAKS = {
+    "missing_comma_between": (missing_comma_between, [], [(41, 41)]),
+    "missing_comma_inside": (missing_comma_inside, [40], [(40, 41)]),
+    "truncated_in_70": (truncated_in_70, [70], [(70, None)]),
+    "garbage_and_a_broken_dialogue": (garbage_and_a_broken_dialogue, [40], [(11, 11), (40, 41)]),
+}
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+@pytest.mark.parametrize("edit", sorted(BREAKS))
+def test_a_break_in_the_list_loses_only_what_it_holds_and_the_quarantine_counts_it(edit, indent, tmp_path):
+    """100 dialogues, one break: before, every dialogue after it was lost and 1 bad record reported."""
+    change, lost, spans = BREAKS[edit]
+    text = json.dumps([dialogue(i) for i in range(100)], indent=indent)
+    broken = change(text)
+    path = tmp_path / "in" / "toy" / "data" / "dialogues.json"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(broken.encode())
+    result = build_source("convlab", tmp_path / "out", data_dir=str(tmp_path / "in"), on_bad_record="skip")
+    [sessions] = datasets.load_dataset(str(tmp_path / "out"), "sessions").values()
+    built = sessions["conversation_id"]
+    in_file = len(starts(broken))  # 100, or 71 once cut in dialogue 70
+    assert built == [f"toy-train-{i}" for i in range(in_file) if i not in lost]
+    entries = [json.loads(line) for line in result.quarantine.read_text(encoding="utf-8").splitlines()]
+    assert len(built) + sum(entry["records"] for entry in entries) == in_file
+    assert result.skipped == len(lost)
+    assert len(entries) == len(spans)
+    at = [*starts(broken), len(broken)]
+    for entry, (first, after) in zip(entries, spans, strict=True):
+        assert entry["scope"] == "span" and entry["file"] == str(path)
+        if first == after:  # nothing lost: the bytes skipped are those the edit put there (none, or garbage)
+            raw = "xyz" + broken[at[first] - 15 : at[first]] if "xyz" in broken else ""
+            assert entry["records"] == 0
+        else:
+            raw = broken[at[first] : at[after if after is not None else -1]]
+            assert entry["records"] == 1 and entry["record"] == first
+        assert entry["raw"] == raw and entry["raw_size"] == len(raw.encode())
+
+
+def test_cli_build_and_check_report_the_dialogues_a_break_lost(tmp_path, capsys):
+    """The one-line report counts dialogues, not breaks: 99 rows and 1 skipped (before: 40 rows, "1")."""
+    path = tmp_path / "in" / "toy" / "data" / "dialogues.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(missing_comma_inside(json.dumps([dialogue(i) for i in range(100)], indent=2)))
+    assert run("build", tmp_path / "in", tmp_path, "--on-bad-record", "skip") == 0
+    out, err = capsys.readouterr()
+    assert "sessions       train 99 rows" in out
+    assert (
+        f"warning: 1 bad record(s) skipped, each with its reason in {tmp_path / 'out'}.quarantine.jsonl"
+        in err
+    )
+    quarantined = tmp_path / "check.quarantine.jsonl"
+    assert (
+        run("check", tmp_path / "in", tmp_path, "--on-bad-record", "skip", "--quarantine", str(quarantined))
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert f"convlab: OK after skipping 1 bad record(s), each with its reason in {quarantined}" in out
+    [entry] = [json.loads(line) for line in quarantined.read_text(encoding="utf-8").splitlines()]
+    assert entry["records"] == 1 and entry["record"] == 40 and '"toy-train-40"' in entry["raw"]

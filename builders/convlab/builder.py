@@ -266,7 +266,7 @@ _EXTRACTED: dict[tuple, str] = {}
 
 
 def dialogue_index(
-    source: SubsetInput, reject: Reject = raise_error, streaming: bool = False
+    source: SubsetInput, reject: Reject = raise_error, streaming: bool = False, recover: bool = False
 ) -> dict[str, list[tuple[int, int, int]]]:
     """Split → byte ranges of its dialogues; scanned once per file and process (every config reuses it).
 
@@ -284,19 +284,19 @@ def dialogue_index(
     if key not in _INDEX_CACHE or copy is not None:
         rejected = []
 
-        def counting_reject(error, raw=None, scope="record"):
+        def counting_reject(error, raw=None, scope="record", records=None):
             rejected.append(error)
-            reject(error, raw, scope)
+            reject(error, raw, scope, records=records)
 
         index = _plain_index(source, copy)
         if index is None:  # anything unusual: the decoding scan, which reports each problem as it always did
             with source.open(DIALOGUES) as stream:
                 if copy is None:
-                    index = parse.index_dialogues(stream, source.label(DIALOGUES), counting_reject)
+                    index = parse.index_dialogues(stream, source.label(DIALOGUES), counting_reject, recover)
                 else:
                     with open(copy, "wb") as written:
                         tee = _Tee(stream, written)
-                        index = parse.index_dialogues(tee, source.label(DIALOGUES), counting_reject)
+                        index = parse.index_dialogues(tee, source.label(DIALOGUES), counting_reject, recover)
         if copy is not None:
             _EXTRACTED[key] = copy
         if rejected:
@@ -645,7 +645,8 @@ class ConvLabBuilder(ConversationBuilder):
         streaming = isinstance(dl_manager, datasets.StreamingDownloadManager)
         for source in inputs:
             try:
-                index = dialogue_index(source, self.reject, streaming=streaming)
+                recover = self.config.on_bad_record == "skip"  # read on after a break in the list
+                index = dialogue_index(source, self.reject, streaming=streaming, recover=recover)
             except SourceError as error:  # an unreadable file: with --on-bad-record skip, the others go on
                 self.reject(error, None, scope="file")
                 continue

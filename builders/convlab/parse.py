@@ -19,7 +19,7 @@ import ast
 import codecs
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 import orjson
@@ -95,13 +95,30 @@ def _runs_past_buffer(decoder: json.JSONDecoder, text: str, pos: int) -> bool:
     return False
 
 
+#: A key every ConvLab dialogue has once and nothing inside one has: it counts the dialogues a break holds.
+_DIALOGUE_KEY = re.compile(r'"dialogue_id"\s*:')
+_TEXT_SPACE = re.compile(r"[ \t\r\n]*")
+#: How far past a candidate dialogue start :func:`scan_json_array` reads to decide whether it is one.
+_RESYNC_MAX_DIALOGUE_CHARS = 64 << 20
+#: What :func:`scan_json_array` calls at a break in the list: the error, the exact bytes it skipped (from
+#: the break to the next dialogue it could read, or to the end of the file) and how many dialogues they held.
+OnBreak = Callable[[SourceError, bytes, int], None]
+
+
 def scan_json_array(
-    stream: IO[bytes], path: str, chunk_size: int = 1 << 22
+    stream: IO[bytes], path: str, chunk_size: int = 1 << 22, on_break: OnBreak | None = None
 ) -> Iterator[tuple[int, int, Any]]:
     """(start byte, end byte, value) of each element of a top-level JSON list, reading ``chunk_size`` at a time.
 
     Memory holds one chunk and one element, never the whole file: this is how a MultiWOZ-sized
     ``dialogues.json`` (200+ MB) is indexed. Byte offsets let a worker ``seek`` to its dialogues later.
+
+    Where the list breaks (invalid JSON, a missing comma, a truncated end) the error is raised; given
+    ``on_break``, the scan instead skips to the next ``{`` that decodes to an object with a
+    ``dialogue_id`` followed by ``,`` or ``]`` (the next dialogue of the list), reports the skipped bytes
+    and the dialogues they held (each has one ``"dialogue_id":``; a broken object counts at least
+    one) to ``on_break``, and goes on: one missing comma costs no dialogue, a broken dialogue that one.
+    Positions after a break count the dialogues lost in it, so they stay positions in the file.
     """
     decoder = json.JSONDecoder()
     utf8 = codecs.getincrementaldecoder("utf-8")()
@@ -129,25 +146,75 @@ def scan_json_array(
             if pos < len(text) or not fill():
                 return text[pos] if pos < len(text) else ""
 
+    def candidate(at: int) -> bool | None:
+        """Whether a dialogue of the list starts at ``text[at]`` (None: the buffer ends too soon to say)."""
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError as error:
+            cut = error.pos >= len(text) - 1 or error.msg.startswith("Unterminated string")
+            return None if cut and not eof and len(text) - at < _RESYNC_MAX_DIALOGUE_CHARS else False
+        except RecursionError:
+            return False
+        if not isinstance(value, dict) or "dialogue_id" not in value:
+            return False
+        after = _TEXT_SPACE.match(text, end).end()
+        if after == len(text):
+            return None if not eof else False
+        return text[after] in ",]"
+
+    def resync(error: SourceError, search_from: int, in_element: bool) -> bool:
+        """Skip from ``pos`` to the next dialogue (True) or to the end of the file (False); report the skip."""
+        nonlocal pos, byte_pos, index
+        offset = search_from - pos  # (offsets from pos: filling the buffer moves pos to 0)
+        while True:
+            found = text.find("{", pos + offset)
+            if found < 0:
+                offset = len(text) - pos
+                if fill():
+                    continue
+                found = len(text)
+                break
+            verdict, offset = candidate(found), found - pos
+            if verdict is None and fill():
+                continue  # the same candidate, with more of the file
+            if verdict:
+                break
+            offset += 1
+        span = text[pos:found]
+        raw = span.encode("utf-8")
+        lost = len(_DIALOGUE_KEY.findall(span))
+        if in_element and span.startswith("{"):  # a broken object is a dialogue even without its id
+            lost = max(lost, 1)
+        on_break(error, raw, lost)
+        pos, byte_pos, index = found, byte_pos + len(raw), index + lost
+        return found < len(text)
+
     first = skip_space()
     if first == "":
         raise SourceError(path, None, None, "the file is empty (expected a JSON list of dialogues)")
     if first != "[":
         raise SourceError(path, None, None, "expected a JSON list of dialogues")
     pos, byte_pos = pos + 1, byte_pos + 1
-    index, hits, misses = 0, 0, 0
+    index, hits, misses, resumed = 0, 0, 0, False
     while True:
         char = skip_space()
-        if char == "]":
+        if char == "]" and not resumed:
             pos, byte_pos = pos + 1, byte_pos + 1
             break
-        if index:
+        if index and not resumed:
             if char != ",":
-                raise SourceError(
+                error = SourceError(
                     path, index, None, f"expected ',' or ']' after dialogue {index - 1}, got {char!r}"
                 )
+                if on_break is None:
+                    raise error
+                if not resync(error, pos, in_element=False):
+                    return
+                resumed = True
+                continue
             pos, byte_pos = pos + 1, byte_pos + 1
             skip_space()
+        resumed = False
         # the fast path, while it mostly works: a compact file stops trying at its first element
         fast = None
         while misses <= hits:
@@ -162,18 +229,29 @@ def scan_json_array(
             yield byte_pos, byte_pos + size, value
             pos, byte_pos, index, hits = end, byte_pos + size, index + 1, hits + 1
             continue
+        broken = None
         while True:
             try:
                 value, end = decoder.raw_decode(text, pos)
             except json.JSONDecodeError as error:
                 if fill():
                     continue
-                raise SourceError(path, index, None, f"not valid JSON: {error}") from error
+                broken = SourceError(path, index, None, f"not valid JSON: {error}")
+                if on_break is None:
+                    raise broken from error
             except RecursionError:
-                raise SourceError(path, index, None, NESTED_TOO_DEEPLY) from None
-            if end == len(text) and not eof and not isinstance(value, (dict, list)) and fill():
-                continue  # a number cut at the chunk's end
+                broken = SourceError(path, index, None, NESTED_TOO_DEEPLY)
+                if on_break is None:
+                    raise broken from None
+            else:
+                if end == len(text) and not eof and not isinstance(value, (dict, list)) and fill():
+                    continue  # a number cut at the chunk's end
             break
+        if broken is not None:
+            if not resync(broken, pos + 1, in_element=True):
+                return
+            resumed = True
+            continue
         size = len(text[pos:end].encode("utf-8"))
         yield byte_pos, byte_pos + size, value
         pos, byte_pos, index = end, byte_pos + size, index + 1
@@ -268,19 +346,32 @@ def index_plain_list(
 
 
 def index_dialogues(
-    stream: IO[bytes], path: str, reject: Reject = raise_error
+    stream: IO[bytes], path: str, reject: Reject = raise_error, recover: bool = False
 ) -> dict[str, list[tuple[int, int, int]]]:
     """Split → [(start byte, end byte, position in the file)] of its dialogues, checking ids are unique.
 
-    A bad dialogue goes to ``reject`` with its value (raising by default); when the list itself breaks
-    (invalid JSON or UTF-8, a truncated file) the rest of the file goes there once and what came before stays.
+    A bad dialogue goes to ``reject`` with its value (raising by default). When the list itself breaks
+    (invalid JSON, a truncated file), the rest of the file goes there once and what came before stays;
+    with ``recover`` (``--on-bad-record skip``) the scan reads on from the next dialogue after the break,
+    and ``reject`` gets the break's exact bytes, scope ``"span"`` and ``records``: the dialogues it held.
+    (Invalid UTF-8 still ends the scan: the rest of the file goes to ``reject`` once.)
     """
     by_split: dict[str, list[tuple[int, int, int]]] = {}
     seen: set[str] = set()
-    scan = enumerate(scan_json_array(stream, path))
+
+    lost_before = 0  # (a position counts the dialogues lost in breaks before it)
+
+    def on_break(error: SourceError, raw: bytes, lost: int) -> None:
+        nonlocal lost_before
+        lost_before += lost
+        reject(error, raw, "span", records=lost)
+
+    scan = scan_json_array(stream, path, on_break=on_break if recover else None)
+    read = 0
     while True:
         try:
-            position, (start, end, dialogue) = next(scan)
+            start, end, dialogue = next(scan)
+            position, read = read + lost_before, read + 1
         except StopIteration:
             break
         except SourceError as error:
