@@ -297,3 +297,38 @@ def test_cli_build_and_check_report_the_dialogues_a_break_lost(tmp_path, capsys)
     assert f"convlab: OK after skipping 1 bad record(s), each with its reason in {quarantined}" in out
     [entry] = [json.loads(line) for line in quarantined.read_text(encoding="utf-8").splitlines()]
     assert entry["records"] == 1 and entry["record"] == 40 and '"toy-train-40"' in entry["raw"]
+
+
+def test_turn_keys_named_like_convhubs_markers_round_trip(tmp_path):
+    """Before, a turn key named like a marker failed the build ("reserved"); now every one comes back."""
+    turns = [
+        {  # no dialogue_acts and no state: convhub writes its dialogue_acts_absent marker beside these keys
+            "speaker": "user",
+            "utterance": "a",
+            "utt_idx": 0,
+            "dialogue_acts_absent": False,
+            "state_empty_domains": ["x"],
+            "\\dialogue_acts_kinds": "k",
+        },
+        {  # two act kinds and an empty domain: convhub writes dialogue_acts_kinds and state_empty_domains
+            "speaker": "system",
+            "utterance": "b",
+            "utt_idx": 1,
+            "dialogue_acts": {"categorical": [], "binary": []},
+            "state": {"w": {}},
+            "dialogue_acts_kinds": None,
+            "\\\\state_empty_domains": {"y": 1},
+        },
+    ]
+    source = [{"dataset": "toy", "data_split": "train", "dialogue_id": "toy-0", "turns": turns}]
+    data = tmp_path / "in" / "toy" / "data"
+    data.mkdir(parents=True)
+    (data / "dialogues.json").write_text(json.dumps(source), encoding="utf-8")
+    build = build_source("convlab", tmp_path / "build", data_dir=str(tmp_path / "in"))
+    [sessions] = datasets.load_dataset(str(build.output), "sessions").values()
+    [user, system] = sessions[0]["sessions"][0]["turns"]
+    assert user["extra"]["dialogue_acts_absent"] is True  # the marker, beside the escaped key
+    assert system["extra"]["dialogue_acts_kinds"] == ["categorical", "binary"]
+    exported = export_source("convlab", build.output, tmp_path / "export").output
+    rebuilt = json.loads((exported / "toy" / "data" / "dialogues.json").read_bytes())
+    assert json.dumps(rebuilt, sort_keys=True) == json.dumps(source, sort_keys=True)

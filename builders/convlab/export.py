@@ -27,6 +27,7 @@ from builders.convlab.parse import (
     STATE_EMPTY_DOMAINS,
     acts_to_source,
     state_to_source,
+    unescape_turn_key,
 )
 from builders.export import (
     SESSIONS,
@@ -69,7 +70,7 @@ def turn_from_record(turn: dict) -> dict:
         source["state"] = extra.pop("state")
     elif turn["state"] or STATE_EMPTY_DOMAINS in extra:
         source["state"] = state_to_source(turn["state"], extra.pop(STATE_EMPTY_DOMAINS, ()))
-    source.update(extra)
+    source.update((unescape_turn_key(key), value) for key, value in extra.items())
     return source
 
 

@@ -39,11 +39,13 @@ ROLES = {"user": "user", "system": "assistant"}
 #: ConvLab-3 datasets that are not English; every other one is.
 LANGUAGES = {"crosswoz": "zh"}
 
-#: Keys convhub itself writes into a turn's ``extra``; a source turn that uses one of them is refused.
+#: Keys convhub itself writes into a turn's ``extra`` (its markers). A source key never lands on one: see
+#: :func:`escape_turn_key`.
 ACTS_ABSENT = "dialogue_acts_absent"
 ACT_KINDS_KEY = "dialogue_acts_kinds"
 STATE_EMPTY_DOMAINS = "state_empty_domains"
-RESERVED_TURN_KEYS = {ACTS_ABSENT, ACT_KINDS_KEY, STATE_EMPTY_DOMAINS}
+TURN_MARKERS = frozenset((ACTS_ABSENT, ACT_KINDS_KEY, STATE_EMPTY_DOMAINS))
+_ESCAPE = "\\"
 TURN_KEYS = {"speaker", "utterance", "utt_idx", "dialogue_acts", "state"}
 DIALOGUE_KEYS = {"dataset", "data_split", "dialogue_id", "turns"}
 SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
@@ -465,13 +467,10 @@ def parse_turn(turn: Any, notes: Notes, path: str, dialogue_id: str, index: int)
     utt_idx = require(turn, "utt_idx", int, path, where)
     if utt_idx != index:
         notes.add("utt_idx that differs from the turn's position (turn_id keeps utt_idx)")
-    reserved = RESERVED_TURN_KEYS & set(turn)
-    if reserved:
-        raise SourceError(path, where, sorted(reserved)[0], "key reserved by convhub for its own markers")
     if not utterance:
         notes.add("empty utterance")
     record = schema.empty_turn(str(utt_idx), speaker, ROLES[speaker], utterance)
-    extra = {key: value for key, value in turn.items() if key not in TURN_KEYS}
+    extra = {escape_turn_key(key): value for key, value in turn.items() if key not in TURN_KEYS}
     if "dialogue_acts" in turn:
         record["dialogue_acts"] = parse_acts(turn["dialogue_acts"], extra, notes)
     else:
@@ -481,6 +480,22 @@ def parse_turn(turn: Any, notes: Notes, path: str, dialogue_id: str, index: int)
         record["state"] = parse_state(turn["state"], extra, notes)
     record["extra"] = schema.to_json(extra) if extra else None
     return record
+
+
+def escape_turn_key(key: str) -> str:
+    """A source turn key as the turn's ``extra`` holds it: a marker's name, after any number of ``\\``, gets
+    one ``\\`` more (``state_empty_domains`` → ``\\state_empty_domains``), every other key stays as it is.
+
+    So the markers (bare) and the source keys never share a name in ``extra``, whatever a source holds, and
+    :func:`unescape_turn_key` gives every source key back; no key is refused. Normal ConvLab turns have no
+    such key: their ``extra`` is unchanged.
+    """
+    return _ESCAPE + key if key.lstrip(_ESCAPE) in TURN_MARKERS else key
+
+
+def unescape_turn_key(key: str) -> str:
+    """The inverse of :func:`escape_turn_key`, for every key of ``extra`` but the (bare) markers."""
+    return key[len(_ESCAPE) :] if key.startswith(_ESCAPE) and key.lstrip(_ESCAPE) in TURN_MARKERS else key
 
 
 def parse_acts(acts: Any, extra: dict, notes: Notes) -> list[dict]:
