@@ -3,6 +3,7 @@ broken list under ``--on-bad-record skip``, a zip bomb, and source keys named li
 
 from __future__ import annotations
 
+import io
 import json
 import time
 import tracemalloc
@@ -16,7 +17,7 @@ import pytest
 
 from builders import cli
 from builders.build import build_source
-from builders.convlab import builder
+from builders.convlab import builder, parse
 from builders.export import export_source
 
 
@@ -332,3 +333,18 @@ def test_turn_keys_named_like_convhubs_markers_round_trip(tmp_path):
     exported = export_source("convlab", build.output, tmp_path / "export").output
     rebuilt = json.loads((exported / "toy" / "data" / "dialogues.json").read_bytes())
     assert json.dumps(rebuilt, sort_keys=True) == json.dumps(source, sort_keys=True)
+
+
+def test_a_long_run_of_spaces_is_skipped_at_c_speed_by_both_indexes():
+    """40 MB of spaces between two dialogues (what a zip under the ratio limit may still hold): both scans
+    skip it in one C loop each (before: a Python step per space, about 10 s for the decoding scan)."""
+    first, second = (json.dumps(dialogue(i)).encode() for i in (0, 1))
+    spaces = 40 << 20
+    raw = b"[" + first + b"," + b" " * spaces + second + b"]"
+    started = time.perf_counter()
+    ranges = [(start, end) for start, end, _ in parse.scan_json_array(io.BytesIO(raw), "f.json")]
+    plain = parse.index_plain_list(io.BytesIO(raw), "f.json")
+    elapsed = time.perf_counter() - started
+    assert ranges == [(1, 1 + len(first)), (len(raw) - 1 - len(second), len(raw) - 1)]
+    assert plain is None  # not an indented list: the decoding scan decides
+    assert elapsed < 3, elapsed

@@ -100,6 +100,7 @@ def _runs_past_buffer(decoder: json.JSONDecoder, text: str, pos: int) -> bool:
 #: A key every ConvLab dialogue has once and nothing inside one has: it counts the dialogues a break holds.
 _DIALOGUE_KEY = re.compile(r'"dialogue_id"\s*:')
 _TEXT_SPACE = re.compile(r"[ \t\r\n]*")
+_SCAN_SPACE = re.compile("[ \t\r\n\ufeff]*")
 #: How far past a candidate dialogue start :func:`scan_json_array` reads to decide whether it is one.
 _RESYNC_MAX_DIALOGUE_CHARS = 64 << 20
 #: What :func:`scan_json_array` calls at a break in the list: the error, the exact bytes it skipped (from
@@ -142,9 +143,12 @@ def scan_json_array(
     def skip_space() -> str:
         nonlocal pos, byte_pos
         while True:
-            while pos < len(text) and text[pos] in " \t\r\n\ufeff":
-                byte_pos += 3 if text[pos] == "\ufeff" else 1
-                pos += 1
+            end = _SCAN_SPACE.match(
+                text, pos
+            ).end()  # (one C loop: a long run of spaces costs no Python step each)
+            if end > pos:
+                byte_pos += end - pos + 2 * text.count("\ufeff", pos, end)  # a BOM is 3 bytes
+                pos = end
             if pos < len(text) or not fill():
                 return text[pos] if pos < len(text) else ""
 
@@ -261,7 +265,7 @@ def scan_json_array(
         raise SourceError(path, None, None, "data after the end of the top-level list")
 
 
-_SPACE = frozenset(b" \t\r\n")
+_BYTES_SPACE = re.compile(rb"[ \t\r\n]*")
 #: The fast index gives up on a dialogue larger than this (the decoding scan reads it a chunk at a time).
 _FAST_MAX_DIALOGUE_BYTES = 64 << 20
 
@@ -281,6 +285,7 @@ def index_plain_list(
     exactly as before: None is never an error, only "not sure".
     """
     buffer, base, pos, eof = b"", 0, 0, False
+    gave_up: list[bool] = []  # (next_char's None then means "not sure", not the end of the file)
 
     def fill() -> bool:
         """Read one more chunk, keeping the buffer from the line holding ``pos`` (its indentation)."""
@@ -298,14 +303,16 @@ def index_plain_list(
     def next_char() -> int | None:
         nonlocal pos
         while True:
-            while pos < len(buffer) and buffer[pos] in _SPACE:
-                pos += 1
+            pos = _BYTES_SPACE.match(buffer, pos).end()
             if pos < len(buffer):
                 return buffer[pos]
+            if pos - max(0, buffer.rfind(b"\n", 0, pos)) > _FAST_MAX_DIALOGUE_BYTES:
+                gave_up.append(True)  # a line of spaces longer than any dialogue: not an indented list
+                return None
             if not fill():
                 return None
 
-    if next_char() != ord("["):
+    if next_char() != ord("[") or gave_up:
         return None
     pos += 1
     by_split: dict[str, list[tuple[int, int, int]]] = {}
@@ -342,7 +349,7 @@ def index_plain_list(
         seen.add(dialogue["dialogue_id"])
         by_split.setdefault(dialogue["data_split"], []).append((base + pos, base + end, position))
         pos, position = end, position + 1
-    if next_char() is not None:
+    if next_char() is not None or gave_up:
         return None
     return by_split
 
