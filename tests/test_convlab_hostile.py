@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import struct
 import time
 import tracemalloc
 import unicodedata
@@ -348,3 +349,33 @@ def test_a_long_run_of_spaces_is_skipped_at_c_speed_by_both_indexes():
     assert ranges == [(1, 1 + len(first)), (len(raw) - 1 - len(second), len(raw) - 1)]
     assert plain is None  # not an indented list: the decoding scan decides
     assert elapsed < 3, elapsed
+
+
+def forge_sizes(path: Path, compressed: int | None = None, inflated: int | None = None) -> None:
+    """Overwrite the sizes the zip's central directory declares for its (last) member."""
+    raw = bytearray(path.read_bytes())
+    at = raw.rindex(b"PK\x01\x02")
+    if compressed is not None:
+        raw[at + 20 : at + 24] = struct.pack("<I", compressed)
+    if inflated is not None:
+        raw[at + 24 : at + 28] = struct.pack("<I", inflated)
+    path.write_bytes(bytes(raw))
+
+
+def test_forged_sizes_cannot_get_a_bomb_past_the_limit(tmp_path, capsys):
+    """A bomb declaring a compressed size past the archive's end (ratio 0.7 on paper) is refused by name
+    (before: zipfile's bare EOFError, "corrupt or truncated zip member:"); one declaring a small inflated
+    size is cut there by zipfile, whose CRC check then fails: no header makes convhub inflate the 200 MB."""
+    archive = tmp_path / "in" / "toy" / "data.zip"
+    write_bomb(archive, 200 << 20)
+    forge_sizes(archive, compressed=300 << 20)
+    started = time.perf_counter()
+    assert run("check", tmp_path / "in", tmp_path) != 0
+    line = one_error_line(capsys, "check")
+    assert f"{archive}:data/dialogues.json" in line and "more than the archive's" in line
+    write_bomb(archive, 200 << 20)
+    forge_sizes(archive, inflated=1 << 20)
+    assert run("check", tmp_path / "in", tmp_path) != 0
+    line = one_error_line(capsys, "check")
+    assert f"{archive}:data/dialogues.json" in line and "CRC" in line
+    assert time.perf_counter() - started < 20

@@ -164,7 +164,8 @@ class SubsetInput:
 #: members inflate 5 to 17 times; deflate's limit, reached by a file of one repeated byte, is about 1,030)
 #: once it inflates to more than ``ZIP_RATIO_FREE_BYTES``: a zip bomb (a 1 MB data.zip of a gigabyte of
 #: spaces) is refused before a byte of it is inflated. zipfile itself never inflates a member past the
-#: size its header declares (it stops there and the CRC check fails), so the declared size bounds the work.
+#: size its header declares (it stops there and the CRC check fails), and a declared compressed size past
+#: the archive's end is refused, so the declared sizes bound the work whatever the headers say.
 ZIP_MAX_RATIO = 100
 ZIP_RATIO_FREE_BYTES = 8 << 20
 
@@ -180,7 +181,16 @@ def check_zip_members(path: str, archive: zipfile.ZipFile) -> None:
     """Refuse a zip where two members name one file (zipfile would silently read the last) or a member
     would inflate past :data:`ZIP_MAX_RATIO` times its compressed size; the error names both members, or it."""
     seen: dict[str, tuple[int, str]] = {}
+    archive_size = os.path.getsize(path)
     for number, info in enumerate(archive.infolist(), 1):
+        if info.header_offset + info.compress_size > archive_size:  # (so the ratio below is a true bound)
+            raise SourceError(
+                f"{path}:{info.filename}",
+                None,
+                None,
+                f"declares {info.compress_size:,} compressed bytes, more than the archive's {archive_size:,}: "
+                "a corrupt or forged zip header",
+            )
         if info.is_dir():
             continue
         key = _member_key(info.filename)
