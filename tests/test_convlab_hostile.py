@@ -222,9 +222,13 @@ def missing_comma_between(text: str) -> str:
     return text[:at] + text[at + 1 :]
 
 
-def missing_comma_inside(text: str) -> str:
-    at = text.index(",", starts(text)[40])  # after "dataset": "toy"
+def missing_comma_inside_at(text: str, number: int) -> str:
+    at = text.index(",", text.rindex("{", 0, text.index(f'"toy-train-{number}"')))  # after "dataset": "toy"
     return text[:at] + text[at + 1 :]
+
+
+def missing_comma_inside(text: str) -> str:
+    return missing_comma_inside_at(text, 40)
 
 
 def truncated_in_70(text: str) -> str:
@@ -379,3 +383,23 @@ def test_forged_sizes_cannot_get_a_bomb_past_the_limit(tmp_path, capsys):
     line = one_error_line(capsys, "check")
     assert f"{archive}:data/dialogues.json" in line and "CRC" in line
     assert time.perf_counter() - started < 20
+
+
+def test_reading_on_after_a_break_keeps_memory_to_a_chunk_not_the_file(tmp_path):
+    """A 40 MB indented file broken in its 6th dialogue: the skip scan holds a few chunks, as on a good
+    file (before, it read the whole rest of the file into one string to decide the break was real)."""
+    turns = [{"speaker": "user", "utterance": "word " * 40, "utt_idx": j} for j in range(30)]
+    text = json.dumps([dialogue(i) | {"turns": turns} for i in range(5000)], indent=2)
+    path = tmp_path / "dialogues.json"
+    path.write_text(missing_comma_inside_at(text, 5), encoding="utf-8")
+    assert path.stat().st_size > 40 << 20
+    lost = []
+    tracemalloc.start()
+    try:
+        with path.open("rb") as stream:
+            index = parse.index_dialogues(stream, str(path), lambda *a, **k: lost.append(k), recover=True)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(index["train"]) == 4999 and lost == [{"records": 1}]
+    assert peak < 32 << 20, peak

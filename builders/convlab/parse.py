@@ -90,10 +90,11 @@ def _runs_past_buffer(decoder: json.JSONDecoder, text: str, pos: int) -> bool:
     the cut (4 MB): decoding a copy of the element's start makes that count short. The caller then reads
     more, exactly as the decoding loop below does after a failed ``raw_decode``.
     """
+    element = text[pos:]
     try:
-        decoder.raw_decode(text[pos:])
-    except json.JSONDecodeError:
-        return True
+        decoder.raw_decode(element)
+    except json.JSONDecodeError as error:
+        return _maybe_cut(error, element)  # (an error the file has whatever follows: reading on won't help)
     return False
 
 
@@ -106,6 +107,15 @@ _RESYNC_MAX_DIALOGUE_CHARS = 64 << 20
 #: What :func:`scan_json_array` calls at a break in the list: the error, the exact bytes it skipped (from
 #: the break to the next dialogue it could read, or to the end of the file) and how many dialogues they held.
 OnBreak = Callable[[SourceError, bytes, int], None]
+
+
+def _maybe_cut(error: json.JSONDecodeError, text: str) -> bool:
+    """Whether more text after the buffer's end could make this error go away (else it is the file's own).
+
+    JSON is read left to right: an error well before the end of the text read so far is where the file
+    breaks whatever follows, except an unterminated string (named at its start, it may end after the cut).
+    """
+    return error.pos >= len(text) - 16 or error.msg.startswith("Unterminated string")
 
 
 def scan_json_array(
@@ -157,7 +167,7 @@ def scan_json_array(
         try:
             value, end = decoder.raw_decode(text, at)
         except json.JSONDecodeError as error:
-            cut = error.pos >= len(text) - 1 or error.msg.startswith("Unterminated string")
+            cut = _maybe_cut(error, text)
             return None if cut and not eof and len(text) - at < _RESYNC_MAX_DIALOGUE_CHARS else False
         except RecursionError:
             return False
@@ -240,7 +250,7 @@ def scan_json_array(
             try:
                 value, end = decoder.raw_decode(text, pos)
             except json.JSONDecodeError as error:
-                if fill():
+                if _maybe_cut(error, text) and fill():
                     continue
                 broken = SourceError(path, index, None, f"not valid JSON: {error}")
                 if on_break is None:
