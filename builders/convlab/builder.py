@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import bisect
 import contextlib
+import io
 import itertools
 import json
 import math
@@ -181,7 +182,10 @@ def check_zip_members(path: str, archive: zipfile.ZipFile) -> None:
     """Refuse a zip where two members name one file (zipfile would silently read the last) or a member
     would inflate past :data:`ZIP_MAX_RATIO` times its compressed size; the error names both members, or it."""
     seen: dict[str, tuple[int, str]] = {}
-    archive_size = os.path.getsize(path)
+    try:  # (the open archive's own size: a path may be a URL a streaming build reads through fsspec)
+        archive_size = os.fstat(archive.fp.fileno()).st_size
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        archive_size = math.inf
     for number, info in enumerate(archive.infolist(), 1):
         if info.header_offset + info.compress_size > archive_size:  # (so the ratio below is a true bound)
             raise SourceError(
