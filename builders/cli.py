@@ -145,9 +145,14 @@ def print_build(result) -> None:
         splits = ", ".join(f"{split} {info.num_examples:,} rows" for split, info in built.splits.items())
         files = sum(len(paths) for paths in built.files.values())
         print(f"  {name:<14} {splits}  ({files} Parquet file{'s' if files != 1 else ''})")
-    if getattr(result, "skipped", 0) or getattr(result, "quarantine", None):  # (a break may lose none)
+    if getattr(result, "skipped", 0):
         print(
             f"warning: {result.skipped:,} bad record(s) skipped, each with its reason in {result.quarantine}",
+            file=sys.stderr,
+        )
+    elif getattr(result, "quarantine", None):  # a break in a file that held no record (a missing comma)
+        print(
+            f"warning: no record lost, but a file was read around a break: see {result.quarantine}",
             file=sys.stderr,
         )
 
@@ -175,6 +180,8 @@ def run_check(args) -> int:
         quarantine.save(rejected, target)
     lost = quarantine.records_lost(rejected)
     skipped = f" after skipping {lost:,} bad record(s), each with its reason in {target}"
+    if not lost:
+        skipped = f" with no record lost, after reading around a break in a file: see {target}"
     print(f"{args.source}: OK" + (skipped if rejected else ""))
     print(markdown_table(statistics.table()))
     print("\nnormalizations:")

@@ -403,3 +403,22 @@ def test_reading_on_after_a_break_keeps_memory_to_a_chunk_not_the_file(tmp_path)
         tracemalloc.stop()
     assert len(index["train"]) == 4999 and lost == [{"records": 1}]
     assert peak < 32 << 20, peak
+
+
+def test_cli_says_no_record_was_lost_at_a_missing_comma_between_dialogues(tmp_path, capsys):
+    """Before, the 60 dialogues after the comma were lost; now none is, and the warning says so."""
+    path = tmp_path / "in" / "toy" / "data" / "dialogues.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(missing_comma_between(json.dumps([dialogue(i) for i in range(100)])), encoding="utf-8")
+    assert run("build", tmp_path / "in", tmp_path, "--on-bad-record", "skip") == 0
+    out, err = capsys.readouterr()
+    assert "sessions       train 100 rows" in out
+    quarantined = f"{tmp_path / 'out'}.quarantine.jsonl"
+    assert f"warning: no record lost, but a file was read around a break: see {quarantined}" in err
+    target = tmp_path / "check.quarantine.jsonl"
+    assert (
+        run("check", tmp_path / "in", tmp_path, "--on-bad-record", "skip", "--quarantine", str(target)) == 0
+    )
+    assert f"convlab: OK with no record lost, after reading around a break in a file: see {target}" in (
+        capsys.readouterr().out
+    )
