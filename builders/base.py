@@ -126,7 +126,9 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
 
     # -- bad records -----------------------------------------------------------------------------
 
-    def reject(self, error: SourceError, raw: Any = None, scope: str = "record") -> None:
+    def reject(
+        self, error: SourceError, raw: Any = None, scope: str = "record", records: int | None = None
+    ) -> None:
         """A bad source record: raised (``on_bad_record="raise"``), or quarantined and skipped.
 
         Parsers take this as their ``reject`` callback, called once per bad record (a LoCoMo sample, a
@@ -134,7 +136,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         """
         if quarantine.check_policy(self.config.on_bad_record) == "raise":
             raise error
-        quarantine.write(self.config.quarantine_dir, error, raw, scope)
+        quarantine.write(self.config.quarantine_dir, error, raw, scope, records)
 
     def records_of(self, shard: Shard, notes: Notes) -> Iterator[Record]:
         """``parse_shard`` under the bad-record policy: with ``skip``, an error the parser could not pin

@@ -145,7 +145,9 @@ def build_source(
                 None,
                 f"no record left to build: all {len(rejected)} rejected ({quarantine.path_beside(output)})",
             )
-        result = BuildResult(source, output, built, notes, statistics, skipped=len(rejected))
+        result = BuildResult(
+            source, output, built, notes, statistics, skipped=quarantine.records_lost(rejected)
+        )
         write_card(result, staging)
     forget_cached_copies(output, old_configs | card_configs(output))
     _place_quarantine(result, rejected)

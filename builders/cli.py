@@ -150,6 +150,11 @@ def print_build(result) -> None:
             f"warning: {result.skipped:,} bad record(s) skipped, each with its reason in {result.quarantine}",
             file=sys.stderr,
         )
+    elif getattr(result, "quarantine", None):  # a break in a file that held no record (a missing comma)
+        print(
+            f"warning: no record lost, but a file was read around a break: see {result.quarantine}",
+            file=sys.stderr,
+        )
 
 
 def run_check(args) -> int:
@@ -173,7 +178,10 @@ def run_check(args) -> int:
     notes.update(quarantine.counts(rejected))
     if rejected:
         quarantine.save(rejected, target)
-    skipped = f" after skipping {len(rejected):,} bad record(s), each with its reason in {target}"
+    lost = quarantine.records_lost(rejected)
+    skipped = f" after skipping {lost:,} bad record(s), each with its reason in {target}"
+    if not lost:
+        skipped = f" with no record lost, after reading around a break in a file: see {target}"
     print(f"{args.source}: OK" + (skipped if rejected else ""))
     print(markdown_table(statistics.table()))
     print("\nnormalizations:")

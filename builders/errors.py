@@ -60,10 +60,14 @@ class Notes(Counter):
 
 #: What a parser calls with a bad record (the error, and the record's raw text or value when it has it):
 #: :func:`raise_error` by default; ``--on-bad-record skip`` passes one that quarantines it and goes on.
-#: A third argument, ``scope="file"``, says the rest of a file from that point could not be read.
+#: A third argument, ``scope="file"``, says the rest of a file from that point could not be read;
+#: ``scope="span"`` with ``records=N`` says these bytes, which held N records, could not be read and the
+#: reading went on after them.
 Reject = Callable[..., None]
 
 
-def raise_error(error: SourceError, raw: Any = None, scope: str = "record") -> None:
+def raise_error(
+    error: SourceError, raw: Any = None, scope: str = "record", records: int | None = None
+) -> None:
     """The default bad-record policy: stop at the first bad record."""
     raise error

@@ -8,8 +8,9 @@ file); the build merges the parts into ``<output>.quarantine.jsonl`` *beside* th
 build's notes, which the card lists.
 
 An entry: ``file``, ``record`` (as the error names it), ``line`` (when the record names one), ``field``,
-``reason``, ``kind`` (the reason without its values, for counting), ``scope`` (``record``; or ``file`` when
-the rest of a file from that point could not be read) and ``raw``: the record's source text (or its JSON),
+``reason``, ``kind`` (the reason without its values, for counting), ``scope`` (``record``; ``file`` when
+the rest of a file from that point could not be read; ``span`` when a stretch of a file could not be read
+and reading went on after it: then ``records`` says how many source records it held, 0 or more) and ``raw``: the record's source text (or its JSON),
 cut to :data:`RAW_LIMIT` characters (``raw_truncated``, ``raw_size``), base64 when it is not UTF-8.
 Several builder runs of one build (one per config) may reject the same record: the merge keeps it once.
 """
@@ -96,8 +97,11 @@ def _raw_fields(raw: Any) -> dict[str, Any]:
     return entry
 
 
-def entry(error: SourceError, raw: Any = None, scope: str = "record") -> dict[str, Any]:
+def entry(
+    error: SourceError, raw: Any = None, scope: str = "record", records: int | None = None
+) -> dict[str, Any]:
     line = _LINE.search(str(error.record)) if error.record is not None else None
+    counted = {} if records is None else {"records": records}
     return {
         "file": error.path,
         "record": error.record,
@@ -106,16 +110,19 @@ def entry(error: SourceError, raw: Any = None, scope: str = "record") -> dict[st
         "reason": error.problem,
         "kind": kind_of(error),
         "scope": scope,
+        **counted,
         **_raw_fields(raw),
     }
 
 
-def write(folder: str | None, error: SourceError, raw: Any = None, scope: str = "record") -> None:
+def write(
+    folder: str | None, error: SourceError, raw: Any = None, scope: str = "record", records: int | None = None
+) -> None:
     """Append one rejection to this process's part file in ``folder`` (logged when there is no folder)."""
     if folder is None:
         logger.warning("bad record skipped: %s", error)
         return
-    line = _json_text(entry(error, raw, scope)) + "\n"
+    line = _json_text(entry(error, raw, scope, records)) + "\n"
     with open(os.path.join(folder, f"quarantine-{os.getpid()}.jsonl"), "a", encoding="utf-8") as part:
         part.write(line)
 
@@ -139,6 +146,11 @@ def collect(folder: str | os.PathLike) -> list[dict[str, Any]]:
                 )
                 unique.setdefault(hashlib.sha256(key.encode()).hexdigest(), item)
     return sorted(unique.values(), key=lambda item: (item["file"], _natural(item["record"])))
+
+
+def records_lost(entries: list[dict[str, Any]]) -> int:
+    """How many source records the rejections stand for (an entry is one, unless it says ``records``)."""
+    return sum(item.get("records", 1) for item in entries)
 
 
 def counts(entries: list[dict[str, Any]]) -> Counter:

@@ -246,10 +246,20 @@ def test_acts_and_state_are_kept_raw_exactly_when_the_typed_form_would_not_rebui
     assert ("state" in extra) == (parse.state_to_source(typed, empty) != state)
 
 
-def test_reserved_marker_key_in_a_source_turn_is_refused():
-    turn = {"speaker": "user", "utterance": "", "utt_idx": 0, "state_empty_domains": []}
-    with pytest.raises(SourceError, match="reserved"):
-        parse.parse_turn(turn, Notes(), "f.json", "dlg", 0)
+def test_a_source_turn_key_named_like_a_marker_is_escaped_not_refused():
+    """Before, the key was refused; now it is kept under one more backslash and comes back as it was."""
+    turn = {
+        "speaker": "user",
+        "utterance": "",
+        "utt_idx": 0,
+        "state_empty_domains": [],
+        "\\dialogue_acts_kinds": 1,
+    }
+    record = parse.parse_turn(turn, Notes(), "f.json", "dlg", 0)
+    extra = turn_extra(record)
+    assert extra["\\state_empty_domains"] == [] and extra["\\\\dialogue_acts_kinds"] == 1
+    assert extra["dialogue_acts_absent"] is True and "state_empty_domains" not in extra  # the markers, bare
+    assert export.turn_from_record(record) == turn
 
 
 # -- streaming -----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import bisect
 import contextlib
+import io
 import itertools
 import json
 import math
@@ -27,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import unicodedata
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -111,11 +113,18 @@ class SubsetInput:
                 return 0
 
     def _archive(self) -> zipfile.ZipFile:
+        """The zip, opened only when its members are safe to read (see :func:`check_zip_members`)."""
         try:
-            return zipfile.ZipFile(self.path)
+            archive = zipfile.ZipFile(self.path)
         except (zipfile.BadZipFile, OSError, EOFError) as error:
             problem = f"not a readable zip archive (corrupt or truncated): {error}"
             raise SourceError(self.path, None, None, problem) from error
+        try:
+            check_zip_members(self.path, archive)
+        except BaseException:
+            archive.close()
+            raise
+        return archive
 
     @contextlib.contextmanager
     def open(self, member: str) -> Iterator[IO[bytes]]:
@@ -150,6 +159,63 @@ class SubsetInput:
     def stat_key(self) -> tuple:
         stat = os.stat(self.path if self.kind != "folder" else os.path.join(self.path, DIALOGUES))
         return (self.kind, os.path.realpath(self.path), stat.st_size, stat.st_mtime_ns)
+
+
+#: A zip member may inflate to at most ``ZIP_MAX_RATIO`` times its compressed size (ConvLab's own data.zip
+#: members inflate 5 to 17 times; deflate's limit, reached by a file of one repeated byte, is about 1,030)
+#: once it inflates to more than ``ZIP_RATIO_FREE_BYTES``: a zip bomb (a 1 MB data.zip of a gigabyte of
+#: spaces) is refused before a byte of it is inflated. zipfile itself never inflates a member past the
+#: size its header declares (it stops there and the CRC check fails), and a declared compressed size past
+#: the archive's end is refused, so the declared sizes bound the work whatever the headers say.
+ZIP_MAX_RATIO = 100
+ZIP_RATIO_FREE_BYTES = 8 << 20
+
+
+def _member_key(name: str) -> str:
+    """The file a zip member name means once extracted anywhere: ``./data//X.json`` and ``data/x.json``
+    (also as NFD, or on a case-insensitive file system) are one file."""
+    name = unicodedata.normalize("NFC", name.replace("\\", "/")).casefold()
+    return "/".join(part for part in name.split("/") if part not in ("", "."))
+
+
+def check_zip_members(path: str, archive: zipfile.ZipFile) -> None:
+    """Refuse a zip where two members name one file (zipfile would silently read the last) or a member
+    would inflate past :data:`ZIP_MAX_RATIO` times its compressed size; the error names both members, or it."""
+    seen: dict[str, tuple[int, str]] = {}
+    try:  # (the open archive's own size: a path may be a URL a streaming build reads through fsspec)
+        archive_size = os.fstat(archive.fp.fileno()).st_size
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        archive_size = math.inf
+    for number, info in enumerate(archive.infolist(), 1):
+        if info.header_offset + info.compress_size > archive_size:  # (so the ratio below is a true bound)
+            raise SourceError(
+                f"{path}:{info.filename}",
+                None,
+                None,
+                f"declares {info.compress_size:,} compressed bytes, more than the archive's {archive_size:,}: "
+                "a corrupt or forged zip header",
+            )
+        if info.is_dir():
+            continue
+        key = _member_key(info.filename)
+        if key in seen:
+            first_number, first = seen[key]
+            raise SourceError(
+                path,
+                None,
+                None,
+                f"members {first!r} (entry {first_number}) and {info.filename!r} (entry {number}) name one "
+                "file: convhub would read only one of them; keep one",
+            )
+        seen[key] = (number, info.filename)
+        if info.file_size > ZIP_RATIO_FREE_BYTES and info.file_size > ZIP_MAX_RATIO * info.compress_size:
+            raise SourceError(
+                f"{path}:{info.filename}",
+                None,
+                None,
+                f"declares {info.file_size:,} bytes inflated from {info.compress_size:,} compressed, more than "
+                f"{ZIP_MAX_RATIO} times (a zip bomb?): convhub refuses to inflate it",
+            )
 
 
 #: Characters a card's ``data_files`` read as a pattern: a subset named ``x[1]`` would load ``x1``'s files.
@@ -214,7 +280,7 @@ _EXTRACTED: dict[tuple, str] = {}
 
 
 def dialogue_index(
-    source: SubsetInput, reject: Reject = raise_error, streaming: bool = False
+    source: SubsetInput, reject: Reject = raise_error, streaming: bool = False, recover: bool = False
 ) -> dict[str, list[tuple[int, int, int]]]:
     """Split → byte ranges of its dialogues; scanned once per file and process (every config reuses it).
 
@@ -232,19 +298,19 @@ def dialogue_index(
     if key not in _INDEX_CACHE or copy is not None:
         rejected = []
 
-        def counting_reject(error, raw=None, scope="record"):
+        def counting_reject(error, raw=None, scope="record", records=None):
             rejected.append(error)
-            reject(error, raw, scope)
+            reject(error, raw, scope, records=records)
 
         index = _plain_index(source, copy)
         if index is None:  # anything unusual: the decoding scan, which reports each problem as it always did
             with source.open(DIALOGUES) as stream:
                 if copy is None:
-                    index = parse.index_dialogues(stream, source.label(DIALOGUES), counting_reject)
+                    index = parse.index_dialogues(stream, source.label(DIALOGUES), counting_reject, recover)
                 else:
                     with open(copy, "wb") as written:
                         tee = _Tee(stream, written)
-                        index = parse.index_dialogues(tee, source.label(DIALOGUES), counting_reject)
+                        index = parse.index_dialogues(tee, source.label(DIALOGUES), counting_reject, recover)
         if copy is not None:
             _EXTRACTED[key] = copy
         if rejected:
@@ -593,7 +659,8 @@ class ConvLabBuilder(ConversationBuilder):
         streaming = isinstance(dl_manager, datasets.StreamingDownloadManager)
         for source in inputs:
             try:
-                index = dialogue_index(source, self.reject, streaming=streaming)
+                recover = self.config.on_bad_record == "skip"  # read on after a break in the list
+                index = dialogue_index(source, self.reject, streaming=streaming, recover=recover)
             except SourceError as error:  # an unreadable file: with --on-bad-record skip, the others go on
                 self.reject(error, None, scope="file")
                 continue

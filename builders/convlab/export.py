@@ -27,6 +27,7 @@ from builders.convlab.parse import (
     STATE_EMPTY_DOMAINS,
     acts_to_source,
     state_to_source,
+    unescape_turn_key,
 )
 from builders.export import (
     SESSIONS,
@@ -69,19 +70,19 @@ def turn_from_record(turn: dict) -> dict:
         source["state"] = extra.pop("state")
     elif turn["state"] or STATE_EMPTY_DOMAINS in extra:
         source["state"] = state_to_source(turn["state"], extra.pop(STATE_EMPTY_DOMAINS, ()))
-    source.update(extra)
+    source.update((unescape_turn_key(key), value) for key, value in extra.items())
     return source
 
 
 def ontology_from_row(row: dict) -> dict:
     """The inverse of ``ontology_row``: ``ontology.json`` as a JSON value."""
     extra = as_object(row["extra"])
-    absent = set(extra.pop("absent_sections", []))
     ontology = {}
     for key, (_, to_source) in ONTOLOGY_SECTIONS.items():
-        if key in absent:
+        typed = row[ONTOLOGY_COLUMNS[key]]
+        if typed is None:  # the section was absent (a kept raw section has a typed list beside it)
             continue
-        ontology[key] = extra.pop(key) if key in extra else to_source(row[ONTOLOGY_COLUMNS[key]])
+        ontology[key] = extra.pop(key) if key in extra else to_source(typed)
     ontology.update(extra)
     return ontology
 

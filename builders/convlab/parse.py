@@ -19,7 +19,7 @@ import ast
 import codecs
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 import orjson
@@ -39,14 +39,18 @@ ROLES = {"user": "user", "system": "assistant"}
 #: ConvLab-3 datasets that are not English; every other one is.
 LANGUAGES = {"crosswoz": "zh"}
 
-#: Keys convhub itself writes into a turn's ``extra``; a source turn that uses one of them is refused.
+#: Keys convhub itself writes into a turn's ``extra`` (its markers). A source key never lands on one: see
+#: :func:`escape_turn_key`.
 ACTS_ABSENT = "dialogue_acts_absent"
 ACT_KINDS_KEY = "dialogue_acts_kinds"
 STATE_EMPTY_DOMAINS = "state_empty_domains"
-RESERVED_TURN_KEYS = {ACTS_ABSENT, ACT_KINDS_KEY, STATE_EMPTY_DOMAINS}
+TURN_MARKERS = frozenset((ACTS_ABSENT, ACT_KINDS_KEY, STATE_EMPTY_DOMAINS))
+_ESCAPE = "\\"
 TURN_KEYS = {"speaker", "utterance", "utt_idx", "dialogue_acts", "state"}
 DIALOGUE_KEYS = {"dataset", "data_split", "dialogue_id", "turns"}
 SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
+#: Split names ``datasets`` keeps for itself (``all`` is the union of every split, in any case).
+RESERVED_SPLITS = frozenset(("all",))
 
 
 # -- streaming the top-level JSON list ---------------------------------------------------------
@@ -86,20 +90,48 @@ def _runs_past_buffer(decoder: json.JSONDecoder, text: str, pos: int) -> bool:
     the cut (4 MB): decoding a copy of the element's start makes that count short. The caller then reads
     more, exactly as the decoding loop below does after a failed ``raw_decode``.
     """
+    element = text[pos:]
     try:
-        decoder.raw_decode(text[pos:])
-    except json.JSONDecodeError:
-        return True
+        decoder.raw_decode(element)
+    except json.JSONDecodeError as error:
+        return _maybe_cut(error, element)  # (an error the file has whatever follows: reading on won't help)
     return False
 
 
+#: A key every ConvLab dialogue has once and nothing inside one has: it counts the dialogues a break holds.
+_DIALOGUE_KEY = re.compile(r'"dialogue_id"\s*:')
+_TEXT_SPACE = re.compile(r"[ \t\r\n]*")
+_SCAN_SPACE = re.compile("[ \t\r\n\ufeff]*")
+#: How far past a candidate dialogue start :func:`scan_json_array` reads to decide whether it is one.
+_RESYNC_MAX_DIALOGUE_CHARS = 64 << 20
+#: What :func:`scan_json_array` calls at a break in the list: the error, the exact bytes it skipped (from
+#: the break to the next dialogue it could read, or to the end of the file) and how many dialogues they held.
+OnBreak = Callable[[SourceError, bytes, int], None]
+
+
+def _maybe_cut(error: json.JSONDecodeError, text: str) -> bool:
+    """Whether more text after the buffer's end could make this error go away (else it is the file's own).
+
+    JSON is read left to right: an error well before the end of the text read so far is where the file
+    breaks whatever follows, except an unterminated string (named at its start, it may end after the cut).
+    """
+    return error.pos >= len(text) - 16 or error.msg.startswith("Unterminated string")
+
+
 def scan_json_array(
-    stream: IO[bytes], path: str, chunk_size: int = 1 << 22
+    stream: IO[bytes], path: str, chunk_size: int = 1 << 22, on_break: OnBreak | None = None
 ) -> Iterator[tuple[int, int, Any]]:
     """(start byte, end byte, value) of each element of a top-level JSON list, reading ``chunk_size`` at a time.
 
     Memory holds one chunk and one element, never the whole file: this is how a MultiWOZ-sized
     ``dialogues.json`` (200+ MB) is indexed. Byte offsets let a worker ``seek`` to its dialogues later.
+
+    Where the list breaks (invalid JSON, a missing comma, a truncated end) the error is raised; given
+    ``on_break``, the scan instead skips to the next ``{`` that decodes to an object with a
+    ``dialogue_id`` followed by ``,`` or ``]`` (the next dialogue of the list), reports the skipped bytes
+    and the dialogues they held (each has one ``"dialogue_id":``; a broken object counts at least
+    one) to ``on_break``, and goes on: one missing comma costs no dialogue, a broken dialogue that one.
+    Positions after a break count the dialogues lost in it, so they stay positions in the file.
     """
     decoder = json.JSONDecoder()
     utf8 = codecs.getincrementaldecoder("utf-8")()
@@ -121,11 +153,57 @@ def scan_json_array(
     def skip_space() -> str:
         nonlocal pos, byte_pos
         while True:
-            while pos < len(text) and text[pos] in " \t\r\n\ufeff":
-                byte_pos += 3 if text[pos] == "\ufeff" else 1
-                pos += 1
+            end = _SCAN_SPACE.match(
+                text, pos
+            ).end()  # (one C loop: a long run of spaces costs no Python step each)
+            if end > pos:
+                byte_pos += end - pos + 2 * text.count("\ufeff", pos, end)  # a BOM is 3 bytes
+                pos = end
             if pos < len(text) or not fill():
                 return text[pos] if pos < len(text) else ""
+
+    def candidate(at: int) -> bool | None:
+        """Whether a dialogue of the list starts at ``text[at]`` (None: the buffer ends too soon to say)."""
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError as error:
+            cut = _maybe_cut(error, text)
+            return None if cut and not eof and len(text) - at < _RESYNC_MAX_DIALOGUE_CHARS else False
+        except RecursionError:
+            return False
+        if not isinstance(value, dict) or "dialogue_id" not in value:
+            return False
+        after = _TEXT_SPACE.match(text, end).end()
+        if after == len(text):
+            return None if not eof else False
+        return text[after] in ",]"
+
+    def resync(error: SourceError, search_from: int, in_element: bool) -> bool:
+        """Skip from ``pos`` to the next dialogue (True) or to the end of the file (False); report the skip."""
+        nonlocal pos, byte_pos, index
+        offset = search_from - pos  # (offsets from pos: filling the buffer moves pos to 0)
+        while True:
+            found = text.find("{", pos + offset)
+            if found < 0:
+                offset = len(text) - pos
+                if fill():
+                    continue
+                found = len(text)
+                break
+            verdict, offset = candidate(found), found - pos
+            if verdict is None and fill():
+                continue  # the same candidate, with more of the file
+            if verdict:
+                break
+            offset += 1
+        span = text[pos:found]
+        raw = span.encode("utf-8")
+        lost = len(_DIALOGUE_KEY.findall(span))
+        if in_element and span.startswith("{"):  # a broken object is a dialogue even without its id
+            lost = max(lost, 1)
+        on_break(error, raw, lost)
+        pos, byte_pos, index = found, byte_pos + len(raw), index + lost
+        return found < len(text)
 
     first = skip_space()
     if first == "":
@@ -133,19 +211,26 @@ def scan_json_array(
     if first != "[":
         raise SourceError(path, None, None, "expected a JSON list of dialogues")
     pos, byte_pos = pos + 1, byte_pos + 1
-    index, hits, misses = 0, 0, 0
+    index, hits, misses, resumed = 0, 0, 0, False
     while True:
         char = skip_space()
-        if char == "]":
+        if char == "]" and not resumed:
             pos, byte_pos = pos + 1, byte_pos + 1
             break
-        if index:
+        if index and not resumed:
             if char != ",":
-                raise SourceError(
+                error = SourceError(
                     path, index, None, f"expected ',' or ']' after dialogue {index - 1}, got {char!r}"
                 )
+                if on_break is None:
+                    raise error
+                if not resync(error, pos, in_element=False):
+                    return
+                resumed = True
+                continue
             pos, byte_pos = pos + 1, byte_pos + 1
             skip_space()
+        resumed = False
         # the fast path, while it mostly works: a compact file stops trying at its first element
         fast = None
         while misses <= hits:
@@ -160,18 +245,29 @@ def scan_json_array(
             yield byte_pos, byte_pos + size, value
             pos, byte_pos, index, hits = end, byte_pos + size, index + 1, hits + 1
             continue
+        broken = None
         while True:
             try:
                 value, end = decoder.raw_decode(text, pos)
             except json.JSONDecodeError as error:
-                if fill():
+                if _maybe_cut(error, text) and fill():
                     continue
-                raise SourceError(path, index, None, f"not valid JSON: {error}") from error
+                broken = SourceError(path, index, None, f"not valid JSON: {error}")
+                if on_break is None:
+                    raise broken from error
             except RecursionError:
-                raise SourceError(path, index, None, NESTED_TOO_DEEPLY) from None
-            if end == len(text) and not eof and not isinstance(value, (dict, list)) and fill():
-                continue  # a number cut at the chunk's end
+                broken = SourceError(path, index, None, NESTED_TOO_DEEPLY)
+                if on_break is None:
+                    raise broken from None
+            else:
+                if end == len(text) and not eof and not isinstance(value, (dict, list)) and fill():
+                    continue  # a number cut at the chunk's end
             break
+        if broken is not None:
+            if not resync(broken, pos + 1, in_element=True):
+                return
+            resumed = True
+            continue
         size = len(text[pos:end].encode("utf-8"))
         yield byte_pos, byte_pos + size, value
         pos, byte_pos, index = end, byte_pos + size, index + 1
@@ -179,7 +275,7 @@ def scan_json_array(
         raise SourceError(path, None, None, "data after the end of the top-level list")
 
 
-_SPACE = frozenset(b" \t\r\n")
+_BYTES_SPACE = re.compile(rb"[ \t\r\n]*")
 #: The fast index gives up on a dialogue larger than this (the decoding scan reads it a chunk at a time).
 _FAST_MAX_DIALOGUE_BYTES = 64 << 20
 
@@ -199,6 +295,7 @@ def index_plain_list(
     exactly as before: None is never an error, only "not sure".
     """
     buffer, base, pos, eof = b"", 0, 0, False
+    gave_up: list[bool] = []  # (next_char's None then means "not sure", not the end of the file)
 
     def fill() -> bool:
         """Read one more chunk, keeping the buffer from the line holding ``pos`` (its indentation)."""
@@ -216,14 +313,16 @@ def index_plain_list(
     def next_char() -> int | None:
         nonlocal pos
         while True:
-            while pos < len(buffer) and buffer[pos] in _SPACE:
-                pos += 1
+            pos = _BYTES_SPACE.match(buffer, pos).end()
             if pos < len(buffer):
                 return buffer[pos]
+            if pos - max(0, buffer.rfind(b"\n", 0, pos)) > _FAST_MAX_DIALOGUE_BYTES:
+                gave_up.append(True)  # a line of spaces longer than any dialogue: not an indented list
+                return None
             if not fill():
                 return None
 
-    if next_char() != ord("["):
+    if next_char() != ord("[") or gave_up:
         return None
     pos += 1
     by_split: dict[str, list[tuple[int, int, int]]] = {}
@@ -260,25 +359,38 @@ def index_plain_list(
         seen.add(dialogue["dialogue_id"])
         by_split.setdefault(dialogue["data_split"], []).append((base + pos, base + end, position))
         pos, position = end, position + 1
-    if next_char() is not None:
+    if next_char() is not None or gave_up:
         return None
     return by_split
 
 
 def index_dialogues(
-    stream: IO[bytes], path: str, reject: Reject = raise_error
+    stream: IO[bytes], path: str, reject: Reject = raise_error, recover: bool = False
 ) -> dict[str, list[tuple[int, int, int]]]:
     """Split → [(start byte, end byte, position in the file)] of its dialogues, checking ids are unique.
 
-    A bad dialogue goes to ``reject`` with its value (raising by default); when the list itself breaks
-    (invalid JSON or UTF-8, a truncated file) the rest of the file goes there once and what came before stays.
+    A bad dialogue goes to ``reject`` with its value (raising by default). When the list itself breaks
+    (invalid JSON, a truncated file), the rest of the file goes there once and what came before stays;
+    with ``recover`` (``--on-bad-record skip``) the scan reads on from the next dialogue after the break,
+    and ``reject`` gets the break's exact bytes, scope ``"span"`` and ``records``: the dialogues it held.
+    (Invalid UTF-8 still ends the scan: the rest of the file goes to ``reject`` once.)
     """
     by_split: dict[str, list[tuple[int, int, int]]] = {}
     seen: set[str] = set()
-    scan = enumerate(scan_json_array(stream, path))
+
+    lost_before = 0  # (a position counts the dialogues lost in breaks before it)
+
+    def on_break(error: SourceError, raw: bytes, lost: int) -> None:
+        nonlocal lost_before
+        lost_before += lost
+        reject(error, raw, "span", records=lost)
+
+    scan = scan_json_array(stream, path, on_break=on_break if recover else None)
+    read = 0
     while True:
         try:
-            position, (start, end, dialogue) = next(scan)
+            start, end, dialogue = next(scan)
+            position, read = read + lost_before, read + 1
         except StopIteration:
             break
         except SourceError as error:
@@ -301,6 +413,11 @@ def _index_dialogue(dialogue: Any, position: int, path: str, seen: set[str]) -> 
     split = require(dialogue, "data_split", str, path, position)
     if not SPLIT_NAME.match(split):
         raise SourceError(path, position, "data_split", f"{split!r} is not a usable split name")
+    if split.lower() in RESERVED_SPLITS:
+        named = dialogue.get("dialogue_id")
+        named = f"dialogue {named!r}: " if isinstance(named, str) else ""
+        problem = f"{named}{split!r} is a split name datasets reserves (the union of every split)"
+        raise SourceError(path, position, "data_split", problem)
     dialogue_id = require(dialogue, "dialogue_id", str, path, position)
     if dialogue_id in seen:
         raise SourceError(path, position, "dialogue_id", f"duplicate dialogue_id {dialogue_id!r}")
@@ -367,13 +484,10 @@ def parse_turn(turn: Any, notes: Notes, path: str, dialogue_id: str, index: int)
     utt_idx = require(turn, "utt_idx", int, path, where)
     if utt_idx != index:
         notes.add("utt_idx that differs from the turn's position (turn_id keeps utt_idx)")
-    reserved = RESERVED_TURN_KEYS & set(turn)
-    if reserved:
-        raise SourceError(path, where, sorted(reserved)[0], "key reserved by convhub for its own markers")
     if not utterance:
         notes.add("empty utterance")
     record = schema.empty_turn(str(utt_idx), speaker, ROLES[speaker], utterance)
-    extra = {key: value for key, value in turn.items() if key not in TURN_KEYS}
+    extra = {escape_turn_key(key): value for key, value in turn.items() if key not in TURN_KEYS}
     if "dialogue_acts" in turn:
         record["dialogue_acts"] = parse_acts(turn["dialogue_acts"], extra, notes)
     else:
@@ -383,6 +497,22 @@ def parse_turn(turn: Any, notes: Notes, path: str, dialogue_id: str, index: int)
         record["state"] = parse_state(turn["state"], extra, notes)
     record["extra"] = schema.to_json(extra) if extra else None
     return record
+
+
+def escape_turn_key(key: str) -> str:
+    """A source turn key as the turn's ``extra`` holds it: a marker's name, after any number of ``\\``, gets
+    one ``\\`` more (``state_empty_domains`` → ``\\state_empty_domains``), every other key stays as it is.
+
+    So the markers (bare) and the source keys never share a name in ``extra``, whatever a source holds, and
+    :func:`unescape_turn_key` gives every source key back; no key is refused. Normal ConvLab turns have no
+    such key: their ``extra`` is unchanged.
+    """
+    return _ESCAPE + key if key.lstrip(_ESCAPE) in TURN_MARKERS else key
+
+
+def unescape_turn_key(key: str) -> str:
+    """The inverse of :func:`escape_turn_key`, for every key of ``extra`` but the (bare) markers."""
+    return key[len(_ESCAPE) :] if key.startswith(_ESCAPE) and key.lstrip(_ESCAPE) in TURN_MARKERS else key
 
 
 def parse_acts(acts: Any, extra: dict, notes: Notes) -> list[dict]:
@@ -535,14 +665,17 @@ def parse_act_string(text: str) -> dict:
 
 
 def ontology_row(ontology: Any, subset: str, notes: Notes, path: str) -> dict:
-    """``ontology.json`` → one typed row; sections that would not rebuild exactly are kept raw in ``extra``."""
+    """``ontology.json`` → one typed row; sections that would not rebuild exactly are kept raw in ``extra``.
+
+    ``extra`` holds source keys only: an absent section is a null column (a present one is a list, empty
+    or not), so no source key, whatever its name, can be taken for convhub's bookkeeping.
+    """
     if not isinstance(ontology, dict):
         raise SourceError(path, None, None, f"expected an ontology object, got {type(ontology).__name__}")
-    row = {"subset": subset, "domains": [], "intents": [], "dialogue_acts": [], "state": []}
+    row = {"subset": subset, **dict.fromkeys(ONTOLOGY_COLUMNS.values())}
     extra = {key: value for key, value in ontology.items() if key not in ONTOLOGY_SECTIONS}
     for key, (to_typed, to_source) in ONTOLOGY_SECTIONS.items():
         if key not in ontology:
-            extra.setdefault("absent_sections", []).append(key)
             continue
         try:
             typed = to_typed(ontology[key])
