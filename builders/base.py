@@ -221,15 +221,15 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         """``datasets``' own loop, with rows converted to Arrow a batch at a time.
 
         ``datasets`` encodes each example on its own (``Features.encode_example``, then a ``TypedSequence``
-        per column), which took a quarter of a build and re-parsed every ``Json`` cell. Our rows are already
-        in the features' shape (``Json`` cells are text made by ``schema.to_json``), so one
+        per column), which took a quarter of a build. Our rows are already in the features' shape (JSON text
+        made by ``schema.to_json`` where the features hold free-form values), so one
         ``pa.Table.from_pylist`` per writer batch builds the same table about 20 times faster
         (``tests/test_batch_writer.py`` checks that the two paths give equal tables). The batches are the
         writer's own, so the Parquet row groups are those ``datasets`` would write. Files, shard splitting
         at ``max_shard_size`` and the progress protocol are ``datasets``' (5.x; pinned below 6).
         """
         writer_class = ParquetWriter if file_format == "parquet" else ArrowWriter
-        schema = storage_schema(self.info.features.arrow_schema)
+        schema = self.info.features.arrow_schema
         shard_lengths, original_shard_lengths = [], []
         total_num_examples = total_num_bytes = shard_id = original_shard_id = 0
         since_update, last_update = 0, time.time()
@@ -302,32 +302,6 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
             for shard in shards:
                 for record in self.records_of(shard, notes):
                     yield split, record
-
-
-def storage_schema(schema: pa.Schema) -> pa.Schema:
-    """``schema`` with every extension type (``Json``'s ``arrow.json``) replaced by its storage type.
-
-    ``pa.Table.from_pylist`` cannot build extension arrays from Python values; it builds their storage
-    (strings), and the writer casts the table to the features' own schema.
-    """
-    return pa.schema(
-        [field.with_type(_storage_type(field.type)) for field in schema], metadata=schema.metadata
-    )
-
-
-def _storage_type(arrow_type: pa.DataType) -> pa.DataType:
-    if isinstance(arrow_type, pa.BaseExtensionType):
-        return arrow_type.storage_type
-    if pa.types.is_struct(arrow_type):
-        return pa.struct([field.with_type(_storage_type(field.type)) for field in arrow_type])
-    if pa.types.is_list(arrow_type):
-        return pa.list_(arrow_type.value_field.with_type(_storage_type(arrow_type.value_type)))
-    if pa.types.is_large_list(arrow_type):
-        return pa.large_list(arrow_type.value_field.with_type(_storage_type(arrow_type.value_type)))
-    if pa.types.is_fixed_size_list(arrow_type):
-        value_field = arrow_type.value_field.with_type(_storage_type(arrow_type.value_type))
-        return pa.list_(value_field, arrow_type.list_size)
-    return arrow_type
 
 
 #: Allocations between two young-generation collections while a builder prepares (Python's default: 700).

@@ -5,10 +5,9 @@ the ``sessions`` config (the canonical records) and, for some sources, their own
 ``ontology`` and ``database``). Each source's ``builders/<source>/export.py`` holds pure functions from
 those rows to source records and a ``write_files(build, folder)`` that writes the source's file layout.
 
-Rows are read in Arrow record batches, never a whole config at once, and ``Json`` columns are decoded here
-with ``json.loads``: ``datasets`` decodes them with pandas' ujson, which rounds 17-digit floats
-(``1.2345678901234567`` → ``1.234567890123456``) and drops lone surrogates, so an export through it would
-not be exact. A local folder is read as its Parquet files (resolved from its card, as ``load_dataset``
+Rows are read in Arrow record batches, never a whole config at once, and the JSON text columns
+(``schema.JSON_TEXT_FIELDS``) are decoded here with ``json.loads``, which reads exactly what
+``schema.to_json`` wrote (17-digit floats, integers past 64 bits). A local folder is read as its Parquet files (resolved from its card, as ``load_dataset``
 does), a Hub repo through ``datasets.load_dataset(repo, config)`` (``HF_ENDPOINT`` applies).
 
 The output folder is assembled in a hidden staging folder beside it and renamed into place only when every
@@ -30,9 +29,10 @@ from typing import Any
 import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
-from datasets import Features, Json, LargeList, List
+from datasets import Features, LargeList, List
 
 from builders import registry
+from builders.schema import JSON_TEXT_FIELDS
 from builders.staging import check_output, staged_folder
 
 #: Source name → its export module (``write_files`` and the pure inverse functions).
@@ -48,14 +48,12 @@ class ExportError(Exception):
     """The build cannot be exported (not a build folder, another source, a config missing...)."""
 
 
-# -- Json columns ------------------------------------------------------------------------------------
+# -- JSON text columns -------------------------------------------------------------------------------
 
 
 def as_object(value: Any) -> dict[str, Any]:
-    """An ``extra`` as a dict, whether decoded (``load_dataset``), JSON text (a parser's record) or null.
-
-    Only for Json columns that convhub always fills with an object, so a string is always JSON text.
-    """
+    """An ``extra`` as a dict, whether decoded (:func:`decoded_rows`), JSON text (a parser's record or a row
+    ``load_dataset`` gives) or null. Only for columns that convhub always fills with an object."""
     if value is None:
         return {}
     if isinstance(value, str):
@@ -63,35 +61,37 @@ def as_object(value: Any) -> dict[str, Any]:
     return dict(value)
 
 
-def decode_json(value: Any, feature: Any) -> Any:
-    """Decode every ``Json`` column of ``value`` (as Arrow gives it: JSON text) exactly, with ``json.loads``."""
+def decode_json(value: Any, feature: Any, is_json_text: bool = False) -> Any:
+    """``value`` (as Arrow gives it) with every JSON text field in it decoded, with ``json.loads``."""
     if value is None:
         return None
-    if isinstance(feature, Json):
+    if is_json_text:
         return json.loads(value)
     if isinstance(feature, (List, LargeList)):
         return [decode_json(item, feature.feature) for item in value]
     if isinstance(feature, dict):
-        return {key: decode_json(value[key], sub) for key, sub in feature.items()}
+        return {key: decode_json(value[key], sub, key in JSON_TEXT_FIELDS) for key, sub in feature.items()}
     return value
 
 
-def _has_json(feature: Any) -> bool:
-    if isinstance(feature, Json):
+def _has_json(feature: Any, is_json_text: bool = False) -> bool:
+    if is_json_text:
         return True
     if isinstance(feature, (List, LargeList)):
         return _has_json(feature.feature)
     if isinstance(feature, dict):
-        return any(_has_json(sub) for sub in feature.values())
+        return any(_has_json(sub, key in JSON_TEXT_FIELDS) for key, sub in feature.items())
     return False
 
 
 def decoded_rows(table: pa.Table, features: Features) -> Iterator[Row]:
-    """The rows of one Arrow batch as dicts, Json columns decoded exactly (the others as Arrow gives them)."""
-    json_columns = {name: feature for name, feature in features.items() if _has_json(feature)}
+    """The rows of one Arrow batch as dicts, JSON text decoded (the other columns as Arrow gives them)."""
+    json_columns = {
+        name: feature for name, feature in features.items() if _has_json(feature, name in JSON_TEXT_FIELDS)
+    }
     for row in table.to_pylist():
         for name, feature in json_columns.items():
-            row[name] = decode_json(row[name], feature)
+            row[name] = decode_json(row[name], feature, name in JSON_TEXT_FIELDS)
         yield row
 
 

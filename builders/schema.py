@@ -5,9 +5,12 @@ Every source is parsed into one *canonical conversation record*: a plain dict wh
 record in ``builders.views``; their features are defined here so that every source publishes exactly the
 same Arrow schema and ``concatenate_datasets`` / ``interleave_datasets`` work across sources with no cast.
 
-``Json`` columns hold JSON *text* produced by :func:`to_json`: ``datasets.Json`` stores a string that
-already parses as JSON unchanged, so a source string like ``"2022"`` would come back as the integer 2022
-unless it is serialized first.
+Free-form leftovers (every ``extra``, ConvLab's database ``entity``, LoCoMo's raw observation ``evidence``) are
+JSON *text* made by :func:`to_json`, in plain string columns (:func:`json_text`), not ``datasets.Json``: a card
+with ``dtype: json`` breaks every config in ``datasets`` before 4.7 (3.6 and 4.6 call ``pyarrow.json``, a
+module), and Parquet's JSON logical type reads as ``bytes`` in pandas on pyarrow 17 and as an extension type in
+polars that its string functions refuse. Plain text reads the same everywhere: ``json.loads`` in Python,
+``str.json_path_match`` in polars, ``->>`` and ``json_extract`` in DuckDB.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import json
 from typing import Any
 
 import orjson
-from datasets import Features, Json, List, Value
+from datasets import Features, List, Value
 
 from builders.jsonio import holds_non_finite_float
 
@@ -29,6 +32,16 @@ TIMESTAMP = Value("timestamp[ms]")
 
 def string() -> Value:
     return Value("string")
+
+
+def json_text() -> Value:
+    """A column of JSON text (see the module's docstring for why not ``datasets.Json``)."""
+    return Value("string")
+
+
+#: The names of the fields that hold JSON text, in every view and at any depth: ``export`` decodes exactly
+#: these, and the card says how to parse them. No other field of any view has one of these names.
+JSON_TEXT_FIELDS = frozenset({"extra", "entity", "evidence"})
 
 
 def to_json(value: Any) -> str | None:
@@ -72,7 +85,7 @@ TURN = {
     "reply_to": string(),
     "dialogue_acts": List(DIALOGUE_ACT),
     "state": List(STATE_SLOT),
-    "extra": Json(),
+    "extra": json_text(),
 }
 
 SESSION = {
@@ -81,7 +94,7 @@ SESSION = {
     "timestamp": TIMESTAMP,
     "summary": string(),
     "turns": List(TURN),
-    "extra": Json(),
+    "extra": json_text(),
 }
 
 QUESTION = {
@@ -96,7 +109,7 @@ QUESTION = {
     #: Evidence the source gives that resolves to no turn or session of this conversation (an id naming none,
     #: or a piece with no id at all). Its own column, so that no key of the source's own can collide with it.
     "unresolved_evidence": List(string()),
-    "extra": Json(),
+    "extra": json_text(),
 }
 
 CONVERSATION_IDS = {
@@ -112,7 +125,7 @@ SESSIONS_FEATURES = Features(
         "speakers": List(string()),
         "sessions": List(SESSION),
         "questions": List(QUESTION),
-        "extra": Json(),
+        "extra": json_text(),
     }
 )
 

@@ -478,15 +478,15 @@ def test_a_folder_that_is_no_build_or_a_bad_repo_id_is_one_clear_error(tmp_path)
     assert not (tmp_path / "out").exists()
 
 
-def test_local_build_reads_json_columns_exactly_where_datasets_rounds_them(tmp_path):
-    """Why the export decodes Json itself: ``load_dataset`` gives 1.234567890123456 for 1.2345678901234567."""
+def test_json_text_columns_read_exactly_through_export_and_load_dataset(tmp_path):
+    """JSON text, not ``datasets.Json`` (whose decoder gave 1.234567890123456 for 1.2345678901234567)."""
     path = tmp_path / "float.json"
     path.write_text(json.dumps(LOCOMO_QUIRKS), encoding="utf-8")
     build = build_source("locomo", tmp_path / "build", data_dir=str(path), configs=["sessions"])
     row = next(LocalBuild(build.output).rows("sessions", "test"))
     assert row["questions"][0]["extra"]["answer"] == 1.2345678901234567
     loaded = datasets.load_dataset("parquet", data_dir=str(build.output / "sessions"), split="test")
-    assert loaded[0]["questions"][0]["extra"]["answer"] != 1.2345678901234567
+    assert json.loads(loaded[0]["questions"][0]["extra"])["answer"] == 1.2345678901234567
 
 
 # -- the cards name the differences ---------------------------------------------------------------------------

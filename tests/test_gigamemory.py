@@ -142,7 +142,7 @@ def test_real_sample_rebuilds_every_line_byte_for_byte(real_build):
         assert json.dumps(rebuilt[key], ensure_ascii=False) == text
     first = json.loads(raw[("format_example.jsonl", 1)])
     row = datasets.load_dataset(str(real_build.output), "qa", split="test")[0]
-    assert row["question_id"] == str(first["id"]) and row["extra"]["id"] == first["id"]
+    assert row["question_id"] == str(first["id"]) and json.loads(row["extra"])["id"] == first["id"]
     assert row["evidence_session_ids"] == [str(value) for value in first["ans_session_ids"]]
 
 
@@ -186,13 +186,13 @@ def test_packaged_sample_string_ids_stay_strings(sample_builds):
     string_rows = [row for row in qa if row["subset"] == "string_ids"]
     assert [row["question_id"] for row in string_rows] == ["q-1", "q-2"]
     assert string_rows[0]["evidence_session_ids"] == ["session_id2"]
-    assert string_rows[0]["extra"]["key_order"][2:4] == [
+    assert json.loads(string_rows[0]["extra"])["key_order"][2:4] == [
         "question_type",
         "ans",
     ]  # the format document's order
     int_rows = [row for row in qa if row["subset"] == "dialogues"]
-    assert [row["extra"]["id"] for row in int_rows] == [1, 2, 3, 4]
-    assert [row["extra"]["ans_session_ids"] for row in int_rows] == [[1], [2, 3], [1, 2], [2]]
+    assert [json.loads(row["extra"])["id"] for row in int_rows] == [1, 2, 3, 4]
+    assert [json.loads(row["extra"])["ans_session_ids"] for row in int_rows] == [[1], [2, 3], [1, 2], [2]]
 
 
 # -- grouping and ids ---------------------------------------------------------------------------------

@@ -181,7 +181,9 @@ def gigamemory_lines(draw) -> list[dict]:
 def test_any_gigamemory_file_survives_build_load_and_export(lines):
     splits, exported = run("gigamemory", {"dialogues.jsonl": jsonl(lines)})
     columns = splits["test"]
-    questions = sorted((q for qs in columns["questions"] for q in qs), key=lambda q: q["extra"]["line"])
+    questions = sorted(
+        (q for qs in columns["questions"] for q in qs), key=lambda q: json.loads(q["extra"])["line"]
+    )
     assert [q["question_id"] for q in questions] == [str(line["id"]) for line in lines]
     assert [q["question"] for q in questions] == [line["question"] for line in lines]
     assert [q["answer"] for q in questions] == [line["ans"] for line in lines]

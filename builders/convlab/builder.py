@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import IO, Any, ClassVar
 
 import datasets
-from datasets import Features, Json, List, Value
+from datasets import Features, List, Value
 
 from builders import schema
 from builders.base import ConversationBuilder
@@ -532,7 +532,7 @@ DB_RESULT = {
     "turn_index": Value("int32"),
     "domain": Value("string"),
     "rank": Value("int32"),
-    "entity": Json(),
+    "entity": schema.json_text(),
 }
 DIALOGUES_VIEW = View(
     "dialogues",
@@ -582,7 +582,7 @@ ONTOLOGY_VIEW = View(
                 }
             ),
             "state": List(schema.STATE_SLOT),
-            "extra": Json(),
+            "extra": schema.json_text(),
         }
     ),
     "One row per dataset: its ontology (domains and slots, intents, dialogue-act inventory, full state).",
@@ -596,7 +596,7 @@ DATABASE_VIEW = View(
             "key": Value("string"),
             "domain": Value("string"),
             "entity_index": Value("int32"),
-            "entity": Json(),
+            "entity": schema.json_text(),
         }
     ),
     "One row per database entity, for the datasets that ship database files in data.zip.",

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import orjson
-from datasets import Features, Json, List, Value
+from datasets import Features, List, Value
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 
 from builders import schema
@@ -77,7 +77,7 @@ OBSERVATIONS = View(
             "position": Value("int32"),
             "observation": Value("string"),
             "evidence_turn_ids": List(Value("string")),
-            "evidence": Json(),
+            "evidence": schema.json_text(),
         }
     ),
     "LoCoMo's per-session observations about each speaker, with evidence turn ids.",
