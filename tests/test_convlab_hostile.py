@@ -333,8 +333,8 @@ def test_turn_keys_named_like_convhubs_markers_round_trip(tmp_path):
     build = build_source("convlab", tmp_path / "build", data_dir=str(tmp_path / "in"))
     [sessions] = datasets.load_dataset(str(build.output), "sessions").values()
     [user, system] = sessions[0]["sessions"][0]["turns"]
-    assert user["extra"]["dialogue_acts_absent"] is True  # the marker, beside the escaped key
-    assert system["extra"]["dialogue_acts_kinds"] == ["categorical", "binary"]
+    assert json.loads(user["extra"])["dialogue_acts_absent"] is True  # the marker, beside the escaped key
+    assert json.loads(system["extra"])["dialogue_acts_kinds"] == ["categorical", "binary"]
     exported = export_source("convlab", build.output, tmp_path / "export").output
     rebuilt = json.loads((exported / "toy" / "data" / "dialogues.json").read_bytes())
     assert json.dumps(rebuilt, sort_keys=True) == json.dumps(source, sort_keys=True)
