@@ -1,9 +1,12 @@
 """Publish a built folder to the Hub in one commit, then load every config back and compare row counts.
 
-The plan compares each local file with the remote listing (sha256 for LFS files, git blob sha otherwise):
-only new or changed files are uploaded, and files an earlier build produced that this build no longer does
-(a ``README.md`` aside, the shards ``<config>/<split>-NNNNN-of-NNNNN.parquet``) are deleted in the same
-commit; anything else in the repo (``.gitattributes``, files added by hand) is left alone. The commit names
+Before anything goes out, the card's row counts are compared with the Parquet footers of each config's files:
+a card whose figures disagree with its folder is refused. The plan compares each local file with the remote
+listing (sha256 for LFS files, git blob sha otherwise): only new or changed files are uploaded. Each commit also
+writes ``.convhub/published.json``, the list of files convhub published in it; the next push deletes exactly the
+files that list names and the new build no longer has, in the same commit. Anything else in the repo
+(``.gitattributes``, files added by hand, even ones named like shards) is left alone; a repo with no list (pushed
+by hand or by an older convhub) gets no deletion, only a warning naming the stale-looking files. The commit names
 the head the plan was made against (``parent_commit``), so a concurrent commit makes it fail instead of
 silently mixing two builds. Nothing changed → no commit.
 
@@ -25,6 +28,7 @@ redacted first (a proxy may echo the request's headers).
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import tempfile
@@ -34,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx2
+import pyarrow.parquet as pq
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCard, HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
@@ -44,6 +49,8 @@ from builders.hub_errors import redact, report
 logger = logging.getLogger("convhub.push")
 
 CARD = "README.md"
+#: What convhub published in the repo's last push: the only files a later push may delete.
+MANIFEST = ".convhub/published.json"
 SHARD = re.compile(r"^[^/]+/(?:[^/]+/)?[^/]+-\d{5}-of-\d{5}\.parquet$")  # <config>/[<subset>/]<split>-…
 NO_LICENSE = {"", "none"}
 
@@ -143,6 +150,8 @@ class PushPlan:
     unchanged: list[str]
     remote: RemoteState
     upload_bytes: int = 0
+    #: Files named like convhub's that this push may not delete: the repo has no list of what convhub published.
+    left_in_place: list[str] = field(default_factory=list)
 
     @property
     def changes(self) -> bool:
@@ -378,18 +387,73 @@ def carries_this_push(plan: PushPlan, files: dict[str, Path], state: RemoteState
     return all(is_unchanged(files[path], state.files[path]) for path in plan.uploads)
 
 
-def is_managed(path: str) -> bool:
-    """A remote file convhub writes (and so may delete): the card and the shards of a config."""
+def looks_managed(path: str) -> bool:
+    """Named like a file convhub writes (the card, a config's shards): only warned about, never deleted on its name."""
     return path == CARD or bool(SHARD.match(path))
 
 
-def plan_push(local: dict[str, Path], remote: RemoteState) -> PushPlan:
+def write_manifest(local: dict[str, Path], scratch: Path) -> dict[str, Path]:
+    """``local`` plus the list of what this push publishes (sorted: an unchanged build makes no commit)."""
+    manifest = scratch / "published.json"
+    published = sorted([*local, MANIFEST])
+    manifest.write_text(json.dumps({"files": published}, indent=1) + "\n", encoding="utf-8")
+    return {**local, MANIFEST: manifest}
+
+
+def published_before(session: HubSession, remote: RemoteState, scratch: Path) -> set[str] | None:
+    """The files the repo's last convhub push published, or None when it has no list (nothing may go)."""
+    if MANIFEST not in remote.files:
+        return None
+    path = session.once(
+        "reading what convhub published before",
+        session.api.hf_hub_download,
+        session.repo_id,
+        MANIFEST,
+        repo_type="dataset",
+        revision=remote.head,
+        cache_dir=str(scratch / "cache"),
+    )
+    try:
+        files = json.loads(Path(path).read_text(encoding="utf-8"))["files"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise PushError(
+            f"{session.repo_id}: {MANIFEST} is not convhub's list of published files ({error})"
+        ) from None
+    return set(files)
+
+
+def plan_push(local: dict[str, Path], remote: RemoteState, published: set[str] | None = None) -> PushPlan:
+    """What to upload and delete. Only a file the last convhub push published (``published``) is deleted."""
     uploads, unchanged = [], []
     for path, local_path in local.items():
         (unchanged if is_unchanged(local_path, remote.files.get(path)) else uploads).append(path)
-    deletions = sorted(path for path in remote.files if is_managed(path) and path not in local)
+    deletions = sorted(path for path in remote.files if path in (published or ()) and path not in local)
     upload_bytes = sum(local[path].stat().st_size for path in uploads)
-    return PushPlan(uploads, deletions, unchanged, remote, upload_bytes)
+    plan = PushPlan(uploads, deletions, unchanged, remote, upload_bytes)
+    if published is None:
+        plan.left_in_place = sorted(p for p in remote.files if looks_managed(p) and p not in local)
+    return plan
+
+
+def card_disagreements(folder: Path, card: DatasetCard) -> list[str]:
+    """Where the card's row counts differ from the rows the Parquet footers of its config's files hold."""
+    counts = expected_rows(card)
+    problems = []
+    for config in card.data.get("configs") or []:
+        name = config["config_name"]
+        data_files = config.get("data_files") or []
+        data_files = [{"split": "train", "path": data_files}] if isinstance(data_files, str) else data_files
+        for entry in data_files:
+            patterns = [entry["path"]] if isinstance(entry["path"], str) else entry["path"]
+            files = sorted({path for pattern in patterns for path in folder.glob(pattern) if path.is_file()})
+            rows = sum(pq.ParquetFile(path).metadata.num_rows for path in files)
+            stated = counts.get(name, {}).get(entry["split"])
+            if stated != rows:
+                problems.append(
+                    f"config {name} split {entry['split']}: the card says {stated} rows, "
+                    f"its {len(files)} Parquet file{'' if len(files) == 1 else 's'} hold{'s' if len(files) == 1 else ''} {rows}"
+                )
+    return problems
 
 
 # -- the push ------------------------------------------------------------------------------------------------
@@ -417,25 +481,50 @@ def push_folder(
     files = local_files(folder)
     card = DatasetCard.load(files[CARD])
     check_license(card)
+    disagreements = card_disagreements(folder, card)
+    if disagreements:
+        raise PushError(
+            f"{folder}: the card disagrees with the folder ({'; '.join(disagreements)}); rebuild it"
+        )
     api = HfApi(endpoint=endpoint, token=token or get_token() or False)
     _check_endpoint(api.endpoint, verify)
     session = HubSession(api, repo_id, revision, retry or DEFAULT_RETRY)
-    result = PushResult(repo_id, revision, plan_push(files, remote_state(session)), dry_run)
-    result.warnings = license_warnings(card)
-    for warning in result.warnings:
-        logger.warning("%s: %s", repo_id, warning)
-    if dry_run:
-        return result
-    if api.token is False:
-        raise PushError(
-            "no Hugging Face token: pass --token, set HF_TOKEN, or run `hf auth login`", kind="auth"
-        )
-    if _prepare_repo(session, result, private):  # plan again against the new repo's or branch's head
-        result.plan = plan_push(files, remote_state(session))
-    _commit(session, result, files, create_pr)
+    with tempfile.TemporaryDirectory(prefix="convhub-push-") as scratch:
+        files = write_manifest(files, Path(scratch))
+        result = PushResult(repo_id, revision, _plan(session, files, Path(scratch)), dry_run)
+        result.warnings = license_warnings(card)
+        if result.plan.left_in_place:
+            result.warnings.append(
+                f"the repo has no {MANIFEST} (pushed by hand or by an older convhub), so these files the build no"
+                f" longer has are left in place: {', '.join(result.plan.left_in_place)}"
+            )
+        for warning in result.warnings:
+            logger.warning("%s: %s", repo_id, warning)
+        if dry_run:
+            return result
+        if api.token is False:
+            raise PushError(
+                "no Hugging Face token: pass --token, set HF_TOKEN, or run `hf auth login`", kind="auth"
+            )
+        if _prepare_repo(session, result, private):  # plan again against the new repo's or branch's head
+            result.plan = _plan(session, files, Path(scratch))
+        _commit(session, result, files, create_pr)
     if verify:
-        result.verified = verify_push(repo_id, result.commit, expected_rows(card), api.token)
+        try:
+            result.verified = verify_push(repo_id, result.commit, expected_rows(card), api.token)
+        except PushError as error:
+            if not result.created_commit:
+                raise
+            landed = result.commit_url or result.pr_url or f"{repo_id}@{result.commit}"
+            raise PushError(
+                f"the commit landed ({result.commit}, {landed}), but {error}", kind="verify"
+            ) from error
     return result
+
+
+def _plan(session: HubSession, files: dict[str, Path], scratch: Path) -> PushPlan:
+    remote = remote_state(session)
+    return plan_push(files, remote, published_before(session, remote, scratch))
 
 
 def _check_endpoint(endpoint: str, verify: bool) -> None:

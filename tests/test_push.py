@@ -6,6 +6,7 @@ client takes its ordinary, unpatched code path), and the ``hub`` fixture hands e
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -22,7 +23,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from builders import registry
 from builders.build import build_source
 from builders.cli import main
-from builders.push import PushError, RetryPolicy, push_folder
+from builders.push import MANIFEST, PushError, RetryPolicy, push_folder
 from builders.staging import MARKER
 
 REPO = "org/locomo-unified"
@@ -52,7 +53,10 @@ def test_push_makes_one_commit_that_loads_back_row_for_row(hub, folder):
     history = repo.commits_on("main")
     assert [commit.message for commit in history[:1]] == ["initial commit"]
     assert len(history) == 2 and history[-1].sha == result.commit and result.created_commit
-    assert set(history[-1].files) == pushed_files(folder) | {".gitattributes"}
+    assert set(history[-1].files) == pushed_files(folder) | {".gitattributes", MANIFEST}
+    assert json.loads(history[-1].files[MANIFEST].content)["files"] == sorted(
+        pushed_files(folder) | {MANIFEST}
+    )
     assert len(hub.calls("commit")) == 1
     for path in pushed_files(folder):
         assert history[-1].files[path].content == (folder / path).read_bytes(), path
@@ -95,7 +99,7 @@ def test_push_of_fewer_configs_deletes_the_stale_files_in_one_commit(hub, folder
     history = hub.repo(REPO).commits_on("main")
     assert len(history) == before + 1
     head = history[-1]
-    assert set(head.files) == {".gitattributes", *pushed_files(smaller)}
+    assert set(head.files) == {".gitattributes", MANIFEST, *pushed_files(smaller)}
     kept = ("sessions/", "turns/", "README.md")
     stale = {path for path in pushed_files(folder) if not path.startswith(kept)}
     assert sorted(stale) == result.plan.deletions
@@ -106,18 +110,42 @@ def test_push_of_fewer_configs_deletes_the_stale_files_in_one_commit(hub, folder
         datasets.load_dataset(REPO, "events")  # the card no longer offers it
 
 
-def test_push_leaves_files_it_did_not_write_alone(hub, folder):
+def test_push_deletes_only_what_convhub_published_never_a_hand_uploaded_shard(hub, folder, tmp_path):
     push_folder(folder, REPO, verify=False)
     api = HfApi()
-    api.upload_file(path_or_fileobj=b"by hand\n", path_in_repo="NOTES.txt", repo_id=REPO, repo_type="dataset")
-    (folder / "events" / "test-00000-of-00001.parquet").unlink()
-    (folder / "events").rmdir()
+    by_hand = {"NOTES.txt": b"by hand\n", "events/test-00001-of-00002.parquet": b"my own shard\n"}
+    for path, content in by_hand.items():
+        api.upload_file(path_or_fileobj=content, path_in_repo=path, repo_id=REPO, repo_type="dataset")
+    smaller = tmp_path / "smaller" / "locomo-unified"
+    build_source("locomo", smaller, data_dir=registry.get("locomo").sample_dir(), configs=["sessions"])
 
-    result = push_folder(folder, REPO, verify=False)
+    result = push_folder(smaller, REPO, verify=False)
 
-    assert result.plan.deletions == ["events/test-00000-of-00001.parquet"]
+    published_before = pushed_files(folder)
+    assert result.plan.deletions == sorted(published_before - pushed_files(smaller))
     head = hub.repo(REPO).head("main")
-    assert head.files["NOTES.txt"].content == b"by hand\n" and ".gitattributes" in head.files
+    assert {path: head.files[path].content for path in by_hand} == by_hand
+    assert set(head.files) == {".gitattributes", MANIFEST, *by_hand, *pushed_files(smaller)}
+
+
+def test_a_repo_without_convhubs_list_gets_no_deletion_and_a_warning(hub, folder, tmp_path, caplog):
+    """A repo pushed by hand or by an older convhub: nothing tells convhub's files from the user's."""
+    push_folder(folder, REPO, verify=False)
+    HfApi().delete_file(MANIFEST, repo_id=REPO, repo_type="dataset")
+    smaller = tmp_path / "smaller" / "locomo-unified"
+    build_source("locomo", smaller, data_dir=registry.get("locomo").sample_dir(), configs=["sessions"])
+
+    with caplog.at_level(logging.WARNING, logger="convhub.push"):
+        result = push_folder(smaller, REPO, verify=False)
+
+    stale = sorted(pushed_files(folder) - pushed_files(smaller))
+    assert result.plan.deletions == [] and result.plan.left_in_place == stale
+    head = hub.repo(REPO).head("main")
+    assert set(head.files) == {".gitattributes", MANIFEST, *pushed_files(folder)}
+    [warning] = [w for w in result.warnings if MANIFEST in w]
+    assert all(path in warning for path in stale) and warning in caplog.text
+    again = push_folder(smaller, REPO, verify=False)  # the list is there now, but it never named those files
+    assert again.plan.deletions == [] and not again.created_commit
 
 
 def test_dry_run_lists_uploads_and_changes_nothing(hub, folder, capsys):
@@ -140,7 +168,7 @@ def test_dry_run_lists_deletions_against_an_existing_repo(hub, folder, tmp_path,
 
     result = push_folder(smaller, REPO, dry_run=True)
 
-    assert result.plan.uploads == ["README.md"]
+    assert sorted(result.plan.uploads) == [MANIFEST, "README.md"]
     assert result.plan.deletions == sorted(
         p for p in pushed_files(folder) if not p.startswith(("sessions/", "README"))
     )
@@ -187,9 +215,9 @@ def test_a_concurrent_commit_fails_the_push_instead_of_mixing_builds(hub, folder
     (folder / "README.md").write_text((folder / "README.md").read_text() + "\nedited\n")
     real_plan = push.plan_push
 
-    def plan_then_someone_commits(local, remote):
+    def plan_then_someone_commits(local, remote, published=None):
         HfApi().upload_file(path_or_fileobj=b"x", path_in_repo="other.txt", repo_id=REPO, repo_type="dataset")
-        return real_plan(local, remote)
+        return real_plan(local, remote, published)
 
     monkeypatch.setattr(push, "plan_push", plan_then_someone_commits)
     with pytest.raises(PushError, match="someone else committed") as raised:
@@ -285,7 +313,7 @@ def test_the_push_script_reads_hf_endpoint_from_the_environment(hub, folder):
     assert len(hub.repo(REPO).commits_on("main")) == 2
 
 
-def test_a_pushed_config_whose_rows_differ_from_the_card_fails_the_push(hub, folder, capsys):
+def test_a_card_whose_row_counts_disagree_with_its_parquet_is_refused_before_any_commit(hub, folder, capsys):
     card = folder / "README.md"
     text = card.read_text()
     qa = text.index("config_name: qa\n  features:")
@@ -294,8 +322,23 @@ def test_a_pushed_config_whose_rows_differ_from_the_card_fails_the_push(hub, fol
 
     assert main(["push", "locomo", "--repo-id", REPO, "--folder", str(folder)]) == 1
 
-    assert "config qa" in capsys.readouterr().err
-    assert len(hub.repo(REPO).commits) == 2  # the commit landed: the failure tells the user it is wrong
+    err = capsys.readouterr().err
+    assert "config qa split test: the card says 999 rows, its 1 Parquet file holds 13" in err
+    assert len(err.strip().splitlines()) == 1
+    assert hub.repos == {} and hub.calls("commit") == []
+
+
+def test_a_load_back_failure_after_the_commit_says_which_commit_landed(hub, folder, monkeypatch, capsys):
+    import builders.push as push
+
+    monkeypatch.setattr(push, "_load_back", lambda *args: {"test": 0})
+
+    assert main(["push", "locomo", "--repo-id", REPO, "--folder", str(folder)]) == 1
+
+    head = hub.repo(REPO).head("main")
+    err = capsys.readouterr().err
+    assert f"the commit landed ({head.sha}, " in err and "loaded {'test': 0}" in err
+    assert len(hub.repo(REPO).commits) == 2
 
 
 def test_a_hub_error_is_reported_on_stderr_with_exit_status_1(hub, folder, capsys, monkeypatch):
@@ -324,6 +367,6 @@ def test_push_of_fewer_subsets_deletes_the_stale_subset_shards(hub, tmp_path):
     result = push_folder(one.output, "org/convlab-unified")
 
     head = hub.repo("org/convlab-unified").commits_on("main")[-1]
-    assert set(head.files) == {".gitattributes", *pushed_files(one.output)}
+    assert set(head.files) == {".gitattributes", MANIFEST, *pushed_files(one.output)}
     dropped = [path for path in result.plan.deletions if f"/{subsets[1]}/" in path]
     assert dropped and all(path.endswith(".parquet") for path in dropped)

@@ -23,7 +23,7 @@ import builders.push as push
 from builders import registry
 from builders.build import build_source
 from builders.cli import main
-from builders.push import PushError, RetryPolicy, push_folder
+from builders.push import MANIFEST, PushError, RetryPolicy, push_folder
 from builders.staging import MARKER
 
 REPO = "org/locomo-unified"
@@ -100,7 +100,9 @@ def assert_landed_once(hub, previous, folder: Path, result) -> None:
     assert len(hub.repo(REPO).commits) == 3 and result.created_commit
     head = history[-1]
     assert {
-        path: stored.content for path, stored in head.files.items() if path != ".gitattributes"
+        path: stored.content
+        for path, stored in head.files.items()
+        if path not in (".gitattributes", MANIFEST)
     } == files_of(folder)
 
 
@@ -145,7 +147,7 @@ def test_creating_the_repo_or_branch_is_retried_even_when_it_had_taken_effect(
     assert our_waits == [1]
     repo = hub.repo(REPO)
     assert repo.refs[result.revision] == result.commit and len(repo.commits) == 2
-    assert set(repo.resolve(result.commit).files) == {".gitattributes", *files_of(v2)}
+    assert set(repo.resolve(result.commit).files) == {".gitattributes", MANIFEST, *files_of(v2)}
 
 
 # -- dropped connections -------------------------------------------------------------------------------------
@@ -269,8 +271,8 @@ def test_someone_elses_commit_during_the_push_fails_it_and_keeps_theirs(
 ):
     real_plan = push.plan_push
 
-    def plan_then_someone_commits(local, remote):
-        plan = real_plan(local, remote)
+    def plan_then_someone_commits(local, remote, published=None):
+        plan = real_plan(local, remote, published)
         HfApi().upload_file(
             path_or_fileobj=b"theirs\n", path_in_repo="NOTES.md", repo_id=REPO, repo_type="dataset"
         )
@@ -321,10 +323,10 @@ def test_when_the_head_cannot_be_read_back_the_message_says_the_commit_may_have_
 ):
     real_plan = push.plan_push
 
-    def plan_then_break_the_read_back(local, remote):
+    def plan_then_break_the_read_back(local, remote, published=None):
         hub.fail_next("commit", drop="after-handling")
         hub.fail_next("repo_info", times=4, status=503)
-        return real_plan(local, remote)
+        return real_plan(local, remote, published)
 
     monkeypatch.setattr(push, "plan_push", plan_then_break_the_read_back)
 
