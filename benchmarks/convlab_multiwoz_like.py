@@ -84,7 +84,7 @@ def write_dataset(folder: Path, name: str, layout: str, scale: float = 1.0) -> P
 
 
 def main(argv: list[str] | None = None) -> int:
-    import bench  # the shared harness: each case in a fresh process, peak RSS from wait4
+    import bench  # the shared harness: each case in a fresh process, peak memory of the process tree
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layout", choices=("zip", "folder"), default="zip")

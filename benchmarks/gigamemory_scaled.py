@@ -61,7 +61,7 @@ def write_scaled(path: Path, lines: int) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import bench  # the shared harness: each case in a fresh process, peak RSS from wait4
+    import bench  # the shared harness: each case in a fresh process, peak memory of the process tree
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=1000)
