@@ -1,4 +1,4 @@
-"""The ``convhub`` command: build, check and push conversation datasets.
+"""The ``convhub`` command: build, check, push, export and mix conversation datasets.
 
 Every subcommand is a thin layer over functions in ``builders`` so that scripts and tests call the same
 code the command runs.
@@ -16,6 +16,11 @@ from pathlib import Path
 from builders import hub_errors, registry
 from builders.errors import SourceError
 from builders.stats import markdown_table
+
+
+def rows(count: int) -> str:
+    """ "1 row", "2,000 rows"."""
+    return f"{count:,} row{'' if count == 1 else 's'}"
 
 
 def _add_source_options(parser: argparse.ArgumentParser) -> None:
@@ -54,15 +59,82 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="convhub", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+DESCRIPTION = """\
+Conversation and long-term-memory datasets as typed, mixable Hugging Face datasets.
 
-    build = commands.add_parser("build", help="build a source into a Hub-ready folder (Parquet + card)")
-    build.add_argument("source", nargs="?", choices=registry.names())
+commands:
+  build    build a source into a Hub-ready folder (Parquet shards + dataset card)
+  check    validate a source; print its statistics and normalizations
+  push     publish a built folder to a Hub dataset repo in one commit
+  export   rebuild a source's own files from a build folder or Hub repo
+  mix      mix built sources by a recipe into one training folder
+
+Run `convhub COMMAND --help` for a command's options and examples."""
+
+#: Examples shown under each command's help.
+EXAMPLES = {
+    "build": """\
+examples:
+  convhub build --all --sample --output out
+  convhub build locomo --data-dir ../shared/data/locomo --output out/locomo-unified
+  convhub build mnbvc --data-dir DIR --output out/mnbvc --config turns --num-proc 2""",
+    "check": """\
+examples:
+  convhub check locomo --sample
+  convhub check convlab --data-dir DIR --on-bad-record skip --quarantine bad.jsonl""",
+    "push": """\
+examples:
+  convhub push locomo --repo-id ORG/locomo-unified --folder out/locomo-unified --dry-run
+  convhub push locomo --repo-id ORG/locomo-unified --folder out/locomo-unified --revision v2 --create-pr""",
+    "export": """\
+examples:
+  convhub export locomo --from out/locomo-unified --output locomo-again
+  convhub export gigamemory --from ORG/gigamemory-unified --output DIR --streaming""",
+    "mix": """\
+examples:
+  convhub mix examples/recipe.yaml --output out/my-mix
+  convhub mix recipe.yaml --output out/my-mix --push --repo-id ORG/my-mix""",
+}
+
+
+def _command(commands, name: str, help: str) -> argparse.ArgumentParser:
+    return commands.add_parser(
+        name,
+        help=help,
+        description=help[0].upper() + help[1:] + ".",
+        epilog=EXAMPLES[name],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("convhub")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="convhub", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"convhub {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    build = _command(commands, "build", "build a source into a Hub-ready folder (Parquet + card)")
+    build.add_argument(
+        "source", nargs="?", choices=registry.names(), help="the source to build (or --all for every one)"
+    )
     build.add_argument("--all", action="store_true", help="build every registered source into OUTPUT/<name>")
     build.add_argument("--sample", action="store_true", help="use the sample files that ship with convhub")
-    build.add_argument("--output", required=True, type=Path)
+    build.add_argument(
+        "--output",
+        required=True,
+        type=Path,
+        help="the folder to write (with --all: one folder per source in it)",
+    )
     _add_overwrite_option(build)
     build.add_argument("--config", action="append", dest="configs", help="only this config (repeatable)")
     build.add_argument(
@@ -74,8 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_source_options(build)
 
-    check = commands.add_parser("check", help="validate a source and print its statistics and normalizations")
-    check.add_argument("source", choices=registry.names())
+    check = _command(commands, "check", "validate a source and print its statistics and normalizations")
+    check.add_argument("source", choices=registry.names(), help="the source to check")
     check.add_argument("--sample", action="store_true", help="check the sample files that ship with convhub")
     _add_source_options(check)
     check.add_argument(
@@ -85,9 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: SOURCE.quarantine.jsonl in the current folder)",
     )
 
-    mix = commands.add_parser("mix", help="mix built sources by a recipe into one Hub-ready training folder")
+    mix = _command(commands, "mix", "mix built sources by a recipe into one Hub-ready training folder")
     mix.add_argument("recipe", type=Path, help="the recipe YAML (see examples/recipe.yaml)")
-    mix.add_argument("--output", required=True, type=Path)
+    mix.add_argument("--output", required=True, type=Path, help="the folder to write the mixture into")
     _add_overwrite_option(mix)
     mix.add_argument(
         "--streaming", action="store_true", help="stream the sources instead of downloading them"
@@ -105,11 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from builders import push  # registers its own options
 
-    push.add_arguments(commands.add_parser("push", help="publish a built folder to the Hub in one commit"))
+    push.add_arguments(_command(commands, "push", "publish a built folder to the Hub in one commit"))
     from builders import export  # registers its own options
 
     export.add_arguments(
-        commands.add_parser("export", help="rebuild a source's own files from a build folder or Hub repo")
+        _command(commands, "export", "rebuild a source's own files from a build folder or Hub repo")
     )
     return parser
 
@@ -142,7 +214,7 @@ def run_build(args) -> int:
 def print_build(result) -> None:
     print(f"{result.source}: {result.output}")
     for name, built in result.configs.items():
-        splits = ", ".join(f"{split} {info.num_examples:,} rows" for split, info in built.splits.items())
+        splits = ", ".join(f"{split} {rows(info.num_examples)}" for split, info in built.splits.items())
         files = sum(len(paths) for paths in built.files.values())
         print(f"  {name:<14} {splits}  ({files} Parquet file{'s' if files != 1 else ''})")
     if getattr(result, "skipped", 0):
@@ -207,7 +279,7 @@ def run_mix(args) -> int:
         )
     except mix.RecipeError as error:
         return hub_errors.report("mix", f"{args.recipe}: {error}", args.token)
-    print(f"{result.recipe.name}: {result.output} ({result.rows:,} rows, {result.tokens:,} tokens)")
+    print(f"{result.recipe.name}: {result.output} ({rows(result.rows)}, {result.tokens:,} tokens)")
     for report in result.reports:
         print(
             f"  {report.entry.name:<20} {report.rows:>10,} rows {report.tokens:>12,} tokens  {report.license}"

@@ -410,7 +410,7 @@ def _short(value: Any) -> str:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("source", choices=registry.names())
+    parser.add_argument("source", choices=registry.names(), help="the source the build was made from")
     parser.add_argument(
         "--from",
         dest="location",

@@ -774,5 +774,7 @@ def print_result(result: PushResult) -> None:
     else:
         print(f"nothing changed: no commit (head {result.commit})")
     for config, splits in result.verified.items():
-        counts = ", ".join(f"{split} {rows:,} rows" for split, rows in splits.items())
+        counts = ", ".join(
+            f"{split} {rows:,} row{'' if rows == 1 else 's'}" for split, rows in splits.items()
+        )
         print(f"  verified {config:<14} {counts}")

@@ -1,0 +1,65 @@
+"""The command line as people expect it from ``hf`` and ``datasets-cli``: a version, help for every argument,
+a description naming every command, examples, and counts in plain English."""
+
+from __future__ import annotations
+
+import argparse
+from importlib.metadata import version
+
+import pytest
+
+from builders import cli
+
+COMMANDS = ("build", "check", "push", "export", "mix")
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = cli.build_parser()
+    [choices] = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+    return dict(choices.choices)
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"convhub {version('convhub')}"
+
+
+def test_the_description_names_every_command_and_shows_no_markup(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert set(subcommands()) == set(COMMANDS)
+    for command in COMMANDS:
+        assert f"\n  {command} " in out, command
+    assert "``" not in out and ":func:" not in out
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_argument_has_help_and_every_command_examples(command, capsys):
+    parser = subcommands()[command]
+    missing = [
+        action.dest
+        for action in parser._actions
+        if not isinstance(action, argparse._HelpAction) and not action.help
+    ]
+    assert missing == []
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    out = capsys.readouterr().out
+    assert "examples:\n  convhub " + command in out
+    assert "``" not in out
+
+
+def test_counts_say_1_row_not_1_rows():
+    assert (cli.rows(1), cli.rows(0), cli.rows(2000)) == ("1 row", "0 rows", "2,000 rows")
+
+
+def test_a_build_summary_says_1_row(tmp_path, capsys):
+    assert (
+        cli.main(["build", "convlab", "--sample", "--output", str(tmp_path / "out"), "--config", "sessions"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "validation 1 row " in out and "1 rows" not in out
