@@ -90,4 +90,9 @@ def test_pushing_a_second_build_of_the_same_input_makes_no_commit(source, hub, s
     assert second.commit == first.commit and second.plan.uploads == [] and second.plan.deletions == []
     assert len(hub.repo(repo_id).commits) == 2  # the repo's initial commit and the first push
     later = hub.calls()[requests_before:]
-    assert {call.route for call in later} <= {"repo_info", "tree", "agent_harnesses"}  # read, compared, done
+    assert {call.route for call in later} <= {
+        "repo_info",
+        "tree",
+        "resolve",
+        "agent_harnesses",
+    }  # read (with the list of what convhub published), compared, done
