@@ -98,22 +98,26 @@ def test_real_cases_run_in_fresh_processes(tmp_path, capsys, source):
 
 
 KNOWN_MEMORY = """
-import os, sys
+import os, sys, time
 mib = int(sys.argv[1])
 workers = int(sys.argv[2])
-held = bytearray(mib << 20)  # touched: zero pages are not resident until written
-for i in range(0, len(held), 4096):
-    held[i] = 1
+
+
+def hold(size):  # touched: untouched pages of a fresh bytearray are not resident
+    block = bytearray(size << 20)
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    return block
+
+
+held = hold(mib)
+time.sleep(0.4)  # long enough for the sampler (every 20 ms) to see it, also on a loaded machine
 pids = []
-for _ in range(workers):  # each worker touches a block of its own while the others live
+for _ in range(workers):  # each worker holds a block of its own while the others live
     pid = os.fork()
     if pid == 0:
-        own = bytearray(mib << 20)
-        for i in range(0, len(own), 4096):
-            own[i] = 1
-        os.read(os.open("/dev/zero", os.O_RDONLY), 1)
-        import time
-        time.sleep(0.5)
+        own = hold(mib)
+        time.sleep(1.0)
         os._exit(0)
     pids.append(pid)
 for pid in pids:
