@@ -437,14 +437,7 @@ def forget(statistics: Statistics, split: str, record: dict) -> None:
     """Take one record back out of the statistics (a sessions row dropped after the workers counted it)."""
     removed = SplitStats()
     removed.add(record)
-    stats = statistics.by_split_subset[(split, record["subset"])]
-    for name in ("conversations", "sessions", "turns", "questions", "tokens"):
-        setattr(stats, name, getattr(stats, name) - getattr(removed, name))
-    for name in ("turns_with_acts", "turns_with_state", "turns_with_images"):
-        setattr(stats, name, getattr(stats, name) - getattr(removed, name))
-    stats.categories.subtract(removed.categories)
-    stats.roles.subtract(removed.roles)
-    stats.categories, stats.roles = +stats.categories, +stats.roles
+    statistics.by_split_subset[(split, record["subset"])].subtract(removed)
 
 
 def split_by_subset(staging: Path, built: ConfigBuild, batch_rows: int = 256) -> None:

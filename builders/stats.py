@@ -20,21 +20,30 @@ class SplitStats:
     sessions: int = 0
     turns: int = 0
     questions: int = 0
-    tokens: int = 0
+    #: Unicode characters of turn text: a length that means the same in Chinese, Russian and English, where
+    #: whitespace-split "tokens" count a whole Chinese utterance as one.
+    characters: int = 0
     turns_with_acts: int = 0
     turns_with_state: int = 0
     turns_with_images: int = 0
     categories: Counter = field(default_factory=Counter)
     roles: Counter = field(default_factory=Counter)
+    #: Conversations per ``language`` as the rows give it: the card's ``language`` list comes from here.
+    languages: Counter = field(default_factory=Counter)
+
+    COUNTS = ("conversations", "sessions", "turns", "questions", "characters")
+    COUNTS += ("turns_with_acts", "turns_with_state", "turns_with_images")
+    COUNTERS = ("categories", "roles", "languages")
 
     def add(self, record: dict) -> None:
         self.conversations += 1
         self.sessions += len(record["sessions"])
         self.questions += len(record["questions"])
+        self.languages[record["language"]] += 1
         for session in record["sessions"]:
             for turn in session["turns"]:
                 self.turns += 1
-                self.tokens += len(turn["text"].split())
+                self.characters += len(turn["text"])
                 self.turns_with_acts += bool(turn["dialogue_acts"])
                 self.turns_with_state += bool(turn["state"])
                 self.turns_with_images += bool(turn["images"])
@@ -43,12 +52,18 @@ class SplitStats:
             self.categories[question["category"]] += 1
 
     def merge(self, other: SplitStats) -> None:
-        for name in ("conversations", "sessions", "turns", "questions", "tokens"):
+        for name in self.COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        for name in ("turns_with_acts", "turns_with_state", "turns_with_images"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.categories.update(other.categories)
-        self.roles.update(other.roles)
+        for name in self.COUNTERS:
+            getattr(self, name).update(getattr(other, name))
+
+    def subtract(self, other: SplitStats) -> None:
+        for name in self.COUNTS:
+            setattr(self, name, getattr(self, name) - getattr(other, name))
+        for name in self.COUNTERS:
+            counter = getattr(self, name)
+            counter.subtract(getattr(other, name))
+            setattr(self, name, +counter)
 
     def to_dict(self) -> dict:
         # not dataclasses.asdict: it rebuilds a Counter from (key, value) pairs, counting the pairs
@@ -58,7 +73,7 @@ class SplitStats:
 
     @classmethod
     def from_dict(cls, data: dict) -> SplitStats:
-        counters = {name: Counter(data.pop(name)) for name in ("categories", "roles")}
+        counters = {name: Counter(data.pop(name, {})) for name in cls.COUNTERS}
         return cls(**data, **counters)
 
     def row(self) -> dict:
@@ -70,7 +85,7 @@ class SplitStats:
             "turns": self.turns,
             "questions": self.questions,
             "avg turns/conversation": round(self.turns / max(self.conversations, 1), 2),
-            "avg tokens/turn": round(self.tokens / turns, 2),
+            "avg characters/turn": round(self.characters / turns, 1),
             "turns with acts": f"{self.turns_with_acts / turns:.0%}",
             "turns with state": f"{self.turns_with_state / turns:.0%}",
             "turns with images": f"{self.turns_with_images / turns:.0%}",

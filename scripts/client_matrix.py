@@ -93,7 +93,9 @@ def json_probes(files: list[str]) -> list[dict[str, Any]]:
             value = json.loads(cell)
             if not isinstance(value, dict):
                 continue
-            key = next((k for k, v in value.items() if k.isidentifier() and k.isascii() and isinstance(v, str)), None)
+            key = next(
+                (k for k, v in value.items() if k.isidentifier() and k.isascii() and isinstance(v, str)), None
+            )
             if key is not None:
                 probes.append({"row": row, "column": column, "key": key, "value": value[key]})
                 found += 1
@@ -188,7 +190,9 @@ def compare(expected: dict[str, Any], plan: dict[str, Any], got: dict[str, Any])
                 continue
             for split, want in splits.items():
                 have = seen.get(split)
-                problems.extend(f"{folder} {config} {split}: {line}" for line in differences(want, have, plan))
+                problems.extend(
+                    f"{folder} {config} {split}: {line}" for line in differences(want, have, plan)
+                )
     return problems
 
 
@@ -203,7 +207,9 @@ def differences(want: dict[str, Any], have: dict[str, Any] | None, plan: dict[st
     if have["sha256"] != want["sha256"]:
         lines.append("values differ (sha256 of the normalized rows)")
     if have["json_paths"] != want["json_paths"]:
-        lines.append(f"JSON functions found {have['json_paths']!r:.200}, expected {want['json_paths']!r:.200}")
+        lines.append(
+            f"JSON functions found {have['json_paths']!r:.200}, expected {want['json_paths']!r:.200}"
+        )
     return lines
 
 
@@ -220,7 +226,9 @@ def reference(plan: dict[str, Any]) -> dict[str, Any]:
             for split, seen in splits.items():
                 probes = plan["folders"][folder]["configs"][config][split]["json_probes"]
                 if seen["json_paths"] != [probe["value"] for probe in probes]:
-                    raise SystemExit(f"client_matrix: {folder} {config} {split}: JSON probes disagree with json.loads")
+                    raise SystemExit(
+                        f"client_matrix: {folder} {config} {split}: JSON probes disagree with json.loads"
+                    )
     return report
 
 
@@ -233,11 +241,19 @@ def build_samples(output: Path) -> list[Path]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--folder", type=Path, help="check the built folders under FOLDER instead of the samples")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--folder", type=Path, help="check the built folders under FOLDER instead of the samples"
+    )
     names = [client.name for client in CLIENTS]
-    parser.add_argument("--client", action="append", choices=names, help="check only this client (repeatable)")
-    parser.add_argument("--keep-venvs", type=Path, help="make the environments here and keep them (else a temp dir)")
+    parser.add_argument(
+        "--client", action="append", choices=names, help="check only this client (repeatable)"
+    )
+    parser.add_argument(
+        "--keep-venvs", type=Path, help="make the environments here and keep them (else a temp dir)"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="environments set up at once (default: 2)")
     return parser.parse_args(argv)
 

@@ -84,6 +84,7 @@ def test_source_error_survives_pickling_between_processes():
 def test_reports_of_workers_merge(tmp_path):
     record = {
         "subset": "s",
+        "language": "en",
         "sessions": [
             {"turns": [{"text": "a b", "dialogue_acts": [], "state": [], "images": [], "role": "user"}]}
         ],
@@ -97,6 +98,7 @@ def test_reports_of_workers_merge(tmp_path):
     merged = Report.load_all(str(tmp_path))
     assert merged.notes == Notes({"kind": 6})
     total = merged.statistics.total()
-    assert (total.conversations, total.turns, total.tokens, total.questions) == (2, 2, 4, 2)
+    assert (total.conversations, total.turns, total.characters, total.questions) == (2, 2, 6, 2)
+    assert total.languages == {"en": 2}
     assert total.categories == {"temporal": 2} and total.roles == {"user": 2}
     assert Report.load_all(str(tmp_path / "none")) is None
