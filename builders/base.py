@@ -75,6 +75,12 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     CITATION: ClassVar[str]
     DESCRIPTION: ClassVar[str]
     ROLE_MAPPING: ClassVar[dict[str, str]]  # source speaker/role → chat role, shown in the card
+    #: The card's ``source_datasets``: ``extended|<Hub repo>``, or ``extended|other-<name>`` for a source that is
+    #: not on the Hub.
+    SOURCE_DATASETS: ClassVar[tuple[str, ...]] = ()
+    #: With ``LICENSE = "other"``: the card's ``license_name`` (a slug) and ``license_link``, which the Hub asks for.
+    LICENSE_NAME: ClassVar[str | None] = None
+    LICENSE_LINK: ClassVar[str | None] = None
     EXTRA_VIEWS: ClassVar[tuple[View, ...]] = ()
     #: Publish every config once more per subset (``<config>-<subset>``), its files under ``<config>/<subset>/``.
     SUBSET_CONFIGS: ClassVar[bool] = False
@@ -93,6 +99,22 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         cls.BUILDER_CONFIGS = [
             ConvHubConfig(name=view.name, description=view.description) for view in cls.views()
         ]
+
+    @classmethod
+    def card_license(cls, subsets: list[str]) -> dict[str, str]:
+        """The card's ``license`` for a build of ``subsets`` (and ``license_name`` / ``license_link`` for other)."""
+        if cls.LICENSE != "other":
+            return {"license": cls.LICENSE}
+        return {"license": "other", "license_name": cls.LICENSE_NAME, "license_link": cls.LICENSE_LINK}
+
+    @classmethod
+    def card_source_datasets(cls, subsets: list[str]) -> list[str]:
+        return list(cls.SOURCE_DATASETS)
+
+    @classmethod
+    def subset_licenses(cls, subsets: list[str]) -> dict[str, tuple[str, str]]:
+        """``{subset: (license, link)}`` where subsets carry licenses of their own (ConvLab); else empty."""
+        return {}
 
     @classmethod
     def views(cls) -> tuple[View, ...]:

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datasets.arrow_writer import ParquetWriter
 from huggingface_hub import DatasetCard
+from huggingface_hub.utils import validate_repo_id
 
 from builders import quarantine, registry
 from builders.derive import DERIVERS, derive_views
@@ -108,8 +109,11 @@ def build_source(
     source_format: str | None = None,
     on_bad_record: str = "raise",
     overwrite: bool = False,
+    repo_id: str | None = None,
 ) -> BuildResult:
     """Build ``configs`` (all by default) of ``source`` into ``output``, replacing it only on success.
+
+    ``repo_id`` is the Hub repo the card's code loads (``ORG/<hub name>`` when not given).
 
     ``output`` may be new, empty or an earlier convhub output; another folder only with ``overwrite``
     (``staging.check_output`` says which folders never). It may not be or lie inside ``data_dir``.
@@ -120,6 +124,8 @@ def build_source(
     from builders.cards import write_card  # the card module imports Jinja2; keep `check` light
 
     builder_cls = registry.get(source)
+    if repo_id is not None:
+        validate_repo_id(repo_id)  # a ValueError naming what is wrong, before any work
     configs = list(configs or [view.name for view in builder_cls.views()])
     for name in configs:
         builder_cls.view_named(name)  # fail on a misspelt config before any work
@@ -148,7 +154,7 @@ def build_source(
         result = BuildResult(
             source, output, built, notes, statistics, skipped=quarantine.records_lost(rejected)
         )
-        write_card(result, staging)
+        write_card(result, staging, repo_id)
     forget_cached_copies(output, old_configs | card_configs(output))
     _place_quarantine(result, rejected)
     return result

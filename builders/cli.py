@@ -77,6 +77,7 @@ EXAMPLES = {
 examples:
   convhub build --all --sample --output out
   convhub build locomo --data-dir ../shared/data/locomo --output out/locomo-unified
+  convhub build locomo --data-dir DIR --output out/locomo-unified --repo-id my-org/locomo-unified
   convhub build mnbvc --data-dir DIR --output out/mnbvc --config turns --num-proc 2""",
     "check": """\
 examples:
@@ -136,6 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the folder to write (with --all: one folder per source in it)",
     )
     _add_overwrite_option(build)
+    build.add_argument(
+        "--repo-id",
+        help="the Hub repo the card's code loads (default ORG/<the source's name>, e.g. ORG/locomo-unified; "
+        "push writes the card for the repo it pushes to)",
+    )
     build.add_argument("--config", action="append", dest="configs", help="only this config (repeatable)")
     build.add_argument(
         "--num-proc",
@@ -191,6 +197,8 @@ def run_build(args) -> int:
 
     if args.all == bool(args.source):
         raise SystemExit("convhub build: give a SOURCE or --all (not both)")
+    if args.all and args.repo_id:
+        raise SystemExit("convhub build: --repo-id names one repo: give it with one SOURCE, not --all")
     sources = registry.names() if args.all else [args.source]
     for source in sources:
         builder_cls = registry.get(source)
@@ -206,6 +214,7 @@ def run_build(args) -> int:
             source_format=args.source_format,
             on_bad_record=args.on_bad_record,
             overwrite=args.overwrite,
+            repo_id=args.repo_id,
         )
         print_build(result)
     return 0

@@ -48,7 +48,16 @@ from datasets.utils.py_utils import convert_file_size_to_int
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from builders import schema
-from builders.cards import TAGS, TASK_CATEGORIES, add_configs, is_non_commercial, size_category, template
+from builders.cards import (
+    CONFIG_TASKS,
+    TAGS,
+    add_configs,
+    is_non_commercial,
+    repo_marker,
+    size_category,
+    template,
+    tidy,
+)
 from builders.hub_errors import redact
 from builders.staging import check_output, staged_folder
 from builders.stats import markdown_table
@@ -824,8 +833,8 @@ def card_data(result: MixResult, folder: Path | None = None) -> DatasetCardData:
         pretty_name=recipe.pretty_name or recipe.name,
         license=licenses[0] if len(licenses) == 1 else licenses,
         language=languages or None,
-        task_categories=TASK_CATEGORIES,
-        size_categories=size_category(result.rows),
+        task_categories=[CONFIG_TASKS.get(recipe.config, "text-generation")],
+        size_categories=[size_category(result.rows)],
         tags=[*TAGS, "mixture", *sorted({report.entry.name for report in result.reports})],
     )
     add_configs(data, [_config_build(result)], recipe.config, folder)
@@ -850,10 +859,11 @@ def render_card_body(result: MixResult, repo_id: str | None = None) -> str:
 
     recipe = result.recipe
     built = _config_build(result)
-    return template("mixture.md").render(
+    repo_id = repo_id or f"ORG/{recipe.name}"
+    body = template("mixture.md").render(
         recipe=recipe,
         result=result,
-        repo_id=repo_id or f"ORG/{recipe.name}",
+        repo_id=repo_id,
         configs={recipe.config: built},
         default_config=recipe.config,
         views={view.name: view for view in SHARED_VIEWS},
@@ -862,6 +872,7 @@ def render_card_body(result: MixResult, repo_id: str | None = None) -> str:
         recipe_yaml=yaml.safe_dump(recipe.document, sort_keys=False, allow_unicode=True).strip(),
         warnings=result.license_warnings(),
     )
+    return tidy(body) + repo_marker(repo_id)
 
 
 def _share(part: int, whole: int) -> str:

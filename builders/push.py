@@ -43,7 +43,7 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCa
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
 from builders import registry
-from builders.cards import is_non_commercial
+from builders.cards import for_repo, is_non_commercial
 from builders.hub_errors import redact, report
 
 logger = logging.getLogger("convhub.push")
@@ -490,6 +490,7 @@ def push_folder(
     _check_endpoint(api.endpoint, verify)
     session = HubSession(api, repo_id, revision, retry or DEFAULT_RETRY)
     with tempfile.TemporaryDirectory(prefix="convhub-push-") as scratch:
+        files = card_for_repo(files, repo_id, Path(scratch))
         files = write_manifest(files, Path(scratch))
         result = PushResult(repo_id, revision, _plan(session, files, Path(scratch)), dry_run)
         result.warnings = license_warnings(card)
@@ -520,6 +521,18 @@ def push_folder(
                 f"the commit landed ({result.commit}, {landed}), but {error}", kind="verify"
             ) from error
     return result
+
+
+def card_for_repo(files: dict[str, Path], repo_id: str, scratch: Path) -> dict[str, Path]:
+    """``files`` with a card whose code loads ``repo_id``: a copy in ``scratch`` when the build named another
+    repo (``convhub build --repo-id``, else ``ORG/<name>``). The folder's own card is left as it is."""
+    text = files[CARD].read_text(encoding="utf-8")
+    retargeted = for_repo(text, repo_id)
+    if retargeted == text:
+        return files
+    copy = scratch / CARD
+    copy.write_text(retargeted, encoding="utf-8")
+    return {**files, CARD: copy}
 
 
 def _plan(session: HubSession, files: dict[str, Path], scratch: Path) -> PushPlan:

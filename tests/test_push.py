@@ -46,6 +46,18 @@ def built_configs(folder: Path) -> list[str]:
     return sorted(path.name for path in folder.iterdir() if path.is_dir())
 
 
+def test_a_card_built_for_one_repo_is_pushed_naming_the_repo_it_goes_to(hub, tmp_path):
+    output = tmp_path / "built"
+    build_source("gigamemory", output, data_dir=registry.get("gigamemory").sample_dir(), repo_id="me/giga")
+    built_card = (output / "README.md").read_text(encoding="utf-8")
+    assert 'load_dataset("me/giga", "turns")' in built_card and "ORG/" not in built_card
+    push_folder(output, REPO)
+    pushed = hub.repo(REPO).commits_on("main")[-1].files["README.md"].content.decode()
+    assert 'load_dataset("me/giga"' not in pushed and f'load_dataset("{REPO}", "turns")' in pushed
+    assert (output / "README.md").read_text(encoding="utf-8") == built_card  # the folder's own card unchanged
+    assert push_folder(output, REPO).created_commit is False  # the same card again: nothing to commit
+
+
 def test_push_makes_one_commit_that_loads_back_row_for_row(hub, folder):
     result = push_folder(folder, REPO)
 
@@ -58,8 +70,12 @@ def test_push_makes_one_commit_that_loads_back_row_for_row(hub, folder):
         pushed_files(folder) | {MANIFEST}
     )
     assert len(hub.calls("commit")) == 1
-    for path in pushed_files(folder):
+    for path in pushed_files(folder) - {"README.md"}:
         assert history[-1].files[path].content == (folder / path).read_bytes(), path
+    local_card = (folder / "README.md").read_text(encoding="utf-8")
+    remote_card = history[-1].files["README.md"].content.decode()
+    assert f'load_dataset("{REPO}", "turns")' in remote_card and "ORG/locomo-unified" not in remote_card
+    assert remote_card == local_card.replace("ORG/locomo-unified", REPO)  # only the repo id changed
     for config in built_configs(folder):
         remote = datasets.load_dataset(REPO, config)
         local = datasets.load_dataset("parquet", data_dir=str(folder / config))
@@ -212,7 +228,9 @@ def test_a_concurrent_commit_fails_the_push_instead_of_mixing_builds(hub, folder
     import builders.push as push
 
     push_folder(folder, REPO, verify=False)
-    (folder / "README.md").write_text((folder / "README.md").read_text() + "\nedited\n")
+    (folder / "README.md").write_text(
+        (folder / "README.md").read_text() + "\nedited by the concurrent-commit test\n"
+    )
     real_plan = push.plan_push
 
     def plan_then_someone_commits(local, remote, published=None):
@@ -224,7 +242,10 @@ def test_a_concurrent_commit_fails_the_push_instead_of_mixing_builds(hub, folder
         push_folder(folder, REPO, verify=False)
     assert raised.value.kind == "conflict" and raised.value.status == 412
     assert len(hub.calls("commit")) == 3  # ours, the other's, ours again: not retried
-    assert "edited" not in hub.repo(REPO).head("main").files["README.md"].content.decode()
+    assert (
+        "edited by the concurrent-commit test"
+        not in hub.repo(REPO).head("main").files["README.md"].content.decode()
+    )
 
 
 def test_token_never_leaks(hub, folder, capsys, caplog, monkeypatch):

@@ -33,17 +33,23 @@ REPO = "org/locomo-unified"
 def v1(tmp_path_factory) -> Path:
     """The previous build: two configs only."""
     output = tmp_path_factory.mktemp("v1") / "locomo-unified"
-    build_source(
-        "locomo", output, data_dir=registry.get("locomo").sample_dir(), configs=["sessions", "turns"]
-    )
+    sample = registry.get("locomo").sample_dir()
+    build_source("locomo", output, data_dir=sample, configs=["sessions", "turns"], repo_id=REPO)
+    return output
+
+
+@pytest.fixture(scope="module")
+def v2_build(tmp_path_factory) -> Path:
+    output = tmp_path_factory.mktemp("v2") / "locomo-unified"
+    build_source("locomo", output, data_dir=registry.get("locomo").sample_dir(), repo_id=REPO)
     return output
 
 
 @pytest.fixture
-def v2(sample_builds, tmp_path) -> Path:
-    """The new build: every config (new shards to upload through LFS, a new card)."""
+def v2(v2_build, tmp_path) -> Path:
+    """The new build: every config (new shards to upload through LFS, a new card), its card written for REPO."""
     copy = tmp_path / "locomo-unified"
-    shutil.copytree(sample_builds["locomo"].output, copy)
+    shutil.copytree(v2_build, copy)
     return copy
 
 

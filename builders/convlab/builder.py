@@ -218,6 +218,30 @@ def check_zip_members(path: str, archive: zipfile.ZipFile) -> None:
             )
 
 
+#: Where ConvLab-3 keeps each dataset's README, which states that dataset's license.
+UNIFIED_DATASETS_URL = "https://github.com/ConvLab/ConvLab-3/tree/master/data/unified_datasets"
+CC_BY = ("cc-by-4.0", "https://creativecommons.org/licenses/by/4.0/")
+CC_BY_SA = ("cc-by-sa-4.0", "https://creativecommons.org/licenses/by-sa/4.0/")
+APACHE = ("apache-2.0", "https://www.apache.org/licenses/LICENSE-2.0")
+#: Each dataset's own license as the "Licensing Information" of its README in ConvLab-3's unified_datasets says
+#: (read 2026-11; sgd2 and sgd4 assumed the same as the other SGD-X variants). kvret's README says "TODO":
+#: unknown. MetaLWOZ is under the Microsoft Research Data License Agreement, which has no Hub id.
+SUBSET_LICENSES: dict[str, tuple[str, str]] = {
+    "camrest": CC_BY,
+    "crosswoz": APACHE,
+    "dailydialog": ("cc-by-nc-sa-4.0", "https://creativecommons.org/licenses/by-nc-sa/4.0/"),
+    "kvret": ("unknown", f"{UNIFIED_DATASETS_URL}/kvret"),
+    "metalwoz": (
+        "other",
+        "https://msropendata-web-api.azurewebsites.net/licenses/2f933be3-284d-500b-7ea3-2aa2fd0f1bb2/view",
+    ),
+    "multiwoz21": APACHE,
+    **{name: CC_BY_SA for name in ("sgd", "sgd1", "sgd2", "sgd3", "sgd4", "sgd5")},
+    **{name: CC_BY for name in ("tm1", "tm2", "tm3")},
+    "woz": APACHE,
+}
+
+
 #: Characters a card's ``data_files`` read as a pattern: a subset named ``x[1]`` would load ``x1``'s files.
 PATTERN_CHARACTERS = frozenset("[]*?")
 
@@ -626,6 +650,31 @@ class ConvLabBuilder(ConversationBuilder):
     EXTRA_VIEWS = (DIALOGUES_VIEW, ONTOLOGY_VIEW, DATABASE_VIEW)
     SUBSET_CONFIGS = True
     DEFAULT_SUBSETS = DEFAULT_SUBSETS
+
+    @classmethod
+    def subset_licenses(cls, subsets: list[str]) -> dict[str, tuple[str, str]]:
+        """Each subset's own license; a dataset ConvLab does not publish (one of your own) is unknown."""
+        return {name: SUBSET_LICENSES.get(name, ("unknown", UNIFIED_DATASETS_URL)) for name in subsets}
+
+    @classmethod
+    def card_license(cls, subsets: list[str]) -> dict[str, str]:
+        """The subsets' one license when they share it, else ``other`` pointing at the per-subset table."""
+        ids = {license_id for license_id, _ in cls.subset_licenses(subsets).values()}
+        if len(ids) == 1 and ids != {"other"}:
+            return {"license": ids.pop()}
+        return {
+            "license": "other",
+            "license_name": "convlab-per-dataset",
+            "license_link": UNIFIED_DATASETS_URL,
+        }
+
+    @classmethod
+    def card_source_datasets(cls, subsets: list[str]) -> list[str]:
+        """ConvLab publishes each default dataset on the Hub as ``ConvLab/<name>``."""
+        return [
+            f"extended|ConvLab/{name}" if name in DEFAULT_SUBSETS else f"extended|other-{name}"
+            for name in subsets
+        ]
 
     def inputs(self, dl_manager) -> list[SubsetInput]:
         subsets = self.config.subsets

@@ -22,6 +22,7 @@ class GigamemoryBuilder(ConversationBuilder):
     LICENSE = "unknown"
     LANGUAGES = ("ru",)
     HOMEPAGE = "https://github.com/ai-forever/memory_aij2025"
+    SOURCE_DATASETS = ("extended|other-gigamemory",)
     DESCRIPTION = (
         "Very long Russian user-assistant dialogues with long-term memory questions (AIJ Contest 2025)."
     )

@@ -129,6 +129,7 @@ class LocomoBuilder(ConversationBuilder):
     LICENSE = "cc-by-nc-4.0"
     LANGUAGES = ("en",)
     HOMEPAGE = "https://snap-research.github.io/locomo/"
+    SOURCE_DATASETS = ("extended|other-locomo",)
     DESCRIPTION = "Very long-term conversations between two people, with memory questions."
     ROLE_MAPPING: ClassVar[dict[str, str]] = {"speaker_a": "user", "speaker_b": "assistant"}
     CITATION = """@inproceedings{maharana2024locomo,

@@ -83,6 +83,7 @@ class MnbvcBuilder(ConversationBuilder):
     LICENSE = "mit"
     LANGUAGES = ("zh", "en")
     HOMEPAGE = "https://github.com/esbatmop/MNBVC"
+    SOURCE_DATASETS = ("extended|liwu/MNBVC",)
     DESCRIPTION = "Chinese multi-turn dialogue, question-answer and forum threads from the MNBVC corpus."
     ROLE_MAPPING: ClassVar[dict[str, str]] = {
         "问 (the question of a Q/A pair)": "user",
