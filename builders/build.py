@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,6 +188,8 @@ class _Run:
     on_bad_record: str = "raise"
     #: Sessions rows left out as later duplicates of a conversation_id (skip mode): (split, row as a dict).
     duplicates: list[tuple[str, dict]] = field(default_factory=list)
+    #: What the derived views left out or merged (``messages``: sessions no chat template takes), for the card.
+    derive_notes: Counter = field(default_factory=Counter)
 
     @property
     def quarantine_dir(self) -> Path:
@@ -348,7 +351,8 @@ class _Run:
                 counts = list(pool.map(derive_views, *zip(*[(o, p) for _, o, p in tasks], strict=True)))
         else:
             counts = [derive_views(outputs, path) for _, outputs, path in tasks]
-        for (split, _, _), shard_counts in zip(tasks, counts, strict=True):
+        for (split, _, _), (shard_counts, notes) in zip(tasks, counts, strict=True):
+            self.derive_notes.update(notes)
             for name, (rows, size) in shard_counts.items():
                 info = built[name].splits.get(split) or datasets.SplitInfo(split, 0, 0)
                 built[name].splits[split] = datasets.SplitInfo(
@@ -382,6 +386,7 @@ class _Run:
             )
         for split, row in self.duplicates:
             forget(report.statistics, split, row)
+        report.notes.update(self.derive_notes)
         return report.notes, report.statistics
 
 

@@ -8,6 +8,7 @@ rows, so the Python view functions remain the definition and this module an equi
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 from datasets.arrow_writer import ParquetWriter
 
 from builders import schema
+from builders.views import chat_messages, turn_content
 
 IDS = list(schema.CONVERSATION_IDS)
 BATCH_ROWS = 64  # conversations per batch: bounds memory on very long conversations
@@ -72,24 +74,49 @@ def qa_table(batch: pa.RecordBatch) -> pa.Table:
     return pa.table(columns)
 
 
-def messages_table(batch: pa.RecordBatch) -> pa.Table:
+def messages_table(batch: pa.RecordBatch, notes: Counter) -> pa.Table:
+    """Arrow moves the columns; the rule that makes a session a valid chat is ``views.chat_messages``, in Python
+    on only the four turn fields it reads (speaker, role, text, image captions)."""
     session_parent, session_index, session_fields = _sessions(batch)
     turns = session_fields["turns"]
     turn_fields = _struct_fields(_flat(turns))
-    messages_struct = pa.StructArray.from_arrays(
-        [turn_fields["role"], turn_fields["text"]], names=["role", "content"]
-    )
-    relative = pc.subtract(turns.offsets, turns.offsets[0])
-    messages = pa.ListArray.from_arrays(relative, messages_struct)
-    columns = {name: batch.column(name).take(session_parent) for name in IDS}
-    columns["session_id"] = session_fields["session_id"]
-    columns["session_index"] = session_index
-    columns["messages"] = messages
-    table = pa.table(columns)
-    return table.filter(pc.greater(pc.list_value_length(turns), 0))  # sessions with turns only
+    speakers, roles, texts = (turn_fields[name].to_pylist() for name in ("speaker", "role", "text"))
+    captions = pc.struct_field(_flat(turn_fields["images"]), "caption").to_pylist()
+    caption_offsets = pc.subtract(turn_fields["images"].offsets, turn_fields["images"].offsets[0]).to_pylist()
+    offsets = pc.subtract(turns.offsets, turns.offsets[0]).to_pylist()
+    parents = session_parent.to_pylist()
+    sources, conversation_speakers = batch.column("source").to_pylist(), batch.column("speakers").to_pylist()
+    date_times = session_fields["date_time"].to_pylist()
+    kept, messages = [], []
+    for session, parent in enumerate(parents):
+        first, last = offsets[session], offsets[session + 1]
+        if first == last:
+            continue  # sessions with turns only
+        session_turns = [
+            (
+                speakers[i],
+                roles[i],
+                turn_content(texts[i], captions[caption_offsets[i] : caption_offsets[i + 1]]),
+            )
+            for i in range(first, last)
+        ]
+        chat = chat_messages(
+            sources[parent], conversation_speakers[parent], date_times[session], session_turns, notes
+        )
+        if chat is not None:
+            kept.append(session)
+            messages.append(chat)
+    kept_array = pa.array(kept, pa.int64())
+    columns = {name: batch.column(name).take(session_parent.take(kept_array)) for name in IDS}
+    columns["session_id"] = session_fields["session_id"].take(kept_array)
+    columns["session_index"] = session_index.take(kept_array)
+    columns["messages"] = pa.array(messages, schema.MESSAGES_FEATURES.arrow_schema.field("messages").type)
+    return pa.table(columns)
 
 
 DERIVERS = {"turns": turns_table, "qa": qa_table, "messages": messages_table}
+#: The derivers that count what they leave out or rewrite (into the build's normalizations).
+COUNTING = frozenset({"messages"})
 
 #: Derived rows are written in row groups of at least this many rows (or ``FLUSH_BYTES``): one row group
 #: per 64-conversation batch made hundreds of tiny groups, and writing them cost a quarter of the derive.
@@ -123,19 +150,22 @@ class _BufferedWriter:
         return self.writer.finalize()
 
 
-def derive_views(views: dict[str, tuple[object, Path]], sessions_path: Path) -> dict[str, tuple[int, int]]:
+def derive_views(
+    views: dict[str, tuple[object, Path]], sessions_path: Path
+) -> tuple[dict[str, tuple[int, int]], Counter]:
     """Write every view of ``views`` (name → (features, output path)) from one read of a sessions shard.
 
-    Returns name → (rows, bytes) as ``datasets`` counts them.
+    Returns name → (rows, bytes) as ``datasets`` counts them, and the counts of what the views left out or merged.
     """
+    notes: Counter = Counter()
     writers = {name: _BufferedWriter(features, path) for name, (features, path) in views.items()}
     try:
         # pre_buffer=False: a pre-buffering reader keeps every column chunk it read until it is closed,
         # so memory grew with the file (the whole compressed sessions shard); this holds one row group.
         for batch in pq.ParquetFile(sessions_path, pre_buffer=False).iter_batches(batch_size=BATCH_ROWS):
             for name, writer in writers.items():
-                writer.add(DERIVERS[name](batch))
-        return {name: writer.finalize() for name, writer in writers.items()}
+                writer.add(DERIVERS[name](batch, notes) if name in COUNTING else DERIVERS[name](batch))
+        return {name: writer.finalize() for name, writer in writers.items()}, notes
     finally:
         for writer in writers.values():
             writer.writer.close()

@@ -173,12 +173,20 @@ def test_packaged_sample_groups_shared_dialogues_and_round_trips(sample_builds):
     assert_round_trip(records, sorted(sample.iterdir()))
 
 
-def test_packaged_sample_keeps_odd_role_orders_in_messages(sample_builds):
-    messages = datasets.load_dataset(str(sample_builds["gigamemory"].output), "messages", split="test")
+def test_packaged_sample_keeps_odd_role_orders_in_turns_and_counts_what_messages_leaves_out(sample_builds):
+    result = sample_builds["gigamemory"]
+    turns = datasets.load_dataset(str(result.output), "turns", split="test")
+    openers = {
+        (row["conversation_id"], row["session_id"]): row["role"] for row in turns if row["turn_index"] == 0
+    }
+    opening_with_assistant = list(openers.values()).count("assistant")
+    assert opening_with_assistant == 2  # the sample's sessions that open with the assistant
+    messages = datasets.load_dataset(str(result.output), "messages", split="test")
     roles = [[message["role"] for message in row["messages"]] for row in messages]
-    assert ["assistant", "user", "assistant"] in roles
-    assert ["user", "assistant", "user"] in roles
-    assert messages.num_rows == 8  # one row per session
+    assert ["user", "assistant", "user"] in roles  # ending on the user is a valid chat
+    assert all(row[0] == "user" for row in roles)
+    assert messages.num_rows == len(openers) - opening_with_assistant  # one per session, but those
+    assert result.notes["messages: session left out: opens with the assistant"] == opening_with_assistant
 
 
 def test_packaged_sample_string_ids_stay_strings(sample_builds):

@@ -657,7 +657,7 @@ def test_card_round_trips_and_lists_every_config(sample_build):
     assert data["license"] == "cc-by-nc-4.0"
     assert data["pretty_name"] == "LoCoMo (convhub unified)"
     assert data["language"] == ["en"]
-    assert data["size_categories"] == "n<1K"
+    assert data["size_categories"] == ["n<1K"]
     assert {"question-answering", "text-generation"} <= set(data["task_categories"])
     assert "locomo" in data["tags"]
     configs = {config["config_name"]: config for config in data["configs"]}

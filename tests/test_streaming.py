@@ -72,9 +72,16 @@ def test_streamed_rows_are_the_built_rows(sample_builds, tmp_path, source, confi
         assert [row for row in got if not is_multiturn(row)] == [
             row for row in expected if not is_multiturn(row)
         ]
-        assert turn_texts(row for row in got if is_multiturn(row)) == turn_texts(
-            row for row in expected if is_multiturn(row)
-        )
+        streamed_texts = turn_texts(row for row in got if is_multiturn(row))
+        built_texts = turn_texts(row for row in expected if is_multiturn(row))
+        if config == "messages":
+            # A conversation streamed in pieces: a piece with no assistant turn is no chat and is left out,
+            # so the streamed messages are some of the built ones' texts (never a text the build lacks).
+            assert {text for _, content in streamed_texts for text in content.split("\n")} <= {
+                text for _, content in built_texts for text in content.split("\n")
+            }
+        else:
+            assert streamed_texts == built_texts
 
 
 @pytest.mark.parametrize("source", registry.names())
