@@ -62,18 +62,21 @@ class ConsoleHandler(logging.Handler):
             self.handleError(record)
 
 
-def setup_logging() -> ConsoleHandler:
+def setup_logging() -> ConsoleHandler | None:
     """One handler on the root logger (added once, however often the CLI runs in one process); warnings
-    from every library, and ``convhub.build``'s phase lines."""
+    from every library, and ``convhub.build``'s phase lines. Like ``logging.basicConfig``, nothing is added
+    where the root logger has handlers already (a program that runs ``cli.main``, pytest): None."""
     import datasets.utils.logging
 
-    library = datasets.utils.logging._get_library_root_logger()
-    for handler in list(library.handlers):  # datasets' default StreamHandler: the second copy of each line
-        if type(handler) is logging.StreamHandler:
-            library.removeHandler(handler)
     root = logging.getLogger()
     handler = next((h for h in root.handlers if isinstance(h, ConsoleHandler)), None)
     if handler is None:
+        if root.handlers:
+            return None
+        library = datasets.utils.logging._get_library_root_logger()
+        for default in list(library.handlers):  # datasets' own StreamHandler: the second copy of each line
+            if type(default) is logging.StreamHandler:
+                library.removeHandler(default)
         handler = ConsoleHandler()
         handler.setFormatter(_Formatter())
         root.addHandler(handler)
@@ -91,11 +94,14 @@ class _QuirkFilter(logging.Filter):
         super().__init__()
         self.prefix = f"builders.{source}."
         self.count = multiprocessing.Value("i", 0)
+        self.last: logging.LogRecord | None = None  # one record passes each handler: counted once
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno == logging.WARNING and record.name.startswith(self.prefix):
-            with self.count.get_lock():
-                self.count.value += 1
+            if record is not self.last:
+                self.last = record
+                with self.count.get_lock():
+                    self.count.value += 1
             return False
         return True
 
@@ -104,12 +110,15 @@ class _QuirkFilter(logging.Filter):
 def quirks_counted(source: str) -> Iterator[_QuirkFilter]:
     """While the block runs, ``source``'s parser warnings are counted (``.count.value``), not printed."""
     handler = setup_logging()
+    handlers = [handler] if handler else logging.getLogger().handlers  # the caller's, where it set them
     quirks = _QuirkFilter(source)
-    handler.addFilter(quirks)
+    for each in handlers:
+        each.addFilter(quirks)
     try:
         yield quirks
     finally:
-        handler.removeFilter(quirks)
+        for each in handlers:
+            each.removeFilter(quirks)
 
 
 def quirk_summary(source: str, count: int) -> str:
