@@ -23,7 +23,7 @@ import pyarrow as pa
 from datasets.arrow_writer import ArrowWriter, ParquetWriter
 from datasets.builder import Key
 
-from builders import quarantine
+from builders import progress, quarantine
 from builders.errors import NESTED_TOO_DEEPLY, Notes, SourceError
 from builders.jsonio import unencodable_field
 from builders.stats import Report
@@ -235,6 +235,14 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         with fewer_collections():  # shards() may read a whole source (indexes, MNBVC partitions)
             return super()._download_and_prepare(*args, **kwargs)
 
+    def _prepare_split(self, split_generator, *args, **kwargs):
+        """``datasets``' own split preparation, under a progress bar that names source, config and split and
+        counts shards against their total (rows written so far beside it): see ``progress.ShardBar``."""
+        label = f"{self.SOURCE} {self.config.name} {split_generator.name}"
+        total = len(split_generator.gen_kwargs.get("shards") or ())
+        with progress.shard_bars(label, total):
+            return super()._prepare_split(split_generator, *args, **kwargs)
+
     def _prepare_split_single(self, *args, **kwargs):
         with fewer_collections():  # a worker process may not have inherited the parent's setting
             yield from self._write_split(*args, **kwargs)
@@ -248,12 +256,21 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         ``pa.Table.from_pylist`` per writer batch builds the same table about 20 times faster
         (``tests/test_batch_writer.py`` checks that the two paths give equal tables). The batches are the
         writer's own, so the Parquet row groups are those ``datasets`` would write. Files, shard splitting
-        at ``max_shard_size`` and the progress protocol are ``datasets``' (5.x; pinned below 6).
+        at ``max_shard_size`` and the progress protocol are ``datasets``' (5.x; pinned below 6); each update is a
+        ``progress.Progress``, the rows since the last one, that also carries the shards finished.
         """
         writer_class = ParquetWriter if file_format == "parquet" else ArrowWriter
         schema = self.info.features.arrow_schema
         shard_lengths, original_shard_lengths = [], []
         total_num_examples = total_num_bytes = shard_id = original_shard_id = 0
+        shards_reported = 0  # of this job's shards, those finished and counted in an update
+
+        def update(finished: int) -> progress.Progress:
+            nonlocal since_update, shards_reported
+            report = progress.Progress(since_update, finished - shards_reported)
+            since_update, shards_reported = 0, finished
+            return report
+
         since_update, last_update = 0, time.time()
 
         def new_writer(features):
@@ -295,10 +312,9 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
                     since_update += len(batch)
                     if time.time() > last_update + datasets.config.PBAR_REFRESH_TIME_INTERVAL:
                         last_update = time.time()
-                        yield job_id, False, since_update
-                        since_update = 0
+                        yield job_id, False, update(original_shard_id)  # the shards before this one are done
             finally:
-                yield job_id, False, since_update
+                yield job_id, False, update(len(gen_kwargs.get("shards") or ()))
                 close(writer)
         except Exception as error:
             raise datasets.exceptions.DatasetGenerationError(

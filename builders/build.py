@@ -8,6 +8,7 @@ the output and renamed into place only when everything succeeded, so a failed bu
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -25,10 +26,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datasets.arrow_writer import ParquetWriter
+from datasets.utils.tqdm import tqdm as hf_tqdm
 from huggingface_hub import DatasetCard
 from huggingface_hub.utils import validate_repo_id
 
 from builders import quarantine, registry
+from builders.console import phases
 from builders.derive import DERIVERS, derive_views
 from builders.errors import Notes, SourceError
 from builders.staging import staged_folder
@@ -155,7 +158,9 @@ def build_source(
         result = BuildResult(
             source, output, built, notes, statistics, skipped=quarantine.records_lost(rejected)
         )
+        phases.info("%s: writing the dataset card", source)
         write_card(result, staging, repo_id)
+        phases.info("%s: moving the build into place at %s", source, output)
     forget_cached_copies(output, old_configs | card_configs(output))
     _place_quarantine(result, rejected)
     return result
@@ -203,6 +208,7 @@ class _Run:
             self.sessions_root = self.staging if keep else self.work / "sessions-only"
             self.sessions_root.mkdir(exist_ok=True)
             self.sessions = self.run_builder(SESSIONS.name, self.sessions_root, report=True)
+            phases.info("%s: checking that every conversation_id is unique", self.builder_cls.SOURCE)
             self.drop_duplicate_ids()
         derived = self.derive([name for name in configs if name in DERIVERS])
         built = {}
@@ -217,6 +223,7 @@ class _Run:
             if self.drop_empty_splits(config):
                 built[name] = config
         if self.builder_cls.SUBSET_CONFIGS:
+            phases.info("%s: one config per subset: splitting the files by subset", self.builder_cls.SOURCE)
             for config in built.values():
                 split_by_subset(self.staging, config)
         return built
@@ -346,11 +353,18 @@ class _Run:
                     config.files.setdefault(split, []).append(relative)
                     outputs[name] = (config.features, self.staging / relative)
                 tasks.append((split, outputs, self.sessions_root / sessions_file))
-        if (self.num_proc or 1) > 1 and len(tasks) > 1:
-            with ProcessPoolExecutor(min(self.num_proc, len(tasks))) as pool:
-                counts = list(pool.map(derive_views, *zip(*[(o, p) for _, o, p in tasks], strict=True)))
-        else:
-            counts = [derive_views(outputs, path) for _, outputs, path in tasks]
+        label = f"{self.builder_cls.SOURCE} {', '.join(names)} (from sessions)"
+        with contextlib.ExitStack() as stack:
+            bar = stack.enter_context(hf_tqdm(total=len(tasks), desc=label, unit=" shards"))
+            if (self.num_proc or 1) > 1 and len(tasks) > 1:
+                pool = stack.enter_context(ProcessPoolExecutor(min(self.num_proc, len(tasks))))
+                done = pool.map(derive_views, *zip(*[(o, p) for _, o, p in tasks], strict=True))
+            else:
+                done = (derive_views(outputs, path) for _, outputs, path in tasks)
+            counts = []
+            for shard_counts in done:  # in task order, as each finishes
+                counts.append(shard_counts)
+                bar.update()
         for (split, _, _), (shard_counts, notes) in zip(tasks, counts, strict=True):
             self.derive_notes.update(notes)
             for name, (rows, size) in shard_counts.items():

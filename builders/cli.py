@@ -7,13 +7,13 @@ code the command runs.
 from __future__ import annotations
 
 import argparse
-import logging
+import contextlib
 import os
 import sys
 import tempfile
 from pathlib import Path
 
-from builders import hub_errors, registry
+from builders import console, hub_errors, registry
 from builders.errors import SourceError
 from builders.stats import markdown_table
 
@@ -204,19 +204,24 @@ def run_build(args) -> int:
         builder_cls = registry.get(source)
         data_dir = builder_cls.sample_dir() if args.sample else args.data_dir
         output = args.output / builder_cls.HUB_NAME if args.all else args.output
-        result = build_source(
-            source,
-            output,
-            data_dir,
-            args.configs,
-            args.num_proc or (1 if args.sample else os.cpu_count()),
-            args.subsets,
-            source_format=args.source_format,
-            on_bad_record=args.on_bad_record,
-            overwrite=args.overwrite,
-            repo_id=args.repo_id,
-        )
+        # the sample files hold odd records on purpose: one line for them, `check --sample` has the details
+        quirks = console.quirks_counted(source) if args.sample else contextlib.nullcontext()
+        with quirks as counted:
+            result = build_source(
+                source,
+                output,
+                data_dir,
+                args.configs,
+                args.num_proc or (1 if args.sample else os.cpu_count()),
+                args.subsets,
+                source_format=args.source_format,
+                on_bad_record=args.on_bad_record,
+                overwrite=args.overwrite,
+                repo_id=args.repo_id,
+            )
         print_build(result)
+        if counted is not None and counted.count.value:
+            print(console.quirk_summary(source, counted.count.value), file=sys.stderr)
     return 0
 
 
@@ -341,7 +346,7 @@ def _offline() -> bool:
 def main(argv: list[str] | None = None) -> int:
     from huggingface_hub.errors import HfHubHTTPError
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    console.setup_logging()
     args = build_parser().parse_args(argv)
     if args.command in ("build", "check"):
         problem = source_options_error(args)
