@@ -13,7 +13,8 @@ to its budget). Each step has one meaning in both modes:
 1. load each source's split(s) of the config, and add provenance columns (``_mix_*``: recipe entry,
    position in the source, content hash, turns, tokens, characters);
 2. filter (language, subset, minimum and maximum turns);
-3. budget: the longest prefix of the filtered rows whose token (and/or character) total fits;
+3. budget: rows drawn at random (the recipe's seed) while the token (and/or character) total fits, kept in
+   the source's order; then ``repeat`` passes over them;
 4. interleave with the recipe's probabilities, seed and stopping strategy, or concatenate;
 5. deduplicate: the first occurrence of a content hash in the mixed order wins; a row repeated by
    oversampling (``all_exhausted``) is the *same* row (same entry and position), so it is kept;
@@ -99,6 +100,7 @@ SOURCE_KEYS = {
     "probability",
     "filters",
     "budget",
+    "repeat",
 }
 FILTER_KEYS = {"language", "subset", "min_turns", "max_turns"}
 BUDGET_KEYS = {"tokens", "characters"}
@@ -172,6 +174,8 @@ class SourceEntry:
     probability: float | None = None
     filters: Filters = Filters()
     budget: Budget = Budget()
+    #: Passes over the source's selected rows (epochs): 2 puts each row in twice.
+    repeat: int = 1
 
     @property
     def location(self) -> str:
@@ -286,6 +290,7 @@ def _source(item, key, config, default_splits, shared_filters, base_dir: Path) -
         probability=_positive(item, "probability", key, maximum=1.0),
         filters=_filters(filters, f"{key}.filters"),
         budget=_budget(_mapping(item, "budget", key), f"{key}.budget"),
+        repeat=_integer(item, "repeat", key, default=1, minimum=1),
     )
 
 
@@ -486,8 +491,12 @@ class SourceReport:
     rows_after_budget: int | None = None
     duplicates_removed: int = 0
     rows: int = 0
+    #: Rows counted once however often they are in the mixture (``repeat``, oversampling).
+    distinct_rows: int = 0
     tokens: int = 0
     characters: int = 0
+    #: Rows per ``language`` as the mixed rows carry it (not the source card's declared list).
+    languages_found: Counter = field(default_factory=Counter)
 
     @property
     def non_commercial(self) -> bool:
@@ -658,9 +667,11 @@ class Mixer:
         if not self.streaming:
             report.rows_after_filters = len(dataset)
         if not entry.budget.is_empty():
-            dataset = self._within_budget(dataset, entry.budget)
+            dataset = self._within_budget(dataset, entry.budget, self.recipe.seed + index)
+        if entry.repeat > 1:  # the same rows again (same entry and position: deduplication keeps them)
+            dataset = datasets.concatenate_datasets([dataset] * entry.repeat)
         if not self.streaming:
-            report.rows_after_budget = len(dataset)
+            report.rows_after_budget = len(dataset) // entry.repeat
             if len(dataset) == 0 and self.recipe.interleaved:  # datasets refuses; say which source and why
                 raise RecipeError(
                     f"sources[{index}]",
@@ -669,21 +680,27 @@ class Mixer:
                 )
         return dataset
 
-    def _within_budget(self, dataset, budget: Budget):
-        """The longest prefix whose totals fit every limit; in streaming, reading stops there."""
+    def _within_budget(self, dataset, budget: Budget, seed: int):
+        """Rows drawn at random (with the recipe's seed, per source) until the next would pass a limit, kept in
+        the source's order: a budget samples the whole source, not its first conversations. In streaming the
+        draw is from a shuffle buffer of ``shuffle_buffer`` rows, and reading stops at the budget."""
         if self.streaming:
             return IterableDataset.from_generator(
                 _prefix_within_budget,
                 features=self.with_provenance,
-                gen_kwargs={"rows": dataset, "budget": budget},
+                gen_kwargs={
+                    "rows": dataset.shuffle(seed=seed, buffer_size=self.recipe.shuffle_buffer),
+                    "budget": budget,
+                },
             )
+        order = np.random.default_rng(seed).permutation(len(dataset))
         fits = np.ones(len(dataset), dtype=bool)
         for column, limit in (("_mix_tokens", budget.tokens), ("_mix_characters", budget.characters)):
             if limit is not None:
-                totals = np.cumsum(dataset.with_format("numpy")[column])
+                totals = np.cumsum(np.asarray(dataset.with_format("numpy")[column])[order])
                 fits &= totals <= limit
         stop = int(np.argmin(fits)) if not fits.all() else len(fits)
-        return dataset.select(range(stop))
+        return dataset.select(np.sort(order[:stop]))
 
     def _deduplicate(self, mixed):
         columns = ["_mix_entry", "_mix_position", "_mix_hash"]
@@ -731,13 +748,40 @@ class MixResult:
     def tokens(self) -> int:
         return sum(report.tokens for report in self.reports)
 
-    def warnings(self) -> list[str]:
-        """License warnings, then sources that ended up with no rows."""
-        empty = [report for report in self.reports if report.rows == 0]
-        return self.license_warnings() + [
-            f"{report.entry.name}: contributed no rows (filters, budget or stopping strategy)"
-            for report in empty
+    @property
+    def languages(self) -> list[str]:
+        """The languages of the mixed rows, most rows first."""
+        found = Counter()
+        for report in self.reports:
+            found.update(report.languages_found)
+        return [
+            language
+            for language, _ in sorted(found.items(), key=lambda item: (-item[1], item[0]))
+            if language
         ]
+
+    def contamination_warnings(self) -> list[str]:
+        """A benchmark's ``test`` split mixed into a split other than ``test``: results on it are no longer clean."""
+        if self.recipe.output_split == "test":
+            return []
+        return [
+            f"{report.entry.name}: its `test` split is in this mixture's `{self.recipe.output_split}` split: a model "
+            "trained on it can no longer be evaluated on that benchmark"
+            for report in self.reports
+            if "test" in report.entry.splits and report.rows
+        ]
+
+    def warnings(self) -> list[str]:
+        """License and contamination warnings, then sources that ended up with no rows."""
+        empty = [report for report in self.reports if report.rows == 0]
+        return (
+            self.license_warnings()
+            + self.contamination_warnings()
+            + [
+                f"{report.entry.name}: contributed no rows (filters, budget or stopping strategy)"
+                for report in empty
+            ]
+        )
 
     def license_warnings(self) -> list[str]:
         """Non-commercial and unknown licenses: the card's warning box and ``convhub mix``'s stderr."""
@@ -790,8 +834,10 @@ def _iterate(rows) -> Iterator[dict]:
 
 
 def _count(mixed: Dataset, mixer: Mixer) -> None:
-    """Rows, tokens and characters per recipe entry, read from the provenance columns in Arrow batches."""
-    columns = ["_mix_entry", "_mix_tokens", "_mix_characters"]
+    """Rows, distinct rows, tokens, characters and languages per recipe entry, from the provenance columns in
+    Arrow batches."""
+    columns = ["_mix_entry", "_mix_position", "_mix_tokens", "_mix_characters", "language"]
+    positions: dict[int, set[int]] = {}
     for batch in mixed.select_columns(columns).with_format("arrow").iter(batch_size=100_000):
         grouped = batch.group_by("_mix_entry").aggregate(
             [("_mix_entry", "count"), ("_mix_tokens", "sum"), ("_mix_characters", "sum")]
@@ -801,6 +847,15 @@ def _count(mixed: Dataset, mixer: Mixer) -> None:
             report.rows += row["_mix_entry_count"]
             report.tokens += row["_mix_tokens_sum"]
             report.characters += row["_mix_characters_sum"]
+        by_language = batch.group_by(["_mix_entry", "language"]).aggregate([("_mix_entry", "count")])
+        for row in by_language.to_pylist():
+            mixer.reports[row["_mix_entry"]].languages_found[row["language"]] += row["_mix_entry_count"]
+        for entry, position in zip(
+            batch.column("_mix_entry").to_pylist(), batch.column("_mix_position").to_pylist(), strict=True
+        ):
+            positions.setdefault(entry, set()).add(position)
+    for index, report in enumerate(mixer.reports):
+        report.distinct_rows = len(positions.get(index, ()))
     for index, removed in mixer.deduplicator.removed.items():
         mixer.reports[index].duplicates_removed = removed
 
@@ -828,11 +883,10 @@ def _write_shards(
 def card_data(result: MixResult, folder: Path | None = None) -> DatasetCardData:
     recipe = result.recipe
     licenses = sorted({report.license for report in result.reports})
-    languages = sorted({language for report in result.reports for language in report.languages})
     data = DatasetCardData(
         pretty_name=recipe.pretty_name or recipe.name,
         license=licenses[0] if len(licenses) == 1 else licenses,
-        language=languages or None,
+        language=result.languages or None,
         task_categories=[CONFIG_TASKS.get(recipe.config, "text-generation")],
         size_categories=[size_category(result.rows)],
         tags=[*TAGS, "mixture", *sorted({report.entry.name for report in result.reports})],
@@ -871,6 +925,7 @@ def render_card_body(result: MixResult, repo_id: str | None = None) -> str:
         pipeline_table=markdown_table(_pipeline_table(result)),
         recipe_yaml=yaml.safe_dump(recipe.document, sort_keys=False, allow_unicode=True).strip(),
         warnings=result.license_warnings(),
+        contamination=result.contamination_warnings(),
     )
     return tidy(body) + repo_marker(repo_id)
 
@@ -892,6 +947,8 @@ def _sources_table(result: MixResult) -> list[dict]:
                 "license": report.license + (" ⚠ non-commercial" if report.non_commercial else ""),
                 "probability": f"{probabilities[index]:.3f}" if probabilities else "– (concatenated)",
                 "rows": report.rows,
+                "distinct rows": report.distinct_rows,
+                "passes": report.entry.repeat,
                 "share of rows": _share(report.rows, result.rows),
                 "tokens": report.tokens,
                 "share of tokens": _share(report.tokens, result.tokens),

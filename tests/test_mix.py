@@ -221,11 +221,22 @@ def test_filters_language_subset_and_turns(tmp_path):
     assert (report.rows_loaded, report.rows_after_filters, report.rows_after_budget) == (6, 2, 2)
 
 
-def test_token_budget_takes_the_longest_prefix_that_fits(tmp_path):
-    write_source(tmp_path / "a", numbered("a", 10, words=5))  # 10 tokens a row
-    parsed = recipe(tmp_path, "sources: [{path: a, budget: {tokens: 35}}]")
-    assert ids(mix.mixture(parsed)) == ["a-0", "a-1", "a-2"]
-    assert ids(mix.mixture(parsed, streaming=True)) == ["a-0", "a-1", "a-2"]
+def test_token_budget_draws_rows_at_random_with_the_seed_and_keeps_the_source_order(tmp_path):
+    # 100 sessions of 10 conversations, in conversation order (as a LoCoMo build lists them): 10 tokens a row
+    rows = [conversation(f"c{c}-s{s}", [f"{c} {s} b c d", "f g h i j"]) for c in range(10) for s in range(10)]
+    write_source(tmp_path / "a", rows)
+    parsed = recipe(tmp_path, "seed: 1\nsources: [{path: a, budget: {tokens: 300}}]")
+    chosen = ids(mix.mixture(parsed))
+    assert len(chosen) == 30  # 300 tokens
+    assert chosen == sorted(chosen, key=[row["conversation_id"] for row in rows].index)  # the source's order
+    assert len({row_id.split("-")[0] for row_id in chosen}) >= 8  # not the first 3 conversations
+    assert chosen == ids(mix.mixture(parsed))  # the same seed, the same rows
+    assert chosen != ids(
+        mix.mixture(recipe(tmp_path, "seed: 2\nsources: [{path: a, budget: {tokens: 300}}]"))
+    )
+    streamed = ids(mix.mixture(parsed, streaming=True))
+    assert len(streamed) == 30 and len({row_id.split("-")[0] for row_id in streamed}) >= 5  # a shuffle buffer
+    assert streamed == ids(mix.mixture(parsed, streaming=True))
 
 
 def test_character_budget_and_token_budget_together(tmp_path):
@@ -233,7 +244,36 @@ def test_character_budget_and_token_budget_together(tmp_path):
         tmp_path / "a", [conversation(f"a-{i}", ["你好世", f"很好{i}"]) for i in range(5)]
     )  # 6 chars, 2 tokens
     parsed = recipe(tmp_path, "sources: [{path: a, budget: {characters: 20, tokens: 100}}]")
-    assert ids(mix.mixture(parsed)) == ["a-0", "a-1", "a-2"]
+    assert len(ids(mix.mixture(parsed))) == 3
+
+
+def test_repeat_puts_each_selected_row_in_that_many_times_and_the_card_says_so(tmp_path):
+    write_source(tmp_path / "a", numbered("a", 5))
+    write_source(tmp_path / "b", numbered("b", 4))
+    result = mix.write_mixture(
+        recipe(tmp_path, "sources: [{path: a, repeat: 3}, {path: b}]"), tmp_path / "out"
+    )
+    loaded = ids(datasets.load_dataset(str(tmp_path / "out"), split="train"))
+    assert collections.Counter(loaded) == {
+        **{f"a-{i}": 3 for i in range(5)},
+        **{f"b-{i}": 1 for i in range(4)},
+    }
+    a, b = result.reports
+    assert (a.rows, a.distinct_rows, b.rows, b.distinct_rows) == (15, 5, 4, 4)
+    card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
+    assert "| a | `a` (local) | a | apache-2.0 | – (concatenated) | 15 | 5 | 3 |" in card
+
+
+def test_a_test_split_mixed_into_training_is_warned_about_and_languages_come_from_the_rows(tmp_path):
+    write_source(tmp_path / "bench", numbered("q", 3), split="test")
+    write_source(tmp_path / "chat", [*numbered("c", 3), conversation("zh", ["你好", "你好"], language="zh")])
+    text = "sources: [{path: bench, split: test}, {path: chat, filters: {language: en}}]"
+    result = mix.write_mixture(recipe(tmp_path, text), tmp_path / "out")
+    [warning] = result.contamination_warnings()
+    assert warning.startswith("bench: its `test` split is in this mixture's `train` split")
+    card = DatasetCard.load(tmp_path / "out" / "README.md")
+    assert "Benchmark contamination" in card.content and warning in card.content
+    assert card.data.language == ["en"]  # the chat source's card says en and zh; its zh row was filtered out
 
 
 def test_interleaving_is_seeded_and_follows_probabilities(tmp_path):
@@ -267,10 +307,10 @@ def test_streaming_gives_the_same_rows_in_the_same_order(tmp_path):
         seed: 11
         stopping_strategy: all_exhausted
         sources:
-          - {path: a, weight: 2, budget: {tokens: 200}, filters: {min_turns: 2}}
+          - {path: a, weight: 2, filters: {min_turns: 2}}
           - {path: b, weight: 1}
         """
-    parsed = recipe(tmp_path, text)
+    parsed = recipe(tmp_path, text)  # no budget: a streamed budget draws from a shuffle buffer instead
     in_memory = mix.mixture(parsed)
     streamed = mix.mixture(parsed, streaming=True)
     assert isinstance(streamed, datasets.IterableDataset)
@@ -323,7 +363,9 @@ def test_written_folder_loads_back_with_card_shares_and_license_warning(tmp_path
 
     loaded = datasets.load_dataset(str(tmp_path / "out"), split="train")
     assert loaded.features == schema.MESSAGES_FEATURES
-    assert ids(loaded) == [f"f-{i}" for i in range(30)] + ["n-0", "n-1", "n-2", "n-3", "n-4"]
+    assert ids(loaded)[:30] == [f"f-{i}" for i in range(30)]
+    drawn = ids(loaded)[30:]
+    assert len(drawn) == 5 and drawn == sorted(drawn, key=lambda row_id: int(row_id[2:]))  # 5 of 10, in order
 
     free, nc = result.reports
     assert (free.rows, free.tokens, nc.rows, nc.tokens) == (30, 180, 5, 60)
@@ -343,11 +385,11 @@ def test_written_folder_loads_back_with_card_shares_and_license_warning(tmp_path
         {"name": "train", "num_bytes": result.num_bytes, "num_examples": 35}
     ]
     assert (
-        "| free | `free` (local) | free | apache-2.0 | – (concatenated) | 30 | 85.7% | 180 | 75.0% |"
+        "| free | `free` (local) | free | apache-2.0 | – (concatenated) | 30 | 30 | 1 | 85.7% | 180 | 75.0% |"
         in card.text
     )
     assert (
-        "| nc | `nc` (local) | nc | cc-by-nc-4.0 ⚠ non-commercial | – (concatenated) | 5 | 14.3% | 60 | 25.0% |"
+        "| nc | `nc` (local) | nc | cc-by-nc-4.0 ⚠ non-commercial | – (concatenated) | 5 | 5 | 1 | 14.3% | 60 | 25.0% |"
         in (card.text)
     )
     assert "**License warning.**" in card.text and "does not allow commercial use" in card.text
@@ -450,10 +492,9 @@ def test_sources_from_hub_repos_streamed_and_the_mixture_pushed(hub, tmp_path):
         """
     parsed = recipe(tmp_path, text)
     streamed = list(mix.mixture(parsed, streaming=True))
-    assert streamed == mix.mixture(parsed).to_list()
-    assert {row["conversation_id"] for row in streamed if row["conversation_id"].startswith("a-")} <= {
-        f"a-{i}" for i in range(10)
-    }
+    assert streamed == list(mix.mixture(parsed, streaming=True))  # seeded: the same draw again
+    drawn = [row["conversation_id"] for row in streamed if row["conversation_id"].startswith("a-")]
+    assert len(drawn) == len(set(drawn)) == 10  # 60 tokens of 6-token rows, drawn from a shuffle buffer
     result = mix.write_mixture(parsed, tmp_path / "out", streaming=True)
     assert [report.license for report in result.reports] == ["apache-2.0", "cc-by-nc-4.0"]
     push_folder(tmp_path / "out", "org/hub-mix")
