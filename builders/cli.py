@@ -294,6 +294,8 @@ def run_mix(args) -> int:
     except mix.RecipeError as error:
         return hub_errors.report("mix", f"{args.recipe}: {error}", args.token)
     print(f"{result.recipe.name}: {result.output} ({rows(result.rows)}, {result.tokens:,} tokens)")
+    if result.eval_rows:
+        print(f"  held out as {result.recipe.eval_split}: {rows(result.eval_rows)}")
     for report in result.reports:
         print(
             f"  {report.entry.name:<20} {report.rows:>10,} rows {report.tokens:>12,} tokens  {report.license}"

@@ -86,7 +86,7 @@ PROVENANCE = Features(
 PROVENANCE_COLUMNS = list(PROVENANCE)
 
 RECIPE_KEYS = {
-    "name", "pretty_name", "description", "config", "split", "output_split", "seed", "stopping_strategy",
+    "name", "pretty_name", "description", "config", "split", "output_split", "eval_split", "seed", "stopping_strategy",
     "deduplicate", "shuffle", "shuffle_buffer", "filters", "sources",
 }  # fmt: skip
 SOURCE_KEYS = {
@@ -101,6 +101,7 @@ SOURCE_KEYS = {
     "filters",
     "budget",
     "repeat",
+    "eval",
 }
 FILTER_KEYS = {"language", "subset", "min_turns", "max_turns"}
 BUDGET_KEYS = {"tokens", "characters"}
@@ -176,6 +177,8 @@ class SourceEntry:
     budget: Budget = Budget()
     #: Passes over the source's selected rows (epochs): 2 puts each row in twice.
     repeat: int = 1
+    #: Conversations held out for the eval split: a share (0 < x < 1) or a count (an integer ≥ 1).
+    eval: float | int | None = None
 
     @property
     def location(self) -> str:
@@ -188,6 +191,8 @@ class Recipe:
     config: str
     sources: tuple[SourceEntry, ...]
     output_split: str = "train"
+    #: The held-out split's name, written when a source has ``eval``.
+    eval_split: str = "validation"
     pretty_name: str | None = None
     description: str | None = None
     seed: int = 0
@@ -249,6 +254,7 @@ def parse_recipe(document: Any, base_dir: str | os.PathLike = ".", default_name:
         config=config,
         sources=sources,
         output_split=_string(document, "output_split", "", default="train"),
+        eval_split=_string(document, "eval_split", "", default="validation"),
         pretty_name=_string(document, "pretty_name", "", default=None),
         description=_string(document, "description", "", default=None),
         seed=_integer(document, "seed", "", default=0, minimum=0),
@@ -258,6 +264,8 @@ def parse_recipe(document: Any, base_dir: str | os.PathLike = ".", default_name:
         shuffle_buffer=_integer(document, "shuffle_buffer", "", default=10_000, minimum=1),
         document=document,
     )
+    if recipe.eval_split == recipe.output_split:
+        raise RecipeError("eval_split", f"must differ from output_split ({recipe.output_split!r})")
     if "stopping_strategy" in document and not recipe.interleaved:
         raise RecipeError("stopping_strategy", "only applies when sources have a weight or probability")
     return recipe
@@ -291,7 +299,21 @@ def _source(item, key, config, default_splits, shared_filters, base_dir: Path) -
         filters=_filters(filters, f"{key}.filters"),
         budget=_budget(_mapping(item, "budget", key), f"{key}.budget"),
         repeat=_integer(item, "repeat", key, default=1, minimum=1),
+        eval=_eval(item.get("eval"), f"{key}.eval"),
     )
+
+
+def _eval(value, key: str) -> float | int | None:
+    """A share of conversations (0 < x < 1) or a number of them (an integer ≥ 1)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RecipeError(key, f"a share of conversations (0 < x < 1) or a count (≥ 1), got {value!r}")
+    if isinstance(value, float) and not 0 < value < 1:
+        raise RecipeError(key, f"a share of conversations is between 0 and 1 (exclusive), got {value!r}")
+    if isinstance(value, int) and value < 1:
+        raise RecipeError(key, f"a count of conversations is ≥ 1, got {value!r}")
+    return value
 
 
 def _filters(document: dict, key: str) -> Filters:
@@ -497,6 +519,9 @@ class SourceReport:
     characters: int = 0
     #: Rows per ``language`` as the mixed rows carry it (not the source card's declared list).
     languages_found: Counter = field(default_factory=Counter)
+    #: Rows and conversations held out for the eval split.
+    eval_rows: int = 0
+    eval_conversations: int = 0
 
     @property
     def non_commercial(self) -> bool:
@@ -623,6 +648,8 @@ class Mixer:
         self.with_provenance = Features({**self.features, **PROVENANCE})
         self.reports = [describe_source(entry) for entry in recipe.sources]
         self.deduplicator = Deduplicator()
+        #: Each source's held-out rows (with provenance), kept apart by conversation from its training rows.
+        self.held_out: list = []
 
     def mixture(self, provenance: bool = False) -> Dataset | IterableDataset:
         prepared = [self._prepare(index, entry) for index, entry in enumerate(self.recipe.sources)]
@@ -664,6 +691,8 @@ class Mixer:
                 input_columns=["language", "subset", "_mix_turns"],
                 fn_kwargs={"filters": entry.filters},
             )
+        if entry.eval is not None:
+            dataset = self._hold_out(dataset, entry, index)
         if not self.streaming:
             report.rows_after_filters = len(dataset)
         if not entry.budget.is_empty():
@@ -679,6 +708,33 @@ class Mixer:
                     f"{report.rows_after_filters} after filters {entry.filters.describe()}, 0 after the budget)",
                 )
         return dataset
+
+    def _hold_out(self, dataset, entry: SourceEntry, index: int):
+        """Set aside ``entry.eval`` of the source's conversations (at random, the recipe's seed): every row of a
+        held-out conversation goes to the eval split and none to training. Returns the training rows."""
+        if self.streaming:
+            raise RecipeError(
+                f"sources[{index}].eval", "a held-out split needs the map-style mix (no --streaming)"
+            )
+        conversations = sorted(set(dataset.unique("conversation_id")))
+        count = entry.eval if isinstance(entry.eval, int) else round(entry.eval * len(conversations))
+        if not 0 < count < len(conversations):
+            raise RecipeError(
+                f"sources[{index}].eval",
+                f"{entry.name} has {len(conversations)} conversations after filters: holding out {count} leaves "
+                "one of the splits empty",
+            )
+        order = np.random.default_rng([self.recipe.seed, index]).permutation(len(conversations))
+        held = {conversations[i] for i in order[:count]}
+        in_eval = np.array([cid in held for cid in dataset["conversation_id"]], dtype=bool)
+        self.held_out.append(dataset.select(np.flatnonzero(in_eval)))
+        self.reports[index].eval_rows = int(in_eval.sum())
+        self.reports[index].eval_conversations = count
+        return dataset.select(np.flatnonzero(~in_eval))
+
+    def held_out_rows(self) -> Dataset | None:
+        """The eval split: every source's held-out rows, in recipe order (no budget, repeat or weights)."""
+        return datasets.concatenate_datasets(self.held_out) if self.held_out else None
 
     def _within_budget(self, dataset, budget: Budget, seed: int):
         """Rows drawn at random (with the recipe's seed, per source) until the next would pass a limit, kept in
@@ -743,6 +799,10 @@ class MixResult:
     files: list[str]
     reports: list[SourceReport]
     streaming: bool
+    #: The held-out split, when a source has ``eval``.
+    eval_rows: int = 0
+    eval_bytes: int = 0
+    eval_files: list[str] = field(default_factory=list)
 
     @property
     def tokens(self) -> int:
@@ -818,13 +878,22 @@ def write_mixture(
                     _iterate, features=mixer.with_provenance, gen_kwargs={"rows": mixed}, cache_dir=cache_dir
                 )
             _count(mixed, mixer)
+            (staging / recipe.config).mkdir()
+            shard_bytes = convert_file_size_to_int(max_shard_size)
             files, num_bytes = _write_shards(
-                mixed.remove_columns(PROVENANCE_COLUMNS),
-                staging,
-                recipe,
-                convert_file_size_to_int(max_shard_size),
+                mixed.remove_columns(PROVENANCE_COLUMNS), staging, recipe, recipe.output_split, shard_bytes
             )
-        result = MixResult(recipe, output, len(mixed), num_bytes, files, mixer.reports, streaming)
+            held_out = mixer.held_out_rows()
+            result = MixResult(recipe, output, len(mixed), num_bytes, files, mixer.reports, streaming)
+            if held_out is not None:
+                result.eval_files, result.eval_bytes = _write_shards(
+                    held_out.remove_columns(PROVENANCE_COLUMNS),
+                    staging,
+                    recipe,
+                    recipe.eval_split,
+                    shard_bytes,
+                )
+                result.eval_rows = len(held_out)
         write_mixture_card(result, staging, repo_id)
     return result
 
@@ -861,7 +930,7 @@ def _count(mixed: Dataset, mixer: Mixer) -> None:
 
 
 def _write_shards(
-    mixed: Dataset, staging: Path, recipe: Recipe, max_shard_bytes: int
+    mixed: Dataset, staging: Path, recipe: Recipe, split: str, max_shard_bytes: int
 ) -> tuple[list[str], int]:
     """Contiguous shards of at most about ``max_shard_bytes`` (Arrow size, estimated from the sources').
 
@@ -871,10 +940,9 @@ def _write_shards(
     underlying_rows = max(len(mixed.data), 1)
     num_bytes = mixed.data.nbytes * len(mixed) // underlying_rows
     count = max(1, math.ceil(num_bytes / max_shard_bytes))
-    (staging / recipe.config).mkdir()
     files = []
     for index in range(count):
-        relative = f"{recipe.config}/{recipe.output_split}-{index:05d}-of-{count:05d}.parquet"
+        relative = f"{recipe.config}/{split}-{index:05d}-of-{count:05d}.parquet"
         mixed.shard(count, index, contiguous=True).to_parquet(staging / relative)
         files.append(relative)
     return files, num_bytes
@@ -900,12 +968,12 @@ def _config_build(result: MixResult):
     from builders.build import ConfigBuild
 
     recipe = result.recipe
-    return ConfigBuild(
-        recipe.config,
-        CONFIG_FEATURES[recipe.config],
-        splits={recipe.output_split: datasets.SplitInfo(recipe.output_split, result.num_bytes, result.rows)},
-        files={recipe.output_split: result.files},
-    )
+    splits = {recipe.output_split: datasets.SplitInfo(recipe.output_split, result.num_bytes, result.rows)}
+    files = {recipe.output_split: result.files}
+    if result.eval_files:
+        splits[recipe.eval_split] = datasets.SplitInfo(recipe.eval_split, result.eval_bytes, result.eval_rows)
+        files[recipe.eval_split] = result.eval_files
+    return ConfigBuild(recipe.config, CONFIG_FEATURES[recipe.config], splits=splits, files=files)
 
 
 def render_card_body(result: MixResult, repo_id: str | None = None) -> str:
@@ -972,6 +1040,9 @@ def _pipeline_table(result: MixResult) -> list[dict]:
             "after filters": known(report.rows_after_filters),
             "after budget": known(report.rows_after_budget),
             "duplicates removed": report.duplicates_removed,
+            "held out (conversations/rows)": f"{report.eval_conversations}/{report.eval_rows}"
+            if report.entry.eval
+            else "–",
             "rows in mixture": report.rows,
         }
         for report in result.reports

@@ -264,6 +264,36 @@ def test_repeat_puts_each_selected_row_in_that_many_times_and_the_card_says_so(t
     assert "| a | `a` (local) | a | apache-2.0 | – (concatenated) | 15 | 5 | 3 |" in card
 
 
+def test_eval_holds_out_whole_conversations_as_a_second_split(tmp_path):
+    # 20 conversations of 3 sessions each: a held-out conversation has all 3 rows in the eval split
+    rows = [
+        conversation(f"c{c}", [f"{c} {s} q", f"{c} {s} a"]) | {"session_index": s}
+        for c in range(20)
+        for s in range(3)
+    ]
+    write_source(tmp_path / "a", rows)
+    write_source(tmp_path / "b", numbered("b", 10))
+    text = "seed: 5\nsources: [{path: a, eval: 0.25}, {path: b, eval: 2}]"
+    result = mix.write_mixture(recipe(tmp_path, text), tmp_path / "out")
+    loaded = datasets.load_dataset(str(tmp_path / "out"))
+    assert sorted(loaded) == ["train", "validation"]
+    train, held = set(ids(loaded["train"])), set(ids(loaded["validation"]))
+    assert not train & held  # no conversation in both splits
+    assert len(held) == 5 + 2 and len(loaded["validation"]) == 5 * 3 + 2 and result.eval_rows == 17
+    assert len(train) == 15 + 8 and len(loaded["train"]) == 15 * 3 + 8
+    a, b = result.reports
+    assert (a.eval_conversations, a.eval_rows, b.eval_conversations, b.eval_rows) == (5, 15, 2, 2)
+    card = DatasetCard.load(tmp_path / "out" / "README.md")
+    assert "A held-out split, `validation`, has 17 rows" in card.content
+    assert {entry["split"] for entry in card.data.configs[0]["data_files"]} == {"train", "validation"}
+    again = mix.write_mixture(recipe(tmp_path, text), tmp_path / "again")
+    assert set(ids(datasets.load_dataset(str(again.output), split="validation"))) == held  # seeded
+    with pytest.raises(mix.RecipeError, match="leaves one of the splits empty"):
+        mix.mixture(recipe(tmp_path, "sources: [{path: b, eval: 10}]"))
+    with pytest.raises(mix.RecipeError, match="sources\\[0\\].eval"):
+        mix.mixture(recipe(tmp_path, "sources: [{path: b, eval: 1.5}]"))
+
+
 def test_a_test_split_mixed_into_training_is_warned_about_and_languages_come_from_the_rows(tmp_path):
     write_source(tmp_path / "bench", numbered("q", 3), split="test")
     write_source(tmp_path / "chat", [*numbered("c", 3), conversation("zh", ["你好", "你好"], language="zh")])
