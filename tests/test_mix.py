@@ -290,7 +290,7 @@ def test_eval_holds_out_whole_conversations_as_a_second_split(tmp_path):
     assert set(ids(datasets.load_dataset(str(again.output), split="validation"))) == held  # seeded
     with pytest.raises(mix.RecipeError, match="leaves one of the splits empty"):
         mix.mixture(recipe(tmp_path, "sources: [{path: b, eval: 10}]"))
-    with pytest.raises(mix.RecipeError, match="sources\\[0\\].eval"):
+    with pytest.raises(mix.RecipeError, match=r"sources\[0\]\.eval"):
         mix.mixture(recipe(tmp_path, "sources: [{path: b, eval: 1.5}]"))
 
 
