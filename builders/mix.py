@@ -102,8 +102,12 @@ SOURCE_KEYS = {
     "budget",
     "repeat",
     "eval",
+    "roles",
+    "system",
 }
-FILTER_KEYS = {"language", "subset", "min_turns", "max_turns"}
+FILTER_KEYS = {"language", "subset", "min_turns", "max_turns", "has_assistant", "alternating", "non_empty"}
+#: Filters on the chat itself (``messages`` config only): what strict templates and TRL require of a row.
+CHAT_FILTERS = ("has_assistant", "alternating", "non_empty")
 BUDGET_KEYS = {"tokens", "characters"}
 
 #: Licenses that forbid commercial use: Creative Commons "NC" variants and the like.
@@ -127,9 +131,18 @@ class Filters:
     subsets: tuple[str, ...] | None = None
     min_turns: int | None = None
     max_turns: int | None = None
+    #: Keep only rows with an assistant message / user-assistant alternation from the user (after an optional
+    #: system message) / no empty content.
+    has_assistant: bool = False
+    alternating: bool = False
+    non_empty: bool = False
 
     def is_empty(self) -> bool:
         return self == Filters()
+
+    @property
+    def chat(self) -> bool:
+        return self.has_assistant or self.alternating or self.non_empty
 
     def describe(self) -> str:
         parts = []
@@ -141,6 +154,7 @@ class Filters:
             parts.append(f"≥{self.min_turns} turns")
         if self.max_turns is not None:
             parts.append(f"≤{self.max_turns} turns")
+        parts.extend(name.replace("_", " ") for name in CHAT_FILTERS if getattr(self, name))
         return ", ".join(parts) or "none"
 
 
@@ -179,6 +193,10 @@ class SourceEntry:
     repeat: int = 1
     #: Conversations held out for the eval split: a share (0 < x < 1) or a count (an integer ≥ 1).
     eval: float | int | None = None
+    #: ``messages`` only: chat roles renamed (``{user: assistant, assistant: user}`` swaps them), and the system
+    #: message every row starts with ("" removes the source's own; None keeps it).
+    roles: tuple[tuple[str, str], ...] = ()
+    system: str | None = None
 
     @property
     def location(self) -> str:
@@ -264,6 +282,11 @@ def parse_recipe(document: Any, base_dir: str | os.PathLike = ".", default_name:
         shuffle_buffer=_integer(document, "shuffle_buffer", "", default=10_000, minimum=1),
         document=document,
     )
+    for index, entry in enumerate(recipe.sources):
+        if entry.config != "messages" and (entry.roles or entry.system is not None or entry.filters.chat):
+            raise RecipeError(
+                f"sources[{index}]", "roles, system and the chat filters apply to the messages config"
+            )
     if recipe.eval_split == recipe.output_split:
         raise RecipeError("eval_split", f"must differ from output_split ({recipe.output_split!r})")
     if "stopping_strategy" in document and not recipe.interleaved:
@@ -300,7 +323,16 @@ def _source(item, key, config, default_splits, shared_filters, base_dir: Path) -
         budget=_budget(_mapping(item, "budget", key), f"{key}.budget"),
         repeat=_integer(item, "repeat", key, default=1, minimum=1),
         eval=_eval(item.get("eval"), f"{key}.eval"),
+        roles=_roles(_mapping(item, "roles", key), f"{key}.roles"),
+        system=_string(item, "system", key, default=None),
     )
+
+
+def _roles(document: dict, key: str) -> tuple[tuple[str, str], ...]:
+    for source_role, chat_role in document.items():
+        if source_role not in schema.ROLES or chat_role not in schema.ROLES:
+            raise RecipeError(f"{key}.{source_role}", f"roles are {list(schema.ROLES)}, got {chat_role!r}")
+    return tuple(sorted(document.items()))
 
 
 def _eval(value, key: str) -> float | int | None:
@@ -323,6 +355,7 @@ def _filters(document: dict, key: str) -> Filters:
         subsets=_string_list(document, "subset", key),
         min_turns=_integer(document, "min_turns", key, default=None, minimum=0),
         max_turns=_integer(document, "max_turns", key, default=None, minimum=0),
+        **{name: _boolean(document, name, key, default=False) for name in CHAT_FILTERS},
     )
     if None not in (filters.min_turns, filters.max_turns) and filters.min_turns > filters.max_turns:
         raise RecipeError(f"{key}.min_turns", f"{filters.min_turns} is above max_turns {filters.max_turns}")
@@ -487,6 +520,27 @@ def _passes_filters(languages, subsets, turns, filters: Filters) -> list[bool]:
             and (filters.max_turns is None or count <= filters.max_turns)
         )
     return keep
+
+
+def _recast_chat(messages: list[dict], entry: SourceEntry) -> dict:
+    """A row's messages with the entry's role renaming and system message."""
+    roles = dict(entry.roles)
+    recast = [{"role": roles.get(m["role"], m["role"]), "content": m["content"]} for m in messages]
+    if entry.system is not None:
+        recast = [m for m in recast[:1] if m["role"] != "system"] + recast[1:]
+        if entry.system:
+            recast.insert(0, {"role": "system", "content": entry.system})
+    return {"messages": recast}
+
+
+def _chat_passes(messages: list[dict], filters: Filters) -> bool:
+    body = messages[1:] if messages and messages[0]["role"] == "system" else messages
+    expected = ("user", "assistant")
+    return (
+        (not filters.has_assistant or any(m["role"] == "assistant" for m in body))
+        and (not filters.alternating or all(m["role"] == expected[i % 2] for i, m in enumerate(body)))
+        and (not filters.non_empty or all((m["content"] or "").strip() for m in messages))
+    )
 
 
 def _language_matches(language: str | None, wanted: tuple[str, ...]) -> bool:
@@ -675,6 +729,10 @@ class Mixer:
     def _prepare(self, index: int, entry: SourceEntry) -> Dataset | IterableDataset:
         report = self.reports[index]
         dataset = load_source(entry, index, self.features, self.streaming)
+        if entry.roles or entry.system is not None:
+            dataset = dataset.map(
+                _recast_chat, input_columns=["messages"], fn_kwargs={"entry": entry}, features=self.features
+            )
         dataset = dataset.map(
             _add_provenance,
             batched=True,
@@ -690,6 +748,10 @@ class Mixer:
                 batched=True,
                 input_columns=["language", "subset", "_mix_turns"],
                 fn_kwargs={"filters": entry.filters},
+            )
+        if entry.filters.chat:
+            dataset = dataset.filter(
+                _chat_passes, input_columns=["messages"], fn_kwargs={"filters": entry.filters}
             )
         if entry.eval is not None:
             dataset = self._hold_out(dataset, entry, index)

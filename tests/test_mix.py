@@ -294,6 +294,38 @@ def test_eval_holds_out_whole_conversations_as_a_second_split(tmp_path):
         mix.mixture(recipe(tmp_path, "sources: [{path: b, eval: 1.5}]"))
 
 
+def test_per_source_roles_system_prompt_and_chat_filters(tmp_path):
+    write_source(
+        tmp_path / "a",
+        [
+            conversation("ok", ["hi", "hello"]),
+            conversation("opens-assistant", ["x", "y"])
+            | {"messages": [{"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}]},
+            conversation("user-only", ["x"]),
+            conversation("empty", ["q", " "]),
+        ],
+    )
+    text = """
+        sources:
+          - path: a
+            system: Be brief.
+            filters: {has_assistant: true, alternating: true, non_empty: true}
+        """
+    [row] = mix.mixture(recipe(tmp_path, text)).to_list()
+    assert row["conversation_id"] == "ok"
+    assert row["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+    ]
+    swapped = mix.mixture(recipe(tmp_path, "sources: [{path: a, roles: {user: assistant, assistant: user}}]"))
+    assert [m["role"] for m in swapped[1]["messages"]] == ["user", "assistant"]  # opens-assistant, swapped
+    with pytest.raises(mix.RecipeError, match="apply to the messages config"):
+        mix.mixture(recipe(tmp_path, "config: turns\nsources: [{path: a, system: x}]"))
+    with pytest.raises(mix.RecipeError, match="roles are"):
+        mix.mixture(recipe(tmp_path, "sources: [{path: a, roles: {user: bot}}]"))
+
+
 def test_a_test_split_mixed_into_training_is_warned_about_and_languages_come_from_the_rows(tmp_path):
     write_source(tmp_path / "bench", numbered("q", 3), split="test")
     write_source(tmp_path / "chat", [*numbered("c", 3), conversation("zh", ["你好", "你好"], language="zh")])
