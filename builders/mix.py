@@ -20,12 +20,15 @@ to its budget). Each step has one meaning in both modes:
    oversampling (``all_exhausted``) is the *same* row (same entry and position), so it is kept;
 6. shuffle (optional) and drop the provenance columns.
 
-Tokens are whitespace-separated words, as ``convhub check`` counts them (no model tokenizer is
-involved); use a ``characters`` budget for text without spaces (Chinese).
+Tokens are counted with the recipe's ``tokenizer`` (``transformers.AutoTokenizer``, its chat template applied
+to ``messages`` rows) when it names one, else as whitespace-separated words (the card says which); use a
+``characters`` budget for text without spaces (Chinese) when there is no tokenizer. A source's ``max_tokens``
+drops or truncates longer rows (the recipe's ``over_length``), before the held-out split and the budget.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -87,6 +90,7 @@ PROVENANCE_COLUMNS = list(PROVENANCE)
 
 RECIPE_KEYS = {
     "name", "pretty_name", "description", "config", "split", "output_split", "eval_split", "seed", "stopping_strategy",
+    "tokenizer", "max_tokens", "over_length",
     "deduplicate", "shuffle", "shuffle_buffer", "filters", "sources",
 }  # fmt: skip
 SOURCE_KEYS = {
@@ -104,6 +108,7 @@ SOURCE_KEYS = {
     "eval",
     "roles",
     "system",
+    "max_tokens",
 }
 FILTER_KEYS = {"language", "subset", "min_turns", "max_turns", "has_assistant", "alternating", "non_empty"}
 #: Filters on the chat itself (``messages`` config only): what strict templates and TRL require of a row.
@@ -197,6 +202,8 @@ class SourceEntry:
     #: message every row starts with ("" removes the source's own; None keeps it).
     roles: tuple[tuple[str, str], ...] = ()
     system: str | None = None
+    #: Rows longer than this many tokens are dropped or truncated (the recipe's ``over_length``).
+    max_tokens: int | None = None
 
     @property
     def location(self) -> str:
@@ -211,6 +218,11 @@ class Recipe:
     output_split: str = "train"
     #: The held-out split's name, written when a source has ``eval``.
     eval_split: str = "validation"
+    #: A tokenizer (local folder or Hub id) that counts tokens with its chat template; None: whitespace words.
+    tokenizer: str | None = None
+    #: What happens to a row over its source's ``max_tokens``: ``drop`` it, or ``truncate`` it (messages only:
+    #: the last messages go until it fits and ends on an assistant message).
+    over_length: str = "drop"
     pretty_name: str | None = None
     description: str | None = None
     seed: int = 0
@@ -273,6 +285,8 @@ def parse_recipe(document: Any, base_dir: str | os.PathLike = ".", default_name:
         sources=sources,
         output_split=_string(document, "output_split", "", default="train"),
         eval_split=_string(document, "eval_split", "", default="validation"),
+        tokenizer=_string(document, "tokenizer", "", default=None),
+        over_length=_string(document, "over_length", "", default="drop"),
         pretty_name=_string(document, "pretty_name", "", default=None),
         description=_string(document, "description", "", default=None),
         seed=_integer(document, "seed", "", default=0, minimum=0),
@@ -282,7 +296,18 @@ def parse_recipe(document: Any, base_dir: str | os.PathLike = ".", default_name:
         shuffle_buffer=_integer(document, "shuffle_buffer", "", default=10_000, minimum=1),
         document=document,
     )
+    if recipe.over_length not in ("drop", "truncate"):
+        raise RecipeError("over_length", f"is drop or truncate, got {recipe.over_length!r}")
+    shared_limit = _integer(document, "max_tokens", "", default=None, minimum=1)
+    if shared_limit is not None:
+        sources = tuple(
+            entry if entry.max_tokens is not None else dataclasses.replace(entry, max_tokens=shared_limit)
+            for entry in recipe.sources
+        )
+        recipe = dataclasses.replace(recipe, sources=sources)
     for index, entry in enumerate(recipe.sources):
+        if recipe.over_length == "truncate" and entry.max_tokens and entry.config != "messages":
+            raise RecipeError("over_length", "truncate applies to the messages config; use drop")
         if entry.config != "messages" and (entry.roles or entry.system is not None or entry.filters.chat):
             raise RecipeError(
                 f"sources[{index}]", "roles, system and the chat filters apply to the messages config"
@@ -325,6 +350,7 @@ def _source(item, key, config, default_splits, shared_filters, base_dir: Path) -
         eval=_eval(item.get("eval"), f"{key}.eval"),
         roles=_roles(_mapping(item, "roles", key), f"{key}.roles"),
         system=_string(item, "system", key, default=None),
+        max_tokens=_integer(item, "max_tokens", key, default=None, minimum=1),
     )
 
 
@@ -497,7 +523,40 @@ def content_hash(turns: list[tuple[str, str]]) -> str:
     return hashlib.blake2b(payload.encode("utf-8"), digest_size=16).hexdigest()
 
 
-def _add_provenance(batch: dict, indices: list[int], entry_index: int) -> dict:
+def whitespace_tokens(row: dict, turns: list[tuple[str, str]]) -> int:
+    """The fallback count when the recipe names no tokenizer: whitespace-separated words."""
+    return sum(len(text.split()) for _, text in turns)
+
+
+class TokenizerCount:
+    """Tokens as a model sees them: ``apply_chat_template`` for ``messages`` rows when the tokenizer has a chat
+    template, else the tokens of each turn's text. Loaded with ``transformers.AutoTokenizer`` (a local folder
+    or a Hub id), which is in the ``train`` extra."""
+
+    def __init__(self, name: str):
+        try:
+            from transformers import AutoTokenizer
+        except ImportError as error:
+            raise RecipeError(
+                "tokenizer", 'counting with a tokenizer needs transformers: pip install ".[train]"'
+            ) from error
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(name)
+        except (OSError, ValueError) as error:
+            raise RecipeError("tokenizer", f"cannot load {name!r}: {error}") from error
+        self.name = name
+        self.templated = bool(getattr(self.tokenizer, "chat_template", None))
+
+    def __call__(self, row: dict, turns: list[tuple[str, str]]) -> int:
+        if self.templated and "messages" in row:
+            encoded = self.tokenizer.apply_chat_template(row["messages"], tokenize=True)
+            return len(
+                encoded["input_ids"] if isinstance(encoded, dict) or hasattr(encoded, "keys") else encoded
+            )
+        return sum(len(self.tokenizer(text, add_special_tokens=False)["input_ids"]) for _, text in turns)
+
+
+def _add_provenance(batch: dict, indices: list[int], entry_index: int, count=whitespace_tokens) -> dict:
     rows = [dict(zip(batch, values, strict=True)) for values in zip(*batch.values(), strict=True)]
     turns = [row_turns(row) for row in rows]
     return {
@@ -505,9 +564,30 @@ def _add_provenance(batch: dict, indices: list[int], entry_index: int) -> dict:
         "_mix_position": list(indices),
         "_mix_hash": [content_hash(t) for t in turns],
         "_mix_turns": [len(t) for t in turns],
-        "_mix_tokens": [sum(len(text.split()) for _, text in t) for t in turns],
+        "_mix_tokens": [count(row, t) for row, t in zip(rows, turns, strict=True)],
         "_mix_characters": [sum(len(text) for _, text in t) for t in turns],
     }
+
+
+def _truncate(row: dict, limit: int, count) -> dict:
+    """The row with its last messages removed until it fits ``limit`` and ends on an assistant message; its
+    provenance measured again. A row that cannot fit keeps no message (the caller drops it)."""
+    messages = list(row["messages"])
+    while messages and (messages[-1]["role"] != "assistant" or _measure(row, messages, count) > limit):
+        messages.pop()
+    if not any(m["role"] == "assistant" for m in messages):
+        messages = []
+    shortened = {**row, "messages": messages}
+    turns = row_turns(shortened)
+    shortened["_mix_turns"] = len(turns)
+    shortened["_mix_tokens"] = count(shortened, turns) if messages else 0
+    shortened["_mix_characters"] = sum(len(text) for _, text in turns)
+    return shortened
+
+
+def _measure(row: dict, messages: list[dict], count) -> int:
+    candidate = {**row, "messages": messages}
+    return count(candidate, row_turns(candidate))
 
 
 def _passes_filters(languages, subsets, turns, filters: Filters) -> list[bool]:
@@ -576,6 +656,9 @@ class SourceReport:
     #: Rows and conversations held out for the eval split.
     eval_rows: int = 0
     eval_conversations: int = 0
+    #: Rows over the source's ``max_tokens``: dropped, and truncated to fit.
+    over_length_dropped: int = 0
+    over_length_truncated: int = 0
 
     @property
     def non_commercial(self) -> bool:
@@ -704,6 +787,7 @@ class Mixer:
         self.deduplicator = Deduplicator()
         #: Each source's held-out rows (with provenance), kept apart by conversation from its training rows.
         self.held_out: list = []
+        self.count = TokenizerCount(recipe.tokenizer) if recipe.tokenizer else whitespace_tokens
 
     def mixture(self, provenance: bool = False) -> Dataset | IterableDataset:
         prepared = [self._prepare(index, entry) for index, entry in enumerate(self.recipe.sources)]
@@ -737,7 +821,7 @@ class Mixer:
             _add_provenance,
             batched=True,
             with_indices=True,
-            fn_kwargs={"entry_index": index},
+            fn_kwargs={"entry_index": index, "count": self.count},
             features=self.with_provenance,
         )
         if not self.streaming:
@@ -753,6 +837,8 @@ class Mixer:
             dataset = dataset.filter(
                 _chat_passes, input_columns=["messages"], fn_kwargs={"filters": entry.filters}
             )
+        if entry.max_tokens is not None:
+            dataset = self._within_length(dataset, entry.max_tokens, report)
         if entry.eval is not None:
             dataset = self._hold_out(dataset, entry, index)
         if not self.streaming:
@@ -770,6 +856,27 @@ class Mixer:
                     f"{report.rows_after_filters} after filters {entry.filters.describe()}, 0 after the budget)",
                 )
         return dataset
+
+    def _within_length(self, dataset, limit: int, report: SourceReport):
+        """Rows over ``limit`` tokens dropped, or truncated (the recipe's ``over_length``); counted when known."""
+        over = dataset.filter(lambda tokens: tokens > limit, input_columns=["_mix_tokens"])
+        kept = dataset.filter(lambda tokens: tokens <= limit, input_columns=["_mix_tokens"])
+        if self.recipe.over_length == "drop":
+            if not self.streaming:
+                report.over_length_dropped = len(over)
+            return kept
+        truncated = over.map(
+            _truncate, fn_kwargs={"limit": limit, "count": self.count}, features=self.with_provenance
+        )
+        fitting = truncated.filter(lambda tokens: tokens > 0, input_columns=["_mix_tokens"])
+        if not self.streaming:
+            report.over_length_truncated = len(fitting)
+            report.over_length_dropped = len(over) - len(fitting)
+            order = np.argsort(
+                np.concatenate([kept["_mix_position"], fitting["_mix_position"]]), kind="stable"
+            )
+            return datasets.concatenate_datasets([kept, fitting]).select(order)  # the source's order again
+        return datasets.concatenate_datasets([kept, fitting])
 
     def _hold_out(self, dataset, entry: SourceEntry, index: int):
         """Set aside ``entry.eval`` of the source's conversations (at random, the recipe's seed): every row of a
@@ -1102,9 +1209,14 @@ def _pipeline_table(result: MixResult) -> list[dict]:
             "after filters": known(report.rows_after_filters),
             "after budget": known(report.rows_after_budget),
             "duplicates removed": report.duplicates_removed,
-            "held out (conversations/rows)": f"{report.eval_conversations}/{report.eval_rows}"
-            if report.entry.eval
-            else "–",
+            "held out (conversations/rows)": (
+                f"{report.eval_conversations}/{report.eval_rows}" if report.entry.eval else "–"
+            ),
+            "over max_tokens (dropped/truncated)": (
+                f"{report.over_length_dropped}/{report.over_length_truncated}"
+                if report.entry.max_tokens
+                else "–"
+            ),
             "rows in mixture": report.rows,
         }
         for report in result.reports

@@ -326,6 +326,44 @@ def test_per_source_roles_system_prompt_and_chat_filters(tmp_path):
         mix.mixture(recipe(tmp_path, "sources: [{path: a, roles: {user: bot}}]"))
 
 
+@pytest.fixture
+def local_tokenizer(tmp_path):
+    """A word-level tokenizer with a chat template, saved as a folder AutoTokenizer loads offline."""
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["[UNK]", "<|user|>", "<|assistant|>", "<|system|>"]
+    words += [f"{p}{i}{k}" for p in "ab" for i in range(40) for k in "qa"]
+    backend = Tokenizer(models.WordLevel({word: i for i, word in enumerate(words)}, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]")
+    tokenizer.chat_template = "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} {% endfor %}"
+    folder = tmp_path / "tokenizer"
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_a_tokenizer_counts_tokens_with_its_chat_template_and_max_tokens_drops_or_truncates(
+    tmp_path, local_tokenizer
+):
+    # 3 words per message; with the template's role marker, 4 tokens a message
+    long_row = conversation("a-long", ["a1q a1q a1q", "a1a a1a a1a", "a2q a2q a2q", "a2a a2a a2a"])
+    write_source(tmp_path / "a", [*numbered("a", 3), long_row])
+    base = f"tokenizer: {local_tokenizer}\nsources: [{{path: a, max_tokens: 10}}]\n"
+    result = mix.write_mixture(recipe(tmp_path, base), tmp_path / "drop")
+    [report] = result.reports
+    assert report.tokens == 3 * 8 and report.over_length_dropped == 1  # 8 tokens a two-message row
+    truncated = mix.write_mixture(recipe(tmp_path, base + "over_length: truncate\n"), tmp_path / "cut")
+    rows = datasets.load_dataset(str(tmp_path / "cut"), split="train").to_list()
+    assert [row["conversation_id"] for row in rows] == ["a-0", "a-1", "a-2", "a-long"]
+    assert rows[-1]["messages"] == long_row["messages"][:2]  # cut to fit, ending on the assistant
+    assert truncated.reports[0].over_length_truncated == 1
+    card = (tmp_path / "cut" / "README.md").read_text(encoding="utf-8")
+    assert f"tokens of `{local_tokenizer}`" in card and "| 0/1 |" in card
+    whitespace = mix.write_mixture(recipe(tmp_path, "sources: [{path: a}]"), tmp_path / "ws")
+    assert "whitespace tokens: the recipe names no tokenizer" in (whitespace.output / "README.md").read_text()
+
+
 def test_a_test_split_mixed_into_training_is_warned_about_and_languages_come_from_the_rows(tmp_path):
     write_source(tmp_path / "bench", numbered("q", 3), split="test")
     write_source(tmp_path / "chat", [*numbered("c", 3), conversation("zh", ["你好", "你好"], language="zh")])
