@@ -201,6 +201,14 @@ def json_document_problem(first: bytes, following: Iterable[bytes], source: str)
     )
 
 
+def array_line_problem(number: int, source: str) -> str:
+    """The message for a JSON Lines file whose first line is a whole JSON array (``json.dump(rows, f)``)."""
+    return (
+        f"this is one JSON document, not JSON Lines: line {number} is a whole JSON array, and {source} reads one "
+        "JSON object per line (rewrite it with jq -c '.[]')"
+    )
+
+
 def refuse_json_document(
     lines: Iterable[tuple[int, bytes]], path: str, source: str
 ) -> Iterator[tuple[int, bytes]]:
@@ -216,6 +224,9 @@ def refuse_json_document(
             yield number, line
             continue
         opening = line.removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
+        if first_number == 1 and opening == b"[" and _parses(line):
+            # a JSON array on one line: every record of a JSON Lines file is an object, never an array
+            raise SourceError(path, None, None, array_line_problem(number, source))
         if first_number == 1 and opening in (b"[", b"{") and not _parses(line):
             ahead: list[tuple[int, bytes]] = []
             size = 0

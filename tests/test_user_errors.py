@@ -103,11 +103,13 @@ def _document(rows: list[dict], layout: str) -> str:
         return json.dumps(rows, ensure_ascii=False, indent=2)
     if layout == "indented object":  # one row, pretty-printed: the first line is "{"
         return json.dumps(rows[0], ensure_ascii=False, indent=2) + "\n"
+    if layout == "array on one line":  # json.dump(rows, f): one line, which is valid JSON
+        return json.dumps(rows, ensure_ascii=False) + "\n"
     # an array with one row a line: the first line is '[{...},' (a whole row, yet not JSON)
     return "[" + ",\n".join(json.dumps(row, ensure_ascii=False) for row in rows) + "]\n"
 
 
-LAYOUTS = ["indented array", "indented object", "array with a row a line"]
+LAYOUTS = ["indented array", "indented object", "array with a row a line", "array on one line"]
 
 
 def _document_folder(tmp_path, source: str, layout: str):
@@ -118,6 +120,8 @@ def _document_folder(tmp_path, source: str, layout: str):
 
 
 def _says_document(text: str, layout: str) -> bool:
+    if layout == "array on one line":
+        return text.startswith("this is one JSON document, not JSON Lines: line 1 is a whole JSON array")
     kind = "object" if layout == "indented object" else "array"
     return (
         "this is one JSON document, not JSON Lines" in text

@@ -39,7 +39,7 @@ import orjson
 
 from builders import schema
 from builders.errors import NESTED_TOO_DEEPLY, Notes, Reject, SourceError, raise_error
-from builders.jsonio import holds_float, json_document_problem
+from builders.jsonio import array_line_problem, holds_float, json_document_problem
 
 #: The four question types of the contest, in the order of its format document.
 QUESTION_TYPES = ("fact_equal_session", "info_consolidation", "info_updating", "no_info")
@@ -325,7 +325,9 @@ def index_file(path: str | os.PathLike, reject: Reject = raise_error, processes:
 
 def _refuse_json_document(path, prepared: _Prepared, error: SourceError) -> None:
     """Raise one SourceError naming the file when its first line is not JSON because the file is one JSON
-    document (an array or object over many lines), not one "not valid JSON" for each of its lines."""
+    document (an array or object over many lines, or an array on one line), not one error for each line."""
+    if error.problem == "expected a JSON object, got list":
+        raise SourceError(path, None, None, array_line_problem(prepared.number, "GigaMemory")) from None
     if not error.problem.startswith("not valid JSON"):
         return
     raw = prepared.raw if prepared.raw is not None else _read_back(path, prepared)
