@@ -109,6 +109,29 @@ def test_two_zip_members_naming_one_file_are_refused_naming_both(command, first,
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("command", ["build", "check"])
+def test_two_files_of_an_extracted_data_folder_naming_one_file_are_refused(command, tmp_path, capsys):
+    """An extracted data/ folder may hold café_db.json twice (NFC and NFD): an export or a macOS disk keeps one."""
+    data = tmp_path / "in" / "toy" / "data"
+    data.mkdir(parents=True)
+    (data / "dialogues.json").write_bytes(dialogues_bytes(0, 1))
+    for form in ("NFC", "NFD"):
+        (data / unicodedata.normalize(form, CAFE)).write_text('{"x": [1]}', encoding="utf-8")
+    assert run(command, tmp_path / "in", tmp_path) != 0
+    line = one_error_line(capsys, command)
+    assert "two files of data/ name one file once Unicode form and case are normalized" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_two_dataset_folders_naming_one_subset_are_refused(tmp_path, capsys):
+    for form in ("NFC", "NFD"):
+        data = tmp_path / "in" / unicodedata.normalize(form, "café") / "data"
+        data.mkdir(parents=True)
+        (data / "dialogues.json").write_bytes(dialogues_bytes(0, 1))
+    assert run("build", tmp_path / "in", tmp_path) != 0
+    assert "two dataset folders name one file" in one_error_line(capsys, "build")
+
+
 # -- 4. a zip bomb ---------------------------------------------------------------------------------------
 
 

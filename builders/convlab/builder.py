@@ -102,7 +102,9 @@ class SubsetInput:
         found = []
         for root, _, files in os.walk(self.path):
             found += [os.path.relpath(os.path.join(root, name), self.path) for name in files]
-        return sorted(name.replace(os.sep, "/") for name in found)
+        names = sorted(name.replace(os.sep, "/") for name in found)
+        _refuse_same_names(self.path, names, "files of data/")
+        return names
 
     def zipped_size(self, member: str) -> int:
         """The uncompressed size of a zip member (0 when it is absent: opening it names the problem)."""
@@ -176,6 +178,22 @@ def _member_key(name: str) -> str:
     (also as NFD, or on a case-insensitive file system) are one file."""
     name = unicodedata.normalize("NFC", name.replace("\\", "/")).casefold()
     return "/".join(part for part in name.split("/") if part not in ("", "."))
+
+
+def _refuse_same_names(path: str, names: list[str], what: str) -> None:
+    """Refuse two names that are one file once normalized (Unicode NFC/NFD, case): an export, a zip or a
+    case-insensitive or normalizing file system (macOS) would keep only one of them."""
+    seen: dict[str, str] = {}
+    for name in names:
+        other = seen.setdefault(_member_key(name), name)
+        if other != name:
+            raise SourceError(
+                path,
+                None,
+                None,
+                f"two {what} name one file once Unicode form and case are normalized: {other!r} and {name!r} "
+                "(an export or another file system would keep only one): rename one",
+            )
 
 
 def check_zip_members(path: str, archive: zipfile.ZipFile) -> None:
@@ -285,6 +303,7 @@ def find_local_inputs(data_dir: str, subsets: tuple[str, ...] | None) -> list[Su
                 candidate = local_input(os.path.join(data_dir, entry))
                 if candidate is not None:
                     found[entry] = candidate
+    _refuse_same_names(data_dir, sorted(found), "dataset folders")
     if subsets:
         missing = [name for name in subsets if name not in found]
         if missing:
