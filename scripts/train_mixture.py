@@ -1,9 +1,12 @@
-"""Train a few steps on a convhub mixture: chat template, an offline tokenizer, a tiny Llama, the real Trainer.
+"""Train a few steps on a convhub mixture with TRL's SFTTrainer: assistant tokens only, packed sequences.
 
-It shows the whole path from a mixture to ``transformers.Trainer`` with nothing downloaded: the tokenizer is a
+It shows the whole path from a mixture to ``trl.SFTTrainer`` with nothing downloaded: the tokenizer is a
 BPE trained on the mixture's own text (``tokenizers``) wrapped in ``PreTrainedTokenizerFast`` with a Jinja
-chat template, and the model is a randomly initialized two-layer ``LlamaForCausalLM``. Swap in a real
-tokenizer and model (``AutoTokenizer.from_pretrained(...)``) for real training; the data part stays the same.
+chat template that marks each assistant message (``{% generation %}``), so ``assistant_only_loss`` puts the
+loss on what the assistant says and nothing else; ``packing`` fills each sequence with several sessions. The
+model is a randomly initialized two-layer ``LlamaForCausalLM``. Swap in a real tokenizer and model
+(``AutoTokenizer.from_pretrained(...)``, whose template needs the same markers) for real training; the data
+part stays the same.
 
     pip install torch==2.13.0 && pip install ".[train]"       # torch first: the CPU build
     convhub build --all --sample --output out && convhub mix examples/recipe.yaml --output out/mix
@@ -24,23 +27,23 @@ import datasets
 import torch
 import transformers
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-from transformers import (
-    DataCollatorForLanguageModeling,
-    LlamaConfig,
-    LlamaForCausalLM,
-    PreTrainedTokenizerFast,
-    Trainer,
-    TrainingArguments,
-)
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from trl import SFTConfig, SFTTrainer
 
 ROLE_TOKENS = ["<|system|>", "<|user|>", "<|assistant|>"]
 SPECIAL_TOKENS = ["<pad>", "<unk>", "<s>", "</s>", *ROLE_TOKENS]
 
-#: One line per message, its role as a special token; ``add_generation_prompt`` opens an assistant turn.
+#: One line per message, its role as a special token. An assistant message and the ``eos_token`` that ends
+#: it sit inside ``{% generation %}``: the tokens TRL's ``assistant_only_loss`` trains on (the model learns to
+#: answer and to stop, never to write the user's side). ``add_generation_prompt`` opens an assistant turn.
 CHAT_TEMPLATE = (
     "{{ bos_token }}"
-    "{% for message in messages %}<|{{ message['role'] }}|> {{ message['content'] }}\n{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|> {% else %}{{ eos_token }}{% endif %}"
+    "{% for message in messages %}"
+    "{% if message['role'] == 'assistant' %}"
+    "<|assistant|> {% generation %}{{ message['content'] }}{{ eos_token }}{% endgeneration %}\n"
+    "{% else %}<|{{ message['role'] }}|> {{ message['content'] }}\n{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|> {% endif %}"
 )
 
 
@@ -71,16 +74,6 @@ def build_tokenizer(texts, vocab_size: int = 600) -> PreTrainedTokenizerFast:
     return wrapped
 
 
-def tokenize(mixture, tokenizer: PreTrainedTokenizerFast, max_length: int):
-    """Chat template → text → token ids, truncated; works on a ``Dataset`` and on an ``IterableDataset``."""
-
-    def encode(batch):
-        texts = [tokenizer.apply_chat_template(messages, tokenize=False) for messages in batch["messages"]]
-        return tokenizer(texts, truncation=True, max_length=max_length, add_special_tokens=False)
-
-    return mixture.map(encode, batched=True, remove_columns=list(mixture.column_names))
-
-
 def tiny_model(tokenizer: PreTrainedTokenizerFast, max_length: int, seed: int) -> LlamaForCausalLM:
     torch.manual_seed(seed)
     config = LlamaConfig(
@@ -107,14 +100,14 @@ def train(
     batch_size: int = 4,
     learning_rate: float = 5e-3,
     output_dir: str | None = None,
-) -> tuple[list[float], Trainer]:
-    """Run ``steps`` optimizer steps of the real Trainer on the CPU; return the loss of every step."""
+) -> tuple[list[float], SFTTrainer]:
+    """Run ``steps`` optimizer steps of TRL's SFTTrainer on the CPU (assistant-only loss, packing); return the
+    loss of every step."""
     transformers.set_seed(seed)
     tokenizer = build_tokenizer(mixture_texts(mixture))
-    train_dataset = tokenize(mixture, tokenizer, max_length)
     model = tiny_model(tokenizer, max_length, seed)
     with tempfile.TemporaryDirectory(prefix="convhub-train-") as scratch:
-        arguments = TrainingArguments(
+        arguments = SFTConfig(
             output_dir=output_dir or scratch,
             max_steps=steps,
             per_device_train_batch_size=batch_size,
@@ -124,17 +117,21 @@ def train(
             save_strategy="no",
             report_to="none",
             use_cpu=True,
+            bf16=False,
+            activation_checkpointing=False,
             seed=seed,
             data_seed=seed,
             dataloader_num_workers=0,
             disable_tqdm=True,
             optim="adamw_torch",
+            max_length=max_length,
+            packing=True,
+            assistant_only_loss=True,
         )
-        trainer = Trainer(
+        trainer = SFTTrainer(
             model=model,
             args=arguments,
-            train_dataset=train_dataset,
-            data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False),
+            train_dataset=mixture.select_columns(["messages"]),
             processing_class=tokenizer,
         )
         trainer.train()

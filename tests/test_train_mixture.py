@@ -63,20 +63,68 @@ def test_chat_template_and_offline_tokenizer(train_mixture, mixture_folder):
     tokenizer = train_mixture.build_tokenizer(train_mixture.mixture_texts(rows))
     messages = [{"role": "user", "content": "hello there"}, {"role": "assistant", "content": "hi"}]
     text = tokenizer.apply_chat_template(messages, tokenize=False)
-    assert text == "<s><|user|> hello there\n<|assistant|> hi\n</s>"
+    assert text == "<s><|user|> hello there\n<|assistant|> hi</s>"  # (Jinja drops the last newline)
     prompt = tokenizer.apply_chat_template(messages[:1], tokenize=False, add_generation_prompt=True)
     assert prompt.endswith("<|assistant|> ")
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     for token in ("<s>", "<|user|>", "<|assistant|>", "</s>"):
         assert ids.count(tokenizer.convert_tokens_to_ids(token)) == 1  # one id each, never split
     assert tokenizer.unk_token_id not in tokenizer(rows[0]["messages"][0]["content"])["input_ids"]
+    masked = tokenizer.apply_chat_template(
+        messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
+    marked = [
+        token for token, mask in zip(masked["input_ids"], masked["assistant_masks"], strict=True) if mask
+    ]
+    assert tokenizer.decode(marked).replace(" ", "") == "hi</s>"  # the reply and its end, nothing else
 
-    encoded = train_mixture.tokenize(rows, tokenizer, max_length=64)
-    assert encoded.column_names == ["input_ids", "attention_mask"]
-    assert len(encoded) == len(rows)
-    assert max(len(ids) for ids in encoded["input_ids"]) <= 64
-    first = tokenizer.apply_chat_template(rows[0]["messages"], tokenize=False)
-    assert encoded[0]["input_ids"] == tokenizer(first, add_special_tokens=False)["input_ids"][:64]
+
+def assistant_spans_only(tokenizer, input_ids: list[int], labels: list[int]) -> tuple[int, int]:
+    """Walk a (packed) sequence by its role tokens; every token with a label must be in an assistant message.
+    Returns (labelled tokens, assistant messages whose end-of-turn token is labelled)."""
+    role_ids = {
+        tokenizer.convert_tokens_to_ids(f"<|{role}|>"): role for role in ("user", "assistant", "system")
+    }
+    role, labelled, stops = None, 0, 0
+    for token, label in zip(input_ids, labels, strict=True):
+        if token in role_ids or token == tokenizer.bos_token_id:
+            role = role_ids.get(token)
+            assert label == -100, "a role marker carries loss"
+            continue
+        if label != -100:
+            assert role == "assistant", f"a {role} token carries loss: {tokenizer.decode([token])!r}"
+            labelled += 1
+            stops += token == tokenizer.eos_token_id
+    return labelled, stops
+
+
+def test_sft_trainer_puts_the_loss_on_assistant_tokens_only_of_all_four_sources(
+    train_mixture, sample_builds, tmp_path
+):
+    """TRL's SFTTrainer, assistant-only loss and packing, on a mixture of every source's sample messages."""
+    sources = [
+        {"path": str(result.output), "split": next(iter(result.configs["messages"].splits))}
+        for result in sample_builds.values()
+    ]
+    mixture = mix.write_mixture(mix.parse_recipe({"name": "all-four", "sources": sources}), tmp_path / "mix")
+    assert {report.entry.name for report in mixture.reports if report.rows} == {
+        r.output.name for r in sample_builds.values()
+    }
+    rows = datasets.load_dataset(str(tmp_path / "mix"), split="train")
+    losses, trainer = train_mixture.train(rows, steps=10, seed=0, max_length=96)
+    assert trainer.args.assistant_only_loss and trainer.args.packing
+    tokenizer = trainer.processing_class
+    labelled = stops = 0
+    for batch in trainer.get_train_dataloader():
+        for input_ids, labels in zip(batch["input_ids"].tolist(), batch["labels"].tolist(), strict=True):
+            found, ended = assistant_spans_only(tokenizer, input_ids, labels)
+            labelled, stops = labelled + found, stops + ended
+    assistant_messages = sum(m["role"] == "assistant" for row in rows for m in row["messages"])
+    assert (
+        labelled > 0 and stops >= assistant_messages // 2
+    )  # the model is taught to end its turn (packing cuts some)
+    first, last = sum(losses[:3]) / 3, sum(losses[-3:]) / 3
+    assert all(math.isfinite(loss) for loss in losses) and last < first, losses
 
 
 def test_trainer_loss_is_finite_and_decreases(train_mixture, mixture_folder):
