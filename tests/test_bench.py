@@ -7,6 +7,7 @@ source's real scaled input; the second runs two real cases end to end.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -136,3 +137,22 @@ def test_peak_memory_is_the_cases_own_tree_not_this_process():
     _, with_workers, _ = bench.run_case(KNOWN_MEMORY, ["200", "2"])
     assert 200 <= alone < 200 + 60, alone  # the interpreter's own ~10-20 MiB on top
     assert 600 <= with_workers < 600 + 90, with_workers  # 200 + 2 x 200, the parent's block shared
+
+
+def test_the_engine_bakeoff_groups_every_conversation_alike_in_each_engine(capsys):
+    import engine_bakeoff
+
+    engines = [name for name in engine_bakeoff.CANDIDATES if name in ("today", "arrow", "datasets")]
+    engines += [name for name in ("duckdb", "polars") if importlib.util.find_spec(name)]
+    assert engine_bakeoff.main(["--mb", "1", "--engines", ",".join(engines)]) == 0
+    rows = [
+        line.split(" | ")
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("| ") and "---" not in line
+    ]
+    results = {row[0].strip("| "): row for row in rows[1:]}
+    assert sorted(results) == sorted(engines)
+    assert (
+        len({(row[4], row[5], row[6]) for row in results.values()}) == 1
+    )  # conversations, rows, digest agree
+    assert int(results["today"][5].replace(",", "")) > 500
