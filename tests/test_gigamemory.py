@@ -443,6 +443,35 @@ def test_a_file_changed_between_the_passes_is_refused(tmp_path):
         list(parse.parse_shard(parse.plan_shards(index, 1 << 30)[0], Notes()))
 
 
+def test_an_index_store_that_cannot_be_written_or_read_only_costs_time(tmp_path, monkeypatch):
+    """The on-disk index is a cache: an unwritable store, or a stored index that is corrupt, is skipped and the
+    file is indexed again, with the same records."""
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(b"\n".join(tricky_lines()[:5]) + b"\n")
+    expected = parse_path(path)[0]
+    monkeypatch.setattr(parse, "PERSIST_INDEX_BYTES", 0)
+    monkeypatch.setattr(parse, "_INDEX_CACHE", {})
+    blocked = tmp_path / "a-file-not-a-folder"
+    blocked.write_text("x")
+    monkeypatch.setattr(parse, "INDEX_STORE", str(blocked))
+    unwritten = parse.cached_index(path)  # the store cannot be made: no error, no leftover
+    assert blocked.read_text() == "x" and list(tmp_path.glob("*.tmp")) == []
+    records = [
+        r for shard in parse.plan_shards(unwritten, 1 << 30) for r in parse.parse_shard(shard, Notes())
+    ]
+    assert records == expected
+    store = tmp_path / "store"
+    monkeypatch.setattr(parse, "INDEX_STORE", str(store))
+    parse._INDEX_CACHE.clear()
+    parse.cached_index(path)
+    [stored] = store.glob("*.json")
+    stored.write_text('{"groups": [[1, 2]]}')  # cut short or tampered with
+    parse._INDEX_CACHE.clear()
+    reread = parse.cached_index(path)
+    records = [r for shard in parse.plan_shards(reread, 1 << 30) for r in parse.parse_shard(shard, Notes())]
+    assert records == expected
+
+
 def test_index_of_a_large_file_is_kept_on_disk_per_file_version(tmp_path, monkeypatch):
     """The next build or stream of the same file skips pass 1; a changed file is indexed again."""
     path = tmp_path / "big.jsonl"
