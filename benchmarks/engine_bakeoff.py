@@ -119,6 +119,7 @@ groups.report()
 import duckdb
 connection = duckdb.connect(config={"memory_limit": sys.argv[1].split("|")[1], "threads": 2,
                                     "temp_directory": sys.argv[1].split("|")[0], "preserve_insertion_order": False})
+connection.execute("SET enable_progress_bar = false")
 listed = ", ".join("'" + path + "'" for path in files)
 query = f"SELECT key, line, payload FROM read_parquet([{listed}]) ORDER BY key, \\"order\\", file, line"
 reader = connection.sql(query).to_arrow_reader(8192)
@@ -191,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 seconds, peak, result = run_case(CANDIDATES[name], [work, *files])
             except RuntimeError as error:
-                print(f"| {name} | failed: {str(error).strip().splitlines()[-1][:120]} |||||||")
+                lines = str(error).strip().splitlines()
+                reason = next((line for line in reversed(lines) if "Error" in line), lines[-1])
+                print(f"| {name} | failed: {reason.strip()[:140]} |||||||")
                 continue
             baseline = baseline or (seconds, peak)
             print(
