@@ -17,7 +17,10 @@ bytes, 2 to 24 rows a conversation), then runs each candidate in a fresh process
 - ``arrow``: ``pyarrow.Table.sort_by`` on the whole input (in memory), groups cut where the key changes;
 - ``datasets``: ``Dataset.from_parquet(...).sort(...)`` (an index over memory-mapped Arrow files);
 - ``duckdb``: ``ORDER BY`` over ``read_parquet`` with a memory limit (spills to disk), read as Arrow batches;
-- ``polars``: ``scan_parquet(...).sort(...)`` on the streaming engine, read in slices.
+- ``polars``: ``scan_parquet(...).sort(...)`` on the streaming engine, read in slices;
+- ``duckdb-keys`` and ``polars-keys``: the engine sorts only the keys (key, 多轮序号, file, line, and where the
+  payload is), and each payload is read in that order with ``os.pread`` from its shard's payload file: the
+  payloads never pass through the engine, so its memory follows the keys, not the rows.
 
 Every candidate prints the number of conversations and rows and a digest of (key, line order) per
 conversation; the table says whether all agree, and each one's time and memory as a ratio of ``today``'s,
@@ -27,6 +30,7 @@ measured in the same run.
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 import sys
 import tempfile
@@ -67,6 +71,20 @@ class Groups:
         print(json.dumps({"groups": self.groups, "rows": self.rows, "digest": f"{self.digest:016x}"}))
 groups = Groups()
 files = sys.argv[2:]
+"""
+
+#: The key-only candidates: the engine sorts the keys (about 40 bytes a row) and each payload is read in that order
+#: with ``os.pread`` from its shard's payload file, so the payloads never pass through the engine.
+KEYS_ONLY = """
+import os
+key_files = [path.replace("keyed-", "keys-") for path in files]
+payloads = [os.open(path.replace("keyed-", "payload-").replace(".parquet", ".bin"), os.O_RDONLY) for path in files]
+def walk(batches):
+    for batch in batches:
+        found = [os.pread(payloads[file], length, offset) for file, offset, length in zip(
+            batch.column("file").to_pylist(), batch.column("offset").to_pylist(), batch.column("length").to_pylist())]
+        groups.add(batch.column("key").to_pylist(), batch.column("line").to_pylist(), found)
+    groups.report()
 """
 
 CANDIDATES = {
@@ -127,6 +145,24 @@ for batch in reader:
     groups.add(batch.column("key").to_pylist(), batch.column("line").to_pylist(), batch.column("payload"))
 groups.report()
 """,
+    "duckdb-keys": CONSUMER
+    + KEYS_ONLY
+    + """
+import duckdb
+connection = duckdb.connect(config={"memory_limit": sys.argv[1].split("|")[1], "threads": 2,
+                                    "temp_directory": sys.argv[1].split("|")[0], "preserve_insertion_order": False})
+connection.execute("SET enable_progress_bar = false")
+listed = ", ".join("'" + path + "'" for path in key_files)
+query = f"SELECT key, line, file, \\"offset\\", length FROM read_parquet([{listed}]) ORDER BY key, \\"order\\", file, line"
+walk(connection.sql(query).to_arrow_reader(8192))
+""",
+    "polars-keys": CONSUMER
+    + KEYS_ONLY
+    + """
+import polars as pl
+frame = pl.scan_parquet(key_files).sort(["key", "order", "file", "line"]).select(["key", "line", "file", "offset", "length"])
+walk(batch.to_arrow() for batch in frame.collect(engine="streaming").iter_slices(8192))
+""",
     "polars": CONSUMER
     + """
 import polars as pl
@@ -167,6 +203,15 @@ def write_keyed_rows(folder: Path, megabytes: float, shards: int, seed: int = 0)
         path = folder / f"keyed-{index:05d}.parquet"
         pq.write_table(table, path)
         paths.append(str(path))
+        lengths = pa.array([length for _, _, length in chunk], pa.int64())
+        offsets = pa.array([0, *itertools.accumulate(length for _, _, length in chunk)][:-1], pa.int64())
+        keys = (
+            table.drop_columns(["payload"]).append_column("offset", offsets).append_column("length", lengths)
+        )
+        pq.write_table(keys, folder / f"keys-{index:05d}.parquet")
+        with open(folder / f"payload-{index:05d}.bin", "wb") as handle:
+            for payload in table.column("payload").to_pylist():
+                handle.write(payload)
     return paths, size / 2**20
 
 
@@ -188,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---|---|---|---|---|---|---|---|")
         baseline = None
         for name in args.engines.split(","):
-            work = scratch if name != "duckdb" else f"{scratch}|{args.memory_limit}"
+            work = f"{scratch}|{args.memory_limit}" if name.startswith("duckdb") else scratch
             try:
                 seconds, peak, result = run_case(CANDIDATES[name], [work, *files])
             except RuntimeError as error:
