@@ -17,12 +17,10 @@ same input; a summary checks the targets of issue 6.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,22 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import scaled_inputs
+from harness import BUILD, PARSE_FLOOR, TreeMemory, print_cases, run_case  # noqa: F401 (bench.X for callers)
 
 from builders import registry
 from builders.views import SHARED_VIEWS
-
-PARSE_FLOOR = """
-import gzip, json, sys
-for path in sys.argv[1:]:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        if path.endswith(".json"):
-            json.load(handle)
-        else:
-            for line in handle:
-                json.loads(line)
-print(-1)
-"""
 
 # Files of different shapes (MNBVC's multi-turn and forum shards) cannot share one schema, not even as
 # splits of one load: one load_dataset per folder, as a user would load them.
@@ -62,16 +48,6 @@ with tempfile.TemporaryDirectory() as cache:
     for files in by_folder.values():
         rows += datasets.load_dataset("json", data_files=files, cache_dir=cache, split="train").num_rows
 print(rows)
-"""
-
-BUILD = """
-import sys, tempfile, json, datasets
-datasets.disable_progress_bars()
-from builders.build import build_source
-source, data_dir, configs, num_proc = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
-with tempfile.TemporaryDirectory() as out:
-    result = build_source(source, out + "/folder", data_dir, configs, num_proc or None)
-    print(sum(info.num_examples for built in result.configs.values() for info in built.splits.values()))
 """
 
 STREAM = """
@@ -113,98 +89,6 @@ print(json.dumps({"rows": rows, "seconds": seconds, "first_row": first, "complet
 sys.stdout.flush()
 os._exit(0)  # the timer thread must not keep the process alive
 """
-
-
-class TreeMemory:
-    """Peak memory of a case's whole process tree (the case and its worker processes), in MiB.
-
-    Not ``wait4``'s ``ru_maxrss``: Linux carries a process's high-water mark across ``exec``, so a case started
-    from this process read at least this process's own size (every case printed the same 359 MiB, and the
-    memory ratio read 1.00x whatever happened). Instead a thread samples, every ``interval`` seconds, the
-    proportional set size (``Pss`` of ``/proc/PID/smaps_rollup``: pages shared by forked workers split between
-    them, so the sum is the tree's real footprint) of every process under the case, counting a process only
-    once it has exec'd (its command line is no longer this process's). The peak of the sums is the figure.
-    A process that lives less than ``interval`` can be missed; the builds' workers live for seconds.
-    """
-
-    def __init__(self, root: int, interval: float = 0.02):
-        import threading
-
-        self.root, self.interval, self.peak_kib = root, interval, 0
-        self._own_cmdline = Path("/proc/self/cmdline").read_bytes()
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> float:
-        self._done.set()
-        self._thread.join()
-        return self.peak_kib / 1024
-
-    def _sample(self) -> None:
-        while not self._done.is_set():
-            self.peak_kib = max(self.peak_kib, sum(self._pss_kib(pid) for pid in self._tree()))
-            self._done.wait(self.interval)
-
-    def _tree(self) -> list[int]:
-        pids, found = [self.root], []
-        while pids:
-            pid = pids.pop()
-            found.append(pid)
-            for children in Path(f"/proc/{pid}/task").glob("*/children"):
-                with contextlib.suppress(OSError):  # the task ended
-                    pids += [int(child) for child in children.read_text().split()]
-        return found
-
-    def _pss_kib(self, pid: int) -> int:
-        try:
-            if Path(f"/proc/{pid}/cmdline").read_bytes() == self._own_cmdline:
-                return 0  # forked, not yet exec'd: still this process's pages
-            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-        except (OSError, ValueError):
-            pass  # the process ended between the listing and the read
-        return 0
-
-
-def run_case(code: str, args: list[str]) -> tuple[float, float, int | dict]:
-    """Seconds, peak memory in MiB (the case's whole process tree, see ``TreeMemory``) and the rows printed
-    (or, for a streaming case, the JSON it printed)."""
-    with tempfile.TemporaryDirectory(prefix="convhub-bench-cache-") as cache:
-        # a cold datasets cache per case: no case reuses what an earlier one left (e.g. GigaMemory's index)
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
-            "HF_DATASETS_OFFLINE": "1",
-            "HF_DATASETS_CACHE": cache,
-        }
-        start = time.perf_counter()
-        process = subprocess.Popen(
-            [sys.executable, "-c", code, *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            text=True,
-        )
-        memory = TreeMemory(process.pid)
-        stdout, stderr = process.communicate()
-        seconds = time.perf_counter() - start
-        peak_mib = memory.stop()
-    if process.returncode != 0:
-        raise RuntimeError(f"benchmark case failed:\n{stderr[-3000:]}")
-    last = stdout.strip().splitlines()[-1]
-    return seconds, peak_mib, json.loads(last) if last.startswith("{") else int(last)
-
-
-def print_cases(cases: list[tuple[str, str, list[str]]], size_mib: float) -> None:
-    """Run (name, code, args) cases one by one, each in a fresh process, printing a table row as each ends
-    (the single-source scripts use it: one input, no baselines)."""
-    print("| case | seconds | MiB/s | peak MiB (tree) | rows |")
-    print("|---|---|---|---|---|")
-    for name, code, case_args in cases:
-        seconds, rss, rows = run_case(code, case_args)
-        print(f"| {name} | {seconds:.1f} | {size_mib / seconds:.1f} | {rss:.0f} | {rows:,} |", flush=True)
 
 
 def cases_for(source: str, made: scaled_inputs.ScaledInput, stream_seconds: float) -> list[tuple]:

@@ -84,7 +84,7 @@ def write_dataset(folder: Path, name: str, layout: str, scale: float = 1.0) -> P
 
 
 def main(argv: list[str] | None = None) -> int:
-    import bench  # the shared harness: each case in a fresh process, peak memory of the process tree
+    import harness  # each case in a fresh process, with its process tree's peak memory
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layout", choices=("zip", "folder"), default="zip")
@@ -105,21 +105,21 @@ def main(argv: list[str] | None = None) -> int:
         every = json.dumps(["sessions", "turns", "messages", "dialogues", "ontology"])
         data_dir = str(folder)
         cases = [
-            ("build sessions", bench.BUILD, ["convlab", data_dir, '["sessions"]', "1"]),
+            ("build sessions", harness.BUILD, ["convlab", data_dir, '["sessions"]', "1"]),
             (
                 f"build sessions, num_proc={args.num_proc}",
-                bench.BUILD,
+                harness.BUILD,
                 ["convlab", data_dir, '["sessions"]', str(args.num_proc)],
             ),
             (
                 f"build all configs, num_proc={args.num_proc}",
-                bench.BUILD,
+                harness.BUILD,
                 ["convlab", data_dir, every, str(args.num_proc)],
             ),
         ]
         if args.layout == "folder":
-            cases.insert(0, ("json.load (parse floor)", bench.PARSE_FLOOR, [str(dialogues)]))
-        bench.print_cases(cases, size)
+            cases.insert(0, ("json.load (parse floor)", harness.PARSE_FLOOR, [str(dialogues)]))
+        harness.print_cases(cases, size)
     return 0
 
 

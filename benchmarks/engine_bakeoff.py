@@ -10,7 +10,7 @@ that part is the same for every engine and is not measured here. What differs is
 conversation's rows together, in order, and hand them to Python one conversation at a time. This script writes
 keyed rows as Parquet shards (conversations scattered at random over shards and positions, rows of 60 to 2,000
 bytes, 2 to 24 rows a conversation), then runs each candidate in a fresh process (peak memory of the process tree,
-``bench.TreeMemory``):
+``harness.TreeMemory``):
 
 - ``today``: convhub's current design in miniature: hash-partition the rows into files of about 64 MiB with
   Python, then read each partition, sort it in Python and walk its conversations;
@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import run_case
+from harness import run_case
 
 SORT_KEYS = ["key", "order", "file", "line"]
 

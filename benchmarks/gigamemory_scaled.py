@@ -61,7 +61,7 @@ def write_scaled(path: Path, lines: int) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import bench  # the shared harness: each case in a fresh process, peak memory of the process tree
+    import harness  # each case in a fresh process, with its process tree's peak memory
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=1000)
@@ -77,16 +77,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{path.name}: {args.lines:,} lines, {size:,.1f} MiB on disk")
         every = json.dumps(["sessions", "turns", "qa", "messages"])
         cases = [
-            ("json.loads (parse floor)", bench.PARSE_FLOOR, [str(path)]),
-            ("build sessions", bench.BUILD, ["gigamemory", str(folder), '["sessions"]', "1"]),
-            ("build all shared configs", bench.BUILD, ["gigamemory", str(folder), every, "1"]),
+            ("json.loads (parse floor)", harness.PARSE_FLOOR, [str(path)]),
+            ("build sessions", harness.BUILD, ["gigamemory", str(folder), '["sessions"]', "1"]),
+            ("build all shared configs", harness.BUILD, ["gigamemory", str(folder), every, "1"]),
             (
                 f"build all, num_proc={args.num_proc}",
-                bench.BUILD,
+                harness.BUILD,
                 ["gigamemory", str(folder), every, str(args.num_proc)],
             ),
         ]
-        bench.print_cases(cases, size)
+        harness.print_cases(cases, size)
     return 0
 
 
