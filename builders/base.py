@@ -45,6 +45,25 @@ def _shard_name(shard: Shard) -> str:
     return str(shard)
 
 
+def group_shard(files: list[tuple[str, str]], partitions: int) -> dict[str, Any]:
+    """Rows of ``files`` ((name, path)) that an engine regroups into ``partitions`` (``engine_shards``)."""
+    return {"kind": "group", "files": files, "partitions": partitions}
+
+
+def is_group_shard(shard: Shard) -> bool:
+    return isinstance(shard, dict) and shard.get("kind") == "group"
+
+
+def sorted_partition(group: dict[str, Any], rows: Iterator[tuple[tuple, bytes]]) -> dict[str, Any]:
+    """One partition of a group shard, its (sort key, payload) rows in order: the shard an engine hands to
+    ``records_of`` in place of a source shard."""
+    return {"kind": "sorted partition", "group": group, "rows": rows}
+
+
+def is_sorted_partition(shard: Shard) -> bool:
+    return isinstance(shard, dict) and shard.get("kind") == "sorted partition"
+
+
 @dataclass
 class ConvHubConfig(datasets.BuilderConfig):
     """A view of one source. ``subsets`` limits the build to some subsets where a source has several."""
@@ -146,6 +165,25 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         """Rows of a table view (one not derived from conversations)."""
         raise NotImplementedError(f"{self.SOURCE} has no table view {view.name!r}")
 
+    # -- for an engine that moves rows itself (``builders.spark``) ---------------------------------
+
+    def engine_shards(self, dl_manager: datasets.DownloadManager) -> dict[str, list[Shard]]:
+        """As ``shards``, except where the local build regroups rows that may lie anywhere in the input
+        (MNBVC's multi-turn rows): there a source returns one ``group_shard``, and the engine reads each of
+        its files with ``keyed_rows``, moves every row to its partition, sorts each partition by the rows'
+        keys, and turns each partition's rows into records with ``grouped_records``."""
+        return self.shards(dl_manager)
+
+    def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[tuple[int, tuple, bytes]]:
+        """(partition, sort key, payload) of each row of file ``file_index`` of a ``group_shard``."""
+        raise NotImplementedError(f"{self.SOURCE} returns no group shard")
+
+    def grouped_records(
+        self, rows: Iterator[tuple[tuple, bytes]], shard: Shard, notes: Notes
+    ) -> Iterator[Record]:
+        """The records of one partition of a ``group_shard``, from its (sort key, payload) rows in key order."""
+        raise NotImplementedError(f"{self.SOURCE} returns no group shard")
+
     # -- bad records -----------------------------------------------------------------------------
 
     def reject(
@@ -163,8 +201,12 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     def records_of(self, shard: Shard, notes: Notes) -> Iterator[Record]:
         """``parse_shard`` under the bad-record policy: with ``skip``, an error the parser could not pin
         on one record (an unreadable file, a truncated gzip) quarantines the rest of the shard."""
+        if is_sorted_partition(shard):
+            records = self.grouped_records(shard["rows"], shard["group"], notes)
+        else:
+            records = self.parse_shard(shard, notes)
         try:
-            for record in self.parse_shard(shard, notes):
+            for record in records:
                 if self._storable(record, shard, record.get("conversation_id")):
                     yield record
         except SourceError as error:

@@ -19,6 +19,7 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import datasets
 import numpy as np
@@ -114,8 +115,13 @@ def build_source(
     on_bad_record: str = "raise",
     overwrite: bool = False,
     repo_id: str | None = None,
+    engine: str | Any = "local",
+    spark_master: str | None = None,
 ) -> BuildResult:
     """Build ``configs`` (all by default) of ``source`` into ``output``, replacing it only on success.
+
+    ``engine``: ``local`` (``datasets``' builder, ``num_proc`` processes) or ``spark`` (``builders.spark``,
+    on ``spark_master``); or an engine object to reuse (a ``SparkEngine``, which the caller stops).
 
     ``repo_id`` is the Hub repo the card's code loads (``ORG/<hub name>`` when not given).
 
@@ -137,10 +143,17 @@ def build_source(
     output = Path(output)
     quarantine.check_replaceable(quarantine.path_beside(output))
     old_configs = card_configs(output)
-    with staged_folder(output, overwrite, inputs=[data_dir]) as staging:
-        with tempfile.TemporaryDirectory(prefix="convhub-work-") as work:
+    runner = _engine(engine, spark_master)
+    with contextlib.ExitStack() as stack:
+        if runner is not None and isinstance(engine, str):
+            stack.callback(runner.stop)
+        staging = stack.enter_context(staged_folder(output, overwrite, inputs=[data_dir]))
+        with tempfile.TemporaryDirectory(
+            prefix="convhub-work-", dir=os.environ.get("CONVHUB_TMPDIR")
+        ) as work:
             run = _Run(builder_cls, data_dir, _tuple(subsets), num_proc, Path(work), staging, source_format)
             run.on_bad_record = on_bad_record  # (a keyword of _Run: kept apart from the positional ones)
+            run.engine = runner
             built = run.build_all(configs)
             notes, statistics = run.report(source, subsets)
             rejected = quarantine.collect(run.quarantine_dir)
@@ -164,6 +177,24 @@ def build_source(
     forget_cached_copies(output, old_configs | card_configs(output))
     _place_quarantine(result, rejected)
     return result
+
+
+ENGINES = ("local", "spark")
+
+
+def _engine(engine: str | Any, spark_master: str | None):
+    """None for the local build (``datasets``' own), else the engine that runs the build's jobs."""
+    if not isinstance(engine, str):
+        return engine
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}: one of {', '.join(ENGINES)}")
+    if engine == "local":
+        if spark_master:
+            raise ValueError("--spark-master needs --engine spark")
+        return None
+    from builders.spark import SparkEngine  # PySpark is an extra
+
+    return SparkEngine(spark_master)
 
 
 def _place_quarantine(result: BuildResult, rejected: list[dict]) -> None:
@@ -195,6 +226,8 @@ class _Run:
     duplicates: list[tuple[str, dict]] = field(default_factory=list)
     #: What the derived views left out or merged (``messages``: sessions no chat template takes), for the card.
     derive_notes: Counter = field(default_factory=Counter)
+    #: None: ``datasets``' builder in ``num_proc`` processes; else an engine (``builders.spark.SparkEngine``).
+    engine: Any = None
 
     @property
     def quarantine_dir(self) -> Path:
@@ -241,6 +274,8 @@ class _Run:
             quarantine_dir=str(self.quarantine_dir),
             cache_dir=str(self.work / "cache"),
         )
+        if self.engine is not None:
+            return self.run_on_engine(builder, name, root)
         try:
             builder.download_and_prepare(file_format="parquet", num_proc=self.num_proc)
         except datasets.exceptions.DatasetGenerationError as error:
@@ -259,6 +294,33 @@ class _Run:
             built.files[split] = []
             for index, path in enumerate(paths):
                 relative = _shard_path(name, split, index, len(paths))
+                shutil.move(path, root / relative)
+                built.files[split].append(relative)
+        return built
+
+    def run_on_engine(self, builder, name: str, root: Path) -> ConfigBuild:
+        """``name`` written by the engine's tasks, then placed as the local build places its files; the
+        tasks' reports and rejected records go where the local build's workers put theirs."""
+        written = self.engine.write_config(builder, str(self.work / f"engine-{name}"))
+        built = ConfigBuild(name, builder.info.features)
+        (root / name).mkdir()
+        for split, results in sorted(written.items()):  # as the local build lists them
+            for result in results:
+                for text in result.reports:
+                    fd, _ = tempfile.mkstemp(prefix="report-", suffix=".json", dir=self.work / "reports")
+                    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                        handle.write(text)
+                if result.quarantine:
+                    with open(self.quarantine_dir / "quarantine-engine.jsonl", "a", encoding="utf-8") as part:
+                        part.writelines(line + "\n" for line in result.quarantine)
+            files = [path for result in results for path in result.files]
+            kept = [path for path in files if pq.ParquetFile(path).metadata.num_rows] or files[:1]
+            built.splits[split] = datasets.SplitInfo(
+                split, sum(result.num_bytes for result in results), sum(result.rows for result in results)
+            )
+            built.files[split] = []
+            for index, path in enumerate(kept):
+                relative = _shard_path(name, split, index, len(kept))
                 shutil.move(path, root / relative)
                 built.files[split].append(relative)
         return built
@@ -356,7 +418,9 @@ class _Run:
         label = f"{self.builder_cls.SOURCE} {', '.join(names)} (from sessions)"
         with contextlib.ExitStack() as stack:
             bar = stack.enter_context(hf_tqdm(total=len(tasks), desc=label, unit=" shards"))
-            if (self.num_proc or 1) > 1 and len(tasks) > 1:
+            if self.engine is not None:
+                done = self.engine.map(_derive_task, [(o, p) for _, o, p in tasks])
+            elif (self.num_proc or 1) > 1 and len(tasks) > 1:
                 pool = stack.enter_context(ProcessPoolExecutor(min(self.num_proc, len(tasks))))
                 done = pool.map(derive_views, *zip(*[(o, p) for _, o, p in tasks], strict=True))
             else:
@@ -402,6 +466,11 @@ class _Run:
             forget(report.statistics, split, row)
         report.notes.update(self.derive_notes)
         return report.notes, report.statistics
+
+
+def _derive_task(task: tuple[dict, Path]):
+    """``derive_views`` of one sessions shard, as an engine's task."""
+    return derive_views(*task)
 
 
 def _id_table(root: Path, built: ConfigBuild) -> pa.Table:

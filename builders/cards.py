@@ -203,14 +203,19 @@ def for_repo(card_text: str, repo_id: str) -> str:
 
 
 def example_rows(folder: Path, configs: dict) -> dict[str, str]:
-    """The first row of each config, shortened and as indented JSON: what a row looks like, at a glance."""
+    """The first row of each config, shortened and as indented JSON: what a row looks like, at a glance.
+
+    The first row of the first split's first file that has one: a derived view may have an empty file where a
+    sessions file gave it no row, and how the rows are cut into files depends on the engine and ``num_proc``."""
     examples = {}
     for name, built in configs.items():
         split, files = next(iter(built.files.items()))
-        table = pq.ParquetFile(folder / files[0]).read_row_group(0)
-        if table.num_rows:
-            row = shorten(table.slice(0, 1).to_pylist()[0])
-            examples[name] = (split, json.dumps(row, ensure_ascii=False, indent=2, default=str))
+        for relative in files:
+            parquet = pq.ParquetFile(folder / relative)
+            if parquet.metadata.num_rows:
+                row = shorten(next(parquet.iter_batches(batch_size=1)).to_pylist()[0])
+                examples[name] = (split, json.dumps(row, ensure_ascii=False, indent=2, default=str))
+                break
     return examples
 
 

@@ -150,6 +150,17 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"build shards in N processes (default: one per core, here {os.cpu_count()}; 1 with --sample); the "
         "rows do not depend on N, the split of a config into Parquet files does",
     )
+    build.add_argument(
+        "--engine",
+        choices=["local", "spark"],
+        default="local",
+        help="what runs the build: local (datasets, --num-proc processes) or spark (Apache Spark; pip install "
+        '"convhub[spark]"); the rows are the same',
+    )
+    build.add_argument(
+        "--spark-master",
+        help="with --engine spark: the Spark master URL (default: Spark's own configuration, else local[*])",
+    )
     _add_source_options(build)
 
     check = _command(commands, "check", "validate a source and print its statistics and normalizations")
@@ -218,6 +229,8 @@ def run_build(args) -> int:
                 on_bad_record=args.on_bad_record,
                 overwrite=args.overwrite,
                 repo_id=args.repo_id,
+                engine=args.engine,
+                spark_master=args.spark_master,
             )
         print_build(result)
         if counted is not None and counted.count.value:

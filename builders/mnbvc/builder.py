@@ -26,7 +26,7 @@ import datasets
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 from datasets.utils.file_utils import xopen
 
-from builders.base import ConversationBuilder
+from builders.base import ConversationBuilder, group_shard
 from builders.errors import Notes, SourceError
 from builders.mnbvc import parse, regroup
 
@@ -103,6 +103,22 @@ class MnbvcBuilder(ConversationBuilder):
     # -- where the shards are ----------------------------------------------------------------------
 
     def shards(self, dl_manager) -> dict[str, list[dict[str, Any]]]:
+        return self._shards(dl_manager, grouped_by_engine=False)
+
+    def engine_shards(self, dl_manager) -> dict[str, list[dict[str, Any]]]:
+        """The multi-turn files as one group shard (the engine regroups them), then the row shards."""
+        return self._shards(dl_manager, grouped_by_engine=True)
+
+    def keyed_rows(self, shard: dict[str, Any], file_index: int):
+        name, path = shard["files"][file_index]
+        count = shard["partitions"]
+        return regroup.keyed_rows(file_index, name, path, count, None, self.config.subsets, self.reject)
+
+    def grouped_records(self, rows, shard: dict[str, Any], notes: Notes):
+        names = [name for name, _ in shard["files"]]
+        return regroup.records_from_sorted(rows, names, notes, self.reject)
+
+    def _shards(self, dl_manager, grouped_by_engine: bool) -> dict[str, list[dict[str, Any]]]:
         streaming = isinstance(dl_manager, StreamingDownloadManager)
         inputs = self._inputs(dl_manager)
         self._download_config = getattr(dl_manager, "download_config", None)
@@ -118,7 +134,15 @@ class MnbvcBuilder(ConversationBuilder):
         rows = [
             shard for n, p, kind in typed if kind != parse.MULTITURN for shard in self._row_shards(n, p, kind)
         ]
-        return {SPLIT: self._partition(multiturn) + rows}
+        if not grouped_by_engine:
+            return {SPLIT: self._partition(multiturn) + rows}
+        if not multiturn:
+            return {SPLIT: rows}
+        sizes = [regroup.uncompressed_size(path) for _, path in multiturn]
+        partition_bytes = getattr(self, "PARTITION_BYTES", regroup.PARTITION_BYTES)
+        # the local build's partitions (so the same order of conversations), past its open-files cap
+        count = regroup.partition_count(sum(sizes), partition_bytes, max_partitions=None)
+        return {SPLIT: [group_shard(multiturn, count), *rows]}
 
     def _row_shards(self, name: str, path: str, kind: str) -> list[dict[str, Any]]:
         """A 问答 or 论坛 file as shards: a plain file bigger than ``RANGE_BYTES`` as line-aligned byte

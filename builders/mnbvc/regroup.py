@@ -60,8 +60,13 @@ def uncompressed_size(path: str) -> int:
         return max(size, int.from_bytes(handle.read(4), "little"))
 
 
-def partition_count(total_bytes: int, partition_bytes: int = PARTITION_BYTES) -> int:
-    return max(1, min(MAX_PARTITIONS, math.ceil(total_bytes / partition_bytes)))
+def partition_count(
+    total_bytes: int, partition_bytes: int = PARTITION_BYTES, max_partitions: int | None = MAX_PARTITIONS
+) -> int:
+    """Partitions of about ``partition_bytes``; at most ``max_partitions`` (None: no cap, for an engine that
+    keeps no file open per partition)."""
+    count = max(1, math.ceil(total_bytes / partition_bytes))
+    return count if max_partitions is None else min(max_partitions, count)
 
 
 def slice_count(partition_bytes: int, slice_bytes: int = SLICE_BYTES) -> int:
@@ -302,34 +307,65 @@ def read_partition(
     first, stop = len(starts) * number // parts, len(starts) * (number + 1) // parts
     if first >= stop:
         return
-    bounds = [*starts[first:stop], starts[stop] if stop < len(starts) else len(index)]
+    end = starts[stop] if stop < len(starts) else len(index)
+    with _opened([piece[1] for piece in pieces]) as converted_rows:
+        rows = (
+            (entry[:8], os.pread(converted_rows[entry[8]], entry[10], entry[9]))
+            for entry in itertools.islice(index, starts[first], end)
+        )
+        yield from records_from_sorted(rows, files, notes, reject)
+
+
+def keyed_rows(
+    file_index: int,
+    name: str,
+    path: str,
+    count: int,
+    opener: Callable[[str], BinaryIO] | None = None,
+    subsets: Iterable[str] | None = None,
+    reject: Reject = raise_error,
+) -> Iterator[tuple[int, tuple, bytes]]:
+    """(partition, sort key, converted row) of each wanted Q/A row of one multi-turn file, for an engine
+    that moves the rows itself (``builders.spark``): the partition is the one ``write_partitions`` picks,
+    the sort key the one ``read_partition`` sorts by, the converted row what ``records_from_sorted`` reads."""
+    for line, _, source, how, key, order, converted in _keyed_rows(
+        name, path, opener or parse.open_local, subsets, reject
+    ):
+        group = f"[{encode_basestring(source)}, {encode_basestring(how)}, {encode_basestring(key)}]".encode()
+        yield zlib.crc32(group) % count, (source, how, key, *order, file_index, line), converted
+
+
+def records_from_sorted(
+    rows: Iterable[tuple[tuple, bytes]], files: list[str], notes: Notes, reject: Reject = raise_error
+) -> Iterator[dict[str, Any]]:
+    """Canonical records from (sort key, converted row) pairs sorted by key: one conversation per run of
+    equal (来源, how, key). The sort key is (来源, how, key, rank, number, text, file index, line); the pure
+    step that turns a conversation's rows into its record, whichever engine brought them together."""
     warnings = {name: parse.Warnings(name) for name in files}
     counted = Notes()  # one conversation's normalizations, emptied for each
-    with _opened([piece[1] for piece in pieces]) as converted_rows:
-        for begin, end in itertools.pairwise(bounds):
-            source, how, key = index[begin][:3]
-            pairs = []
-            counted.clear()
-            for *_, rank, value, text, file_index, line, piece, offset, length in index[begin:end]:
-                row = marshal.loads(os.pread(converted_rows[piece], length, offset))
-                if row[0] == _REJECTED:
-                    reject(SourceError(*row[1]), row[2])
-                    continue
-                _, sequence, question, extra, answer, dated, create_time, row_notes, problems = row
-                name = files[file_index]
-                for kind, count in row_notes:
-                    counted[kind] += count
-                for problem in problems:
-                    warnings[name].unreadable_problem(line, "元数据.扩展字段", problem)
-                order = (rank, value, text)
-                pairs.append(
-                    parse.ConvertedPair(name, order, sequence, question, extra, answer, dated, create_time)
-                )
-            if pairs:
-                conversation_id = parse.group_id(source, how, key)
-                record = parse.multiturn_record(pairs, source, how, key, conversation_id, counted)
-                notes.update(counted)
-                yield record
+    for (source, how, key), run in itertools.groupby(rows, key=lambda row: row[0][:3]):
+        pairs = []
+        counted.clear()
+        for (*_, rank, value, text, file_index, line), payload in run:
+            row = marshal.loads(payload)
+            if row[0] == _REJECTED:
+                reject(SourceError(*row[1]), row[2])
+                continue
+            _, sequence, question, extra, answer, dated, create_time, row_notes, problems = row
+            name = files[file_index]
+            for kind, count in row_notes:
+                counted[kind] += count
+            for problem in problems:
+                warnings[name].unreadable_problem(line, "元数据.扩展字段", problem)
+            order = (rank, value, text)
+            pairs.append(
+                parse.ConvertedPair(name, order, sequence, question, extra, answer, dated, create_time)
+            )
+        if pairs:
+            conversation_id = parse.group_id(source, how, key)
+            record = parse.multiturn_record(pairs, source, how, key, conversation_id, counted)
+            notes.update(counted)
+            yield record
 
 
 class _opened:

@@ -1,0 +1,284 @@
+"""Builds on Apache Spark: ``convhub build SOURCE --engine spark [--spark-master URL]``.
+
+The engine moves the data; convhub's parsers stay what they are. A build config becomes Spark tasks:
+
+- each shard of the builder (``engine_shards``: a LoCoMo or ConvLab file, a GigaMemory slice, an MNBVC forum or
+  Q&A file) is one task, which parses it with the builder's own ``records_of`` and writes its Parquet with the
+  builder's own writer (``_write_split``: ``datasets``' ParquetWriter, the same ``Features`` and metadata);
+- a group shard (MNBVC's multi-turn files, whose rows of one conversation may lie in any file) is a shuffle: one
+  task per file turns its rows into (partition, sort key, payload) with the builder's ``keyed_rows``, Spark moves
+  each row to its partition and sorts the partition by key
+  (``RDD.repartitionAndSortWithinPartitions``, which spills to disk), and one task per partition turns the
+  conversations into records (``grouped_records``) and writes them. The partition of a row and its sort key are
+  the local build's, so the conversations come out in the local build's order;
+- derived views (``turns``, ``messages``, ``qa``) are one task per ``sessions`` shard (``derive.derive_views``).
+
+A task returns what the driver needs (its files, rows and bytes, its statistics report and quarantined
+records) instead of writing them beside the build, so a retried task counts once. The files it writes go to the
+build's work folder: on a cluster, that folder must be on a filesystem every executor sees.
+
+PySpark is an extra: ``pip install "convhub[spark]"`` (and Java 17).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import datasets
+from datasets.utils.py_utils import convert_file_size_to_int
+
+from builders.base import fewer_collections, is_group_shard, sorted_partition
+from builders.console import phases
+from builders.errors import SourceError
+
+#: Marks a SourceError inside the text of Spark's error, for the driver to raise it again as itself.
+_ERROR_MARK = "convhub source error: "
+
+
+@dataclass
+class TaskResult:
+    """What one task wrote: Parquet files (in order) with rows and bytes, reports and quarantine lines."""
+
+    files: list[str] = field(default_factory=list)
+    rows: int = 0
+    num_bytes: int = 0
+    reports: list[str] = field(default_factory=list)
+    quarantine: list[str] = field(default_factory=list)
+
+
+def spark_session(master: str | None = None):
+    """A SparkSession: ``master``, else Spark's own configuration (``spark-submit``, spark-defaults.conf),
+    else ``local[*]``. A local master binds to the loopback address and runs its Python workers with this
+    interpreter (the one that has convhub)."""
+    try:
+        from pyspark import SparkConf
+        from pyspark.sql import SparkSession
+    except ImportError as error:
+        raise RuntimeError(
+            '--engine spark needs PySpark: pip install "convhub[spark]" (and Java 17 or later)'
+        ) from error
+    master = master or SparkConf().get("spark.master", None) or "local[*]"
+    builder = SparkSession.builder.appName("convhub").master(master)
+    builder = builder.config("spark.ui.showConsoleProgress", "false")
+    if master.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # read when the context starts
+        builder = (
+            builder.config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.ui.enabled", "false")
+            .config("spark.pyspark.python", sys.executable)
+            .config("spark.pyspark.driver.python", sys.executable)
+        )
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+class SparkEngine:
+    """Runs a build's configs and derived views as Spark jobs (see the module docstring)."""
+
+    name = "spark"
+
+    def __init__(self, master: str | None = None):
+        self.master = master
+        self._session = None
+
+    @property
+    def context(self):
+        if self._session is None:
+            self._session = spark_session(self.master)
+        return self._session.sparkContext
+
+    def stop(self) -> None:
+        if self._session is not None:
+            self._session.stop()
+            self._session = None
+
+    def map(self, function: Callable, tasks: list) -> list:
+        """``function`` of each task, one Spark task each, results in the tasks' order."""
+        if not tasks:
+            return []
+        return _collect(self.context.parallelize(tasks, len(tasks)).map(function))
+
+    def write_config(self, builder, work: str) -> dict[str, tuple[TaskResult, ...]]:
+        """Every split of ``builder``'s config as Parquet files under ``work``: split → the task results, in
+        the order the local build writes the same rows."""
+        download = datasets.DownloadManager(dataset_name=builder.SOURCE, data_dir=builder.config.data_dir)
+        with fewer_collections():  # the driver lists the shards (GigaMemory indexes its files here)
+            by_split = builder.engine_shards(download)
+        max_shard_size = convert_file_size_to_int(datasets.config.MAX_SHARD_SIZE)
+        os.makedirs(work, exist_ok=True)
+        written: dict[str, tuple[TaskResult, ...]] = {}
+        for split, shards in by_split.items():
+            results: list[TaskResult] = []
+            plain: list[Any] = []
+            for shard in [*shards, None]:
+                if shard is not None and not is_group_shard(shard):
+                    plain.append(shard)
+                    continue
+                if plain:
+                    tasks = [(len(results) + n, shard) for n, shard in enumerate(plain)]
+                    phases.info(
+                        "%s %s %s: %d shards on Spark", builder.SOURCE, builder.config.name, split, len(tasks)
+                    )
+                    results += self.map(_ShardTask(builder, split, work, max_shard_size), tasks)
+                    plain = []
+                if shard is not None:
+                    results += self._regroup(builder, split, shard, work, max_shard_size, len(results))
+            written[split] = tuple(results)
+        return written
+
+    def _regroup(self, builder, split: str, shard: dict, work: str, max_shard_size: int, first: int):
+        """A group shard: read every file (one task each), move and sort the rows by partition and key, write
+        one result per partition."""
+        files, count = shard["files"], shard["partitions"]
+        phases.info(
+            "%s %s %s: regrouping %d files into %d partitions on Spark",
+            builder.SOURCE,
+            builder.config.name,
+            split,
+            len(files),
+            count,
+        )
+        keyed = self.context.parallelize(range(len(files)), len(files)).flatMap(_KeyedRows(builder, shard))
+        moved = keyed.repartitionAndSortWithinPartitions(
+            count + 1, partitionFunc=_partition_of, keyfunc=_sort_key_of
+        )
+        return _collect(
+            moved.mapPartitionsWithIndex(_PartitionTask(builder, split, shard, work, max_shard_size, first))
+        )
+
+
+def _partition_of(key: tuple[int, tuple]) -> int:
+    return key[0]
+
+
+def _sort_key_of(key: tuple[int, tuple]) -> tuple:
+    return key[1]
+
+
+def _collect(rdd) -> list:
+    """``rdd.collect()``, a SourceError raised in a task raised here again as itself."""
+    try:
+        return rdd.collect()
+    except Exception as error:
+        found = re.search(re.escape(_ERROR_MARK) + r"(\[.*?\])(?:\n|$)", str(error))
+        if found:
+            raise SourceError(*json.loads(found.group(1))) from None
+        raise
+
+
+def _reraisable(error: SourceError) -> RuntimeError:
+    """A SourceError as an error whose text the driver finds in Spark's own (see ``_collect``)."""
+    fields = [error.path, error.record, error.field, error.problem]
+    return RuntimeError(_ERROR_MARK + json.dumps(fields, ensure_ascii=True))
+
+
+class _Scratch:
+    """A task's own report and quarantine folders, read back into its result: whatever the task saves
+    there reaches the driver only if the task succeeds."""
+
+    def __init__(self, builder):
+        self.builder = builder
+
+    def __enter__(self) -> _Scratch:
+        self.folder = tempfile.TemporaryDirectory(prefix="convhub-spark-task-")
+        root = self.folder.name
+        self.reports, self.quarantine = os.path.join(root, "reports"), os.path.join(root, "quarantine")
+        os.mkdir(self.reports)
+        os.mkdir(self.quarantine)
+        config = self.builder.config
+        self.saved = config.report_dir, config.quarantine_dir
+        config.report_dir = self.reports if config.report_dir else None
+        config.quarantine_dir = self.quarantine
+        return self
+
+    def collect(self, result: TaskResult) -> TaskResult:
+        result.reports = [_read(path) for path in sorted(glob.glob(os.path.join(self.reports, "*.json")))]
+        for path in sorted(glob.glob(os.path.join(self.quarantine, "*.jsonl"))):
+            result.quarantine += _read(path).splitlines()
+        return result
+
+    def __exit__(self, *exc_info) -> None:
+        self.builder.config.report_dir, self.builder.config.quarantine_dir = self.saved
+        self.folder.cleanup()
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def _write_records(builder, split: str, shard, prefix: str, max_shard_size: int) -> TaskResult:
+    """The builder's own parse and write of one shard (``_write_split``) into ``prefix-NNNNN.parquet``."""
+    with _Scratch(builder) as scratch:
+        generation = builder._write_split(
+            {"shards": [shard], "split": split}, f"{prefix}-SSSSS.parquet", "parquet", max_shard_size, None, 0
+        )
+        try:
+            summary = next(content for _, done, content in generation if done)
+        except datasets.exceptions.DatasetGenerationError as error:
+            if isinstance(error.__cause__, SourceError):
+                raise _reraisable(error.__cause__) from None
+            raise
+        rows, num_bytes, _, file_count = summary[:4]
+        files = [f"{prefix}-{index:05d}.parquet" for index in range(file_count)]
+        return scratch.collect(TaskResult(files, rows, num_bytes))
+
+
+class _ShardTask:
+    """One source shard: parsed and written on an executor."""
+
+    def __init__(self, builder, split: str, work: str, max_shard_size: int):
+        self.builder, self.split, self.work, self.max_shard_size = builder, split, work, max_shard_size
+
+    def __call__(self, task: tuple[int, Any]) -> TaskResult:
+        number, shard = task
+        prefix = os.path.join(self.work, f"{self.split}-{number:05d}")
+        with fewer_collections():
+            return _write_records(self.builder, self.split, shard, prefix, self.max_shard_size)
+
+
+class _KeyedRows:
+    """One file of a group shard: ((partition, sort key), payload) per row. Records it rejects (under
+    ``--on-bad-record skip``) travel as rows of the extra last partition, whose task hands them to the driver."""
+
+    def __init__(self, builder, shard: dict):
+        self.builder, self.shard = builder, shard
+
+    def __call__(self, file_index: int) -> Iterator[tuple[tuple[int, tuple], bytes]]:
+        rejected = TaskResult()
+        with _Scratch(self.builder) as scratch, fewer_collections():
+            try:
+                for partition, key, payload in self.builder.keyed_rows(self.shard, file_index):
+                    yield (partition, key), payload
+            except SourceError as error:
+                raise _reraisable(error) from None
+            scratch.collect(rejected)
+        for number, line in enumerate(rejected.quarantine):
+            yield (self.shard["partitions"], (file_index, number)), line.encode("utf-8")
+
+
+class _PartitionTask:
+    """One partition of a group shard, its rows sorted: records built and written on an executor."""
+
+    def __init__(self, builder, split: str, shard: dict, work: str, max_shard_size: int, first: int):
+        self.builder, self.split, self.shard = builder, split, shard
+        self.work, self.max_shard_size, self.first = work, max_shard_size, first
+
+    def __call__(self, index: int, rows: Iterable) -> Iterator[TaskResult]:
+        if index == self.shard["partitions"]:  # the rejected rows of the files
+            yield TaskResult(quarantine=[payload.decode("utf-8") for _, payload in rows])
+            return
+        prefix = os.path.join(self.work, f"{self.split}-{self.first + index:05d}")
+        partition = sorted_partition(self.shard, ((key, payload) for (_, key), payload in rows))
+        with fewer_collections():
+            yield _write_records(self.builder, self.split, partition, prefix, self.max_shard_size)

@@ -1,0 +1,179 @@
+"""``--engine spark``: the same build as the local engine, on Spark in ``local[2]`` (no network).
+
+Today's local build is the oracle: every config and split of a Spark build holds a table equal to the local
+build's (``pyarrow.Table.equals``, rows concatenated in file order, with the schema's metadata), and the card is
+the same but for the byte figures, which follow how the rows are cut into files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import shared_data
+
+from builders import registry
+from builders.build import build_source
+from builders.errors import SourceError
+from builders.export import export_source
+
+pytest.importorskip("pyspark", reason='PySpark is the "spark" extra: pip install ".[spark]"')
+
+from builders.spark import SparkEngine
+
+#: Card lines that count bytes: Arrow's byte count of a batch and the Parquet files' sizes follow the files.
+BYTE_FIGURES = re.compile(r"^\s*(num_bytes|download_size|dataset_size): \d+$", re.MULTILINE)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    engine = SparkEngine("local[2]")
+    yield engine
+    engine.stop()
+
+
+def tables(folder: Path) -> dict[tuple[str, str], pa.Table]:
+    """(config folder, split) → its files' rows in order, as one table."""
+    found: dict[tuple[str, str], list[pa.Table]] = {}
+    for path in sorted(folder.rglob("*.parquet")):
+        config = path.parent.relative_to(folder).as_posix()
+        found.setdefault((config, path.name.split("-")[0]), []).append(pq.read_table(path))
+    return {key: pa.concat_tables(parts) for key, parts in found.items()}
+
+
+def assert_same_build(local: Path, spark: Path) -> None:
+    expected, actual = tables(local), tables(spark)
+    assert sorted(actual) == sorted(expected)
+    for key, table in expected.items():
+        assert actual[key].equals(table, check_metadata=True), key
+    card = (local / "README.md").read_text(encoding="utf-8")
+    assert BYTE_FIGURES.sub("", (spark / "README.md").read_text(encoding="utf-8")) == BYTE_FIGURES.sub(
+        "", card
+    )
+
+
+@pytest.mark.parametrize("source", registry.names())
+def test_every_sample_builds_on_spark_as_it_builds_locally(source, spark, sample_builds, tmp_path):
+    result = build_source(source, tmp_path / source, registry.get(source).sample_dir(), engine=spark)
+    assert_same_build(sample_builds[source].output, result.output)
+    assert result.statistics.sorted() == sample_builds[source].statistics.sorted()
+    assert result.notes == sample_builds[source].notes
+
+
+def test_mnbvc_conversations_spread_over_many_partitions_come_out_in_the_local_order(
+    spark, tmp_path, monkeypatch
+):
+    """Partitions of 300 bytes: the sample's multi-turn rows go to several partitions, moved by Spark's shuffle."""
+    from builders.mnbvc.builder import MnbvcBuilder
+
+    monkeypatch.setattr(MnbvcBuilder, "PARTITION_BYTES", 300, raising=False)
+    monkeypatch.setattr(MnbvcBuilder, "SLICE_BYTES", 300, raising=False)
+    sample = MnbvcBuilder.sample_dir()
+    local = build_source("mnbvc", tmp_path / "local", sample, configs=["sessions"])
+    on_spark = build_source("mnbvc", tmp_path / "spark", sample, configs=["sessions"], engine=spark)
+    assert len(on_spark.configs["sessions"].files["train"]) > 3  # a file per partition that has rows
+    assert_same_build(local.output, on_spark.output)
+
+
+def _mnbvc_with_bad_rows(folder: Path) -> Path:
+    """The MNBVC sample plus a multi-turn file with a line that is not JSON and a row of neither 问 nor 答."""
+    from builders.mnbvc.builder import MnbvcBuilder
+
+    shutil.copytree(MnbvcBuilder.sample_dir(), folder)
+    good = {"问": "你好", "答": "你好！", "来源": "bad-test", "元数据": {"会话": "c1", "多轮序号": 1}}
+    rows = [json.dumps(good, ensure_ascii=False), "{not json", json.dumps({"来源": "bad-test"})]
+    (folder / "multiturn" / "bad.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return folder
+
+
+def test_a_bad_row_stops_the_spark_build_with_the_local_builds_error(spark, tmp_path):
+    data = _mnbvc_with_bad_rows(tmp_path / "data")
+    with pytest.raises(SourceError) as local:
+        build_source("mnbvc", tmp_path / "local", str(data), configs=["sessions"])
+    with pytest.raises(SourceError) as on_spark:
+        build_source("mnbvc", tmp_path / "spark", str(data), configs=["sessions"], engine=spark)
+    assert str(on_spark.value) == str(local.value)
+    assert "bad.jsonl" in str(on_spark.value) and "line 2" in str(on_spark.value)
+    assert not (tmp_path / "spark").exists()
+
+
+def test_skipped_rows_are_quarantined_and_counted_as_locally(spark, tmp_path):
+    data = _mnbvc_with_bad_rows(tmp_path / "data")
+    local = build_source("mnbvc", tmp_path / "local", str(data), on_bad_record="skip")
+    on_spark = build_source("mnbvc", tmp_path / "spark", str(data), on_bad_record="skip", engine=spark)
+    assert_same_build(local.output, on_spark.output)
+    assert on_spark.skipped == local.skipped == 2
+    assert on_spark.quarantine.read_text(encoding="utf-8") == local.quarantine.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("source", registry.names())
+def test_a_spark_build_exports_the_same_source_files(source, spark, sample_builds, tmp_path):
+    result = build_source(source, tmp_path / "build", registry.get(source).sample_dir(), engine=spark)
+    local = export_source(source, sample_builds[source].output, tmp_path / "local").output
+    exported = export_source(source, result.output, tmp_path / "spark").output
+    files = sorted(path.relative_to(local) for path in local.rglob("*") if path.is_file())
+    assert files and files == sorted(
+        path.relative_to(exported) for path in exported.rglob("*") if path.is_file()
+    )
+    for relative in files:
+        assert (exported / relative).read_bytes() == (local / relative).read_bytes(), relative
+
+
+@pytest.mark.parametrize(
+    ("source", "parts"), [("locomo", ("locomo",)), ("gigamemory", ("gigamemory",)), ("convlab", ("convlab",))]
+)
+def test_real_files_build_on_spark_as_they_build_locally(source, parts, spark, tmp_path):
+    data = str(shared_data(*parts))
+    local = build_source(source, tmp_path / "local", data)
+    on_spark = build_source(source, tmp_path / "spark", data, engine=spark)
+    assert_same_build(local.output, on_spark.output)
+    assert on_spark.statistics.sorted() == local.statistics.sorted()
+
+
+def test_the_cli_builds_on_spark_and_says_what_it_needs(tmp_path):
+    convhub = [sys.executable, "-m", "builders.cli"]
+    wrong = subprocess.run(
+        [
+            *convhub,
+            "build",
+            "locomo",
+            "--sample",
+            "--output",
+            str(tmp_path / "x"),
+            "--spark-master",
+            "local[1]",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert wrong.returncode != 0
+    assert "--spark-master needs --engine spark" in wrong.stderr
+    assert "Traceback" not in wrong.stderr
+    built = subprocess.run(
+        [
+            *convhub,
+            "build",
+            "locomo",
+            "--sample",
+            "--output",
+            str(tmp_path / "out"),
+            "--engine",
+            "spark",
+            "--spark-master",
+            "local[1]",
+            "--config",
+            "sessions",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, built.stderr
+    assert "sessions" in built.stdout
+    assert pq.read_table(tmp_path / "out" / "sessions" / "test-00000-of-00001.parquet").num_rows == 2
