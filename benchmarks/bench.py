@@ -108,6 +108,12 @@ def cases_for(source: str, made: scaled_inputs.ScaledInput, stream_seconds: floa
     if builder_cls.EXTRA_VIEWS:
         every = [view.name for view in builder_cls.views()]
         cases.append((ALL_CASE, BUILD, [source, data_dir, json.dumps(every), "2"]))
+    if spark_installed():
+        cases += [
+            (SPARK_SESSIONS_CASE, BUILD, [source, data_dir, '["sessions"]', "1", "spark:local[1]"]),
+            (SPARK_PARALLEL_CASE, BUILD, [source, data_dir, '["sessions"]', "2", "spark:local[2]"]),
+            (SPARK_SHARED_CASE, BUILD, [source, data_dir, json.dumps(shared), "2", "spark:local[2]"]),
+        ]
     for name in shared:
         cases.append((f"stream {name}", STREAM, [source, data_dir, name, str(stream_seconds)]))
     return cases
@@ -120,6 +126,29 @@ SHARED_CASE = "build shared configs"
 ALL_CASE = "build all configs num_proc=2"
 PARALLEL_CASE = "build sessions num_proc=2"
 SHARED_PARALLEL_CASE = "build shared configs num_proc=2"
+SPARK_SESSIONS_CASE = "build sessions on Spark local[1]"
+SPARK_PARALLEL_CASE = "build sessions on Spark local[2]"
+SPARK_SHARED_CASE = "build shared configs on Spark local[2]"
+
+
+def spark_installed() -> bool:
+    """The Spark cases run where PySpark is installed (``pip install ".[spark]"``) and Java answers."""
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        return False
+    return shutil.which("java") is not None
+
+
+def engine_of(case: str) -> str:
+    """The table's engine column: ``datasets`` for the baselines, else the build's engine."""
+    if not case.startswith(("build", "memory", "stream")):
+        return "-"
+    if "Spark" in case:
+        return "spark " + case.rsplit(" ", 1)[1]
+    return "local"
+
+
 #: The sessions build again on an input a quarter the size: "memory does not grow with the input" is the
 #: ratio of the two peak memory figures, measured rather than assumed.
 MEMORY_INPUT_RATIO = 4
@@ -147,7 +176,7 @@ def bench_source(
         except RuntimeError as error:
             print(f"{source}: {name} failed: {error}", file=sys.stderr)
             rows.append({"source": source, "case": name, "failed": str(error)[-300:]})
-            print(f"| {source} | {name} | failed (see stderr) | | | | | | |", flush=True)
+            print(f"| {source} | {name} | {engine_of(name)} | failed (see stderr) | | | | | | |", flush=True)
             continue
         row = {"source": source, "case": name, "MB": case_input.megabytes, "s": seconds, "rss": rss}
         if isinstance(printed, dict):  # a streaming case: its own clock, from builder construction
@@ -173,7 +202,8 @@ def _format(row: dict, rows: list[dict]) -> str:
             first = "no row" if row["complete"] else f"no row within {row['s']:.0f} s"
         whole = "" if row["complete"] else " (stopped)"
         return (
-            f"| {row['source']} | {row['case']} | {row['MB']:.1f} | {rows_text}{whole} | {row['s']:.2f} "
+            f"| {row['source']} | {row['case']} | {engine_of(row['case'])} | {row['MB']:.1f} | {rows_text}{whole} "
+            f"| {row['s']:.2f} "
             f"| {rate:,.0f} rows/s | {row['rss']:.0f} | {first} | |"
         )
     speed = row["MB"] / row["s"] if row["s"] else float("inf")
@@ -181,7 +211,8 @@ def _format(row: dict, rows: list[dict]) -> str:
     vs_generic = f"{generic / row['s']:.2f}x" if generic and same_input else "-"
     vs_floor = f"{floor / row['s']:.2f}x" if floor and same_input else "-"
     return (
-        f"| {row['source']} | {row['case']} | {row['MB']:.1f} | {rows_text} | {row['s']:.2f} | {speed:.1f} "
+        f"| {row['source']} | {row['case']} | {engine_of(row['case'])} | {row['MB']:.1f} | {rows_text} "
+        f"| {row['s']:.2f} | {speed:.1f} "
         f"| {row['rss']:.0f} | {vs_generic} | {vs_floor} |"
     )
 
@@ -230,6 +261,12 @@ def targets(rows: list[dict]) -> list[str]:
         if SESSIONS_CASE in cases and PARALLEL_CASE in cases:
             speedup = cases[SESSIONS_CASE]["s"] / cases[PARALLEL_CASE]["s"]
             check("num_proc=2 speed-up on sessions", speedup, 1.6, True)
+        if SPARK_SESSIONS_CASE in cases and SPARK_PARALLEL_CASE in cases:
+            speedup = cases[SPARK_SESSIONS_CASE]["s"] / cases[SPARK_PARALLEL_CASE]["s"]
+            check("Spark local[2] speed-up over local[1] on sessions", speedup, 1.6, True)
+        if PARALLEL_CASE in cases and SPARK_PARALLEL_CASE in cases:
+            price = cases[SPARK_PARALLEL_CASE]["s"] / cases[PARALLEL_CASE]["s"]
+            check("Spark local[2] time / local engine num_proc=2 on sessions", price, 2.0, False)
         firsts = [row["first_row"] for row in cases.values() if row.get("first_row") is not None]
         missing = [  # a config with no row at all (no qa in a source without questions) is not missed
             name
@@ -264,10 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     print(machine_line())
     print(f"scale {args.scale}; load average at start: {load_average()}")
     print(
-        "| source | case | input MB | rows | seconds | MB/s | peak MiB (tree) "
+        "| source | case | engine | input MB | rows | seconds | MB/s | peak MiB (tree) "
         "| speed vs load_dataset('json') | vs parse floor |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="convhub-bench-") as temp:
         workdir = args.workdir or Path(temp)
         rows = []
@@ -276,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
             if source in scaled_inputs.GENERATORS:
                 rows += bench_source(source, workdir, args.scale, args.stream_seconds, args.case)
             else:
-                print(f"| {source} | no scaled-input generator yet | | | | | | | |")
+                print(f"| {source} | no scaled-input generator yet | | | | | | | | |")
     print(f"\nload average at end: {load_average()}; whole run {time.perf_counter() - started:.0f} s")
     print("\ntargets:")
     print("\n".join(targets(rows)))

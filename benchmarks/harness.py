@@ -34,8 +34,12 @@ import sys, tempfile, json, datasets
 datasets.disable_progress_bars()
 from builders.build import build_source
 source, data_dir, configs, num_proc = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+engine = sys.argv[5] if len(sys.argv) > 5 else "local"  # "local", or "spark:<master>"
+engine, _, master = engine.partition(":")
 with tempfile.TemporaryDirectory() as out:
-    result = build_source(source, out + "/folder", data_dir, configs, num_proc or None)
+    result = build_source(
+        source, out + "/folder", data_dir, configs, num_proc or None, engine=engine, spark_master=master or None
+    )
     print(sum(info.num_examples for built in result.configs.values() for info in built.splits.values()))
 """
 

@@ -204,38 +204,50 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_build(args) -> int:
-    from builders.build import build_source
-
     if args.all == bool(args.source):
         raise SystemExit("convhub build: give a SOURCE or --all (not both)")
     if args.all and args.repo_id:
         raise SystemExit("convhub build: --repo-id names one repo: give it with one SOURCE, not --all")
     sources = registry.names() if args.all else [args.source]
-    for source in sources:
-        builder_cls = registry.get(source)
-        data_dir = builder_cls.sample_dir() if args.sample else args.data_dir
-        output = args.output / builder_cls.HUB_NAME if args.all else args.output
-        # the sample files hold odd records on purpose: one line for them, `check --sample` has the details
-        quirks = console.quirks_counted(source) if args.sample else contextlib.nullcontext()
-        with quirks as counted:
-            result = build_source(
-                source,
-                output,
-                data_dir,
-                args.configs,
-                args.num_proc or (1 if args.sample else os.cpu_count()),
-                args.subsets,
-                source_format=args.source_format,
-                on_bad_record=args.on_bad_record,
-                overwrite=args.overwrite,
-                repo_id=args.repo_id,
-                engine=args.engine,
-                spark_master=args.spark_master,
-            )
-        print_build(result)
-        if counted is not None and counted.count.value:
-            print(console.quirk_summary(source, counted.count.value), file=sys.stderr)
+    with contextlib.ExitStack() as stack:
+        engine = args.engine
+        if engine == "spark" and len(sources) > 1:  # one Spark session for every source
+            from builders.spark import SparkEngine
+
+            engine = SparkEngine(args.spark_master)
+            stack.callback(engine.stop)
+        for source in sources:
+            _build_one(args, source, engine)
     return 0
+
+
+def _build_one(args, source: str, engine) -> None:
+    """Build one source as the arguments say, print what was made."""
+    from builders.build import build_source
+
+    builder_cls = registry.get(source)
+    data_dir = builder_cls.sample_dir() if args.sample else args.data_dir
+    output = args.output / builder_cls.HUB_NAME if args.all else args.output
+    # the sample files hold odd records on purpose: one line for them, `check --sample` has the details
+    quirks = console.quirks_counted(source) if args.sample else contextlib.nullcontext()
+    with quirks as counted:
+        result = build_source(
+            source,
+            output,
+            data_dir,
+            args.configs,
+            args.num_proc or (1 if args.sample else os.cpu_count()),
+            args.subsets,
+            source_format=args.source_format,
+            on_bad_record=args.on_bad_record,
+            overwrite=args.overwrite,
+            repo_id=args.repo_id,
+            engine=engine,
+            spark_master=args.spark_master,
+        )
+    print_build(result)
+    if counted is not None and counted.count.value:
+        print(console.quirk_summary(source, counted.count.value), file=sys.stderr)
 
 
 def print_build(result) -> None:

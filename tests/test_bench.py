@@ -91,11 +91,16 @@ def test_real_cases_run_in_fresh_processes(tmp_path, capsys, source):
     argv = ["--scale", TINY, "--workdir", str(tmp_path), "--source", source]
     assert bench.main([*argv, "--case", "parse floor", "--case", "build sessions"]) == 0
     rows = {row[1]: row for row in table_rows(capsys.readouterr().out)}
-    assert set(rows) == {bench.FLOOR_CASE, bench.SESSIONS_CASE, "build sessions num_proc=2"}
+    local = {bench.SESSIONS_CASE, "build sessions num_proc=2"}
+    spark = {bench.SPARK_SESSIONS_CASE, bench.SPARK_PARALLEL_CASE} if bench.spark_installed() else set()
+    assert set(rows) == {bench.FLOOR_CASE} | local | spark
     conversations = max(4, round(scaled_inputs.LOCOMO_CONVERSATIONS * float(TINY)))
-    assert rows[bench.SESSIONS_CASE][3] == str(conversations)  # rows: one per conversation
-    assert rows["build sessions num_proc=2"][3] == str(conversations)
-    assert float(rows[bench.SESSIONS_CASE][6]) > 0  # peak memory
+    for case in local | spark:
+        assert rows[case][4] == str(conversations)  # rows: one per conversation, on every engine
+        assert float(rows[case][7]) > 0  # peak memory
+    assert {rows[case][2] for case in local} == {"local"}
+    assert {rows[case][2] for case in spark} <= {"spark local[1]", "spark local[2]"}
+    assert rows[bench.FLOOR_CASE][2] == "-"
 
 
 KNOWN_MEMORY = """
