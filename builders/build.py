@@ -332,7 +332,7 @@ class _Run:
         shard. ``raise``: a SourceError names both shards and rows and their subsets. ``skip``: the later
         row (in split, shard, row order) is removed and quarantined with its canonical record.
         """
-        found = find_duplicate_ids(self.sessions_root, self.sessions)
+        found = find_duplicate_ids(self.sessions_root, self.sessions, self.engine)
         if not found:
             return
         removed: dict[tuple[str, int], list[int]] = {}
@@ -473,27 +473,42 @@ def _derive_task(task: tuple[dict, Path]):
     return derive_views(*task)
 
 
-def _id_table(root: Path, built: ConfigBuild) -> pa.Table:
-    """conversation_id and subset of every sessions row, with its split, shard index and row."""
+def _id_table(root: Path, built: ConfigBuild, only: pa.Array | None = None) -> pa.Table:
+    """conversation_id and subset of every sessions row (or of those whose id is in ``only``), with its split,
+    shard index, row and file order."""
     tables = []
-    for split, files in built.files.items():
-        for index, relative in enumerate(files):
-            table = pq.read_table(root / relative, columns=["conversation_id", "subset"])
-            tables.append(
-                table.append_column("split", pa.array([split] * table.num_rows, pa.string()))
-                .append_column("index", pa.array(np.full(table.num_rows, index, dtype=np.int32)))
-                .append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-                .append_column("order", pa.array(np.full(table.num_rows, len(tables), dtype=np.int32)))
-            )
+    for order, (split, index, relative) in enumerate(
+        (split, index, relative)
+        for split, files in built.files.items()
+        for index, relative in enumerate(files)
+    ):
+        table = pq.read_table(root / relative, columns=["conversation_id", "subset"])
+        table = (
+            table.append_column("split", pa.array([split] * table.num_rows, pa.string()))
+            .append_column("index", pa.array(np.full(table.num_rows, index, dtype=np.int32)))
+            .append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+            .append_column("order", pa.array(np.full(table.num_rows, order, dtype=np.int32)))
+        )
+        if only is not None:
+            table = table.filter(pc.is_in(table.column("conversation_id"), value_set=only))
+        tables.append(table)
     return pa.concat_tables(tables) if tables else pa.table({"conversation_id": pa.array([], pa.string())})
 
 
-def find_duplicate_ids(root: Path, built: ConfigBuild) -> list[tuple[str, dict, dict]]:
+def find_duplicate_ids(root: Path, built: ConfigBuild, engine=None) -> list[tuple[str, dict, dict]]:
     """(conversation_id, first place, later place) for every repeated id; a place names split, file and row.
 
-    Only the id and subset columns are read, and counting is Arrow's: memory is a few dozen bytes a row.
+    Only the id and subset columns are read, and counting is Arrow's: memory is a few dozen bytes a row. With an
+    engine that counts ids itself (``SparkEngine.repeated_ids``), the driver reads only the rows of repeated ids.
     """
-    table = _id_table(root, built)
+    if engine is not None:
+        paths = [str(root / relative) for files in built.files.values() for relative in files]
+        repeated = engine.repeated_ids(paths, "conversation_id")
+        if not repeated:
+            return []
+        table = _id_table(root, built, pa.array(repeated, pa.string()))
+    else:
+        table = _id_table(root, built)
     if table.num_rows == 0:
         return []
     counts = table.group_by("conversation_id").aggregate([("conversation_id", "count")])

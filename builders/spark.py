@@ -108,6 +108,16 @@ class SparkEngine:
             return []
         return _collect(self.context.parallelize(tasks, len(tasks)).map(function))
 
+    def repeated_ids(self, paths: list[str], column: str) -> list[str]:
+        """The values of ``column`` found more than once in the Parquet files at ``paths``, counted by Spark (so
+        the driver never holds every id)."""
+        if not paths:
+            return []
+        self.context  # noqa: B018 - starts the session
+        table = self._session.read.parquet(*paths).select(column)
+        repeated = table.groupBy(column).count().filter("count > 1").select(column)
+        return sorted(row[0] for row in repeated.collect())
+
     def write_config(self, builder, work: str) -> dict[str, tuple[TaskResult, ...]]:
         """Every split of ``builder``'s config as Parquet files under ``work``: split → the task results, in
         the order the local build writes the same rows."""

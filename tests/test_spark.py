@@ -177,3 +177,32 @@ def test_the_cli_builds_on_spark_and_says_what_it_needs(tmp_path):
     assert built.returncode == 0, built.stderr
     assert "sessions" in built.stdout
     assert pq.read_table(tmp_path / "out" / "sessions" / "test-00000-of-00001.parquet").num_rows == 2
+
+
+def test_a_duplicate_conversation_id_is_found_by_spark_as_locally(spark, tmp_path):
+    """Spark counts the ids (the driver reads only the repeated ones' rows): the same error, the same drop."""
+    from test_hostile_input import SOURCES, convlab_record
+
+    data = tmp_path / "data"
+    source = SOURCES["convlab"]
+    source.write(
+        data, [convlab_record(0, subset="toy"), convlab_record(1, subset="toy")], "toy/data/dialogues.json"
+    )
+    clash = convlab_record(0, text="another dialogue", subset="toy") | {"dataset": "zzz"}
+    source.write(data, [clash], "zzz/data/dialogues.json")
+    with pytest.raises(SourceError) as local:
+        build_source("convlab", tmp_path / "local-raise", str(data))
+    with pytest.raises(SourceError) as on_spark:
+        build_source("convlab", tmp_path / "spark-raise", str(data), engine=spark)
+    # the places name files, which are cut differently (one per Spark task): the rest is the same
+    places = re.compile(r"sessions/train-\d{5}-of-\d{5}\.parquet|row \d+")
+    assert places.sub("PLACE", str(on_spark.value)) == places.sub("PLACE", str(local.value))
+    assert "duplicate conversation_id 'toy-train-0'" in str(on_spark.value)
+    assert on_spark.value.field == "conversation_id"
+    kept = build_source("convlab", tmp_path / "local", str(data), on_bad_record="skip")
+    on_spark = build_source("convlab", tmp_path / "spark", str(data), on_bad_record="skip", engine=spark)
+    assert_same_build(kept.output, on_spark.output)
+    quarantined = [
+        places.sub("PLACE", result.quarantine.read_text(encoding="utf-8")) for result in (kept, on_spark)
+    ]
+    assert quarantined[0] == quarantined[1] and "another dialogue" in quarantined[1]
