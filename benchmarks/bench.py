@@ -27,13 +27,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import scaled_inputs
+from convhub import registry
+from convhub.views import SHARED_VIEWS
 from harness import BUILD, PARSE_FLOOR, TreeMemory, print_cases, run_case  # noqa: F401 (bench.X for callers)
-
-from builders import registry
-from builders.views import SHARED_VIEWS
 
 # Files of different shapes (MNBVC's multi-turn and forum shards) cannot share one schema, not even as
 # splits of one load: one load_dataset per folder, as a user would load them.
@@ -53,7 +51,7 @@ print(rows)
 STREAM = """
 import sys, time, json, datasets
 datasets.disable_progress_bars()
-from builders import registry
+from convhub import registry
 try:  # datasets imports torch (when installed) in every IterableDataset(): a one-time ~2 s a torch user
     import torch  # has already paid, so it is left out of the clock
 except ImportError:

@@ -20,7 +20,6 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SPLITS = (("train", 8438), ("validation", 1000), ("test", 1000))
@@ -31,7 +30,7 @@ def templates() -> list[dict]:
     source = SHARED_DATA / "convlab" / "multiwoz21" / "dummy_data.json"
     if source.exists():
         return json.loads(source.read_text(encoding="utf-8"))
-    from builders.convlab.builder import ConvLabBuilder, find_local_inputs
+    from convhub.convlab.builder import ConvLabBuilder, find_local_inputs
 
     sample = {s.name: s for s in find_local_inputs(ConvLabBuilder.sample_dir(), None)}["toyhotel"]
     return sample.read_json("dialogues.json")

@@ -23,7 +23,6 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 QUESTIONS_PER_DIALOGUE = 4
@@ -32,7 +31,7 @@ QUESTIONS_PER_DIALOGUE = 4
 def template_lines() -> list[dict]:
     source = SHARED_DATA / "gigamemory" / "format_example.jsonl"
     if not source.exists():
-        from builders.gigamemory.builder import GigamemoryBuilder
+        from convhub.gigamemory.builder import GigamemoryBuilder
 
         source = Path(GigamemoryBuilder.sample_dir()) / "dialogues.jsonl"
     with open(source, encoding="utf-8") as handle:

@@ -32,7 +32,7 @@ print(-1)
 BUILD = """
 import sys, tempfile, json, datasets
 datasets.disable_progress_bars()
-from builders.build import build_source
+from convhub.build import build_source
 source, data_dir, configs, num_proc = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
 engine = sys.argv[5] if len(sys.argv) > 5 else "local"  # "local", or "spark:<master>"
 engine, _, master = engine.partition(":")
@@ -104,7 +104,6 @@ def run_case(code: str, args: list[str]) -> tuple[float, float, int | dict]:
         # a cold datasets cache per case: no case reuses what an earlier one left (e.g. GigaMemory's index)
         env = {
             **os.environ,
-            "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
             "HF_DATASETS_OFFLINE": "1",
             "HF_DATASETS_CACHE": cache,
         }

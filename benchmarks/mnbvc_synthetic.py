@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import random
 import subprocess
 import sys
@@ -195,7 +194,7 @@ MEASURE = """
 import json, resource, sys, tempfile, time
 import datasets
 datasets.disable_progress_bars()
-from builders.build import build_source
+from convhub.build import build_source
 data_dir, num_proc, configs = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 start = time.perf_counter()
 with tempfile.TemporaryDirectory() as out:
@@ -216,7 +215,6 @@ def measure(data_dir: Path, num_proc: int, configs: list[str] | None) -> dict:
     process = subprocess.run(
         [sys.executable, "-c", MEASURE, str(data_dir), str(num_proc), json.dumps(configs)],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         check=True,

@@ -48,7 +48,7 @@ def locomo(folder: Path, scale: float) -> ScaledInput:
     written as 4 files so that ``num_proc`` has shards to share."""
     source = SHARED_DATA / "locomo" / "locomo10.json"
     if not source.exists():
-        from builders.locomo.builder import LocomoBuilder
+        from convhub.locomo.builder import LocomoBuilder
 
         source = next(Path(LocomoBuilder.sample_dir()).glob("*.json"))
     samples = json.loads(source.read_text(encoding="utf-8"))

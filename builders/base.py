@@ -1,7 +1,7 @@
 """The ``GeneratorBasedBuilder`` every source extends.
 
 It turns a source's parser into one builder config per view: the shared views of
-``builders.views`` for every source, plus the source's own ``EXTRA_VIEWS``. A source builder only says
+``convhub.views`` for every source, plus the source's own ``EXTRA_VIEWS``. A source builder only says
 where its files are (``shards``) and how one shard becomes canonical records (``parse_shard``); table
 views (ontology, database) also implement ``table_rows``.
 """
@@ -20,14 +20,13 @@ from typing import Any, ClassVar
 
 import datasets
 import pyarrow as pa
+from convhub import progress, quarantine
+from convhub.errors import NESTED_TOO_DEEPLY, Notes, SourceError
+from convhub.jsonio import unencodable_field
+from convhub.stats import Report
+from convhub.views import DEFAULT_VIEW, SHARED_VIEWS, Record, Row, View
 from datasets.arrow_writer import ArrowWriter, ParquetWriter
 from datasets.builder import Key
-
-from builders import progress, quarantine
-from builders.errors import NESTED_TOO_DEEPLY, Notes, SourceError
-from builders.jsonio import unencodable_field
-from builders.stats import Report
-from builders.views import DEFAULT_VIEW, SHARED_VIEWS, Record, Row, View
 
 Shard = Any  # a path, or a dict describing a slice of the source that one worker can read alone
 
@@ -76,7 +75,7 @@ class ConvHubConfig(datasets.BuilderConfig):
     #: here (``report-*.json``), so a build needs no separate checking pass over the source.
     report_dir: str | None = None
     #: ``raise``: the first bad source record stops the build (a SourceError naming file, record, field).
-    #: ``skip``: it is left out and written to ``quarantine_dir`` (see ``builders.quarantine``).
+    #: ``skip``: it is left out and written to ``quarantine_dir`` (see ``convhub.quarantine``).
     on_bad_record: str = "raise"
     #: Where each process appends the records it rejected under ``skip`` (``quarantine-<pid>.jsonl``).
     quarantine_dir: str | None = None
@@ -165,7 +164,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         """Rows of a table view (one not derived from conversations)."""
         raise NotImplementedError(f"{self.SOURCE} has no table view {view.name!r}")
 
-    # -- for an engine that moves rows itself (``builders.spark``) ---------------------------------
+    # -- for an engine that moves rows itself (``convhub.spark``) ---------------------------------
 
     def engine_shards(self, dl_manager: datasets.DownloadManager) -> dict[str, list[Shard]]:
         """As ``shards``, except where the local build regroups rows that may lie anywhere in the input

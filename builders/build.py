@@ -1,7 +1,7 @@
 """Build a source into a Hub-ready folder: Parquet shards per config and split, and the dataset card.
 
 The source is parsed once, by the builder's ``sessions`` config (the canonical records); ``turns``, ``qa``
-and ``messages`` are then flattened from those Parquet shards with Arrow (``builders.derive``), and only a
+and ``messages`` are then flattened from those Parquet shards with Arrow (``convhub.derive``), and only a
 source's own extra configs run the builder again. The folder is assembled in a hidden staging folder beside
 the output and renamed into place only when everything succeeded, so a failed build leaves no partial output.
 """
@@ -26,18 +26,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from convhub import quarantine, registry
+from convhub.console import phases
+from convhub.derive import DERIVERS, derive_views
+from convhub.errors import Notes, SourceError
+from convhub.staging import staged_folder
+from convhub.stats import Report, SplitStats, Statistics
+from convhub.views import SESSIONS
 from datasets.arrow_writer import ParquetWriter
 from datasets.utils.tqdm import tqdm as hf_tqdm
 from huggingface_hub import DatasetCard
 from huggingface_hub.utils import validate_repo_id
-
-from builders import quarantine, registry
-from builders.console import phases
-from builders.derive import DERIVERS, derive_views
-from builders.errors import Notes, SourceError
-from builders.staging import staged_folder
-from builders.stats import Report, SplitStats, Statistics
-from builders.views import SESSIONS
 
 SHARD_NAME = re.compile(r"-(?P<split>[^-]+?)(?:-(?P<index>\d{5})-of-(?P<total>\d{5}))?\.parquet$")
 
@@ -120,7 +119,7 @@ def build_source(
 ) -> BuildResult:
     """Build ``configs`` (all by default) of ``source`` into ``output``, replacing it only on success.
 
-    ``engine``: ``local`` (``datasets``' builder, ``num_proc`` processes) or ``spark`` (``builders.spark``,
+    ``engine``: ``local`` (``datasets``' builder, ``num_proc`` processes) or ``spark`` (``convhub.spark``,
     on ``spark_master``); or an engine object to reuse (a ``SparkEngine``, which the caller stops).
 
     ``repo_id`` is the Hub repo the card's code loads (``ORG/<hub name>`` when not given).
@@ -131,7 +130,7 @@ def build_source(
     ``on_bad_record="skip"``: bad source records are left out, listed with their reason in
     ``<output>.quarantine.jsonl`` beside the folder, and counted in the card's normalizations.
     """
-    from builders.cards import write_card  # the card module imports Jinja2; keep `check` light
+    from convhub.cards import write_card  # the card module imports Jinja2; keep `check` light
 
     builder_cls = registry.get(source)
     if repo_id is not None:
@@ -192,7 +191,7 @@ def _engine(engine: str | Any, spark_master: str | None):
         if spark_master:
             raise ValueError("--spark-master needs --engine spark")
         return None
-    from builders.spark import SparkEngine  # PySpark is an extra
+    from convhub.spark import SparkEngine  # PySpark is an extra
 
     return SparkEngine(spark_master)
 
@@ -226,7 +225,7 @@ class _Run:
     duplicates: list[tuple[str, dict]] = field(default_factory=list)
     #: What the derived views left out or merged (``messages``: sessions no chat template takes), for the card.
     derive_notes: Counter = field(default_factory=Counter)
-    #: None: ``datasets``' builder in ``num_proc`` processes; else an engine (``builders.spark.SparkEngine``).
+    #: None: ``datasets``' builder in ``num_proc`` processes; else an engine (``convhub.spark.SparkEngine``).
     engine: Any = None
 
     @property

@@ -15,14 +15,13 @@ from typing import Any
 
 import jinja2
 import pyarrow.parquet as pq
+from convhub import registry
+from convhub.stats import markdown_table
+from convhub.views import DEFAULT_VIEW
 from datasets import DatasetInfo, SplitDict, SplitInfo
 from datasets.info import DatasetInfosDict
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
-
-from builders import registry
-from builders.stats import markdown_table
-from builders.views import DEFAULT_VIEW
 
 NON_COMMERCIAL = re.compile(r"(^|[-_ ])(nc|noncommercial|non-commercial)([-_ ]|$)", re.IGNORECASE)
 TAGS = ["conversational", "dialogue", "long-term-memory", "convhub"]
@@ -43,7 +42,7 @@ def templates_dir() -> Path:
     checkout = Path(__file__).resolve().parent.parent / "dataset_cards"
     if checkout.is_dir():
         return checkout
-    return Path(str(resources.files("builders") / "dataset_cards"))
+    return Path(str(resources.files("convhub") / "dataset_cards"))
 
 
 def size_categories(result) -> list[str]:

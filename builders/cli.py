@@ -13,9 +13,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from builders import console, hub_errors, registry
-from builders.errors import SourceError
-from builders.stats import markdown_table
+from convhub import console, hub_errors, registry
+from convhub.errors import SourceError
+from convhub.stats import markdown_table
 
 
 def rows(count: int) -> str:
@@ -192,10 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--token", help="a Hugging Face token for --push (default: HF_TOKEN or the stored login)"
     )
 
-    from builders import push  # registers its own options
+    from convhub import push  # registers its own options
 
     push.add_arguments(_command(commands, "push", "publish a built folder to the Hub in one commit"))
-    from builders import export  # registers its own options
+    from convhub import export  # registers its own options
 
     export.add_arguments(
         _command(commands, "export", "rebuild a source's own files from a build folder or Hub repo")
@@ -212,7 +212,7 @@ def run_build(args) -> int:
     with contextlib.ExitStack() as stack:
         engine = args.engine
         if engine == "spark" and len(sources) > 1:  # one Spark session for every source
-            from builders.spark import SparkEngine
+            from convhub.spark import SparkEngine
 
             engine = SparkEngine(args.spark_master)
             stack.callback(engine.stop)
@@ -223,7 +223,7 @@ def run_build(args) -> int:
 
 def _build_one(args, source: str, engine) -> None:
     """Build one source as the arguments say, print what was made."""
-    from builders.build import build_source
+    from convhub.build import build_source
 
     builder_cls = registry.get(source)
     data_dir = builder_cls.sample_dir() if args.sample else args.data_dir
@@ -269,8 +269,8 @@ def print_build(result) -> None:
 
 
 def run_check(args) -> int:
-    from builders import quarantine
-    from builders.build import check_source
+    from convhub import quarantine
+    from convhub.build import check_source
 
     data_dir = registry.get(args.source).sample_dir() if args.sample else args.data_dir
     target = args.quarantine or Path(f"{args.source}{quarantine.SUFFIX}")
@@ -302,7 +302,7 @@ def run_check(args) -> int:
 
 
 def run_mix(args) -> int:
-    from builders import mix
+    from convhub import mix
 
     if args.push and not args.repo_id:
         print("convhub mix: error: --push needs --repo-id ORG/NAME", file=sys.stderr)
@@ -331,9 +331,8 @@ def run_mix(args) -> int:
 
 
 def _push_mixture(folder: Path, args) -> int:
+    from convhub import push
     from huggingface_hub.errors import HfHubHTTPError
-
-    from builders import push
 
     try:
         push.print_result(push.push_folder(folder, args.repo_id, token=args.token))
@@ -388,10 +387,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "mix":
             return run_mix(args)
         if args.command == "export":
-            from builders import export
+            from convhub import export
 
             return export.run(args)
-        from builders import push
+        from convhub import push
 
         return push.run(args)
     except (SourceError, ValueError, FileNotFoundError, KeyError, HfHubHTTPError) as error:  # one line

@@ -87,12 +87,12 @@ def setup_logging() -> ConsoleHandler | None:
 
 
 class _QuirkFilter(logging.Filter):
-    """Holds back the warnings of ``builders.<source>.*`` loggers and counts them. The count is in shared
+    """Holds back the warnings of ``convhub.<source>.*`` loggers and counts them. The count is in shared
     memory, so the warnings of forked worker processes (``--num-proc``) count too."""
 
     def __init__(self, source: str) -> None:
         super().__init__()
-        self.prefix = f"builders.{source}."
+        self.prefix = f"convhub.{source}."
         self.count = multiprocessing.Value("i", 0)
         self.last: logging.LogRecord | None = None  # one record passes each handler: counted once
 

@@ -1,6 +1,6 @@
 """Derive the flattened shared views from built ``sessions`` Parquet with Arrow, without re-parsing.
 
-``turns``, ``qa`` and ``messages`` are pure functions of the canonical record (``builders.views``). Parsing
+``turns``, ``qa`` and ``messages`` are pure functions of the canonical record (``convhub.views``). Parsing
 the source again for each of them costs a full parse per view; flattening the nested ``sessions`` columns
 with Arrow kernels costs a fraction of that. ``tests/test_derive.py`` checks that both paths give the same
 rows, so the Python view functions remain the definition and this module an equivalent fast path.
@@ -15,10 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from convhub import schema
+from convhub.views import chat_messages, turn_content
 from datasets.arrow_writer import ParquetWriter
-
-from builders import schema
-from builders.views import chat_messages, turn_content
 
 IDS = list(schema.CONVERSATION_IDS)
 BATCH_ROWS = 64  # conversations per batch: bounds memory on very long conversations

@@ -29,14 +29,13 @@ from typing import Any
 import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
+from convhub import registry
+from convhub.schema import JSON_TEXT_FIELDS
+from convhub.staging import check_output, staged_folder
 from datasets import Features, LargeList, List
 
-from builders import registry
-from builders.schema import JSON_TEXT_FIELDS
-from builders.staging import check_output, staged_folder
-
 #: Source name → its export module (``write_files`` and the pure inverse functions).
-EXPORTERS = {name: f"builders.{name}.export" for name in registry.names()}
+EXPORTERS = {name: f"convhub.{name}.export" for name in registry.names()}
 SESSIONS = "sessions"
 #: Rows per Arrow batch: a GigaMemory ``sessions`` row is a whole ~350k-character dialogue.
 BATCH_ROWS = 64
@@ -433,7 +432,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from builders.hub_errors import report
+    from convhub.hub_errors import report
 
     try:
         result = export_source(

@@ -16,8 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import orjson
-
-from builders.errors import SourceError
+from convhub.errors import SourceError
 
 #: Each byte → ``0`` for an ASCII digit, ``x`` otherwise: :func:`may_hold_long_integer` then finds runs of
 #: digits with one ``bytes.find`` (a regex over a whole file cost 3x the parse itself).

@@ -45,14 +45,8 @@ from typing import Any
 import datasets
 import numpy as np
 import yaml
-from datasets import Dataset, Features, IterableDataset, Value
-from datasets.data_files import DataFilesDict, sanitize_patterns
-from datasets.utils.metadata import MetadataConfigs
-from datasets.utils.py_utils import convert_file_size_to_int
-from huggingface_hub import DatasetCard, DatasetCardData
-
-from builders import schema
-from builders.cards import (
+from convhub import schema
+from convhub.cards import (
     CONFIG_TASKS,
     TAGS,
     add_configs,
@@ -62,9 +56,14 @@ from builders.cards import (
     template,
     tidy,
 )
-from builders.hub_errors import redact
-from builders.staging import check_output, staged_folder
-from builders.stats import markdown_table
+from convhub.hub_errors import redact
+from convhub.staging import check_output, staged_folder
+from convhub.stats import markdown_table
+from datasets import Dataset, Features, IterableDataset, Value
+from datasets.data_files import DataFilesDict, sanitize_patterns
+from datasets.utils.metadata import MetadataConfigs
+from datasets.utils.py_utils import convert_file_size_to_int
+from huggingface_hub import DatasetCard, DatasetCardData
 
 logger = logging.getLogger(__name__)
 
@@ -1134,7 +1133,7 @@ def card_data(result: MixResult, folder: Path | None = None) -> DatasetCardData:
 
 def _config_build(result: MixResult):
     """The mixture as the one config it is, in the shape source builds describe their configs."""
-    from builders.build import ConfigBuild
+    from convhub.build import ConfigBuild
 
     recipe = result.recipe
     splits = {recipe.output_split: datasets.SplitInfo(recipe.output_split, result.num_bytes, result.rows)}
@@ -1146,7 +1145,7 @@ def _config_build(result: MixResult):
 
 
 def render_card_body(result: MixResult, repo_id: str | None = None) -> str:
-    from builders.views import SHARED_VIEWS
+    from convhub.views import SHARED_VIEWS
 
     recipe = result.recipe
     built = _config_build(result)

@@ -39,12 +39,11 @@ from pathlib import Path
 
 import httpx2
 import pyarrow.parquet as pq
+from convhub import registry
+from convhub.cards import for_repo, is_non_commercial
+from convhub.hub_errors import redact, report
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCard, HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
-
-from builders import registry
-from builders.cards import for_repo, is_non_commercial
-from builders.hub_errors import redact, report
 
 logger = logging.getLogger("convhub.push")
 

@@ -1,6 +1,6 @@
 """``--on-bad-record skip``: rejected source records go to a quarantine file, never silently away.
 
-By default (``raise``) the first bad record stops the build with a :class:`~builders.errors.SourceError`
+By default (``raise``) the first bad record stops the build with a :class:`~convhub.errors.SourceError`
 naming file, record and field. With ``skip``, every rejection is appended as one JSON line to a part file of
 the process that saw it (``quarantine-<pid>.jsonl`` in a work folder: ``num_proc`` workers never share a
 file); the build merges the parts into ``<output>.quarantine.jsonl`` *beside* the output folder (so
@@ -28,9 +28,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from builders.errors import SourceError
-from builders.jsonio import unencodable_field
-from builders.staging import OutputError
+from convhub.errors import SourceError
+from convhub.jsonio import unencodable_field
+from convhub.staging import OutputError
 
 ON_BAD_RECORD = ("raise", "skip")
 RAW_LIMIT = 64 * 1024

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import importlib
 
-from builders.base import ConversationBuilder
+from convhub.base import ConversationBuilder
 
 BUILDERS = {
-    "locomo": "builders.locomo.builder:LocomoBuilder",
-    "gigamemory": "builders.gigamemory.builder:GigamemoryBuilder",
-    "convlab": "builders.convlab.builder:ConvLabBuilder",
-    "mnbvc": "builders.mnbvc.builder:MnbvcBuilder",
+    "locomo": "convhub.locomo.builder:LocomoBuilder",
+    "gigamemory": "convhub.gigamemory.builder:GigamemoryBuilder",
+    "convlab": "convhub.convlab.builder:ConvLabBuilder",
+    "mnbvc": "convhub.mnbvc.builder:MnbvcBuilder",
 }
 
 

@@ -2,7 +2,7 @@
 
 Every source is parsed into one *canonical conversation record*: a plain dict whose shape is
 ``SESSIONS_FEATURES``. The other shared views (``turns``, ``qa``, ``messages``) are derived from that
-record in ``builders.views``; their features are defined here so that every source publishes exactly the
+record in ``convhub.views``; their features are defined here so that every source publishes exactly the
 same Arrow schema and ``concatenate_datasets`` / ``interleave_datasets`` work across sources with no cast.
 
 Free-form leftovers (every ``extra``, ConvLab's database ``entity``, LoCoMo's raw observation ``evidence``) are
@@ -19,9 +19,8 @@ import json
 from typing import Any
 
 import orjson
+from convhub.jsonio import holds_non_finite_float
 from datasets import Features, List, Value
-
-from builders.jsonio import holds_non_finite_float
 
 SOURCES = ("locomo", "gigamemory", "convlab", "mnbvc")
 ROLES = ("user", "assistant", "system")

@@ -33,11 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import datasets
+from convhub.base import fewer_collections, is_group_shard, sorted_partition
+from convhub.console import phases
+from convhub.errors import SourceError
 from datasets.utils.py_utils import convert_file_size_to_int
-
-from builders.base import fewer_collections, is_group_shard, sorted_partition
-from builders.console import phases
-from builders.errors import SourceError
 
 #: Marks a SourceError inside the text of Spark's error, for the driver to raise it again as itself.
 _ERROR_MARK = "convhub source error: "

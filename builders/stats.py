@@ -9,7 +9,7 @@ import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from builders.errors import Notes
+from convhub.errors import Notes
 
 
 @dataclass

@@ -13,9 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from convhub import schema
 from datasets import Features
-
-from builders import schema
 
 Record = dict[str, Any]
 Row = dict[str, Any]

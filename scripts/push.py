@@ -9,9 +9,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's `builders`, not an install
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _checkout import use_checkout
 
-from builders.cli import main
+use_checkout()  # the checkout's builders/ as convhub, when convhub is not installed
+
+from convhub.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(["push", *sys.argv[1:]]))

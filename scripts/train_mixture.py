@@ -143,7 +143,7 @@ def load_mixture(location: str | None, recipe: str | None, streaming: bool):
     """A written mixture (folder or Hub repo) or a recipe mixed on the fly."""
     if recipe is not None:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout too
-        from builders.mix import mixture
+        from convhub.mix import mixture
 
         return mixture(recipe, streaming=streaming)
     return datasets.load_dataset(location, "messages", split="train", streaming=streaming)

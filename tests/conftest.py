@@ -12,8 +12,8 @@ import pytest
 # talks to a loopback Hub double only, with a temporary HF_HOME (see tests/hub_double.py).
 HUB_SOCKET = hub_double.isolate_from_real_hub()
 
-from builders import registry  # noqa: E402
-from builders.build import build_source  # noqa: E402
+from convhub import registry  # noqa: E402
+from convhub.build import build_source  # noqa: E402
 
 SHARED_DATA = Path(
     os.environ.get("CONVHUB_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")

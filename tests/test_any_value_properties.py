@@ -14,12 +14,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from convhub import cli
+from convhub.export import differences
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_hostile_input import SOURCES
-
-from builders import cli
-from builders.export import differences
 
 EXAMPLES = settings(
     max_examples=25,

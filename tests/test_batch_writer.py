@@ -1,4 +1,4 @@
-"""The batch writer of ``builders.base`` writes exactly what ``datasets``' per-example writer writes.
+"""The batch writer of ``convhub.base`` writes exactly what ``datasets``' per-example writer writes.
 
 Every config of every source is prepared twice from its sample: once by the builder as it is, once by a
 subclass that puts back ``datasets``' own ``GeneratorBasedBuilder._prepare_split_single``. Tables and row
@@ -14,8 +14,7 @@ import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from builders import registry
+from convhub import registry
 
 
 def _prepared(
@@ -76,7 +75,7 @@ def test_batch_writer_starts_new_shards_past_max_shard_size_with_the_same_rows(t
 
 
 def test_no_column_of_any_view_is_an_extension_type():
-    """Older clients cannot read ``arrow.json`` (see ``builders.schema``): free-form values are plain text."""
+    """Older clients cannot read ``arrow.json`` (see ``convhub.schema``): free-form values are plain text."""
     for name in registry.names():
         for view in registry.get(name).views():
             assert "extension" not in str(view.features.arrow_schema), (name, view.name)
@@ -86,7 +85,7 @@ def test_no_column_of_any_view_is_an_extension_type():
 def test_the_cycle_collector_runs_less_often_while_parsing_and_is_restored(tmp_path):
     import gc
 
-    from builders.base import GC_YOUNG_THRESHOLD
+    from convhub.base import GC_YOUNG_THRESHOLD
 
     locomo = registry.get("locomo")
     seen = []
@@ -106,7 +105,7 @@ def test_the_cycle_collector_runs_less_often_while_parsing_and_is_restored(tmp_p
 def test_a_stream_scans_its_shards_with_the_collector_relaxed_too():
     import gc
 
-    from builders.base import GC_YOUNG_THRESHOLD
+    from convhub.base import GC_YOUNG_THRESHOLD
 
     convlab = registry.get("convlab")
     seen = []

@@ -8,10 +8,9 @@ from pathlib import Path
 import datasets
 import pyarrow.parquet as pq
 import yaml
+from convhub import registry
+from convhub.build import build_source
 from huggingface_hub import DatasetCard
-
-from builders import registry
-from builders.build import build_source
 
 
 def _first_turn_text(folder: Path) -> str:
@@ -110,7 +109,7 @@ def test_sizes_sources_and_licenses_are_the_hub_metadata_fields(sample_builds):
 
 
 def test_a_convlab_card_says_each_subsets_license_and_one_license_only_when_they_share_it():
-    from builders.convlab.builder import ConvLabBuilder
+    from convhub.convlab.builder import ConvLabBuilder
 
     assert ConvLabBuilder.card_license(["camrest", "tm1"]) == {"license": "cc-by-4.0"}
     mixed = ConvLabBuilder.card_license(["camrest", "woz"])
@@ -137,7 +136,7 @@ def test_every_card_shows_an_example_row_of_each_config_and_its_limitations(samp
 
 
 def test_an_example_row_cuts_long_text_and_lists_and_says_so():
-    from builders.cards import shorten
+    from convhub.cards import shorten
 
     row = shorten({"text": "字" * 500, "turns": list(range(10)), "nested": [{"a": "b" * 161}]})
     assert row["text"] == "字" * 160 + "… (340 more characters)"
@@ -161,7 +160,7 @@ def test_combined_convlab_configs_list_patterns_that_match_exactly_their_files(s
 
 
 def test_build_repo_id_names_the_repo_in_the_card_code(tmp_path, capsys):
-    from builders.cli import main
+    from convhub.cli import main
 
     sample = registry.get("locomo").sample_dir()
     result = build_source(

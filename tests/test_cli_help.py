@@ -7,8 +7,7 @@ import argparse
 from importlib.metadata import version
 
 import pytest
-
-from builders import cli
+from convhub import cli
 
 COMMANDS = ("build", "check", "push", "export", "mix")
 

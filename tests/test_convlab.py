@@ -13,14 +13,13 @@ from pathlib import Path
 import datasets
 import pytest
 from conftest import shared_data
+from convhub import cli
+from convhub.build import build_source, check_source
+from convhub.convlab import export, parse
+from convhub.convlab.builder import ConvLabBuilder, SubsetInput, find_local_inputs
+from convhub.errors import Notes, SourceError
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-
-from builders import cli
-from builders.build import build_source, check_source
-from builders.convlab import export, parse
-from builders.convlab.builder import ConvLabBuilder, SubsetInput, find_local_inputs
-from builders.errors import Notes, SourceError
 
 SAMPLE = Path(ConvLabBuilder.sample_dir())
 REAL_DATASETS = ConvLabBuilder.DEFAULT_SUBSETS
@@ -321,7 +320,7 @@ def test_indented_files_scan_like_the_decoder_and_keep_json_values(indent, monke
 
 
 def test_shards_are_consecutive_even_and_balanced_by_bytes():
-    from builders.convlab.builder import MIN_DIALOGUES_PER_SHARD, shard_ranges
+    from convhub.convlab.builder import MIN_DIALOGUES_PER_SHARD, shard_ranges
 
     def ranges(count, size=lambda i: 100 + i % 7 * 50):
         starts = [0]
@@ -344,7 +343,7 @@ def test_shards_are_consecutive_even_and_balanced_by_bytes():
 
 
 def test_every_large_split_gets_two_shards_and_a_large_zip_is_read_from_one_copy(tmp_path, monkeypatch):
-    from builders.convlab import builder as convlab_builder
+    from convhub.convlab import builder as convlab_builder
 
     template = sample_dialogues("toyhotel")[0]
     dialogues = [
@@ -446,7 +445,7 @@ def _write_zip(folder: Path, raw: bytes) -> Path:
 
 
 def test_a_large_zip_is_inflated_by_a_child_process_into_the_copy_streams_read(tmp_path, monkeypatch):
-    from builders.convlab import builder as convlab_builder
+    from convhub.convlab import builder as convlab_builder
 
     raw = _dialogues_text(300, 2, split=lambda i: ("train", "validation", "test")[i % 3])
     _write_zip(tmp_path / "in" / "big", raw)
@@ -479,7 +478,7 @@ def test_a_large_zip_is_inflated_by_a_child_process_into_the_copy_streams_read(t
 
 def test_the_copy_of_a_large_zip_goes_to_convhub_tmpdir(tmp_path, monkeypatch):
     """As MNBVC's partitions: a user whose /tmp is small points every large temporary file elsewhere."""
-    from builders.convlab import builder as convlab_builder
+    from convhub.convlab import builder as convlab_builder
 
     _write_zip(tmp_path / "in" / "big", _dialogues_text(20, 2, split=lambda i: ("train", "test")[i % 2]))
     monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", 0)
@@ -494,7 +493,7 @@ def test_the_copy_of_a_large_zip_goes_to_convhub_tmpdir(tmp_path, monkeypatch):
 
 
 def test_on_a_busy_machine_a_stream_makes_no_copy_and_a_build_makes_it_beside(tmp_path, monkeypatch):
-    from builders.convlab import builder as convlab_builder
+    from convhub.convlab import builder as convlab_builder
 
     raw = _dialogues_text(40, 2, split=lambda i: ("train", "test")[i % 2])
     _write_zip(tmp_path / "in" / "big", raw)
@@ -527,7 +526,7 @@ def test_on_a_busy_machine_a_stream_makes_no_copy_and_a_build_makes_it_beside(tm
 
 
 def test_spare_core_counts_runnable_tasks(monkeypatch):
-    from builders.convlab import builder as convlab_builder
+    from convhub.convlab import builder as convlab_builder
 
     cores = len(os.sched_getaffinity(0))
     real_open = open
@@ -551,7 +550,7 @@ def test_spare_core_counts_runnable_tasks(monkeypatch):
     ],
 )
 def test_a_bad_large_zip_reports_what_the_decoding_scan_reports(tmp_path, monkeypatch, edit, problem):
-    from builders.convlab import builder as convlab_builder
+    from convhub.convlab import builder as convlab_builder
 
     _write_zip(tmp_path / "in" / "big", edit(_dialogues_text(30, 2)))
     messages = []
@@ -564,7 +563,7 @@ def test_a_bad_large_zip_reports_what_the_decoding_scan_reports(tmp_path, monkey
 
 
 def test_a_corrupt_zip_member_through_the_child_is_reported_as_before(tmp_path, monkeypatch):
-    from builders.convlab import builder as convlab_builder
+    from convhub.convlab import builder as convlab_builder
 
     path = _write_zip(tmp_path / "in" / "big", _dialogues_text(200, 2))
     data = bytearray(path.read_bytes())

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import datasets
 import pytest
-
-from builders import cli
-from builders.build import build_source
-from builders.convlab import builder, parse
-from builders.export import export_source
+from convhub import cli
+from convhub.build import build_source
+from convhub.convlab import builder, parse
+from convhub.export import export_source
 
 
 def dialogue(i: int, split: str = "train", subset: str = "toy") -> dict:

@@ -1,4 +1,4 @@
-"""The Arrow fast path (builders.derive) gives exactly the rows of the Python view functions."""
+"""The Arrow fast path (convhub.derive) gives exactly the rows of the Python view functions."""
 
 from __future__ import annotations
 
@@ -6,12 +6,11 @@ import pickle
 
 import datasets
 import pytest
-
-from builders import registry
-from builders.derive import DERIVERS
-from builders.errors import Notes, SourceError
-from builders.staging import MARKER
-from builders.stats import Report
+from convhub import registry
+from convhub.derive import DERIVERS
+from convhub.errors import Notes, SourceError
+from convhub.staging import MARKER
+from convhub.stats import Report
 
 
 @pytest.mark.parametrize("source", registry.names())
@@ -32,7 +31,7 @@ def test_derived_view_equals_builder_view(sample_builds, tmp_path, source, view)
 
 
 def test_build_of_a_derived_view_alone_parses_once_and_writes_only_that_view(tmp_path):
-    from builders.build import build_source
+    from convhub.build import build_source
 
     builder_cls = registry.get("locomo")
     result = build_source("locomo", tmp_path / "out", data_dir=builder_cls.sample_dir(), configs=["qa"])
@@ -44,7 +43,7 @@ def test_build_of_a_derived_view_alone_parses_once_and_writes_only_that_view(tmp
 
 @pytest.mark.parametrize("source", ["mnbvc", "gigamemory"])
 def test_derive_in_worker_processes_gives_the_rows_of_one_process(sample_builds, tmp_path, source):
-    from builders.build import build_source
+    from convhub.build import build_source
 
     builder_cls = registry.get(source)
     result = build_source(source, tmp_path / "out", data_dir=builder_cls.sample_dir(), num_proc=2)
@@ -62,7 +61,7 @@ def test_derive_in_worker_processes_gives_the_rows_of_one_process(sample_builds,
 
 
 def test_a_build_of_source_configs_only_derives_nothing(tmp_path):
-    from builders.build import build_source
+    from convhub.build import build_source
 
     builder_cls = registry.get("locomo")
     result = build_source("locomo", tmp_path / "out", data_dir=builder_cls.sample_dir(), configs=["events"])

@@ -20,12 +20,11 @@ from typing import Any
 import datasets
 import pytest
 from conftest import shared_data
-
-from builders import cli, registry
-from builders.build import build_source
-from builders.convlab.builder import DEFAULT_SUBSETS as CONVLAB_DATASETS
-from builders.export import ExportError, LocalBuild, differences, export_source
-from builders.staging import MARKER
+from convhub import cli, registry
+from convhub.build import build_source
+from convhub.convlab.builder import DEFAULT_SUBSETS as CONVLAB_DATASETS
+from convhub.export import ExportError, LocalBuild, differences, export_source
+from convhub.staging import MARKER
 
 #: Everything ``convhub export`` does not give back byte for byte. In every case the JSON values are equal.
 BYTE_DIFFERENCES = {
@@ -415,7 +414,7 @@ def test_mnbvc_rows_grouped_across_files_go_back_to_their_lines(tmp_path):
 
 
 def test_export_from_a_hub_repo(hub, sample_builds, tmp_path):
-    from builders.push import push_folder
+    from convhub.push import push_folder
 
     folder = tmp_path / "convlab-unified"
     shutil.copytree(sample_builds["convlab"].output, folder)
@@ -430,7 +429,7 @@ def test_export_from_a_hub_repo(hub, sample_builds, tmp_path):
 
 
 def test_cli_export_from_a_hub_repo_streamed(hub, sample_builds, tmp_path, capsys):
-    from builders.push import push_folder
+    from convhub.push import push_folder
 
     folder = tmp_path / "locomo-unified"
     shutil.copytree(sample_builds["locomo"].output, folder)

@@ -16,12 +16,11 @@ from pathlib import Path
 import datasets
 import pytest
 from conftest import shared_data
-
-from builders import cli
-from builders.build import build_source, check_source
-from builders.errors import Notes, SourceError
-from builders.gigamemory import export, parse
-from builders.gigamemory.builder import GigamemoryBuilder
+from convhub import cli
+from convhub.build import build_source, check_source
+from convhub.errors import Notes, SourceError
+from convhub.gigamemory import export, parse
+from convhub.gigamemory.builder import GigamemoryBuilder
 
 REAL_COUNTS = {"conversations": 4, "questions": 4, "sessions": 149, "messages": 1900}
 
@@ -76,7 +75,7 @@ def extra(value):
     return json.loads(value) if isinstance(value, str) else (value or {})
 
 
-# -- the round trip `convhub export` makes (builders.gigamemory.export) ----------------------------------
+# -- the round trip `convhub export` makes (convhub.gigamemory.export) ----------------------------------
 
 
 def rebuild_lines(records) -> dict[tuple[str, int], dict]:
@@ -811,7 +810,7 @@ def test_cli_check_and_build(tmp_path, capsys):
 
 
 def test_default_download_is_the_public_sample():
-    from builders.gigamemory import builder
+    from convhub.gigamemory import builder
 
     assert builder.URL.endswith("ai-forever/memory_aij2025/main/data/format_example.jsonl")
     assert parse.subset_of(builder.URL) == "format_example"

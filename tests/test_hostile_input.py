@@ -24,10 +24,9 @@ from typing import Any
 
 import datasets
 import pytest
-
-from builders import cli, quarantine
-from builders.build import build_source, check_source
-from builders.errors import SourceError
+from convhub import cli, quarantine
+from convhub.build import build_source, check_source
+from convhub.errors import SourceError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -595,8 +594,8 @@ def test_cli_build_skip_warns_and_check_counts(tmp_path, capsys):
 HUGE_LINE_SCRIPT = textwrap.dedent(
     """
     import json, os, resource, sys, time
-    from builders.build import build_source
-    from builders.errors import SourceError
+    from convhub.build import build_source
+    from convhub.errors import SourceError
 
     def measure(name, data_dir, output, policy):
         started = time.perf_counter()

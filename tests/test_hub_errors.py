@@ -7,11 +7,10 @@ import shutil
 
 import pytest
 from conftest import HUB_TOKEN
+from convhub.cli import main
+from convhub.hub_errors import redact
+from convhub.push import push_folder
 from test_mix import numbered, write_source
-
-from builders.cli import main
-from builders.hub_errors import redact
-from builders.push import push_folder
 
 
 def one_redacted_line(capsys) -> str:

@@ -1,6 +1,6 @@
 """LoCoMo: the parser's handling of every quirk in SOURCES.md, the build, the card and the command line.
 
-Unit tests feed ``builders.locomo.parse`` tiny hand-written samples; build tests use the packaged sample
+Unit tests feed ``convhub.locomo.parse`` tiny hand-written samples; build tests use the packaged sample
 (``builders/locomo/sample/locomo_sample.json``); tests on the real ``locomo10.json`` skip when
 ``../shared/data`` is absent.
 """
@@ -21,17 +21,16 @@ from pathlib import Path
 import datasets
 import pytest
 import yaml
+from convhub import cli
+from convhub.build import build_source, check_source
+from convhub.errors import Notes, SourceError
+from convhub.export import LocalBuild
+from convhub.jsonio import holds_lone_surrogate_escape, may_hold_long_integer
+from convhub.locomo import parse
+from convhub.locomo.builder import LocomoBuilder
+from convhub.locomo.export import sample_from_record
+from convhub.staging import MARKER
 from huggingface_hub import DatasetCard
-
-from builders import cli
-from builders.build import build_source, check_source
-from builders.errors import Notes, SourceError
-from builders.export import LocalBuild
-from builders.jsonio import holds_lone_surrogate_escape, may_hold_long_integer
-from builders.locomo import parse
-from builders.locomo.builder import LocomoBuilder
-from builders.locomo.export import sample_from_record
-from builders.staging import MARKER
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = Path(LocomoBuilder.sample_dir()) / "locomo_sample.json"
@@ -725,7 +724,7 @@ def test_convhub_check_names_both_files_of_a_sample_id_they_share(tmp_path):
 
 
 def test_convhub_build_all_sample(tmp_path, capsys):
-    from builders import registry
+    from convhub import registry
 
     assert cli.main(["build", "--all", "--sample", "--output", str(tmp_path)]) == 0
     out = capsys.readouterr().out

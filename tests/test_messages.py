@@ -9,10 +9,9 @@ import datasets
 import jinja2
 import pytest
 from conftest import shared_data
-
-from builders import registry
-from builders.build import build_source
-from builders.views import (
+from convhub import registry
+from convhub.build import build_source
+from convhub.views import (
     EMPTY_LEFT_OUT,
     LATE_SYSTEM,
     NO_ASSISTANT,

@@ -14,12 +14,11 @@ from pathlib import Path
 import datasets
 import pytest
 import yaml
+from convhub import cli, mix, schema
+from convhub.staging import MARKER
 from datasets.info import DatasetInfosDict
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
-
-from builders import cli, mix, schema
-from builders.staging import MARKER
 
 
 @pytest.fixture(autouse=True)
@@ -579,7 +578,7 @@ def test_mixing_the_sample_build_of_every_registered_source(sample_builds, tmp_p
 
 
 def test_sources_from_hub_repos_streamed_and_the_mixture_pushed(hub, tmp_path):
-    from builders.push import push_folder
+    from convhub.push import push_folder
 
     push_folder(write_source(tmp_path / "a", numbered("a", 30)), "org/a-unified")
     push_folder(write_source(tmp_path / "b", numbered("b", 20), license="cc-by-nc-4.0"), "org/b-unified")
@@ -616,7 +615,7 @@ def test_cli_mix_push(hub, tmp_path, capsys):
 
 
 def test_example_recipe_names_the_sample_build_of_registered_sources():
-    from builders import registry
+    from convhub import registry
 
     example = Path(__file__).resolve().parent.parent / "examples" / "recipe.yaml"
     parsed = mix.load_recipe(example)

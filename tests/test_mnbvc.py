@@ -18,16 +18,15 @@ from pathlib import Path
 
 import datasets
 import pytest
+from convhub import cli
+from convhub.build import build_source, check_source
+from convhub.errors import Notes, SourceError
+from convhub.jsonio import holds_float
+from convhub.mnbvc import builder as builder_module
+from convhub.mnbvc import export, parse, regroup
+from convhub.mnbvc.builder import MnbvcBuilder
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-
-from builders import cli
-from builders.build import build_source, check_source
-from builders.errors import Notes, SourceError
-from builders.jsonio import holds_float
-from builders.mnbvc import builder as builder_module
-from builders.mnbvc import export, parse, regroup
-from builders.mnbvc.builder import MnbvcBuilder
 
 SAMPLE = Path(MnbvcBuilder.sample_dir())
 
@@ -104,7 +103,7 @@ def extra(value):
     return json.loads(value) if isinstance(value, str) else value
 
 
-# -- the source rows as they are (rebuilt by builders.mnbvc.export, `convhub export`) ---------------
+# -- the source rows as they are (rebuilt by convhub.mnbvc.export, `convhub export`) ---------------
 
 
 def source_rows(folder: Path) -> dict[tuple[str, int], dict]:
@@ -604,7 +603,7 @@ def test_unreadable_extension_warnings_follow_conversation_order_and_the_cap(tmp
     shard = write_shard(tmp_path / "m.jsonl", rows)
     [pieces] = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
     notes = Notes()
-    with caplog.at_level(logging.WARNING, logger="builders.mnbvc.parse"):
+    with caplog.at_level(logging.WARNING, logger="convhub.mnbvc.parse"):
         found = list(regroup.read_partition(pieces, ["m.jsonl"], notes))
     assert len(found) == 2
     lines = [
@@ -775,7 +774,7 @@ def test_unreadable_extension_is_logged_with_file_and_line_and_kept_raw(tmp_path
         tmp_path / "m.jsonl", [pair("z", 1, "好"), pair(None, None, "坏", row_id="md5-b", extension=broken)]
     )
     notes = Notes()
-    with caplog.at_level(logging.WARNING, logger="builders.mnbvc.parse"):
+    with caplog.at_level(logging.WARNING, logger="convhub.mnbvc.parse"):
         found = by_id(records(tmp_path, notes=notes))
     assert any("m.jsonl, line 2, 元数据.扩展字段: unreadable" in message for message in caplog.messages)
     assert notes["元数据.扩展字段 unreadable (raw string kept)"] == 1

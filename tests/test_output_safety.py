@@ -10,14 +10,13 @@ from pathlib import Path
 
 import datasets
 import pytest
-
-from builders import registry
-from builders.build import build_source
-from builders.cli import main
-from builders.export import export_source
-from builders.mix import load_recipe, write_mixture
-from builders.push import local_files
-from builders.staging import MARKER, OutputError, _exchange, check_output, made_by_convhub
+from convhub import registry
+from convhub.build import build_source
+from convhub.cli import main
+from convhub.export import export_source
+from convhub.mix import load_recipe, write_mixture
+from convhub.push import local_files
+from convhub.staging import MARKER, OutputError, _exchange, check_output, made_by_convhub
 
 LOCOMO_SAMPLE = Path(registry.get("locomo").sample_dir())
 

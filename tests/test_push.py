@@ -17,14 +17,13 @@ from pathlib import Path
 import datasets
 import pytest
 from conftest import HUB_TOKEN
+from convhub import registry
+from convhub.build import build_source
+from convhub.cli import main
+from convhub.push import MANIFEST, PushError, RetryPolicy, push_folder
+from convhub.staging import MARKER
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
-
-from builders import registry
-from builders.build import build_source
-from builders.cli import main
-from builders.push import MANIFEST, PushError, RetryPolicy, push_folder
-from builders.staging import MARKER
 
 REPO = "org/locomo-unified"
 ROOT = Path(__file__).resolve().parents[1]
@@ -225,7 +224,7 @@ def test_create_pr_opens_a_pull_request_and_leaves_main_alone(hub, folder):
 
 def test_a_concurrent_commit_fails_the_push_instead_of_mixing_builds(hub, folder, monkeypatch):
     """The commit names the head the plan compared against; the double answers 412 when that moved."""
-    import builders.push as push
+    import convhub.push as push
 
     push_folder(folder, REPO, verify=False)
     (folder / "README.md").write_text(
@@ -350,7 +349,7 @@ def test_a_card_whose_row_counts_disagree_with_its_parquet_is_refused_before_any
 
 
 def test_a_load_back_failure_after_the_commit_says_which_commit_landed(hub, folder, monkeypatch, capsys):
-    import builders.push as push
+    import convhub.push as push
 
     monkeypatch.setattr(push, "_load_back", lambda *args: {"test": 0})
 
@@ -363,7 +362,7 @@ def test_a_load_back_failure_after_the_commit_says_which_commit_landed(hub, fold
 
 
 def test_a_hub_error_is_reported_on_stderr_with_exit_status_1(hub, folder, capsys, monkeypatch):
-    import builders.push as push
+    import convhub.push as push
 
     monkeypatch.setattr(push, "DEFAULT_RETRY", RetryPolicy(sleep=lambda seconds: None))
     hub.fail_next("commit", times=4, status=500)

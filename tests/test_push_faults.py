@@ -14,17 +14,16 @@ import shutil
 import types
 from pathlib import Path
 
+import convhub.push as push
 import pytest
 from conftest import HUB_TOKEN
+from convhub import registry
+from convhub.build import build_source
+from convhub.cli import main
+from convhub.push import MANIFEST, PushError, RetryPolicy, push_folder
+from convhub.staging import MARKER
 from huggingface_hub import HfApi
 from huggingface_hub.utils import _http
-
-import builders.push as push
-from builders import registry
-from builders.build import build_source
-from builders.cli import main
-from builders.push import MANIFEST, PushError, RetryPolicy, push_folder
-from builders.staging import MARKER
 
 REPO = "org/locomo-unified"
 

@@ -7,11 +7,10 @@ import math
 
 import datasets
 import pytest
+from convhub import registry, schema
+from convhub.views import SHARED_VIEWS
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from builders import registry, schema
-from builders.views import SHARED_VIEWS
 
 SHARED = {view.name: view.features for view in SHARED_VIEWS}
 

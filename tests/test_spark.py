@@ -18,15 +18,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import shared_data
-
-from builders import registry
-from builders.build import build_source
-from builders.errors import SourceError
-from builders.export import export_source
+from convhub import registry
+from convhub.build import build_source
+from convhub.errors import SourceError
+from convhub.export import export_source
 
 pytest.importorskip("pyspark", reason='PySpark is the "spark" extra: pip install ".[spark]"')
 
-from builders.spark import SparkEngine
+from convhub.spark import SparkEngine
 
 #: Card lines that count bytes: Arrow's byte count of a batch and the Parquet files' sizes follow the files.
 BYTE_FIGURES = re.compile(r"^\s*(num_bytes|download_size|dataset_size): \d+$", re.MULTILINE)
@@ -71,7 +70,7 @@ def test_mnbvc_conversations_spread_over_many_partitions_come_out_in_the_local_o
     spark, tmp_path, monkeypatch
 ):
     """Partitions of 300 bytes: the sample's multi-turn rows go to several partitions, moved by Spark's shuffle."""
-    from builders.mnbvc.builder import MnbvcBuilder
+    from convhub.mnbvc.builder import MnbvcBuilder
 
     monkeypatch.setattr(MnbvcBuilder, "PARTITION_BYTES", 300, raising=False)
     monkeypatch.setattr(MnbvcBuilder, "SLICE_BYTES", 300, raising=False)
@@ -84,7 +83,7 @@ def test_mnbvc_conversations_spread_over_many_partitions_come_out_in_the_local_o
 
 def _mnbvc_with_bad_rows(folder: Path) -> Path:
     """The MNBVC sample plus a multi-turn file with a line that is not JSON and a row of neither 问 nor 答."""
-    from builders.mnbvc.builder import MnbvcBuilder
+    from convhub.mnbvc.builder import MnbvcBuilder
 
     shutil.copytree(MnbvcBuilder.sample_dir(), folder)
     good = {"问": "你好", "答": "你好！", "来源": "bad-test", "元数据": {"会话": "c1", "多轮序号": 1}}
@@ -138,7 +137,7 @@ def test_real_files_build_on_spark_as_they_build_locally(source, parts, spark, t
 
 
 def test_the_cli_builds_on_spark_and_says_what_it_needs(tmp_path):
-    convhub = [sys.executable, "-m", "builders.cli"]
+    convhub = [sys.executable, "-m", "convhub.cli"]
     wrong = subprocess.run(
         [
             *convhub,

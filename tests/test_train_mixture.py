@@ -17,8 +17,7 @@ pytest.importorskip("transformers", reason="the train extra is not installed: pi
 
 import datasets
 import yaml
-
-from builders import mix
+from convhub import mix
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,8 +11,7 @@ import json
 import datasets.config
 import huggingface_hub.constants
 import pytest
-
-from builders import cli
+from convhub import cli
 
 COMMANDS = ("build", "check")
 

@@ -36,13 +36,12 @@ from dataclasses import dataclass
 from typing import IO, Any, ClassVar
 
 import datasets
+from convhub import schema
+from convhub.base import ConversationBuilder
+from convhub.convlab import parse
+from convhub.errors import Notes, Reject, SourceError, raise_error
+from convhub.views import View
 from datasets import Features, List, Value
-
-from builders import schema
-from builders.base import ConversationBuilder
-from builders.convlab import parse
-from builders.errors import Notes, Reject, SourceError, raise_error
-from builders.views import View
 
 URL = "https://huggingface.co/datasets/ConvLab/{name}/resolve/main/data.zip"
 #: The ConvLab-3 unified datasets convhub has checked (their dummy_data.json parse in the tests).

@@ -3,7 +3,7 @@
 Pure functions. Every ConvLab dialogue becomes one canonical record with one session; every field is
 reachable: typed where the shared schema has a place (acts, state, speaker, utterance), raw in an
 ``extra`` otherwise. Each ``*_to_source`` function is the exact inverse of its parser, so that ``convhub
-export`` (``builders.convlab.export``) rebuilds ``dialogues.json`` and ``ontology.json`` as equal JSON values;
+export`` (``convhub.convlab.export``) rebuilds ``dialogues.json`` and ``ontology.json`` as equal JSON values;
 the parsers check that inverse on every value and keep the raw value in ``extra`` whenever the typed form
 would not give it back.
 
@@ -23,10 +23,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 import orjson
-
-from builders import schema
-from builders.errors import NESTED_TOO_DEEPLY, Notes, Reject, SourceError, raise_error, require
-from builders.jsonio import loads_exact
+from convhub import schema
+from convhub.errors import NESTED_TOO_DEEPLY, Notes, Reject, SourceError, raise_error, require
+from convhub.jsonio import loads_exact
 
 ACT_KINDS = ("categorical", "non-categorical", "binary")
 ACT_KEYS = {

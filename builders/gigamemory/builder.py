@@ -6,9 +6,9 @@ import glob
 import os
 from typing import ClassVar
 
-from builders.base import ConversationBuilder
-from builders.errors import SourceError
-from builders.gigamemory import parse
+from convhub.base import ConversationBuilder
+from convhub.errors import SourceError
+from convhub.gigamemory import parse
 
 #: The public sample; the contest's evaluation sets are closed.
 URL = "https://raw.githubusercontent.com/ai-forever/memory_aij2025/main/data/format_example.jsonl"

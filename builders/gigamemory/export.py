@@ -1,4 +1,4 @@
-"""Canonical GigaMemory records → GigaMemory JSONL lines again: the inverse of ``builders.gigamemory.parse``.
+"""Canonical GigaMemory records → GigaMemory JSONL lines again: the inverse of ``convhub.gigamemory.parse``.
 
 One record is one dialogue and every question asked about it; each question's ``extra`` names its file and
 line and keeps the raw ``id``, ``ans_session_ids`` (and a numeric ``ans``) and, where it differs from the real
@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from builders.export import Build, LineSpool, as_object, source_rows
-from builders.gigamemory.parse import MESSAGE_KEYS, RECORD_KEYS, SESSION_KEYS
+from convhub.export import Build, LineSpool, as_object, source_rows
+from convhub.gigamemory.parse import MESSAGE_KEYS, RECORD_KEYS, SESSION_KEYS
 
 #: ``sessions`` rows per Arrow batch: each is a whole dialogue.
 BATCH_ROWS = 16

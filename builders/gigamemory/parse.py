@@ -36,10 +36,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-
-from builders import schema
-from builders.errors import NESTED_TOO_DEEPLY, Notes, Reject, SourceError, raise_error
-from builders.jsonio import array_line_problem, holds_float, json_document_problem
+from convhub import schema
+from convhub.errors import NESTED_TOO_DEEPLY, Notes, Reject, SourceError, raise_error
+from convhub.jsonio import array_line_problem, holds_float, json_document_problem
 
 #: The four question types of the contest, in the order of its format document.
 QUESTION_TYPES = ("fact_equal_session", "info_consolidation", "info_updating", "no_info")

@@ -11,14 +11,13 @@ from pathlib import Path
 from typing import ClassVar
 
 import orjson
+from convhub import schema
+from convhub.base import ConversationBuilder
+from convhub.errors import Notes, SourceError
+from convhub.locomo import parse
+from convhub.views import View
 from datasets import Features, List, Value
 from datasets.download.streaming_download_manager import StreamingDownloadManager
-
-from builders import schema
-from builders.base import ConversationBuilder
-from builders.errors import Notes, SourceError
-from builders.locomo import parse
-from builders.views import View
 
 URL = "https://raw.githubusercontent.com/snap-research/LoCoMo/main/data/locomo10.json"
 

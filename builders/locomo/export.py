@@ -1,4 +1,4 @@
-"""Canonical LoCoMo records → LoCoMo samples again: the inverse of ``builders.locomo.parse``.
+"""Canonical LoCoMo records → LoCoMo samples again: the inverse of ``convhub.locomo.parse``.
 
 Pure functions from a ``sessions`` row (Json columns decoded, or JSON text as the parser writes them) to
 the sample it was parsed from, equal to it as a JSON value (integer answers come back integers, absent
@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from builders.export import Build, JsonListWriter, as_object, safe_join, source_rows
-from builders.locomo.parse import SESSION_TABLES, SPEAKER_KEYS
+from convhub.export import Build, JsonListWriter, as_object, safe_join, source_rows
+from convhub.locomo.parse import SESSION_TABLES, SPEAKER_KEYS
 
 
 def sample_from_record(record: dict[str, Any]) -> dict[str, Any]:

@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import ijson
+from convhub import schema
+from convhub.errors import Notes, Reject, SourceError, raise_error, require
+from convhub.jsonio import holds_lone_surrogate_escape, loads_exact
 from dateutil import parser as dateparser
-
-from builders import schema
-from builders.errors import Notes, Reject, SourceError, raise_error, require
-from builders.jsonio import holds_lone_surrogate_escape, loads_exact
 
 #: LoCoMo's own evaluation code (task_eval/evaluation.py) and most published results use these names.
 #: The format document in shared/seeds calls 1 single-hop, 3 multi-hop and 4 open-domain instead.
@@ -52,7 +51,7 @@ SPEAKER_KEYS = ("speaker_a", "speaker_b")
 
 def load_json(raw: bytes) -> Any:
     """``json.loads(raw.decode("utf-8"))`` (a BOM is an error, as it always was), through orjson where
-    orjson gives the same value (:func:`builders.jsonio.loads_exact`)."""
+    orjson gives the same value (:func:`convhub.jsonio.loads_exact`)."""
     return loads_exact(raw, lambda raw: json.loads(raw.decode("utf-8")))
 
 

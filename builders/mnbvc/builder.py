@@ -7,7 +7,7 @@ format is detected from its first rows, or given with the config's ``source_form
 
 Shards: a 问答 or 论坛 file is one shard (one row = one conversation), or, when it is plain JSONL bigger
 than ``RANGE_BYTES``, one shard per line-aligned byte range of it (rows, order and line numbers as one).
-多轮对话 files are first hash-partitioned by conversation key (``builders.mnbvc.regroup``) and each partition is a shard, so a
+多轮对话 files are first hash-partitioned by conversation key (``convhub.mnbvc.regroup``) and each partition is a shard, so a
 conversation whose rows are spread over files still comes out whole. When streaming
 (``as_streaming_dataset``), shards are read once from their URLs: 问答 and 论坛 stream as they are, and a
 多轮对话 file streams one conversation per run of adjacent rows (see ``parse.multiturn_runs``).
@@ -23,12 +23,11 @@ from functools import partial
 from typing import Any, ClassVar
 
 import datasets
+from convhub.base import ConversationBuilder, group_shard
+from convhub.errors import Notes, SourceError
+from convhub.mnbvc import parse, regroup
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 from datasets.utils.file_utils import xopen
-
-from builders.base import ConversationBuilder, group_shard
-from builders.errors import Notes, SourceError
-from builders.mnbvc import parse, regroup
 
 DEFAULT_REPO = "liwu/MNBVC"
 DEFAULT_PATTERN = "forum/**/*.jsonl.gz"

@@ -1,4 +1,4 @@
-"""Canonical MNBVC records → MNBVC JSONL rows again: the inverse of ``builders.mnbvc.parse``.
+"""Canonical MNBVC records → MNBVC JSONL rows again: the inverse of ``convhub.mnbvc.parse``.
 
 The turn a source row starts (a Q/A pair's question, a forum thread's topic post) keeps in its ``extra``
 the file, the line, the row without its text fields (every value with its JSON type, the raw ``扩展字段``
@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from builders.export import Build, LineSpool, as_object, source_rows
-from builders.mnbvc.parse import FORUM
+from convhub.export import Build, LineSpool, as_object, source_rows
+from convhub.mnbvc.parse import FORUM
 
 BATCH_ROWS = 512
 

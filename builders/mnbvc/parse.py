@@ -30,10 +30,9 @@ from typing import Any, BinaryIO
 
 import numpy as np
 import orjson
-
-from builders import schema
-from builders.errors import NESTED_TOO_DEEPLY, Notes, Reject, SourceError, raise_error
-from builders.jsonio import refuse_json_document
+from convhub import schema
+from convhub.errors import NESTED_TOO_DEEPLY, Notes, Reject, SourceError, raise_error
+from convhub.jsonio import refuse_json_document
 
 logger = logging.getLogger(__name__)
 

@@ -39,10 +39,9 @@ from json.encoder import encode_basestring
 from typing import Any, BinaryIO
 
 import orjson
-
-from builders.errors import Notes, Reject, SourceError, raise_error
-from builders.jsonio import refuse_json_document
-from builders.mnbvc import parse
+from convhub.errors import Notes, Reject, SourceError, raise_error
+from convhub.jsonio import refuse_json_document
+from convhub.mnbvc import parse
 
 PARTITION_BYTES = 64 * 2**20
 MAX_PARTITIONS = 512  # open files at once while partitioning
@@ -326,7 +325,7 @@ def keyed_rows(
     reject: Reject = raise_error,
 ) -> Iterator[tuple[int, tuple, bytes]]:
     """(partition, sort key, converted row) of each wanted Q/A row of one multi-turn file, for an engine
-    that moves the rows itself (``builders.spark``): the partition is the one ``write_partitions`` picks,
+    that moves the rows itself (``convhub.spark``): the partition is the one ``write_partitions`` picks,
     the sort key the one ``read_partition`` sorts by, the converted row what ``records_from_sorted`` reads."""
     for line, _, source, how, key, order, converted in _keyed_rows(
         name, path, opener or parse.open_local, subsets, reject
