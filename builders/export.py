@@ -23,6 +23,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -260,7 +261,8 @@ class LineSpool:
                 _check_unique_lines(file, entries)
                 target = safe_join(folder, file)
                 target.parent.mkdir(parents=True, exist_ok=True)
-                opener = gzip.open if file.endswith(".gz") else open
+                # a gzip header holds a time: 0, so that one build always exports the same bytes
+                opener = partial(gzip.GzipFile, mtime=0) if file.endswith(".gz") else open
                 with opener(target, "wb") as out:
                     current = 1
                     for line, offset, length in entries:

@@ -269,6 +269,19 @@ def test_gigamemory_sample_exports_byte_for_byte(sample_builds, tmp_path):
         assert content(exported / path.name) == content(path)
 
 
+def test_an_export_is_the_same_bytes_whenever_it_runs(sample_builds, tmp_path, monkeypatch):
+    """A gzipped file's header holds a time: the export writes 0, so two exports of one build are equal files."""
+    import time
+
+    first = export("gigamemory", sample_builds["gigamemory"].output, tmp_path / "first")
+    later = time.time() + 3600
+    monkeypatch.setattr(time, "time", lambda: later)
+    second = export("gigamemory", sample_builds["gigamemory"].output, tmp_path / "second")
+    [gzipped] = [path for path in source_files(first) if path.name.endswith(".gz")]
+    assert gzipped.read_bytes()[4:8] == b"\0\0\0\0"  # MTIME
+    assert (second / gzipped.name).read_bytes() == gzipped.read_bytes()
+
+
 # -- ConvLab ----------------------------------------------------------------------------------------------
 
 
