@@ -205,3 +205,17 @@ def test_a_duplicate_conversation_id_is_found_by_spark_as_locally(spark, tmp_pat
         places.sub("PLACE", result.quarantine.read_text(encoding="utf-8")) for result in (kept, on_spark)
     ]
     assert quarantined[0] == quarantined[1] and "another dialogue" in quarantined[1]
+
+
+def test_mnbvc_files_under_a_url_are_read_by_the_tasks_where_they_are(spark, sample_builds, tmp_path):
+    """``--data-dir`` a URL (here ``file://``; ``hdfs://``, ``s3a://`` alike through fsspec): the driver lists it,
+    each task opens its file there, nothing is downloaded first, and the rows are the local build's."""
+    sample = Path(registry.get("mnbvc").sample_dir())
+    result = build_source("mnbvc", tmp_path / "from-url", sample.as_uri(), engine=spark)
+    assert_same_build(sample_builds["mnbvc"].output, result.output)
+    assert result.notes == sample_builds["mnbvc"].notes
+    from convhub.mnbvc.builder import _fsspec_url
+
+    assert (
+        _fsspec_url("s3a://bucket/dialogue/a.jsonl") == "s3://bucket/dialogue/a.jsonl"
+    )  # Hadoop's name for S3

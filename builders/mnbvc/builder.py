@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import weakref
 from functools import partial
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar
 
 import datasets
 from convhub.base import ConversationBuilder, group_shard
@@ -75,6 +75,44 @@ def _open_remote(path: str, download_config):
     return xopen(path, "rb", download_config=download_config)
 
 
+def open_url(url: str) -> BinaryIO:
+    """A file under a URL, opened with fsspec where an engine's task reads it (``s3a://``, Hadoop's name for S3,
+    is fsspec's ``s3://``; ``hdfs://`` needs pyarrow's libhdfs, ``s3://`` the s3fs package)."""
+    import fsspec
+
+    return fsspec.open(_fsspec_url(url), "rb").open()
+
+
+def _fsspec_url(url: str) -> str:
+    return "s3://" + url[len("s3a://") :] if url.startswith("s3a://") else url
+
+
+def url_inputs(url: str) -> list[tuple[str, str]]:
+    """(name, URL) of every shard under ``url``, named as ``--data-dir`` names local ones, not downloaded."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(_fsspec_url(url))
+    root = root.rstrip("/")
+    found = [root] if fs.isfile(root) else sorted(fs.find(root))
+    found = [path for path in found if path.endswith(SUFFIXES)]
+    if not found:
+        raise FileNotFoundError(f"no MNBVC *.jsonl or *.jsonl.gz shard under {url}")
+    prefix = url.rstrip("/")
+    names = [os.path.basename(path) if path == root else path[len(root) + 1 :] for path in found]
+    return [(name, prefix if found == [root] else f"{prefix}/{name}") for name in names]
+
+
+def url_size(url: str) -> int:
+    """``regroup.uncompressed_size`` of a file under a URL."""
+    with open_url(url) as handle:
+        head = handle.read(2)
+        size = handle.seek(0, os.SEEK_END)
+        if size < 18 or head != b"\x1f\x8b":
+            return size
+        handle.seek(-4, os.SEEK_END)
+        return max(size, int.from_bytes(handle.read(4), "little"))
+
+
 class MnbvcBuilder(ConversationBuilder):
     SOURCE = "mnbvc"
     HUB_NAME = "mnbvc-dialogue-unified"
@@ -111,13 +149,16 @@ class MnbvcBuilder(ConversationBuilder):
     def keyed_rows(self, shard: dict[str, Any], file_index: int):
         name, path = shard["files"][file_index]
         count = shard["partitions"]
-        return regroup.keyed_rows(file_index, name, path, count, None, self.config.subsets, self.reject)
+        opener = open_url if "://" in path else None
+        return regroup.keyed_rows(file_index, name, path, count, opener, self.config.subsets, self.reject)
 
     def grouped_records(self, rows, shard: dict[str, Any], notes: Notes):
         names = [name for name, _ in shard["files"]]
         return regroup.records_from_sorted(rows, names, notes, self.reject)
 
     def _shards(self, dl_manager, grouped_by_engine: bool) -> dict[str, list[dict[str, Any]]]:
+        if grouped_by_engine and "://" in (self.config.data_dir or ""):
+            return self._url_shards(self.config.data_dir)
         streaming = isinstance(dl_manager, StreamingDownloadManager)
         inputs = self._inputs(dl_manager)
         self._download_config = getattr(dl_manager, "download_config", None)
@@ -141,6 +182,21 @@ class MnbvcBuilder(ConversationBuilder):
         partition_bytes = getattr(self, "PARTITION_BYTES", regroup.PARTITION_BYTES)
         # the local build's partitions (so the same order of conversations), past its open-files cap
         count = regroup.partition_count(sum(sizes), partition_bytes, max_partitions=None)
+        return {SPLIT: [group_shard(multiturn, count), *rows]}
+
+    def _url_shards(self, url: str) -> dict[str, list[dict[str, Any]]]:
+        """For an engine whose tasks open the files themselves: shards under ``url``, read where they are (no
+        download); the multi-turn files as one group shard, each 问答 or 论坛 file whole."""
+        typed = [(n, u, self._format_of(n, u, open_url)) for n, u in url_inputs(url)]
+        typed = [(n, u, kind) for n, u, kind in typed if kind and self._format_wanted(kind)]
+        multiturn = [(n, u) for n, u, kind in typed if kind == parse.MULTITURN]
+        rows = [
+            {"kind": "url", "format": k, "name": n, "path": u} for n, u, k in typed if k != parse.MULTITURN
+        ]
+        if not multiturn:
+            return {SPLIT: rows}
+        partition_bytes = getattr(self, "PARTITION_BYTES", regroup.PARTITION_BYTES)
+        count = regroup.partition_count(sum(url_size(u) for _, u in multiturn), partition_bytes, None)
         return {SPLIT: [group_shard(multiturn, count), *rows]}
 
     def _row_shards(self, name: str, path: str, kind: str) -> list[dict[str, Any]]:
@@ -275,6 +331,8 @@ class MnbvcBuilder(ConversationBuilder):
             return regroup.read_partition(pieces, shard["files"], notes, subsets, self.reject, part)
         if shard["kind"] == "stream":
             open_path = partial(_open_remote, download_config=getattr(self, "_download_config", None))
+        elif shard["kind"] == "url":
+            open_path = open_url
         else:
             open_path = parse.open_local
         if "range" in shard:
