@@ -2,12 +2,19 @@
 
     python benchmarks/oracle.py --scale 0.2                          # every source, Spark local[2]
     python benchmarks/oracle.py --scale 0.2 --source mnbvc --engine spark:local[1]
+    python benchmarks/oracle.py --save /tmp/oracle-ref               # today's code: builds and exports kept
+    python benchmarks/oracle.py --against /tmp/oracle-ref            # after a restructure: the same data?
 
 For each source it generates the benchmark's input (``scaled_inputs``), builds every config with the local engine
 and with the other one, and compares each config and split: the rows of its files in order, as one table, with
 ``pyarrow.Table.equals`` (schema metadata included), and the cards but for their byte figures (Arrow's byte count
 and the files' sizes follow how the rows are cut into files). Prints one line per config and split; exits 1 on any
 difference.
+
+``--save`` and ``--against`` are the oracle for a restructure, where the other "engine" is yesterday's code: ``--save``
+builds every source's sample files, its real files in ``../shared/data`` (when present) and its scaled input with the
+local engine, and keeps the inputs, the builds and their exports in the folder; ``--against`` builds the same inputs
+with the code of now and compares the builds as above and the exports byte for byte.
 """
 
 from __future__ import annotations
@@ -55,6 +62,85 @@ def compare(expected: Path, actual: Path) -> list[tuple[str, int, bool]]:
     return lines
 
 
+def same_files(expected: Path, actual: Path) -> bool:
+    """The two folders hold the same file names with the same bytes."""
+
+    def listing(folder: Path) -> dict[str, Path]:
+        return {path.relative_to(folder).as_posix(): path for path in folder.rglob("*") if path.is_file()}
+
+    old, new = listing(expected), listing(actual)
+    return old.keys() == new.keys() and all(old[name].read_bytes() == new[name].read_bytes() for name in old)
+
+
+def inputs(source: str, folder: Path, scale: float) -> dict[str, Path]:
+    """Input name → data folder: the packaged sample, the real files (when ``../shared/data`` has them) and the
+    scaled input, generated into ``folder``."""
+    from convhub import registry
+
+    found = {"sample": Path(registry.get(source).sample_dir())}
+    real = scaled_inputs.SHARED_DATA / source
+    if real.is_dir():
+        found["real"] = real
+    found[f"scaled-{scale}"] = scaled_inputs.make(source, folder / f"scaled-{scale}", scale).data_dir
+    return found
+
+
+def build_and_export(source: str, data_dir: Path, folder: Path) -> tuple[Path, Path]:
+    """Build ``data_dir`` with the local engine into ``folder``/build and export it to ``folder``/export."""
+    from convhub.build import build_source
+    from convhub.export import export_source
+
+    built = build_source(source, folder / "build", str(data_dir), num_proc=2)
+    return built.output, export_source(source, built.output, folder / "export").output
+
+
+def save(reference: Path, sources: list[str], scale: float) -> int:
+    """Keep today's inputs, builds and exports in ``reference`` (the ``--against`` oracle)."""
+    for source in sources:
+        for name, data_dir in inputs(source, reference / "input" / source, scale).items():
+            started = time.perf_counter()
+            build_and_export(source, data_dir, reference / "output" / source / name)
+            print(f"{source} {name}: saved ({time.perf_counter() - started:.1f} s)", flush=True)
+    return 0
+
+
+def against(reference: Path, sources: list[str]) -> int:
+    """Build and export the inputs kept in ``reference`` again and compare with the builds and exports kept there."""
+    different = 0
+    print("| source | input | config/split | rows | now vs saved |")
+    print("|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="convhub-oracle-") as temp:
+        for source in sources:
+            saved = sorted((reference / "output" / source).glob("*"))
+            if not saved:
+                raise SystemExit(f"{reference} holds no saved build of {source}: run --save first")
+            for folder in saved:
+                data_dir = kept_input(reference, source, folder.name)
+                build, exported = build_and_export(source, data_dir, Path(temp) / source / folder.name)
+                exports_equal = same_files(folder / "export", exported)
+                lines = [*compare(folder / "build", build), ("export (bytes)", 0, exports_equal)]
+                for name, rows, same in lines:
+                    different += not same
+                    print(
+                        f"| {source} | {folder.name} | {name} | {rows:,} | {'equal' if same else 'DIFFERENT'} |"
+                    )
+    print(f"\n{different} difference(s)")
+    return 1 if different else 0
+
+
+def kept_input(reference: Path, source: str, name: str) -> Path:
+    """The data folder ``--save`` built as ``name``: the sample or the real files where they are, a scaled input
+    from ``reference`` (reused, not generated again)."""
+    from convhub import registry
+
+    if name == "sample":
+        return Path(registry.get(source).sample_dir())
+    if name == "real":
+        return scaled_inputs.SHARED_DATA / source
+    scale = float(name.removeprefix("scaled-"))
+    return scaled_inputs.make(source, reference / "input" / source / name, scale).data_dir
+
+
 def main(argv: list[str] | None = None) -> int:
     from convhub import registry
     from convhub.build import build_source
@@ -63,7 +149,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=0.2)
     parser.add_argument("--source", action="append", choices=registry.names(), help="only this source")
     parser.add_argument("--engine", default="spark:local[2]", help="spark:<master> (default spark:local[2])")
+    parser.add_argument(
+        "--save", type=Path, metavar="DIR", help="keep today's local builds and exports in DIR"
+    )
+    parser.add_argument(
+        "--against", type=Path, metavar="DIR", help="compare with the builds --save kept in DIR"
+    )
     args = parser.parse_args(argv)
+    if args.save:
+        return save(args.save, args.source or registry.names(), args.scale)
+    if args.against:
+        return against(args.against, args.source or registry.names())
     engine, _, master = args.engine.partition(":")
     different = 0
     print(f"| source | config/split | rows | local {args.scale} vs {args.engine} |")

@@ -160,3 +160,29 @@ def test_the_engine_bakeoff_groups_every_conversation_alike_in_each_engine(capsy
         len({(row[4], row[5], row[6]) for row in results.values()}) == 1
     )  # conversations, rows, digest agree
     assert int(results["today"][5].replace(",", "")) > 500
+
+
+def test_the_oracle_keeps_todays_builds_and_finds_a_changed_row_or_export(tmp_path, capsys):
+    import oracle
+    import pyarrow.parquet as pq
+
+    reference = tmp_path / "reference"
+    assert oracle.main(["--save", str(reference), "--source", "gigamemory", "--scale", TINY]) == 0
+    assert oracle.main(["--against", str(reference), "--source", "gigamemory"]) == 0
+    output = capsys.readouterr().out
+    assert "| gigamemory | sample | sessions/test | 3 | equal |" in output
+    assert f"| gigamemory | scaled-{float(TINY)} | export (bytes) | 0 | equal |" in output
+
+    turns = next((reference / "output" / "gigamemory" / "sample" / "build" / "turns").glob("*.parquet"))
+    table = pq.read_table(turns)
+    pq.write_table(table.slice(1), turns)  # yesterday's build had one row fewer
+    exported = next(
+        path for path in (reference / "output" / "gigamemory" / "sample" / "export").rglob("*.jsonl")
+    )
+    exported.write_bytes(exported.read_bytes() + b"\n")
+    assert oracle.main(["--against", str(reference), "--source", "gigamemory"]) == 1
+    output = capsys.readouterr().out
+    assert "| gigamemory | sample | turns/test | 21 | DIFFERENT |" in output
+    assert "| gigamemory | sample | export (bytes) | 0 | DIFFERENT |" in output
+    assert "| gigamemory | sample | sessions/test | 3 | equal |" in output
+    assert "2 difference(s)" in output
