@@ -1,18 +1,91 @@
-"""Every registered source publishes the shared views with exactly the shared features."""
+"""What every registered builder must do, run the same way for each (TFDS's ``DatasetBuilderTestCase`` idea).
+
+A fifth source passes this file before anything else: its registry line names a builder with sample files, a
+card template and an export; it publishes the shared views with exactly the shared features; every config
+loads back with ``load_dataset``; its card's YAML agrees with the Parquet files; ``check`` counts what ``build``
+wrote; and a build of its export is the same build. Source-specific behaviour lives in ``tests/<source>/``.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import sys
+from pathlib import Path
 
 import datasets
+import pyarrow.parquet as pq
 import pytest
 from convhub import registry, schema
+from convhub.build import build_source, check_source
+from convhub.cards import templates_dir
+from convhub.export import export_source, exporter
 from convhub.views import SHARED_VIEWS
+from huggingface_hub import DatasetCard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import oracle
+
 SHARED = {view.name: view.features for view in SHARED_VIEWS}
+
+
+@pytest.mark.parametrize("source", registry.names())
+def test_the_registry_line_names_a_whole_source(source):
+    builder_cls = registry.get(source)
+    assert source == builder_cls.SOURCE
+    samples = [path for path in Path(builder_cls.sample_dir()).rglob("*") if path.is_file()]
+    assert samples, f"{source} ships no sample files"
+    assert (templates_dir() / f"{source}.md").is_file(), f"{source} has no card template"
+    assert callable(exporter(source).write_files)
+
+
+@pytest.mark.parametrize("source", registry.names())
+def test_the_cards_yaml_agrees_with_the_parquet_files(sample_builds, source):
+    """Each config of the card lists files that hold exactly the rows its ``dataset_info`` counts."""
+    output = sample_builds[source].output
+    card = DatasetCard.load(output / "README.md").data.to_dict()
+    counted = {
+        (info["config_name"], split["name"]): split["num_examples"]
+        for info in card["dataset_info"]
+        for split in info["splits"]
+    }
+    listed = {}
+    for config in card["configs"]:
+        for data_files in config["data_files"]:
+            files = sorted(output.glob(data_files["path"]))
+            assert files, (
+                f"{source}: {config['config_name']} lists {data_files['path']}, which matches no file"
+            )
+            rows = sum(pq.ParquetFile(path).metadata.num_rows for path in files)
+            listed[(config["config_name"], data_files["split"])] = rows
+    assert listed == counted
+    built = {
+        (name, split): info.num_examples
+        for name, config in sample_builds[source].configs.items()
+        for split, info in config.splits.items()
+    }
+    assert built.items() <= listed.items()
+
+
+@pytest.mark.parametrize("source", registry.names())
+def test_check_counts_what_the_build_wrote(sample_builds, source):
+    notes, statistics = check_source(source, registry.get(source).sample_dir())
+    assert statistics.sorted() == sample_builds[source].statistics.sorted()
+    assert notes and notes.items() <= sample_builds[source].notes.items()  # the build adds its views' notes
+
+
+@pytest.mark.parametrize("source", registry.names())
+def test_a_build_of_the_export_is_the_same_build(sample_builds, source, tmp_path):
+    """Export gives the source's files back, so building them again gives the same tables and card."""
+    exported = export_source(source, sample_builds[source].output, tmp_path / "export").output
+    rebuilt = build_source(source, tmp_path / "rebuilt", str(exported))
+    differing = [
+        name for name, _, same in oracle.compare(sample_builds[source].output, rebuilt.output) if not same
+    ]
+    assert differing == []
 
 
 @pytest.mark.parametrize("source", registry.names())
