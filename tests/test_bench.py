@@ -186,3 +186,17 @@ def test_the_oracle_keeps_todays_builds_and_finds_a_changed_row_or_export(tmp_pa
     assert "| gigamemory | sample | export (bytes) | 0 | DIFFERENT |" in output
     assert "| gigamemory | sample | sessions/test | 3 | equal |" in output
     assert "2 difference(s)" in output
+
+
+def test_the_large_record_benchmark_grows_one_text_and_compares_with_the_record_as_it_is(tmp_path, capsys):
+    import large_record
+
+    record = {"id": "x", "turns": [{"text": "short"}, {"text": "the longest one"}], "扩展字段": "{" * 40}
+    grown = large_record.with_long_string(record, 0.001, "ab ")
+    assert grown["turns"][1]["text"] == "ab " * 349 and grown["turns"][0] == record["turns"][0]
+    assert grown["扩展字段"] == record["扩展字段"]  # a JSON string is not a text field
+
+    assert large_record.main(["--mb", "2", "--source", "gigamemory"]) == 0
+    [row] = table_rows(capsys.readouterr().out)
+    assert row[0] == "gigamemory" and 2.0 <= float(row[1]) < 2.1
+    assert float(row[3]) > float(row[2]) > 0  # the large record's build peaks higher

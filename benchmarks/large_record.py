@@ -1,0 +1,131 @@
+"""Peak memory of a build whose input is one very large record, as a multiple of the record's size.
+
+    python benchmarks/large_record.py                     # every source, a 64 MB record
+    python benchmarks/large_record.py --mb 128 --source mnbvc
+
+For each source it takes the first record of the packaged sample, makes its longest string N MB long (Chinese
+text for MNBVC, English words for the others) and builds every config from that one record, in a fresh process
+(``harness.run_case``: the peak is the process tree's own). The baseline is the same record at its own size,
+built in the same run, so the interpreter and the libraries cancel out: the figure is
+(peak with the large record - peak with the small one) / the record's size on disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import BUILD, run_case
+
+#: Target (issue #13): peak memory within a small multiple of the record's size.
+TARGET_MULTIPLE = 4.0
+
+
+#: Strings that hold JSON (MNBVC's extension field): a text field is grown, not them.
+JSON_STRINGS = {"扩展字段"}
+
+
+def longest_string_path(value: Any, path: tuple = ()) -> tuple[int, tuple]:
+    """(length, path) of the longest text string inside ``value``."""
+    if isinstance(value, str):
+        return len(value), path
+    if isinstance(value, dict):
+        children = [(key, child) for key, child in value.items() if key not in JSON_STRINGS]
+    else:
+        children = list(enumerate(value)) if isinstance(value, list) else []
+    return max((longest_string_path(child, (*path, key)) for key, child in children), default=(-1, path))
+
+
+def with_long_string(record: Any, megabytes: float, unit: str) -> Any:
+    """``record`` with its longest string replaced by ``unit`` repeated to ``megabytes`` of UTF-8."""
+    _, path = longest_string_path(record)
+    copy = json.loads(json.dumps(record))
+    holder = copy
+    for key in path[:-1]:
+        holder = holder[key]
+    holder[path[-1]] = unit * int(megabytes * 2**20 / len(unit.encode("utf-8")))
+    return copy
+
+
+def first_line(path: Path) -> dict:
+    with path.open(encoding="utf-8") as handle:
+        return json.loads(handle.readline())
+
+
+def write_input(source: str, folder: Path, megabytes: float | None) -> Path:
+    """One record of ``source`` in its own format under ``folder`` (its longest string ``megabytes`` long, or
+    as it is when None); returns the data folder."""
+    from convhub import registry
+
+    sample = Path(registry.get(source).sample_dir())
+    unit = "中文对话 " if source == "mnbvc" else "a long turn "
+
+    def grown(record):
+        return record if megabytes is None else with_long_string(record, megabytes, unit)
+
+    folder.mkdir(parents=True)
+    if source == "locomo":
+        [first, *_] = json.loads((sample / "locomo_sample.json").read_text(encoding="utf-8"))
+        (folder / "one.json").write_text(json.dumps([grown(first)], ensure_ascii=False), encoding="utf-8")
+    elif source == "gigamemory":
+        line = json.dumps(grown(first_line(sample / "dialogues.jsonl")), ensure_ascii=False)
+        (folder / "one.jsonl").write_text(line + "\n", encoding="utf-8")
+    elif source == "convlab":
+        data = folder / "toychat" / "data"
+        data.mkdir(parents=True)
+        original = sample / "toychat" / "data"
+        [first, *_] = json.loads((original / "dialogues.json").read_text(encoding="utf-8"))
+        (data / "dialogues.json").write_text(json.dumps([grown(first)], ensure_ascii=False), encoding="utf-8")
+        shutil.copy(original / "ontology.json", data / "ontology.json")
+    elif source == "mnbvc":
+        (folder / "multiturn").mkdir()
+        line = json.dumps(grown(first_line(sample / "multiturn" / "sharegpt-0002.jsonl")), ensure_ascii=False)
+        (folder / "multiturn" / "one.jsonl").write_text(line + "\n", encoding="utf-8")
+    else:
+        raise SystemExit(f"no large-record input for {source}")
+    return folder
+
+
+def input_megabytes(folder: Path) -> float:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) / 2**20
+
+
+def main(argv: list[str] | None = None) -> int:
+    from convhub import registry
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=float, default=64, help="size of the large record's longest string")
+    parser.add_argument("--source", action="append", choices=registry.names(), help="only this source")
+    args = parser.parse_args(argv)
+    print(
+        "| source | record MB | peak MiB, small record | peak MiB, large record | (large - small) / record |"
+    )
+    print("|---|---|---|---|---|")
+    worst = 0.0
+    with tempfile.TemporaryDirectory(prefix="convhub-large-record-") as temp:
+        for source in args.source or registry.names():
+            small = write_input(source, Path(temp) / source / "small", None)
+            large = write_input(source, Path(temp) / source / "large", args.mb)
+            _, small_peak, _ = run_case(BUILD, [source, str(small), "null", "1"])
+            _, large_peak, _ = run_case(BUILD, [source, str(large), "null", "1"])
+            megabytes = input_megabytes(large)
+            multiple = (large_peak - small_peak) / megabytes
+            worst = max(worst, multiple)
+            print(
+                f"| {source} | {megabytes:.1f} | {small_peak:.0f} | {large_peak:.0f} | {multiple:.1f}x |",
+                flush=True,
+            )
+    met = "met" if worst <= TARGET_MULTIPLE else "missed"
+    print(f"\ntarget: peak memory above the small record's within {TARGET_MULTIPLE:.0f}x the record: {met}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
