@@ -90,35 +90,18 @@ EVENTS = View(
 )
 
 
-def _duplicate_error(seen: dict[str, str], sample_id: str, path: str, index: int) -> SourceError | None:
-    """``sample_id`` is the dataset's key, so it must be unique across files, not only within one: the
-    first file naming an id keeps it (``seen``); a later file naming it again gets an error naming both."""
-    first = seen.setdefault(sample_id, path)
-    if first == path:
-        return None  # a repeat inside one file is parse_file's to report
-    return SourceError(path, index, "sample_id", f"duplicate sample_id {sample_id!r}, also in {first}")
+class FirstFileOfEachSampleId:
+    """``sample_id`` is the dataset's key, so it must be unique across files, not only within one (a repeat
+    inside one file is :func:`parse.parse_indexed`'s to report): the first file naming an id keeps it, and
+    a later file naming it again gets an error naming both (tests/test_locomo.py checks the message)."""
 
+    def __init__(self):
+        self.first: dict[str, str] = {}
 
-def _unique_across_files(indexed_records, path: str, seen: dict[str, str], reject):
-    """Records of one file, in a process that reads every file in order (streaming, ``convhub check``):
-    a sample_id an earlier file already had goes to ``reject``."""
-    for index, record in indexed_records:
-        error = _duplicate_error(seen, record["conversation_id"], path, index)
-        if error is not None:
-            reject(error, None)
-            continue
-        yield record
-
-
-def _check_unique_sample_ids(id_files: dict[str, str]) -> None:
-    """The ids each worker wrote (``[[index, sample_id], ...]`` per source file), checked in file order:
-    the same first duplicate, named the same way, as one process reading every file in order finds."""
-    seen: dict[str, str] = {}
-    for path, id_file in id_files.items():
-        for index, sample_id in orjson.loads(Path(id_file).read_bytes()):
-            error = _duplicate_error(seen, sample_id, path, index)
-            if error is not None:
-                raise error
+    def check(self, sample_id: str, path: str, index: int) -> None:
+        first = self.first.setdefault(sample_id, path)
+        if first != path:
+            raise SourceError(path, index, "sample_id", f"duplicate sample_id {sample_id!r}, also in {first}")
 
 
 class LocomoBuilder(ConversationBuilder):
@@ -169,7 +152,8 @@ class LocomoBuilder(ConversationBuilder):
         # (_prepare_split). With skip, a build leaves it to the build's own conversation_id check, which
         # drops the later record.
         streaming = isinstance(dl_manager, StreamingDownloadManager)
-        self._seen_sample_ids = {} if streaming or self.config.on_bad_record == "raise" else None
+        checked_as_read = streaming or self.config.on_bad_record == "raise"
+        self._seen_sample_ids = FirstFileOfEachSampleId() if checked_as_read else None
         return {"test": files}
 
     def _only_subsets(self, files: list[str]) -> list[str]:
@@ -186,10 +170,10 @@ class LocomoBuilder(ConversationBuilder):
         return kept
 
     #: During a build with ``on_bad_record="raise"``: source file → where the worker parsing it writes
-    #: its sample ids for :func:`_check_unique_sample_ids` (workers share no memory, but a folder).
+    #: its ``[[index, sample_id], ...]``, checked once every worker is done (workers share no memory, but a folder).
     _sample_id_files: dict[str, str] | None = None
-    #: Else, when sample ids are checked as records go: sample_id → the first file naming it.
-    _seen_sample_ids: dict[str, str] | None = None
+    #: Else, when one process reads every file in order (streaming, ``convhub check``): ids checked as read.
+    _seen_sample_ids: FirstFileOfEachSampleId | None = None
 
     def parse_shard(self, shard, notes):
         records = parse.parse_indexed(shard, notes, self.reject)
@@ -199,14 +183,20 @@ class LocomoBuilder(ConversationBuilder):
                 ids.append((index, record["conversation_id"]))
                 yield record
             Path(self._sample_id_files[shard]).write_bytes(orjson.dumps(ids))
-        elif self._seen_sample_ids is not None:
-            yield from _unique_across_files(records, shard, self._seen_sample_ids, self.reject)
-        else:
-            yield from (record for _, record in records)
+            return
+        for index, record in records:
+            try:
+                if self._seen_sample_ids is not None:
+                    self._seen_sample_ids.check(record["conversation_id"], shard, index)
+            except SourceError as error:
+                self.reject(error, None)
+                continue
+            yield record
 
     def _prepare_split(self, split_generator, *args, **kwargs):
         """``datasets``' parse-and-write of one split (over ``num_proc`` workers), then the sample_id check
-        across files on the ids the workers wrote: no second reading of the source before the build.
+        across files, in file order, on the ids the workers wrote: the same first duplicate, named the same
+        way, whatever the workers, and no second reading of the source.
 
         A duplicate raises here, before ``download_and_prepare`` keeps anything (datasets removes its
         unfinished folder), like any SourceError of a worker.
@@ -220,4 +210,7 @@ class LocomoBuilder(ConversationBuilder):
                 super()._prepare_split(split_generator, *args, **kwargs)
             finally:
                 id_files, self._sample_id_files = self._sample_id_files, None
-            _check_unique_sample_ids(id_files)
+            seen = FirstFileOfEachSampleId()
+            for path, id_file in id_files.items():
+                for index, sample_id in orjson.loads(Path(id_file).read_bytes()):
+                    seen.check(sample_id, path, index)

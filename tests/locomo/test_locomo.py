@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import gc
-import io
 import json
 import os
 import subprocess
@@ -26,13 +25,13 @@ from convhub.build import build_source, check_source
 from convhub.errors import Notes, SourceError
 from convhub.export import LocalBuild
 from convhub.jsonio import holds_lone_surrogate_escape, may_hold_long_integer
-from convhub.locomo import parse
+from convhub.locomo import parse, read
 from convhub.locomo.builder import LocomoBuilder
 from convhub.locomo.export import sample_from_record
 from convhub.staging import MARKER
 from huggingface_hub import DatasetCard
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = Path(LocomoBuilder.sample_dir()) / "locomo_sample.json"
 ALL_CONFIGS = ["sessions", "turns", "qa", "messages", "observations", "events"]
 
@@ -1119,7 +1118,7 @@ def test_sample_key_named_like_convhub_bookkeeping_comes_back_on_export(key):
     ],
 )
 def test_a_file_reads_as_json_loads_reads_it(text):
-    assert repr(parse.load_json(text.encode("utf-8"))) == repr(json.loads(text))
+    assert repr(read.load_json(text.encode("utf-8"))) == repr(json.loads(text))
 
 
 def test_long_digit_runs_inside_strings_do_not_send_a_file_to_json_loads():
@@ -1138,26 +1137,14 @@ def test_an_integer_beyond_64_bits_in_an_unknown_key_is_kept_exactly(tmp_path):
     assert '"big": 123456789012345678901234567890' in record["questions"][0]["extra"]
 
 
-def test_the_cycle_collector_is_paused_while_a_sample_is_parsed_and_on_while_the_caller_runs(
-    tmp_path, monkeypatch
-):
-    """Its passes over the read file were a third of a build's CPU; but a caller that holds a record,
-    stops iterating or raises must find the collector as it left it."""
+def test_the_parser_leaves_the_cycle_collector_as_the_caller_set_it(tmp_path):
+    """A caller that holds a record, stops iterating or raises finds the collector as it left it."""
     path = tmp_path / "two.json"
     path.write_text(json.dumps([tiny_sample("conv-1"), tiny_sample("conv-2")]), encoding="utf-8")
-    collector_on_while_parsing = []
-
-    def parse_sample(*args, **kwargs):
-        collector_on_while_parsing.append(gc.isenabled())
-        return original(*args, **kwargs)
-
-    original = parse.parse_sample
-    monkeypatch.setattr(parse, "parse_sample", parse_sample)
     records = parse.parse_indexed(path, Notes())
     next(records)
     assert gc.isenabled()
     assert [index for index, _ in records] == [1]
-    assert collector_on_while_parsing == [False, False]
     assert gc.isenabled()
     gc.disable()  # a caller that runs without the collector keeps it off
     try:
@@ -1167,20 +1154,15 @@ def test_the_cycle_collector_is_paused_while_a_sample_is_parsed_and_on_while_the
         gc.enable()
 
 
-@pytest.mark.parametrize(("already_frozen", "calls"), [(0, ["freeze", "unfreeze"] * 2), (5, [])])
-def test_a_read_sample_goes_to_the_oldest_generation_unless_the_process_freezes_objects_itself(
-    tmp_path, monkeypatch, already_frozen, calls
-):
-    """Once per sample read (the file is read a sample at a time); a pre-fork server's frozen objects
-    are never thawed."""
+def test_a_pre_fork_servers_frozen_objects_are_never_thawed(tmp_path, monkeypatch):
     path = tmp_path / "two.json"
     path.write_text(json.dumps([tiny_sample("conv-1"), tiny_sample("conv-2")]), encoding="utf-8")
     made = []
-    monkeypatch.setattr(gc, "get_freeze_count", lambda: already_frozen)
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: 5)
     monkeypatch.setattr(gc, "freeze", lambda: made.append("freeze"))
     monkeypatch.setattr(gc, "unfreeze", lambda: made.append("unfreeze"))
     assert len(list(parse.parse_file(path, Notes()))) == 2
-    assert made == calls
+    assert made == []
 
 
 # -- a file is read one sample at a time -------------------------------------------------------------------
@@ -1218,7 +1200,7 @@ def _read(function, path):
 def test_a_file_streams_as_read_samples_reads_it(tmp_path, text):
     path = tmp_path / "f.json"
     path.write_bytes(text.encode("utf-8", "surrogatepass"))
-    assert _read(parse.iter_samples, path) == _read(parse.read_samples, path)
+    assert _read(read.iter_samples, path) == _read(read.read_samples, path)
 
 
 def test_samples_come_before_the_end_of_the_file_is_read(tmp_path):
@@ -1244,27 +1226,18 @@ def test_samples_come_before_the_end_of_the_file_is_read(tmp_path):
         ('"\\ud83d\\ude00\\ude00"', True),
     ],
 )
-def test_lone_surrogate_escapes_are_found_however_the_reads_cut_the_bytes(text, lone):
-    """yajl would read a lone surrogate escape as "?": every one must send the file to json, wherever
-    the reads cut it; a pair cut between two reads must not."""
+def test_lone_surrogate_escapes_are_found_and_read_as_json_reads_them(tmp_path, text, lone):
+    """yajl would read a lone surrogate escape as "?": every one must send the file to json; a pair
+    must not (the file streams)."""
     assert any(0xD800 <= ord(char) <= 0xDFFF for char in json.loads(text)) == lone
-    data = ("x" * 20 + text + "y" * 20).encode()
-    for first in range(1, len(data) + 1):
-        for size in (1, 5, 64):
-            watch = parse._LoneSurrogateWatch(io.BytesIO(data))
-            try:
-                watch.read(first)
-                while watch.read(size):
-                    pass
-                found = False
-            except parse._LoneSurrogateFound:
-                found = True
-            assert found == lone, (first, size)
+    data = ("[" + '"x",' * 20 + text + "," + '"y",' * 20 + "1]").encode()
+    assert holds_lone_surrogate_escape(data) == lone
+    path = tmp_path / "f.json"
+    path.write_bytes(data)
+    assert repr(list(read.iter_samples(path))) == repr(json.loads(data))
 
 
 def test_every_sample_of_the_real_file_streams_as_json_reads_it(real_file):
     """The real file holds emoji written as surrogate pairs: it must still take the streaming reader."""
     assert not holds_lone_surrogate_escape(real_file.read_bytes())
-    assert repr(list(parse.iter_samples(real_file))) == repr(
-        json.loads(real_file.read_text(encoding="utf-8"))
-    )
+    assert repr(list(read.iter_samples(real_file))) == repr(json.loads(real_file.read_text(encoding="utf-8")))
