@@ -1,4 +1,8 @@
-"""LoCoMo: very long two-person conversations with memory questions (Maharana et al., ACL 2024)."""
+"""LoCoMo: very long two-person conversations with memory questions (Maharana et al., ACL 2024).
+
+Where the files are (``shards``), the configs (the shared ones plus ``observations`` and ``events``), and
+the one rule that spans files: a ``sample_id`` names one sample in the whole dataset.
+"""
 
 from __future__ import annotations
 
@@ -21,33 +25,33 @@ from datasets.download.streaming_download_manager import StreamingDownloadManage
 
 URL = "https://raw.githubusercontent.com/snap-research/LoCoMo/main/data/locomo10.json"
 
+# -- the configs of LoCoMo's own side tables ----------------------------------------------------------------
+
 _IDS = {**schema.CONVERSATION_IDS, "session_id": Value("string"), "speaker": Value("string")}
 
 
-def _turn_ids(record: dict) -> set[str]:
-    return {turn["turn_id"] for session in record["sessions"] for turn in session["turns"]}
-
-
-def _session_table(session: dict, name: str) -> dict | None:
-    """The raw ``event_summary`` or ``observation`` entry the parser kept in a session's extra."""
-    return json.loads(session["extra"] or "{}").get(name)
+def _side_table_entries(record: dict, name: str) -> Iterator[tuple[dict, dict]]:
+    """(session, raw ``observation`` or ``event_summary`` entry) of each session that has one: the parser
+    keeps the entry, validated, in the session's extra."""
+    for session in record["sessions"]:
+        entry = json.loads(session["extra"] or "{}").get(name)
+        if entry is not None:
+            yield session, entry
 
 
 def observation_rows(record: dict) -> Iterator[dict]:
     """One row per observation, its evidence normalized like QA evidence (the raw evidence kept).
 
-    The parser has already validated these entries and counted their normalizations, so this re-parse
-    counts into a throwaway ``Notes``.
+    The parser validated these entries and counted their normalizations: this reading counts into a
+    throwaway ``Notes``.
     """
     ids = {name: record[name] for name in schema.CONVERSATION_IDS}
-    turn_ids = _turn_ids(record)
-    for session in record["sessions"]:
-        entry = _session_table(session, "observation")
-        if entry is None:
-            continue
-        field = f"observation.session_{session['session_id'].removeprefix('session_')}_observation"
+    turn_ids = {turn["turn_id"] for session in record["sessions"] for turn in session["turns"]}
+    for session, entry in _side_table_entries(record, "observation"):
+        number = session["session_id"].removeprefix("session_")
+        field = f"observation.session_{number}_observation"
         for row in parse.parse_observations(
-            entry, turn_ids, Notes(), "<record>", record["conversation_id"], field
+            entry, turn_ids, Notes(), "<record>", ids["conversation_id"], field
         ):
             yield {
                 **ids,
@@ -60,11 +64,8 @@ def observation_rows(record: dict) -> Iterator[dict]:
 def event_rows(record: dict) -> Iterator[dict]:
     """One row per event of ``event_summary``, with the date LoCoMo gives for that session's events."""
     ids = {name: record[name] for name in schema.CONVERSATION_IDS}
-    for session in record["sessions"]:
-        entry = _session_table(session, "event_summary")
-        if entry is None:
-            continue
-        for row in parse.parse_events(entry, "<record>", record["conversation_id"], "event_summary"):
+    for session, entry in _side_table_entries(record, "event_summary"):
+        for row in parse.parse_events(entry, "<record>", ids["conversation_id"], "event_summary"):
             yield {**ids, "session_id": session["session_id"], **row}
 
 
@@ -89,11 +90,13 @@ EVENTS = View(
     event_rows,
 )
 
+# -- the builder --------------------------------------------------------------------------------------------
+
 
 class FirstFileOfEachSampleId:
     """``sample_id`` is the dataset's key, so it must be unique across files, not only within one (a repeat
     inside one file is :func:`parse.parse_indexed`'s to report): the first file naming an id keeps it, and
-    a later file naming it again gets an error naming both (tests/test_locomo.py checks the message)."""
+    a later file naming it again gets an error naming both (tests/locomo check the message)."""
 
     def __init__(self):
         self.first: dict[str, str] = {}
@@ -123,8 +126,15 @@ class LocomoBuilder(ConversationBuilder):
 }"""
     EXTRA_VIEWS = (OBSERVATIONS, EVENTS)
     #: A ``sessions`` row is a whole conversation (~200 KB of JSON, ~1 MB as Python objects): datasets'
-    #: default batch of 1,000 rows held every conversation of a 1,000-conversation build in memory.
+    #: default batch of 1,000 rows held every conversation of the benchmark's 1,000-conversation build in
+    #: memory, past its peak-memory target (1 GiB); with 50 the build peaks at 427 MiB.
     SESSIONS_WRITER_BATCH_SIZE = 50
+
+    #: During a build with ``on_bad_record="raise"``: source file → where the worker parsing it writes its
+    #: ``[[index, sample_id], ...]``, checked once every worker is done (workers share no memory, but a folder).
+    _sample_id_files: dict[str, str] | None = None
+    #: Else, where one process reads every file in order (streaming, ``convhub check``): ids checked as read.
+    _seen_sample_ids: FirstFileOfEachSampleId | None = None
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -135,7 +145,7 @@ class LocomoBuilder(ConversationBuilder):
         """One split, ``test``: the downloaded locomo10.json, or the ``*.json`` files of ``--data-dir``.
 
         Each file is a shard (and its stem the ``subset``), so ``--num-proc`` parallelizes over files and
-        ``--subset NAME`` keeps only ``NAME.json``.
+        ``--subset NAME`` keeps only ``NAME.json``. None is read here.
         """
         data_dir = self.config.data_dir
         if data_dir is None:
@@ -146,15 +156,12 @@ class LocomoBuilder(ConversationBuilder):
             files = sorted(glob.glob(os.path.join(data_dir, "*.json")))
             if not files:
                 raise FileNotFoundError(f"no LoCoMo *.json file in {data_dir}")
-        files = self._only_subsets(files)
-        # sample_id must be unique across files. One process reading every file in order (streaming,
-        # `convhub check`) checks as records go; a build checks once its workers are done
-        # (_prepare_split). With skip, a build leaves it to the build's own conversation_id check, which
-        # drops the later record.
+        # With skip, a build leaves sample_id across files to the build's own conversation_id check, which
+        # drops the later record; a build that raises checks in _prepare_split.
         streaming = isinstance(dl_manager, StreamingDownloadManager)
         checked_as_read = streaming or self.config.on_bad_record == "raise"
         self._seen_sample_ids = FirstFileOfEachSampleId() if checked_as_read else None
-        return {"test": files}
+        return {"test": self._only_subsets(files)}
 
     def _only_subsets(self, files: list[str]) -> list[str]:
         wanted = self.config.subsets
@@ -168,12 +175,6 @@ class LocomoBuilder(ConversationBuilder):
                 f"no LoCoMo file for subset(s) {', '.join(sorted(unknown))}; files: {known}"
             )
         return kept
-
-    #: During a build with ``on_bad_record="raise"``: source file → where the worker parsing it writes
-    #: its ``[[index, sample_id], ...]``, checked once every worker is done (workers share no memory, but a folder).
-    _sample_id_files: dict[str, str] | None = None
-    #: Else, when one process reads every file in order (streaming, ``convhub check``): ids checked as read.
-    _seen_sample_ids: FirstFileOfEachSampleId | None = None
 
     def parse_shard(self, shard, notes):
         records = parse.parse_indexed(shard, notes, self.reject)
