@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,35 +51,42 @@ def _yajl_backend():
 YAJL = _yajl_backend()
 
 
+def _yajl_reads_it_as_json_does(path: str | Path) -> bool:
+    """Whether the file is a JSON list holding no lone surrogate escape, which yajl would read as ``?``
+    (a record holding one must be rejected by name: tests/test_hostile_input.py). The bytes are read whole
+    and dropped before the samples are built, so the peak memory stays that of one sample."""
+    raw = Path(path).read_bytes()
+    return raw.lstrip(b" \t\n\r").startswith(b"[") and not holds_lone_surrogate_escape(raw)
+
+
 def iter_samples(path: str | Path) -> Iterator[Any]:
     """The samples of one LoCoMo file, one at a time: the values and errors of :func:`read_samples`.
 
     Why stream: read whole, a file's objects take about five times its size, so peak memory grew with the
     input (four 52 MB files built with a peak of 525 MiB, files a quarter that size with 354 MiB), which
     misses the benchmark's memory-growth target (input x4 at most 1.25x the memory). ijson's C parser
-    (yajl) builds one sample at a time at orjson's speed, so memory follows the file's bytes and its
-    largest sample instead (bench: 1.10x).
+    (yajl) builds one sample at a time at orjson's speed, so memory follows the largest sample instead
+    (bench: 1.10x).
 
     yajl reads every valid file as ``json.loads`` does, except that it reads a lone surrogate escape as
-    ``?`` (so a file holding one is read whole: tests/test_hostile_input.py rejects such a record by name)
-    and refuses NaN, infinities, float overflow and integers beyond 64 bits. At its first refusal the rest
-    of the file comes from :func:`read_samples`: the same values, and the same error for a broken file
-    (the samples before the break have been yielded by then; ``skip`` keeps them, as other sources do).
+    ``?`` (such a file is read whole) and refuses NaN, infinities, float overflow and integers beyond 64
+    bits. At its first refusal the rest of the file comes from :func:`read_samples`: the same values, and
+    the same error for a broken file (the samples before the break have been yielded by then; ``skip``
+    keeps them, as other sources do).
     """
-    raw = Path(path).read_bytes()
     yielded = 0
-    if YAJL and raw.lstrip(b" \t\n\r").startswith(b"[") and not holds_lone_surrogate_escape(raw):
-        samples = YAJL.items(io.BytesIO(raw), "item", use_float=True)
-        while True:
-            try:
-                sample = next(samples)
-            except StopIteration:
-                if yielded:
-                    return
-                break  # an empty list: read_samples says so
-            except (ijson.JSONError, UnicodeDecodeError):
-                break  # yajl decodes strings strictly: read_samples names bytes it refuses
-            yield sample
-            yielded += 1
-    del raw
+    if YAJL and _yajl_reads_it_as_json_does(path):
+        with open(path, "rb") as handle:
+            samples = YAJL.items(handle, "item", use_float=True)
+            while True:
+                try:
+                    sample = next(samples)
+                except StopIteration:
+                    if yielded:
+                        return
+                    break  # an empty list: read_samples says so
+                except (ijson.JSONError, UnicodeDecodeError):
+                    break  # yajl decodes strings strictly: read_samples names bytes it refuses
+                yield sample
+                yielded += 1
     yield from read_samples(path)[yielded:]
