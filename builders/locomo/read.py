@@ -66,7 +66,7 @@ def iter_samples(path: str | Path) -> Iterator[Any]:
     input (four 52 MB files built with a peak of 525 MiB, files a quarter that size with 354 MiB), which
     misses the benchmark's memory-growth target (input x4 at most 1.25x the memory). ijson's C parser
     (yajl) builds one sample at a time at orjson's speed, so memory follows the largest sample instead
-    (bench: 1.10x).
+    (bench at scale 0.2: 1.10x and 1.20x in two runs on a shared machine).
 
     yajl reads every valid file as ``json.loads`` does, except that it reads a lone surrogate escape as
     ``?`` (such a file is read whole) and refuses NaN, infinities, float overflow and integers beyond 64
