@@ -1,4 +1,8 @@
-"""LoCoMo: very long two-person conversations with memory questions (Maharana et al., ACL 2024)."""
+"""LoCoMo: very long two-person conversations with memory questions (Maharana et al., ACL 2024).
+
+Where the files are (``shards``), the configs (the shared ones plus ``observations`` and ``events``), and
+the one rule that spans files: a ``sample_id`` names one sample in the whole dataset.
+"""
 
 from __future__ import annotations
 
@@ -21,33 +25,33 @@ from datasets.download.streaming_download_manager import StreamingDownloadManage
 
 URL = "https://raw.githubusercontent.com/snap-research/LoCoMo/main/data/locomo10.json"
 
+# -- the configs of LoCoMo's own side tables ----------------------------------------------------------------
+
 _IDS = {**schema.CONVERSATION_IDS, "session_id": Value("string"), "speaker": Value("string")}
 
 
-def _turn_ids(record: dict) -> set[str]:
-    return {turn["turn_id"] for session in record["sessions"] for turn in session["turns"]}
-
-
-def _session_table(session: dict, name: str) -> dict | None:
-    """The raw ``event_summary`` or ``observation`` entry the parser kept in a session's extra."""
-    return json.loads(session["extra"] or "{}").get(name)
+def _side_table_entries(record: dict, name: str) -> Iterator[tuple[dict, dict]]:
+    """(session, raw ``observation`` or ``event_summary`` entry) of each session that has one: the parser
+    keeps the entry, validated, in the session's extra."""
+    for session in record["sessions"]:
+        entry = json.loads(session["extra"] or "{}").get(name)
+        if entry is not None:
+            yield session, entry
 
 
 def observation_rows(record: dict) -> Iterator[dict]:
     """One row per observation, its evidence normalized like QA evidence (the raw evidence kept).
 
-    The parser has already validated these entries and counted their normalizations, so this re-parse
-    counts into a throwaway ``Notes``.
+    The parser validated these entries and counted their normalizations: this reading counts into a
+    throwaway ``Notes``.
     """
     ids = {name: record[name] for name in schema.CONVERSATION_IDS}
-    turn_ids = _turn_ids(record)
-    for session in record["sessions"]:
-        entry = _session_table(session, "observation")
-        if entry is None:
-            continue
-        field = f"observation.session_{session['session_id'].removeprefix('session_')}_observation"
+    turn_ids = {turn["turn_id"] for session in record["sessions"] for turn in session["turns"]}
+    for session, entry in _side_table_entries(record, "observation"):
+        number = session["session_id"].removeprefix("session_")
+        field = f"observation.session_{number}_observation"
         for row in parse.parse_observations(
-            entry, turn_ids, Notes(), "<record>", record["conversation_id"], field
+            entry, turn_ids, Notes(), "<record>", ids["conversation_id"], field
         ):
             yield {
                 **ids,
@@ -60,11 +64,8 @@ def observation_rows(record: dict) -> Iterator[dict]:
 def event_rows(record: dict) -> Iterator[dict]:
     """One row per event of ``event_summary``, with the date LoCoMo gives for that session's events."""
     ids = {name: record[name] for name in schema.CONVERSATION_IDS}
-    for session in record["sessions"]:
-        entry = _session_table(session, "event_summary")
-        if entry is None:
-            continue
-        for row in parse.parse_events(entry, "<record>", record["conversation_id"], "event_summary"):
+    for session, entry in _side_table_entries(record, "event_summary"):
+        for row in parse.parse_events(entry, "<record>", ids["conversation_id"], "event_summary"):
             yield {**ids, "session_id": session["session_id"], **row}
 
 
@@ -89,36 +90,21 @@ EVENTS = View(
     event_rows,
 )
 
-
-def _duplicate_error(seen: dict[str, str], sample_id: str, path: str, index: int) -> SourceError | None:
-    """``sample_id`` is the dataset's key, so it must be unique across files, not only within one: the
-    first file naming an id keeps it (``seen``); a later file naming it again gets an error naming both."""
-    first = seen.setdefault(sample_id, path)
-    if first == path:
-        return None  # a repeat inside one file is parse_file's to report
-    return SourceError(path, index, "sample_id", f"duplicate sample_id {sample_id!r}, also in {first}")
+# -- the builder --------------------------------------------------------------------------------------------
 
 
-def _unique_across_files(indexed_records, path: str, seen: dict[str, str], reject):
-    """Records of one file, in a process that reads every file in order (streaming, ``convhub check``):
-    a sample_id an earlier file already had goes to ``reject``."""
-    for index, record in indexed_records:
-        error = _duplicate_error(seen, record["conversation_id"], path, index)
-        if error is not None:
-            reject(error, None)
-            continue
-        yield record
+class FirstFileOfEachSampleId:
+    """``sample_id`` is the dataset's key, so it must be unique across files, not only within one (a repeat
+    inside one file is :func:`parse.parse_indexed`'s to report): the first file naming an id keeps it, and
+    a later file naming it again gets an error naming both (tests/locomo check the message)."""
 
+    def __init__(self):
+        self.first: dict[str, str] = {}
 
-def _check_unique_sample_ids(id_files: dict[str, str]) -> None:
-    """The ids each worker wrote (``[[index, sample_id], ...]`` per source file), checked in file order:
-    the same first duplicate, named the same way, as one process reading every file in order finds."""
-    seen: dict[str, str] = {}
-    for path, id_file in id_files.items():
-        for index, sample_id in orjson.loads(Path(id_file).read_bytes()):
-            error = _duplicate_error(seen, sample_id, path, index)
-            if error is not None:
-                raise error
+    def check(self, sample_id: str, path: str, index: int) -> None:
+        first = self.first.setdefault(sample_id, path)
+        if first != path:
+            raise SourceError(path, index, "sample_id", f"duplicate sample_id {sample_id!r}, also in {first}")
 
 
 class LocomoBuilder(ConversationBuilder):
@@ -140,8 +126,15 @@ class LocomoBuilder(ConversationBuilder):
 }"""
     EXTRA_VIEWS = (OBSERVATIONS, EVENTS)
     #: A ``sessions`` row is a whole conversation (~200 KB of JSON, ~1 MB as Python objects): datasets'
-    #: default batch of 1,000 rows held every conversation of a 1,000-conversation build in memory.
+    #: default batch of 1,000 rows held every conversation of the benchmark's 1,000-conversation build in
+    #: memory, past its peak-memory target (1 GiB); with 50 the build peaks at 427 MiB.
     SESSIONS_WRITER_BATCH_SIZE = 50
+
+    #: During a build with ``on_bad_record="raise"``: source file → where the worker parsing it writes its
+    #: ``[[index, sample_id], ...]``, checked once every worker is done (workers share no memory, but a folder).
+    _sample_id_files: dict[str, str] | None = None
+    #: Else, where one process reads every file in order (streaming, ``convhub check``): ids checked as read.
+    _seen_sample_ids: FirstFileOfEachSampleId | None = None
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -152,7 +145,7 @@ class LocomoBuilder(ConversationBuilder):
         """One split, ``test``: the downloaded locomo10.json, or the ``*.json`` files of ``--data-dir``.
 
         Each file is a shard (and its stem the ``subset``), so ``--num-proc`` parallelizes over files and
-        ``--subset NAME`` keeps only ``NAME.json``.
+        ``--subset NAME`` keeps only ``NAME.json``. None is read here.
         """
         data_dir = self.config.data_dir
         if data_dir is None:
@@ -163,14 +156,12 @@ class LocomoBuilder(ConversationBuilder):
             files = sorted(glob.glob(os.path.join(data_dir, "*.json")))
             if not files:
                 raise FileNotFoundError(f"no LoCoMo *.json file in {data_dir}")
-        files = self._only_subsets(files)
-        # sample_id must be unique across files. One process reading every file in order (streaming,
-        # `convhub check`) checks as records go; a build checks once its workers are done
-        # (_prepare_split). With skip, a build leaves it to the build's own conversation_id check, which
-        # drops the later record.
+        # With skip, a build leaves sample_id across files to the build's own conversation_id check, which
+        # drops the later record; a build that raises checks in _prepare_split.
         streaming = isinstance(dl_manager, StreamingDownloadManager)
-        self._seen_sample_ids = {} if streaming or self.config.on_bad_record == "raise" else None
-        return {"test": files}
+        checked_as_read = streaming or self.config.on_bad_record == "raise"
+        self._seen_sample_ids = FirstFileOfEachSampleId() if checked_as_read else None
+        return {"test": self._only_subsets(files)}
 
     def _only_subsets(self, files: list[str]) -> list[str]:
         wanted = self.config.subsets
@@ -185,12 +176,6 @@ class LocomoBuilder(ConversationBuilder):
             )
         return kept
 
-    #: During a build with ``on_bad_record="raise"``: source file → where the worker parsing it writes
-    #: its sample ids for :func:`_check_unique_sample_ids` (workers share no memory, but a folder).
-    _sample_id_files: dict[str, str] | None = None
-    #: Else, when sample ids are checked as records go: sample_id → the first file naming it.
-    _seen_sample_ids: dict[str, str] | None = None
-
     def parse_shard(self, shard, notes):
         records = parse.parse_indexed(shard, notes, self.reject)
         if self._sample_id_files is not None:
@@ -199,14 +184,20 @@ class LocomoBuilder(ConversationBuilder):
                 ids.append((index, record["conversation_id"]))
                 yield record
             Path(self._sample_id_files[shard]).write_bytes(orjson.dumps(ids))
-        elif self._seen_sample_ids is not None:
-            yield from _unique_across_files(records, shard, self._seen_sample_ids, self.reject)
-        else:
-            yield from (record for _, record in records)
+            return
+        for index, record in records:
+            try:
+                if self._seen_sample_ids is not None:
+                    self._seen_sample_ids.check(record["conversation_id"], shard, index)
+            except SourceError as error:
+                self.reject(error, None)
+                continue
+            yield record
 
     def _prepare_split(self, split_generator, *args, **kwargs):
         """``datasets``' parse-and-write of one split (over ``num_proc`` workers), then the sample_id check
-        across files on the ids the workers wrote: no second reading of the source before the build.
+        across files, in file order, on the ids the workers wrote: the same first duplicate, named the same
+        way, whatever the workers, and no second reading of the source.
 
         A duplicate raises here, before ``download_and_prepare`` keeps anything (datasets removes its
         unfinished folder), like any SourceError of a worker.
@@ -220,4 +211,7 @@ class LocomoBuilder(ConversationBuilder):
                 super()._prepare_split(split_generator, *args, **kwargs)
             finally:
                 id_files, self._sample_id_files = self._sample_id_files, None
-            _check_unique_sample_ids(id_files)
+            seen = FirstFileOfEachSampleId()
+            for path, id_file in id_files.items():
+                for index, sample_id in orjson.loads(Path(id_file).read_bytes()):
+                    seen.check(sample_id, path, index)

@@ -9,20 +9,16 @@ field, so that ``convhub check`` fails before a build writes anything.
 
 from __future__ import annotations
 
-import gc
-import json
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from itertools import repeat
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-import ijson
 from convhub import schema
 from convhub.errors import Notes, Reject, SourceError, raise_error, require
-from convhub.jsonio import holds_lone_surrogate_escape, loads_exact
+from convhub.locomo.read import iter_samples
 from dateutil import parser as dateparser
 
 #: LoCoMo's own evaluation code (task_eval/evaluation.py) and most published results use these names.
@@ -34,11 +30,8 @@ ADVERSARIAL = 5
 SESSION_KEY = re.compile(r"^session_([1-9]\d*)$")
 SESSION_DATE_KEY = re.compile(r"^session_([1-9]\d*)_date_time$")
 EVIDENCE_ID = re.compile(r"D:?(\d+):(\d+)")
-#: An evidence id as :func:`parse_evidence` writes it: ASCII digits, no leading zero (the real files' ids).
-NORMALIZED_EVIDENCE_ID = re.compile(r"D(?:0|[1-9][0-9]*):(?:0|[1-9][0-9]*)")
 IMAGE_KEYS = frozenset({"img_url", "blip_caption", "query"})
-PLAIN_TURN_KEYS = frozenset({"speaker", "dia_id", "text"})
-TURN_KEYS = PLAIN_TURN_KEYS | IMAGE_KEYS
+TURN_KEYS = frozenset({"speaker", "dia_id", "text"}) | IMAGE_KEYS
 QA_KEYS = {"question", "answer", "adversarial_answer", "evidence", "category"}
 SESSION_TABLES = {
     "event_summary": "events_session_{}",
@@ -47,141 +40,6 @@ SESSION_TABLES = {
 }
 SAMPLE_KEYS = {"sample_id", "conversation", "qa", *SESSION_TABLES}
 SPEAKER_KEYS = ("speaker_a", "speaker_b")
-
-
-def load_json(raw: bytes) -> Any:
-    """``json.loads(raw.decode("utf-8"))`` (a BOM is an error, as it always was), through orjson where
-    orjson gives the same value (:func:`convhub.jsonio.loads_exact`)."""
-    return loads_exact(raw, lambda raw: json.loads(raw.decode("utf-8")))
-
-
-@contextmanager
-def _garbage_collection_paused():
-    """Python's cycle collector off while a file is read, and while one sample is parsed.
-
-    A 50 MB file is millions of lists and dicts, and each pass of the collector walks them: the passes
-    made a third of a build's CPU. JSON values and the records made from them hold no reference cycles,
-    so nothing waits for the collector. It is switched back on (if it was on) at the end of the block,
-    which never spans a ``yield``: the caller's own code runs with the collector as it left it.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _move_to_oldest_generation() -> None:
-    """Every tracked object (a file's samples, or one sample, just read with the collector paused) into
-    the collector's oldest generation at once (``gc.freeze`` then ``gc.unfreeze``).
-
-    Otherwise the next young pass walks the whole file, then the middle one, and the objects it promotes
-    trigger a full pass: three walks over millions of objects the parse only reads. Where the process
-    freezes objects itself (a pre-fork server), ``unfreeze`` would thaw them too: left alone then.
-    """
-    if gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()
-
-
-def read_samples(path: str | Path) -> list[Any]:
-    """The samples of one LoCoMo file; an error names the file when it is not a JSON list.
-
-    Each sample is checked by :func:`parse_file`, so that one bad sample can be skipped alone.
-    """
-    try:
-        with open(path, "rb") as handle, _garbage_collection_paused():
-            data = load_json(handle.read())
-            _move_to_oldest_generation()
-    except UnicodeDecodeError as error:
-        raise SourceError(
-            path, None, None, f"not valid UTF-8 JSON (the bytes are not UTF-8): {error}"
-        ) from error
-    except json.JSONDecodeError as error:
-        if not error.doc.strip():
-            raise SourceError(path, None, None, "the file is empty (a LoCoMo file is a JSON list)") from None
-        problem = f"not valid UTF-8 JSON (the JSON is broken or truncated): {error}"
-        raise SourceError(path, None, None, problem) from error
-    if not isinstance(data, list):
-        raise SourceError(path, None, None, f"expected a JSON list of samples, got {type(data).__name__}")
-    if not data:
-        raise SourceError(path, None, None, "no samples: the list is empty")
-    return data
-
-
-class _LoneSurrogateFound(Exception):
-    """Raised through ijson's read when a chunk holds a lone surrogate escape (see :func:`iter_samples`)."""
-
-
-class _LoneSurrogateWatch:
-    """A binary file whose ``read`` raises once the bytes read so far hold a lone surrogate escape.
-
-    A pair cut by a chunk's end is judged on the next read, when both halves are in sight.
-    """
-
-    def __init__(self, handle: BinaryIO):
-        self.handle = handle
-        self.tail = b""  # the end of the last chunk: a pair may straddle two chunks
-
-    def read(self, size: int = -1) -> bytes:
-        chunk = self.handle.read(size)
-        window = self.tail + chunk
-        if holds_lone_surrogate_escape(window, max(0, len(self.tail) - 6), final=not chunk):
-            raise _LoneSurrogateFound
-        self.tail = window[-19:]  # what the next call still judges, with its partner and a byte before
-        return chunk
-
-
-def _starts_a_list(handle: BinaryIO) -> bool:
-    """Whether the file's first non-whitespace byte opens a JSON list; the handle is left at its start."""
-    head = handle.read(4096)
-    handle.seek(0)
-    return head.lstrip(b" \t\n\r").startswith(b"[")
-
-
-def _yajl_backend():
-    """ijson's C backend; None where it is not built (its pure-Python backend is 20x slower than json)."""
-    try:
-        return ijson.get_backend("yajl2_c")
-    except ImportError:
-        return None
-
-
-YAJL = _yajl_backend()
-
-
-def iter_samples(path: str | Path) -> Iterator[Any]:
-    """The samples of one LoCoMo file, one at a time: the values and errors of :func:`read_samples`.
-
-    A LoCoMo file is one JSON list, and read whole its objects take about five times the file's size
-    (four 52 MB files built with a peak of 525 MiB, files a quarter that size with 354 MiB). ijson's C
-    parser (yajl) builds one sample at a time, at orjson's speed, so memory follows the largest sample
-    instead of the file. yajl reads every valid file as ``json.loads`` does, except that it refuses NaN,
-    infinities, float overflow and integers beyond 64 bits, and that it turns a lone surrogate escape
-    into ``?``. So at its first refusal, or at the first lone surrogate escape in the bytes, the rest of the
-    file comes from :func:`read_samples`: the same values, and the same error for a broken file (the
-    samples before the break have been yielded by then; ``skip`` keeps them, as it does in other sources).
-    """
-    yielded = 0
-    with open(path, "rb") as handle:
-        if YAJL and _starts_a_list(handle):
-            samples = YAJL.items(_LoneSurrogateWatch(handle), "item", use_float=True)
-            while True:
-                try:
-                    with _garbage_collection_paused():
-                        sample = next(samples)
-                        _move_to_oldest_generation()
-                except StopIteration:
-                    if yielded:
-                        return
-                    break  # an empty list: read_samples says so
-                except (ijson.JSONError, UnicodeDecodeError, _LoneSurrogateFound):
-                    break  # yajl decodes strings strictly: read_samples names bytes it refuses
-                yield sample
-                yielded += 1
-    yield from read_samples(path)[yielded:]
 
 
 def parse_file(path: str | Path, notes: Notes, reject: Reject = raise_error) -> Iterator[dict[str, Any]]:
@@ -203,10 +61,9 @@ def parse_indexed(
     for index, sample in enumerate(iter_samples(path)):
         counted = Notes()
         try:
-            with _garbage_collection_paused():  # not across the yield: the caller's code runs there
-                if not isinstance(sample, dict):
-                    raise SourceError(path, index, None, f"expected an object, got {type(sample).__name__}")
-                record = parse_sample(sample, subset, counted, path=str(path), index=index)
+            if not isinstance(sample, dict):
+                raise SourceError(path, index, None, f"expected an object, got {type(sample).__name__}")
+            record = parse_sample(sample, subset, counted, path=str(path), index=index)
             if record["conversation_id"] in seen:
                 raise SourceError(
                     path, index, "sample_id", f"duplicate sample_id {record['conversation_id']!r}"
@@ -225,7 +82,8 @@ def _optional(
     return require(mapping, key, kind, path, record, field) if key in mapping else None
 
 
-#: How every date_time of locomo10.json is written; ``strptime`` reads it 10x faster than dateutil.
+#: How every date_time of locomo10.json is written. ``strptime`` reads it in 22 µs, dateutil in 240 µs: over
+#: the 5,440 sessions of the benchmark's scale-0.2 input, 1.2 s of a 10-14 s sessions build.
 LOCOMO_DATE_FORMAT = "%I:%M %p on %d %B, %Y"
 
 
@@ -233,7 +91,7 @@ def parse_timestamp(date_time: str | None, notes: Notes) -> datetime | None:
     """LoCoMo writes "1:56 pm on 8 May, 2023"; anything unreadable stays null (the raw string is kept).
 
     The exact format is tried first; dateutil reads every other spelling (and gives the same datetime
-    for the exact one: tests/test_locomo.py checks it on every date of the real file).
+    for the exact one: tests/locomo checks it on every date of the real file).
     """
     if not date_time:
         return None
@@ -249,6 +107,7 @@ def parse_timestamp(date_time: str | None, notes: Notes) -> datetime | None:
 
 
 def parse_sample(sample: dict, subset: str, notes: Notes, path: str = "<memory>", index: int = 0) -> dict:
+    """One LoCoMo sample → one canonical record: its sessions, questions and whatever no field claims."""
     sample_id = require(sample, "sample_id", str, path, index)
     conversation = require(sample, "conversation", dict, path, sample_id)
     speakers = [
@@ -262,13 +121,11 @@ def parse_sample(sample: dict, subset: str, notes: Notes, path: str = "<memory>"
     tables = {name: _optional(sample, name, dict, path, sample_id) for name in SESSION_TABLES}
     sessions = parse_sessions(conversation, tables, roles, notes, path, sample_id)
     turn_ids = {turn["turn_id"] for session in sessions for turn in session["turns"]}
-    for session in sessions:
-        number = session["session_id"].removeprefix("session_")
-        key = SESSION_TABLES["observation"].format(number)
-        if tables["observation"] is not None and key in tables["observation"]:
-            parse_observations(
-                tables["observation"][key], turn_ids, notes, path, sample_id, f"observation.{key}"
-            )
+    observations = tables["observation"] or {}
+    for session in sessions:  # once every turn id is known: an observation may cite a later session
+        key = SESSION_TABLES["observation"].format(session["session_id"].removeprefix("session_"))
+        if key in observations:
+            parse_observations(observations[key], turn_ids, notes, path, sample_id, f"observation.{key}")
     questions = [
         parse_question(qa, sample_id, position, turn_ids, notes, path)
         for position, qa in enumerate(require(sample, "qa", list, path, sample_id))
@@ -383,20 +240,16 @@ def _unclaimed_session_entries(tables: dict[str, dict | None], sessions: list[di
 
 
 def parse_turn(turn: Any, roles: dict, notes: Notes, path: str, sample_id: str, session_id: str, i: int):
-    """One turn. Most turns are a speaker, a dia_id and a text, nothing else: they take no error-message
-    string and no loop over their keys (a build parses millions)."""
-    try:
-        speaker, turn_id, text = turn["speaker"], turn["dia_id"], turn["text"]
-        role = roles[speaker]  # a str: roles' keys are the two speakers' names
-    except (KeyError, TypeError):  # a key missing, or not a dict: _checked_turn names what is wrong
-        role = None
-    if role is not None and isinstance(turn, dict) and isinstance(turn_id, str) and isinstance(text, str):
-        record = schema.empty_turn(turn_id, speaker, role, text)
-    else:
-        record = _checked_turn(turn, roles, path, f"{sample_id} {session_id} turn {i}")
-    if turn.keys() <= PLAIN_TURN_KEYS:
-        return record
+    """One turn: speaker, dia_id and text typed; image keys into ``images``; any other key (LoCoMo's
+    undocumented ``re-download``) and an empty ``img_url`` kept in the turn's extra."""
     where = f"{sample_id} {session_id} turn {i}"
+    if not isinstance(turn, dict):
+        raise SourceError(path, where, None, f"expected an object, got {type(turn).__name__}")
+    speaker = require(turn, "speaker", str, path, where)
+    if speaker not in roles:
+        raise SourceError(path, where, "speaker", f"{speaker!r} is neither speaker_a nor speaker_b")
+    turn_id = require(turn, "dia_id", str, path, where)
+    record = schema.empty_turn(turn_id, speaker, roles[speaker], require(turn, "text", str, path, where))
     record["images"] = parse_images(turn, notes, path, where)
     rest = {key: value for key, value in turn.items() if key not in TURN_KEYS}
     if "img_url" in turn and turn["img_url"] in ([], None):
@@ -406,21 +259,6 @@ def parse_turn(turn: Any, roles: dict, notes: Notes, path: str, sample_id: str, 
     if rest:
         record["extra"] = schema.to_json(rest)
     return record
-
-
-def _checked_turn(turn: Any, roles: dict, path: str, where: str) -> dict:
-    """The turn's record, or the SourceError naming what is wrong with it (checked in this order)."""
-    if not isinstance(turn, dict):
-        raise SourceError(path, where, None, f"expected an object, got {type(turn).__name__}")
-    speaker = require(turn, "speaker", str, path, where)
-    if speaker not in roles:
-        raise SourceError(path, where, "speaker", f"{speaker!r} is neither speaker_a nor speaker_b")
-    return schema.empty_turn(
-        require(turn, "dia_id", str, path, where),
-        speaker,
-        roles[speaker],
-        require(turn, "text", str, path, where),
-    )
 
 
 def parse_images(turn: dict, notes: Notes, path: str, where: str) -> list[dict[str, Any]]:
@@ -480,17 +318,14 @@ def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set, notes:
     question["unresolved_evidence"] = missing + unreadable
     question["evidence_turn_ids"] = found
     question["evidence_session_ids"] = _session_ids_of(found)
-    if not qa.keys() <= QA_KEYS:
-        extra.update((key, value) for key, value in qa.items() if key not in QA_KEYS)
+    extra.update((key, value) for key, value in qa.items() if key not in QA_KEYS)
     question["extra"] = schema.to_json(extra) if extra else None
     return question
 
 
 def _session_ids_of(turn_ids: list[str]) -> list[str]:
     """ "D3:5" → "session_3", in the turn ids' order, each once."""
-    if len(turn_ids) == 1:  # most questions: no deduplication to do
-        return ["session_" + turn_ids[0][1 : turn_ids[0].index(":")]]
-    return list(dict.fromkeys(["session_" + turn_id[1 : turn_id.index(":")] for turn_id in turn_ids]))
+    return list(dict.fromkeys("session_" + turn_id[1 : turn_id.index(":")] for turn_id in turn_ids))
 
 
 def _count_answers(question: dict, notes: Notes) -> None:
@@ -528,10 +363,7 @@ def parse_evidence(
     if not evidence:
         notes.add(f"{label} empty")
         return [], []
-    if all(map(NORMALIZED_EVIDENCE_ID.fullmatch, evidence)):
-        ids, unreadable = evidence, []  # as _normalize_evidence would write them (the real files' ids)
-    else:
-        ids, unreadable = _normalize_evidence(evidence, notes, label, unreadable_kept_in)
+    ids, unreadable = _normalize_evidence(evidence, notes, label, unreadable_kept_in)
     unique = list(dict.fromkeys(ids))
     if len(unique) < len(ids):
         notes.add(f"{label} id repeated in one evidence list, deduplicated", len(ids) - len(unique))

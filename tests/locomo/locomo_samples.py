@@ -1,0 +1,64 @@
+"""What the LoCoMo tests share: the packaged sample, and tiny hand-written samples in the file's own shape."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import datasets
+from convhub.errors import Notes
+from convhub.locomo import parse
+from convhub.locomo.builder import LocomoBuilder
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = Path(LocomoBuilder.sample_dir()) / "locomo_sample.json"
+ALL_CONFIGS = ["sessions", "turns", "qa", "messages", "observations", "events"]
+
+
+def turn(dia_id: str, speaker: str, text: str, **optional) -> dict:
+    return {"speaker": speaker, "dia_id": dia_id, "text": text, **optional}
+
+
+def tiny_sample(sample_id: str = "conv-t1", **changes) -> dict:
+    """A two-session LoCoMo sample in the file's own shape; ``changes`` replace top-level keys."""
+    sample = {
+        "qa": [{"question": "Where does Ana live?", "answer": "Porto", "evidence": ["D1:1"], "category": 4}],
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [turn("D1:1", "Ana", "I live in Porto."), turn("D1:2", "Bo", "Nice!")],
+            "session_2_date_time": "7:05 pm on 1 June, 2023",
+            "session_2": [turn("D2:1", "Bo", "Any news?"), turn("D2:2", "Ana", "I got a dog.")],
+        },
+        "event_summary": {
+            "events_session_1": {"Ana": ["Ana moves to Porto."], "Bo": [], "date": "8 May, 2023"},
+            "events_session_2": {"Ana": ["Ana adopts a dog."], "Bo": [], "date": "1 June, 2023"},
+        },
+        "observation": {
+            "session_1_observation": {"Ana": [["Ana lives in Porto.", "D1:1"]]},
+            "session_2_observation": {"Ana": [["Ana has a dog.", ["D2:2"]]]},
+        },
+        "session_summary": {"session_1_summary": "Ana tells Bo about Porto.", "session_2_summary": "A dog."},
+        "sample_id": sample_id,
+    }
+    sample.update(changes)
+    return sample
+
+
+def parse_tiny(sample: dict, notes: Notes | None = None) -> dict:
+    return parse.parse_sample(sample, "tiny", notes if notes is not None else Notes(), path="tiny.json")
+
+
+def question(qa: dict, turn_ids=("D1:1", "D1:2", "D2:1", "D2:2"), notes: Notes | None = None) -> dict:
+    return parse.parse_question(
+        qa, "conv-t1", 0, set(turn_ids), notes if notes is not None else Notes(), "t.json"
+    )
+
+
+def extra(value) -> object:
+    return json.loads(value) if value is not None else None
+
+
+def load(result, config: str) -> datasets.Dataset:
+    return datasets.load_dataset(str(result.output), config, split="test")
