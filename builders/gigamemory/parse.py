@@ -80,39 +80,53 @@ def _conversation_or_reject(
     A bad dialogue rejects every line that shares it (each named by its own line); a bad question field
     rejects only its line. Normalizations are counted only for what is kept.
     """
+    path, first = shard["path"], group.lines[0]
     counted = Notes()
-    path = shard["path"]
     try:
-        record = parse_conversation(
-            sessions, group, shard["subset"], shard["file_name"], path, counted, reject, raw
-        )
+        parsed = parse_sessions(sessions, path, where(first.number, first.fields["id"]), counted)
     except SourceError as error:
-        first = group.lines[0]
         reject(error, raw)
         for line in group.lines[1:]:
             shared = f"{error.problem} (in the dialogue this line shares with line {first.number})"
             line_error = SourceError(path, where(line.number, line.fields["id"]), error.field, shared)
             reject(line_error, {**line.fields, "sessions": f"<the sessions of line {first.number}>"})
         return None
-    if not record["questions"]:
+    session_ids = {session["session_id"] for session in parsed}
+    questions = []
+    for line in group.lines:
+        question_notes = Notes()
+        try:
+            questions.append(parse_question(line, session_ids, shard["file_name"], path, question_notes))
+        except SourceError as error:
+            reject(
+                error,
+                raw if line is first else {**line.fields, "sessions": "<not kept: the dialogue is valid>"},
+            )
+            continue
+        counted.update(question_notes)
+    if not questions:
         return None
     notes.update(counted)
-    return record
+    return conversation(shard["subset"], group.digest, parsed, questions)
 
 
-def parse_conversation(
-    sessions: Any,
-    group: Group,
-    subset: str,
-    file_name: str,
-    path: str,
-    notes: Notes,
-    reject: Reject = raise_error,
-    raw: bytes | None = None,
-) -> dict[str, Any]:
-    """The dialogue shared by a group's lines and the question of each line → one canonical record."""
-    first = group.lines[0]
-    location = where(first.number, first.fields["id"])
+def conversation(subset: str, digest: str, sessions: list[dict], questions: list[dict]) -> dict[str, Any]:
+    """The canonical record of one dialogue (its id from the dialogue's digest) and its questions."""
+    speakers = list(dict.fromkeys(turn["role"] for session in sessions for turn in session["turns"]))
+    return {
+        "conversation_id": f"{subset}:{digest[:DIGEST_DIGITS]}",
+        "source": "gigamemory",
+        "subset": subset,
+        "language": "ru",
+        "speakers": speakers,
+        "sessions": sessions,
+        "questions": questions,
+        "extra": schema.to_json({"dialogue_sha256": digest}),
+    }
+
+
+def parse_sessions(sessions: Any, path: str, location: str, notes: Notes) -> list[dict[str, Any]]:
+    """A line's ``sessions`` → canonical sessions; their ids must be unique (``ans_session_ids`` names them)."""
     if not isinstance(sessions, list):
         raise SourceError(path, location, "sessions", f"expected a list, got {type(sessions).__name__}")
     parsed = [parse_session(session, i, path, location, notes) for i, session in enumerate(sessions)]
@@ -120,34 +134,7 @@ def parse_conversation(
     if len(set(session_ids)) != len(session_ids):
         duplicate = next(sid for sid in session_ids if session_ids.count(sid) > 1)
         raise SourceError(path, location, "sessions", f"two sessions have the id {duplicate!r}")
-    speakers = list(dict.fromkeys(turn["role"] for session in parsed for turn in session["turns"]))
-    return {
-        "conversation_id": f"{subset}:{group.digest[:DIGEST_DIGITS]}",
-        "source": "gigamemory",
-        "subset": subset,
-        "language": "ru",
-        "speakers": speakers,
-        "sessions": parsed,
-        "questions": _questions(group, set(session_ids), file_name, path, notes, reject, raw),
-        "extra": schema.to_json({"dialogue_sha256": group.digest}),
-    }
-
-
-def _questions(
-    group: Group, session_ids: set[str], file_name: str, path: str, notes: Notes, reject: Reject, raw
-) -> list[dict[str, Any]]:
-    """The question of each line of the group; a line whose question fields are bad goes to ``reject``."""
-    questions = []
-    for line in group.lines:
-        counted = Notes()
-        try:
-            questions.append(parse_question(line, session_ids, file_name, path, counted))
-        except SourceError as error:
-            first = line is group.lines[0] and raw is not None
-            reject(error, raw if first else {**line.fields, "sessions": "<not kept: the dialogue is valid>"})
-            continue
-        notes.update(counted)
-    return questions
+    return parsed
 
 
 def _leftovers(item: dict, standard: tuple[str, ...]) -> dict[str, Any]:
@@ -195,16 +182,7 @@ def parse_session(session: Any, index: int, path: str, location: str, notes: Not
 def parse_message(
     message: Any, session_id: str, index: int, path: str, location: str, session_name: str
 ) -> dict[str, Any]:
-    """One ``{"role", "content"}`` → one turn. A message of the real file's shape takes the short way
-    (most of pass 2's time is here); any other is checked key by key and named in the error."""
-    if (
-        type(message) is dict
-        and tuple(message) == MESSAGE_KEYS
-        and type(message["content"]) is str
-        and message["role"] in ROLES
-    ):
-        role = message["role"]
-        return schema.empty_turn(f"{session_id}:{index}", role, role, message["content"])
+    """One ``{"role", "content"}`` → one turn; any other key is kept in its ``extra``."""
     name = f"{session_name}.messages[{index}]"
     if not isinstance(message, dict):
         raise SourceError(path, location, name, f"expected an object, got {type(message).__name__}")
