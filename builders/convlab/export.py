@@ -22,7 +22,6 @@ from convhub.convlab.parse import (
     ACT_KINDS,
     ACT_KINDS_KEY,
     ACTS_ABSENT,
-    ONTOLOGY_COLUMNS,
     ONTOLOGY_SECTIONS,
     STATE_EMPTY_DOMAINS,
     acts_to_source,
@@ -79,7 +78,7 @@ def ontology_from_row(row: dict) -> dict:
     extra = as_object(row["extra"])
     ontology = {}
     for key, (_, to_source) in ONTOLOGY_SECTIONS.items():
-        typed = row[ONTOLOGY_COLUMNS[key]]
+        typed = row[key]
         if typed is None:  # the section was absent (a kept raw section has a typed list beside it)
             continue
         ontology[key] = extra.pop(key) if key in extra else to_source(typed)
