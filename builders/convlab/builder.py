@@ -12,23 +12,17 @@ records come from ``convhub.convlab.parse``.
 
 from __future__ import annotations
 
-import atexit
 import bisect
 import itertools
-import json
 import math
-import os
 import re
-import shutil
-import tempfile
-from collections.abc import Iterator
-from typing import IO, Any, ClassVar
+from typing import ClassVar
 
 from convhub import schema
 from convhub.base import ConversationBuilder
 from convhub.convlab import parse, scan
 from convhub.convlab.files import DIALOGUES, ONTOLOGY, SubsetInput, find_local_inputs
-from convhub.errors import Notes, Reject, SourceError, raise_error
+from convhub.errors import Notes, SourceError
 from convhub.views import View
 from datasets import Features, List, Value
 
@@ -61,8 +55,6 @@ SPLIT_ORDER = ("train", "validation", "test")
 #: work on every split (the shards do not depend on ``num_proc``: the rows and their order never do).
 DIALOGUES_PER_SHARD = 1000
 MIN_DIALOGUES_PER_SHARD = 100
-#: A zipped ``dialogues.json`` at least this large is copied out while it is scanned (see ``dialogue_index``).
-EXTRACT_MIN_BYTES = 8 << 20
 
 #: Where ConvLab-3 keeps each dataset's README, which states that dataset's license.
 UNIFIED_DATASETS_URL = "https://github.com/ConvLab/ConvLab-3/tree/master/data/unified_datasets"
@@ -98,63 +90,6 @@ GOAL = {
 }
 
 
-def _loads(text: str | None) -> Any:
-    return json.loads(text) if text else {}
-
-
-def _slots(table: Any) -> list[dict]:
-    """``{domain: {slot: value}}`` of a goal → typed slots; a non-string value is given as JSON text."""
-    if not isinstance(table, dict):
-        return []
-    return [
-        {"domain": domain, "slot": slot, "value": value if isinstance(value, str) else schema.to_json(value)}
-        for domain, slots in table.items()
-        if isinstance(slots, dict)
-        for slot, value in slots.items()
-    ]
-
-
-def dialogue_rows(record: dict) -> Iterator[dict]:
-    """ConvLab's dialogue-level fields typed: ``original_id``, ``domains``, ``goal`` and every ``db_results``."""
-    extra = _loads(record["extra"])
-    goal = extra.get("goal")
-    domains = extra.get("domains")
-    original_id = extra.get("original_id")
-    turns = [turn for session in record["sessions"] for turn in session["turns"]]
-    yield {
-        **{name: record[name] for name in schema.CONVERSATION_IDS},
-        "original_id": None if original_id is None else str(original_id),
-        "domains": [d for d in domains if isinstance(d, str)] if isinstance(domains, list) else [],
-        "goal": (
-            {
-                "description": goal.get("description") if isinstance(goal.get("description"), str) else None,
-                "inform": _slots(goal.get("inform")),
-                "request": _slots(goal.get("request")),
-            }
-            if isinstance(goal, dict)
-            else None
-        ),
-        "num_turns": len(turns),
-        "db_results": [row for turn_index, turn in enumerate(turns) for row in _db_results(turn, turn_index)],
-    }
-
-
-def _db_results(turn: dict, turn_index: int) -> Iterator[dict]:
-    """One entry per entity a system turn's ``db_results`` (``{domain: [entity]}``) lists."""
-    results = _loads(turn["extra"]).get("db_results")
-    if not isinstance(results, dict):
-        return
-    for domain, entities in results.items():
-        for rank, entity in enumerate(entities if isinstance(entities, list) else []):
-            yield {
-                "turn_id": turn["turn_id"],
-                "turn_index": turn_index,
-                "domain": domain,
-                "rank": rank,
-                "entity": schema.to_json(entity),
-            }
-
-
 DB_RESULT = {
     "turn_id": Value("string"),
     "turn_index": Value("int32"),
@@ -176,7 +111,7 @@ DIALOGUES_VIEW = View(
     ),
     "One row per dialogue: ConvLab's original_id, domains, user goal (description, inform, request) and the "
     "database entities its system turns' db_results list, typed.",
-    dialogue_rows,
+    parse.dialogue_rows,
 )
 ONTOLOGY_VIEW = View(
     "ontology",
@@ -313,7 +248,9 @@ class ConvLabBuilder(ConversationBuilder):
         by_split: dict[str, list[dict]] = {}
         for source in inputs:
             try:  # with --on-bad-record skip the scan reads on after a break in the list
-                index, copy = dialogue_index(source, self.reject, recover=self.config.on_bad_record == "skip")
+                index, copy = scan.dialogue_index(
+                    source, self.reject, recover=self.config.on_bad_record == "skip"
+                )
             except SourceError as error:  # an unreadable file: with --on-bad-record skip, the others go on
                 self.reject(error, None, scope="file")
                 continue
@@ -365,78 +302,6 @@ class ConvLabBuilder(ConversationBuilder):
             yield from parse.database_rows(
                 source.read_json(member), source.name, member, parse.database_domain(member, domains)
             )
-
-
-# -- the index of a subset's dialogues ---------------------------------------------------------
-
-#: stat key of an input → (split → its dialogues' ranges, the copy of a large zipped dialogues.json or None)
-_INDEX_CACHE: dict[tuple, tuple[dict[str, scan.Ranges], str | None]] = {}
-_TEMP_DIR: list = []  # [folder, pid of the process that made it]
-
-
-def dialogue_index(
-    source: SubsetInput, reject: Reject = raise_error, recover: bool = False
-) -> tuple[dict[str, scan.Ranges], str | None]:
-    """(split → byte ranges of its dialogues, the copy to read them from); scanned once per file and
-    process, since every config reuses it. Bad dialogues go to ``reject``; an index that rejected some is
-    not kept, so that each build reports them.
-
-    A zipped dialogues.json of ``EXTRACT_MIN_BYTES`` or more is written to a temporary copy as the scan
-    inflates it: a zip member cannot seek, so each shard would otherwise inflate it again from its start
-    (``test_every_large_split_gets_two_shards_and_a_large_zip_is_read_from_one_copy``).
-    """
-    key = source.stat_key()
-    if key in _INDEX_CACHE:
-        return _INDEX_CACHE[key]
-    rejected = []
-
-    def counting_reject(error, raw=None, scope="record", records=None):
-        rejected.append(error)
-        reject(error, raw, scope, records=records)
-
-    copy = (
-        _copy_path(source)
-        if source.kind == "zip" and source.zipped_size(DIALOGUES) >= EXTRACT_MIN_BYTES
-        else None
-    )
-    with source.open(DIALOGUES) as stream:
-        label = source.label(DIALOGUES)
-        if copy is None:
-            index = scan.index_dialogues(stream, label, counting_reject, recover)
-        else:
-            with open(copy, "wb") as written:
-                index = scan.index_dialogues(_Tee(stream, written), label, counting_reject, recover)
-    if not rejected:
-        _INDEX_CACHE[key] = (index, copy)
-    return index, copy
-
-
-class _Tee:
-    """A read-only stream that writes every byte it reads to ``copy``."""
-
-    def __init__(self, stream: IO[bytes], copy: IO[bytes]):
-        self.stream, self.copy = stream, copy
-
-    def read(self, size: int = -1) -> bytes:
-        data = self.stream.read(size)
-        self.copy.write(data)
-        return data
-
-
-def _copy_path(source: SubsetInput) -> str:
-    """A new file in this process's temporary folder (under ``$CONVHUB_TMPDIR`` when set), removed at exit."""
-    if not _TEMP_DIR or _TEMP_DIR[1] != os.getpid():
-        folder = tempfile.mkdtemp(prefix="convhub-convlab-", dir=os.environ.get("CONVHUB_TMPDIR"))
-        _TEMP_DIR[:] = [folder, os.getpid()]
-        atexit.register(_remove_temp_dir, *_TEMP_DIR)
-    handle, path = tempfile.mkstemp(dir=_TEMP_DIR[0], suffix=f"-{source.name}-{DIALOGUES}")
-    os.close(handle)
-    return path
-
-
-def _remove_temp_dir(folder: str, pid: int) -> None:
-    if os.getpid() == pid:  # a forked worker inherits the hook: only the process that made it removes it
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def shard_ranges(ranges: list[tuple[int, int, int]]) -> list[list[tuple[int, int, int]]]:

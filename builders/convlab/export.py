@@ -13,6 +13,7 @@ are streamed into their files one at a time.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -137,25 +138,13 @@ def write_dialogues(build: Build, folder: Path) -> list[str]:
 def write_databases(build: Build, folder: Path) -> list[str]:
     """Every database file: its rows are consecutive in the ``database`` config (one file at a time)."""
     files: list[str] = []
-    current: tuple[str, str] | None = None
-    rows: list[dict] = []
-
-    def flush() -> None:
-        name = f"{current[0]}/data/{current[1]}"
+    rows = (row for _, row in build.all_rows(DATABASE_VIEW.name))
+    for (subset, file), file_rows in itertools.groupby(rows, key=lambda row: (row["subset"], row["file"])):
+        name = f"{subset}/data/{file}"
         if name in files:
             raise ExportError(f"the rows of database file {name} are not consecutive in {build.location}")
-        write_json(safe_join(folder, name), database_from_rows(rows))
+        write_json(safe_join(folder, name), database_from_rows(file_rows))
         files.append(name)
-
-    for _, row in build.all_rows(DATABASE_VIEW.name):
-        key = (row["subset"], row["file"])
-        if key != current and rows:
-            flush()
-            rows = []
-        current = key
-        rows.append(row)
-    if rows:
-        flush()
     return files
 
 

@@ -13,6 +13,7 @@ Reading ``dialogues.json`` a shard at a time is ``convhub.convlab.scan``'s part.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -115,30 +116,20 @@ def unescape_turn_key(key: str) -> str:
 
 
 def parse_acts(acts: Any, extra: dict, notes: Notes) -> list[dict]:
-    """``{kind: [act]}`` → typed acts in source order; raw kept in ``extra`` unless they rebuild exactly.
-
-    "Rebuild exactly" is ``acts_to_source(typed, kinds) == acts``, decided while reading (a test holds the
-    two equal): a dict of lists of dicts whose every key is a typed field holding a value the field keeps.
-    """
-    typed: list[dict] = []
-    kinds: list[str] = []
-    exact = isinstance(acts, dict)
-    if exact:
-        for kind, items in acts.items():
-            kinds.append(kind)
-            if not isinstance(items, list):
-                exact = False
-                continue
-            for act in items:
-                if isinstance(act, dict):
-                    typed.append(_typed_act(kind, act))
-                    exact = exact and all(map(_act_field_kept, act.items()))
-                else:
-                    exact = False
+    """``{kind: [act]}`` → typed acts in source order; the raw value is kept in ``extra`` unless
+    :func:`acts_to_source` gives it back (a test holds the two consistent)."""
+    kinds = list(acts) if isinstance(acts, dict) else []
+    typed = [
+        _typed_act(kind, act)
+        for kind in kinds
+        if isinstance(acts[kind], list)
+        for act in acts[kind]
+        if isinstance(act, dict)
+    ]
     if set(kinds) != set(ACT_KINDS):
         notes.add("dialogue_acts without all three kinds (its kinds kept in extra.dialogue_acts_kinds)")
         extra[ACT_KINDS_KEY] = kinds
-    if not exact:
+    if acts_to_source(typed, kinds) != acts:
         notes.add("dialogue_acts not representable as typed acts (raw kept in the turn's extra)")
         extra["dialogue_acts"] = acts
         extra.pop(ACT_KINDS_KEY, None)
@@ -151,18 +142,11 @@ def parse_acts(acts: Any, extra: dict, notes: Notes) -> list[dict]:
     return typed
 
 
-_ACT_TEXT_FIELDS = frozenset(("intent", "domain", "slot", "value"))
-_ACT_SPAN_FIELDS = frozenset(("start", "end"))
-
-
-def _act_field_kept(item: tuple[str, Any]) -> bool:
-    """Whether one (key, value) of a source act comes back from its typed act (see ``_typed_act``)."""
-    key, value = item
-    if key in _ACT_TEXT_FIELDS:
-        return isinstance(value, str)
-    if key in _ACT_SPAN_FIELDS:
-        return _is_span(value)
-    return False
+def _typed_act(kind: str, act: dict) -> dict:
+    """A source act's fields that fit their typed columns (others are None: the rebuild then differs)."""
+    texts = {key: _text(act.get(key)) for key in ("intent", "domain", "slot", "value")}
+    spans = {key: act.get(key) if _is_span(act.get(key)) else None for key in ("start", "end")}
+    return {"type": kind, **texts, **spans}
 
 
 def _is_span(value: Any) -> bool:
@@ -170,36 +154,12 @@ def _is_span(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31
 
 
-def _typed_act(kind: str, act: dict) -> dict:
-    def text(key: str) -> str | None:
-        value = act.get(key)
-        return value if isinstance(value, str) else None
-
-    def span(key: str) -> int | None:
-        value = act.get(key)
-        return value if _is_span(value) else None
-
-    return {
-        "type": kind,
-        "intent": text("intent"),
-        "domain": text("domain"),
-        "slot": text("slot"),
-        "value": text("value"),
-        "start": span("start"),
-        "end": span("end"),
-    }
-
-
 def acts_to_source(typed: list[dict], kinds: Iterable[str] = ACT_KINDS) -> dict:
     """Typed acts → ConvLab's ``{kind: [act]}`` (absent ``start``/``end`` and ``value`` stay absent)."""
     acts: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for act in typed:
-        item = {
-            key: act[key]
-            for key in ("intent", "domain", "slot", "value", "start", "end")
-            if act[key] is not None
-        }
-        acts.setdefault(act["type"], []).append(item)
+        fields = ("intent", "domain", "slot", "value", "start", "end")
+        acts.setdefault(act["type"], []).append({key: act[key] for key in fields if act[key] is not None})
     return acts
 
 
@@ -207,28 +167,20 @@ def parse_state(state: Any, extra: dict, notes: Notes) -> list[dict]:
     """``{domain: {slot: value}}`` → one {domain, slot, value} per present slot ("" and "dontcare" included).
 
     Absent slots are simply not listed. Empty domain dicts (``{"weather": {}}``) and an empty state are
-    kept in ``extra.state_empty_domains``; anything else that would not rebuild exactly is kept raw.
-    "Rebuild exactly" is ``state_to_source(typed, empty_domains) == state``, decided while reading (a
-    test holds the two equal): a dict of dicts of strings.
+    kept in ``extra.state_empty_domains``; a state :func:`state_to_source` would not give back is kept raw.
     """
-    typed: list[dict] = []
-    empty_domains: list[str] = []
-    exact = isinstance(state, dict)
-    if exact:
-        for domain, slots in state.items():
-            if not isinstance(slots, dict):
-                exact = False
-            elif not slots:
-                empty_domains.append(domain)
-            else:
-                for slot, value in slots.items():
-                    if isinstance(value, str):
-                        typed.append({"domain": domain, "slot": slot, "value": value})
-                    else:
-                        exact = False
+    domains = list(state.items()) if isinstance(state, dict) else []
+    typed = [
+        {"domain": domain, "slot": slot, "value": value}
+        for domain, slots in domains
+        if isinstance(slots, dict)
+        for slot, value in slots.items()
+        if isinstance(value, str)
+    ]
+    empty_domains = [domain for domain, slots in domains if isinstance(slots, dict) and not slots]
     if empty_domains or not typed:
         extra[STATE_EMPTY_DOMAINS] = empty_domains
-    if not exact:
+    if state_to_source(typed, empty_domains) != state:
         notes.add("state not representable as typed slots (raw kept in the turn's extra)")
         extra["state"] = state
         extra.pop(STATE_EMPTY_DOMAINS, None)
@@ -373,6 +325,66 @@ ONTOLOGY_SECTIONS = {
     "dialogue_acts": (_act_inventory_to_typed, _act_inventory_to_source),
     "state": (_ontology_state_to_typed, state_to_source),
 }
+
+
+# -- the dialogues config: a record's ConvLab-only fields, typed ---------------------------------------
+
+
+def _loads(text: str | None) -> Any:
+    return json.loads(text) if text else {}
+
+
+def _slots(table: Any) -> list[dict]:
+    """``{domain: {slot: value}}`` of a goal → typed slots; a non-string value is given as JSON text."""
+    if not isinstance(table, dict):
+        return []
+    return [
+        {"domain": domain, "slot": slot, "value": value if isinstance(value, str) else schema.to_json(value)}
+        for domain, slots in table.items()
+        if isinstance(slots, dict)
+        for slot, value in slots.items()
+    ]
+
+
+def dialogue_rows(record: dict) -> Iterator[dict]:
+    """ConvLab's dialogue-level fields typed: ``original_id``, ``domains``, ``goal`` and every ``db_results``."""
+    extra = _loads(record["extra"])
+    goal = extra.get("goal")
+    domains = extra.get("domains")
+    original_id = extra.get("original_id")
+    turns = [turn for session in record["sessions"] for turn in session["turns"]]
+    yield {
+        **{name: record[name] for name in schema.CONVERSATION_IDS},
+        "original_id": None if original_id is None else str(original_id),
+        "domains": [d for d in domains if isinstance(d, str)] if isinstance(domains, list) else [],
+        "goal": (
+            {
+                "description": goal.get("description") if isinstance(goal.get("description"), str) else None,
+                "inform": _slots(goal.get("inform")),
+                "request": _slots(goal.get("request")),
+            }
+            if isinstance(goal, dict)
+            else None
+        ),
+        "num_turns": len(turns),
+        "db_results": [row for turn_index, turn in enumerate(turns) for row in _db_results(turn, turn_index)],
+    }
+
+
+def _db_results(turn: dict, turn_index: int) -> Iterator[dict]:
+    """One entry per entity a system turn's ``db_results`` (``{domain: [entity]}``) lists."""
+    results = _loads(turn["extra"]).get("db_results")
+    if not isinstance(results, dict):
+        return
+    for domain, entities in results.items():
+        for rank, entity in enumerate(entities if isinstance(entities, list) else []):
+            yield {
+                "turn_id": turn["turn_id"],
+                "turn_index": turn_index,
+                "domain": domain,
+                "rank": rank,
+                "entity": schema.to_json(entity),
+            }
 
 
 # -- database ----------------------------------------------------------------------------------

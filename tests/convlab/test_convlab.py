@@ -343,7 +343,6 @@ def test_shards_are_consecutive_even_and_balanced_by_bytes():
 
 
 def test_every_large_split_gets_two_shards_and_a_large_zip_is_read_from_one_copy(tmp_path, monkeypatch):
-    from convhub.convlab import builder as convlab_builder
 
     template = sample_dialogues("toyhotel")[0]
     dialogues = [
@@ -371,14 +370,14 @@ def test_every_large_split_gets_two_shards_and_a_large_zip_is_read_from_one_copy
         }
         return {split: table.to_list() for split, table in tables.items()}
 
-    monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", 1 << 40)
+    monkeypatch.setattr(scan, "EXTRACT_MIN_BYTES", 1 << 40)
     from_zip = build("zip", 1)
     builder = ConvLabBuilder(config_name="sessions", data_dir=str(tmp_path / "in"))
     shards = builder.shards(datasets.DownloadManager())
     assert [len(shards[split]) for split in ("train", "validation", "test")] == [2, 2, 1]
     assert all(shard["copy"] is None for split in shards.values() for shard in split)
-    convlab_builder._INDEX_CACHE.clear()
-    monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", 0)
+    scan._INDEX_CACHE.clear()
+    monkeypatch.setattr(scan, "EXTRACT_MIN_BYTES", 0)
     shards = builder.shards(datasets.DownloadManager())
     copies = {shard["copy"] for split in shards.values() for shard in split}
     assert len(copies) == 1 and Path(copies.pop()).read_bytes() == json.dumps(dialogues, indent=2).encode()
@@ -457,11 +456,10 @@ def _write_zip(folder: Path, raw: bytes) -> Path:
 
 def test_a_stream_of_a_large_zip_reads_one_copy_made_while_scanning(tmp_path, monkeypatch):
     """(Before, a child process inflated the copy beside the scan; now the scan writes what it inflates.)"""
-    from convhub.convlab import builder as convlab_builder
 
     raw = _dialogues_text(300, 2, split=lambda i: ("train", "validation", "test")[i % 3])
     _write_zip(tmp_path / "in" / "big", raw)
-    monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", 0)
+    monkeypatch.setattr(scan, "EXTRACT_MIN_BYTES", 0)
     builder = ConvLabBuilder(config_name="sessions", data_dir=str(tmp_path / "in"))
     shards = builder.shards(datasets.StreamingDownloadManager())
     copies = {shard["copy"] for split in shards.values() for shard in split}
@@ -481,11 +479,10 @@ def test_a_stream_of_a_large_zip_reads_one_copy_made_while_scanning(tmp_path, mo
 
 def test_the_copy_of_a_large_zip_goes_to_convhub_tmpdir(tmp_path, monkeypatch):
     """As MNBVC's partitions: a user whose /tmp is small points every large temporary file elsewhere."""
-    from convhub.convlab import builder as convlab_builder
 
     _write_zip(tmp_path / "in" / "big", _dialogues_text(20, 2, split=lambda i: ("train", "test")[i % 2]))
-    monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", 0)
-    monkeypatch.setattr(convlab_builder, "_TEMP_DIR", [])
+    monkeypatch.setattr(scan, "EXTRACT_MIN_BYTES", 0)
+    monkeypatch.setattr(scan, "_TEMP_DIR", [])
     monkeypatch.setenv("CONVHUB_TMPDIR", str(tmp_path / "scratch"))
     (tmp_path / "scratch").mkdir()
     builder = ConvLabBuilder(config_name="sessions", data_dir=str(tmp_path / "in"))
@@ -498,11 +495,10 @@ def test_the_copy_of_a_large_zip_goes_to_convhub_tmpdir(tmp_path, monkeypatch):
 def test_a_stream_and_a_build_in_one_process_share_one_scan_and_copy(tmp_path, monkeypatch):
     """(Before, a stream on a busy machine made no copy and a build scanned again to make one, beside a
     child process; ``spare_core`` and the child are gone, so both read the copy the first scan wrote.)"""
-    from convhub.convlab import builder as convlab_builder
 
     raw = _dialogues_text(40, 2, split=lambda i: ("train", "test")[i % 2])
     _write_zip(tmp_path / "in" / "big", raw)
-    monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", 0)
+    monkeypatch.setattr(scan, "EXTRACT_MIN_BYTES", 0)
     builder = ConvLabBuilder(config_name="sessions", data_dir=str(tmp_path / "in"))
     expected = scan.index_dialogues(io.BytesIO(raw), "mem")
     streamed = builder.shards(datasets.StreamingDownloadManager())
@@ -529,12 +525,11 @@ def test_a_stream_and_a_build_in_one_process_share_one_scan_and_copy(tmp_path, m
     ],
 )
 def test_a_bad_large_zip_reports_what_the_decoding_scan_reports(tmp_path, monkeypatch, edit, problem):
-    from convhub.convlab import builder as convlab_builder
 
     _write_zip(tmp_path / "in" / "big", edit(_dialogues_text(30, 2)))
     messages = []
     for threshold in (0, 1 << 40):  # scanned while copied out, then scanned in the zip
-        monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", threshold)
+        monkeypatch.setattr(scan, "EXTRACT_MIN_BYTES", threshold)
         with pytest.raises(SourceError, match=problem) as error:
             check_source("convlab", str(tmp_path / "in"))
         messages.append(str(error.value))
@@ -542,7 +537,6 @@ def test_a_bad_large_zip_reports_what_the_decoding_scan_reports(tmp_path, monkey
 
 
 def test_a_corrupt_zip_member_is_reported_alike_with_or_without_a_copy(tmp_path, monkeypatch):
-    from convhub.convlab import builder as convlab_builder
 
     path = _write_zip(tmp_path / "in" / "big", _dialogues_text(200, 2))
     data = bytearray(path.read_bytes())
@@ -551,7 +545,7 @@ def test_a_corrupt_zip_member_is_reported_alike_with_or_without_a_copy(tmp_path,
     path.write_bytes(bytes(data))
     messages = []
     for threshold in (0, 1 << 40):  # scanned while copied out, then scanned in the zip
-        monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", threshold)
+        monkeypatch.setattr(scan, "EXTRACT_MIN_BYTES", threshold)
         with pytest.raises(SourceError, match="corrupt or truncated zip member") as error:
             check_source("convlab", str(tmp_path / "in"))
         messages.append(str(error.value))
