@@ -13,6 +13,7 @@ are streamed into their files one at a time.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,6 @@ from convhub.convlab.parse import (
     ACT_KINDS,
     ACT_KINDS_KEY,
     ACTS_ABSENT,
-    ONTOLOGY_COLUMNS,
     ONTOLOGY_SECTIONS,
     STATE_EMPTY_DOMAINS,
     acts_to_source,
@@ -79,7 +79,7 @@ def ontology_from_row(row: dict) -> dict:
     extra = as_object(row["extra"])
     ontology = {}
     for key, (_, to_source) in ONTOLOGY_SECTIONS.items():
-        typed = row[ONTOLOGY_COLUMNS[key]]
+        typed = row[key]
         if typed is None:  # the section was absent (a kept raw section has a typed list beside it)
             continue
         ontology[key] = extra.pop(key) if key in extra else to_source(typed)
@@ -138,25 +138,13 @@ def write_dialogues(build: Build, folder: Path) -> list[str]:
 def write_databases(build: Build, folder: Path) -> list[str]:
     """Every database file: its rows are consecutive in the ``database`` config (one file at a time)."""
     files: list[str] = []
-    current: tuple[str, str] | None = None
-    rows: list[dict] = []
-
-    def flush() -> None:
-        name = f"{current[0]}/data/{current[1]}"
+    rows = (row for _, row in build.all_rows(DATABASE_VIEW.name))
+    for (subset, file), file_rows in itertools.groupby(rows, key=lambda row: (row["subset"], row["file"])):
+        name = f"{subset}/data/{file}"
         if name in files:
             raise ExportError(f"the rows of database file {name} are not consecutive in {build.location}")
-        write_json(safe_join(folder, name), database_from_rows(rows))
+        write_json(safe_join(folder, name), database_from_rows(file_rows))
         files.append(name)
-
-    for _, row in build.all_rows(DATABASE_VIEW.name):
-        key = (row["subset"], row["file"])
-        if key != current and rows:
-            flush()
-            rows = []
-        current = key
-        rows.append(row)
-    if rows:
-        flush()
     return files
 
 

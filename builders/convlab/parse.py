@@ -7,37 +7,26 @@ export`` (``convhub.convlab.export``) rebuilds ``dialogues.json`` and ``ontology
 the parsers check that inverse on every value and keep the raw value in ``extra`` whenever the typed form
 would not give it back.
 
-``dialogues.json`` is read without loading it whole: :func:`scan_json_array` walks the top-level list once
-and reports the byte range of every dialogue, and workers read only the ranges of their shard. The index
-of an indented file of good dialogues comes from :func:`index_plain_list`, which stays in bytes and gives
-the same ranges or declines (the decoding scan then runs and reports any problem).
+Reading ``dialogues.json`` a shard at a time is ``convhub.convlab.scan``'s part.
 """
 
 from __future__ import annotations
 
 import ast
-import codecs
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
-from typing import IO, Any
+from collections.abc import Iterable, Iterator
+from typing import Any
 
-import orjson
 from convhub import schema
-from convhub.errors import NESTED_TOO_DEEPLY, Notes, Reject, SourceError, raise_error, require
-from convhub.jsonio import loads_exact
+from convhub.errors import Notes, SourceError, require
 
 ACT_KINDS = ("categorical", "non-categorical", "binary")
-ACT_KEYS = {
-    "categorical": ("intent", "domain", "slot", "value"),
-    "non-categorical": ("intent", "domain", "slot", "value"),
-    "binary": ("intent", "domain", "slot"),
-}
-SPAN_KEYS = ("start", "end")
 ROLES = {"user": "user", "system": "assistant"}
 #: ConvLab-3 datasets that are not English; every other one is.
 LANGUAGES = {"crosswoz": "zh"}
-
+TURN_KEYS = {"speaker", "utterance", "utt_idx", "dialogue_acts", "state"}
+DIALOGUE_KEYS = {"dataset", "data_split", "dialogue_id", "turns"}
 #: Keys convhub itself writes into a turn's ``extra`` (its markers). A source key never lands on one: see
 #: :func:`escape_turn_key`.
 ACTS_ABSENT = "dialogue_acts_absent"
@@ -45,394 +34,6 @@ ACT_KINDS_KEY = "dialogue_acts_kinds"
 STATE_EMPTY_DOMAINS = "state_empty_domains"
 TURN_MARKERS = frozenset((ACTS_ABSENT, ACT_KINDS_KEY, STATE_EMPTY_DOMAINS))
 _ESCAPE = "\\"
-TURN_KEYS = {"speaker", "utterance", "utt_idx", "dialogue_acts", "state"}
-DIALOGUE_KEYS = {"dataset", "data_split", "dialogue_id", "turns"}
-SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
-#: Split names ``datasets`` keeps for itself (``all`` is the union of every split, in any case).
-RESERVED_SPLITS = frozenset(("all",))
-
-
-# -- streaming the top-level JSON list ---------------------------------------------------------
-
-
-def _indented_object(text: str, pos: int) -> tuple[Any, int, int] | None:
-    """(value, end, byte size) of the object at ``text[pos]`` when the file is indented, else None.
-
-    ``json.dump(..., indent=N)`` closes an object opened on a line of its own at the same indentation, and a
-    JSON string never holds a raw newline: so the first ``"\\n" + indentation + "}"`` after ``pos`` is the
-    candidate end, found with one ``str.find``. The candidate is kept only when orjson reads the slice as
-    one complete object, which proves it is the very element ``raw_decode`` would return (an object ends
-    at its matching brace); any doubt returns None and the caller decodes as before.
-    """
-    if not text.startswith("{", pos):
-        return None
-    line_start = text.rfind("\n", 0, pos) + 1
-    if line_start == 0 or text[line_start:pos].strip(" \t"):
-        return None
-    closing = "\n" + text[line_start:pos] + "}"
-    found = text.find(closing, pos)
-    if found < 0:
-        return None
-    end = found + len(closing)
-    data = text[pos:end].encode("utf-8")
-    try:  # (numbers past 64 bits come back as floats: the index reads only the id and the split)
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    return (value, end, len(data)) if isinstance(value, dict) else None
-
-
-def _runs_past_buffer(decoder: json.JSONDecoder, text: str, pos: int) -> bool:
-    """Whether the element at ``pos`` does not decode from what the buffer holds (cut by its end, most often).
-
-    ``raw_decode(text, pos)`` would say the same, but its error counts the lines of the whole buffer before
-    the cut (4 MB): decoding a copy of the element's start makes that count short. The caller then reads
-    more, exactly as the decoding loop below does after a failed ``raw_decode``.
-    """
-    element = text[pos:]
-    try:
-        decoder.raw_decode(element)
-    except json.JSONDecodeError as error:
-        return _maybe_cut(error, element)  # (an error the file has whatever follows: reading on won't help)
-    return False
-
-
-#: A key every ConvLab dialogue has once and nothing inside one has: it counts the dialogues a break holds.
-_DIALOGUE_KEY = re.compile(r'"dialogue_id"\s*:')
-_TEXT_SPACE = re.compile(r"[ \t\r\n]*")
-_SCAN_SPACE = re.compile("[ \t\r\n\ufeff]*")
-#: How far past a candidate dialogue start :func:`scan_json_array` reads to decide whether it is one.
-_RESYNC_MAX_DIALOGUE_CHARS = 64 << 20
-#: What :func:`scan_json_array` calls at a break in the list: the error, the exact bytes it skipped (from
-#: the break to the next dialogue it could read, or to the end of the file) and how many dialogues they held.
-OnBreak = Callable[[SourceError, bytes, int], None]
-
-
-def _maybe_cut(error: json.JSONDecodeError, text: str) -> bool:
-    """Whether more text after the buffer's end could make this error go away (else it is the file's own).
-
-    JSON is read left to right: an error well before the end of the text read so far is where the file
-    breaks whatever follows, except an unterminated string (named at its start, it may end after the cut).
-    """
-    return error.pos >= len(text) - 16 or error.msg.startswith("Unterminated string")
-
-
-def scan_json_array(
-    stream: IO[bytes], path: str, chunk_size: int = 1 << 22, on_break: OnBreak | None = None
-) -> Iterator[tuple[int, int, Any]]:
-    """(start byte, end byte, value) of each element of a top-level JSON list, reading ``chunk_size`` at a time.
-
-    Memory holds one chunk and one element, never the whole file: this is how a MultiWOZ-sized
-    ``dialogues.json`` (200+ MB) is indexed. Byte offsets let a worker ``seek`` to its dialogues later.
-
-    Where the list breaks (invalid JSON, a missing comma, a truncated end) the error is raised; given
-    ``on_break``, the scan instead skips to the next ``{`` that decodes to an object with a
-    ``dialogue_id`` followed by ``,`` or ``]`` (the next dialogue of the list), reports the skipped bytes
-    and the dialogues they held (each has one ``"dialogue_id":``; a broken object counts at least
-    one) to ``on_break``, and goes on: one missing comma costs no dialogue, a broken dialogue that one.
-    Positions after a break count the dialogues lost in it, so they stay positions in the file.
-    """
-    decoder = json.JSONDecoder()
-    utf8 = codecs.getincrementaldecoder("utf-8")()
-    text, pos, byte_pos, eof = "", 0, 0, False
-
-    def fill() -> bool:
-        nonlocal text, pos, eof
-        if eof:
-            return False
-        chunk = stream.read(max(chunk_size, len(text) - pos))
-        eof = not chunk
-        try:
-            text = text[pos:] + utf8.decode(chunk, final=eof)
-        except UnicodeDecodeError as error:
-            raise SourceError(path, None, None, f"not valid UTF-8: {error}") from error
-        pos = 0
-        return True
-
-    def skip_space() -> str:
-        nonlocal pos, byte_pos
-        while True:
-            end = _SCAN_SPACE.match(
-                text, pos
-            ).end()  # (one C loop: a long run of spaces costs no Python step each)
-            if end > pos:
-                byte_pos += end - pos + 2 * text.count("\ufeff", pos, end)  # a BOM is 3 bytes
-                pos = end
-            if pos < len(text) or not fill():
-                return text[pos] if pos < len(text) else ""
-
-    def candidate(at: int) -> bool | None:
-        """Whether a dialogue of the list starts at ``text[at]`` (None: the buffer ends too soon to say)."""
-        try:
-            value, end = decoder.raw_decode(text, at)
-        except json.JSONDecodeError as error:
-            cut = _maybe_cut(error, text)
-            return None if cut and not eof and len(text) - at < _RESYNC_MAX_DIALOGUE_CHARS else False
-        except RecursionError:
-            return False
-        if not isinstance(value, dict) or "dialogue_id" not in value:
-            return False
-        after = _TEXT_SPACE.match(text, end).end()
-        if after == len(text):
-            return None if not eof else False
-        return text[after] in ",]"
-
-    def resync(error: SourceError, search_from: int, in_element: bool) -> bool:
-        """Skip from ``pos`` to the next dialogue (True) or to the end of the file (False); report the skip."""
-        nonlocal pos, byte_pos, index
-        offset = search_from - pos  # (offsets from pos: filling the buffer moves pos to 0)
-        while True:
-            found = text.find("{", pos + offset)
-            if found < 0:
-                offset = len(text) - pos
-                if fill():
-                    continue
-                found = len(text)
-                break
-            verdict, offset = candidate(found), found - pos
-            if verdict is None and fill():
-                continue  # the same candidate, with more of the file
-            if verdict:
-                break
-            offset += 1
-        span = text[pos:found]
-        raw = span.encode("utf-8")
-        lost = len(_DIALOGUE_KEY.findall(span))
-        if in_element and span.startswith("{"):  # a broken object is a dialogue even without its id
-            lost = max(lost, 1)
-        on_break(error, raw, lost)
-        pos, byte_pos, index = found, byte_pos + len(raw), index + lost
-        return found < len(text)
-
-    first = skip_space()
-    if first == "":
-        raise SourceError(path, None, None, "the file is empty (expected a JSON list of dialogues)")
-    if first != "[":
-        raise SourceError(path, None, None, "expected a JSON list of dialogues")
-    pos, byte_pos = pos + 1, byte_pos + 1
-    index, hits, misses, resumed = 0, 0, 0, False
-    while True:
-        char = skip_space()
-        if char == "]" and not resumed:
-            pos, byte_pos = pos + 1, byte_pos + 1
-            break
-        if index and not resumed:
-            if char != ",":
-                error = SourceError(
-                    path, index, None, f"expected ',' or ']' after dialogue {index - 1}, got {char!r}"
-                )
-                if on_break is None:
-                    raise error
-                if not resync(error, pos, in_element=False):
-                    return
-                resumed = True
-                continue
-            pos, byte_pos = pos + 1, byte_pos + 1
-            skip_space()
-        resumed = False
-        # the fast path, while it mostly works: a compact file stops trying at its first element
-        fast = None
-        while misses <= hits:
-            fast = _indented_object(text, pos)
-            if fast is not None:
-                break
-            misses += 1
-            if eof or not _runs_past_buffer(decoder, text, pos) or not fill():
-                break
-        if fast is not None:
-            value, end, size = fast
-            yield byte_pos, byte_pos + size, value
-            pos, byte_pos, index, hits = end, byte_pos + size, index + 1, hits + 1
-            continue
-        broken = None
-        while True:
-            try:
-                value, end = decoder.raw_decode(text, pos)
-            except json.JSONDecodeError as error:
-                if _maybe_cut(error, text) and fill():
-                    continue
-                broken = SourceError(path, index, None, f"not valid JSON: {error}")
-                if on_break is None:
-                    raise broken from error
-            except RecursionError:
-                broken = SourceError(path, index, None, NESTED_TOO_DEEPLY)
-                if on_break is None:
-                    raise broken from None
-            else:
-                if end == len(text) and not eof and not isinstance(value, (dict, list)) and fill():
-                    continue  # a number cut at the chunk's end
-            break
-        if broken is not None:
-            if not resync(broken, pos + 1, in_element=True):
-                return
-            resumed = True
-            continue
-        size = len(text[pos:end].encode("utf-8"))
-        yield byte_pos, byte_pos + size, value
-        pos, byte_pos, index = end, byte_pos + size, index + 1
-    if skip_space():
-        raise SourceError(path, None, None, "data after the end of the top-level list")
-
-
-_BYTES_SPACE = re.compile(rb"[ \t\r\n]*")
-#: The fast index gives up on a dialogue larger than this (the decoding scan reads it a chunk at a time).
-_FAST_MAX_DIALOGUE_BYTES = 64 << 20
-
-
-def index_plain_list(
-    stream: IO[bytes], path: str, chunk_size: int = 1 << 22
-) -> dict[str, list[tuple[int, int, int]]] | None:
-    """:func:`index_dialogues`' index of an indented list of good dialogues, a third cheaper; else None.
-
-    The scan of :func:`scan_json_array` decodes the file to text, then finds and encodes every dialogue
-    again: this one stays in bytes. A dialogue ends at the first ``"\\n" + its indentation + "}"`` (what
-    ``json.dump(..., indent=N)`` writes), and is kept only when orjson reads exactly that slice as one
-    object: an object ends at its matching brace, so the slice is the very element the decoding scan
-    finds, and orjson also proves it valid UTF-8 and JSON. Between dialogues only ASCII whitespace and
-    commas are allowed. Anything else (a BOM, a compact file, bad JSON, a dialogue the index would
-    refuse) returns None, and the caller runs :func:`index_dialogues`, which reports every problem
-    exactly as before: None is never an error, only "not sure".
-    """
-    buffer, base, pos, eof = b"", 0, 0, False
-    gave_up: list[bool] = []  # (next_char's None then means "not sure", not the end of the file)
-
-    def fill() -> bool:
-        """Read one more chunk, keeping the buffer from the line holding ``pos`` (its indentation)."""
-        nonlocal buffer, base, pos, eof
-        if eof:
-            return False
-        chunk = stream.read(chunk_size)
-        if not chunk:
-            eof = True
-            return False
-        keep = max(0, buffer.rfind(b"\n", 0, pos))
-        buffer, base, pos = buffer[keep:] + chunk, base + keep, pos - keep
-        return True
-
-    def next_char() -> int | None:
-        nonlocal pos
-        while True:
-            pos = _BYTES_SPACE.match(buffer, pos).end()
-            if pos < len(buffer):
-                return buffer[pos]
-            if pos - max(0, buffer.rfind(b"\n", 0, pos)) > _FAST_MAX_DIALOGUE_BYTES:
-                gave_up.append(True)  # a line of spaces longer than any dialogue: not an indented list
-                return None
-            if not fill():
-                return None
-
-    if next_char() != ord("[") or gave_up:
-        return None
-    pos += 1
-    by_split: dict[str, list[tuple[int, int, int]]] = {}
-    seen: set[str] = set()
-    position = 0
-    while True:
-        char = next_char()
-        if char == ord("]"):
-            pos += 1
-            break
-        if position:
-            if char != ord(","):
-                return None
-            pos += 1
-            char = next_char()
-        if char != ord("{"):
-            return None
-        line_start = buffer.rfind(b"\n", 0, pos) + 1
-        indentation = buffer[line_start:pos]
-        if line_start == 0 or indentation.strip(b" \t"):
-            return None
-        closing = b"\n" + indentation + b"}"
-        searched = 0  # bytes after pos already searched
-        while (found := buffer.find(closing, pos + searched)) < 0:
-            searched = max(0, len(buffer) - pos - len(closing))
-            if searched > _FAST_MAX_DIALOGUE_BYTES or not fill():
-                return None
-        end = found + len(closing)
-        try:
-            dialogue = orjson.loads(memoryview(buffer)[pos:end])
-            _index_dialogue(dialogue, position, path, seen)
-        except (orjson.JSONDecodeError, SourceError):
-            return None
-        seen.add(dialogue["dialogue_id"])
-        by_split.setdefault(dialogue["data_split"], []).append((base + pos, base + end, position))
-        pos, position = end, position + 1
-    if next_char() is not None or gave_up:
-        return None
-    return by_split
-
-
-def index_dialogues(
-    stream: IO[bytes], path: str, reject: Reject = raise_error, recover: bool = False
-) -> dict[str, list[tuple[int, int, int]]]:
-    """Split → [(start byte, end byte, position in the file)] of its dialogues, checking ids are unique.
-
-    A bad dialogue goes to ``reject`` with its value (raising by default). When the list itself breaks
-    (invalid JSON, a truncated file), the rest of the file goes there once and what came before stays;
-    with ``recover`` (``--on-bad-record skip``) the scan reads on from the next dialogue after the break,
-    and ``reject`` gets the break's exact bytes, scope ``"span"`` and ``records``: the dialogues it held.
-    (Invalid UTF-8 still ends the scan: the rest of the file goes to ``reject`` once.)
-    """
-    by_split: dict[str, list[tuple[int, int, int]]] = {}
-    seen: set[str] = set()
-
-    lost_before = 0  # (a position counts the dialogues lost in breaks before it)
-
-    def on_break(error: SourceError, raw: bytes, lost: int) -> None:
-        nonlocal lost_before
-        lost_before += lost
-        reject(error, raw, "span", records=lost)
-
-    scan = scan_json_array(stream, path, on_break=on_break if recover else None)
-    read = 0
-    while True:
-        try:
-            start, end, dialogue = next(scan)
-            position, read = read + lost_before, read + 1
-        except StopIteration:
-            break
-        except SourceError as error:
-            reject(error, None, "file")
-            break
-        try:
-            _index_dialogue(dialogue, position, path, seen)
-        except SourceError as error:
-            reject(error, dialogue)
-            continue
-        seen.add(dialogue["dialogue_id"])
-        by_split.setdefault(dialogue["data_split"], []).append((start, end, position))
-    return by_split
-
-
-def _index_dialogue(dialogue: Any, position: int, path: str, seen: set[str]) -> None:
-    """Check what the index needs of one dialogue: an object with a usable split and a new id."""
-    if not isinstance(dialogue, dict):
-        raise SourceError(path, position, None, f"expected a dialogue object, got {type(dialogue).__name__}")
-    split = require(dialogue, "data_split", str, path, position)
-    if not SPLIT_NAME.match(split):
-        raise SourceError(path, position, "data_split", f"{split!r} is not a usable split name")
-    if split.lower() in RESERVED_SPLITS:
-        named = dialogue.get("dialogue_id")
-        named = f"dialogue {named!r}: " if isinstance(named, str) else ""
-        problem = f"{named}{split!r} is a split name datasets reserves (the union of every split)"
-        raise SourceError(path, position, "data_split", problem)
-    dialogue_id = require(dialogue, "dialogue_id", str, path, position)
-    if dialogue_id in seen:
-        raise SourceError(path, position, "dialogue_id", f"duplicate dialogue_id {dialogue_id!r}")
-
-
-def read_ranges(
-    stream: IO[bytes], ranges: Iterable[tuple[int, int, int]], path: str
-) -> Iterator[tuple[int, Any]]:
-    """(position, dialogue) for each byte range, read in file order with forward seeks only."""
-    for start, end, position in sorted(ranges):
-        stream.seek(start)
-        data = stream.read(end - start)
-        try:
-            yield position, loads_exact(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise SourceError(path, position, None, f"not valid JSON: {error}") from error
 
 
 # -- dialogues ---------------------------------------------------------------------------------
@@ -515,30 +116,20 @@ def unescape_turn_key(key: str) -> str:
 
 
 def parse_acts(acts: Any, extra: dict, notes: Notes) -> list[dict]:
-    """``{kind: [act]}`` → typed acts in source order; raw kept in ``extra`` unless they rebuild exactly.
-
-    "Rebuild exactly" is ``acts_to_source(typed, kinds) == acts``, decided while reading (a test holds the
-    two equal): a dict of lists of dicts whose every key is a typed field holding a value the field keeps.
-    """
-    typed: list[dict] = []
-    kinds: list[str] = []
-    exact = isinstance(acts, dict)
-    if exact:
-        for kind, items in acts.items():
-            kinds.append(kind)
-            if not isinstance(items, list):
-                exact = False
-                continue
-            for act in items:
-                if isinstance(act, dict):
-                    typed.append(_typed_act(kind, act))
-                    exact = exact and all(map(_act_field_kept, act.items()))
-                else:
-                    exact = False
+    """``{kind: [act]}`` → typed acts in source order; the raw value is kept in ``extra`` unless
+    :func:`acts_to_source` gives it back (a test holds the two consistent)."""
+    kinds = list(acts) if isinstance(acts, dict) else []
+    typed = [
+        _typed_act(kind, act)
+        for kind in kinds
+        if isinstance(acts[kind], list)
+        for act in acts[kind]
+        if isinstance(act, dict)
+    ]
     if set(kinds) != set(ACT_KINDS):
         notes.add("dialogue_acts without all three kinds (its kinds kept in extra.dialogue_acts_kinds)")
         extra[ACT_KINDS_KEY] = kinds
-    if not exact:
+    if acts_to_source(typed, kinds) != acts:
         notes.add("dialogue_acts not representable as typed acts (raw kept in the turn's extra)")
         extra["dialogue_acts"] = acts
         extra.pop(ACT_KINDS_KEY, None)
@@ -551,18 +142,11 @@ def parse_acts(acts: Any, extra: dict, notes: Notes) -> list[dict]:
     return typed
 
 
-_ACT_TEXT_FIELDS = frozenset(("intent", "domain", "slot", "value"))
-_ACT_SPAN_FIELDS = frozenset(SPAN_KEYS)
-
-
-def _act_field_kept(item: tuple[str, Any]) -> bool:
-    """Whether one (key, value) of a source act comes back from its typed act (see ``_typed_act``)."""
-    key, value = item
-    if key in _ACT_TEXT_FIELDS:
-        return isinstance(value, str)
-    if key in _ACT_SPAN_FIELDS:
-        return _is_span(value)
-    return False
+def _typed_act(kind: str, act: dict) -> dict:
+    """A source act's fields that fit their typed columns (others are None: the rebuild then differs)."""
+    texts = {key: _text(act.get(key)) for key in ("intent", "domain", "slot", "value")}
+    spans = {key: act.get(key) if _is_span(act.get(key)) else None for key in ("start", "end")}
+    return {"type": kind, **texts, **spans}
 
 
 def _is_span(value: Any) -> bool:
@@ -570,36 +154,12 @@ def _is_span(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31
 
 
-def _typed_act(kind: str, act: dict) -> dict:
-    def text(key: str) -> str | None:
-        value = act.get(key)
-        return value if isinstance(value, str) else None
-
-    def span(key: str) -> int | None:
-        value = act.get(key)
-        return value if _is_span(value) else None
-
-    return {
-        "type": kind,
-        "intent": text("intent"),
-        "domain": text("domain"),
-        "slot": text("slot"),
-        "value": text("value"),
-        "start": span("start"),
-        "end": span("end"),
-    }
-
-
 def acts_to_source(typed: list[dict], kinds: Iterable[str] = ACT_KINDS) -> dict:
     """Typed acts → ConvLab's ``{kind: [act]}`` (absent ``start``/``end`` and ``value`` stay absent)."""
     acts: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for act in typed:
-        item = {
-            key: act[key]
-            for key in ("intent", "domain", "slot", "value", "start", "end")
-            if act[key] is not None
-        }
-        acts.setdefault(act["type"], []).append(item)
+        fields = ("intent", "domain", "slot", "value", "start", "end")
+        acts.setdefault(act["type"], []).append({key: act[key] for key in fields if act[key] is not None})
     return acts
 
 
@@ -607,28 +167,20 @@ def parse_state(state: Any, extra: dict, notes: Notes) -> list[dict]:
     """``{domain: {slot: value}}`` → one {domain, slot, value} per present slot ("" and "dontcare" included).
 
     Absent slots are simply not listed. Empty domain dicts (``{"weather": {}}``) and an empty state are
-    kept in ``extra.state_empty_domains``; anything else that would not rebuild exactly is kept raw.
-    "Rebuild exactly" is ``state_to_source(typed, empty_domains) == state``, decided while reading (a
-    test holds the two equal): a dict of dicts of strings.
+    kept in ``extra.state_empty_domains``; a state :func:`state_to_source` would not give back is kept raw.
     """
-    typed: list[dict] = []
-    empty_domains: list[str] = []
-    exact = isinstance(state, dict)
-    if exact:
-        for domain, slots in state.items():
-            if not isinstance(slots, dict):
-                exact = False
-            elif not slots:
-                empty_domains.append(domain)
-            else:
-                for slot, value in slots.items():
-                    if isinstance(value, str):
-                        typed.append({"domain": domain, "slot": slot, "value": value})
-                    else:
-                        exact = False
+    domains = list(state.items()) if isinstance(state, dict) else []
+    typed = [
+        {"domain": domain, "slot": slot, "value": value}
+        for domain, slots in domains
+        if isinstance(slots, dict)
+        for slot, value in slots.items()
+        if isinstance(value, str)
+    ]
+    empty_domains = [domain for domain, slots in domains if isinstance(slots, dict) and not slots]
     if empty_domains or not typed:
         extra[STATE_EMPTY_DOMAINS] = empty_domains
-    if not exact:
+    if state_to_source(typed, empty_domains) != state:
         notes.add("state not representable as typed slots (raw kept in the turn's extra)")
         extra["state"] = state
         extra.pop(STATE_EMPTY_DOMAINS, None)
@@ -671,7 +223,7 @@ def ontology_row(ontology: Any, subset: str, notes: Notes, path: str) -> dict:
     """
     if not isinstance(ontology, dict):
         raise SourceError(path, None, None, f"expected an ontology object, got {type(ontology).__name__}")
-    row = {"subset": subset, **dict.fromkeys(ONTOLOGY_COLUMNS.values())}
+    row = {"subset": subset, **dict.fromkeys(ONTOLOGY_SECTIONS)}
     extra = {key: value for key, value in ontology.items() if key not in ONTOLOGY_SECTIONS}
     for key, (to_typed, to_source) in ONTOLOGY_SECTIONS.items():
         if key not in ontology:
@@ -681,7 +233,7 @@ def ontology_row(ontology: Any, subset: str, notes: Notes, path: str) -> dict:
             exact = to_source(typed) == ontology[key]
         except (AttributeError, TypeError, KeyError, ValueError):
             typed, exact = [], False
-        row[ONTOLOGY_COLUMNS[key]] = typed
+        row[key] = typed
         if not exact:
             notes.add(f"ontology {key} not representable as typed rows (raw kept in the ontology's extra)")
             extra[key] = ontology[key]
@@ -773,12 +325,66 @@ ONTOLOGY_SECTIONS = {
     "dialogue_acts": (_act_inventory_to_typed, _act_inventory_to_source),
     "state": (_ontology_state_to_typed, state_to_source),
 }
-ONTOLOGY_COLUMNS = {
-    "domains": "domains",
-    "intents": "intents",
-    "dialogue_acts": "dialogue_acts",
-    "state": "state",
-}
+
+
+# -- the dialogues config: a record's ConvLab-only fields, typed ---------------------------------------
+
+
+def _loads(text: str | None) -> Any:
+    return json.loads(text) if text else {}
+
+
+def _slots(table: Any) -> list[dict]:
+    """``{domain: {slot: value}}`` of a goal → typed slots; a non-string value is given as JSON text."""
+    if not isinstance(table, dict):
+        return []
+    return [
+        {"domain": domain, "slot": slot, "value": value if isinstance(value, str) else schema.to_json(value)}
+        for domain, slots in table.items()
+        if isinstance(slots, dict)
+        for slot, value in slots.items()
+    ]
+
+
+def dialogue_rows(record: dict) -> Iterator[dict]:
+    """ConvLab's dialogue-level fields typed: ``original_id``, ``domains``, ``goal`` and every ``db_results``."""
+    extra = _loads(record["extra"])
+    goal = extra.get("goal")
+    domains = extra.get("domains")
+    original_id = extra.get("original_id")
+    turns = [turn for session in record["sessions"] for turn in session["turns"]]
+    yield {
+        **{name: record[name] for name in schema.CONVERSATION_IDS},
+        "original_id": None if original_id is None else str(original_id),
+        "domains": [d for d in domains if isinstance(d, str)] if isinstance(domains, list) else [],
+        "goal": (
+            {
+                "description": goal.get("description") if isinstance(goal.get("description"), str) else None,
+                "inform": _slots(goal.get("inform")),
+                "request": _slots(goal.get("request")),
+            }
+            if isinstance(goal, dict)
+            else None
+        ),
+        "num_turns": len(turns),
+        "db_results": [row for turn_index, turn in enumerate(turns) for row in _db_results(turn, turn_index)],
+    }
+
+
+def _db_results(turn: dict, turn_index: int) -> Iterator[dict]:
+    """One entry per entity a system turn's ``db_results`` (``{domain: [entity]}``) lists."""
+    results = _loads(turn["extra"]).get("db_results")
+    if not isinstance(results, dict):
+        return
+    for domain, entities in results.items():
+        for rank, entity in enumerate(entities if isinstance(entities, list) else []):
+            yield {
+                "turn_id": turn["turn_id"],
+                "turn_index": turn_index,
+                "domain": domain,
+                "rank": rank,
+                "entity": schema.to_json(entity),
+            }
 
 
 # -- database ----------------------------------------------------------------------------------

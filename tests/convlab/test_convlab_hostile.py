@@ -17,7 +17,7 @@ import datasets
 import pytest
 from convhub import cli
 from convhub.build import build_source
-from convhub.convlab import builder, parse
+from convhub.convlab import files, scan
 from convhub.export import export_source
 
 
@@ -154,7 +154,7 @@ def test_a_zip_bomb_is_refused_before_it_is_inflated(command, tmp_path, capsys):
     """200 MB of spaces in a ~1 MB zip: before, the build inflated all of it (a 1 GB one took minutes and
     2.2 GB of memory) and built two dialogues; now the declared size is refused, in bounded memory."""
     archive = write_bomb(tmp_path / "in" / "toy" / "data.zip", 200 << 20)
-    assert archive.stat().st_size < (200 << 20) // builder.ZIP_MAX_RATIO
+    assert archive.stat().st_size < (200 << 20) // files.ZIP_MAX_RATIO
     tracemalloc.start()
     try:
         started = time.perf_counter()
@@ -177,7 +177,7 @@ def test_a_member_that_compresses_less_than_the_limit_still_builds(tmp_path):
     write_zip(tmp_path / "in" / "toy" / "data.zip", [("data/dialogues.json", padded)])
     with zipfile.ZipFile(tmp_path / "in" / "toy" / "data.zip") as archive:
         info = archive.getinfo("data/dialogues.json")
-        assert info.file_size > builder.ZIP_MAX_RATIO * info.compress_size
+        assert info.file_size > files.ZIP_MAX_RATIO * info.compress_size
     assert run("build", tmp_path / "in", tmp_path) == 0
 
 
@@ -369,11 +369,11 @@ def test_a_long_run_of_spaces_is_skipped_at_c_speed_by_both_indexes():
     spaces = 40 << 20
     raw = b"[" + first + b"," + b" " * spaces + second + b"]"
     started = time.perf_counter()
-    ranges = [(start, end) for start, end, _ in parse.scan_json_array(io.BytesIO(raw), "f.json")]
-    plain = parse.index_plain_list(io.BytesIO(raw), "f.json")
+    ranges = [(start, end) for start, end, _ in scan.scan_json_array(io.BytesIO(raw), "f.json")]
+    index = scan.index_dialogues(io.BytesIO(raw), "f.json")  # (the bytes-level index is gone: the scan's)
     elapsed = time.perf_counter() - started
     assert ranges == [(1, 1 + len(first)), (len(raw) - 1 - len(second), len(raw) - 1)]
-    assert plain is None  # not an indented list: the decoding scan decides
+    assert [(start, end) for start, end, _ in index["train"]] == ranges
     assert elapsed < 3, elapsed
 
 
@@ -419,7 +419,7 @@ def test_reading_on_after_a_break_keeps_memory_to_a_chunk_not_the_file(tmp_path)
     tracemalloc.start()
     try:
         with path.open("rb") as stream:
-            index = parse.index_dialogues(stream, str(path), lambda *a, **k: lost.append(k), recover=True)
+            index = scan.index_dialogues(stream, str(path), lambda *a, **k: lost.append(k), recover=True)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

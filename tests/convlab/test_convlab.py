@@ -15,7 +15,7 @@ import pytest
 from conftest import shared_data
 from convhub import cli
 from convhub.build import build_source, check_source
-from convhub.convlab import export, parse
+from convhub.convlab import export, parse, scan
 from convhub.convlab.builder import ConvLabBuilder, SubsetInput, find_local_inputs
 from convhub.errors import Notes, SourceError
 from hypothesis import example, given, settings
@@ -269,12 +269,12 @@ def test_scan_reports_exact_byte_ranges_across_chunk_boundaries():
         {"dialogue_id": f"x-{i}", "data_split": "train", "text": "北山 " * i, "n": 12345} for i in range(40)
     ]
     raw = ("\ufeff[ " + " ,\n".join(json.dumps(d, ensure_ascii=False) for d in dialogues) + "\n]\n").encode()
-    found = list(parse.scan_json_array(io.BytesIO(raw), "mem", chunk_size=7))
+    found = list(scan.scan_json_array(io.BytesIO(raw), "mem", chunk_size=7))
     assert [value for _, _, value in found] == dialogues
     for start, end, value in found:
         assert json.loads(raw[start:end]) == value
-    ranges = parse.index_dialogues(io.BytesIO(raw), "mem")["train"]
-    assert [d["dialogue_id"] for _, d in parse.read_ranges(io.BytesIO(raw), ranges[5:9], "mem")] == [
+    ranges = scan.index_dialogues(io.BytesIO(raw), "mem")["train"]
+    assert [d["dialogue_id"] for _, d in scan.read_ranges(io.BytesIO(raw), ranges[5:9], "mem")] == [
         "x-5",
         "x-6",
         "x-7",
@@ -299,20 +299,20 @@ def test_indented_files_scan_like_the_decoder_and_keep_json_values(indent, monke
     dialogues[7]["odd"] = odd
     dialogues[9]["inf"] = "1e400"
     raw = json.dumps(dialogues, indent=indent).replace('"1e400"', "1e400").encode()
-    fast_path = parse._indented_object
+    fast_path = scan._indented_object
     hits = []
-    monkeypatch.setattr(parse, "_indented_object", lambda *a: hits.append(fast_path(*a)) or hits[-1])
+    monkeypatch.setattr(scan, "_indented_object", lambda *a: hits.append(fast_path(*a)) or hits[-1])
     for chunk_size in (64, 1 << 22):
-        found = list(parse.scan_json_array(io.BytesIO(raw), "mem", chunk_size=chunk_size))
+        found = list(scan.scan_json_array(io.BytesIO(raw), "mem", chunk_size=chunk_size))
         with monkeypatch.context() as without:
-            without.setattr(parse, "_indented_object", lambda *a: None)
-            decoded = list(parse.scan_json_array(io.BytesIO(raw), "mem", chunk_size=chunk_size))
+            without.setattr(scan, "_indented_object", lambda *a: None)
+            decoded = list(scan.scan_json_array(io.BytesIO(raw), "mem", chunk_size=chunk_size))
         assert [(start, end) for start, end, _ in found] == [(start, end) for start, end, _ in decoded]
         assert len(found) == 30
     # indent=0 closes inner objects at column 0 too: orjson refuses the first candidate, the decoder goes on
     assert (sum(hit is not None for hit in hits) >= 25) == (indent in (2, 4))
-    ranges = parse.index_dialogues(io.BytesIO(raw), "mem")["train"]
-    read = dict(parse.read_ranges(io.BytesIO(raw), ranges, "mem"))
+    ranges = scan.index_dialogues(io.BytesIO(raw), "mem")["train"]
+    read = dict(scan.read_ranges(io.BytesIO(raw), ranges, "mem"))
     assert read[7]["odd"]["big"] == 18446744073709551616 and isinstance(read[7]["odd"]["neg"], int)
     assert read[7]["odd"]["surrogate"] == "\ud800" and read[7]["odd"]["nan"] != read[7]["odd"]["nan"]
     assert read[9]["inf"] == float("inf")
@@ -343,7 +343,6 @@ def test_shards_are_consecutive_even_and_balanced_by_bytes():
 
 
 def test_every_large_split_gets_two_shards_and_a_large_zip_is_read_from_one_copy(tmp_path, monkeypatch):
-    from convhub.convlab import builder as convlab_builder
 
     template = sample_dialogues("toyhotel")[0]
     dialogues = [
@@ -371,14 +370,14 @@ def test_every_large_split_gets_two_shards_and_a_large_zip_is_read_from_one_copy
         }
         return {split: table.to_list() for split, table in tables.items()}
 
-    monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", 1 << 40)
+    monkeypatch.setattr(scan, "EXTRACT_MIN_BYTES", 1 << 40)
     from_zip = build("zip", 1)
     builder = ConvLabBuilder(config_name="sessions", data_dir=str(tmp_path / "in"))
     shards = builder.shards(datasets.DownloadManager())
     assert [len(shards[split]) for split in ("train", "validation", "test")] == [2, 2, 1]
     assert all(shard["copy"] is None for split in shards.values() for shard in split)
-    convlab_builder._INDEX_CACHE.clear()
-    monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", 0)
+    scan._INDEX_CACHE.clear()
+    monkeypatch.setattr(scan, "EXTRACT_MIN_BYTES", 0)
     shards = builder.shards(datasets.DownloadManager())
     copies = {shard["copy"] for split in shards.values() for shard in split}
     assert len(copies) == 1 and Path(copies.pop()).read_bytes() == json.dumps(dialogues, indent=2).encode()
@@ -416,6 +415,13 @@ _TEXT_EDITS = st.sampled_from(
 )
 
 
+def _index_or_error(raw: bytes, chunk_size: int = 1 << 22):
+    try:
+        return scan.index_dialogues(io.BytesIO(raw), "mem", chunk_size=chunk_size)
+    except SourceError as error:
+        return str(error)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     count=st.integers(0, 12),
@@ -423,18 +429,22 @@ _TEXT_EDITS = st.sampled_from(
     edit=_TEXT_EDITS,
     chunk_size=st.sampled_from([16, 97, 1 << 22]),
 )
-def test_plain_index_is_the_decoding_scans_index_or_declines(count, indent, edit, chunk_size):
-    """The bytes scan either gives exactly what the decoding scan gives, or None (never an error): any
-    file it is not sure of, bad ones included, goes to the decoding scan, whose errors stay as they were."""
+def test_the_indented_fast_path_gives_the_decoding_scans_index_or_error(count, indent, edit, chunk_size):
+    """The bytes-level index (``index_plain_list``) is gone; the one trick left, the scan's indented-object
+    fast path, gives exactly the index, or the error, the decoder alone gives, for good and bad files."""
     plain = _dialogues_text(count, indent, split=lambda i: ("train", "test")[i % 2])
     raw = edit[1](plain)
-    fast = parse.index_plain_list(io.BytesIO(raw), "mem", chunk_size=chunk_size)
-    if fast is not None:
-        assert fast == parse.index_dialogues(io.BytesIO(raw), "mem")
-    if edit[0] in ("none", "crlf", "long integer") and indent in (1, 2, 4, "\t") and count:
-        assert fast is not None  # what json.dump(indent=N) writes takes the fast path
-    if edit[0] not in ("none", "crlf", "long integer", "empty list") and raw != plain:
-        assert fast is None  # each of these is either bad or not a plain list
+    hits = []
+    fast_path = scan._indented_object
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(scan, "_indented_object", lambda *a: hits.append(fast_path(*a)) or hits[-1])
+        fast = _index_or_error(raw, chunk_size)
+        patch.setattr(scan, "_indented_object", lambda *a: None)
+        decoded = _index_or_error(raw, chunk_size)
+    assert fast == decoded
+    fits_a_chunk = chunk_size > len(raw)  # (a dialogue cut by a chunk's end goes to the decoder)
+    if edit[0] in ("none", "crlf", "long integer") and indent in (1, 2, 4, "\t") and count and fits_a_chunk:
+        assert any(hit is not None for hit in hits)  # what json.dump(indent=N) writes takes the fast path
 
 
 def _write_zip(folder: Path, raw: bytes) -> Path:
@@ -444,26 +454,17 @@ def _write_zip(folder: Path, raw: bytes) -> Path:
     return folder / "data.zip"
 
 
-def test_a_large_zip_is_inflated_by_a_child_process_into_the_copy_streams_read(tmp_path, monkeypatch):
-    from convhub.convlab import builder as convlab_builder
+def test_a_stream_of_a_large_zip_reads_one_copy_made_while_scanning(tmp_path, monkeypatch):
+    """(Before, a child process inflated the copy beside the scan; now the scan writes what it inflates.)"""
 
     raw = _dialogues_text(300, 2, split=lambda i: ("train", "validation", "test")[i % 3])
     _write_zip(tmp_path / "in" / "big", raw)
-    monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", 0)
-    monkeypatch.setattr(convlab_builder, "spare_core", lambda: True)
-    children = []
-    popen = convlab_builder.subprocess.Popen
-    monkeypatch.setattr(
-        convlab_builder.subprocess, "Popen", lambda *a, **k: children.append(a) or popen(*a, **k)
-    )
-    monkeypatch.setattr(parse, "index_dialogues", None)  # the decoding scan is not needed here
+    monkeypatch.setattr(scan, "EXTRACT_MIN_BYTES", 0)
     builder = ConvLabBuilder(config_name="sessions", data_dir=str(tmp_path / "in"))
     shards = builder.shards(datasets.StreamingDownloadManager())
-    assert len(children) == 1
     copies = {shard["copy"] for split in shards.values() for shard in split}
     assert len(copies) == 1 and Path(copies.pop()).read_bytes() == raw
-    monkeypatch.undo()
-    expected = parse.index_dialogues(io.BytesIO(raw), "mem")
+    expected = scan.index_dialogues(io.BytesIO(raw), "mem")
     assert {
         split: [r for shard in found for r in shard["ranges"]] for split, found in shards.items()
     } == expected
@@ -478,11 +479,10 @@ def test_a_large_zip_is_inflated_by_a_child_process_into_the_copy_streams_read(t
 
 def test_the_copy_of_a_large_zip_goes_to_convhub_tmpdir(tmp_path, monkeypatch):
     """As MNBVC's partitions: a user whose /tmp is small points every large temporary file elsewhere."""
-    from convhub.convlab import builder as convlab_builder
 
     _write_zip(tmp_path / "in" / "big", _dialogues_text(20, 2, split=lambda i: ("train", "test")[i % 2]))
-    monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", 0)
-    monkeypatch.setattr(convlab_builder, "_TEMP_DIR", [])
+    monkeypatch.setattr(scan, "EXTRACT_MIN_BYTES", 0)
+    monkeypatch.setattr(scan, "_TEMP_DIR", [])
     monkeypatch.setenv("CONVHUB_TMPDIR", str(tmp_path / "scratch"))
     (tmp_path / "scratch").mkdir()
     builder = ConvLabBuilder(config_name="sessions", data_dir=str(tmp_path / "in"))
@@ -492,53 +492,28 @@ def test_the_copy_of_a_large_zip_goes_to_convhub_tmpdir(tmp_path, monkeypatch):
     assert Path(copies.pop()).parent.parent == tmp_path / "scratch"
 
 
-def test_on_a_busy_machine_a_stream_makes_no_copy_and_a_build_makes_it_beside(tmp_path, monkeypatch):
-    from convhub.convlab import builder as convlab_builder
+def test_a_stream_and_a_build_in_one_process_share_one_scan_and_copy(tmp_path, monkeypatch):
+    """(Before, a stream on a busy machine made no copy and a build scanned again to make one, beside a
+    child process; ``spare_core`` and the child are gone, so both read the copy the first scan wrote.)"""
 
     raw = _dialogues_text(40, 2, split=lambda i: ("train", "test")[i % 2])
     _write_zip(tmp_path / "in" / "big", raw)
-    monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", 0)
-    monkeypatch.setattr(convlab_builder, "spare_core", lambda: False)
-    popen = convlab_builder.subprocess.Popen
-    monkeypatch.setattr(convlab_builder.subprocess, "Popen", None)  # no child process for the stream
+    monkeypatch.setattr(scan, "EXTRACT_MIN_BYTES", 0)
     builder = ConvLabBuilder(config_name="sessions", data_dir=str(tmp_path / "in"))
-    expected = parse.index_dialogues(io.BytesIO(raw), "mem")
-    # a stream does not wait for a copy on a busy machine: its shards inflate the member themselves
+    expected = scan.index_dialogues(io.BytesIO(raw), "mem")
     streamed = builder.shards(datasets.StreamingDownloadManager())
-    assert {shard["copy"] for split in streamed.values() for shard in split} == {None}
     ranges = {split: [r for shard in found for r in shard["ranges"]] for split, found in streamed.items()}
     assert ranges == expected
     streamed_ids = [
         row["conversation_id"] for rows in builder.as_streaming_dataset().values() for row in rows
     ]
     assert streamed_ids == [f"d-{position}" for ranges in expected.values() for _, _, position in ranges]
-    # a build in the same process scans again, beside a child that makes the copy its workers seek in
-    children = []
-    monkeypatch.setattr(
-        convlab_builder.subprocess, "Popen", lambda *a, **k: children.append(a) or popen(*a, **k)
-    )
+    monkeypatch.setattr(scan, "index_dialogues", None)  # the build reuses the stream's scan
     shards = builder.shards(datasets.DownloadManager())
-    assert len(children) == 1
-    copies = {shard["copy"] for split in shards.values() for shard in split}
+    copies = {shard["copy"] for split in [*shards.values(), *streamed.values()] for shard in split}
     assert len(copies) == 1 and Path(copies.pop()).read_bytes() == raw
     ranges = {split: [r for shard in found for r in shard["ranges"]] for split, found in shards.items()}
     assert ranges == expected
-
-
-def test_spare_core_counts_runnable_tasks(monkeypatch):
-    from convhub.convlab import builder as convlab_builder
-
-    cores = len(os.sched_getaffinity(0))
-    real_open = open
-    for runnable, spare in ((cores - 1, True), (cores, False), (cores + 3, False)):
-        text = f"0.50 0.40 0.30 {runnable}/120 4242\n"
-        monkeypatch.setattr(
-            "builtins.open",
-            lambda path, *a, text=text, **k: (
-                io.StringIO(text) if path == "/proc/loadavg" else real_open(path, *a, **k)
-            ),
-        )
-        assert convlab_builder.spare_core() is spare
 
 
 @pytest.mark.parametrize(
@@ -550,20 +525,18 @@ def test_spare_core_counts_runnable_tasks(monkeypatch):
     ],
 )
 def test_a_bad_large_zip_reports_what_the_decoding_scan_reports(tmp_path, monkeypatch, edit, problem):
-    from convhub.convlab import builder as convlab_builder
 
     _write_zip(tmp_path / "in" / "big", edit(_dialogues_text(30, 2)))
     messages = []
-    for threshold in (0, 1 << 40):  # through the child process, then the in-process decoding scan alone
-        monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", threshold)
+    for threshold in (0, 1 << 40):  # scanned while copied out, then scanned in the zip
+        monkeypatch.setattr(scan, "EXTRACT_MIN_BYTES", threshold)
         with pytest.raises(SourceError, match=problem) as error:
             check_source("convlab", str(tmp_path / "in"))
         messages.append(str(error.value))
     assert messages[0] == messages[1]
 
 
-def test_a_corrupt_zip_member_through_the_child_is_reported_as_before(tmp_path, monkeypatch):
-    from convhub.convlab import builder as convlab_builder
+def test_a_corrupt_zip_member_is_reported_alike_with_or_without_a_copy(tmp_path, monkeypatch):
 
     path = _write_zip(tmp_path / "in" / "big", _dialogues_text(200, 2))
     data = bytearray(path.read_bytes())
@@ -571,8 +544,8 @@ def test_a_corrupt_zip_member_through_the_child_is_reported_as_before(tmp_path, 
     data[middle : middle + 8] = bytes(8)  # inside the deflated member
     path.write_bytes(bytes(data))
     messages = []
-    for threshold in (0, 1 << 40):  # through the child process, then the in-process decoding scan alone
-        monkeypatch.setattr(convlab_builder, "EXTRACT_MIN_BYTES", threshold)
+    for threshold in (0, 1 << 40):  # scanned while copied out, then scanned in the zip
+        monkeypatch.setattr(scan, "EXTRACT_MIN_BYTES", threshold)
         with pytest.raises(SourceError, match="corrupt or truncated zip member") as error:
             check_source("convlab", str(tmp_path / "in"))
         messages.append(str(error.value))
@@ -595,7 +568,7 @@ def test_a_corrupt_zip_member_through_the_child_is_reported_as_before(tmp_path, 
 )
 def test_bad_dialogues_file_names_file_and_record(text, problem):
     with pytest.raises(SourceError, match=problem) as error:
-        parse.index_dialogues(io.BytesIO(text), "bad/dialogues.json")
+        scan.index_dialogues(io.BytesIO(text), "bad/dialogues.json")
     assert "bad/dialogues.json" in str(error.value)
 
 
