@@ -23,8 +23,11 @@ from convhub.build import build_source, check_source
 from convhub.errors import Notes, SourceError
 from convhub.jsonio import holds_float
 from convhub.mnbvc import builder as builder_module
-from convhub.mnbvc import export, parse, regroup
+from convhub.mnbvc import dates, export, files, multiturn, parse, regroup
+from convhub.mnbvc import extension as extension_module
+from convhub.mnbvc import language as languages
 from convhub.mnbvc.builder import MnbvcBuilder
+from convhub.mnbvc.extension import parse_extension
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -110,7 +113,7 @@ def source_rows(folder: Path) -> dict[tuple[str, int], dict]:
     rows = {}
     for path in sorted(folder.rglob("*.jsonl*")):
         name = path.relative_to(folder).as_posix()
-        for number, line in parse.open_lines(partial(parse.open_local, str(path))):
+        for number, line in files.open_lines(partial(files.open_local, str(path))):
             if line.strip():
                 rows[(name, number)] = json.loads(line)
     return rows
@@ -120,35 +123,35 @@ def source_rows(folder: Path) -> dict[tuple[str, int], dict]:
 
 
 def test_extension_valid_json_is_read_as_json():
-    extension = parse.parse_extension('{"会话": "yOKd88p", "多轮序号": 1, "解析模型": "gpt4"}')
+    extension = parse_extension('{"会话": "yOKd88p", "多轮序号": 1, "解析模型": "gpt4"}')
     assert extension.value == {"会话": "yOKd88p", "多轮序号": 1, "解析模型": "gpt4"}
     assert extension.problems == ()
 
 
 def test_extension_unquoted_values_become_text_or_integers():
-    extension = parse.parse_extension('{"会话": yOKd88p, "多轮序号": 1, "解析模型": gpt4}')
+    extension = parse_extension('{"会话": yOKd88p, "多轮序号": 1, "解析模型": gpt4}')
     assert extension.value == {"会话": "yOKd88p", "多轮序号": 1, "解析模型": "gpt4"}
     assert extension.problems == ("unquoted values",)
 
 
 def test_extension_empty_value_is_null_and_the_key_stays():
-    extension = parse.parse_extension('{"会话": , "多轮序号": 2, "解析模型": gpt4}')
+    extension = parse_extension('{"会话": , "多轮序号": 2, "解析模型": gpt4}')
     assert extension.value == {"会话": None, "多轮序号": 2, "解析模型": "gpt4"}
     assert extension.problems == ("empty values", "unquoted values")
 
 
 def test_extension_empty_string_is_an_empty_object_and_absent_too():
-    assert parse.parse_extension("").value == {}
-    assert parse.parse_extension("").problems == ("empty",)
-    assert parse.parse_extension("   ").value == {}
-    assert parse.parse_extension(None).problems == ("absent",)
+    assert parse_extension("").value == {}
+    assert parse_extension("").problems == ("empty",)
+    assert parse_extension("   ").value == {}
+    assert parse_extension(None).problems == ("absent",)
 
 
 def test_extension_with_escaped_keys_and_trailing_comma():
     escaped = json.dumps({"回复人": "Bob", "引用ID": 1}, ensure_ascii=True)
     assert "\\u56de" in escaped
-    assert parse.parse_extension(escaped).value == {"回复人": "Bob", "引用ID": 1}
-    trailing = parse.parse_extension('{ "other_texts": {"cs": "písku"}, }')
+    assert parse_extension(escaped).value == {"回复人": "Bob", "引用ID": 1}
+    trailing = parse_extension('{ "other_texts": {"cs": "písku"}, }')
     assert trailing.value == {"other_texts": {"cs": "písku"}}
     assert trailing.problems == ("trailing comma",)
 
@@ -163,15 +166,15 @@ def test_extension_with_escaped_keys_and_trailing_comma():
     ],
 )
 def test_unreadable_extension_has_no_value_and_says_why(raw):
-    extension = parse.parse_extension(raw)
+    extension = parse_extension(raw)
     assert extension.value is None
     assert extension.problems[0].startswith("unreadable")
 
 
 def test_extension_that_is_json_but_not_an_object_or_already_an_object():
-    assert parse.parse_extension("[1, 2]").value is None
-    assert parse.parse_extension({"会话": 3}).value == {"会话": 3}
-    assert parse.parse_extension(17).value is None
+    assert parse_extension("[1, 2]").value is None
+    assert parse_extension({"会话": 3}).value == {"会话": 3}
+    assert parse_extension(17).value is None
 
 
 class _EveryCharacter:
@@ -191,10 +194,10 @@ _LOOSE_PIECES = st.sampled_from(
 @given(st.lists(_LOOSE_PIECES, max_size=12).map(lambda pieces: "{" + "".join(pieces)))
 def test_loose_values_read_as_when_every_value_went_through_raw_decode(text):
     """``_read_value`` skips ``raw_decode`` where it cannot start a value: the same value and problems."""
-    fast = parse.parse_extension(text)
+    fast = parse_extension(text)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(parse, "_JSON_VALUE_STARTS", _EveryCharacter())
-        slow = parse.parse_extension(text)
+        patch.setattr(extension_module, "_JSON_VALUE_STARTS", _EveryCharacter())
+        slow = parse_extension(text)
     assert repr(fast) == repr(slow)
 
 
@@ -207,22 +210,22 @@ def _json_containers(children):
 
 def test_dates_in_mnbvc_formats():
     notes = Notes()
-    assert parse.parse_date("20240101", "时间", notes) == datetime(2024, 1, 1)
-    assert parse.parse_date("07380303", "时间", notes) == datetime(738, 3, 3)
-    assert parse.parse_date("20230511 15:56:03", "create_time", notes) == datetime(2023, 5, 11, 15, 56, 3)
-    assert parse.parse_date("2023-06-01", "create_time", notes) == datetime(2023, 6, 1)
-    assert parse.parse_date("", "回复时间", notes) is None
-    assert parse.parse_date(None, "时间", notes) is None
+    assert dates.parse_date("20240101", "时间", notes) == datetime(2024, 1, 1)
+    assert dates.parse_date("07380303", "时间", notes) == datetime(738, 3, 3)
+    assert dates.parse_date("20230511 15:56:03", "create_time", notes) == datetime(2023, 5, 11, 15, 56, 3)
+    assert dates.parse_date("2023-06-01", "create_time", notes) == datetime(2023, 6, 1)
+    assert dates.parse_date("", "回复时间", notes) is None
+    assert dates.parse_date(None, "时间", notes) is None
     assert not notes
 
 
 def test_dates_outside_python_range_or_invalid_are_null_and_counted():
     notes = Notes()
-    assert parse.parse_date("-50000101", "时间", notes) is None
-    assert parse.parse_date("00000101", "时间", notes) is None
-    assert parse.parse_date("20231345", "时间", notes) is None
-    assert parse.parse_date("yesterday", "create_time", notes) is None
-    assert parse.parse_date(20230101, "时间", notes) is None
+    assert dates.parse_date("-50000101", "时间", notes) is None
+    assert dates.parse_date("00000101", "时间", notes) is None
+    assert dates.parse_date("20231345", "时间", notes) is None
+    assert dates.parse_date("yesterday", "create_time", notes) is None
+    assert dates.parse_date(20230101, "时间", notes) is None
     assert notes == {
         "时间 before year 1 (BC) or after 9999 (timestamp null, raw kept)": 2,
         "时间 not a valid date (timestamp null, raw kept)": 1,
@@ -257,13 +260,13 @@ _DATE_TIMES = st.one_of(
 def test_date_iso_reads_every_text_as_parse_date_iso(raw):
     """``date_iso``'s shortcut for ``yyyymmdd HH:MM:SS`` gives ``parse_date_iso``'s text and notes."""
     fast, slow = Notes(), Notes()
-    assert parse.date_iso(raw, "回复时间", fast) == parse.parse_date_iso(raw, "回复时间", slow)[1]
+    assert dates.date_iso(raw, "回复时间", fast) == dates.parse_date_iso(raw, "回复时间", slow)[1]
     assert fast == slow
 
 
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(), _json_containers))
 def test_holds_float_agrees_with_the_shared_check(value):
-    assert parse._holds_float(value) == holds_float(value)
+    assert files._holds_float(value) == holds_float(value)
 
 
 # -- reading shards ----------------------------------------------------------------------------------------
@@ -274,7 +277,7 @@ def test_lines_of_gzipped_and_crlf_shards(tmp_path):
     plain = write_shard(tmp_path / "a.jsonl", rows, crlf=True)
     zipped = write_shard(tmp_path / "b.jsonl.gz", rows, gz=True, crlf=True)
     for path in (plain, zipped):
-        lines = list(parse.open_lines(partial(parse.open_local, str(path))))
+        lines = list(files.open_lines(partial(files.open_local, str(path))))
         assert [number for number, _ in lines] == [1, 2]
         assert all(not line.endswith(b"\r") for _, line in lines)
         assert [json.loads(line)["问"] for _, line in lines] == ["你好", "再见"]
@@ -283,7 +286,7 @@ def test_lines_of_gzipped_and_crlf_shards(tmp_path):
 def test_gzip_is_recognized_by_content_not_name(tmp_path):
     path = write_shard(tmp_path / "named-plain.jsonl", [pair("a", 1, "你好")], gz=True)
     assert [
-        r["问"] for _, r in parse.iter_rows(parse.open_lines(partial(parse.open_local, str(path))), "x")
+        r["问"] for _, r in files.iter_rows(files.open_lines(partial(files.open_local, str(path))), "x")
     ] == ["你好"]
 
 
@@ -494,16 +497,16 @@ def test_line_ranges_move_a_cut_inside_a_line_to_its_end(tmp_path):
     size = path.stat().st_size  # lines start at bytes 0, 9, 10, 60, 70, 79
     assert size == 87
     # range_bytes 27: cuts at 21, 43, 65 fall inside lines 3 (→ byte 60), 3 (skipped) and 4 (→ 70)
-    assert parse.line_ranges(str(path), 27) == [(0, 60, 1), (60, 70, 4), (70, 87, 5)]
+    assert files.line_ranges(str(path), 27) == [(0, 60, 1), (60, 70, 4), (70, 87, 5)]
     # range_bytes 10: a cut at 9, right after an LF, starts a range there
-    assert parse.line_ranges(str(path), 10) == [(0, 9, 1), (9, 60, 2), (60, 70, 4), (70, 79, 5), (79, 87, 6)]
-    assert parse.line_ranges(str(path), 10**6) == [(0, size, 1)]
-    whole = list(parse.open_lines(partial(parse.open_local, str(path)), "f.jsonl"))
+    assert files.line_ranges(str(path), 10) == [(0, 9, 1), (9, 60, 2), (60, 70, 4), (70, 79, 5), (79, 87, 6)]
+    assert files.line_ranges(str(path), 10**6) == [(0, size, 1)]
+    whole = list(files.open_lines(partial(files.open_local, str(path)), "f.jsonl"))
     for range_bytes in (1, 5, 10, 27, 44, 86, 87, 88):  # 1: cuts inside the last line
-        ranges = parse.line_ranges(str(path), range_bytes)
+        ranges = files.line_ranges(str(path), range_bytes)
         assert ranges[0][0] == 0 and ranges[-1][1] == size
         assert all(end == start for (_, end, _), (start, _, _) in itertools.pairwise(ranges))
-        read = [line for r in ranges for line in parse.range_lines(str(path), "f.jsonl", *r)]
+        read = [line for r in ranges for line in files.range_lines(str(path), "f.jsonl", *r)]
         assert read == whole, range_bytes
 
 
@@ -639,7 +642,7 @@ def test_key_lines_keep_integers_past_64_bits_exactly(tmp_path):
     ],
 )
 def test_loads_reads_what_json_reads(text):
-    value, expected = parse.loads(text), json.loads(text)
+    value, expected = files.loads(text), json.loads(text)
     assert repr(value) == repr(expected)
 
 
@@ -685,7 +688,7 @@ def test_huge_sequence_number_gap_is_listed_as_ranges_without_enumerating_it(tmp
     assert notes["multi-turn conversation with a gap in 多轮序号"] == 1
     assert (
         notes[
-            f"multi-turn conversation missing over {parse.MAX_MISSING_LISTED} 多轮序号 (gaps listed as ranges)"
+            f"multi-turn conversation missing over {multiturn.MAX_MISSING_LISTED} 多轮序号 (gaps listed as ranges)"
         ]
         == 1
     )
@@ -694,16 +697,16 @@ def test_huge_sequence_number_gap_is_listed_as_ranges_without_enumerating_it(tmp
 def test_missing_ranges_match_the_enumerated_gaps():
     for numbers in ([], [1], [2], [-3, 0, 4], [1, 2, 2, 5], [7, 3, 3, 10, 1], [-5]):
         expected = sorted(set(range(1, max(numbers, default=0) + 1)) - set(numbers))
-        listed = [n for first, last in parse.missing_ranges(numbers) for n in range(first, last + 1)]
+        listed = [n for first, last in multiturn.missing_ranges(numbers) for n in range(first, last + 1)]
         assert listed == expected, numbers
 
 
-@pytest.mark.parametrize("missing", [parse.MAX_MISSING_LISTED, parse.MAX_MISSING_LISTED + 1])
+@pytest.mark.parametrize("missing", [multiturn.MAX_MISSING_LISTED, multiturn.MAX_MISSING_LISTED + 1])
 def test_gap_is_listed_number_by_number_up_to_the_limit(tmp_path, missing):
     write_shard(tmp_path / "m.jsonl", [pair("g", 1, "一"), pair("g", missing + 2, "末")])
     [record] = records(tmp_path)
     session_extra = extra(record["sessions"][0]["extra"])
-    if missing <= parse.MAX_MISSING_LISTED:
+    if missing <= multiturn.MAX_MISSING_LISTED:
         assert session_extra["missing_多轮序号"] == list(range(2, missing + 2))
         assert "missing_多轮序号_ranges" not in session_extra
     else:
@@ -717,9 +720,9 @@ def test_integers_past_the_int_string_limit_are_bad_input_not_a_crash(tmp_path):
     and a 多轮序号 string of such digits is ordered as text."""
     digits = "9" * 5000
     with pytest.raises(SourceError, match=r"^q\.jsonl, record line 3: not valid JSON"):
-        parse.load_row(('{"id": ' + digits + "}").encode(), "q.jsonl", 3)
-    assert parse.parse_extension('{"会话": 1, "多轮序号": ' + digits + "}").value is None
-    assert parse.parse_extension("{会话: 1, 多轮序号: " + digits + "}").value is None
+        files.load_row(('{"id": ' + digits + "}").encode(), "q.jsonl", 3)
+    assert parse_extension('{"会话": 1, "多轮序号": ' + digits + "}").value is None
+    assert parse_extension("{会话: 1, 多轮序号: " + digits + "}").value is None
     write_shard(tmp_path / "m.jsonl", [pair("t", digits, "长"), pair("t", 1, "一")])
     notes = Notes()
     [record] = records(tmp_path, notes=notes)
@@ -927,7 +930,7 @@ def test_forum_replies_that_are_not_a_list_fail_with_field(tmp_path):
     ],
 )
 def test_language_detection(text, language):
-    assert parse.detect_language([text]) == language
+    assert languages.detect_language([text]) == language
 
 
 def test_subsets_by_format_by_source_and_both(tmp_path):
@@ -1146,14 +1149,17 @@ def test_script_counts_are_the_regex_counts():
     import random
 
     def regex_counts(sample: str) -> tuple[int, ...]:
-        scripts = (parse.KANA, parse.HANGUL, parse.CJK)
-        return (*(sum(map(len, s.findall(sample))) for s in scripts), len(parse.LATIN_WORD.findall(sample)))
+        scripts = (languages.KANA, languages.HANGUL, languages.CJK)
+        return (
+            *(sum(map(len, s.findall(sample))) for s in scripts),
+            len(languages.LATIN_WORD.findall(sample)),
+        )
 
     rng = random.Random(0)
     alphabet = "abcXYZ 123,。的一是あいアイ한국어\ud800\U0001f600ＡＢ\u3400\uf900\u4dbf\u9fff\u30ff\u3040@[`{"
     for _ in range(3000):
         sample = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
-        assert parse._script_counts(sample) == regex_counts(sample)
+        assert languages._script_counts(sample) == regex_counts(sample)
 
 
 def test_detect_language_decides_as_its_rule_on_every_count():
@@ -1162,7 +1168,7 @@ def test_detect_language_decides_as_its_rule_on_every_count():
     import random
 
     def by_the_rule(text: str) -> str:
-        kana, hangul, cjk, latin_words = parse._script_counts(text[: parse.LANGUAGE_SAMPLE_CHARS])
+        kana, hangul, cjk, latin_words = languages._script_counts(text[: languages.LANGUAGE_SAMPLE_CHARS])
         if kana and kana * 5 >= cjk:
             return "ja"
         if hangul > cjk and hangul >= latin_words:
@@ -1175,8 +1181,8 @@ def test_detect_language_decides_as_its_rule_on_every_count():
     for _ in range(3000):
         weights = [rng.random() for _ in pieces]
         text = "".join(rng.choices(pieces, weights, k=rng.randint(0, 30)))
-        seen[parse.detect_language([text])] += 1
-        assert parse.detect_language([text]) == by_the_rule(text)
+        seen[languages.detect_language([text])] += 1
+        assert languages.detect_language([text]) == by_the_rule(text)
     assert set(seen) == {"zh", "en", "ja", "ko"}
 
 
