@@ -9,8 +9,6 @@ from typing import Any
 
 from convhub.errors import Notes
 
-# -- dates ---------------------------------------------------------------------------------------------
-
 DATE_TIME = re.compile(r"^(-?\d{4,})-?(\d{2})-?(\d{2})(?:[ T]?(\d{1,2}):(\d{2})(?::(\d{2}))?)?$")
 
 
@@ -81,31 +79,14 @@ def _is_time_of_day(text: str) -> bool:
 NOT_A_DATE = "not a yyyymmdd date (timestamp null, raw kept)"
 
 
-def _is_date_and_time(text: str) -> bool:
-    """``yyyymmdd HH:MM:SS`` in ASCII digits, MNBVC's usual ``create_time``."""
-    return (
-        len(text) == 17
-        and text[8] == " "
-        and text[11] == ":"
-        and text[14] == ":"
-        and text.isascii()
-        and (text[:8] + text[9:11] + text[12:14] + text[15:]).isdigit()
-    )
-
-
 @functools.lru_cache(maxsize=1 << 16)
 def _read_date(raw: str) -> tuple[datetime | None, str | None, str | None]:
     """(datetime, its isoformat, None) or (None, None, what is wrong): dates repeat, so they are cached."""
-    text = raw.strip()
-    if _is_date_and_time(text):  # what DATE_TIME reads as these six numbers, without the regex
-        year, parts = int(text[:4]), [int(text[4:6]), int(text[6:8]), int(text[9:11]), int(text[12:14])]
-        parts.append(int(text[15:]))
-    else:
-        match = DATE_TIME.match(text)
-        if not match:
-            return None, None, NOT_A_DATE
-        year = int(match.group(1))
-        parts = [int(part) if part else 0 for part in match.groups()[1:]]
+    match = DATE_TIME.match(raw.strip())
+    if not match:
+        return None, None, NOT_A_DATE
+    year = int(match.group(1))
+    parts = [int(part) if part else 0 for part in match.groups()[1:]]
     if not 1 <= year <= 9999:
         return None, None, "before year 1 (BC) or after 9999 (timestamp null, raw kept)"
     try:

@@ -9,8 +9,6 @@ from typing import Any
 
 from convhub.mnbvc.files import loads
 
-# -- 扩展字段: a JSON string that is not always JSON ----------------------------------------------------
-
 
 @dataclass(slots=True)
 class Extension:

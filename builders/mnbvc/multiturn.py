@@ -29,8 +29,6 @@ from convhub.mnbvc.parse import (
 #: beyond, as [first, last] ranges (``missing_多轮序号_ranges``). The raw 多轮序号 of every row is kept either way.
 MAX_MISSING_LISTED = 1000
 
-# -- 多轮对话: rows of one conversation, keyed by 会话 ---------------------------------------------------
-
 
 def conversation_key(row: dict[str, Any], extension: Extension, file: str, line: int) -> tuple[str, str]:
     """(how, key) that groups the rows of one conversation.

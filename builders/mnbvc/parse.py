@@ -1,8 +1,8 @@
 """MNBVC dialogue rows (多轮对话, 问答, 论坛) → canonical conversation records.
 
-Pure functions, no ``datasets``: reading JSONL lines (plain or gzipped, LF or CRLF), the tolerant reader
-for the ``扩展字段`` JSON strings, MNBVC dates, format detection, and one function per format that turns
-source rows into canonical records.
+Pure functions, no ``datasets``: format detection, the Q/A pair that 问答 and 多轮对话 rows share, and one
+function per row format that turns a source row into its canonical record (多轮对话, whose conversations span
+rows, is in ``multiturn``; ``export`` is the inverse).
 
 What is kept so that a later export can rebuild every source row exactly: the turn that a source row
 starts (the question of a Q/A pair, the topic post of a forum thread) carries in its ``extra`` the file,
@@ -115,9 +115,6 @@ def detect_format(
     return found
 
 
-# -- helpers shared by the formats ------------------------------------------------------------------
-
-
 def row_metadata(row: dict[str, Any]) -> dict[str, Any]:
     metadata = row.get("元数据")
     return metadata if isinstance(metadata, dict) else {}
@@ -177,14 +174,9 @@ def _text(value: Any, field: str, notes: Notes) -> str:
     return ""
 
 
-def _row_without(row: dict[str, Any], text_keys: tuple[str, ...], kinds: tuple[type, ...]) -> dict[str, Any]:
-    """The row with its text fields taken out (they are turns); a text field of another type stays."""
-    kept = row.copy()
-    for index in range(len(text_keys)):
-        key = text_keys[index]
-        if isinstance(kept.get(key), kinds[index]):  # never NoneType: an absent key stays absent
-            del kept[key]
-    return kept
+def _row_without(row: dict[str, Any], text_types: dict[str, type]) -> dict[str, Any]:
+    """The row with its text fields taken out (they are turns); a text field of another type (or null) stays."""
+    return {key: value for key, value in row.items() if not isinstance(value, text_types.get(key, ()))}
 
 
 _FORMAT_EXTRA = {kind: schema.to_json({"format": kind}) for kind in FORMATS}
@@ -276,10 +268,6 @@ def sequence_number(extension: Extension) -> tuple[int, int, str]:
     return (1, 0, json.dumps(value, ensure_ascii=False))
 
 
-def raw_sequence(pair: Pair) -> Any:
-    return (pair.extension.value or {}).get("多轮序号")
-
-
 @dataclass(slots=True)
 class ConvertedPair:
     """A Q/A row as its turns need it, all but the turn ids (they depend on the row's position in its
@@ -312,7 +300,7 @@ def convert_pair(pair: Pair, notes: Notes, order: tuple[int, int, str] | None = 
         "file": pair.file,
         "line": pair.line,
         "keys": list(row),
-        "row": _row_without(row, ("问", "答"), (str, str)),
+        "row": _row_without(row, {"问": str, "答": str}),
         "扩展字段": pair.extension.value,
     }
     if pair.extension.problems:
@@ -331,7 +319,7 @@ def convert_pair(pair: Pair, notes: Notes, order: tuple[int, int, str] | None = 
     return ConvertedPair(
         pair.file,
         sequence_number(pair.extension) if order is None else order,
-        raw_sequence(pair),
+        (pair.extension.value or {}).get("多轮序号"),
         question,
         schema.to_json(extra),
         answer_text,
@@ -349,11 +337,6 @@ def converted_turns(pair: ConvertedPair, turn_prefix: str) -> list[dict[str, Any
     turn = schema.empty_turn(f"{turn_prefix}a", ANSWER_SPEAKER, "assistant", pair.answer)
     turn["reply_to"] = question["turn_id"]
     return [question, turn]
-
-
-def pair_turns(pair: Pair, turn_prefix: str, notes: Notes) -> list[dict[str, Any]]:
-    """The question as a ``user`` turn and the answer as an ``assistant`` turn (``convert_pair``)."""
-    return converted_turns(convert_pair(pair, notes), turn_prefix)
 
 
 def _id_string(value: Any, notes: Notes, field: str) -> str | None:
@@ -396,7 +379,7 @@ def _one_record_per_row(rows, kind: str, make_record, file: str, notes: Notes, s
 def qa_record(row: dict[str, Any], file: str, line: int, notes: Notes, warnings: Warnings) -> dict[str, Any]:
     pair = read_pair(file, line, row, notes, warnings)
     session_id = _id_string(row.get("id"), notes, "id") or f"line {line}"
-    session = schema.empty_session(session_id, pair_turns(pair, "", notes))
+    session = schema.empty_session(session_id, converted_turns(convert_pair(pair, notes), ""))
     set_session_date(session, row, "create_time", row_metadata(row).get("create_time"), notes)
     return conversation_record(f"{file}:{line}", QA, source_name(row), [session], notes)
 
@@ -443,7 +426,7 @@ def forum_record(
         "file": file,
         "line": line,
         "keys": list(row),
-        "row": _row_without(row, ("主题", "回复"), (str, list)),
+        "row": _row_without(row, {"主题": str, "回复": list}),
         "扩展字段": extension.value,
         "timestamp": posted_iso,
     }
@@ -489,7 +472,7 @@ def forum_reply(
     replied_iso = date_iso(details.get("回复时间"), "回复时间", notes)
     extra: dict[str, Any] = {
         "keys": list(reply),
-        "reply": _row_without(reply, ("回复",), (str,)),
+        "reply": _row_without(reply, {"回复": str}),
         "扩展字段": extension.value,
         "timestamp": replied_iso,
     }
