@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 
 import orjson
 from convhub.errors import NESTED_TOO_DEEPLY, Reject, SourceError, raise_error
-from convhub.jsonio import refuse_json_document
+from convhub.jsonio import holds_float, refuse_json_document
 from datasets.utils.file_utils import xopen
 
 SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -190,29 +190,7 @@ def loads(text: bytes | str) -> Any:
         value = orjson.loads(text)
     except orjson.JSONDecodeError:
         return _json_loads(text)
-    return _json_loads(text) if _holds_float(value) else value
-
-
-def _holds_float(value: Any) -> bool:
-    """``jsonio.holds_float`` as one loop, without a generator: MNBVC's rows and 扩展字段 objects are
-    small, so setting up the generator cost more than the walk."""
-    kind = type(value)
-    if kind is float:
-        return True
-    if kind is not dict and kind is not list:
-        return False
-    pending = [value]
-    while pending:
-        container = pending.pop()
-        for item in container.values() if type(container) is dict else container:
-            kind = type(item)
-            if kind is str or kind is int:
-                continue
-            if kind is float:
-                return True
-            if kind is dict or kind is list or kind is tuple:
-                pending.append(item)
-    return False
+    return _json_loads(text) if holds_float(value) else value
 
 
 def _json_loads(text: bytes | str) -> Any:

@@ -13,14 +13,21 @@ be anywhere: apart in one file or in several of its ~500 MB shards. Two passes:
    converted once, here, in ``processes`` processes.
 2. ``read_partition`` (one worker per partition or slice of one, ``num_proc`` in parallel) reads only
    the key lines of its partition's pieces, sorts them by (来源, key, 多轮序号, file, line), and reads
-   the converted rows of one conversation at a time, gives them their turn ids and builds the record. Its memory is about 150 bytes per row of that partition,
-   whatever the rows' length. A big partition is read as several slices (``slice_count``): each slice
+   the converted rows of one conversation at a time, gives them their turn ids and builds the record
+   (``records_from_sorted``). Its memory is about 150 bytes per row of that partition, whatever the rows'
+   length. A big partition is read as several slices (``slice_count``): each slice
    sorts the whole index and converts only its share of the conversations, so ``num_proc`` workers,
    which take contiguous runs of shards, get similar amounts of work, and the conversations come out in
    the same order whatever the slicing.
 
 Partitions are plain files in a temporary folder (``CONVHUB_TMPDIR``, else the system's temp folder)
 that the builder deletes when it is garbage collected; they take about the uncompressed input's size.
+
+Spark moves the same keyed rows itself (``keyed_rows`` gives each row's partition and sort key, and
+``records_from_sorted`` is the step after the sort), so both engines give the conversations in one order:
+partition, then key. The keys are sorted by Python's tuple order (a 多轮序号 may be an integer past 64 bits,
+a text may hold a lone surrogate), which is why they are not handed to an SQL engine here; see the report of
+``benchmarks/engine_bakeoff.py`` in the README for what one would buy on the regrouping step alone.
 """
 
 from __future__ import annotations
@@ -95,6 +102,8 @@ def write_partitions(
     bytes count the rows as they were in the input, so slices follow the input's size). With ``processes`` > 1
     the files are shared out among that many processes (by ``sizes``, default: the files' sizes on
     disk); ``opener`` and ``reject`` must then be picklable (module-level functions or partials of them).
+    The pass reads and converts every multi-turn row (about 6 s per 100 MB on one core, so some 19 s of the
+    scale-0.2 ``sessions`` build): with ``num_proc=2`` two writers halve it.
 
     A row that is not JSON, not an object or not a Q/A row goes to ``reject`` here, before any output
     (a SourceError by default). When it raises, the error is the one a single pass over the files in
@@ -339,7 +348,8 @@ def _partition_index(pieces: list[tuple[str, str, int]]) -> tuple[list[tuple], l
     """The sorted index of a partition and where each conversation starts in it.
 
     The slices of a partition are adjacent shards, so a worker mostly reads them one after the other:
-    it keeps the last partition's index (a few MB) instead of reading and sorting it once per slice.
+    it keeps the last partition's index (a few MB) instead of reading and sorting it once per slice
+    (about 0.2 s per 64 MiB partition and slice: some 3 s of the 93 s scale-0.2 ``sessions`` build).
     """
     key = tuple((keys, rows, _identity(keys)) for keys, rows, *_ in pieces)  # a reused path is another file
     if key not in _last_index:
