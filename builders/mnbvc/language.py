@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+#: The four scripts as patterns: the specification that ``_script_counts`` (a table lookup) must match.
 CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 KANA = re.compile(r"[\u3040-\u30ff]+")
 HANGUL = re.compile(r"[\uac00-\ud7af]+")
