@@ -198,7 +198,7 @@ def test_mnbvc_files_under_a_url_are_read_by_the_tasks_where_they_are(spark, sam
     result = build_source("mnbvc", tmp_path / "from-url", sample.as_uri(), engine=spark)
     assert_same_build(sample_builds["mnbvc"].output, result.output)
     assert result.notes == sample_builds["mnbvc"].notes
-    from convhub.mnbvc.builder import _fsspec_url
+    from convhub.mnbvc.files import fsspec_url as _fsspec_url
 
     assert (
         _fsspec_url("s3a://bucket/dialogue/a.jsonl") == "s3://bucket/dialogue/a.jsonl"

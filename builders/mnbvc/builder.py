@@ -10,7 +10,7 @@ than ``RANGE_BYTES``, one shard per line-aligned byte range of it (rows, order a
 多轮对话 files are first hash-partitioned by conversation key (``convhub.mnbvc.regroup``) and each partition is a shard, so a
 conversation whose rows are spread over files still comes out whole. When streaming
 (``as_streaming_dataset``), shards are read once from their URLs: 问答 and 论坛 stream as they are, and a
-多轮对话 file streams one conversation per run of adjacent rows (see ``parse.multiturn_runs``).
+多轮对话 file streams one conversation per run of adjacent rows (see ``multiturn.multiturn_runs``).
 """
 
 from __future__ import annotations
@@ -20,47 +20,25 @@ import shutil
 import tempfile
 import weakref
 from functools import partial
-from typing import Any, BinaryIO, ClassVar
+from typing import Any, ClassVar
 
 import datasets
 from convhub.base import ConversationBuilder, group_shard
 from convhub.errors import Notes, SourceError
-from convhub.mnbvc import parse, regroup
+from convhub.mnbvc import files, multiturn, parse, regroup
 from datasets.download.streaming_download_manager import StreamingDownloadManager
-from datasets.utils.file_utils import xopen
 
 DEFAULT_REPO = "liwu/MNBVC"
 DEFAULT_PATTERN = "forum/**/*.jsonl.gz"
 SPLIT = "train"
-SUFFIXES = (".jsonl", ".jsonl.gz")
 
-
-def local_shard_paths(data_dir: str) -> list[str]:
-    """Every shard under ``data_dir``, each file once, in path order (hidden files and folders skipped).
-
-    Symbolic links to folders are followed, but a folder reached again (a link loop) is not entered twice
-    and a file reached under two names is read under the first: a recursive glob would read a loop's files
-    over and over, or never finish.
-    """
-    candidates = []
-    entered = set()
-    for root, folders, files in os.walk(data_dir, followlinks=True):
-        status = os.stat(root)
-        if (status.st_dev, status.st_ino) in entered:
-            folders[:] = []
-            continue
-        entered.add((status.st_dev, status.st_ino))
-        folders[:] = [name for name in folders if not name.startswith(".")]
-        candidates += [
-            os.path.join(root, name) for name in files if name.endswith(SUFFIXES) and not name.startswith(".")
-        ]
-    found, read = [], set()
-    for path in sorted(candidates):
-        status = os.stat(path)
-        if (status.st_dev, status.st_ino) not in read:
-            read.add((status.st_dev, status.st_ino))
-            found.append(path)
-    return found
+#: Where a shard of each kind is opened from: a local file, a file ``datasets`` streams, a URL an engine's task opens.
+OPENERS = {"rows": files.open_local, "stream": files.open_streamed, "url": files.open_url}
+RECORDS = {
+    parse.QA: parse.qa_records,
+    parse.FORUM: parse.forum_records,
+    parse.MULTITURN: multiturn.multiturn_runs,
+}
 
 
 def list_default_shards() -> list[str]:
@@ -69,48 +47,6 @@ def list_default_shards() -> list[str]:
 
     found = HfFileSystem().glob(f"datasets/{DEFAULT_REPO}/{DEFAULT_PATTERN}")
     return [f"hf://{path}" for path in sorted(found)]
-
-
-def _open_remote(path: str, download_config):
-    return xopen(path, "rb", download_config=download_config)
-
-
-def open_url(url: str) -> BinaryIO:
-    """A file under a URL, opened with fsspec where an engine's task reads it (``s3a://``, Hadoop's name for S3,
-    is fsspec's ``s3://``; ``hdfs://`` needs pyarrow's libhdfs, ``s3://`` the s3fs package)."""
-    import fsspec
-
-    return fsspec.open(_fsspec_url(url), "rb").open()
-
-
-def _fsspec_url(url: str) -> str:
-    return "s3://" + url[len("s3a://") :] if url.startswith("s3a://") else url
-
-
-def url_inputs(url: str) -> list[tuple[str, str]]:
-    """(name, URL) of every shard under ``url``, named as ``--data-dir`` names local ones, not downloaded."""
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(_fsspec_url(url))
-    root = root.rstrip("/")
-    found = [root] if fs.isfile(root) else sorted(fs.find(root))
-    found = [path for path in found if path.endswith(SUFFIXES)]
-    if not found:
-        raise FileNotFoundError(f"no MNBVC *.jsonl or *.jsonl.gz shard under {url}")
-    prefix = url.rstrip("/")
-    names = [os.path.basename(path) if path == root else path[len(root) + 1 :] for path in found]
-    return [(name, prefix if found == [root] else f"{prefix}/{name}") for name in names]
-
-
-def url_size(url: str) -> int:
-    """``regroup.uncompressed_size`` of a file under a URL."""
-    with open_url(url) as handle:
-        head = handle.read(2)
-        size = handle.seek(0, os.SEEK_END)
-        if size < 18 or head != b"\x1f\x8b":
-            return size
-        handle.seek(-4, os.SEEK_END)
-        return max(size, int.from_bytes(handle.read(4), "little"))
 
 
 class MnbvcBuilder(ConversationBuilder):
@@ -137,131 +73,131 @@ class MnbvcBuilder(ConversationBuilder):
   howpublished = {\\url{https://github.com/esbatmop/MNBVC}}
 }"""
 
+    #: The partition pass's sizes (``regroup``); tests make them tiny to cut a small input in many pieces.
+    PARTITION_BYTES = regroup.PARTITION_BYTES
+    SLICE_BYTES = regroup.SLICE_BYTES
+    #: A plain 问答 or 论坛 file bigger than this is read as line-aligned byte ranges, one shard each.
+    RANGE_BYTES = regroup.SLICE_BYTES
+
     # -- where the shards are ----------------------------------------------------------------------
 
     def shards(self, dl_manager) -> dict[str, list[dict[str, Any]]]:
-        return self._shards(dl_manager, grouped_by_engine=False)
+        """Streamed: every file read once, as it comes. Built: the multi-turn files as partitions, the others
+        as row shards."""
+        typed = self._typed_inputs(dl_manager)
+        if isinstance(dl_manager, StreamingDownloadManager):
+            return {SPLIT: [{"kind": "stream", "format": k, "name": n, "path": p} for n, p, k in typed]}
+        multiturn_files, rows = self._local_shards(typed)
+        return {SPLIT: self._partition(multiturn_files) + rows}
 
     def engine_shards(self, dl_manager) -> dict[str, list[dict[str, Any]]]:
-        """The multi-turn files as one group shard (the engine regroups them), then the row shards."""
-        return self._shards(dl_manager, grouped_by_engine=True)
+        """The multi-turn files as one group shard (the engine regroups them, in as many partitions as the local
+        build, so the conversations come out in its order), then the row shards. A URL ``--data-dir`` is read
+        where it is, by the engine's tasks (no download)."""
+        data_dir = self.config.data_dir or ""
+        if "://" in data_dir:
+            typed = self._typed(files.url_inputs(data_dir), files.open_url)
+            multiturn_files = [(n, u) for n, u, kind in typed if kind == parse.MULTITURN]
+            rows = [
+                {"kind": "url", "format": k, "name": n, "path": u}
+                for n, u, k in typed
+                if k != parse.MULTITURN
+            ]
+            sizes = [files.uncompressed_size(url, files.open_url) for _, url in multiturn_files]
+        else:
+            multiturn_files, rows = self._local_shards(self._typed_inputs(dl_manager))
+            sizes = [files.uncompressed_size(path) for _, path in multiturn_files]
+        if not multiturn_files:
+            return {SPLIT: rows}
+        count = regroup.partition_count(sum(sizes), self.PARTITION_BYTES, max_partitions=None)
+        return {SPLIT: [group_shard(multiturn_files, count), *rows]}
 
     def keyed_rows(self, shard: dict[str, Any], file_index: int):
         name, path = shard["files"][file_index]
-        count = shard["partitions"]
-        opener = open_url if "://" in path else None
-        return regroup.keyed_rows(file_index, name, path, count, opener, self.config.subsets, self.reject)
+        opener = files.open_url if "://" in path else None
+        return regroup.keyed_rows(
+            file_index, name, path, shard["partitions"], opener, self.config.subsets, self.reject
+        )
 
     def grouped_records(self, rows, shard: dict[str, Any], notes: Notes):
         names = [name for name, _ in shard["files"]]
         return regroup.records_from_sorted(rows, names, notes, self.reject)
 
-    def _shards(self, dl_manager, grouped_by_engine: bool) -> dict[str, list[dict[str, Any]]]:
-        if grouped_by_engine and "://" in (self.config.data_dir or ""):
-            return self._url_shards(self.config.data_dir)
-        streaming = isinstance(dl_manager, StreamingDownloadManager)
-        inputs = self._inputs(dl_manager)
+    def _typed_inputs(self, dl_manager) -> list[tuple[str, str, str]]:
+        """(name, path, format) of every input shard the build reads."""
         self._download_config = getattr(dl_manager, "download_config", None)
-        open_path = (
-            partial(_open_remote, download_config=self._download_config) if streaming else parse.open_local
-        )
-        typed = [(name, path, self._format_of(name, path, open_path)) for name, path in inputs]
-        typed = [(n, p, kind) for n, p, kind in typed if kind and self._format_wanted(kind)]
-        if streaming:
-            shards = [{"kind": "stream", "format": kind, "name": n, "path": p} for n, p, kind in typed]
-            return {SPLIT: shards}
-        multiturn = [(n, p) for n, p, kind in typed if kind == parse.MULTITURN]
+        if isinstance(dl_manager, StreamingDownloadManager):
+            opener = partial(files.open_streamed, download_config=self._download_config)
+        else:
+            opener = files.open_local
+        return self._typed(self._inputs(dl_manager), opener)
+
+    def _typed(self, inputs: list[tuple[str, str]], opener) -> list[tuple[str, str, str]]:
+        typed = [(name, path, self._format_of(name, path, opener)) for name, path in inputs]
+        return [(name, path, kind) for name, path, kind in typed if kind and self._format_wanted(kind)]
+
+    def _local_shards(self, typed) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
+        """(name, path) of the multi-turn files, and the shards of the others."""
+        multiturn_files = [(name, path) for name, path, kind in typed if kind == parse.MULTITURN]
         rows = [
             shard for n, p, kind in typed if kind != parse.MULTITURN for shard in self._row_shards(n, p, kind)
         ]
-        if not grouped_by_engine:
-            return {SPLIT: self._partition(multiturn) + rows}
-        if not multiturn:
-            return {SPLIT: rows}
-        sizes = [regroup.uncompressed_size(path) for _, path in multiturn]
-        partition_bytes = getattr(self, "PARTITION_BYTES", regroup.PARTITION_BYTES)
-        # the local build's partitions (so the same order of conversations), past its open-files cap
-        count = regroup.partition_count(sum(sizes), partition_bytes, max_partitions=None)
-        return {SPLIT: [group_shard(multiturn, count), *rows]}
-
-    def _url_shards(self, url: str) -> dict[str, list[dict[str, Any]]]:
-        """For an engine whose tasks open the files themselves: shards under ``url``, read where they are (no
-        download); the multi-turn files as one group shard, each 问答 or 论坛 file whole."""
-        typed = [(n, u, self._format_of(n, u, open_url)) for n, u in url_inputs(url)]
-        typed = [(n, u, kind) for n, u, kind in typed if kind and self._format_wanted(kind)]
-        multiturn = [(n, u) for n, u, kind in typed if kind == parse.MULTITURN]
-        rows = [
-            {"kind": "url", "format": k, "name": n, "path": u} for n, u, k in typed if k != parse.MULTITURN
-        ]
-        if not multiturn:
-            return {SPLIT: rows}
-        partition_bytes = getattr(self, "PARTITION_BYTES", regroup.PARTITION_BYTES)
-        count = regroup.partition_count(sum(url_size(u) for _, u in multiturn), partition_bytes, None)
-        return {SPLIT: [group_shard(multiturn, count), *rows]}
+        return multiturn_files, rows
 
     def _row_shards(self, name: str, path: str, kind: str) -> list[dict[str, Any]]:
         """A 问答 or 论坛 file as shards: a plain file bigger than ``RANGE_BYTES`` as line-aligned byte
         ranges (so workers get even shares beside the multi-turn slices), a gzipped one whole (it cannot
         be entered mid-way). The ranges read the same rows, in the same order, with the same line numbers."""
         shard = {"kind": "rows", "format": kind, "name": name, "path": path}
-        range_bytes = getattr(self, "RANGE_BYTES", regroup.SLICE_BYTES)
-        if os.path.getsize(path) <= range_bytes or parse.is_gzip(path):
+        if os.path.getsize(path) <= self.RANGE_BYTES or files.is_gzip(path):
             return [shard]
-        return [{**shard, "range": list(byte_range)} for byte_range in parse.line_ranges(path, range_bytes)]
+        return [
+            {**shard, "range": list(byte_range)} for byte_range in files.line_ranges(path, self.RANGE_BYTES)
+        ]
 
     def _inputs(self, dl_manager) -> list[tuple[str, str]]:
         """(name, path) of every input shard; a name is the path relative to ``data_dir``."""
         data_dir = self.config.data_dir
         if data_dir is None:
-            try:
-                urls = list_default_shards()
-            except Exception as error:  # any network or Hub failure: the message says what to do
-                raise FileNotFoundError(
-                    f"could not list MNBVC's dialogue shards in the Hugging Face dataset {DEFAULT_REPO} "
-                    f"({type(error).__name__}: {error}); download *.jsonl.gz shards yourself and pass "
-                    "--data-dir DIR"
-                ) from error
-            if not urls:
-                raise FileNotFoundError(
-                    f"no {DEFAULT_PATTERN} shard found in {DEFAULT_REPO}; pass --data-dir DIR with MNBVC shards"
-                )
-            paths = dl_manager.download(urls)
-            return [
-                (url.split(f"{DEFAULT_REPO}/", 1)[1], path) for url, path in zip(urls, paths, strict=True)
-            ]
-        if "://" in data_dir:
-            return self._remote_inputs(data_dir, dl_manager)
+            return self._default_inputs(dl_manager)
+        if "://" in data_dir:  # streamed, or downloaded first
+            found = files.url_inputs(data_dir)
+            paths = dl_manager.download([url for _, url in found])
+            return [(name, path) for (name, _), path in zip(found, paths, strict=True)]
         if os.path.isfile(data_dir):
             return [(os.path.basename(data_dir), data_dir)]
         if not os.path.isdir(data_dir):
             raise FileNotFoundError(f"--data-dir {data_dir} is neither a folder nor a file")
-        found = local_shard_paths(data_dir)
+        found = files.local_shard_paths(data_dir)
         if not found:
             raise FileNotFoundError(f"no MNBVC *.jsonl or *.jsonl.gz shard under {data_dir}")
         return [(os.path.relpath(path, data_dir).replace(os.sep, "/"), path) for path in found]
 
-    def _remote_inputs(self, url: str, dl_manager) -> list[tuple[str, str]]:
-        """Shards under an fsspec URL (``hf://datasets/...``, ``s3://...``): streamed, or downloaded first."""
-        import fsspec
-
-        fs, root = fsspec.core.url_to_fs(url)
-        root = root.rstrip("/")
-        found = [root] if fs.isfile(root) else sorted(fs.glob(f"{root}/**"))
-        found = [path for path in found if path.endswith(SUFFIXES)]
-        if not found:
-            raise FileNotFoundError(f"no MNBVC *.jsonl or *.jsonl.gz shard under {url}")
-        names = [os.path.basename(path) if path == root else path[len(root) + 1 :] for path in found]
-        paths = dl_manager.download([fs.unstrip_protocol(path) for path in found])
-        return list(zip(names, paths, strict=True))
+    def _default_inputs(self, dl_manager) -> list[tuple[str, str]]:
+        """The forum shards MNBVC publishes on the Hub, downloaded."""
+        try:
+            urls = list_default_shards()
+        except Exception as error:  # any network or Hub failure: the message says what to do
+            raise FileNotFoundError(
+                f"could not list MNBVC's dialogue shards in the Hugging Face dataset {DEFAULT_REPO} "
+                f"({type(error).__name__}: {error}); download *.jsonl.gz shards yourself and pass "
+                "--data-dir DIR"
+            ) from error
+        if not urls:
+            raise FileNotFoundError(
+                f"no {DEFAULT_PATTERN} shard found in {DEFAULT_REPO}; pass --data-dir DIR with MNBVC shards"
+            )
+        paths = dl_manager.download(urls)
+        return [(url.split(f"{DEFAULT_REPO}/", 1)[1], path) for url, path in zip(urls, paths, strict=True)]
 
     def _format_of(self, name: str, path: str, open_path) -> str | None:
         """The file's format; None for a file left out (under ``--on-bad-record skip``: unreadable, empty)."""
         forced = getattr(self.config, "source_format", None)
         if forced:
             return parse.normalize_format(forced)
-        lines = parse.open_lines(partial(open_path, path), name)
+        lines = files.open_lines(partial(open_path, path), name)
         try:
-            rows = parse.iter_rows(lines, name, self.reject)
+            rows = files.iter_rows(lines, name, self.reject)
             kind = parse.detect_format(rows, name, tolerant=self.config.on_bad_record == "skip")
             if kind is None:
                 raise SourceError(name, None, None, "no row: the file is empty (MNBVC files are JSON lines)")
@@ -289,18 +225,18 @@ class MnbvcBuilder(ConversationBuilder):
         self._partition_processes = prepare_split_kwargs.get("num_proc") or 1
         return super()._download_and_prepare(dl_manager, verification_mode, **prepare_split_kwargs)
 
-    def _partition(self, files: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    def _partition(self, multiturn_files: list[tuple[str, str]]) -> list[dict[str, Any]]:
         """One shard per slice of each partition (``regroup``), partitions written by ``num_proc``
-        processes."""
-        if not files:
+        processes into a temporary folder that goes with the builder."""
+        if not multiturn_files:
             return []
-        sizes = [regroup.uncompressed_size(path) for _, path in files]
-        count = regroup.partition_count(sum(sizes), getattr(self, "PARTITION_BYTES", regroup.PARTITION_BYTES))
+        sizes = [files.uncompressed_size(path) for _, path in multiturn_files]
+        count = regroup.partition_count(sum(sizes), self.PARTITION_BYTES)
         folder = tempfile.mkdtemp(prefix="convhub-mnbvc-partitions-", dir=os.environ.get("CONVHUB_TMPDIR"))
         weakref.finalize(self, shutil.rmtree, folder, True)
         try:
             partitions = regroup.write_partitions(
-                files,
+                multiturn_files,
                 folder,
                 count,
                 subsets=self.config.subsets,
@@ -311,11 +247,10 @@ class MnbvcBuilder(ConversationBuilder):
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
-        names = [name for name, _ in files]
-        slice_bytes = getattr(self, "SLICE_BYTES", regroup.SLICE_BYTES)
+        names = [name for name, _ in multiturn_files]
         shards = []
         for pieces in partitions:
-            slices = regroup.slice_count(sum(source_bytes for *_, source_bytes in pieces), slice_bytes)
+            slices = regroup.slice_count(sum(source_bytes for *_, source_bytes in pieces), self.SLICE_BYTES)
             shards += [
                 {"kind": "partition", "pieces": pieces, "files": names, "part": (number, slices)}
                 for number in range(slices)
@@ -329,23 +264,15 @@ class MnbvcBuilder(ConversationBuilder):
         if shard["kind"] == "partition":
             pieces, part = shard["pieces"], tuple(shard["part"])
             return regroup.read_partition(pieces, shard["files"], notes, subsets, self.reject, part)
-        if shard["kind"] == "stream":
-            open_path = partial(_open_remote, download_config=getattr(self, "_download_config", None))
-        elif shard["kind"] == "url":
-            open_path = open_url
-        else:
-            open_path = parse.open_local
         if "range" in shard:
-            lines = parse.range_lines(shard["path"], shard["name"], *shard["range"])
+            lines = files.range_lines(shard["path"], shard["name"], *shard["range"])
         else:
-            lines = parse.open_lines(partial(open_path, shard["path"]), shard["name"])
-        rows = parse.iter_rows(lines, shard["name"], self.reject)
-        parser = {
-            parse.QA: parse.qa_records,
-            parse.FORUM: parse.forum_records,
-            parse.MULTITURN: parse.multiturn_runs,
-        }[shard["format"]]
-        return parser(rows, shard["name"], notes, subsets, self.reject)
+            opener = OPENERS[shard["kind"]]
+            if shard["kind"] == "stream":
+                opener = partial(opener, download_config=getattr(self, "_download_config", None))
+            lines = files.open_lines(partial(opener, shard["path"]), shard["name"])
+        rows = files.iter_rows(lines, shard["name"], self.reject)
+        return RECORDS[shard["format"]](rows, shard["name"], notes, subsets, self.reject)
 
     def iter_records(self, notes: Notes):
         """As the base class, then the partition files are deleted at once (not at garbage collection)."""

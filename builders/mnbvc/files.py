@@ -1,0 +1,251 @@
+"""MNBVC's shards: finding them (a local folder, a file, or an fsspec URL), opening them (plain or gzipped, LF
+or CRLF), cutting a big plain file into line-aligned byte ranges, and reading each line as JSON exactly as
+``json`` would."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import mmap
+import os
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, BinaryIO
+
+import orjson
+from convhub.errors import NESTED_TOO_DEEPLY, Reject, SourceError, raise_error
+from convhub.jsonio import holds_float, refuse_json_document
+from datasets.utils.file_utils import xopen
+
+SUFFIXES = (".jsonl", ".jsonl.gz")
+
+# -- finding shards ------------------------------------------------------------------------------------
+
+
+def local_shard_paths(data_dir: str) -> list[str]:
+    """Every shard under ``data_dir``, each file once, in path order (hidden files and folders skipped).
+
+    Symbolic links to folders are followed, but a folder reached again (a link loop) is not entered twice
+    and a file reached under two names is read under the first: a recursive glob would read a loop's files
+    over and over, or never finish.
+    """
+    candidates = []
+    entered = set()
+    for root, folders, names in os.walk(data_dir, followlinks=True):
+        status = os.stat(root)
+        if (status.st_dev, status.st_ino) in entered:
+            folders[:] = []
+            continue
+        entered.add((status.st_dev, status.st_ino))
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        candidates += [
+            os.path.join(root, name) for name in names if name.endswith(SUFFIXES) and not name.startswith(".")
+        ]
+    found, read = [], set()
+    for path in sorted(candidates):
+        status = os.stat(path)
+        if (status.st_dev, status.st_ino) not in read:
+            read.add((status.st_dev, status.st_ino))
+            found.append(path)
+    return found
+
+
+def fsspec_url(url: str) -> str:
+    """``s3a://`` (Hadoop's name for S3) is fsspec's ``s3://``; ``hdfs://`` needs pyarrow's libhdfs."""
+    return "s3://" + url[len("s3a://") :] if url.startswith("s3a://") else url
+
+
+def url_inputs(url: str) -> list[tuple[str, str]]:
+    """(name, URL) of every shard under ``url``, named as ``--data-dir`` names local ones, not downloaded."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(fsspec_url(url))
+    root = root.rstrip("/")
+    found = [root] if fs.isfile(root) else sorted(fs.find(root))
+    found = [path for path in found if path.endswith(SUFFIXES)]
+    if not found:
+        raise FileNotFoundError(f"no MNBVC *.jsonl or *.jsonl.gz shard under {url}")
+    prefix = url.rstrip("/")
+    names = [os.path.basename(path) if path == root else path[len(root) + 1 :] for path in found]
+    return [(name, prefix if found == [root] else f"{prefix}/{name}") for name in names]
+
+
+# -- opening shards -------------------------------------------------------------------------------------
+
+
+def open_local(path: str) -> BinaryIO:
+    return open(path, "rb")
+
+
+def open_url(url: str) -> BinaryIO:
+    """A file under a URL, opened with fsspec where an engine's task reads it (no download)."""
+    import fsspec
+
+    return fsspec.open(fsspec_url(url), "rb").open()
+
+
+def open_streamed(path: str, download_config=None) -> BinaryIO:
+    """A file ``datasets`` streams (``as_streaming_dataset``): its ``xopen`` reads URLs and fsspec paths."""
+    return xopen(path, "rb", download_config=download_config)
+
+
+def uncompressed_size(path: str, opener: Callable[[str], BinaryIO] = open_local) -> int:
+    """A file's size; for gzip, the size its trailer records (modulo 4 GiB, so at least the file's)."""
+    with opener(path) as handle:
+        head = handle.read(2)
+        size = handle.seek(0, os.SEEK_END)
+        if size < 18 or head != b"\x1f\x8b":
+            return size
+        handle.seek(-4, os.SEEK_END)
+        return max(size, int.from_bytes(handle.read(4), "little"))
+
+
+# -- reading lines ------------------------------------------------------------------------------------
+
+
+def open_lines(opener: Callable[[], BinaryIO], name: str = "<stream>") -> Iterator[tuple[int, bytes]]:
+    """(line number from 1, line without its LF or CRLF) of a JSONL file, gunzipped when it is gzip.
+
+    ``opener`` returns a binary file object: ``open`` for local files, datasets' ``xopen`` when streaming
+    (URLs, fsspec paths). Gzip is recognized by its magic bytes, not by the name. Lines are bytes: JSON
+    text cannot hold a raw newline, so splitting on LF is exact, and CRLF endings lose their CR here.
+    """
+    with opener() as raw:
+        buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
+        gzipped = buffered.peek(2)[:2] == b"\x1f\x8b"
+        stream = gzip.GzipFile(fileobj=buffered) if gzipped else buffered
+        number = 0
+        try:
+            for number, line in enumerate(stream, start=1):
+                yield number, line.rstrip(b"\n").rstrip(b"\r")
+        except (OSError, EOFError, zlib.error) as error:
+            kind = "corrupt or truncated gzip" if gzipped else "unreadable file"
+            problem = f"cannot read the file ({kind}): {error}"
+            raise SourceError(name, f"line {number + 1}", None, problem) from error
+        finally:
+            if stream is not buffered:
+                stream.close()
+
+
+def is_gzip(path: str) -> bool:
+    """Gzip by its magic bytes, as ``open_lines`` decides."""
+    with open(path, "rb") as file:
+        return file.read(2) == b"\x1f\x8b"
+
+
+def line_ranges(path: str, range_bytes: int) -> list[tuple[int, int, int]]:
+    """(start, end, number of the first line) of line-aligned byte ranges of about ``range_bytes`` each
+    that cover a plain (not gzipped) JSONL file, so one big file can be read by several workers.
+
+    Each boundary is the byte after the first LF at or after an even cut, so a range never splits a line
+    (a cut inside a line moves to its end); the line numbers count LFs, as ``open_lines`` does.
+    """
+    size = os.path.getsize(path)
+    count = -(-size // range_bytes) if range_bytes > 0 else 1
+    if count <= 1:
+        return [(0, size, 1)]
+    ranges, start, first_line = [], 0, 1
+    with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        for cut in (size * index // count for index in range(1, count)):
+            if cut <= start:
+                continue
+            newline = mapped.find(b"\n", cut - 1)
+            if newline < 0 or newline + 1 >= size:
+                break
+            end = newline + 1
+            ranges.append((start, end, first_line))
+            first_line += mapped[start:end].count(b"\n")
+            start = end
+    ranges.append((start, size, first_line))
+    return ranges
+
+
+def range_lines(path: str, name: str, start: int, end: int, first_line: int) -> Iterator[tuple[int, bytes]]:
+    """``open_lines`` of the lines of a plain file between the line-aligned offsets ``start`` and ``end``
+    (see ``line_ranges``), numbered from ``first_line`` so that errors name the file's own line."""
+    number = first_line - 1
+    remaining = end - start
+    with open(path, "rb") as file:
+        file.seek(start)
+        try:
+            for number, line in enumerate(file, start=first_line):
+                remaining -= len(line)
+                yield number, line.rstrip(b"\n").rstrip(b"\r")
+                if remaining <= 0:
+                    break
+        except OSError as error:
+            problem = f"cannot read the file (unreadable file): {error}"
+            raise SourceError(name, f"line {number + 1}", None, problem) from error
+
+
+def loads(text: bytes | str) -> Any:
+    """``json.loads(text)``, through orjson (2-3x faster) when orjson gives exactly the same value.
+
+    orjson rejects what ``json`` reads leniently (NaN, Infinity, a BOM, lone surrogates, UTF-16):
+    ``json`` then reads it, or raises its own error. orjson also reads an integer beyond 64 bits as a
+    float without a word; such a value holds a float, so a result with any float is read again by ``json``.
+    """
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return _json_loads(text)
+    return _json_loads(text) if holds_float(value) else value
+
+
+def _json_loads(text: bytes | str) -> Any:
+    """``json.loads``, where an integer past Python's int-string limit (4300 digits), a plain
+    ValueError that would escape as a crash, is a JSONDecodeError like any other unreadable text."""
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise
+    except ValueError as error:
+        document = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        raise json.JSONDecodeError(str(error), document, 0) from error
+
+
+def load_row(line: bytes, path: str, number: int) -> dict[str, Any] | None:
+    """One JSONL row as a dict (``None`` for a blank line); anything else is a SourceError."""
+    if not line or line.isspace():  # ``not line.strip()`` without copying the line
+        return None
+    try:
+        row = loads(line)
+    except UnicodeDecodeError as error:
+        raise SourceError(path, f"line {number}", None, f"not UTF-8: {error}") from error
+    except json.JSONDecodeError as error:
+        raise SourceError(path, f"line {number}", None, f"not valid JSON: {error}") from error
+    except RecursionError:
+        raise SourceError(path, f"line {number}", None, NESTED_TOO_DEEPLY) from None
+    if not isinstance(row, dict):
+        raise SourceError(path, f"line {number}", None, f"expected a JSON object, got {type(row).__name__}")
+    return row
+
+
+def readable_lines(lines: Iterable[tuple[int, bytes]], reject: Reject) -> Iterator[tuple[int, bytes]]:
+    """``lines`` until one cannot be read (corrupt gzip): that error goes to ``reject`` (scope: the file)."""
+    lines = iter(lines)
+    while True:
+        try:
+            yield next(lines)
+        except StopIteration:
+            return
+        except SourceError as error:
+            reject(error, None, "file")
+            return
+
+
+def iter_rows(
+    lines: Iterable[tuple[int, bytes]], path: str, reject: Reject = raise_error
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, row) of each JSON object line; a bad line goes to ``reject`` (raising by default),
+    and a file that cannot be read on from some line goes there once (its earlier rows stay). A file that
+    is one JSON document (an array or object over many lines) is one SourceError naming the file."""
+    for number, line in refuse_json_document(readable_lines(lines, reject), path, "MNBVC"):
+        try:
+            row = load_row(line, path, number)
+        except SourceError as error:
+            reject(error, line)
+            continue
+        if row is not None:
+            yield number, row

@@ -1,0 +1,173 @@
+"""多轮对话: one row per question/answer pair; the rows of one conversation share a 来源 and a ``会话``."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from convhub import schema
+from convhub.errors import Notes, Reject, SourceError, raise_error
+from convhub.mnbvc.extension import Extension
+from convhub.mnbvc.parse import (
+    MULTITURN,
+    ConvertedPair,
+    Pair,
+    Warnings,
+    conversation_record,
+    convert_pair,
+    converted_turns,
+    read_pair,
+    sequence_number,
+    set_session_date,
+    source_name,
+    subset_wanted,
+)
+
+#: A gap in 多轮序号 of at most this many numbers is listed number by number (``missing_多轮序号``);
+#: beyond, as [first, last] ranges (``missing_多轮序号_ranges``). The raw 多轮序号 of every row is kept either way.
+MAX_MISSING_LISTED = 1000
+
+
+def conversation_key(row: dict[str, Any], extension: Extension, file: str, line: int) -> tuple[str, str]:
+    """(how, key) that groups the rows of one conversation.
+
+    ``会话`` when it has a value (an integer and its decimal string are the same conversation); when it
+    is empty or missing, the row's ``id`` (MNBVC's md5 of the whole source conversation); when both are
+    missing, the row is its own conversation. The 来源 is part of the group (``group_key``), so two
+    producers' ``会话`` 1 never merge.
+    """
+    session = (extension.value or {}).get("会话")
+    if session is not None and session != "":
+        return "会话", session if isinstance(session, str) else json.dumps(session, ensure_ascii=False)
+    if row.get("id") is not None and row.get("id") != "":
+        value = row["id"]
+        return "id", value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return "line", f"{file}:{line}"
+
+
+#: What ``group_id`` escapes so that no two (来源, how, key) give one id (a %-escape, as in a URL): 来源 ends
+#: at the first ``/``; a 会话 cannot spell the ``id:``/``line:`` prefix; no key holds the ``#N`` piece suffix.
+_SOURCE_ESCAPES = str.maketrans({"%": "%25", "/": "%2F"})
+_SESSION_ESCAPES = str.maketrans({"%": "%25", "#": "%23", ":": "%3A"})
+_FALLBACK_ESCAPES = str.maketrans({"%": "%25", "#": "%23"})
+
+
+def session_key(how: str, key: str) -> str:
+    """The session id of a multi-turn conversation: its 会话, or ``id:``/``line:`` and the fallback key.
+
+    Escaped as ``_SOURCE_ESCAPES`` says; a value without ``%``, ``#`` (and, in a 会话, ``:``) is itself.
+    """
+    if how == "会话":
+        return key.translate(_SESSION_ESCAPES)
+    return f"{how}:{key.translate(_FALLBACK_ESCAPES)}"
+
+
+def group_id(source: str, how: str, key: str) -> str:
+    """``来源/session key``: 来源 ``a/b`` with 会话 ``c`` is ``a%2Fb/c``, 来源 ``a`` with 会话 ``b/c`` is ``a/b/c``."""
+    return f"{source.translate(_SOURCE_ESCAPES)}/{session_key(how, key)}"
+
+
+def missing_ranges(numbers: Iterable[int]) -> list[tuple[int, int]]:
+    """(first, last) of each run of integers from 1 to ``max(numbers)`` that ``numbers`` lacks.
+
+    Walks the sorted distinct numbers, so its cost follows the number of rows, not the size of the
+    numbers (a hostile 多轮序号 of 2**40 must not enumerate a trillion missing values).
+    """
+    gaps, previous = [], 0
+    for number in sorted(set(numbers)):
+        if number > previous + 1:
+            gaps.append((previous + 1, number - 1))
+        previous = max(previous, number)
+    return gaps
+
+
+def multiturn_record(
+    pairs: list[ConvertedPair], source: str, how: str, key: str, conversation_id: str, notes: Notes
+) -> dict[str, Any]:
+    """One conversation of the 来源 ``source`` from its converted pairs, already in (多轮序号, file,
+    line) order; each pair's own normalizations were counted when it was converted.
+
+    Gaps and duplicates in ``多轮序号`` are counted and listed in the session's ``extra``; duplicate pairs
+    are all kept, in file and line order.
+    """
+    if how != "会话":
+        notes.add(f"multi-turn row with an empty or missing 会话 (grouped by {how})", len(pairs))
+    numbers = [value for rank, value, _ in (pair.order for pair in pairs) if rank == 0]
+    session_extra: dict[str, Any] = {"grouped_by": how, "多轮序号": [pair.sequence for pair in pairs]}
+    duplicates = []
+    if len(set(numbers)) < len(numbers):
+        duplicates = sorted(number for number, count in Counter(numbers).items() if count > 1)
+    gaps = missing_ranges(numbers)
+    if duplicates:
+        notes.add("multi-turn conversation with a duplicate 多轮序号 (all rows kept)")
+        session_extra["duplicate_多轮序号"] = duplicates
+    if gaps:
+        notes.add("multi-turn conversation with a gap in 多轮序号")
+        if sum(last - first + 1 for first, last in gaps) <= MAX_MISSING_LISTED:
+            session_extra["missing_多轮序号"] = [n for first, last in gaps for n in range(first, last + 1)]
+        else:
+            notes.add(
+                f"multi-turn conversation missing over {MAX_MISSING_LISTED} 多轮序号 (gaps listed as ranges)"
+            )
+            session_extra["missing_多轮序号_ranges"] = [[first, last] for first, last in gaps]
+    if len(numbers) < len(pairs):
+        notes.add("multi-turn row without an integer 多轮序号 (ordered after the numbered rows)")
+    files = list(dict.fromkeys(pair.file for pair in pairs))
+    if len(files) > 1:
+        notes.add("multi-turn conversation spread over several files")
+        session_extra["files"] = files
+    turns = [turn for index, pair in enumerate(pairs) for turn in converted_turns(pair, f"{index}")]
+    first = pairs[0]
+    session = schema.empty_session(session_key(how, key), turns)
+    set_session_date(session, first.dated, "create_time", first.create_time, notes)
+    session["extra"] = schema.to_json(session_extra)
+    return conversation_record(conversation_id, MULTITURN, source, [session], notes)
+
+
+def multiturn_runs(
+    rows: Iterable[tuple[int, dict[str, Any]]],
+    file: str,
+    notes: Notes,
+    subsets=None,
+    reject: Reject = raise_error,
+) -> Iterator[dict[str, Any]]:
+    """多轮对话 without regrouping: each run of adjacent rows with one key is a conversation.
+
+    Used when streaming, where a shard is read once from its URL. A conversation whose rows are not
+    adjacent in the file comes out in pieces (``#2``, ``#3`` appended to the id) and is counted; rows
+    spread over several files cannot be joined here: build (not stream) for those.
+    """
+    warnings = Warnings(file)
+    pieces: dict[str, int] = {}
+    run: list[Pair] = []
+    run_group: tuple[str, str, str] | None = None
+
+    def finish() -> dict[str, Any]:
+        source, how, key = run_group
+        conversation_id = group_id(source, how, key)
+        pieces[conversation_id] = pieces.get(conversation_id, 0) + 1
+        if pieces[conversation_id] > 1:
+            notes.add("streamed multi-turn conversation whose rows are not adjacent (emitted in pieces)")
+            conversation_id += f"#{pieces[conversation_id]}"
+        ordered = sorted(run, key=lambda pair: (sequence_number(pair.extension), pair.line))
+        converted = [convert_pair(pair, notes) for pair in ordered]
+        return multiturn_record(converted, source, how, key, conversation_id, notes)
+
+    for line, row in rows:
+        if not subset_wanted(subsets, MULTITURN, source_name(row)):
+            continue
+        try:
+            pair = read_pair(file, line, row, notes, warnings)
+        except SourceError as error:
+            reject(error, row)
+            continue
+        group = (source_name(row), *conversation_key(row, pair.extension, file, line))
+        if run and group != run_group:
+            yield finish()
+            run = []
+        run.append(pair)
+        run_group = group
+    if run:
+        yield finish()

@@ -1,0 +1,481 @@
+"""多轮对话: regrouping a conversation's rows wherever they are (partitions, slices, processes), their order,
+gaps and duplicates in 多轮序号, and bad rows rejected alone."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+
+import datasets
+import pytest
+from convhub.build import build_source
+from convhub.errors import Notes, SourceError
+from convhub.mnbvc import files, multiturn, parse, regroup
+from convhub.mnbvc.builder import MnbvcBuilder
+from convhub.mnbvc.extension import parse_extension
+from mnbvc_rows import (
+    by_id,
+    extra,
+    pair,
+    questions,
+    records,
+    reply,
+    spread_fixture,
+    texts,
+    thread,
+    write_shard,
+)
+
+# -- multi-turn regrouping -------------------------------------------------------------------------------
+
+
+def test_rows_of_a_conversation_are_regrouped_in_order_across_shards(tmp_path):
+    notes = Notes()
+    found = by_id(records(spread_fixture(tmp_path), notes=notes))
+    assert set(found) == {"ShareGPT/c1", "ShareGPT/c2", "ShareGPT/7"}
+    assert questions(found["ShareGPT/c1"]) == ["c1-1", "c1-2", "c1-3", "c1-4"]
+    assert questions(found["ShareGPT/c2"]) == ["c2-1", "c2-2"]
+    assert questions(found["ShareGPT/7"]) == ["int-1", "int-2"]  # 会话 7 and "7" are one conversation
+    session_extra = extra(found["ShareGPT/c1"]["sessions"][0]["extra"])
+    assert session_extra["files"] == ["part-1.jsonl.gz", "sub/part-3.jsonl"]
+    assert session_extra["多轮序号"] == [1, 2, 3, 4]
+    assert notes["multi-turn conversation spread over several files"] == 3
+
+
+def test_partitioning_gives_the_same_conversations_whatever_the_partition_count(tmp_path, monkeypatch):
+    folder = spread_fixture(tmp_path)
+    one = by_id(records(folder))
+    monkeypatch.setattr(MnbvcBuilder, "PARTITION_BYTES", 100, raising=False)
+    builder = MnbvcBuilder(data_dir=str(folder))
+    shards = builder.shards(datasets.DownloadManager(data_dir=str(folder)))["train"]
+    assert len(shards) > 3  # one partition per ~100 bytes of input
+    many = {}
+    for shard in shards:
+        for record in builder.parse_shard(shard, Notes()):
+            many[record["conversation_id"]] = record
+    assert many == one
+
+
+def test_partition_memory_holds_offsets_not_rows(tmp_path):
+    """The sorted index of a partition keeps (group, order, offset) per row, never the row's text."""
+    long_answer = "长" * 5000
+    shard = write_shard(tmp_path / "m.jsonl", [pair("c", n, f"q{n}", answer=long_answer) for n in (2, 1)])
+    [pieces] = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    index = regroup._sorted_index(pieces)
+    assert [entry[4] for entry in index] == [1, 2]
+    assert all(len(repr(entry)) < 200 for entry in index)
+
+
+def conversation_ids(builder: MnbvcBuilder, shards) -> list[str]:
+    return [record["conversation_id"] for shard in shards for record in builder.parse_shard(shard, Notes())]
+
+
+def test_slices_of_a_partition_give_its_conversations_in_the_same_order(tmp_path, monkeypatch):
+    """A partition read as n slices (shards of similar size) gives the conversations one read gives."""
+    folder = tmp_path / "data"
+    rows = [pair(f"c{n % 7}", n // 7, f"q{n}") for n in range(40)]
+    write_shard(folder / "a.jsonl", rows[::2])
+    write_shard(folder / "b.jsonl", rows[1::2])
+    manager = datasets.DownloadManager(data_dir=str(folder))
+    whole = MnbvcBuilder(data_dir=str(folder))
+    [shard] = whole.shards(manager)["train"]
+    assert shard["part"] == (0, 1)
+    monkeypatch.setattr(MnbvcBuilder, "SLICE_BYTES", 500, raising=False)
+    sliced = MnbvcBuilder(data_dir=str(folder))
+    shards = sliced.shards(manager)["train"]
+    assert [shard["part"] for shard in shards] == [(number, len(shards)) for number in range(len(shards))]
+    assert len(shards) > 3
+    one = conversation_ids(whole, [shard])
+    assert one == sorted(one) and len(one) == 7
+    assert conversation_ids(sliced, shards) == one
+    assert conversation_ids(sliced, shards[::-1]) == [
+        i for shard in shards[::-1] for i in conversation_ids(sliced, [shard])
+    ]
+
+
+def qa_row(number, question, source="wikihow"):
+    return {
+        "id": number,
+        "问": question,
+        "答": "答" * (number % 5),
+        "来源": source,
+        "元数据": {"扩展字段": ""},
+    }
+
+
+def range_fixture(folder: Path) -> Path:
+    """A forum file and a 问答 file of lines of uneven lengths (with a blank line and CRLF endings)."""
+    threads = [thread(n, f"主题{n}" * (n % 4 + 1), [reply(1, "回" * (n % 6))]) for n in range(30)]
+    write_shard(folder / "forum/a.jsonl", [*threads[:12], "", *threads[12:]])
+    write_shard(folder / "qa/b.jsonl", [qa_row(n, f"问{n}" * (n % 3 + 1)) for n in range(25)], crlf=True)
+    return folder
+
+
+def test_big_forum_and_qa_files_read_as_line_ranges_give_the_same_rows(tmp_path, monkeypatch):
+    """A plain 论坛/问答 file bigger than RANGE_BYTES is read as several line-aligned byte ranges: the same
+    records (ids hold the line numbers) in the same order as one read of the file."""
+    folder = range_fixture(tmp_path / "data")
+    manager = datasets.DownloadManager(data_dir=str(folder))
+    whole = MnbvcBuilder(data_dir=str(folder))
+    assert ["range" in shard for shard in whole.shards(manager)["train"]] == [False, False]
+    expected = records(folder)
+    monkeypatch.setattr(MnbvcBuilder, "RANGE_BYTES", 400, raising=False)
+    shards = MnbvcBuilder(data_dir=str(folder)).shards(manager)["train"]
+    names = [shard["name"] for shard in shards]
+    assert names.count("forum/a.jsonl") > 3 and names.count("qa/b.jsonl") > 3
+    assert [shard["range"][2] for shard in shards][:2] == [1, shards[1]["range"][2]]
+    assert records(folder) == expected
+    assert [r["conversation_id"] for r in expected][-25:] == [f"qa/b.jsonl:{n}" for n in range(1, 26)]
+
+
+def test_gzipped_forum_file_is_not_split_into_ranges(tmp_path, monkeypatch):
+    threads = [thread(n, f"主题{n}", [reply(1, "回")]) for n in range(20)]
+    write_shard(tmp_path / "forum.jsonl", threads, gz=True)
+    monkeypatch.setattr(MnbvcBuilder, "RANGE_BYTES", 100, raising=False)
+    builder = MnbvcBuilder(data_dir=str(tmp_path))
+    [shard] = builder.shards(datasets.DownloadManager(data_dir=str(tmp_path)))["train"]
+    assert "range" not in shard
+    assert len(records(tmp_path)) == 20
+
+
+def test_error_in_a_later_range_names_the_files_own_line(tmp_path, monkeypatch):
+    rows = [thread(n, f"主题{n}", [reply(1, "回复")]) for n in range(40)]
+    rows[33] = '{"ID": 33, "主题": oops}'
+    write_shard(tmp_path / "forum.jsonl", rows)
+    monkeypatch.setattr(MnbvcBuilder, "RANGE_BYTES", 500, raising=False)
+    builder = MnbvcBuilder(data_dir=str(tmp_path))
+    shards = builder.shards(datasets.DownloadManager(data_dir=str(tmp_path)))["train"]
+    later = [shard for shard in shards if shard["range"][2] <= 34 < shard["range"][2] + 100][-1]
+    assert later["range"][2] > 1
+    with pytest.raises(SourceError, match=r"^forum\.jsonl, record line 34: not valid JSON"):
+        list(builder.parse_shard(later, Notes()))
+    with pytest.raises(SourceError, match=r"^forum\.jsonl, record line 34: not valid JSON"):
+        records(tmp_path)
+
+
+def test_line_ranges_move_a_cut_inside_a_line_to_its_end(tmp_path):
+    path = tmp_path / "f.jsonl"
+    lines = [b'{"a": 1}', b"", b'{"b": "' + b"x" * 40 + b'"}', b'{"c": 3}\r', b'{"d": 4}', b'{"e": 5}']
+    path.write_bytes(b"\n".join(lines))  # no LF after the last line
+    size = path.stat().st_size  # lines start at bytes 0, 9, 10, 60, 70, 79
+    assert size == 87
+    # range_bytes 27: cuts at 21, 43, 65 fall inside lines 3 (→ byte 60), 3 (skipped) and 4 (→ 70)
+    assert files.line_ranges(str(path), 27) == [(0, 60, 1), (60, 70, 4), (70, 87, 5)]
+    # range_bytes 10: a cut at 9, right after an LF, starts a range there
+    assert files.line_ranges(str(path), 10) == [(0, 9, 1), (9, 60, 2), (60, 70, 4), (70, 79, 5), (79, 87, 6)]
+    assert files.line_ranges(str(path), 10**6) == [(0, size, 1)]
+    whole = list(files.open_lines(partial(files.open_local, str(path)), "f.jsonl"))
+    for range_bytes in (1, 5, 10, 27, 44, 86, 87, 88):  # 1: cuts inside the last line
+        ranges = files.line_ranges(str(path), range_bytes)
+        assert ranges[0][0] == 0 and ranges[-1][1] == size
+        assert all(end == start for (_, end, _), (start, _, _) in itertools.pairwise(ranges))
+        read = [line for r in ranges for line in files.range_lines(str(path), "f.jsonl", *r)]
+        assert read == whole, range_bytes
+
+
+def test_build_with_line_ranges_in_two_processes_equals_one_whole_read(tmp_path, monkeypatch):
+    folder = range_fixture(tmp_path / "data")
+    one = build_source("mnbvc", tmp_path / "one", str(folder), ["sessions"], num_proc=1)
+    monkeypatch.setattr(MnbvcBuilder, "RANGE_BYTES", 400, raising=False)
+    two = build_source("mnbvc", tmp_path / "two", str(folder), ["sessions"], num_proc=2)
+    load = lambda result: datasets.load_dataset(str(result.output), "sessions", split="train")  # noqa: E731
+    assert len(load(one)) == 55
+    assert list(load(one)) == list(load(two))
+    assert one.notes == two.notes
+
+
+def test_partition_writers_in_several_processes_write_the_same_partitions(tmp_path):
+    files = []
+    for index in range(3):
+        rows = [pair(f"c{n % 5}", n, f"f{index}-{n}") for n in range(6)]
+        files.append((f"f{index}.jsonl", str(write_shard(tmp_path / f"f{index}.jsonl", rows))))
+    names = [name for name, _ in files]
+
+    def partitions(processes: int) -> list[list[str]]:
+        folder = tmp_path / f"p{processes}"
+        folder.mkdir()
+        written = regroup.write_partitions(files, str(folder), 3, processes=processes)
+        assert all(len(pieces) == min(processes, 3) for pieces in written)  # one piece per writer
+        return [
+            [
+                record["conversation_id"] + str(questions(record))
+                for record in regroup.read_partition(p, names, Notes())
+            ]
+            for p in written
+        ]
+
+    assert partitions(2) == partitions(1)
+    assert sum(map(len, partitions(3))) == 5
+
+
+def test_parallel_partition_pass_raises_the_error_a_serial_pass_meets_first(tmp_path):
+    """Writers stop at their own first bad row; the error raised is the one of the earliest file, even
+    when the writer of a later file (here the first writer, which takes the biggest file) fails too."""
+    big_bad = [pair("c", 1, "q" * 3000), "[1, 2]"]
+    files = [
+        ("f0.jsonl", write_shard(tmp_path / "f0.jsonl", [pair("c", 2, "q" * 200), "{not json"])),
+        ("f1.jsonl", write_shard(tmp_path / "f1.jsonl", [pair("c", 3, "q")])),
+        ("f2.jsonl", write_shard(tmp_path / "f2.jsonl", big_bad)),
+    ]
+    files = [(name, str(path)) for name, path in files]
+    sizes = [Path(path).stat().st_size for _, path in files]
+    assert regroup.share_files(sizes, 2) == [[2], [0, 1]]
+    for processes in (1, 2):
+        folder = tmp_path / f"p{processes}"
+        folder.mkdir()
+        with pytest.raises(SourceError, match=r"^f0\.jsonl, record line 2: not valid JSON"):
+            regroup.write_partitions(files, str(folder), 2, processes=processes)
+
+
+def test_rows_are_converted_in_the_partition_pass_and_a_bad_one_is_still_rejected_alone_later(tmp_path):
+    """The partition pass converts each row; a row it cannot convert (元数据 not an object) is rejected by
+    ``read_partition`` alone, with its raw line, its normalizations dropped, its conversation built from
+    the other rows."""
+    loose = '{"会话": c, "多轮序号": %d, "解析模型": gpt4}'
+    rows = [pair("c", n, f"q{n}", extension=loose % n) for n in (3, 2, 1)]
+    rows[1]["元数据"] = ["not", "an", "object"]  # line 2, 多轮序号 2 (its 扩展字段 is then absent)
+    shard = write_shard(tmp_path / "m.jsonl", rows)
+    [pieces] = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    rejected, notes = [], Notes()
+    [record] = regroup.read_partition(pieces, ["m.jsonl"], notes, reject=lambda *args: rejected.append(args))
+    assert questions(record) == ["q1", "q3"]
+    [(error, raw)] = rejected
+    assert (error.path, error.record, error.field) == ("m.jsonl", "line 2", "元数据")
+    assert raw == shard.read_bytes().splitlines()[1]
+    assert notes["元数据.扩展字段: unquoted values"] == 2  # the rejected row's count is dropped
+    assert [turn["turn_id"] for turn in record["sessions"][0]["turns"]] == ["0q", "0a", "1q", "1a"]
+
+
+def test_a_row_rejected_after_partitioning_does_not_win_over_a_later_unreadable_line(tmp_path):
+    """Which error a build raises is unchanged: the partition pass raises only for lines it cannot read
+    (here line 3), not for the row it converts to an error (line 1), which ``read_partition`` raises."""
+    bad_metadata = pair("c", 1, "q1", 元数据="text")
+    shard = write_shard(tmp_path / "m.jsonl", [bad_metadata, pair("c", 2, "q2"), "{not json"])
+    with pytest.raises(SourceError, match=r"record line 3: not valid JSON"):
+        regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    write_shard(tmp_path / "m.jsonl", [bad_metadata, pair("c", 2, "q2")])
+    [pieces] = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    with pytest.raises(SourceError, match=r"record line 1, field '元数据'"):
+        list(regroup.read_partition(pieces, ["m.jsonl"], Notes()))
+
+
+def test_unreadable_extension_warnings_follow_conversation_order_and_the_cap(tmp_path, caplog):
+    """Warnings about unreadable 扩展字段 are logged by ``read_partition`` in conversation order (not in
+    the partition pass's file order), at most ``MAX_WARNINGS_PER_FILE`` per file, then one summary."""
+    count = parse.MAX_WARNINGS_PER_FILE + 5
+    broken = '{"会话": "c", "多轮序号": %d, "解析模型": '
+    rows = [pair(None, None, f"q{n}", row_id="same", extension=broken % n, 时间=str(n)) for n in range(count)]
+    rows = [pair("d", 1, "first"), *rows[::-1]]
+    shard = write_shard(tmp_path / "m.jsonl", rows)
+    [pieces] = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    notes = Notes()
+    with caplog.at_level(logging.WARNING, logger="convhub.mnbvc.parse"):
+        found = list(regroup.read_partition(pieces, ["m.jsonl"], notes))
+    assert len(found) == 2
+    lines = [
+        int(message.split(", line ")[1].split(",")[0]) for message in caplog.messages if ", line " in message
+    ]
+    assert lines == sorted(range(2, count + 2))[: parse.MAX_WARNINGS_PER_FILE]  # sorted by (key, line)
+    assert caplog.messages[-1] == "m.jsonl: more unreadable 扩展字段 strings; counted in the normalizations"
+    assert notes["元数据.扩展字段 unreadable (raw string kept)"] == count
+
+
+def test_key_lines_keep_integers_past_64_bits_exactly(tmp_path):
+    """多轮序号 beyond 64 bits: orjson cannot write it, so its key line is json's, read back exactly.
+    (Negative: a gap check over a huge positive 多轮序号 would enumerate every missing number.)"""
+    big = -(2**70)
+    rows = [pair("c", str(big + 1), "second"), pair("c", str(big), "first"), pair("c", 3, "third")]
+    shard = write_shard(tmp_path / "m.jsonl", rows)
+    [pieces] = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    assert [entry[4] for entry in regroup._sorted_index(pieces)] == [big, big + 1, 3]
+    [record] = regroup.read_partition(pieces, ["m.jsonl"], Notes())
+    assert questions(record) == ["first", "second", "third"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"a": 123456789012345678901234567890}',  # orjson would read a float, silently
+        b'{"a": [1.5, {"b": 18446744073709551616}]}',
+        b'{"a": NaN, "b": -Infinity}',
+        b'\xef\xbb\xbf{"a": 1}',
+        b'{"a": "\\ud800"}',
+        b'{"a": 1, "a": 2, "b": -0}',
+        '{"会话": "x", "多轮序号": 1}',
+    ],
+)
+def test_loads_reads_what_json_reads(text):
+    value, expected = files.loads(text), json.loads(text)
+    assert repr(value) == repr(expected)
+
+
+def test_gaps_and_duplicates_in_sequence_are_reported_and_rows_kept(tmp_path):
+    write_shard(
+        tmp_path / "m.jsonl",
+        [
+            pair("d", 1, "一"),
+            pair("d", 2, "二a"),
+            pair("d", 2, "二b"),
+            pair("d", 5, "五"),
+            pair("d", "x", "无序号"),
+        ],
+    )
+    notes = Notes()
+    [record] = records(tmp_path, notes=notes)
+    assert questions(record) == ["一", "二a", "二b", "五", "无序号"]
+    session_extra = extra(record["sessions"][0]["extra"])
+    assert session_extra["duplicate_多轮序号"] == [2]
+    assert session_extra["missing_多轮序号"] == [3, 4]
+    assert session_extra["多轮序号"] == [1, 2, 2, 5, "x"]
+    assert notes["multi-turn conversation with a duplicate 多轮序号 (all rows kept)"] == 1
+    assert notes["multi-turn conversation with a gap in 多轮序号"] == 1
+    assert notes["multi-turn row without an integer 多轮序号 (ordered after the numbered rows)"] == 1
+
+
+def test_huge_sequence_number_gap_is_listed_as_ranges_without_enumerating_it(tmp_path):
+    """多轮序号 2**40: the gap check walks the distinct numbers (it used to build range(1, 2**40 + 1),
+    which never finishes); a gap of more than MAX_MISSING_LISTED numbers is listed as ranges."""
+    huge = 2**40
+    write_shard(
+        tmp_path / "m.jsonl",
+        [pair("h", 1, "一"), pair("h", huge, "末"), pair("h", 3, "三"), pair("h", 3, "三b")],
+    )
+    notes = Notes()
+    [record] = records(tmp_path, notes=notes)
+    assert questions(record) == ["一", "三", "三b", "末"]
+    session_extra = extra(record["sessions"][0]["extra"])
+    assert "missing_多轮序号" not in session_extra
+    assert session_extra["missing_多轮序号_ranges"] == [[2, 2], [4, huge - 1]]
+    assert session_extra["duplicate_多轮序号"] == [3]
+    assert session_extra["多轮序号"] == [1, 3, 3, huge]
+    assert notes["multi-turn conversation with a gap in 多轮序号"] == 1
+    assert (
+        notes[
+            f"multi-turn conversation missing over {multiturn.MAX_MISSING_LISTED} 多轮序号 (gaps listed as ranges)"
+        ]
+        == 1
+    )
+
+
+def test_missing_ranges_match_the_enumerated_gaps():
+    for numbers in ([], [1], [2], [-3, 0, 4], [1, 2, 2, 5], [7, 3, 3, 10, 1], [-5]):
+        expected = sorted(set(range(1, max(numbers, default=0) + 1)) - set(numbers))
+        listed = [n for first, last in multiturn.missing_ranges(numbers) for n in range(first, last + 1)]
+        assert listed == expected, numbers
+
+
+@pytest.mark.parametrize("missing", [multiturn.MAX_MISSING_LISTED, multiturn.MAX_MISSING_LISTED + 1])
+def test_gap_is_listed_number_by_number_up_to_the_limit(tmp_path, missing):
+    write_shard(tmp_path / "m.jsonl", [pair("g", 1, "一"), pair("g", missing + 2, "末")])
+    [record] = records(tmp_path)
+    session_extra = extra(record["sessions"][0]["extra"])
+    if missing <= multiturn.MAX_MISSING_LISTED:
+        assert session_extra["missing_多轮序号"] == list(range(2, missing + 2))
+        assert "missing_多轮序号_ranges" not in session_extra
+    else:
+        assert session_extra["missing_多轮序号_ranges"] == [[2, missing + 1]]
+        assert "missing_多轮序号" not in session_extra
+
+
+def test_integers_past_the_int_string_limit_are_bad_input_not_a_crash(tmp_path):
+    """Python refuses to read an integer of over 4300 digits (a ValueError that used to escape): a row
+    holding one is a SourceError naming its line, a 扩展字段 holding one is unreadable (raw string kept),
+    and a 多轮序号 string of such digits is ordered as text."""
+    digits = "9" * 5000
+    with pytest.raises(SourceError, match=r"^q\.jsonl, record line 3: not valid JSON"):
+        files.load_row(('{"id": ' + digits + "}").encode(), "q.jsonl", 3)
+    assert parse_extension('{"会话": 1, "多轮序号": ' + digits + "}").value is None
+    assert parse_extension("{会话: 1, 多轮序号: " + digits + "}").value is None
+    write_shard(tmp_path / "m.jsonl", [pair("t", digits, "长"), pair("t", 1, "一")])
+    notes = Notes()
+    [record] = records(tmp_path, notes=notes)
+    assert questions(record) == ["一", "长"]
+    assert extra(record["sessions"][0]["extra"])["多轮序号"] == [1, digits]
+    assert notes["multi-turn row without an integer 多轮序号 (ordered after the numbered rows)"] == 1
+
+
+def test_empty_session_key_falls_back_to_id_then_to_the_line(tmp_path):
+    write_shard(
+        tmp_path / "m.jsonl",
+        [
+            pair(None, 1, "甲1", row_id="md5-a", extension='{"会话": , "多轮序号": 1}'),
+            pair(None, 1, "乙", row_id=None, extension='{"会话": "", "多轮序号": 1}'),
+            pair(None, 2, "甲2", row_id="md5-a", extension='{"会话": , "多轮序号": 2}'),
+        ],
+    )
+    notes = Notes()
+    found = by_id(records(tmp_path, notes=notes))
+    assert questions(found["ShareGPT/id:md5-a"]) == ["甲1", "甲2"]
+    assert found["ShareGPT/id:md5-a"]["sessions"][0]["session_id"] == "id:md5-a"
+    assert questions(found["ShareGPT/line:m.jsonl:2"]) == ["乙"]
+    assert notes["multi-turn row with an empty or missing 会话 (grouped by id)"] == 2
+    assert notes["multi-turn row with an empty or missing 会话 (grouped by line)"] == 1
+
+
+def test_same_session_key_from_two_sources_stays_two_conversations(tmp_path):
+    write_shard(tmp_path / "m.jsonl", [pair(1, 1, "a", source="ShareGPT"), pair(1, 2, "b", source="知乎")])
+    assert set(by_id(records(tmp_path))) == {"ShareGPT/1", "知乎/1"}
+
+
+def test_unquoted_extension_rows_are_grouped_by_their_session(tmp_path):
+    write_shard(
+        tmp_path / "m.jsonl",
+        [
+            pair(None, None, "一", extension='{"会话": yOKd88p, "多轮序号": 1, "解析模型": gpt4}'),
+            pair(None, None, "二", extension='{"会话": yOKd88p, "多轮序号": 2, "解析模型": gpt4}'),
+        ],
+    )
+    notes = Notes()
+    [record] = records(tmp_path, notes=notes)
+    assert record["conversation_id"] == "ShareGPT/yOKd88p"
+    assert notes["元数据.扩展字段: unquoted values"] == 2
+    first = extra(record["sessions"][0]["turns"][0]["extra"])
+    assert first["扩展字段"] == {"会话": "yOKd88p", "多轮序号": 1, "解析模型": "gpt4"}
+    assert first["row"]["元数据"]["扩展字段"] == '{"会话": yOKd88p, "多轮序号": 1, "解析模型": gpt4}'
+
+
+def test_unreadable_extension_is_logged_with_file_and_line_and_kept_raw(tmp_path, caplog):
+    broken = '{"会话": "abc", "多轮序号": 1, "解析模型": '
+    write_shard(
+        tmp_path / "m.jsonl", [pair("z", 1, "好"), pair(None, None, "坏", row_id="md5-b", extension=broken)]
+    )
+    notes = Notes()
+    with caplog.at_level(logging.WARNING, logger="convhub.mnbvc.parse"):
+        found = by_id(records(tmp_path, notes=notes))
+    assert any("m.jsonl, line 2, 元数据.扩展字段: unreadable" in message for message in caplog.messages)
+    assert notes["元数据.扩展字段 unreadable (raw string kept)"] == 1
+    kept = extra(found["ShareGPT/id:md5-b"]["sessions"][0]["turns"][0]["extra"])
+    assert kept["扩展字段"] is None
+    assert kept["row"]["元数据"]["扩展字段"] == broken
+    assert kept["扩展字段_problems"][0].startswith("unreadable")
+
+
+def test_pair_turns_and_an_empty_answer(tmp_path):
+    write_shard(tmp_path / "m.jsonl", [pair("a", 1, "问一", "答一"), pair("a", 2, "问二", "")])
+    notes = Notes()
+    [record] = records(tmp_path, notes=notes)
+    assert texts(record) == [("0q", "user", "问一"), ("0a", "assistant", "答一"), ("1q", "user", "问二")]
+    turns = record["sessions"][0]["turns"]
+    assert turns[1]["reply_to"] == "0q"
+    assert [turn["speaker"] for turn in turns] == ["问", "答", "问"]
+    assert record["speakers"] == ["问", "答"]
+    assert notes["empty 答 (question with no answer: no assistant turn)"] == 1
+
+
+def test_ids_keep_their_type_and_times_their_raw_string(tmp_path):
+    row = pair("a", 1, "问", row_id=20230517001)
+    del row["时间"]
+    write_shard(tmp_path / "m.jsonl", [row])
+    notes = Notes()
+    [record] = records(tmp_path, notes=notes)
+    kept = extra(record["sessions"][0]["turns"][0]["extra"])
+    assert kept["row"]["id"] == 20230517001
+    assert "时间" not in kept["keys"]
+    assert record["sessions"][0]["date_time"] == "20230517 10:41:58"
+    assert record["sessions"][0]["timestamp"] == datetime(2023, 5, 17, 10, 41, 58)
+    assert kept["create_timestamp"] == "2023-05-17T10:41:58"
+    assert notes["时间 absent (session date_time from create_time)"] == 1
