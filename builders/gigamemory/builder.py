@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from convhub.base import ConversationBuilder
 from convhub.errors import SourceError
-from convhub.gigamemory import index, parse
+from convhub.gigamemory import parse
 
 #: The public sample; the contest's evaluation sets are closed.
 URL = "https://raw.githubusercontent.com/ai-forever/memory_aij2025/main/data/format_example.jsonl"
@@ -33,13 +33,17 @@ class GigamemoryBuilder(ConversationBuilder):
   year         = {2025},
   howpublished = {\\url{https://github.com/ai-forever/memory_aij2025}}
 }"""
-    #: Dialogue bytes per shard: several shards give ``num_proc`` work on a large file. A plain file's shards
-    #: are smaller, as its seeks are free (a ``.gz`` shard decompresses from the file's start to its first line).
+    #: Dialogue bytes per shard: several shards give ``num_proc`` work on a large file.
     SHARD_BYTES = 64 * 1024 * 1024
+    #: The same for a plain ``.jsonl`` (a ``.gz`` shard decompresses from the file's start to its first line).
     PLAIN_SHARD_BYTES = 8 * 1024 * 1024
-    #: A ``sessions`` row is a whole ~350k-character dialogue: datasets' default of 1,000 rows per write
-    #: would hold ~650 MB; 32 keeps the build under the benchmark's 1 GiB memory target.
-    DEFAULT_WRITER_BATCH_SIZE = 32
+    #: A `sessions` row is a whole ~350k-character dialogue: write (and hold) a few dozen at a time.
+    SESSIONS_WRITER_BATCH_SIZE = 32
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.config.name == "sessions" and kwargs.get("writer_batch_size") is None:
+            self._writer_batch_size = self.SESSIONS_WRITER_BATCH_SIZE
 
     def source_files(self, dl_manager) -> list[tuple[str, str]]:
         """(local path, file name) of every ``*.jsonl`` / ``*.jsonl.gz`` of ``--data-dir`` (or that one file).
@@ -54,13 +58,13 @@ class GigamemoryBuilder(ConversationBuilder):
             files = [(data_dir, os.path.basename(data_dir))]
         else:
             pattern = os.path.join(glob.escape(data_dir), "*")
-            paths = sorted(path for suffix in index.SUFFIXES for path in glob.glob(pattern + suffix))
+            paths = sorted(path for suffix in parse.SUFFIXES for path in glob.glob(pattern + suffix))
             if not paths:
                 raise FileNotFoundError(f"no GigaMemory *.jsonl or *.jsonl.gz file in {data_dir}")
             files = [(path, os.path.basename(path)) for path in paths]
         by_subset: dict[str, str] = {}
         for path, name in files:
-            subset = index.subset_of(name)
+            subset = parse.subset_of(name)
             if subset in by_subset:
                 raise SourceError(
                     path, None, None, f"same subset {subset!r} as {by_subset[subset]}; rename one"
@@ -73,22 +77,31 @@ class GigamemoryBuilder(ConversationBuilder):
                 raise KeyError(
                     f"gigamemory has no subset {', '.join(unknown)}; subsets: {', '.join(by_subset)}"
                 )
-            files = [(path, name) for path, name in files if index.subset_of(name) in wanted]
+            files = [(path, name) for path, name in files if parse.subset_of(name) in wanted]
         return files
 
+    #: Processes for pass 1 (the index): the build's ``num_proc``. Pass 1 parses every distinct dialogue
+    #: before the first row, so a stream (which has no ``num_proc``) uses the cores, up to this many.
+    _index_processes: int | None = None
+    STREAM_INDEX_PROCESSES = 8
+
+    def download_and_prepare(self, *args, num_proc=None, **kwargs):
+        self._index_processes = num_proc or 1
+        return super().download_and_prepare(*args, num_proc=num_proc, **kwargs)
+
     def shards(self, dl_manager):
-        """Pass 1 (``convhub.gigamemory.index``) over every file: its lines grouped by dialogue, in shards."""
         shards = []
         for path, file_name in self.source_files(dl_manager):
             try:
-                file_index = index.index_file(path, self.reject)
+                processes = self._index_processes or min(os.cpu_count() or 1, self.STREAM_INDEX_PROCESSES)
+                index = parse.cached_index(path, self.reject, processes)
             except SourceError as error:  # an empty file: with --on-bad-record skip, the others go on
                 self.reject(error, None, scope="file")
                 continue
             shard_bytes = self.SHARD_BYTES
-            if not path.endswith(".gz"):
+            if not path.endswith(".gz"):  # seeks are free: smaller shards balance num_proc workers
                 shard_bytes = min(shard_bytes, self.PLAIN_SHARD_BYTES)
-            shards.extend(index.plan_shards(file_index, shard_bytes, file_name))
+            shards.extend(parse.plan_shards(index, shard_bytes, file_name))
         return {SPLIT: shards}
 
     def parse_shard(self, shard, notes):
