@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import ijson
 from convhub.errors import SourceError
@@ -51,12 +51,37 @@ def _yajl_backend():
 YAJL = _yajl_backend()
 
 
-def _yajl_reads_it_as_json_does(path: str | Path) -> bool:
-    """Whether the file is a JSON list holding no lone surrogate escape, which yajl would read as ``?``
-    (a record holding one must be rejected by name: tests/test_hostile_input.py). The bytes are read whole
-    and dropped before the samples are built, so the peak memory stays that of one sample."""
-    raw = Path(path).read_bytes()
-    return raw.lstrip(b" \t\n\r").startswith(b"[") and not holds_lone_surrogate_escape(raw)
+class _LoneSurrogateFound(Exception):
+    """Raised through yajl's read when the bytes read so far hold a lone surrogate escape."""
+
+
+class _LoneSurrogateWatch:
+    """A binary file whose ``read`` raises once the bytes read so far hold a lone surrogate escape, which yajl
+    would read as ``?`` (a record holding one must be rejected by name: tests/test_hostile_input.py).
+
+    Judged chunk by chunk as yajl reads, so the file is read once and never held whole; a pair cut by a
+    chunk's end is judged on the next read, when both halves are in sight (``holds_lone_surrogate_escape``'s
+    ``checked`` and ``final``).
+    """
+
+    def __init__(self, handle: BinaryIO):
+        self.handle = handle
+        self.tail = b""  # the end of the last chunk: a pair may straddle two chunks
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self.handle.read(size)
+        window = self.tail + chunk
+        if holds_lone_surrogate_escape(window, max(0, len(self.tail) - 6), final=not chunk):
+            raise _LoneSurrogateFound
+        self.tail = window[-19:]  # what the next call still judges, with its partner and a byte before
+        return chunk
+
+
+def _starts_a_list(handle: BinaryIO) -> bool:
+    """Whether the file's first non-whitespace byte opens a JSON list; the handle is left at its start."""
+    head = handle.read(4096)
+    handle.seek(0)
+    return head.lstrip(b" \t\n\r").startswith(b"[")
 
 
 def iter_samples(path: str | Path) -> Iterator[Any]:
@@ -69,15 +94,15 @@ def iter_samples(path: str | Path) -> Iterator[Any]:
     (bench at scale 0.2: 1.10x and 1.20x in two runs on a shared machine).
 
     yajl reads every valid file as ``json.loads`` does, except that it reads a lone surrogate escape as
-    ``?`` (such a file is read whole) and refuses NaN, infinities, float overflow and integers beyond 64
-    bits. At its first refusal the rest of the file comes from :func:`read_samples`: the same values, and
+    ``?`` and refuses NaN, infinities, float overflow and integers beyond 64 bits. At its first refusal, or
+    at the first lone surrogate escape in the bytes, the rest of the file comes from :func:`read_samples`: the same values, and
     the same error for a broken file (the samples before the break have been yielded by then; ``skip``
     keeps them, as other sources do).
     """
     yielded = 0
-    if YAJL and _yajl_reads_it_as_json_does(path):
-        with open(path, "rb") as handle:
-            samples = YAJL.items(handle, "item", use_float=True)
+    with open(path, "rb") as handle:
+        if YAJL and _starts_a_list(handle):
+            samples = YAJL.items(_LoneSurrogateWatch(handle), "item", use_float=True)
             while True:
                 try:
                     sample = next(samples)
@@ -85,7 +110,7 @@ def iter_samples(path: str | Path) -> Iterator[Any]:
                     if yielded:
                         return
                     break  # an empty list: read_samples says so
-                except (ijson.JSONError, UnicodeDecodeError):
+                except (ijson.JSONError, UnicodeDecodeError, _LoneSurrogateFound):
                     break  # yajl decodes strings strictly: read_samples names bytes it refuses
                 yield sample
                 yielded += 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import io
 import json
 
 import pytest
@@ -145,3 +146,14 @@ def test_lone_surrogate_escapes_are_found_and_read_as_json_reads_them(tmp_path, 
     path = tmp_path / "f.json"
     path.write_bytes(data)
     assert repr(list(read.iter_samples(path))) == repr(json.loads(data))
+    for first in range(1, len(data) + 1):  # wherever yajl's reads cut the bytes
+        for size in (1, 5, 64):
+            watch = read._LoneSurrogateWatch(io.BytesIO(data))
+            try:
+                watch.read(first)
+                while watch.read(size):
+                    pass
+                found = False
+            except read._LoneSurrogateFound:
+                found = True
+            assert found == lone, (first, size)
