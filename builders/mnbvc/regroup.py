@@ -202,7 +202,7 @@ def _partitioned_rows(file_index: int, name: str, path: str, count: int, opener,
     """(partition, sort key, converted row, bytes of the source line) of each wanted Q/A row of one file.
 
     The partition is a stable hash (crc32) of the conversation's (来源, how, key); the sort key is (来源, how,
-    key, rank, number, text, file index, line): ``multiturn.sequence_number`` orders a conversation's rows."""
+    key, rank, number, text, file index, line): ``parse.sequence_number`` orders a conversation's rows."""
     lines = files.open_lines(partial(opener, path), name)
     notes, warnings = Notes(), _WarningLog()  # emptied for each row
     for line, raw in refuse_json_document(files.readable_lines(lines, reject), name, "MNBVC"):
