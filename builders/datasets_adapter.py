@@ -1,24 +1,36 @@
-"""The one place convhub overrides a private method of ``datasets``: ``GeneratorBasedBuilder._prepare_split_single``.
+"""The one place convhub overrides private methods of ``datasets``: ``GeneratorBasedBuilder._prepare_split_single``
+and ``ParquetWriter._build_writer``.
 
-Why: ``datasets`` encodes each example on its own, which took a quarter of a build; ``BatchWriting`` writes the
-same rows a writer batch at a time (see ``_write_split``). Everything else convhub asks of ``datasets`` is public.
+Why:
+- ``datasets`` encodes each example on its own, which took a quarter of a build; ``BatchWriting`` writes the
+  same rows a writer batch at a time (see ``_write_split``).
+- ``datasets``' Parquet writer keeps min/max statistics and a dictionary for every column, and for a long text
+  Parquet copies the value about six times for them; ``ParquetWriter`` leaves them out for free-text columns,
+  which bounds the memory of one very large record.
 
-``problem_with_datasets`` says what changed when a ``datasets`` release no longer calls the method the way this
-module expects (its name, its parameters, its caller ``_prepare_split``); ``tests/test_datasets_adapter.py`` runs
-it, so such a release fails one named test before it fails a build. The pin in pyproject.toml (``datasets>=5.2,<6``)
-spans the releases this check was run on (5.x); widen it when the test passes on a newer one.
+Everything else convhub asks of ``datasets`` is public. ``problem_with_datasets`` says what changed when a
+``datasets`` release no longer calls these methods the way this module expects (names, parameters, callers, the
+body ``ParquetWriter._build_writer`` copies); ``tests/test_datasets_adapter.py`` runs it, so such a release fails
+one named test before it fails a build. The pin in pyproject.toml (``datasets>=5.2,<6``) spans the releases this
+check was run on (5.2); widen it when the test passes on a newer one.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import inspect
+import json
+import textwrap
 import time
 from itertools import islice
 
 import datasets
 import pyarrow as pa
-from convhub import progress
-from datasets.arrow_writer import ArrowWriter, ParquetWriter
+import pyarrow.parquet as pq
+from convhub import progress, schema
+from datasets import arrow_writer
+from datasets.arrow_writer import ArrowWriter, get_parquet_column_options
 from datasets.builder import Key
 
 #: ``GeneratorBasedBuilder._prepare_split_single``'s parameters, as ``_write_split`` takes them.
@@ -35,7 +47,90 @@ def problem_with_datasets() -> str | None:
         return f"datasets {datasets.__version__}: _prepare_split_single{found}, expected {PARAMETERS}"
     if "_prepare_split_single" not in inspect.getsource(datasets.GeneratorBasedBuilder._prepare_split):
         return f"datasets {datasets.__version__}: _prepare_split no longer calls _prepare_split_single"
+    if body_digest(arrow_writer.ParquetWriter._build_writer) != COPIED_BUILD_WRITER:
+        return (
+            f"datasets {datasets.__version__} changed ParquetWriter._build_writer, which "
+            "convhub.datasets_adapter.ParquetWriter copies: compare the two and update the copy"
+        )
     return None
+
+
+def body_digest(function) -> str:
+    """sha256 of a function's syntax tree: the same for the same code, whatever its comments and layout."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
+
+
+#: ``body_digest`` of ``datasets.arrow_writer.ParquetWriter._build_writer`` in the releases checked (5.2.0).
+COPIED_BUILD_WRITER = "3713bfff8504f5548d06d1fff40f2457af4938deb6f2226e4e88a1424ccffc5a"
+
+
+def leaf_paths(arrow_schema: pa.Schema) -> list[str]:
+    """Parquet's leaf column paths (``sessions.list.element.turns.list.element.text``), as its options name them."""
+
+    def leaves(path: str, pa_type: pa.DataType):
+        if pa.types.is_struct(pa_type):
+            for field in pa_type:
+                yield from leaves(f"{path}.{field.name}", field.type)
+        elif pa.types.is_list(pa_type) or pa.types.is_large_list(pa_type):
+            yield from leaves(f"{path}.list.element", pa_type.value_type)
+        else:
+            yield path
+
+    return [path for field in arrow_schema for path in leaves(field.name, field.type)]
+
+
+def is_free_text(leaf_path: str) -> bool:
+    return leaf_path.rsplit(".", 1)[-1] in schema.FREE_TEXT
+
+
+#: A table at least this large has its memory given back to the system once written (``give_back_pages``).
+LARGE_TABLE_BYTES = 16 * 2**20
+
+
+def give_back_pages() -> None:
+    """Hand the free pages of Arrow's memory pool back to the system: after a split or view is written, and
+    after any table of ``LARGE_TABLE_BYTES`` or more.
+
+    pyarrow's default pool (mimalloc) keeps freed pages for reuse, so the memory of one very large record stayed
+    with the process through every later step: a 32 MB record's ``turns`` build peaked 256 MB above a small
+    record's, all of it free pages of the pool (``benchmarks/large_record.py``). Ordinary writer batches are far
+    smaller than ``LARGE_TABLE_BYTES`` and keep the pool's reuse; the call costs about a microsecond when there is
+    nothing to give back.
+    """
+    pa.default_memory_pool().release_unused()
+
+
+class ParquetWriter(arrow_writer.ParquetWriter):
+    """``datasets``' Parquet writer, but free-text columns (``schema.FREE_TEXT``) get neither min/max statistics
+    nor a dictionary.
+
+    For a long value Parquet copies it about five times to compute statistics and once more into the dictionary
+    it then abandons, and a reader decodes that dictionary page too: a 32 MB text cost 248 MB of peak memory to
+    write with both, 54 MB with neither (``benchmarks/large_record.py`` measures a whole build). Every other
+    column keeps both, so DuckDB, Polars and pyarrow still skip row groups on ids, indices and timestamps.
+    """
+
+    def _build_writer(self, inferred_schema: pa.Schema):
+        # datasets' ParquetWriter._build_writer (5.2.0), with write_statistics added
+        self._schema, self._features = self._build_schema(inferred_schema)
+        self.pa_writer = pq.ParquetWriter(
+            self.stream,
+            self._schema,
+            use_content_defined_chunking=self.use_content_defined_chunking,
+            write_page_index=self.write_page_index,
+            **self._column_options(),
+        )
+        if self.use_content_defined_chunking is not False:
+            self.pa_writer.add_key_value_metadata(
+                {"content_defined_chunking": json.dumps(self.use_content_defined_chunking)}
+            )
+
+    def _column_options(self) -> dict:
+        options = get_parquet_column_options(self._features, self._schema)
+        options["use_dictionary"] = [leaf for leaf in options["use_dictionary"] if not is_free_text(leaf)]
+        options["write_statistics"] = [leaf for leaf in leaf_paths(self._schema) if not is_free_text(leaf)]
+        return options
 
 
 class BatchWriting:
@@ -87,6 +182,7 @@ class BatchWriting:
             nonlocal total_num_examples, total_num_bytes
             num_examples, num_bytes = writer.finalize()
             writer.close()
+            give_back_pages()
             shard_lengths.append(num_examples)
             total_num_examples += num_examples
             total_num_bytes += num_bytes
@@ -100,7 +196,11 @@ class BatchWriting:
                         close(writer)
                         shard_id += 1
                         writer = new_writer(writer._features)
-                    writer.write_table(pa.Table.from_pylist([row for _, row in batch], schema=schema))
+                    table = pa.Table.from_pylist([row for _, row in batch], schema=schema)
+                    writer.write_table(table)
+                    written, table = table.nbytes, None
+                    if written >= LARGE_TABLE_BYTES:
+                        give_back_pages()
                     for key, _ in batch:
                         if isinstance(key, Key):
                             original_shard_id = key.original_shard_id

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from convhub import schema
+from convhub.datasets_adapter import LARGE_TABLE_BYTES, ParquetWriter, give_back_pages
 from convhub.views import chat_messages, turn_content
-from datasets.arrow_writer import ParquetWriter
 
 IDS = list(schema.CONVERSATION_IDS)
 BATCH_ROWS = 64  # conversations per batch: bounds memory on very long conversations
@@ -142,7 +142,9 @@ class _BufferedWriter:
     def flush(self) -> None:
         if self.pending:
             self.writer.write_table(pa.concat_tables(self.pending))
-        self.pending, self.rows, self.bytes = [], 0, 0
+        written, self.pending, self.rows, self.bytes = self.bytes, [], 0, 0
+        if written >= LARGE_TABLE_BYTES:
+            give_back_pages()
 
     def finalize(self) -> tuple[int, int]:
         self.flush()
@@ -168,3 +170,4 @@ def derive_views(
     finally:
         for writer in writers.values():
             writer.writer.close()
+        give_back_pages()

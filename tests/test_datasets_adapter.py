@@ -37,3 +37,48 @@ def test_only_the_adapter_overrides_it(name):
     for source in registry.names():
         builder_cls = registry.get(source)
         assert next(cls for cls in builder_cls.__mro__ if name in vars(cls)) is datasets_adapter.BatchWriting
+
+
+def test_a_changed_parquet_writer_is_named(monkeypatch):
+    """convhub's ParquetWriter copies datasets' ``_build_writer``: a release that changes it fails here, by name."""
+    from datasets import arrow_writer
+
+    def changed(self, inferred_schema):
+        self._schema, self._features = self._build_schema(inferred_schema)
+
+    monkeypatch.setattr(arrow_writer.ParquetWriter, "_build_writer", changed)
+    problem = datasets_adapter.problem_with_datasets()
+    assert problem is not None and "ParquetWriter._build_writer" in problem
+
+
+def _column_chunks(path):
+    """(leaf path, has min/max statistics, dictionary-encoded) of every column chunk of a Parquet file."""
+    import pyarrow.parquet as pq
+
+    metadata = pq.ParquetFile(path).metadata
+    for group in range(metadata.num_row_groups):
+        for index in range(metadata.num_columns):
+            chunk = metadata.row_group(group).column(index)
+            statistics = chunk.statistics
+            yield (
+                chunk.path_in_schema,
+                statistics is not None and statistics.has_min_max,
+                chunk.dictionary_page_offset is not None,
+            )
+
+
+@pytest.mark.parametrize("config", ["sessions", "turns", "messages"])
+def test_free_text_columns_have_neither_statistics_nor_dictionary(config, tmp_path):
+    """Written by the batch writer (sessions) and by the derived views (turns, messages): free text
+    (``schema.FREE_TEXT``) without statistics or dictionary, ids and numbers with statistics."""
+    from convhub import registry, schema
+    from convhub.build import build_source
+
+    build_source("locomo", tmp_path / "out", registry.get("locomo").sample_dir(), [config], None)
+    [path] = sorted((tmp_path / "out" / config).glob("*.parquet"))
+    chunks = {leaf: (stats, dictionary) for leaf, stats, dictionary in _column_chunks(path)}
+    free = [leaf for leaf in chunks if leaf.rsplit(".", 1)[-1] in schema.FREE_TEXT]
+    assert free and all(chunks[leaf] == (False, False) for leaf in free)
+    assert chunks["conversation_id"] == (True, True) and chunks["source"] == (True, True)
+    numbers = [leaf for leaf in chunks if leaf.endswith(("session_index", "turn_index", "timestamp"))]
+    assert all(chunks[leaf][0] for leaf in numbers)

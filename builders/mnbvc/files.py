@@ -117,8 +117,12 @@ def open_lines(opener: Callable[[], BinaryIO], name: str = "<stream>") -> Iterat
         stream = gzip.GzipFile(fileobj=buffered) if gzipped else buffered
         number = 0
         try:
-            for number, line in enumerate(stream, start=1):
-                yield number, line.rstrip(b"\n").rstrip(b"\r")
+            # a plain counter, not enumerate: enumerate's reused result tuple would keep each unstripped line
+            # alive beside its stripped copy, a second copy of a very long line (benchmarks/large_record.py)
+            for line in stream:
+                number += 1
+                line = line.rstrip(b"\n").rstrip(b"\r")
+                yield number, line
         except (OSError, EOFError, zlib.error) as error:
             kind = "corrupt or truncated gzip" if gzipped else "unreadable file"
             problem = f"cannot read the file ({kind}): {error}"
