@@ -101,6 +101,10 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
     SUBSET_CONFIGS: ClassVar[bool] = False
     #: The file formats ``--format`` may name, for a source with several (MNBVC); empty: no ``--format``.
     FORMATS: ClassVar[tuple[str, ...]] = ()
+    #: Rows per writer batch of some configs (config name → rows), where ``datasets``' default batch (1,000 rows,
+    #: held in memory until written) would hold too much, e.g. ``sessions`` rows that are whole long conversations.
+    #: A ``writer_batch_size`` given to the builder wins.
+    WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {}
 
     BUILDER_CONFIG_CLASS = ConvHubConfig
     DEFAULT_CONFIG_NAME = DEFAULT_VIEW
@@ -108,6 +112,9 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
     def __init__(self, *args, data_dir=None, **kwargs):
         # a pathlib.Path is welcome; parsers compare and join strings (datasets sets it after __post_init__)
         super().__init__(*args, data_dir=None if data_dir is None else os.fspath(data_dir), **kwargs)
+        rows = self.WRITER_BATCH_SIZES.get(self.config.name)
+        if rows is not None and kwargs.get("writer_batch_size") is None:
+            self._writer_batch_size = rows
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

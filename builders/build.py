@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import json
 import os
-import re
 import shutil
 import tempfile
 from collections import Counter
@@ -22,35 +20,19 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from convhub import quarantine, registry
 from convhub.console import phases
+from convhub.datasets_cache import card_configs, forget_cached_copies
 from convhub.derive import DERIVERS, derive_views
+from convhub.duplicate_ids import drop_duplicate_ids, drop_rows_of_duplicates, forget
 from convhub.errors import Notes, SourceError
+from convhub.shards import SHARD_NAME, ConfigBuild, shard_path, split_by_subset
 from convhub.staging import staged_folder
-from convhub.stats import Report, SplitStats, Statistics
+from convhub.stats import Report, Statistics
 from convhub.views import SESSIONS
-from datasets.arrow_writer import ParquetWriter
 from datasets.utils.tqdm import tqdm as hf_tqdm
-from huggingface_hub import DatasetCard
 from huggingface_hub.utils import validate_repo_id
-
-SHARD_NAME = re.compile(r"-(?P<split>[^-]+?)(?:-(?P<index>\d{5})-of-(?P<total>\d{5}))?\.parquet$")
-
-
-@dataclass
-class ConfigBuild:
-    """What one config produced: its features and, per split, rows, bytes and shard paths."""
-
-    name: str
-    features: datasets.Features
-    splits: dict[str, datasets.SplitInfo] = field(default_factory=dict)
-    files: dict[str, list[str]] = field(default_factory=dict)
-    #: For a source with ``SUBSET_CONFIGS``: subset → the rows of that subset alone (its own config in the card).
-    subsets: dict[str, ConfigBuild] = field(default_factory=dict)
 
 
 @dataclass
@@ -241,7 +223,9 @@ class _Run:
             self.sessions_root.mkdir(exist_ok=True)
             self.sessions = self.run_builder(SESSIONS.name, self.sessions_root, report=True)
             phases.info("%s: checking that every conversation_id is unique", self.builder_cls.SOURCE)
-            self.drop_duplicate_ids()
+            self.duplicates = drop_duplicate_ids(
+                self.sessions_root, self.sessions, self.on_bad_record, self.quarantine_dir, self.engine
+            )
         derived = self.derive([name for name in configs if name in DERIVERS])
         built = {}
         for name in configs:
@@ -251,7 +235,9 @@ class _Run:
                 config = derived[name]
             else:
                 config = self.run_builder(name, self.staging, report=False)
-                self.drop_rows_of_duplicates(config)
+                drop_rows_of_duplicates(
+                    config, self.staging, self.duplicates, self.sessions_root, self.sessions
+                )
             if self.drop_empty_splits(config):
                 built[name] = config
         if self.builder_cls.SUBSET_CONFIGS:
@@ -292,7 +278,7 @@ class _Run:
             built.splits[split] = builder.info.splits[split]
             built.files[split] = []
             for index, path in enumerate(paths):
-                relative = _shard_path(name, split, index, len(paths))
+                relative = shard_path(name, split, index, len(paths))
                 shutil.move(path, root / relative)
                 built.files[split].append(relative)
         return built
@@ -319,83 +305,10 @@ class _Run:
             )
             built.files[split] = []
             for index, path in enumerate(kept):
-                relative = _shard_path(name, split, index, len(kept))
+                relative = shard_path(name, split, index, len(kept))
                 shutil.move(path, root / relative)
                 built.files[split].append(relative)
         return built
-
-    def drop_duplicate_ids(self) -> None:
-        """``conversation_id`` is unique in the dataset: checked over every sessions shard with Arrow.
-
-        Shards are parsed apart (by ``num_proc`` workers), so a parser can only see duplicates in its own
-        shard. ``raise``: a SourceError names both shards and rows and their subsets. ``skip``: the later
-        row (in split, shard, row order) is removed and quarantined with its canonical record.
-        """
-        found = find_duplicate_ids(self.sessions_root, self.sessions, self.engine)
-        if not found:
-            return
-        removed: dict[tuple[str, int], list[int]] = {}
-        for conversation_id, first, later in found:
-            problem = (
-                f"duplicate conversation_id {conversation_id!r}, also in {first['file']} row {first['row']} "
-                f"(subset {first['subset']!r})"
-            )
-            where = f"row {later['row']} (subset {later['subset']!r})"
-            error = SourceError(later["file"], where, "conversation_id", problem)
-            if self.on_bad_record == "raise":
-                raise error
-            row = _row(self.sessions_root / later["file"], later["row"])
-            quarantine.write(str(self.quarantine_dir), error, row)
-            removed.setdefault((later["split"], later["index"]), []).append(later["row"])
-            self.duplicates.append((later["split"], row))
-        for (split, index), rows in removed.items():
-            path = self.sessions_root / self.sessions.files[split][index]
-            table = pq.read_table(path)
-            keep = np.ones(table.num_rows, dtype=bool)
-            keep[rows] = False
-            dropped_bytes = table.filter(pa.array(~keep)).nbytes
-            pq.write_table(table.filter(pa.array(keep)), path)
-            info = self.sessions.splits[split]
-            self.sessions.splits[split] = datasets.SplitInfo(
-                split, max(info.num_bytes - dropped_bytes, 0), info.num_examples - len(rows)
-            )
-
-    def drop_rows_of_duplicates(self, built: ConfigBuild) -> None:
-        """A source's own per-conversation config drops the rows of the sessions rows dropped as duplicates.
-
-        Its rows are matched by (conversation_id, subset); when the kept and the dropped conversation share
-        both, they cannot be told apart there, and the build stops.
-        """
-        if not self.duplicates or not {"conversation_id", "subset"} <= set(built.features):
-            return
-        dropped = {(row["conversation_id"], row["subset"]) for _, row in self.duplicates}
-        kept = _kept_places(self.sessions_root, self.sessions, {key[0] for key in dropped})
-        ambiguous = dropped & kept
-        if ambiguous:
-            conversation_id, subset = sorted(ambiguous)[0]
-            raise SourceError(
-                subset,
-                conversation_id,
-                "conversation_id",
-                f"duplicate conversation_id in one subset: the {built.name} config cannot tell the two apart",
-            )
-        for split, files in built.files.items():
-            for relative in files:
-                path = self.staging / relative
-                table = pq.read_table(path)
-                pairs = zip(
-                    table.column("conversation_id").to_pylist(),
-                    table.column("subset").to_pylist(),
-                    strict=True,
-                )
-                keep = [pair not in dropped for pair in pairs]
-                if all(keep):
-                    continue
-                pq.write_table(table.filter(pa.array(keep)), path)
-                info = built.splits[split]
-                built.splits[split] = datasets.SplitInfo(
-                    split, info.num_bytes, info.num_examples - (len(keep) - sum(keep))
-                )
 
     def derive(self, names: list[str]) -> dict[str, ConfigBuild]:
         """Flatten ``names`` (turns, qa, messages) from the sessions shards: one read of each shard writes
@@ -410,7 +323,7 @@ class _Run:
             for index, sessions_file in enumerate(sessions_files):
                 outputs = {}
                 for name, config in built.items():
-                    relative = _shard_path(name, split, index, len(sessions_files))
+                    relative = shard_path(name, split, index, len(sessions_files))
                     config.files.setdefault(split, []).append(relative)
                     outputs[name] = (config.features, self.staging / relative)
                 tasks.append((split, outputs, self.sessions_root / sessions_file))
@@ -470,186 +383,6 @@ class _Run:
 def _derive_task(task: tuple[dict, Path]):
     """``derive_views`` of one sessions shard, as an engine's task."""
     return derive_views(*task)
-
-
-def _id_table(root: Path, built: ConfigBuild, only: pa.Array | None = None) -> pa.Table:
-    """conversation_id and subset of every sessions row (or of those whose id is in ``only``), with its split,
-    shard index, row and file order."""
-    tables = []
-    for order, (split, index, relative) in enumerate(
-        (split, index, relative)
-        for split, files in built.files.items()
-        for index, relative in enumerate(files)
-    ):
-        table = pq.read_table(root / relative, columns=["conversation_id", "subset"])
-        table = (
-            table.append_column("split", pa.array([split] * table.num_rows, pa.string()))
-            .append_column("index", pa.array(np.full(table.num_rows, index, dtype=np.int32)))
-            .append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-            .append_column("order", pa.array(np.full(table.num_rows, order, dtype=np.int32)))
-        )
-        if only is not None:
-            table = table.filter(pc.is_in(table.column("conversation_id"), value_set=only))
-        tables.append(table)
-    return pa.concat_tables(tables) if tables else pa.table({"conversation_id": pa.array([], pa.string())})
-
-
-def find_duplicate_ids(root: Path, built: ConfigBuild, engine=None) -> list[tuple[str, dict, dict]]:
-    """(conversation_id, first place, later place) for every repeated id; a place names split, file and row.
-
-    Only the id and subset columns are read, and counting is Arrow's: memory is a few dozen bytes a row. With an
-    engine that counts ids itself (``SparkEngine.repeated_ids``), the driver reads only the rows of repeated ids.
-    """
-    if engine is not None:
-        paths = [str(root / relative) for files in built.files.values() for relative in files]
-        repeated = engine.repeated_ids(paths, "conversation_id")
-        if not repeated:
-            return []
-        table = _id_table(root, built, pa.array(repeated, pa.string()))
-    else:
-        table = _id_table(root, built)
-    if table.num_rows == 0:
-        return []
-    counts = table.group_by("conversation_id").aggregate([("conversation_id", "count")])
-    repeated = counts.filter(pc.greater(counts.column("conversation_id_count"), 1)).column("conversation_id")
-    if len(repeated) == 0:
-        return []
-    rows = table.filter(pc.is_in(table.column("conversation_id"), value_set=repeated)).to_pylist()
-    rows.sort(key=lambda place: (place["order"], place["row"]))
-    first: dict[str, dict] = {}
-    found = []
-    for place in rows:
-        place["file"] = built.files[place["split"]][place["index"]]
-        if place["conversation_id"] in first:
-            found.append((place["conversation_id"], first[place["conversation_id"]], place))
-        else:
-            first[place["conversation_id"]] = place
-    return found
-
-
-def _kept_places(root: Path, built: ConfigBuild, ids: set[str]) -> set[tuple[str, str]]:
-    table = _id_table(root, built)
-    table = table.filter(
-        pc.is_in(table.column("conversation_id"), value_set=pa.array(sorted(ids), pa.string()))
-    )
-    return set(
-        zip(table.column("conversation_id").to_pylist(), table.column("subset").to_pylist(), strict=True)
-    )
-
-
-def _row(path: Path, row: int) -> dict:
-    return pq.read_table(path).slice(row, 1).to_pylist()[0]
-
-
-def forget(statistics: Statistics, split: str, record: dict) -> None:
-    """Take one record back out of the statistics (a sessions row dropped after the workers counted it)."""
-    removed = SplitStats()
-    removed.add(record)
-    statistics.by_split_subset[(split, record["subset"])].subtract(removed)
-
-
-def split_by_subset(staging: Path, built: ConfigBuild, batch_rows: int = 256) -> None:
-    """Rewrite each split of ``built`` as one Parquet file per subset: ``<config>/<subset>/<split>-...``.
-
-    The card then offers ``<config>-<subset>`` configs that load one subset alone, while ``<config>`` lists
-    every subset's files. Streams record batches, so memory holds one batch per subset at most. A split
-    with no rows keeps its empty file; a config without a ``subset`` column, or with a null one, is left as is.
-    """
-    if "subset" not in built.features:
-        return
-    for split, files in list(built.files.items()):
-        paths = [staging / relative for relative in files]
-        subsets = [pq.read_table(path, columns=["subset"]).column("subset") for path in paths]
-        if any(column.null_count for column in subsets):
-            return
-        found = set().union(*(pc.unique(column).to_pylist() for column in subsets))
-        if len(found) == 1:  # one subset (a build of one dataset): its files move, nothing is rewritten
-            _move_to_subset(staging, built, split, found.pop())
-            continue
-        writers: dict[str, tuple[str, ParquetWriter]] = {}
-        for path in paths:
-            for batch in pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=batch_rows):
-                table = pa.Table.from_batches([batch])
-                for subset in pc.unique(table.column("subset")).to_pylist():
-                    if subset not in writers:
-                        relative = _shard_path(f"{built.name}/{subset}", split, 0, 1)
-                        (staging / relative).parent.mkdir(parents=True, exist_ok=True)
-                        writer = ParquetWriter(features=built.features, path=str(staging / relative))
-                        writers[subset] = (relative, writer)
-                    writers[subset][1].write_table(table.filter(pc.equal(table.column("subset"), subset)))
-        if not writers:
-            continue
-        for path in paths:
-            path.unlink()
-        built.files[split] = []
-        for subset, (relative, writer) in sorted(writers.items()):
-            rows, size = writer.finalize()
-            writer.close()
-            part = _subset_config(built, subset)
-            part.splits[split] = datasets.SplitInfo(split, size, rows)
-            part.files[split] = [relative]
-            built.files[split].append(relative)
-
-
-def _move_to_subset(staging: Path, built: ConfigBuild, split: str, subset: str) -> None:
-    """Every row of ``split`` is in ``subset``: its files become that subset's files by a rename."""
-    moved = []
-    for index, relative in enumerate(built.files[split]):
-        target = _shard_path(f"{built.name}/{subset}", split, index, len(built.files[split]))
-        (staging / target).parent.mkdir(parents=True, exist_ok=True)
-        (staging / relative).rename(staging / target)
-        moved.append(target)
-    built.files[split] = moved
-    part = _subset_config(built, subset)
-    part.splits[split] = built.splits[split]
-    part.files[split] = list(moved)
-
-
-def _subset_config(built: ConfigBuild, subset: str) -> ConfigBuild:
-    """The ``<config>-<subset>`` config of ``built``, made on first use."""
-    return built.subsets.setdefault(subset, ConfigBuild(f"{built.name}-{subset}", built.features))
-
-
-def card_configs(folder: Path) -> set[str]:
-    """The config names an earlier build's card lists (none when ``folder`` is no build)."""
-    card = folder / "README.md"
-    if not card.is_file():
-        return set()
-    try:
-        data = DatasetCard.load(card).data.to_dict()
-    except Exception:  # a user's README is no card of ours: nothing of ours is cached for it
-        return set()
-    return {entry["config_name"] for entry in data.get("configs") or [] if "config_name" in entry}
-
-
-def forget_cached_copies(folder: Path, configs: set[str]) -> None:
-    """Drop ``datasets``' cached copies of ``folder``'s ``configs``, and nothing else.
-
-    ``load_dataset(folder)`` caches a local folder under its *name* and a hash of its card's YAML, not of
-    its files: after a rebuild whose YAML is unchanged (a same-length fix of one value), it would load the
-    previous build's rows. A cached config is ``<cache>/<folder name>/<config>/``; only those whose
-    ``dataset_info.json`` says they were made by the ``parquet`` module from a folder of this name are
-    removed, so ``load_dataset("json")``'s cache survives a build into ``x/json``. ``datasets`` regenerates a
-    removed cache from the new files on the next load.
-    """
-    named = Path(datasets.config.HF_DATASETS_CACHE) / folder.name
-    for config in sorted(configs):
-        cached = named / config
-        infos = list(cached.glob("*/*/dataset_info.json"))
-        if infos and all(_cached_from_folder(info, folder.name) for info in infos):
-            shutil.rmtree(cached, ignore_errors=True)
-
-
-def _cached_from_folder(info: Path, name: str) -> bool:
-    try:
-        recorded = json.loads(info.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return recorded.get("builder_name") == "parquet" and recorded.get("dataset_name") == name
-
-
-def _shard_path(config: str, split: str, index: int, total: int) -> str:
-    return f"{config}/{split}-{index:05d}-of-{total:05d}.parquet"
 
 
 def _tuple(values) -> tuple[str, ...] | None:

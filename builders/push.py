@@ -23,138 +23,92 @@ committed unless one commit carries everything.
 The token comes from ``--token`` or wherever ``huggingface_hub`` finds one (``HF_TOKEN``, the stored login);
 it is handed to the client and never printed, logged or written: every message built from a Hub answer is
 redacted first (a proxy may echo the request's headers).
+
+Modules: ``push_session`` (the Hub session, its retries and faults), ``push_local`` (the built folder: files, row
+counts, license), ``push_plan`` (the repo's state, what convhub published there, what to upload and delete),
+``push_command`` (``convhub push``). This module is the push itself and exports what callers use.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import re
 import tempfile
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx2
-import pyarrow.parquet as pq
-from convhub import registry
-from convhub.cards import for_repo, is_non_commercial
-from convhub.hub_errors import redact, report
+from convhub.cards import for_repo
+from convhub.hub_errors import redact
+from convhub.push_command import add_arguments, print_result, run
+from convhub.push_local import (
+    CARD,
+    NO_LICENSE,
+    card_disagreements,
+    check_license,
+    expected_rows,
+    file_digests,
+    license_ids,
+    license_warnings,
+    local_files,
+)
+from convhub.push_plan import (
+    MANIFEST,
+    SHARD,
+    PushPlan,
+    RemoteFile,
+    RemoteState,
+    carries_this_push,
+    is_unchanged,
+    looks_managed,
+    plan_push,
+    published_before,
+    remote_state,
+    write_manifest,
+)
+from convhub.push_session import TRANSIENT_STATUSES, HubFault, HubSession, PushError, RetryPolicy
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCard, HfApi, get_token
-from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+
+__all__ = [
+    "CARD",
+    "DEFAULT_RETRY",
+    "MANIFEST",
+    "NO_LICENSE",
+    "SHARD",
+    "TRANSIENT_STATUSES",
+    "HubFault",
+    "HubSession",
+    "PushError",
+    "PushPlan",
+    "PushResult",
+    "RemoteFile",
+    "RemoteState",
+    "RetryPolicy",
+    "add_arguments",
+    "card_disagreements",
+    "card_for_repo",
+    "carries_this_push",
+    "check_license",
+    "expected_rows",
+    "file_digests",
+    "is_unchanged",
+    "license_ids",
+    "license_warnings",
+    "local_files",
+    "looks_managed",
+    "plan_push",
+    "print_result",
+    "published_before",
+    "push_folder",
+    "remote_state",
+    "run",
+    "verify_push",
+    "write_manifest",
+]
 
 logger = logging.getLogger("convhub.push")
 
-CARD = "README.md"
-#: What convhub published in the repo's last push: the only files a later push may delete.
-MANIFEST = ".convhub/published.json"
-SHARD = re.compile(r"^[^/]+/(?:[^/]+/)?[^/]+-\d{5}-of-\d{5}\.parquet$")  # <config>/[<subset>/]<split>-…
-NO_LICENSE = {"", "none"}
-
-
-TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})  # the statuses huggingface_hub retries too
-
-
-class PushError(Exception):
-    """The push could not be made or did not verify (the one-line message says what to do).
-
-    ``kind`` names the fault (``auth``, ``conflict``, ``server``, ``dropped``, ``refused``, ``unknown-landing``,
-    ``license``, ``verify`` …) and ``status`` the HTTP status when there was one, for callers that branch on it.
-    """
-
-    def __init__(self, message: str, kind: str = "error", status: int | None = None):
-        super().__init__(message)
-        self.kind, self.status = kind, status
-
-
-@dataclass
-class RetryPolicy:
-    """How often and how patiently convhub retries the calls the client sends only once.
-
-    ``attempts`` counts the first try; the waits double from ``first_delay`` up to ``max_delay``. ``sleep`` is
-    injectable so tests do not wait.
-    """
-
-    attempts: int = 4
-    first_delay: float = 1.0
-    max_delay: float = 8.0
-    sleep: Callable[[float], None] = time.sleep
-
-    def delay(self, attempt: int) -> float:
-        """The wait after failed attempt number ``attempt`` (1-based)."""
-        return min(self.max_delay, self.first_delay * 2 ** (attempt - 1))
-
-
+# Tests replace DEFAULT_RETRY, plan_push, remote_state and _load_back on this module (monkeypatch): the push
+# looks each up here, by that name, when it runs. Keep calling them so, not through the module that defines them.
 DEFAULT_RETRY = RetryPolicy()  # what `convhub push` uses (4 attempts, waits 1, 2, 4 s)
-
-
-@dataclass
-class HubFault:
-    """A failed Hub call, reduced to what the policy and the message need (never the request's headers)."""
-
-    kind: str  # auth | conflict | server | dropped | refused
-    status: int | None
-    reason: str  # "503 Service Unavailable", or the transport error's own words
-    detail: str  # the Hub's message, redacted and on one line
-
-    @property
-    def transient(self) -> bool:
-        return self.kind == "dropped" or (self.kind == "server" and self.status in TRANSIENT_STATUSES)
-
-    @classmethod
-    def of(cls, error: BaseException, token) -> HubFault | None:
-        """The Hub or transport error behind ``error`` (the client wraps LFS failures in a RuntimeError)."""
-        while error is not None and not isinstance(error, (HfHubHTTPError, httpx2.TransportError)):
-            error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
-        if isinstance(error, httpx2.TransportError):
-            words = redact(str(error), token) or type(error).__name__
-            return cls("dropped", None, words, words)
-        if error is None or error.response is None:
-            return None
-        status = error.response.status_code
-        reason = f"{status} {error.response.reason_phrase}".strip()
-        detail = redact(error.server_message or "", token)
-        if status in (401, 403):
-            kind = "auth"
-        elif status in (409, 412):
-            kind = "conflict"
-        elif status in TRANSIENT_STATUSES:
-            kind = "server"
-        else:
-            kind = "refused"
-        return cls(kind, status, reason, detail)
-
-
-@dataclass
-class RemoteFile:
-    size: int
-    blob_id: str  # git oid (of the LFS pointer for an LFS file)
-    sha256: str | None  # LFS files only
-
-
-@dataclass
-class RemoteState:
-    exists: bool
-    head: str | None  # commit the plan compares against (of `revision`, or of the branch it will start from)
-    revision_exists: bool
-    files: dict[str, RemoteFile] = field(default_factory=dict)
-
-
-@dataclass
-class PushPlan:
-    uploads: list[str]
-    deletions: list[str]
-    unchanged: list[str]
-    remote: RemoteState
-    upload_bytes: int = 0
-    #: Files named like convhub's that this push may not delete: the repo has no list of what convhub published.
-    left_in_place: list[str] = field(default_factory=list)
-
-    @property
-    def changes(self) -> bool:
-        return bool(self.uploads or self.deletions)
 
 
 @dataclass
@@ -172,290 +126,6 @@ class PushResult:
     warnings: list[str] = field(default_factory=list)
 
 
-# -- the local side ------------------------------------------------------------------------------------------
-def local_files(folder: Path) -> dict[str, Path]:
-    """Every file the build wrote (path in the repo → local path); hidden files and folders are skipped."""
-    files = {}
-    for path in sorted(folder.rglob("*")):
-        relative = path.relative_to(folder).as_posix()
-        if path.is_file() and not any(part.startswith(".") for part in relative.split("/")):
-            files[relative] = path
-    if CARD not in files:
-        raise PushError(f"{folder} has no {CARD}: is it a folder written by `convhub build`?")
-    return files
-
-
-def expected_rows(card: DatasetCard) -> dict[str, dict[str, int]]:
-    """Rows per split of every config the card offers, as the build wrote them into its ``dataset_info``."""
-    infos = card.data.get("dataset_info") or []
-    infos = [infos] if isinstance(infos, dict) else infos
-    rows = {
-        info.get("config_name", "default"): {
-            split["name"]: split["num_examples"] for split in info.get("splits", [])
-        }
-        for info in infos
-    }
-    expected = {}
-    for config in card.data.get("configs") or []:
-        name = config["config_name"]
-        if name not in rows:
-            raise PushError(f"the card offers config {name} but gives no row counts for it (dataset_info)")
-        expected[name] = rows[name]
-    return expected
-
-
-def license_ids(card: DatasetCard) -> list[str]:
-    license_id = card.data.get("license")
-    ids = license_id if isinstance(license_id, list) else [license_id]
-    return [
-        str(name).strip() for name in ids if name is not None and str(name).strip().lower() not in NO_LICENSE
-    ]
-
-
-def check_license(card: DatasetCard) -> None:
-    """Refuse a card that names no license: users could not tell whether they may use the data at all."""
-    if not license_ids(card):
-        raise PushError(
-            "the card names no license: set `license:` in its YAML (the source's LICENSE) to the source's terms, "
-            "or to `unknown` if they truly are unknown, before publishing",
-            kind="license",
-        )
-
-
-def license_warnings(card: DatasetCard) -> list[str]:
-    """Warn on a non-commercial license and on an unknown one (a card with none is refused)."""
-    warnings = []
-    for name in license_ids(card):
-        if is_non_commercial(name):
-            warnings.append(
-                f"license {name} is non-commercial: the dataset may not be used for commercial purposes"
-            )
-        elif name.lower() == "unknown":
-            warnings.append("license unknown: users must check the source's terms before using the data")
-    return warnings
-
-
-def file_digests(path: Path) -> tuple[str, str]:
-    """(sha256, git blob sha1) of a file, read once in blocks."""
-    sha256, blob = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % path.stat().st_size)
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            sha256.update(block)
-            blob.update(block)
-    return sha256.hexdigest(), blob.hexdigest()
-
-
-def is_unchanged(local: Path, remote: RemoteFile | None) -> bool:
-    if remote is None or remote.size != local.stat().st_size:
-        return False
-    sha256, blob_id = file_digests(local)
-    return sha256 == remote.sha256 if remote.sha256 else blob_id == remote.blob_id
-
-
-# -- the remote side -----------------------------------------------------------------------------------------
-@dataclass
-class HubSession:
-    """One push's client, target and retry policy; turns every Hub fault into a one-line ``PushError``."""
-
-    api: HfApi
-    repo_id: str
-    revision: str
-    policy: RetryPolicy = field(default_factory=RetryPolicy)
-
-    @property
-    def target(self) -> str:
-        return f"{self.repo_id}@{self.revision}"
-
-    def call(self, step: str, function, *args, **kwargs):
-        """A call the client sends only once and that is safe to repeat: retried on transient faults."""
-        for attempt in range(1, self.policy.attempts + 1):
-            try:
-                return function(*args, **kwargs)
-            except Exception as error:
-                fault = HubFault.of(error, self.api.token)
-                if fault is None:
-                    raise
-                if not fault.transient or attempt == self.policy.attempts:
-                    raise self.failure(step, fault, attempt) from None
-                self.wait(step, fault, attempt)
-
-    def once(self, step: str, function, *args, **kwargs):
-        """A call the client already retries by itself (``http_backoff``): not retried again here."""
-        try:
-            return function(*args, **kwargs)
-        except Exception as error:
-            fault = HubFault.of(error, self.api.token)
-            if fault is None:
-                raise
-            raise self.failure(step, fault, attempts=None) from None
-
-    def wait(self, step: str, fault: HubFault, attempt: int) -> None:
-        delay = self.policy.delay(attempt)
-        logger.warning(
-            "%s: %s failed (%s), retry %d/%d in %gs",
-            self.target,
-            step,
-            fault.reason,
-            attempt,
-            self.policy.attempts - 1,
-            delay,
-        )
-        self.policy.sleep(delay)
-
-    def failure(self, step: str, fault: HubFault, attempts: int | None, head: str | None = None) -> PushError:
-        """The one-line message for a fault that ends the push (nothing of it was committed)."""
-        nothing = "nothing of this push was committed" + (
-            f" ({self.target} is still at {head[:12]})" if head else ""
-        )
-        detail = f": {fault.detail}" if fault.detail and fault.detail != fault.reason else ""
-        tries = "after the client's own retries" if attempts is None else f"after {attempts} attempts"
-        if fault.kind == "auth":
-            message = (
-                f"the Hub refused the token on {step} ({fault.reason}{detail}): it is expired, revoked or has no "
-                f"write access to {self.repo_id}; {nothing}. Make a new write token (`hf auth login`, HF_TOKEN or "
-                "--token) and re-run"
-            )
-        elif fault.kind == "conflict":
-            message = (
-                f"someone else is committing to {self.target} ({fault.reason}{detail}); {nothing}. Check what "
-                "changed on the Hub, then re-run `convhub push` (it plans against the new head)"
-            )
-        elif fault.kind == "server":
-            message = (
-                f"the Hub kept failing on {step} ({fault.reason}{detail}) {tries}; {nothing}. Re-run later "
-                "(files already uploaded are not sent again)"
-            )
-        elif fault.kind == "dropped":
-            message = (
-                f"the connection to the Hub dropped on {step} ({fault.reason}) {tries}; {nothing}. Re-run later "
-                "(files already uploaded are not sent again)"
-            )
-        else:
-            message = f"the Hub refused {step} ({fault.reason}{detail}); {nothing}"
-        return PushError(f"{self.target}: {message}", kind=fault.kind, status=fault.status)
-
-
-def remote_state(session: HubSession) -> RemoteState:
-    """The head of the revision (or of ``main`` when that branch is yet to be made) and its files."""
-    api, repo_id, revision = session.api, session.repo_id, session.revision
-    try:
-        info = session.call("reading the repo", _repo_info, api, repo_id, revision)
-        revision_exists = True
-    except _Absent as absent:
-        if absent.what == "repo":
-            return RemoteState(exists=False, head=None, revision_exists=False)
-        info = session.call("reading the repo", _repo_info, api, repo_id, None)
-        revision_exists = False
-    files = {}
-    tree = session.once(
-        "listing the repo's files",
-        lambda: list(api.list_repo_tree(repo_id, repo_type="dataset", revision=info.sha, recursive=True)),
-    )
-    for entry in tree:
-        if hasattr(entry, "blob_id"):  # a RepoFile (folders have a tree_id)
-            sha256 = entry.lfs.sha256 if entry.lfs else None
-            files[entry.path] = RemoteFile(entry.size, entry.blob_id, sha256)
-    return RemoteState(exists=True, head=info.sha, revision_exists=revision_exists, files=files)
-
-
-class _Absent(Exception):
-    def __init__(self, what: str):
-        self.what = what
-
-
-def _repo_info(api: HfApi, repo_id: str, revision: str | None):
-    """``repo_info``, with "no such repo" and "no such revision" as ``_Absent`` (answers, not faults)."""
-    try:
-        return api.repo_info(repo_id, repo_type="dataset", revision=revision)
-    except RepositoryNotFoundError as error:
-        if error.response is not None and error.response.status_code == 401 and api.token:
-            raise  # the Hub answers 401 for a repo it hides from this token: an auth fault, not an absence
-        raise _Absent("repo") from None
-    except RevisionNotFoundError:
-        raise _Absent("revision") from None
-
-
-def carries_this_push(plan: PushPlan, files: dict[str, Path], state: RemoteState) -> bool:
-    """Whether ``state`` is exactly what this push's commit makes of the planned parent (no more, no less)."""
-    changed = set(plan.uploads) | set(plan.deletions)
-    untouched = {path: remote for path, remote in plan.remote.files.items() if path not in changed}
-    if set(state.files) != set(untouched) | set(plan.uploads):
-        return False
-    if any(state.files[path].blob_id != remote.blob_id for path, remote in untouched.items()):
-        return False
-    return all(is_unchanged(files[path], state.files[path]) for path in plan.uploads)
-
-
-def looks_managed(path: str) -> bool:
-    """Named like a file convhub writes (the card, a config's shards): only warned about, never deleted on its name."""
-    return path == CARD or bool(SHARD.match(path))
-
-
-def write_manifest(local: dict[str, Path], scratch: Path) -> dict[str, Path]:
-    """``local`` plus the list of what this push publishes (sorted: an unchanged build makes no commit)."""
-    manifest = scratch / "published.json"
-    published = sorted([*local, MANIFEST])
-    manifest.write_text(json.dumps({"files": published}, indent=1) + "\n", encoding="utf-8")
-    return {**local, MANIFEST: manifest}
-
-
-def published_before(session: HubSession, remote: RemoteState, scratch: Path) -> set[str] | None:
-    """The files the repo's last convhub push published, or None when it has no list (nothing may go)."""
-    if MANIFEST not in remote.files:
-        return None
-    path = session.once(
-        "reading what convhub published before",
-        session.api.hf_hub_download,
-        session.repo_id,
-        MANIFEST,
-        repo_type="dataset",
-        revision=remote.head,
-        cache_dir=str(scratch / "cache"),
-    )
-    try:
-        files = json.loads(Path(path).read_text(encoding="utf-8"))["files"]
-    except (ValueError, KeyError, TypeError) as error:
-        raise PushError(
-            f"{session.repo_id}: {MANIFEST} is not convhub's list of published files ({error})"
-        ) from None
-    return set(files)
-
-
-def plan_push(local: dict[str, Path], remote: RemoteState, published: set[str] | None = None) -> PushPlan:
-    """What to upload and delete. Only a file the last convhub push published (``published``) is deleted."""
-    uploads, unchanged = [], []
-    for path, local_path in local.items():
-        (unchanged if is_unchanged(local_path, remote.files.get(path)) else uploads).append(path)
-    deletions = sorted(path for path in remote.files if path in (published or ()) and path not in local)
-    upload_bytes = sum(local[path].stat().st_size for path in uploads)
-    plan = PushPlan(uploads, deletions, unchanged, remote, upload_bytes)
-    if published is None:
-        plan.left_in_place = sorted(p for p in remote.files if looks_managed(p) and p not in local)
-    return plan
-
-
-def card_disagreements(folder: Path, card: DatasetCard) -> list[str]:
-    """Where the card's row counts differ from the rows the Parquet footers of its config's files hold."""
-    counts = expected_rows(card)
-    problems = []
-    for config in card.data.get("configs") or []:
-        name = config["config_name"]
-        data_files = config.get("data_files") or []
-        data_files = [{"split": "train", "path": data_files}] if isinstance(data_files, str) else data_files
-        for entry in data_files:
-            patterns = [entry["path"]] if isinstance(entry["path"], str) else entry["path"]
-            files = sorted({path for pattern in patterns for path in folder.glob(pattern) if path.is_file()})
-            rows = sum(pq.ParquetFile(path).metadata.num_rows for path in files)
-            stated = counts.get(name, {}).get(entry["split"])
-            if stated != rows:
-                problems.append(
-                    f"config {name} split {entry['split']}: the card says {stated} rows, "
-                    f"its {len(files)} Parquet file{'' if len(files) == 1 else 's'} hold{'s' if len(files) == 1 else ''} {rows}"
-                )
-    return problems
-
-
-# -- the push ------------------------------------------------------------------------------------------------
 def push_folder(
     folder,
     repo_id: str,
@@ -714,79 +384,3 @@ def _load_back(repo_id: str, config: str, commit: str, token, cache_dir: str) ->
             kind="verify",
         ) from error
     return {split: dataset[split].num_rows for split in dataset}
-
-
-# -- the command ---------------------------------------------------------------------------------------------
-def add_arguments(parser) -> None:
-    parser.add_argument(
-        "source",
-        nargs="?",
-        choices=registry.names(),
-        help="the registered source the folder was built from; leave out for a mixture (give --folder)",
-    )
-    parser.add_argument("--repo-id", required=True, help="the dataset repo, ORG/NAME")
-    parser.add_argument("--folder", type=Path, help="the built folder (default: out/<hub name of SOURCE>)")
-    parser.add_argument("--token", help="a Hugging Face token (default: HF_TOKEN or the stored login)")
-    parser.add_argument("--private", action="store_true", help="create the repo private (when it is new)")
-    parser.add_argument("--revision", help="push to this branch (created from main when absent)")
-    parser.add_argument("--create-pr", action="store_true", help="open a pull request instead of committing")
-    parser.add_argument(
-        "--dry-run", action="store_true", help="print what would be uploaded and deleted; change nothing"
-    )
-
-
-def run(args) -> int:
-    if args.source is None and args.folder is None:
-        raise SystemExit("convhub push: give a SOURCE, or --folder for a mixture (convhub mix)")
-    folder = args.folder or Path("out") / registry.get(args.source).HUB_NAME
-    _check_source(folder, args.source)
-    try:
-        result = push_folder(
-            folder,
-            args.repo_id,
-            token=args.token,
-            private=args.private,
-            revision=args.revision,
-            create_pr=args.create_pr,
-            dry_run=args.dry_run,
-        )
-    except (PushError, HfHubHTTPError) as error:
-        return report("push", error, args.token)
-    print_result(result)
-    return 0
-
-
-def _check_source(folder: Path, source: str | None) -> None:
-    """The folder holds a card, and one built from ``source`` when a source is named."""
-    card_path = folder / CARD
-    if not card_path.is_file():
-        command = f"convhub build {source} --output {folder}" if source else "convhub build or convhub mix"
-        raise FileNotFoundError(f"{card_path} does not exist: run `{command}` first")
-    tags = DatasetCard.load(card_path).data.get("tags") or []
-    if source is not None and source not in tags:
-        raise SystemExit(f"convhub push: {folder} was not built from {source} (its card is tagged {tags})")
-
-
-def print_result(result: PushResult) -> None:
-    plan, target = result.plan, f"{result.repo_id}@{result.revision}"
-    upload, delete = ("would upload", "would delete") if result.dry_run else ("uploaded", "deleted")
-    if result.dry_run and not plan.remote.exists:
-        print(f"{result.repo_id}: does not exist; would be created")
-    print(
-        f"{target}: {len(plan.uploads)} to upload ({plan.upload_bytes / 1e6:.2f} MB), {len(plan.deletions)} to delete"
-    )
-    for path in plan.uploads:
-        print(f"  {upload}  {path}")
-    for path in plan.deletions:
-        print(f"  {delete}  {path}")
-    if result.dry_run:
-        return
-    if result.created_commit:
-        print(f"commit {result.commit}: {result.pr_url or result.commit_url}")
-    else:
-        print(f"nothing changed: no commit (head {result.commit})")
-    for config, splits in result.verified.items():
-        counts = ", ".join(
-            f"{split} {rows:,} row{'' if rows == 1 else 's'}" for split, rows in splits.items()
-        )
-        print(f"  verified {config:<14} {counts}")

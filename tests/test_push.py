@@ -364,10 +364,12 @@ def test_a_load_back_failure_after_the_commit_says_which_commit_landed(hub, fold
 def test_a_hub_error_is_reported_on_stderr_with_exit_status_1(hub, folder, capsys, monkeypatch):
     import convhub.push as push
 
-    monkeypatch.setattr(push, "DEFAULT_RETRY", RetryPolicy(sleep=lambda seconds: None))
+    waits = []
+    monkeypatch.setattr(push, "DEFAULT_RETRY", RetryPolicy(sleep=waits.append))
     hub.fail_next("commit", times=4, status=500)
 
     assert main(["push", "locomo", "--repo-id", REPO, "--folder", str(folder)]) == 1
+    assert waits == [1, 2, 4]  # the command retried through the policy patched in (else it would sleep them)
 
     err = capsys.readouterr().err
     assert err.startswith(f"convhub push: error: {REPO}@main: the Hub kept failing on the commit")

@@ -410,10 +410,13 @@ def test_a_token_refused_mid_push_fails_clearly_and_is_not_retried(
         {"route": "lfs_upload", "drop": "mid-body"},
     ],
 )
-def test_the_token_never_leaks_in_a_fault_path(hub, v1, v2, fault, monkeypatch, capsys, caplog, client_waits):
+def test_the_token_never_leaks_in_a_fault_path(
+    hub, v1, v2, fault, monkeypatch, capsys, caplog, client_waits, our_waits, retry
+):
     """The command's output, every log record, every request the Hub saw and every file in the repo."""
     caplog.set_level(logging.DEBUG)
-    monkeypatch.setattr(push, "DEFAULT_RETRY", RetryPolicy(sleep=lambda seconds: None))
+    monkeypatch.setattr(push, "DEFAULT_RETRY", retry)
+    retried_by_convhub = fault["route"] == "commit" and fault.get("times", 1) > 1
     monkeypatch.delenv("HF_TOKEN")  # only --token gives it
     command = ["push", "locomo", "--repo-id", REPO, "--token", HUB_TOKEN]
     assert main([*command, "--folder", str(v1)]) == 0
@@ -421,6 +424,7 @@ def test_the_token_never_leaks_in_a_fault_path(hub, v1, v2, fault, monkeypatch, 
 
     status = main([*command, "--folder", str(v2)])
 
+    assert our_waits == ([1, 2, 4] if retried_by_convhub else [])  # the policy patched in is the one used
     captured = capsys.readouterr()
     if status:
         assert len(captured.err.strip().splitlines()[-1:]) == 1

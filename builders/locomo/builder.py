@@ -128,18 +128,13 @@ class LocomoBuilder(ConversationBuilder):
     #: A ``sessions`` row is a whole conversation (~200 KB of JSON, ~1 MB as Python objects): datasets'
     #: default batch of 1,000 rows held every conversation of the benchmark's 1,000-conversation build in
     #: memory, past its peak-memory target (1 GiB); with 50 the build peaks at 427 MiB.
-    SESSIONS_WRITER_BATCH_SIZE = 50
+    WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {"sessions": 50}
 
     #: During a build with ``on_bad_record="raise"``: source file → where the worker parsing it writes its
     #: ``[[index, sample_id], ...]``, checked once every worker is done (workers share no memory, but a folder).
     _sample_id_files: dict[str, str] | None = None
     #: Else, where one process reads every file in order (streaming, ``convhub check``): ids checked as read.
     _seen_sample_ids: FirstFileOfEachSampleId | None = None
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        if self.config.name == "sessions" and kwargs.get("writer_batch_size") is None:
-            self._writer_batch_size = self.SESSIONS_WRITER_BATCH_SIZE
 
     def shards(self, dl_manager):
         """One split, ``test``: the downloaded locomo10.json, or the ``*.json`` files of ``--data-dir``.

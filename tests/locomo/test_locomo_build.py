@@ -320,6 +320,19 @@ def test_listing_the_files_reads_none_of_them(tmp_path):
     assert listed == {"test": [str(tmp_path / "a.json"), str(tmp_path / "b.json")]}
 
 
+def test_sessions_rows_are_written_50_a_batch(tmp_path):
+    """A sessions row is a whole conversation: the writer holds 50 at a time (the benchmark's peak-memory
+    target), the other configs datasets' default batch, and an explicit ``writer_batch_size`` wins."""
+
+    def batch_rows(config: str, **options) -> int | None:
+        builder = LocomoBuilder(config_name=config, data_dir=str(SAMPLE), cache_dir=str(tmp_path), **options)
+        return builder._writer_batch_size
+
+    assert batch_rows("sessions") == 50
+    assert batch_rows("turns") == batch_rows("observations") == LocomoBuilder.DEFAULT_WRITER_BATCH_SIZE
+    assert batch_rows("sessions", writer_batch_size=7) == 7
+
+
 @pytest.mark.parametrize("num_proc", [1, 2])
 def test_the_first_duplicate_across_files_names_both_files_whatever_the_workers(tmp_path, num_proc):
     """Three files over two workers: [a, b] and [c]. The error is the first repeat in file order (c's

@@ -1,0 +1,177 @@
+"""``conversation_id`` is unique in a build: the check over every sessions shard, with Arrow, and what a
+duplicate left out under ``on_bad_record="skip"`` takes with it (its rows in a source's own configs, its
+counts in the statistics).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from convhub import quarantine
+from convhub.errors import SourceError
+from convhub.shards import ConfigBuild
+from convhub.stats import SplitStats, Statistics
+
+
+def drop_duplicate_ids(
+    root: Path, sessions: ConfigBuild, on_bad_record: str, quarantine_dir: Path, engine=None
+) -> list[tuple[str, dict]]:
+    """``conversation_id`` is unique in the dataset: checked over every sessions shard (under ``root``) with Arrow.
+
+    Shards are parsed apart (by ``num_proc`` workers), so a parser can only see duplicates in its own
+    shard. ``raise``: a SourceError names both shards and rows and their subsets. ``skip``: the later
+    row (in split, shard, row order) is removed and quarantined with its canonical record; returned are those
+    rows, (split, row as a dict), for the statistics and the source's own configs to drop too.
+    """
+    duplicates: list[tuple[str, dict]] = []
+    found = find_duplicate_ids(root, sessions, engine)
+    if not found:
+        return duplicates
+    removed: dict[tuple[str, int], list[int]] = {}
+    for conversation_id, first, later in found:
+        problem = (
+            f"duplicate conversation_id {conversation_id!r}, also in {first['file']} row {first['row']} "
+            f"(subset {first['subset']!r})"
+        )
+        where = f"row {later['row']} (subset {later['subset']!r})"
+        error = SourceError(later["file"], where, "conversation_id", problem)
+        if on_bad_record == "raise":
+            raise error
+        row = _row(root / later["file"], later["row"])
+        quarantine.write(str(quarantine_dir), error, row)
+        removed.setdefault((later["split"], later["index"]), []).append(later["row"])
+        duplicates.append((later["split"], row))
+    for (split, index), rows in removed.items():
+        path = root / sessions.files[split][index]
+        table = pq.read_table(path)
+        keep = np.ones(table.num_rows, dtype=bool)
+        keep[rows] = False
+        dropped_bytes = table.filter(pa.array(~keep)).nbytes
+        pq.write_table(table.filter(pa.array(keep)), path)
+        info = sessions.splits[split]
+        sessions.splits[split] = datasets.SplitInfo(
+            split, max(info.num_bytes - dropped_bytes, 0), info.num_examples - len(rows)
+        )
+    return duplicates
+
+
+def drop_rows_of_duplicates(
+    built: ConfigBuild, staging: Path, duplicates: list[tuple[str, dict]], root: Path, sessions: ConfigBuild
+) -> None:
+    """A source's own per-conversation config (``built``, under ``staging``) drops the rows of the sessions rows
+    dropped as duplicates (``duplicates``, from ``drop_duplicate_ids``; the sessions shards under ``root``).
+
+    Its rows are matched by (conversation_id, subset); when the kept and the dropped conversation share
+    both, they cannot be told apart there, and the build stops.
+    """
+    if not duplicates or not {"conversation_id", "subset"} <= set(built.features):
+        return
+    dropped = {(row["conversation_id"], row["subset"]) for _, row in duplicates}
+    kept = _kept_places(root, sessions, {key[0] for key in dropped})
+    ambiguous = dropped & kept
+    if ambiguous:
+        conversation_id, subset = sorted(ambiguous)[0]
+        raise SourceError(
+            subset,
+            conversation_id,
+            "conversation_id",
+            f"duplicate conversation_id in one subset: the {built.name} config cannot tell the two apart",
+        )
+    for split, files in built.files.items():
+        for relative in files:
+            path = staging / relative
+            table = pq.read_table(path)
+            pairs = zip(
+                table.column("conversation_id").to_pylist(),
+                table.column("subset").to_pylist(),
+                strict=True,
+            )
+            keep = [pair not in dropped for pair in pairs]
+            if all(keep):
+                continue
+            pq.write_table(table.filter(pa.array(keep)), path)
+            info = built.splits[split]
+            built.splits[split] = datasets.SplitInfo(
+                split, info.num_bytes, info.num_examples - (len(keep) - sum(keep))
+            )
+
+
+def _id_table(root: Path, built: ConfigBuild, only: pa.Array | None = None) -> pa.Table:
+    """conversation_id and subset of every sessions row (or of those whose id is in ``only``), with its split,
+    shard index, row and file order."""
+    tables = []
+    for order, (split, index, relative) in enumerate(
+        (split, index, relative)
+        for split, files in built.files.items()
+        for index, relative in enumerate(files)
+    ):
+        table = pq.read_table(root / relative, columns=["conversation_id", "subset"])
+        table = (
+            table.append_column("split", pa.array([split] * table.num_rows, pa.string()))
+            .append_column("index", pa.array(np.full(table.num_rows, index, dtype=np.int32)))
+            .append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+            .append_column("order", pa.array(np.full(table.num_rows, order, dtype=np.int32)))
+        )
+        if only is not None:
+            table = table.filter(pc.is_in(table.column("conversation_id"), value_set=only))
+        tables.append(table)
+    return pa.concat_tables(tables) if tables else pa.table({"conversation_id": pa.array([], pa.string())})
+
+
+def find_duplicate_ids(root: Path, built: ConfigBuild, engine=None) -> list[tuple[str, dict, dict]]:
+    """(conversation_id, first place, later place) for every repeated id; a place names split, file and row.
+
+    Only the id and subset columns are read, and counting is Arrow's: memory is a few dozen bytes a row. With an
+    engine that counts ids itself (``SparkEngine.repeated_ids``), the driver reads only the rows of repeated ids.
+    """
+    if engine is not None:
+        paths = [str(root / relative) for files in built.files.values() for relative in files]
+        repeated = engine.repeated_ids(paths, "conversation_id")
+        if not repeated:
+            return []
+        table = _id_table(root, built, pa.array(repeated, pa.string()))
+    else:
+        table = _id_table(root, built)
+    if table.num_rows == 0:
+        return []
+    counts = table.group_by("conversation_id").aggregate([("conversation_id", "count")])
+    repeated = counts.filter(pc.greater(counts.column("conversation_id_count"), 1)).column("conversation_id")
+    if len(repeated) == 0:
+        return []
+    rows = table.filter(pc.is_in(table.column("conversation_id"), value_set=repeated)).to_pylist()
+    rows.sort(key=lambda place: (place["order"], place["row"]))
+    first: dict[str, dict] = {}
+    found = []
+    for place in rows:
+        place["file"] = built.files[place["split"]][place["index"]]
+        if place["conversation_id"] in first:
+            found.append((place["conversation_id"], first[place["conversation_id"]], place))
+        else:
+            first[place["conversation_id"]] = place
+    return found
+
+
+def _kept_places(root: Path, built: ConfigBuild, ids: set[str]) -> set[tuple[str, str]]:
+    table = _id_table(root, built)
+    table = table.filter(
+        pc.is_in(table.column("conversation_id"), value_set=pa.array(sorted(ids), pa.string()))
+    )
+    return set(
+        zip(table.column("conversation_id").to_pylist(), table.column("subset").to_pylist(), strict=True)
+    )
+
+
+def _row(path: Path, row: int) -> dict:
+    return pq.read_table(path).slice(row, 1).to_pylist()[0]
+
+
+def forget(statistics: Statistics, split: str, record: dict) -> None:
+    """Take one record back out of the statistics (a sessions row dropped after the workers counted it)."""
+    removed = SplitStats()
+    removed.add(record)
+    statistics.by_split_subset[(split, record["subset"])].subtract(removed)
