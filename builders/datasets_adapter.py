@@ -112,7 +112,7 @@ class ParquetWriter(arrow_writer.ParquetWriter):
     """
 
     def _build_writer(self, inferred_schema: pa.Schema):
-        # datasets' ParquetWriter._build_writer (5.2.0), with write_statistics added
+        # datasets' ParquetWriter._build_writer (5.2.0), with _column_options for its column options
         self._schema, self._features = self._build_schema(inferred_schema)
         self.pa_writer = pq.ParquetWriter(
             self.stream,

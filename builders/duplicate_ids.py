@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from convhub import quarantine
+from convhub.datasets_adapter import ParquetWriter
 from convhub.errors import SourceError
 from convhub.shards import ConfigBuild
 from convhub.stats import SplitStats, Statistics
@@ -52,7 +53,7 @@ def drop_duplicate_ids(
         keep = np.ones(table.num_rows, dtype=bool)
         keep[rows] = False
         dropped_bytes = table.filter(pa.array(~keep)).nbytes
-        pq.write_table(table.filter(pa.array(keep)), path)
+        write_shard(path, table.filter(pa.array(keep)))
         info = sessions.splits[split]
         sessions.splits[split] = datasets.SplitInfo(
             split, max(info.num_bytes - dropped_bytes, 0), info.num_examples - len(rows)
@@ -94,7 +95,7 @@ def drop_rows_of_duplicates(
             keep = [pair not in dropped for pair in pairs]
             if all(keep):
                 continue
-            pq.write_table(table.filter(pa.array(keep)), path)
+            write_shard(path, table.filter(pa.array(keep)))
             info = built.splits[split]
             built.splits[split] = datasets.SplitInfo(
                 split, info.num_bytes, info.num_examples - (len(keep) - sum(keep))
@@ -175,3 +176,14 @@ def forget(statistics: Statistics, split: str, record: dict) -> None:
     removed = SplitStats()
     removed.add(record)
     statistics.by_split_subset[(split, record["subset"])].subtract(removed)
+
+
+def write_shard(path: Path, table: pa.Table) -> None:
+    """Write a shard's kept rows back as every shard is written (``datasets_adapter.ParquetWriter``: the same
+    column options and ``datasets`` metadata, the features read from the shard's own), not with pyarrow's defaults."""
+    writer = ParquetWriter(features=datasets.Features.from_arrow_schema(table.schema), path=str(path))
+    try:
+        writer.write_table(table)
+        writer.finalize()
+    finally:
+        writer.close()

@@ -13,7 +13,7 @@ import datasets
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from datasets.arrow_writer import ParquetWriter
+from convhub.datasets_adapter import ParquetWriter
 
 #: The split (and shard number) in the name of a file ``datasets`` wrote: ``<name>-<split>[-NNNNN-of-NNNNN].parquet``.
 SHARD_NAME = re.compile(r"-(?P<split>[^-]+?)(?:-(?P<index>\d{5})-of-(?P<total>\d{5}))?\.parquet$")

@@ -82,3 +82,25 @@ def test_free_text_columns_have_neither_statistics_nor_dictionary(config, tmp_pa
     assert chunks["conversation_id"] == (True, True) and chunks["source"] == (True, True)
     numbers = [leaf for leaf in chunks if leaf.endswith(("session_index", "turn_index", "timestamp"))]
     assert all(chunks[leaf][0] for leaf in numbers)
+
+
+def test_a_shard_rewritten_without_duplicates_is_written_like_every_shard(tmp_path):
+    """``duplicate_ids.write_shard`` (rows dropped under ``skip``) keeps the rows, the ``datasets`` metadata and
+    the free-text column options of the writer, not pyarrow's defaults."""
+    import pyarrow.parquet as pq
+    from convhub import registry
+    from convhub.build import build_source
+    from convhub.duplicate_ids import write_shard
+
+    build_source("locomo", tmp_path / "out", registry.get("locomo").sample_dir(), ["sessions"], None)
+    [built] = sorted((tmp_path / "out" / "sessions").glob("*.parquet"))
+    table = pq.read_table(built)
+    write_shard(tmp_path / "rewritten.parquet", table.slice(1))
+    rewritten = pq.read_table(tmp_path / "rewritten.parquet")
+    assert rewritten.equals(table.slice(1), check_metadata=True)
+    chunks = {
+        leaf: (stats, dictionary)
+        for leaf, stats, dictionary in _column_chunks(tmp_path / "rewritten.parquet")
+    }
+    assert chunks["sessions.list.element.turns.list.element.text"] == (False, False)
+    assert chunks["conversation_id"] == (True, True)
