@@ -149,6 +149,11 @@ def build_source(
                 None,
                 f"no record left to build: all {len(rejected)} rejected ({quarantine.path_beside(output)})",
             )
+        if not built:  # a card with no config could not be loaded, nor a folder without one published
+            raise ValueError(
+                f"{source}: nothing to build: {', '.join(configs)} had no row in this data "
+                "(a config with no row is left out of a build)"
+            )
         result = BuildResult(
             source, output, built, notes, statistics, skipped=quarantine.records_lost(rejected)
         )

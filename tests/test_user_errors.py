@@ -176,3 +176,16 @@ def test_a_cut_short_first_line_is_still_a_bad_line_not_a_document(source, tmp_p
     line = one_error_line(capsys, "check")
     assert "mine.jsonl" in line and "line 1" in line and "not valid JSON" in line
     assert "JSON document" not in line
+
+
+def test_only_configs_with_no_row_is_one_line_and_no_folder(tmp_path, capsys):
+    """MNBVC's sample has no question, so ``--config qa`` builds nothing: one line naming it, and no output
+    folder (it failed in writing the card: ``max() arg is an empty sequence``)."""
+    assert run("build", ["mnbvc", "--sample", "--config", "qa"], tmp_path) != 0
+    err = capsys.readouterr().err  # the bars of the work done, then the error
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "convhub build: error: mnbvc: nothing to build: qa had no row in this data "
+        "(a config with no row is left out of a build)"
+    )
+    assert not (tmp_path / "out").exists()
