@@ -221,8 +221,15 @@ class _Run:
         folder.mkdir(exist_ok=True)
         return folder
 
+    def derivable(self, name: str) -> bool:
+        """Whether ``name`` comes from the built ``sessions`` shards, not from parsing the source again: the
+        shared flattened views (Arrow, ``derive.DERIVERS``) and a source's own views of the record (LoCoMo's
+        ``observations`` and ``events``, ConvLab's ``dialogues``), which are functions of the canonical record."""
+        view = self.builder_cls.view_named(name)
+        return name != SESSIONS.name and (name in DERIVERS or view.rows_from_record is not None)
+
     def build_all(self, configs: list[str]) -> dict[str, ConfigBuild]:
-        if any(name == SESSIONS.name or name in DERIVERS for name in configs):
+        if any(name == SESSIONS.name or self.derivable(name) for name in configs):
             keep = SESSIONS.name in configs
             self.sessions_root = self.staging if keep else self.work / "sessions-only"
             self.sessions_root.mkdir(exist_ok=True)
@@ -231,12 +238,12 @@ class _Run:
             self.duplicates = drop_duplicate_ids(
                 self.sessions_root, self.sessions, self.on_bad_record, self.quarantine_dir, self.engine
             )
-        derived = self.derive([name for name in configs if name in DERIVERS])
+        derived = self.derive([name for name in configs if self.derivable(name)])
         built = {}
         for name in configs:
             if name == SESSIONS.name:
                 config = self.sessions
-            elif name in DERIVERS:
+            elif name in derived:
                 config = derived[name]
             else:
                 config = self.run_builder(name, self.staging, report=False)
@@ -316,8 +323,8 @@ class _Run:
         return built
 
     def derive(self, names: list[str]) -> dict[str, ConfigBuild]:
-        """Flatten ``names`` (turns, qa, messages) from the sessions shards: one read of each shard writes
-        every view, and with ``num_proc`` the shards are shared between processes."""
+        """Derive ``names`` (``derivable``) from the sessions shards: one read of each shard writes every view,
+        and with ``num_proc`` the shards are shared between processes."""
         if not names:
             return {}
         built = {name: ConfigBuild(name, self.builder_cls.view_named(name).features) for name in names}
@@ -330,7 +337,10 @@ class _Run:
                 for name, config in built.items():
                     relative = shard_path(name, split, index, len(sessions_files))
                     config.files.setdefault(split, []).append(relative)
-                    outputs[name] = (config.features, self.staging / relative)
+                    rows_from_record = (
+                        None if name in DERIVERS else self.builder_cls.view_named(name).rows_from_record
+                    )
+                    outputs[name] = (config.features, self.staging / relative, rows_from_record)
                 tasks.append((split, outputs, self.sessions_root / sessions_file))
         label = f"{self.builder_cls.SOURCE} {', '.join(names)} (from sessions)"
         with contextlib.ExitStack() as stack:

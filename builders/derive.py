@@ -1,9 +1,11 @@
-"""Derive the flattened shared views from built ``sessions`` Parquet with Arrow, without re-parsing.
+"""Derive views from built ``sessions`` Parquet, without re-parsing the source.
 
 ``turns``, ``qa`` and ``messages`` are pure functions of the canonical record (``convhub.views``). Parsing
 the source again for each of them costs a full parse per view; flattening the nested ``sessions`` columns
 with Arrow kernels costs a fraction of that. ``tests/test_derive.py`` checks that both paths give the same
-rows, so the Python view functions remain the definition and this module an equivalent fast path.
+rows, so the Python view functions remain the definition and this module an equivalent fast path. A source's
+own views of the record (LoCoMo's ``observations`` and ``events``, ConvLab's ``dialogues``) run their Python
+function on the records read back (``record_view_table``).
 """
 
 from __future__ import annotations
@@ -151,21 +153,39 @@ class _BufferedWriter:
         return self.writer.finalize()
 
 
+def record_view_table(records: list[dict], rows_from_record, schema: pa.Schema) -> pa.Table:
+    """A source's own view of the record (LoCoMo's ``observations``, ConvLab's ``dialogues``) from the
+    records of a sessions batch: its Python function on each record as the ``sessions`` row holds it, which
+    is the canonical record the parser made (the ``sessions`` config writes it as it is)."""
+    return pa.Table.from_pylist(
+        [row for record in records for row in rows_from_record(record)], schema=schema
+    )
+
+
 def derive_views(
-    views: dict[str, tuple[object, Path]], sessions_path: Path
+    views: dict[str, tuple[object, Path, object]], sessions_path: Path
 ) -> tuple[dict[str, tuple[int, int]], Counter]:
-    """Write every view of ``views`` (name → (features, output path)) from one read of a sessions shard.
+    """Write every view of ``views`` from one read of a sessions shard. ``views``: name → (features, output
+    path, the view's function of a record, or None for a shared view that Arrow flattens: ``DERIVERS``).
 
     Returns name → (rows, bytes) as ``datasets`` counts them, and the counts of what the views left out or merged.
     """
     notes: Counter = Counter()
-    writers = {name: _BufferedWriter(features, path) for name, (features, path) in views.items()}
+    writers = {name: _BufferedWriter(features, path) for name, (features, path, _) in views.items()}
     try:
         # pre_buffer=False: a pre-buffering reader keeps every column chunk it read until it is closed,
         # so memory grew with the file (the whole compressed sessions shard); this holds one row group.
         for batch in pq.ParquetFile(sessions_path, pre_buffer=False).iter_batches(batch_size=BATCH_ROWS):
+            records = None  # the batch as Python records, made once for the views that need them
             for name, writer in writers.items():
-                writer.add(DERIVERS[name](batch, notes) if name in COUNTING else DERIVERS[name](batch))
+                rows_from_record = views[name][2]
+                if rows_from_record is not None:
+                    records = batch.to_pylist() if records is None else records
+                    writer.add(record_view_table(records, rows_from_record, writer.schema))
+                elif name in COUNTING:
+                    writer.add(DERIVERS[name](batch, notes))
+                else:
+                    writer.add(DERIVERS[name](batch))
         return {name: writer.finalize() for name, writer in writers.items()}, notes
     finally:
         for writer in writers.values():
