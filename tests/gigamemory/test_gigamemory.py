@@ -501,6 +501,13 @@ def test_index_of_a_large_file_is_kept_on_disk_per_file_version(tmp_path, monkey
     assert len(indexed) == 1
 
 
+def test_the_stored_index_is_kept_per_version_of_every_parser_module():
+    """An index on disk is keyed by the bytes of every module of the parser (they were one module): a module
+    added to it must join the list, or a change to how it reads, cuts or groups a line would reuse stale indexes."""
+    modules = {path.name for path in Path(index.__file__).parent.glob("*.py")}
+    assert set(index._PARSER_MODULES) == modules - {"__init__.py", "builder.py", "export.py"}
+
+
 def _rewrite_keeping_size_and_mtime(path: Path, old: bytes, new: bytes) -> None:
     """Rewrite ``path`` in place (same inode), same size, its modification time set back."""
     assert len(old) == len(new)
