@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from convhub.base import ConversationBuilder
 from convhub.errors import SourceError
-from convhub.gigamemory import parse
+from convhub.gigamemory import index, parse, read
 
 #: The public sample; the contest's evaluation sets are closed.
 URL = "https://raw.githubusercontent.com/ai-forever/memory_aij2025/main/data/format_example.jsonl"
@@ -58,13 +58,13 @@ class GigamemoryBuilder(ConversationBuilder):
             files = [(data_dir, os.path.basename(data_dir))]
         else:
             pattern = os.path.join(glob.escape(data_dir), "*")
-            paths = sorted(path for suffix in parse.SUFFIXES for path in glob.glob(pattern + suffix))
+            paths = sorted(path for suffix in read.SUFFIXES for path in glob.glob(pattern + suffix))
             if not paths:
                 raise FileNotFoundError(f"no GigaMemory *.jsonl or *.jsonl.gz file in {data_dir}")
             files = [(path, os.path.basename(path)) for path in paths]
         by_subset: dict[str, str] = {}
         for path, name in files:
-            subset = parse.subset_of(name)
+            subset = read.subset_of(name)
             if subset in by_subset:
                 raise SourceError(
                     path, None, None, f"same subset {subset!r} as {by_subset[subset]}; rename one"
@@ -77,7 +77,7 @@ class GigamemoryBuilder(ConversationBuilder):
                 raise KeyError(
                     f"gigamemory has no subset {', '.join(unknown)}; subsets: {', '.join(by_subset)}"
                 )
-            files = [(path, name) for path, name in files if parse.subset_of(name) in wanted]
+            files = [(path, name) for path, name in files if read.subset_of(name) in wanted]
         return files
 
     #: Processes for pass 1 (the index): the build's ``num_proc``. Pass 1 parses every distinct dialogue
@@ -94,14 +94,14 @@ class GigamemoryBuilder(ConversationBuilder):
         for path, file_name in self.source_files(dl_manager):
             try:
                 processes = self._index_processes or min(os.cpu_count() or 1, self.STREAM_INDEX_PROCESSES)
-                index = parse.cached_index(path, self.reject, processes)
+                file_index = index.cached_index(path, self.reject, processes)
             except SourceError as error:  # an empty file: with --on-bad-record skip, the others go on
                 self.reject(error, None, scope="file")
                 continue
             shard_bytes = self.SHARD_BYTES
             if not path.endswith(".gz"):  # seeks are free: smaller shards balance num_proc workers
                 shard_bytes = min(shard_bytes, self.PLAIN_SHARD_BYTES)
-            shards.extend(parse.plan_shards(index, shard_bytes, file_name))
+            shards.extend(index.plan_shards(file_index, shard_bytes, file_name))
         return {SPLIT: shards}
 
     def parse_shard(self, shard, notes):

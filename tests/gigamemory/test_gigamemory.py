@@ -19,7 +19,7 @@ from conftest import shared_data
 from convhub import cli
 from convhub.build import build_source, check_source
 from convhub.errors import Notes, SourceError
-from convhub.gigamemory import export, parse
+from convhub.gigamemory import cut, export, index, parse, read, scan
 from convhub.gigamemory.builder import GigamemoryBuilder
 
 REAL_COUNTS = {"conversations": 4, "questions": 4, "sessions": 149, "messages": 1900}
@@ -66,7 +66,7 @@ def write_jsonl(path: Path, records, gz: bool = False, newline: str = "\n") -> P
 def parse_path(path: Path, shard_bytes: int = 1 << 30) -> tuple[list[dict], Notes]:
     """Canonical records of one file through both passes, as the builder runs them."""
     notes = Notes()
-    shards = parse.plan_shards(parse.index_file(path), shard_bytes)
+    shards = index.plan_shards(index.index_file(path), shard_bytes)
     return [record for shard in shards for record in parse.parse_shard(shard, notes)], notes
 
 
@@ -216,7 +216,7 @@ def test_non_adjacent_lines_with_one_dialogue_become_one_conversation(tmp_path):
     )
     records, notes = parse_path(path)
     assert [[q["question_id"] for q in r["questions"]] for r in records] == [["10", "12"], ["11"]]
-    digest = parse.dialogue_digest(DIALOGUE_A)
+    digest = read.dialogue_digest(DIALOGUE_A)
     assert records[0]["conversation_id"] == f"val:{digest[:16]}"
     assert json.loads(records[0]["extra"]) == {"dialogue_sha256": digest}
     assert notes["line sharing its dialogue with an earlier line (one conversation, several questions)"] == 1
@@ -242,9 +242,9 @@ def test_index_keeps_no_dialogue(tmp_path):
     path = write_jsonl(
         tmp_path / "a.jsonl", [line(1, "no_info", DIALOGUE_A, []), line(2, "no_info", DIALOGUE_A, [])]
     )
-    index = parse.index_file(path)
-    assert len(index.groups) == 1 and len(index.groups[0].lines) == 2
-    assert all("sessions" not in item.fields for item in index.groups[0].lines)
+    file_index = index.index_file(path)
+    assert len(file_index.groups) == 1 and len(file_index.groups[0].lines) == 2
+    assert all("sessions" not in item.fields for item in file_index.groups[0].lines)
 
 
 def tricky_lines() -> list[bytes]:
@@ -284,25 +284,29 @@ def test_cut_lines_index_and_parse_as_whole_lines(tmp_path, monkeypatch):
         rejected.append(str(error))
 
     def parsed() -> tuple:
-        index = parse.index_file(path, reject)
+        file_index = index.index_file(path, reject)
         notes = Notes()
-        shards = parse.plan_shards(index, 1 << 30)
+        shards = index.plan_shards(file_index, 1 << 30)
         records = [r for shard in shards for r in parse.parse_shard(shard, notes, reject)]
         figures = [
             (g.digest, g.offset, g.length, [(x.number, x.fields, x.keys) for x in g.lines])
-            for g in index.groups
+            for g in file_index.groups
         ]
         return figures, records, dict(notes), list(rejected)
 
-    cut = parsed()
-    spans = {group.lines[0].number: group.span for group in parse.index_file(path, reject).groups}
+    by_cut = parsed()
+    spans = {group.lines[0].number: group.span for group in index.index_file(path, reject).groups}
     assert [number for number, span in spans.items() if span is not None] == [1, 4, 7]
     rejected.clear()
-    monkeypatch.setattr(parse, "_split_line", lambda *args: None)
-    monkeypatch.setattr(parse, "_exact_loads", lambda raw: parse._INEXACT)
-    monkeypatch.setattr(parse, "_float_free", lambda value: False)  # json.dumps for every digest
+    # each name in every module that looks it up: the cut in cut (a .gz's line) and scan (a mapped line),
+    # orjson's reads in read (decode_line), cut (a span) and parse (pass 2), the float check in read
+    for module in (cut, scan):
+        monkeypatch.setattr(module, "_split_line", lambda *args: None)
+    for module in (read, cut, parse):
+        monkeypatch.setattr(module, "_exact_loads", lambda raw: read._INEXACT)
+    monkeypatch.setattr(read, "_float_free", lambda value: False)  # json.dumps for every digest
     whole = parsed()
-    assert cut == whole
+    assert by_cut == whole
     figures, records, _, errors = whole
     assert [[q["question_id"] for q in r["questions"]] for r in records] == [
         ["1", "2", "8"],
@@ -324,12 +328,12 @@ def test_cut_lines_index_and_parse_as_whole_lines(tmp_path, monkeypatch):
     assert figures[1][0] == hashlib.sha256(canonical).hexdigest()
 
 
-def _index_figures(index) -> tuple:
+def _index_figures(file_index) -> tuple:
     groups = [
         (g.digest, g.offset, g.length, g.line_check, g.span, [(x.number, x.fields, x.keys) for x in g.lines])
-        for g in index.groups
+        for g in file_index.groups
     ]
-    return groups, dict(index.notes), index.rejected
+    return groups, dict(file_index.notes), file_index.rejected
 
 
 def test_index_in_two_processes_is_the_index_of_one(tmp_path, monkeypatch):
@@ -343,32 +347,32 @@ def test_index_in_two_processes_is_the_index_of_one(tmp_path, monkeypatch):
     bad = json.dumps(line(99, "no_info", dialogues[0], [])).encode().replace(b'"sessions"', b'"x"')
     last = raw.splitlines()[-1]  # line 39 again: a duplicate id, with no newline at the end of the file
     path.write_bytes(b"\xef\xbb\xbf" + raw + b"not json\r\n" + bad + b"\r\n" + last)
-    monkeypatch.setattr(parse, "PARALLEL_INDEX_BYTES", 0)
+    monkeypatch.setattr(scan, "PARALLEL_INDEX_BYTES", 0)
 
-    def index(processes: int) -> tuple:
+    def index_of(processes: int) -> tuple:
         rejected = []
-        found = parse.index_file(
+        found = index.index_file(
             path, lambda error, raw, scope="record": rejected.append((str(error), raw)), processes
         )
         return _index_figures(found), rejected
 
-    one = index(1)
+    one = index_of(1)
     assert [error.split(": ", 1)[1][:14] for error, _ in one[1]] == [
         "not valid JSON",
         "missing",
         "duplicate id '",
     ]
-    assert [len(g.lines) for g in parse.index_file(path, lambda *a, **k: None).groups] == [8, 8, 8, 2, 8, 8]
+    assert [len(g.lines) for g in index.index_file(path, lambda *a, **k: None).groups] == [8, 8, 8, 2, 8, 8]
     for processes in (2, 3):
-        assert index(processes) == one
-    assert parse.index_file(path, lambda *a, **k: None, 2).notes["blank line (skipped)"] == 3
+        assert index_of(processes) == one
+    assert index.index_file(path, lambda *a, **k: None, 2).notes["blank line (skipped)"] == 3
 
 
 def test_mapped_index_is_the_index_of_a_line_by_line_read(tmp_path, monkeypatch):
     """A plain file is mapped and a dialogue seen again is recognized by its length, end bytes and one
     comparison; a .gz of the same bytes is read line by line and hashes every span: same index. Spans of
     one length and the same first and last bytes, differing only inside, stay apart."""
-    monkeypatch.setattr(parse, "SPAN_KEY_BYTES", 8)
+    monkeypatch.setattr(scan, "SPAN_KEY_BYTES", 8)
     twins = [[session(1, ("user", f"Я родился в {year} году, это точно."))] for year in (1990, 1991)]
     rows = [line(n, "no_info", [DIALOGUE_A, DIALOGUE_B, *twins][n % 4], [1]) for n in range(12)]
     path = write_jsonl(tmp_path / "m.jsonl", rows, newline="\r\n")
@@ -377,17 +381,17 @@ def test_mapped_index_is_the_index_of_a_line_by_line_read(tmp_path, monkeypatch)
     packed = tmp_path / "m.jsonl.gz"
     packed.write_bytes(gzip.compress(path.read_bytes()))
     compared = []
-    real_place_span = parse._place_span
-    monkeypatch.setattr(parse, "_place_span", lambda *args: compared.append(1) or real_place_span(*args))
+    real_place_span = scan._place_span
+    monkeypatch.setattr(scan, "_place_span", lambda *args: compared.append(1) or real_place_span(*args))
 
-    def index(source) -> tuple:
+    def index_of(source) -> tuple:
         rejected = []
-        found = parse.index_file(
+        found = index.index_file(
             source, lambda error, raw, scope="record": rejected.append((str(error), raw))
         )
         return _index_figures(found), [(error.split(": ", 1)[1], raw) for error, raw in rejected]
 
-    mapped, read = index(path), index(packed)
+    mapped, read = index_of(path), index_of(packed)
     assert len(compared) == 12
     assert mapped == read
     (groups, notes, _), _ = mapped
@@ -408,7 +412,7 @@ def test_spans_sharing_their_key_are_told_apart_in_linear_work(tmp_path, monkeyp
     """Many distinct dialogues of one length and the same first and last bytes (one cheap key) cost each
     line at most one byte comparison and one sha256, never a comparison with every earlier dialogue (that
     was quadratic: 4,000 such lines took a minute); copies still join the first line of their dialogue."""
-    monkeypatch.setattr(parse, "SPAN_KEY_BYTES", 8)
+    monkeypatch.setattr(scan, "SPAN_KEY_BYTES", 8)
     distinct = 150
     dialogues = [[session(1, ("user", f"Мне {n:04d} лет, и это правда."))] for n in range(distinct)]
     order = [n for n in range(distinct)] + [n for n in range(0, distinct, 3)]  # 50 copies, after all
@@ -416,30 +420,30 @@ def test_spans_sharing_their_key_are_told_apart_in_linear_work(tmp_path, monkeyp
         tmp_path / "k.jsonl", [line(i, "no_info", dialogues[n], [1]) for i, n in enumerate(order)]
     )
     compared, hashed = [], []
-    real_same, real_sha256 = parse._same_bytes, parse._full_sha256
-    monkeypatch.setattr(parse, "_same_bytes", lambda *args: compared.append(args[4]) or real_same(*args))
-    monkeypatch.setattr(parse, "_full_sha256", lambda span: hashed.append(len(span)) or real_sha256(span))
-    index = parse.index_file(path)
+    real_same, real_sha256 = scan._same_bytes, scan._full_sha256
+    monkeypatch.setattr(scan, "_same_bytes", lambda *args: compared.append(args[4]) or real_same(*args))
+    monkeypatch.setattr(scan, "_full_sha256", lambda span: hashed.append(len(span)) or real_sha256(span))
+    file_index = index.index_file(path)
     lines = len(order)
     assert len(compared) == lines - 1  # every line after the first meets the key's first dialogue once
     assert len(hashed) == lines - 2  # all but the first line and the copy the comparison found (line 151)
     assert sum(compared) + sum(hashed) <= 2 * path.stat().st_size
-    assert [[x.number for x in g.lines] for g in index.groups] == [
+    assert [[x.number for x in g.lines] for g in file_index.groups] == [
         [n + 1, *([distinct + n // 3 + 1] if n % 3 == 0 else [])] for n in range(distinct)
     ]
     packed = tmp_path / "k.jsonl.gz"
     packed.write_bytes(gzip.compress(path.read_bytes()))
-    assert _index_figures(parse.index_file(packed)) == _index_figures(index)
+    assert _index_figures(index.index_file(packed)) == _index_figures(file_index)
 
 
 def test_a_file_changed_between_the_passes_is_refused(tmp_path):
     path = write_jsonl(
         tmp_path / "c.jsonl", [line(1, "no_info", DIALOGUE_A, [1]), line(2, "no_info", DIALOGUE_B, [])]
     )
-    index = parse.index_file(path)
+    file_index = index.index_file(path)
     path.write_bytes(path.read_bytes().replace("Иван".encode(), "Пётр".encode()))
     with pytest.raises(SourceError, match="changed while it was being converted"):
-        list(parse.parse_shard(parse.plan_shards(index, 1 << 30)[0], Notes()))
+        list(parse.parse_shard(index.plan_shards(file_index, 1 << 30)[0], Notes()))
 
 
 def test_an_index_store_that_cannot_be_written_or_read_only_costs_time(tmp_path, monkeypatch):
@@ -448,26 +452,26 @@ def test_an_index_store_that_cannot_be_written_or_read_only_costs_time(tmp_path,
     path = tmp_path / "big.jsonl"
     path.write_bytes(b"\n".join(tricky_lines()[:5]) + b"\n")
     expected = parse_path(path)[0]
-    monkeypatch.setattr(parse, "PERSIST_INDEX_BYTES", 0)
-    monkeypatch.setattr(parse, "_INDEX_CACHE", {})
+    monkeypatch.setattr(index, "PERSIST_INDEX_BYTES", 0)
+    monkeypatch.setattr(index, "_INDEX_CACHE", {})
     blocked = tmp_path / "a-file-not-a-folder"
     blocked.write_text("x")
-    monkeypatch.setattr(parse, "INDEX_STORE", str(blocked))
-    unwritten = parse.cached_index(path)  # the store cannot be made: no error, no leftover
+    monkeypatch.setattr(index, "INDEX_STORE", str(blocked))
+    unwritten = index.cached_index(path)  # the store cannot be made: no error, no leftover
     assert blocked.read_text() == "x" and list(tmp_path.glob("*.tmp")) == []
     records = [
-        r for shard in parse.plan_shards(unwritten, 1 << 30) for r in parse.parse_shard(shard, Notes())
+        r for shard in index.plan_shards(unwritten, 1 << 30) for r in parse.parse_shard(shard, Notes())
     ]
     assert records == expected
     store = tmp_path / "store"
-    monkeypatch.setattr(parse, "INDEX_STORE", str(store))
-    parse._INDEX_CACHE.clear()
-    parse.cached_index(path)
+    monkeypatch.setattr(index, "INDEX_STORE", str(store))
+    index._INDEX_CACHE.clear()
+    index.cached_index(path)
     [stored] = store.glob("*.json")
     stored.write_text('{"groups": [[1, 2]]}')  # cut short or tampered with
-    parse._INDEX_CACHE.clear()
-    reread = parse.cached_index(path)
-    records = [r for shard in parse.plan_shards(reread, 1 << 30) for r in parse.parse_shard(shard, Notes())]
+    index._INDEX_CACHE.clear()
+    reread = index.cached_index(path)
+    records = [r for shard in index.plan_shards(reread, 1 << 30) for r in parse.parse_shard(shard, Notes())]
     assert records == expected
 
 
@@ -475,26 +479,33 @@ def test_index_of_a_large_file_is_kept_on_disk_per_file_version(tmp_path, monkey
     """The next build or stream of the same file skips pass 1; a changed file is indexed again."""
     path = tmp_path / "big.jsonl"
     path.write_bytes(b"\n".join(tricky_lines()[:5]) + b"\n")
-    monkeypatch.setattr(parse, "PERSIST_INDEX_BYTES", 0)
-    monkeypatch.setattr(parse, "INDEX_STORE", str(tmp_path / "store"))
-    monkeypatch.setattr(parse, "_INDEX_CACHE", {})
+    monkeypatch.setattr(index, "PERSIST_INDEX_BYTES", 0)
+    monkeypatch.setattr(index, "INDEX_STORE", str(tmp_path / "store"))
+    monkeypatch.setattr(index, "_INDEX_CACHE", {})
     expected = parse_path(path)[0]
-    first = parse.cached_index(path)
+    first = index.cached_index(path)
     assert len(list((tmp_path / "store").glob("*.json"))) == 1
     indexed = []
-    real_index_file = parse.index_file
-    monkeypatch.setattr(parse, "index_file", lambda *args: indexed.append(args) or real_index_file(*args))
-    parse._INDEX_CACHE.clear()  # a new process
-    again = parse.cached_index(path)
+    real_index_file = index.index_file
+    monkeypatch.setattr(index, "index_file", lambda *args: indexed.append(args) or real_index_file(*args))
+    index._INDEX_CACHE.clear()  # a new process
+    again = index.cached_index(path)
     assert indexed == [] and _index_figures(again) == _index_figures(first)
     assert [g.span for g in again.groups] == [g.span for g in first.groups]
     notes = Notes()
-    records = [r for shard in parse.plan_shards(again, 1 << 30) for r in parse.parse_shard(shard, notes)]
+    records = [r for shard in index.plan_shards(again, 1 << 30) for r in parse.parse_shard(shard, notes)]
     assert records == expected
     path.write_bytes(path.read_bytes() + b"\n")
-    parse._INDEX_CACHE.clear()
-    assert parse.cached_index(path).notes["blank line (skipped)"] == 1
+    index._INDEX_CACHE.clear()
+    assert index.cached_index(path).notes["blank line (skipped)"] == 1
     assert len(indexed) == 1
+
+
+def test_the_stored_index_is_kept_per_version_of_every_parser_module():
+    """An index on disk is keyed by the bytes of every module of the parser (they were one module): a module
+    added to it must join the list, or a change to how it reads, cuts or groups a line would reuse stale indexes."""
+    modules = {path.name for path in Path(index.__file__).parent.glob("*.py")}
+    assert set(index._PARSER_MODULES) == modules - {"__init__.py", "builder.py", "export.py"}
 
 
 def _rewrite_keeping_size_and_mtime(path: Path, old: bytes, new: bytes) -> None:
@@ -520,9 +531,9 @@ def test_a_file_rewritten_with_its_size_and_mtime_is_indexed_again(tmp_path, mon
     """The cached index of a file is not reused for a same-size rewrite whose mtime was set back: the
     second line's answer (it shares the first line's dialogue, so pass 2 never re-reads it) is the new one.
     A small file is caught by its content; a change in the middle of a large one by its change time."""
-    monkeypatch.setattr(parse, "_INDEX_CACHE", {})
-    monkeypatch.setattr(parse, "INDEX_STORE", str(tmp_path / "store"))
-    monkeypatch.setattr(parse, "PERSIST_INDEX_BYTES", 0 if persist else 1 << 60)
+    monkeypatch.setattr(index, "_INDEX_CACHE", {})
+    monkeypatch.setattr(index, "INDEX_STORE", str(tmp_path / "store"))
+    monkeypatch.setattr(index, "PERSIST_INDEX_BYTES", 0 if persist else 1 << 60)
     dialogue = DIALOGUE_A
     if large:
         dialogue = [*DIALOGUE_A, session(3, ("user", "Я люблю длинные истории. " * 4000))]  # ~200 KB a line
@@ -538,10 +549,10 @@ def test_a_file_rewritten_with_its_size_and_mtime_is_indexed_again(tmp_path, mon
 
     def answers() -> list:
         if persist:
-            parse._INDEX_CACHE.clear()  # a new process: only the index on disk is left
-        index = parse.cached_index(path)
+            index._INDEX_CACHE.clear()  # a new process: only the index on disk is left
+        file_index = index.cached_index(path)
         records = [
-            r for shard in parse.plan_shards(index, 1 << 30) for r in parse.parse_shard(shard, Notes())
+            r for shard in index.plan_shards(file_index, 1 << 30) for r in parse.parse_shard(shard, Notes())
         ]
         return [q["answer"] for r in records for q in r["questions"]]
 
@@ -552,7 +563,7 @@ def test_a_file_rewritten_with_its_size_and_mtime_is_indexed_again(tmp_path, mon
     line_two = json.dumps(rows[1], ensure_ascii=False).encode()
     _rewrite_keeping_size_and_mtime(path, line_two, line_two.replace("Иван".encode(), "Пётр".encode()))
     assert answers() == ["Иван", "Пётр", "Иван"]
-    assert parse.VERSION_SAMPLE_BYTES <= 2**16
+    assert index.VERSION_SAMPLE_BYTES <= 2**16
 
 
 def test_several_shards_of_a_gz_give_the_same_records_as_one(tmp_path):
@@ -560,8 +571,8 @@ def test_several_shards_of_a_gz_give_the_same_records_as_one(tmp_path):
     rows = [line(n, "fact_equal_session", dialogues[n % 7], [n % 7]) for n in range(12)]
     path = write_jsonl(tmp_path / "many.jsonl.gz", rows, gz=True)
     whole, _ = parse_path(path)
-    index = parse.index_file(path)
-    shards = parse.plan_shards(index, shard_bytes=1)
+    file_index = index.index_file(path)
+    shards = index.plan_shards(file_index, shard_bytes=1)
     assert len(shards) == 7
     pieces = [record for shard in shards for record in parse.parse_shard(shard, Notes())]
     assert pieces == whole
@@ -715,7 +726,7 @@ def test_bad_json_in_a_gz_names_the_line(tmp_path):
     with gzip.open(path, "wt", encoding="utf-8") as handle:
         handle.write(good + "\n" + good.replace('"id": 1', '"id": 2') + "\n" + '{"id": 3, "question": \n')
     with pytest.raises(SourceError, match=r"broken\.jsonl\.gz, record at line 3: not valid JSON"):
-        parse.index_file(path)
+        index.index_file(path)
 
 
 def test_bad_field_in_a_gz_names_line_and_field(tmp_path):
@@ -731,7 +742,7 @@ def test_truncated_gz_is_a_source_error(tmp_path):
     )
     path.write_bytes(path.read_bytes()[:-30])
     with pytest.raises(SourceError, match=r"t\.jsonl\.gz, record at line \d+: cannot read the file"):
-        parse.index_file(path)
+        index.index_file(path)
 
 
 @pytest.mark.parametrize("content", [b"", b"\n\n"])
@@ -739,7 +750,7 @@ def test_empty_file_is_a_clear_error(tmp_path, content):
     path = tmp_path / "empty.jsonl"
     path.write_bytes(content)
     with pytest.raises(SourceError, match="no records: the file is empty"):
-        parse.index_file(path)
+        index.index_file(path)
 
 
 @pytest.mark.parametrize(
@@ -813,7 +824,7 @@ def test_default_download_is_the_public_sample():
     from convhub.gigamemory import builder
 
     assert builder.URL.endswith("ai-forever/memory_aij2025/main/data/format_example.jsonl")
-    assert parse.subset_of(builder.URL) == "format_example"
+    assert read.subset_of(builder.URL) == "format_example"
 
 
 def test_a_stream_indexes_with_the_cores_and_a_build_with_its_num_proc(tmp_path, monkeypatch):
@@ -822,9 +833,9 @@ def test_a_stream_indexes_with_the_cores_and_a_build_with_its_num_proc(tmp_path,
     (tmp_path / "data").mkdir()
     write_jsonl(tmp_path / "data" / "s.jsonl", [line(1, "no_info", DIALOGUE_A, [1])])
     asked = []
-    real_cached_index = parse.cached_index
+    real_cached_index = index.cached_index
     monkeypatch.setattr(
-        parse, "cached_index", lambda *args: asked.append(args[2]) or real_cached_index(*args)
+        index, "cached_index", lambda *args: asked.append(args[2]) or real_cached_index(*args)
     )
     # (a stream replaces the builder module's ``os`` with datasets' patched copy: cpu_count cannot be faked)
     monkeypatch.setattr(GigamemoryBuilder, "STREAM_INDEX_PROCESSES", 3)

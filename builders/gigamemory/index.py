@@ -1,0 +1,313 @@
+"""Pass 1: a file's lines grouped by dialogue (:func:`index_file`), the index kept per file version in memory
+and, for a large file, on disk (:func:`cached_index`), and cut into pass 2's shards (:func:`plan_shards`).
+
+Per line the index keeps only its position, the hash of its ``sessions`` and its small question fields (why:
+:mod:`convhub.gigamemory.parse`). How a line is cut is :mod:`convhub.gigamemory.cut`, how a file is read for
+it :mod:`convhub.gigamemory.scan`; this module puts the prepared lines in their groups, in file order, and
+says which lines are bad.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from convhub.errors import Notes, Reject, SourceError, raise_error
+from convhub.gigamemory.cut import _line_check, _Prepared
+from convhub.gigamemory.read import iter_lines, subset_of, where
+from convhub.gigamemory.scan import _prepared_lines
+from convhub.jsonio import array_line_problem, json_document_problem
+
+
+@dataclass
+class Line:
+    """What the index keeps of one line: where it is and its question fields (everything but sessions)."""
+
+    number: int
+    fields: dict[str, Any]
+    keys: list[str]
+
+
+@dataclass
+class Group:
+    """Lines sharing one dialogue; the dialogue is read again from the first of them."""
+
+    digest: str
+    offset: int
+    length: int
+    line_check: str  # of the first line's bytes (_line_check): pass 2 checks it re-read that very line
+    lines: list[Line] = field(default_factory=list)
+    #: Where the first line's ``sessions`` value is, when pass 1 cut the line: pass 2 parses only that.
+    span: tuple[int, int] | None = None
+
+
+@dataclass
+class FileIndex:
+    path: str
+    groups: list[Group]
+    notes: Notes
+    #: Lines (or unreadable file tails) handed to ``reject`` under ``--on-bad-record skip``.
+    rejected: int = 0
+
+
+def index_file(path: str | os.PathLike, reject: Reject = raise_error, processes: int = 1) -> FileIndex:
+    """Pass 1: read the file once and group its lines by dialogue, keeping no dialogue in memory.
+
+    A bad line goes to ``reject`` with its bytes (raising by default); a file that cannot be read on from
+    some line (corrupt gzip) goes there once, and the lines before that point are kept. With
+    ``processes`` > 1, a large plain file's distinct dialogues are parsed and hashed in that many
+    processes (most of pass 1); grouping stays here, in file order, so the index is the same.
+    """
+    notes = Notes()
+    groups: dict[str, Group] = {}
+    seen_ids: dict[str, int] = {}
+    rejected = 0
+    lines = _prepared_lines(path, processes)
+    while True:
+        try:
+            prepared = next(lines)
+        except StopIteration:
+            break
+        except SourceError as error:
+            rejected += 1
+            reject(error, None, "file")
+            break
+        try:
+            _add_line(path, prepared, notes, groups, seen_ids)
+        except SourceError as error:
+            if not groups and not rejected and prepared.error is error:  # the first line with content
+                _refuse_json_document(path, prepared, error)
+            rejected += 1
+            reject(error, prepared.raw if prepared.raw is not None else _read_back(path, prepared))
+            continue
+    if not groups and not rejected:
+        raise SourceError(
+            path, None, None, "no records: the file is empty (a GigaMemory file has one JSON object per line)"
+        )
+    return FileIndex(str(path), list(groups.values()), notes, rejected)
+
+
+def _refuse_json_document(path, prepared: _Prepared, error: SourceError) -> None:
+    """Raise one SourceError naming the file when its first line is not JSON because the file is one JSON
+    document (an array or object over many lines, or an array on one line), not one error for each line."""
+    if error.problem == "expected a JSON object, got list":
+        raise SourceError(path, None, None, array_line_problem(prepared.number, "GigaMemory")) from None
+    if not error.problem.startswith("not valid JSON"):
+        return
+    raw = prepared.raw if prepared.raw is not None else _read_back(path, prepared)
+    following = (line for number, _, line in iter_lines(path) if number > prepared.number)
+    problem = json_document_problem(raw, following, "GigaMemory")
+    if problem is not None:
+        raise SourceError(path, None, None, problem) from None
+
+
+def _add_line(path, prepared: _Prepared, notes: Notes, groups: dict, seen_ids: dict) -> Group | None:
+    """Index one prepared line into its group (None for a blank line); a SourceError leaves the index as it was."""
+    number = prepared.number
+    if prepared.bom:
+        notes.add("UTF-8 byte-order mark at the start of a file (skipped)")
+    if prepared.blank:
+        notes.add("blank line (skipped)")
+        return None
+    if prepared.error is not None:
+        raise prepared.error
+    id_text = prepared.id_text
+    if id_text in seen_ids:
+        raise SourceError(
+            path,
+            where(number, prepared.record_id),
+            "id",
+            f"duplicate id {id_text!r} (first at line {seen_ids[id_text]})",
+        )
+    if not prepared.has_sessions:
+        raise SourceError(path, where(number, prepared.record_id), "sessions", "missing")
+    seen_ids[id_text] = number
+    digest = prepared.digest
+    group = groups.get(digest)
+    if group is None:
+        line_check = prepared.line_check or _first_line_check(path, prepared)
+        group = groups[digest] = Group(
+            digest, prepared.offset, prepared.length, line_check, span=prepared.span
+        )
+    else:
+        notes.add("line sharing its dialogue with an earlier line (one conversation, several questions)")
+    group.lines.append(Line(number, prepared.fields, prepared.keys))
+    return group
+
+
+def _first_line_check(path, prepared: _Prepared) -> str:
+    """The line check of a line that begins a group, if its preparation did not make it: a mapped cut
+    line reads back only the bytes around its span (whose sha256 it has)."""
+    if prepared.raw is not None:
+        return _line_check(prepared.raw, prepared.span, prepared.span_sha256)
+    start, end = prepared.span
+    with open(path, "rb") as handle:
+        before = os.pread(handle.fileno(), start, prepared.offset)
+        after = os.pread(handle.fileno(), prepared.length - end, prepared.offset + end)
+    return f"{prepared.span_sha256}:{hashlib.sha256(before + after).hexdigest()}"
+
+
+def _read_back(path, prepared: _Prepared) -> bytes:
+    """The bytes of a line a worker prepared without keeping them (a plain file: offsets are bytes)."""
+    with open(path, "rb") as handle:
+        handle.seek(prepared.offset)
+        return handle.read(prepared.length)
+
+
+_INDEX_CACHE: dict[tuple, FileIndex] = {}
+#: Bytes at each end of a file whose sha256 is part of its version (all of a file twice this size or less).
+VERSION_SAMPLE_BYTES = 64 * 2**10
+
+
+def file_version(path: str | os.PathLike) -> tuple:
+    """What tells one version of a file from another, for the index caches.
+
+    Size and modification time alone miss a file rewritten in place with the same size and its mtime set
+    back (``os.utime``, ``touch -r``, ``rsync -t``, a restore): the change time (which no call can set back),
+    device and inode catch that, and the sha256 of the file's first and last ``VERSION_SAMPLE_BYTES`` (all
+    of a small file; a ``.gz``'s last 8 bytes are the CRC of all its content) catches it even where a
+    filesystem's clock is too coarse to move between two writes.
+    """
+    with open(path, "rb") as handle:
+        stat = os.fstat(handle.fileno())
+        sample = hashlib.sha256()
+        if stat.st_size <= 2 * VERSION_SAMPLE_BYTES:
+            sample.update(handle.read())
+        else:
+            sample.update(os.pread(handle.fileno(), VERSION_SAMPLE_BYTES, 0))
+            sample.update(
+                os.pread(handle.fileno(), VERSION_SAMPLE_BYTES, stat.st_size - VERSION_SAMPLE_BYTES)
+            )
+    return (
+        os.path.abspath(path),
+        stat.st_size,
+        stat.st_mtime_ns,
+        stat.st_ctime_ns,
+        stat.st_dev,
+        stat.st_ino,
+        sample.hexdigest(),
+    )
+
+
+def cached_index(path: str | os.PathLike, reject: Reject = raise_error, processes: int = 1) -> FileIndex:
+    """:func:`index_file`, once per file version: a build asks for the shards of every config.
+
+    In memory for this process and, for a large file, on disk (:func:`stored_index`): the next build or
+    stream of the same file version starts at once. An index that rejected lines is not kept: each build
+    must hand its rejections to its own ``reject``.
+    """
+    key = file_version(path)
+    if key not in _INDEX_CACHE:
+        persist = key[1] >= PERSIST_INDEX_BYTES
+        index = stored_index(key, path) if persist else None
+        if index is None:
+            index = index_file(path, reject, processes)
+            if index.rejected or file_version(path) != key:  # changed while indexed: keep nothing
+                return index
+            if persist:
+                store_index(key, index)
+        if len(_INDEX_CACHE) >= 64:
+            _INDEX_CACHE.clear()
+        _INDEX_CACHE[key] = index
+    return _INDEX_CACHE[key]
+
+
+#: A file at least this large keeps its index on disk: pass 1 reads all of it, a small one is read at once.
+PERSIST_INDEX_BYTES = 32 * 2**20
+#: Where indexes are kept; None = ``<datasets cache>/convhub/gigamemory-index``.
+INDEX_STORE: str | None = None
+_CODE_VERSION: list[str] = []
+#: The parser's modules, which were one module: an index is stored per version of all of them, so that a change
+#: to how a line is read, cut or scanned misses as a change to that one module did.
+_PARSER_MODULES = ("read.py", "cut.py", "scan.py", "index.py", "parse.py")
+
+
+def _store_file(key: tuple) -> str:
+    """One file per :func:`file_version` and version of the parser's modules, so a change of either misses."""
+    if not _CODE_VERSION:
+        code = b"".join((Path(__file__).parent / name).read_bytes() for name in _PARSER_MODULES)
+        _CODE_VERSION.append(hashlib.sha256(code).hexdigest())
+    root = INDEX_STORE
+    if root is None:
+        import datasets
+
+        root = os.path.join(datasets.config.HF_DATASETS_CACHE, "convhub", "gigamemory-index")
+    name = hashlib.sha256(json.dumps([*key, _CODE_VERSION[0]]).encode()).hexdigest()
+    return os.path.join(root, f"{name}.json")
+
+
+def store_index(key: tuple, index: FileIndex) -> None:
+    """Write the index as JSON (json, not orjson: floats, NaN and big integers of the fields round-trip).
+
+    Atomic; a cache that cannot be written is skipped: it only saves time.
+    """
+    groups = [
+        [g.digest, g.offset, g.length, g.line_check, g.span, [[x.number, x.fields, x.keys] for x in g.lines]]
+        for g in index.groups
+    ]
+    target = _store_file(key)
+    temporary = f"{target}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump({"notes": dict(index.notes), "groups": groups}, handle)
+        os.replace(temporary, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
+
+
+def stored_index(key: tuple, path: str | os.PathLike) -> FileIndex | None:
+    """The index :func:`store_index` wrote for this file version, or None."""
+    try:
+        with open(_store_file(key), encoding="utf-8") as handle:
+            data = json.load(handle)
+        groups = [
+            Group(
+                digest,
+                offset,
+                length,
+                line_check,
+                [Line(number, fields, keys) for number, fields, keys in lines],
+                None if span is None else tuple(span),
+            )
+            for digest, offset, length, line_check, span, lines in data["groups"]
+        ]
+        return FileIndex(str(path), groups, Notes(data["notes"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def plan_shards(index: FileIndex, shard_bytes: int, file_name: str | None = None) -> list[dict[str, Any]]:
+    """Consecutive groups of one file, about ``shard_bytes`` of dialogue each, in order of first appearance.
+
+    ``file_name`` is the name the source gives the file (a download is cached under a hash); the subset is
+    derived from it. The first shard of a file carries the file's pass-1 notes so they are counted once.
+    """
+    file_name = file_name or Path(index.path).name
+    if not index.groups:  # every line was rejected (--on-bad-record skip)
+        return []
+    shards: list[dict[str, Any]] = []
+    current: list[Group] = []
+    size = 0
+    for group in index.groups:
+        current.append(group)
+        size += group.length
+        if size >= shard_bytes or group is index.groups[-1]:
+            shards.append(
+                {
+                    "path": index.path,
+                    "file_name": file_name,
+                    "subset": subset_of(file_name),
+                    "groups": current,
+                    "notes": {},
+                }
+            )
+            current, size = [], 0
+    shards[0]["notes"] = dict(index.notes)
+    return shards
