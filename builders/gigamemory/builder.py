@@ -38,12 +38,7 @@ class GigamemoryBuilder(ConversationBuilder):
     #: The same for a plain ``.jsonl`` (a ``.gz`` shard decompresses from the file's start to its first line).
     PLAIN_SHARD_BYTES = 8 * 1024 * 1024
     #: A `sessions` row is a whole ~350k-character dialogue: write (and hold) a few dozen at a time.
-    SESSIONS_WRITER_BATCH_SIZE = 32
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        if self.config.name == "sessions" and kwargs.get("writer_batch_size") is None:
-            self._writer_batch_size = self.SESSIONS_WRITER_BATCH_SIZE
+    WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {"sessions": 32}
 
     def source_files(self, dl_manager) -> list[tuple[str, str]]:
         """(local path, file name) of every ``*.jsonl`` / ``*.jsonl.gz`` of ``--data-dir`` (or that one file).

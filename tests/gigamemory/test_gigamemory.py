@@ -848,3 +848,17 @@ def test_a_stream_indexes_with_the_cores_and_a_build_with_its_num_proc(tmp_path,
         "gigamemory", tmp_path / "out", data_dir=str(tmp_path / "data"), configs=["sessions"], num_proc=1
     )
     assert asked and set(asked) == {1}
+
+
+def test_sessions_rows_are_written_32_a_batch(tmp_path):
+    """A sessions row is a whole ~350k-character dialogue: the writer holds 32 at a time (base's
+    ``WRITER_BATCH_SIZES``), the other configs datasets' default batch, and an explicit ``writer_batch_size`` wins."""
+    sample = GigamemoryBuilder.sample_dir()
+
+    def batch_rows(config: str, **options) -> int | None:
+        builder = GigamemoryBuilder(config_name=config, data_dir=sample, cache_dir=str(tmp_path), **options)
+        return builder._writer_batch_size
+
+    assert batch_rows("sessions") == 32
+    assert batch_rows("turns") == GigamemoryBuilder.DEFAULT_WRITER_BATCH_SIZE
+    assert batch_rows("sessions", writer_batch_size=7) == 7
