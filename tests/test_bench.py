@@ -143,6 +143,32 @@ def test_peak_memory_is_the_cases_own_tree_not_this_process():
     assert 600 <= with_workers < 600 + 90, with_workers  # 200 + 2 x 200, the parent's block shared
 
 
+SPIKE = """
+import time
+time.sleep(0.3)
+block = bytearray(300 * 2**20)
+block[:: 4096] = b"x" * len(block[:: 4096])  # touched, so resident
+del block
+time.sleep(2.0)
+"""
+
+
+def test_a_spike_between_two_samples_is_the_peak():
+    """300 MiB held for a moment between two samples a second apart: the sampled footprint misses it, the
+    process's own high-water mark (VmHWM, read at the next sample) does not."""
+    import subprocess
+    import sys
+
+    from harness import TreeMemory
+
+    process = subprocess.Popen([sys.executable, "-c", SPIKE])
+    memory = TreeMemory(process.pid, interval=1.0)
+    process.wait()
+    peak = memory.stop()
+    assert memory.peak_kib / 1024 < 100  # what the samples of the footprint saw
+    assert 300 <= peak < 300 + 60, peak
+
+
 def test_the_engine_bakeoff_groups_every_conversation_alike_in_each_engine(capsys):
     import engine_bakeoff
 
