@@ -63,8 +63,12 @@ first = None
 rows = 0
 complete = True
 
+printing = threading.Lock()  # one answer: the timer's and the loop's could both print at the limit
+
+
 def no_row_yet():  # a config with no row (no qa in a source without questions) would parse everything
     if first is None:
+        printing.acquire()
         print(json.dumps({"rows": 0, "seconds": time.perf_counter() - start, "first_row": None, "complete": False}))
         sys.stdout.flush()
         os._exit(0)
@@ -83,6 +87,7 @@ for split, dataset in builder.as_streaming_dataset().items():
     if not complete:
         break
 seconds = time.perf_counter() - start
+printing.acquire()
 print(json.dumps({"rows": rows, "seconds": seconds, "first_row": first, "complete": complete}))
 sys.stdout.flush()
 os._exit(0)  # the timer thread must not keep the process alive
