@@ -455,7 +455,7 @@ def _write_zip(folder: Path, raw: bytes) -> Path:
 
 
 def test_a_stream_of_a_large_zip_reads_one_copy_made_while_scanning(tmp_path, monkeypatch):
-    """(Before, a child process inflated the copy beside the scan; now the scan writes what it inflates.)"""
+    """(Before, a child process inflated the copy beside the scan; now a thread inflates and writes it.)"""
 
     raw = _dialogues_text(300, 2, split=lambda i: ("train", "validation", "test")[i % 3])
     _write_zip(tmp_path / "in" / "big", raw)
@@ -550,6 +550,51 @@ def test_a_corrupt_zip_member_is_reported_alike_with_or_without_a_copy(tmp_path,
             check_source("convlab", str(tmp_path / "in"))
         messages.append(str(error.value))
     assert messages[0] == messages[1]
+
+
+class _FailingStream(io.BytesIO):
+    """A stream that raises after ``good`` bytes, as a damaged zip member does partway."""
+
+    def __init__(self, data: bytes, good: int):
+        super().__init__(data)
+        self.good = good
+
+    def read(self, size=-1):
+        if self.tell() >= self.good:
+            raise zipfile.BadZipFile("Bad CRC-32")
+        return super().read(min(size, self.good - self.tell()))
+
+
+def test_the_read_ahead_copies_every_byte_and_raises_where_the_stream_broke(tmp_path):
+    """The thread that inflates a large zip and writes its copy: the reader gets the bytes in order, the copy
+    is complete, a stream error reaches the read past the good bytes, and a reader that stops early (a scan
+    error) leaves no thread behind."""
+    raw = _dialogues_text(60, 2)
+    with (
+        open(tmp_path / "copy", "wb") as copy,
+        scan._ReadAhead(io.BytesIO(raw), copy, chunk_size=97) as ahead,
+    ):
+        read = [ahead.read(1000) for _ in range(len(raw) // 1000 + 2)]
+    assert b"".join(read) == raw and read[-1] == b"" and all(len(part) >= 1000 for part in read[:-2])
+    assert (tmp_path / "copy").read_bytes() == raw
+    with scan._ReadAhead(io.BytesIO(raw), io.BytesIO(), chunk_size=50) as ahead:
+        assert scan.index_dialogues(ahead, "mem", chunk_size=300) == scan.index_dialogues(
+            io.BytesIO(raw), "mem"
+        )
+
+    with (
+        open(tmp_path / "broken", "wb") as copy,
+        scan._ReadAhead(_FailingStream(raw, 500), copy, 64) as ahead,
+    ):
+        assert ahead.read(400) == raw[:448]  # whole chunks, until at least what was asked
+        with pytest.raises(zipfile.BadZipFile, match="Bad CRC-32"):
+            ahead.read(1000)
+        assert ahead.read(10) == b""  # the error ends the stream
+
+    ahead = scan._ReadAhead(io.BytesIO(raw * 50), io.BytesIO(), chunk_size=16, depth=1)
+    with ahead:
+        ahead.read(10)  # the scan stops here: the thread waits on a full queue
+    assert not ahead._thread.is_alive()
 
 
 @pytest.mark.parametrize(
