@@ -52,7 +52,6 @@ from convhub.push_local import (
 )
 from convhub.push_plan import (
     MANIFEST,
-    SHARD,
     PushPlan,
     RemoteFile,
     RemoteState,
@@ -72,7 +71,6 @@ __all__ = [
     "DEFAULT_RETRY",
     "MANIFEST",
     "NO_LICENSE",
-    "SHARD",
     "TRANSIENT_STATUSES",
     "HubFault",
     "HubSession",

@@ -4,18 +4,17 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from convhub.push_local import CARD, file_digests
 from convhub.push_session import HubSession, PushError
+from convhub.shards import SHARD_PATH
 from huggingface_hub import HfApi
 from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
 #: What convhub published in the repo's last push: the only files a later push may delete.
 MANIFEST = ".convhub/published.json"
-SHARD = re.compile(r"^[^/]+/(?:[^/]+/)?[^/]+-\d{5}-of-\d{5}\.parquet$")  # <config>/[<subset>/]<split>-…
 
 
 @dataclass
@@ -108,7 +107,7 @@ def carries_this_push(plan: PushPlan, files: dict[str, Path], state: RemoteState
 
 def looks_managed(path: str) -> bool:
     """Named like a file convhub writes (the card, a config's shards): only warned about, never deleted on its name."""
-    return path == CARD or bool(SHARD.match(path))
+    return path == CARD or bool(SHARD_PATH.match(path))
 
 
 def write_manifest(local: dict[str, Path], scratch: Path) -> dict[str, Path]:

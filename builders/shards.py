@@ -36,6 +36,10 @@ def shard_path(config: str, split: str, index: int, total: int) -> str:
     return f"{config}/{split}-{index:05d}-of-{total:05d}.parquet"
 
 
+#: A path ``shard_path`` makes, relative to the build folder: how ``push`` knows a file of the layout it owns.
+SHARD_PATH = re.compile(r"^[^/]+/(?:[^/]+/)?[^/]+-\d{5}-of-\d{5}\.parquet$")
+
+
 def split_by_subset(staging: Path, built: ConfigBuild, batch_rows: int = 256) -> None:
     """Rewrite each split of ``built`` as one Parquet file per subset: ``<config>/<subset>/<split>-...``.
 

@@ -20,7 +20,8 @@ from conftest import HUB_TOKEN
 from convhub import registry
 from convhub.build import build_source
 from convhub.cli import main
-from convhub.push import MANIFEST, PushError, RetryPolicy, push_folder
+from convhub.push import MANIFEST, PushError, RetryPolicy, looks_managed, push_folder
+from convhub.shards import shard_path
 from convhub.staging import MARKER
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
@@ -161,6 +162,24 @@ def test_a_repo_without_convhubs_list_gets_no_deletion_and_a_warning(hub, folder
     assert all(path in warning for path in stale) and warning in caplog.text
     again = push_folder(smaller, REPO, verify=False)  # the list is there now, but it never named those files
     assert again.plan.deletions == [] and not again.created_commit
+
+
+def test_push_knows_every_shard_a_build_writes_by_its_path_and_no_other_file(sample_builds):
+    """The layout ``shards.shard_path`` writes is the one ``push`` recognizes as its own (one pattern, beside it)."""
+    built = [
+        path.relative_to(build.output).as_posix()
+        for build in sample_builds.values()
+        for path in build.output.rglob("*.parquet")
+    ]
+    assert any(path.count("/") == 2 for path in built)  # a subset's own folder (<config>/<subset>/<split>-…)
+    assert all(looks_managed(path) for path in built)
+    assert looks_managed(shard_path("turns/toyhotel", "validation", 3, 12))
+    hand_made = [
+        "turns/train.parquet",
+        "notes/extra/deep/train-00000-of-00001.parquet",
+        "train-00000-of-00001.parquet",
+    ]
+    assert not any(looks_managed(path) for path in hand_made)
 
 
 def test_dry_run_lists_uploads_and_changes_nothing(hub, folder, capsys):
