@@ -496,6 +496,31 @@ def test_written_folder_loads_back_with_card_shares_and_license_warning(tmp_path
     assert yaml.safe_load(card.text.split("```yaml\n")[1].split("```")[0])["name"] == "demo-mix"
 
 
+def test_a_mixture_is_written_as_builds_are_free_text_without_statistics(tmp_path):
+    """The mixture's shards come from convhub's writer, like every build's: a message's text has neither min/max
+    statistics nor a dictionary (a very long message is not copied for them), ids keep their statistics."""
+    import pyarrow.parquet as pq
+
+    write_source(tmp_path / "a", numbered("a", 30))
+    write_source(tmp_path / "b", numbered("b", 30, words=1))
+    parsed = recipe(tmp_path, "seed: 5\nsources: [{path: a, probability: 0.5}, {path: b, probability: 0.5}]")
+    result = mix.write_mixture(parsed, tmp_path / "out")
+    [path] = sorted((tmp_path / "out").rglob("*.parquet"))
+    metadata = pq.ParquetFile(path).metadata
+    chunks = {
+        chunk.path_in_schema: (
+            chunk.statistics is not None and chunk.statistics.has_min_max,
+            chunk.dictionary_page_offset is not None,
+        )
+        for chunk in (metadata.row_group(0).column(index) for index in range(metadata.num_columns))
+    }
+    assert chunks["messages.list.element.content"] == (False, False)
+    assert chunks["conversation_id"][0]
+    assert b"huggingface" in pq.read_schema(path).metadata
+    loaded = datasets.load_dataset(str(tmp_path / "out"), split="train")
+    assert len(loaded) == result.rows and sorted(set(ids(loaded))) == sorted(set(ids(mix.mixture(parsed))))
+
+
 def test_streamed_and_in_memory_folders_are_identical(tmp_path):
     write_source(tmp_path / "a", numbered("a", 20))
     write_source(tmp_path / "b", numbered("b", 20, words=1))

@@ -21,6 +21,7 @@ from convhub.cards import (
     template,
     tidy,
 )
+from convhub.datasets_adapter import ParquetWriter
 from convhub.mix.pipeline import Mixer, SourceReport
 from convhub.mix.recipe import CONFIG_FEATURES, Recipe
 from convhub.mix.rows import PROVENANCE_COLUMNS
@@ -175,7 +176,7 @@ def _write_shards(
 ) -> tuple[list[str], int]:
     """Contiguous shards of at most about ``max_shard_bytes`` (Arrow size, estimated from the sources').
 
-    The mixed rows are an index into the sources' tables: ``to_parquet`` reads them in batches, with no
+    The mixed rows are an index into the sources' tables: each shard reads them in batches, with no
     ``flatten_indices`` copy (which costs ~10x more on a finely interleaved mixture).
     """
     underlying_rows = max(len(mixed.data), 1)
@@ -184,9 +185,22 @@ def _write_shards(
     files = []
     for index in range(count):
         relative = f"{recipe.config}/{split}-{index:05d}-of-{count:05d}.parquet"
-        mixed.shard(count, index, contiguous=True).to_parquet(staging / relative)
+        _write_shard(mixed.shard(count, index, contiguous=True), staging / relative)
         files.append(relative)
     return files, num_bytes
+
+
+def _write_shard(rows: Dataset, path: Path) -> None:
+    """``rows`` as one Parquet file, written as a build writes its shards (``datasets_adapter.ParquetWriter``:
+    ``datasets``' metadata and page index, free text without statistics or dictionary) where ``to_parquet``
+    would keep min/max statistics of every message's text."""
+    writer = ParquetWriter(features=rows.features, path=str(path))
+    try:
+        for batch in rows.with_format("arrow").iter(batch_size=writer.writer_batch_size):
+            writer.write_table(batch)
+        writer.finalize()
+    finally:
+        writer.close()
 
 
 def card_data(result: MixResult, folder: Path | None = None) -> DatasetCardData:
