@@ -7,8 +7,8 @@ random placeholder in the span's place, which must come out as the value of the 
 a span is parsed on first sight, so it is one JSON value. Then the line is the object with that value
 put back, exactly what parsing the whole line gives. Any other line is parsed whole, as before.
 
-What is made here depends on its line alone (:class:`_Prepared`): :mod:`convhub.gigamemory.scan` reads a file
-into prepared lines, :mod:`convhub.gigamemory.index` groups them, and pass 2 checks with :func:`_line_check`
+What is made here depends on its line alone (:class:`PreparedLine`): :mod:`convhub.gigamemory.scan` reads a file
+into prepared lines, :mod:`convhub.gigamemory.index` groups them, and pass 2 checks with :func:`line_fingerprint`
 that it re-read the very line pass 1 indexed.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from convhub.errors import SourceError
-from convhub.gigamemory.read import _INEXACT, _exact_loads, _id_text, decode_line, dialogue_digest, where
+from convhub.gigamemory.read import INEXACT, decode_line, dialogue_digest, exact_loads, id_as_text, where
 
 _SESSIONS_KEY = re.compile(rb'"sessions"[ \t\r\n]*:[ \t\r\n]*')
 _WHITESPACE = b" \t\r\n"
@@ -40,7 +40,7 @@ def _end_before(raw, end: int, start: int) -> int:
 
 def _sessions_span(raw, start: int = 0, end: int | None = None) -> tuple[int, int] | None:
     """Where the ``sessions`` value of the line ``raw[start:end]`` probably is (offsets into ``raw``): after
-    its key, and before ``, "ans_session_ids"`` or the closing brace. Only a guess: :func:`_split_line`
+    its key, and before ``, "ans_session_ids"`` or the closing brace. Only a guess: :func:`split_line`
     proves it. ``raw`` is the line's bytes or the whole mapped file."""
     end = len(raw) if end is None else end
     match = _SESSIONS_KEY.search(raw, start, end)
@@ -55,7 +55,7 @@ def _sessions_span(raw, start: int = 0, end: int | None = None) -> tuple[int, in
     return (span_start, span_end) if span_end > span_start else None
 
 
-def _split_line(raw, start: int = 0, end: int | None = None) -> tuple[dict[str, Any], int, int] | None:
+def split_line(raw, start: int = 0, end: int | None = None) -> tuple[dict[str, Any], int, int] | None:
     """(the object of the line ``raw[start:end]`` with a placeholder for ``sessions``, span start, span
     end), the span relative to ``start``; or None. Only the bytes around the span are copied."""
     end = len(raw) if end is None else end
@@ -66,13 +66,13 @@ def _split_line(raw, start: int = 0, end: int | None = None) -> tuple[dict[str, 
     before, after = raw[start:span_start], raw[span_end:end]
     if _PLACEHOLDER_BYTES in before or _PLACEHOLDER_BYTES in after:
         return None
-    record = _exact_loads(before + _PLACEHOLDER + after)
+    record = exact_loads(before + _PLACEHOLDER + after)
     if type(record) is not dict or record.get("sessions") != _PLACEHOLDER_TEXT:
         return None
     return record, span_start - start, span_end - start
 
 
-def _line_check(raw, span: tuple[int, int] | None, span_sha256: str | None = None) -> str:
+def line_fingerprint(raw, span: tuple[int, int] | None, span_sha256: str | None = None) -> str:
     """What pass 2 compares to know it re-read the very line pass 1 indexed (``raw``: bytes or a view).
 
     A whole line's sha256; for a cut line, its span's and the rest's.
@@ -87,8 +87,9 @@ def _line_check(raw, span: tuple[int, int] | None, span_sha256: str | None = Non
 
 
 @dataclass
-class _Prepared:
-    """What indexing one line needs that depends on no other line (so it can be made in a worker)."""
+class PreparedLine:
+    """What indexing one line needs that depends on no other line (its dialogue's digest may come later, from
+    the first line with the same span: :mod:`convhub.gigamemory.scan`)."""
 
     number: int
     offset: int
@@ -110,7 +111,7 @@ class _Prepared:
     span_first: int | None = None  # a mapped line's place in the list of distinct spans, until its digest
 
 
-def _prepare_line(path, number: int, offset: int, raw: bytes, digests: dict) -> _Prepared:
+def prepare_line(path, number: int, offset: int, raw: bytes, digests: dict) -> PreparedLine:
     """Everything pass 1 needs of one line read whole (a ``.gz``'s).
 
     ``digests`` (span sha256 → dialogue digest) remembers the dialogues this process already parsed.
@@ -118,26 +119,26 @@ def _prepare_line(path, number: int, offset: int, raw: bytes, digests: dict) -> 
     bom = number == 1 and raw.startswith(b"\xef\xbb\xbf")
     if bom:
         raw, offset = raw[3:], offset + 3
-    prepared = _Prepared(number, offset, len(raw), raw, None, bom=bom)
+    prepared = PreparedLine(number, offset, len(raw), raw, None, bom=bom)
     if not raw.strip():
         prepared.blank = True
         return prepared
     if not _prepare_cut_line(prepared, raw, digests):
-        _prepare_whole_line(path, prepared, raw, drop_raw=False)
+        prepare_whole_line(path, prepared, raw, drop_raw=False)
     return prepared
 
 
-def _prepare_whole_line(path, prepared: _Prepared, raw: bytes, drop_raw: bool) -> None:
+def prepare_whole_line(path, prepared: PreparedLine, raw: bytes, drop_raw: bool) -> None:
     """The line parsed whole (one that cannot be cut): its errors are the ones a user sees. With
     ``drop_raw`` (a mapped file's line), the bytes are kept only for ``reject`` and the line check made."""
     number = prepared.number
     if drop_raw:
-        prepared.line_check = _line_check(raw, None)
+        prepared.line_check = line_fingerprint(raw, None)
     try:
         record = decode_line(path, number, raw)
         if "id" not in record:
             raise SourceError(path, where(number), "id", "missing")
-        prepared.id_text = _id_text(record["id"], path, where(number), "id")
+        prepared.id_text = id_as_text(record["id"], path, where(number), "id")
     except SourceError as error:
         prepared.error, prepared.raw = error, raw
         return
@@ -151,34 +152,34 @@ def _prepare_whole_line(path, prepared: _Prepared, raw: bytes, drop_raw: bool) -
     prepared.keys = list(record)
 
 
-def _prepare_cut_line(prepared: _Prepared, raw: bytes, digests: dict) -> bool:
+def _prepare_cut_line(prepared: PreparedLine, raw: bytes, digests: dict) -> bool:
     """Prepare a line from its question fields and its span's digest (see above); False if it cannot be cut
     or its id is bad (the whole-line path then reports what is wrong, exactly as before)."""
-    cut = _split_line(raw)
-    if cut is None or not _usable_id(cut[0]):
+    cut = split_line(raw)
+    if cut is None or not usable_id(cut[0]):
         return False
     record, start, end = cut
     span = memoryview(raw)[start:end]
     span_sha256 = hashlib.sha256(span).hexdigest()
     digest = digests.get(span_sha256)
     if digest is None:
-        digest = _span_dialogue_digest(span)
+        digest = span_dialogue_digest(span)
         if digest is None:
             return False
         digests[span_sha256] = digest
-    _take_cut(prepared, record, start, end)
+    take_cut(prepared, record, start, end)
     prepared.digest, prepared.span_sha256 = digest, span_sha256
     return True
 
 
-def _usable_id(record: dict[str, Any]) -> bool:
-    """Whether a cut line's id is one :func:`_id_text` takes (an int or a str, not a bool); a line with any
+def usable_id(record: dict[str, Any]) -> bool:
+    """Whether a cut line's id is one :func:`id_as_text` takes (an int or a str, not a bool); a line with any
     other is parsed whole, which reports it."""
     record_id = record.get("id")
     return "id" in record and not isinstance(record_id, bool) and isinstance(record_id, (int, str))
 
 
-def _take_cut(prepared: _Prepared, record: dict[str, Any], span_start: int, span_end: int) -> None:
+def take_cut(prepared: PreparedLine, record: dict[str, Any], span_start: int, span_end: int) -> None:
     """Fill ``prepared`` from a cut line's question fields (``record``, its ``sessions`` a placeholder)."""
     prepared.id_text = str(record["id"])
     prepared.record_id = record["id"]
@@ -188,7 +189,7 @@ def _take_cut(prepared: _Prepared, record: dict[str, Any], span_start: int, span
     prepared.keys = list(record)
 
 
-def _span_dialogue_digest(span) -> str | None:
+def span_dialogue_digest(span) -> str | None:
     """The dialogue digest of a span's bytes, or None when they are not one float-free JSON value."""
-    sessions = _exact_loads(span)
-    return None if sessions is _INEXACT else dialogue_digest(sessions, float_free=True)
+    sessions = exact_loads(span)
+    return None if sessions is INEXACT else dialogue_digest(sessions, float_free=True)

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from convhub.errors import Notes, Reject, SourceError, raise_error
-from convhub.gigamemory.cut import _line_check, _Prepared
+from convhub.gigamemory.cut import PreparedLine, line_fingerprint
 from convhub.gigamemory.read import iter_lines, subset_of, where
-from convhub.gigamemory.scan import _prepared_lines
+from convhub.gigamemory.scan import prepared_lines
 from convhub.jsonio import array_line_problem, json_document_problem
 
 
@@ -40,7 +40,7 @@ class Group:
     digest: str
     offset: int
     length: int
-    line_check: str  # of the first line's bytes (_line_check): pass 2 checks it re-read that very line
+    line_check: str  # of the first line's bytes (line_fingerprint): pass 2 checks it re-read that very line
     lines: list[Line] = field(default_factory=list)
     #: Where the first line's ``sessions`` value is, when pass 1 cut the line: pass 2 parses only that.
     span: tuple[int, int] | None = None
@@ -67,7 +67,7 @@ def index_file(path: str | os.PathLike, reject: Reject = raise_error, processes:
     groups: dict[str, Group] = {}
     seen_ids: dict[str, int] = {}
     rejected = 0
-    lines = _prepared_lines(path, processes)
+    lines = prepared_lines(path, processes)
     while True:
         try:
             prepared = next(lines)
@@ -92,7 +92,7 @@ def index_file(path: str | os.PathLike, reject: Reject = raise_error, processes:
     return FileIndex(str(path), list(groups.values()), notes, rejected)
 
 
-def _refuse_json_document(path, prepared: _Prepared, error: SourceError) -> None:
+def _refuse_json_document(path, prepared: PreparedLine, error: SourceError) -> None:
     """Raise one SourceError naming the file when its first line is not JSON because the file is one JSON
     document (an array or object over many lines, or an array on one line), not one error for each line."""
     if error.problem == "expected a JSON object, got list":
@@ -106,7 +106,7 @@ def _refuse_json_document(path, prepared: _Prepared, error: SourceError) -> None
         raise SourceError(path, None, None, problem) from None
 
 
-def _add_line(path, prepared: _Prepared, notes: Notes, groups: dict, seen_ids: dict) -> Group | None:
+def _add_line(path, prepared: PreparedLine, notes: Notes, groups: dict, seen_ids: dict) -> Group | None:
     """Index one prepared line into its group (None for a blank line); a SourceError leaves the index as it was."""
     number = prepared.number
     if prepared.bom:
@@ -140,11 +140,11 @@ def _add_line(path, prepared: _Prepared, notes: Notes, groups: dict, seen_ids: d
     return group
 
 
-def _first_line_check(path, prepared: _Prepared) -> str:
+def _first_line_check(path, prepared: PreparedLine) -> str:
     """The line check of a line that begins a group, if its preparation did not make it: a mapped cut
     line reads back only the bytes around its span (whose sha256 it has)."""
     if prepared.raw is not None:
-        return _line_check(prepared.raw, prepared.span, prepared.span_sha256)
+        return line_fingerprint(prepared.raw, prepared.span, prepared.span_sha256)
     start, end = prepared.span
     with open(path, "rb") as handle:
         before = os.pread(handle.fileno(), start, prepared.offset)
@@ -152,7 +152,7 @@ def _first_line_check(path, prepared: _Prepared) -> str:
     return f"{prepared.span_sha256}:{hashlib.sha256(before + after).hexdigest()}"
 
 
-def _read_back(path, prepared: _Prepared) -> bytes:
+def _read_back(path, prepared: PreparedLine) -> bytes:
     """The bytes of a line a worker prepared without keeping them (a plain file: offsets are bytes)."""
     with open(path, "rb") as handle:
         handle.seek(prepared.offset)

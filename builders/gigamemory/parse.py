@@ -31,9 +31,9 @@ from typing import Any
 
 from convhub import schema
 from convhub.errors import Notes, Reject, SourceError, raise_error
-from convhub.gigamemory.cut import _line_check
+from convhub.gigamemory.cut import line_fingerprint
 from convhub.gigamemory.index import Group, Line
-from convhub.gigamemory.read import _INEXACT, _exact_loads, _id_text, decode_line, open_binary, where
+from convhub.gigamemory.read import INEXACT, decode_line, exact_loads, id_as_text, open_binary, where
 
 #: The four question types of the contest, in the order of its format document.
 QUESTION_TYPES = ("fact_equal_session", "info_consolidation", "info_updating", "no_info")
@@ -57,10 +57,10 @@ def parse_shard(
     with open_binary(path) as handle:
         for group in shard["groups"]:
             raw = _read_group_line(handle, path, group)
-            sessions = _INEXACT
+            sessions = INEXACT
             if group.span is not None:
-                sessions = _exact_loads(memoryview(raw)[group.span[0] : group.span[1]])
-            if sessions is _INEXACT:
+                sessions = exact_loads(memoryview(raw)[group.span[0] : group.span[1]])
+            if sessions is INEXACT:
                 sessions = decode_line(path, group.lines[0].number, raw)["sessions"]
             record = _convert_group(sessions, group, shard, raw, notes, reject)
             if record is not None:
@@ -75,7 +75,7 @@ def _read_group_line(handle, path, group: Group) -> bytes:
         raw = handle.read(group.length)  # the line without its end; checked just below
     except (OSError, EOFError, zlib.error) as error:
         raise SourceError(path, where(first.number), None, f"cannot read the file: {error}") from error
-    if len(raw) != group.length or _line_check(raw, group.span) != group.line_check:
+    if len(raw) != group.length or line_fingerprint(raw, group.span) != group.line_check:
         raise SourceError(path, where(first.number), None, "the file changed while it was being converted")
     return raw
 
@@ -179,7 +179,7 @@ def parse_session(session: Any, index: int, path: str, location: str, notes: Not
         if key not in session:
             raise SourceError(path, location, f"{name}.{key}", "missing")
     raw_id = session["id"]
-    session_id = _id_text(raw_id, path, location, f"{name}.id")
+    session_id = id_as_text(raw_id, path, location, f"{name}.id")
     messages = session["messages"]
     if not isinstance(messages, list):
         raise SourceError(
@@ -303,7 +303,7 @@ def _evidence(
     if not isinstance(raw, list):
         raise SourceError(path, location, "ans_session_ids", f"expected a list, got {type(raw).__name__}")
     extra["ans_session_ids"] = raw
-    ids = [_id_text(value, path, location, f"ans_session_ids[{i}]") for i, value in enumerate(raw)]
+    ids = [id_as_text(value, path, location, f"ans_session_ids[{i}]") for i, value in enumerate(raw)]
     missing = sum(sid not in session_ids for sid in ids)
     if missing:
         notes.add(

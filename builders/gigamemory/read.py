@@ -48,7 +48,7 @@ def where(line_number: int, record_id: Any = None) -> str:
     return f"at line {line_number}" if record_id is None else f"{record_id!r} at line {line_number}"
 
 
-def _id_text(value: Any, path, location: str, field_name: str) -> str:
+def id_as_text(value: Any, path, location: str, field_name: str) -> str:
     """Integer and string ids are both accepted and become strings (the raw value is kept elsewhere)."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise SourceError(
@@ -79,7 +79,7 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, int, bytes]]:
             yield line_number, offset, raw.rstrip(b"\r\n")
 
 
-_INEXACT = object()
+INEXACT = object()
 
 
 def _float_free(value: Any) -> bool:
@@ -88,8 +88,8 @@ def _float_free(value: Any) -> bool:
     return not holds_float(value)
 
 
-def _exact_loads(raw) -> Any:
-    """``orjson.loads(raw)`` where it equals ``json.loads``, else ``_INEXACT`` (also for bad JSON).
+def exact_loads(raw) -> Any:
+    """``orjson.loads(raw)`` where it equals ``json.loads``, else ``INEXACT`` (also for bad JSON).
 
     orjson refuses what json reads differently (NaN, infinities, lone surrogates, a byte-order mark),
     and :func:`_float_free` catches the one silent difference (integers beyond 64 bits).
@@ -97,8 +97,8 @@ def _exact_loads(raw) -> Any:
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return _INEXACT
-    return value if _float_free(value) else _INEXACT
+        return INEXACT
+    return value if _float_free(value) else INEXACT
 
 
 def decode_line(path: str | os.PathLike, line_number: int, raw: bytes) -> dict[str, Any]:
@@ -107,8 +107,8 @@ def decode_line(path: str | os.PathLike, line_number: int, raw: bytes) -> dict[s
     orjson reads the line where it gives json's value; anything else (bad JSON included) is read by json,
     so values and error messages are json's.
     """
-    record = _exact_loads(raw)
-    if record is _INEXACT:
+    record = exact_loads(raw)
+    if record is INEXACT:
         try:
             record = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as error:

@@ -20,13 +20,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from convhub.gigamemory.cut import (
-    _prepare_line,
-    _prepare_whole_line,
-    _Prepared,
-    _span_dialogue_digest,
-    _split_line,
-    _take_cut,
-    _usable_id,
+    PreparedLine,
+    prepare_line,
+    prepare_whole_line,
+    span_dialogue_digest,
+    split_line,
+    take_cut,
+    usable_id,
 )
 from convhub.gigamemory.read import iter_lines
 
@@ -36,7 +36,7 @@ PARALLEL_INDEX_BYTES = 32 * 2**20
 SPAN_KEY_BYTES = 4096
 
 
-def _prepared_lines(path, processes: int) -> Iterator[_Prepared]:
+def prepared_lines(path, processes: int) -> Iterator[PreparedLine]:
     """Every line prepared, in file order.
 
     A ``.gz`` is read line by line. A plain file is mapped: each line is cut where it lies (no copy of
@@ -46,13 +46,13 @@ def _prepared_lines(path, processes: int) -> Iterator[_Prepared]:
     if str(path).endswith(".gz"):
         digests: dict[str, str] = {}
         for number, offset, raw in iter_lines(path):
-            yield _prepare_line(path, number, offset, raw, digests=digests)
+            yield prepare_line(path, number, offset, raw, digests=digests)
         return
     mapped = _map(path)
     if mapped is None:
         return
-    prepared: list[_Prepared] = []
-    firsts: list[_Prepared] = []  # the first line of each distinct dialogue span, in file order
+    prepared: list[PreparedLine] = []
+    firsts: list[PreparedLine] = []  # the first line of each distinct dialogue span, in file order
     jobs = _scan_mapped(path, mapped, prepared, firsts)
     if processes > 1 and len(mapped) >= PARALLEL_INDEX_BYTES:
         import multiprocessing
@@ -112,31 +112,31 @@ def _blank(mapped, start: int, end: int) -> bool:
     return not mapped[start:end].strip()
 
 
-def _prepare_mapped_line(path, mapped, number: int, start: int, end: int) -> _Prepared:
-    """A line of a mapped file: cut where it lies; its digest comes later (:func:`_distinct_spans`)."""
+def _prepare_mapped_line(path, mapped, number: int, start: int, end: int) -> PreparedLine:
+    """A line of a mapped file: cut where it lies; its digest comes once the scan is done (:func:`prepared_lines`)."""
     bom = number == 1 and mapped[start : start + 3] == b"\xef\xbb\xbf"
     if bom:
         start += 3
-    prepared = _Prepared(number, start, end - start, None, None, bom=bom)
+    prepared = PreparedLine(number, start, end - start, None, None, bom=bom)
     if _blank(mapped, start, end):
         prepared.blank = True
         return prepared
-    cut = _split_line(mapped, start, end)
-    if cut is not None and _usable_id(cut[0]):
-        _take_cut(prepared, *cut)
+    cut = split_line(mapped, start, end)
+    if cut is not None and usable_id(cut[0]):
+        take_cut(prepared, *cut)
         return prepared
-    _prepare_whole_line(path, prepared, mapped[start:end], drop_raw=True)
+    prepare_whole_line(path, prepared, mapped[start:end], drop_raw=True)
     return prepared
 
 
-def _prepare_whole_mapped_line(path, mapped, cut: _Prepared) -> _Prepared:
+def _prepare_whole_mapped_line(path, mapped, cut: PreparedLine) -> PreparedLine:
     """A cut line prepared again as a whole line (its span was not one float-free JSON value)."""
-    again = _Prepared(cut.number, cut.offset, cut.length, None, None, bom=cut.bom)
-    _prepare_whole_line(path, again, mapped[cut.offset : cut.offset + cut.length], drop_raw=True)
+    again = PreparedLine(cut.number, cut.offset, cut.length, None, None, bom=cut.bom)
+    prepare_whole_line(path, again, mapped[cut.offset : cut.offset + cut.length], drop_raw=True)
     return again
 
 
-def _scan_mapped(path, mapped, prepared: list[_Prepared], firsts: list[_Prepared]) -> Iterator[tuple]:
+def _scan_mapped(path, mapped, prepared: list[PreparedLine], firsts: list[PreparedLine]) -> Iterator[tuple]:
     """Prepare every line of a mapped file into ``prepared``; yield (path, offset, length) of each span
     not seen before, as it is found (its line appended to ``firsts``)."""
     spans = _SpanPlaces()
@@ -181,7 +181,7 @@ def _full_sha256(span) -> str:
     return hashlib.sha256(span).hexdigest()
 
 
-def _place_span(mapped, view, item: _Prepared, firsts: list[_Prepared], spans: _SpanPlaces) -> bool:
+def _place_span(mapped, view, item: PreparedLine, firsts: list[PreparedLine], spans: _SpanPlaces) -> bool:
     """Set ``item.span_first`` to the place in ``firsts`` of the first line with the same span bytes;
     append ``item`` (and return True) when its span is new.
 
@@ -229,8 +229,8 @@ def _release(mapped, start: int, end: int) -> None:
 
 
 def _span_digest(span) -> tuple[str | None, str]:
-    """(:func:`_span_dialogue_digest` of a span's bytes, the sha256 of the bytes)."""
-    return _span_dialogue_digest(span), hashlib.sha256(span).hexdigest()
+    """(:func:`span_dialogue_digest` of a span's bytes, the sha256 of the bytes)."""
+    return span_dialogue_digest(span), hashlib.sha256(span).hexdigest()
 
 
 def _digest_span_at(job: tuple) -> tuple[str | None, str]:

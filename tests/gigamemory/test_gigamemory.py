@@ -301,9 +301,9 @@ def test_cut_lines_index_and_parse_as_whole_lines(tmp_path, monkeypatch):
     # each name in every module that looks it up: the cut in cut (a .gz's line) and scan (a mapped line),
     # orjson's reads in read (decode_line), cut (a span) and parse (pass 2), the float check in read
     for module in (cut, scan):
-        monkeypatch.setattr(module, "_split_line", lambda *args: None)
+        monkeypatch.setattr(module, "split_line", lambda *args: None)
     for module in (read, cut, parse):
-        monkeypatch.setattr(module, "_exact_loads", lambda raw: read._INEXACT)
+        monkeypatch.setattr(module, "exact_loads", lambda raw: read.INEXACT)
     monkeypatch.setattr(read, "_float_free", lambda value: False)  # json.dumps for every digest
     whole = parsed()
     assert by_cut == whole
