@@ -103,10 +103,11 @@ class _ReadAhead:
     thread meets (a damaged zip) is raised by the ``read`` that reaches it, where an inline read raised it.
     """
 
-    def __init__(self, stream: IO[bytes], copy: IO[bytes], chunk_size: int = 16 << 20, depth: int = 2):
+    def __init__(self, stream: IO[bytes], copy: IO[bytes], chunk_size: int = 16 << 20, depth: int = 1):
         self._chunks: queue.Queue = queue.Queue(depth)
         self._stopped = threading.Event()
         self._eof = False
+        self._chunk, self._offset = b"", 0  # the chunk being read, and how far
         self._thread = threading.Thread(target=self._pump, args=(stream, copy, chunk_size), daemon=True)
 
     def __enter__(self) -> _ReadAhead:
@@ -138,20 +139,30 @@ class _ReadAhead:
                 continue
 
     def read(self, size: int = -1) -> bytes:
-        """At least ``size`` bytes unless the file ends first (whole chunks: the scan takes any length)."""
+        """Up to ``size`` bytes (all that is left for -1), fewer only at the end of the file: the scan's buffer
+        stays the size it asks for, whatever the thread's chunks are."""
         parts: list[bytes] = []
-        got = 0
-        while (size < 0 or got < size) and not self._eof:
-            item = self._chunks.get()
-            if isinstance(item, BaseException):
-                self._eof = True
-                raise item
-            if not item:
-                self._eof = True
-                break
-            parts.append(item)
-            got += len(item)
+        wanted = size if size >= 0 else float("inf")
+        while wanted > 0:
+            if self._offset == len(self._chunk):
+                if self._eof:
+                    break
+                self._chunk, self._offset = self._next_chunk(), 0
+                continue
+            part = self._chunk[self._offset : self._offset + min(wanted, len(self._chunk))]
+            self._offset += len(part)
+            wanted -= len(part)
+            parts.append(part)
         return b"".join(parts)
+
+    def _next_chunk(self) -> bytes:
+        item = self._chunks.get()
+        if isinstance(item, BaseException):
+            self._eof = True
+            raise item
+        if not item:
+            self._eof = True
+        return item
 
 
 def _copy_path(source: SubsetInput) -> str:
