@@ -25,6 +25,7 @@ from convhub.datasets_adapter import ParquetWriter
 from convhub.mix.pipeline import Mixer, SourceReport
 from convhub.mix.recipe import CONFIG_FEATURES, Recipe
 from convhub.mix.rows import PROVENANCE_COLUMNS
+from convhub.shards import shard_path
 from convhub.staging import check_output, staged_folder
 from convhub.stats import markdown_table
 from datasets import Dataset
@@ -184,7 +185,7 @@ def _write_shards(
     count = max(1, math.ceil(num_bytes / max_shard_bytes))
     files = []
     for index in range(count):
-        relative = f"{recipe.config}/{split}-{index:05d}-of-{count:05d}.parquet"
+        relative = shard_path(recipe.config, split, index, count)
         _write_shard(mixed.shard(count, index, contiguous=True), staging / relative)
         files.append(relative)
     return files, num_bytes
