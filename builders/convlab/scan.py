@@ -60,8 +60,8 @@ def dialogue_index(
     not kept, so that each build reports them.
 
     A zipped dialogues.json of ``EXTRACT_MIN_BYTES`` or more is written to a temporary copy as the scan
-    inflates it (in a thread, no second pass: :class:`_ReadAhead`): a zip member cannot seek, so each shard would otherwise inflate
-    it again from its start. At bench scale 0.2 (35 MB, 6 shards) the shards read in 0.4 s instead of
+    inflates it (in a thread, no second pass: :class:`_ReadAhead`): a zip member cannot seek, so each shard
+    would otherwise inflate it again from its start. At bench scale 0.2 (35 MB, 6 shards) the shards read in 0.4 s instead of
     1.2 s, for 0.2 s more in the scan; the saving grows with the square of the file (MultiWOZ: 14 shards).
     (``test_every_large_split_gets_two_shards_and_a_large_zip_is_read_from_one_copy``.)
     """

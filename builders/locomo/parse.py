@@ -421,11 +421,8 @@ def parse_evidence(
         notes.add(f"{label} empty")
         return [], []
     if all(map(NORMALIZED_EVIDENCE_ID.fullmatch, evidence)):
-        ids, unreadable = (
-            evidence,
-            [],
-        )  # as _normalize_evidence would write them (the real files' ids; part of
-        # the 1.35x of parse_turn's docstring)
+        # already as _normalize_evidence would write them: the real files' ids (part of parse_turn's 1.35x)
+        ids, unreadable = evidence, []
     else:
         ids, unreadable = _normalize_evidence(evidence, notes, label, unreadable_kept_in)
     unique = list(dict.fromkeys(ids))
