@@ -18,7 +18,7 @@ import orjson
 from convhub import schema
 from convhub.base import ConversationBuilder
 from convhub.errors import Notes, SourceError
-from convhub.locomo import parse
+from convhub.locomo import evidence, parse
 from convhub.views import View
 from datasets import Features, List, Value
 from datasets.download.streaming_download_manager import StreamingDownloadManager
@@ -50,7 +50,7 @@ def observation_rows(record: dict) -> Iterator[dict]:
     for session, entry in _side_table_entries(record, "observation"):
         number = session["session_id"].removeprefix("session_")
         field = f"observation.session_{number}_observation"
-        for row in parse.parse_observations(
+        for row in evidence.parse_observations(
             entry, turn_ids, Notes(), "<record>", ids["conversation_id"], field
         ):
             yield {

@@ -20,6 +20,7 @@ from typing import Any
 
 from convhub import schema
 from convhub.errors import Notes, Reject, SourceError, raise_error, require
+from convhub.locomo.evidence import parse_evidence, parse_observations, session_ids_of
 from convhub.locomo.read import iter_samples
 from dateutil import parser as dateparser
 
@@ -31,9 +32,6 @@ ADVERSARIAL = 5
 #: ``session_01`` is not a LoCoMo session key: it stays, untouched, in the conversation's extra.
 SESSION_KEY = re.compile(r"^session_([1-9]\d*)$")
 SESSION_DATE_KEY = re.compile(r"^session_([1-9]\d*)_date_time$")
-EVIDENCE_ID = re.compile(r"D:?(\d+):(\d+)")
-#: An id exactly as ``_normalize_evidence`` writes it ("D8:6"): most of the real files' evidence.
-NORMALIZED_EVIDENCE_ID = re.compile(r"D(?:0|[1-9][0-9]*):(?:0|[1-9][0-9]*)")
 IMAGE_KEYS = frozenset({"img_url", "blip_caption", "query"})
 PLAIN_TURN_KEYS = frozenset({"speaker", "dia_id", "text"})
 TURN_KEYS = PLAIN_TURN_KEYS | IMAGE_KEYS
@@ -374,15 +372,10 @@ def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set, notes:
         notes.add("QA evidence id that names no turn (moved to unresolved_evidence)", len(missing))
     question["unresolved_evidence"] = missing + unreadable
     question["evidence_turn_ids"] = found
-    question["evidence_session_ids"] = _session_ids_of(found)
+    question["evidence_session_ids"] = session_ids_of(found)
     extra.update((key, value) for key, value in qa.items() if key not in QA_KEYS)
     question["extra"] = schema.to_json(extra) if extra else None
     return question
-
-
-def _session_ids_of(turn_ids: list[str]) -> list[str]:
-    """ "D3:5" → "session_3", in the turn ids' order, each once."""
-    return list(dict.fromkeys("session_" + turn_id[1 : turn_id.index(":")] for turn_id in turn_ids))
 
 
 def _count_answers(question: dict, notes: Notes) -> None:
@@ -393,103 +386,6 @@ def _count_answers(question: dict, notes: Notes) -> None:
             notes.add("adversarial question with both answer and adversarial_answer (both kept)")
     elif question["answer"] is None:
         notes.add("non-adversarial question without answer (answer null)")
-
-
-def parse_evidence(
-    evidence: Any,
-    notes: Notes,
-    path: str,
-    where: str,
-    field: str = "evidence",
-    label: str = "QA evidence",
-    unreadable_kept_in: str = "unresolved_evidence",
-) -> tuple[list[str], list[str]]:
-    """Evidence strings → normalized turn ids ("D8:6; D9:17" → two ids, "D30:05" → "D30:5").
-
-    ``evidence`` is a list of strings or one string (observations write "D4:17, D4:19"). Returns the ids
-    (deduplicated, in order) and the pieces that hold no id at all (e.g. "D"). ``label`` names the kind
-    of evidence in the normalization counts, ``unreadable_kept_in`` where the caller keeps unreadable pieces.
-    """
-    if evidence is None:
-        notes.add(f"{label} absent")
-        return [], []
-    if isinstance(evidence, str):
-        evidence = [evidence]
-    if not isinstance(evidence, list) or not all(map(isinstance, evidence, repeat(str))):
-        raise SourceError(path, where, field, f"expected a string or a list of strings, got {evidence!r}")
-    if not evidence:
-        notes.add(f"{label} empty")
-        return [], []
-    if all(map(NORMALIZED_EVIDENCE_ID.fullmatch, evidence)):
-        # already as _normalize_evidence would write them: the real files' ids (part of parse_turn's 1.35x)
-        ids, unreadable = evidence, []
-    else:
-        ids, unreadable = _normalize_evidence(evidence, notes, label, unreadable_kept_in)
-    unique = list(dict.fromkeys(ids))
-    if len(unique) < len(ids):
-        notes.add(f"{label} id repeated in one evidence list, deduplicated", len(ids) - len(unique))
-    return unique, unreadable
-
-
-def _normalize_evidence(
-    evidence: list[str], notes: Notes, label: str, unreadable_kept_in: str
-) -> tuple[list[str], list[str]]:
-    ids: list[str] = []
-    unreadable: list[str] = []
-    for item in evidence:
-        found = EVIDENCE_ID.findall(item)
-        if not found:
-            notes.add(f"{label} string with no turn id (kept in {unreadable_kept_in})")
-            unreadable.append(item)
-            continue
-        normalized = [f"D{int(session)}:{int(turn)}" for session, turn in found]
-        if len(found) > 1:
-            notes.add(f"{label} string holding several ids, split")
-        elif normalized[0] != item:
-            notes.add(f"{label} id rewritten (leading zero, stray colon or spaces)")
-        ids.extend(normalized)
-    return ids, unreadable
-
-
-def parse_observations(
-    entry: Any, turn_ids: set[str], notes: Notes, path: str, sample_id: str, field: str
-) -> list[dict[str, Any]]:
-    """One session's ``observation`` entry ({speaker: [[text, evidence], ...]}) → typed rows.
-
-    Evidence is normalized as QA evidence is; the raw evidence is returned beside the ids. Ids that name
-    no turn are counted and left out of ``evidence_turn_ids`` (the raw evidence still holds them).
-    """
-    if not isinstance(entry, dict):
-        raise SourceError(
-            path, sample_id, field, f"expected an object of speakers, got {type(entry).__name__}"
-        )
-    rows = []
-    for speaker, observations in entry.items():
-        if not isinstance(observations, list):
-            raise SourceError(
-                path, sample_id, f"{field}.{speaker}", "expected a list of [text, evidence] pairs"
-            )
-        for position, pair in enumerate(observations):
-            where = f"{field}.{speaker}[{position}]"
-            if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
-                raise SourceError(path, sample_id, where, f"expected a [text, evidence] pair, got {pair!r}")
-            text, evidence = pair
-            ids, _ = parse_evidence(
-                evidence, notes, path, sample_id, where, "observation evidence", "the raw evidence"
-            )
-            missing = [turn_id for turn_id in ids if turn_id not in turn_ids]
-            if missing:
-                notes.add("observation evidence id that names no turn (raw evidence kept)", len(missing))
-            rows.append(
-                {
-                    "speaker": speaker,
-                    "position": position,
-                    "observation": text,
-                    "evidence_turn_ids": [turn_id for turn_id in ids if turn_id in turn_ids],
-                    "evidence": evidence,
-                }
-            )
-    return rows
 
 
 def parse_events(entry: Any, path: str, sample_id: str, field: str) -> list[dict[str, Any]]:

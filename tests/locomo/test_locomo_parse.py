@@ -9,6 +9,7 @@ from datetime import datetime
 
 import pytest
 from convhub.errors import Notes, SourceError
+from convhub.locomo import evidence as locomo_evidence
 from convhub.locomo import parse
 from convhub.locomo.export import sample_from_record
 from locomo_samples import extra, parse_tiny, question, tiny_sample, turn
@@ -110,20 +111,23 @@ def test_repeated_question_gets_distinct_ids_and_both_are_kept():
 )
 def test_evidence_strings_become_normalized_turn_ids(evidence, ids, unreadable, kind):
     notes = Notes()
-    assert parse.parse_evidence(evidence, notes, "t.json", "conv-t1 qa 0") == (ids, unreadable)
+    assert locomo_evidence.parse_evidence(evidence, notes, "t.json", "conv-t1 qa 0") == (ids, unreadable)
     assert notes == {kind: 1}
 
 
 def test_plain_evidence_is_not_counted_as_a_normalization():
     notes = Notes()
-    assert parse.parse_evidence(["D1:3", "D2:1"], notes, "t.json", "q") == (["D1:3", "D2:1"], [])
-    assert parse.parse_evidence(["D0:0", "D10:20"], notes, "t.json", "q") == (["D0:0", "D10:20"], [])
+    assert locomo_evidence.parse_evidence(["D1:3", "D2:1"], notes, "t.json", "q") == (["D1:3", "D2:1"], [])
+    assert locomo_evidence.parse_evidence(["D0:0", "D10:20"], notes, "t.json", "q") == (
+        ["D0:0", "D10:20"],
+        [],
+    )
     assert notes == {}
 
 
 def test_evidence_of_the_wrong_type_names_the_field():
     with pytest.raises(SourceError) as caught:
-        parse.parse_evidence([3], Notes(), "t.json", "conv-t1 qa 2")
+        locomo_evidence.parse_evidence([3], Notes(), "t.json", "conv-t1 qa 2")
     assert (caught.value.record, caught.value.field) == ("conv-t1 qa 2", "evidence")
 
 
@@ -308,7 +312,7 @@ def test_observation_evidence_as_list_string_and_comma_joined_string():
         "Bo": [["Bo asks for news.", "D2:1, D1:2"]],
     }
     notes = Notes()
-    rows = parse.parse_observations(
+    rows = locomo_evidence.parse_observations(
         entry, {"D1:1", "D1:2", "D2:1", "D2:2"}, notes, "t.json", "conv-t1", "obs"
     )
     assert [(r["speaker"], r["position"], r["evidence_turn_ids"], r["evidence"]) for r in rows] == [
@@ -321,7 +325,7 @@ def test_observation_evidence_as_list_string_and_comma_joined_string():
 
 def test_observation_evidence_naming_no_turn_is_counted():
     notes = Notes()
-    rows = parse.parse_observations(
+    rows = locomo_evidence.parse_observations(
         {"Ana": [["x", "D1:1, D7:7"]]}, {"D1:1"}, notes, "t.json", "conv-t1", "obs"
     )
     assert rows[0]["evidence_turn_ids"] == ["D1:1"]
@@ -331,7 +335,7 @@ def test_observation_evidence_naming_no_turn_is_counted():
 
 def test_observation_evidence_with_no_id_is_counted_and_kept_raw():
     notes = Notes()
-    rows = parse.parse_observations(
+    rows = locomo_evidence.parse_observations(
         {"Bo": [["x", ["D", "D1:1"]]]}, {"D1:1"}, notes, "t.json", "conv-t1", "obs"
     )
     assert (rows[0]["evidence_turn_ids"], rows[0]["evidence"]) == (["D1:1"], ["D", "D1:1"])
