@@ -94,8 +94,11 @@ os._exit(0)  # the timer thread must not keep the process alive
 """
 
 
-def cases_for(source: str, made: scaled_inputs.ScaledInput, stream_seconds: float) -> list[tuple]:
-    """(case name, code, argv) of every case of one source, baselines first."""
+def cases_for(
+    source: str, made: scaled_inputs.ScaledInput, stream_seconds: float, engine: str | None = None
+) -> list[tuple]:
+    """(case name, code, argv) of every case of one source, baselines first; with ``engine`` (``local`` or
+    ``spark``), the baselines and that engine's cases only."""
     builder_cls = registry.get(source)
     data_dir = str(made.data_dir)
     shared = [view.name for view in SHARED_VIEWS]
@@ -111,7 +114,7 @@ def cases_for(source: str, made: scaled_inputs.ScaledInput, stream_seconds: floa
     if builder_cls.EXTRA_VIEWS:
         every = [view.name for view in builder_cls.views()]
         cases.append((ALL_CASE, BUILD, [source, data_dir, json.dumps(every), "2"]))
-    if spark_installed():
+    if engine != "local" and spark_installed():
         cases += [
             (SPARK_SESSIONS_CASE, BUILD, [source, data_dir, '["sessions"]', "1", "spark:local[1]"]),
             (SPARK_PARALLEL_CASE, BUILD, [source, data_dir, '["sessions"]', "2", "spark:local[2]"]),
@@ -119,6 +122,8 @@ def cases_for(source: str, made: scaled_inputs.ScaledInput, stream_seconds: floa
         ]
     for name in shared:
         cases.append((f"stream {name}", STREAM, [source, data_dir, name, str(stream_seconds)]))
+    if engine == "spark":
+        cases = [case for case in cases if engine_of(case[0]) in ("-", "spark local[1]", "spark local[2]")]
     return cases
 
 
@@ -160,15 +165,22 @@ MAX_RSS_GROWTH = 1.25
 
 
 def bench_source(
-    source: str, workdir: Path, scale: float, stream_seconds: float = 10.0, only: list[str] | None = None
+    source: str,
+    workdir: Path,
+    scale: float,
+    stream_seconds: float = 10.0,
+    only: list[str] | None = None,
+    engine: str | None = None,
 ) -> list[dict]:
-    """Every case of one source (or those whose name contains one of ``only``), each in a fresh process."""
+    """Every case of one source (or those whose name contains one of ``only``, or the baselines and
+    ``engine``'s cases), each in a fresh process."""
     made = scaled_inputs.make(source, workdir / source, scale)
     for note in made.notes:
         print(f"note: {note}", flush=True)
     rows = []
-    cases = [(name, code, args, made) for name, code, args in cases_for(source, made, stream_seconds)]
-    if not only or any(part in MEMORY_CASE for part in only):
+    chosen = cases_for(source, made, stream_seconds, engine)
+    cases = [(name, code, args, made) for name, code, args in chosen]
+    if engine != "spark" and (not only or any(part in MEMORY_CASE for part in only)):
         smaller = scaled_inputs.make(source, workdir / f"{source}-quarter", scale / MEMORY_INPUT_RATIO)
         cases.append((MEMORY_CASE, BUILD, [source, str(smaller.data_dir), '["sessions"]', "1"], smaller))
     for name, code, args, case_input in cases:
@@ -300,6 +312,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--case", action="append", help="only the cases whose name contains this (e.g. 'sessions', 'stream')"
     )
+    parser.add_argument(
+        "--engine",
+        choices=["local", "spark"],
+        help="only this engine's cases, beside the baselines (default: both; Spark where installed)",
+    )
     args = parser.parse_args(argv)
     print(machine_line())
     print(f"scale {args.scale}; load average at start: {load_average()}")
@@ -314,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         for source in args.source or registry.names():
             if source in scaled_inputs.GENERATORS:
-                rows += bench_source(source, workdir, args.scale, args.stream_seconds, args.case)
+                rows += bench_source(source, workdir, args.scale, args.stream_seconds, args.case, args.engine)
             else:
                 print(f"| {source} | no scaled-input generator yet | | | | | | | | |")
     print(f"\nload average at end: {load_average()}; whole run {time.perf_counter() - started:.0f} s")

@@ -64,6 +64,19 @@ def test_every_source_and_case_has_a_row(tmp_path, monkeypatch, capsys):
     assert "peak memory of build sessions, input x4 vs input 1.00x (target <= 1.25x): met" in output
 
 
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_an_engine_switch_keeps_the_baselines_and_that_engines_cases(tmp_path, monkeypatch, engine):
+    monkeypatch.setattr(bench, "spark_installed", lambda: True)  # the Spark cases are listed, never run
+    made = scaled_inputs.make("locomo", tmp_path / "locomo", float(TINY))
+    every = [name for name, _, _ in bench.cases_for("locomo", made, 10.0)]
+    chosen = [name for name, _, _ in bench.cases_for("locomo", made, 10.0, engine)]
+    assert chosen == [name for name in every if bench.engine_of(name).split()[0] in ("-", engine)]
+    assert {bench.FLOOR_CASE, bench.GENERIC_CASE} <= set(chosen)
+    assert (bench.SPARK_PARALLEL_CASE in chosen) == (engine == "spark")
+    assert (bench.SESSIONS_CASE in chosen) == (engine == "local")
+    assert ("stream sessions" in chosen) == (engine == "local")
+
+
 def test_convlab_baselines_read_the_extracted_dialogues(tmp_path):
     made = scaled_inputs.make("convlab", tmp_path / "convlab", float(TINY))
     assert [path.name for path in made.files] == ["dialogues.json"]
