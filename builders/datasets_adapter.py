@@ -23,7 +23,9 @@ import inspect
 import json
 import textwrap
 import time
+from collections.abc import Callable, Iterable
 from itertools import islice
+from pathlib import Path
 
 import datasets
 import pyarrow as pa
@@ -131,6 +133,21 @@ class ParquetWriter(arrow_writer.ParquetWriter):
         options["use_dictionary"] = [leaf for leaf in options["use_dictionary"] if not is_free_text(leaf)]
         options["write_statistics"] = [leaf for leaf in leaf_paths(self._schema) if not is_free_text(leaf)]
         return options
+
+
+def write_parquet(
+    path: str | Path, features: datasets.Features, batches: Callable[[int], Iterable[pa.Table]]
+):
+    """One Parquet file as every shard is written (``ParquetWriter``: ``datasets``' metadata and page index, free
+    text without statistics or dictionary); ``batches(size)`` gives the tables to write, ``size`` being the
+    writer's batch size, so a caller that reads rows in batches makes the row groups a build would make."""
+    writer = ParquetWriter(features=features, path=str(path))
+    try:
+        for table in batches(writer.writer_batch_size):
+            writer.write_table(table)
+        writer.finalize()
+    finally:
+        writer.close()
 
 
 class BatchWriting:

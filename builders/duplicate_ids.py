@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from convhub import quarantine
-from convhub.datasets_adapter import ParquetWriter
+from convhub.datasets_adapter import write_parquet
 from convhub.errors import SourceError
 from convhub.shards import ConfigBuild
 from convhub.stats import SplitStats, Statistics
@@ -179,11 +179,6 @@ def forget(statistics: Statistics, split: str, record: dict) -> None:
 
 
 def write_shard(path: Path, table: pa.Table) -> None:
-    """Write a shard's kept rows back as every shard is written (``datasets_adapter.ParquetWriter``: the same
-    column options and ``datasets`` metadata, the features read from the shard's own), not with pyarrow's defaults."""
-    writer = ParquetWriter(features=datasets.Features.from_arrow_schema(table.schema), path=str(path))
-    try:
-        writer.write_table(table)
-        writer.finalize()
-    finally:
-        writer.close()
+    """Write a shard's kept rows back as every shard is written (``datasets_adapter.write_parquet``), the
+    features read from the shard's own, not with pyarrow's defaults."""
+    write_parquet(path, datasets.Features.from_arrow_schema(table.schema), lambda _: [table])

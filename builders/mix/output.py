@@ -21,7 +21,7 @@ from convhub.cards import (
     template,
     tidy,
 )
-from convhub.datasets_adapter import ParquetWriter
+from convhub.datasets_adapter import write_parquet
 from convhub.mix.pipeline import Mixer, SourceReport
 from convhub.mix.recipe import CONFIG_FEATURES, Recipe
 from convhub.mix.rows import PROVENANCE_COLUMNS
@@ -178,7 +178,8 @@ def _write_shards(
     """Contiguous shards of at most about ``max_shard_bytes`` (Arrow size, estimated from the sources').
 
     The mixed rows are an index into the sources' tables: each shard reads them in batches, with no
-    ``flatten_indices`` copy (which costs ~10x more on a finely interleaved mixture).
+    ``flatten_indices`` copy (which costs ~10x more on a finely interleaved mixture), and is written as a build
+    writes its shards, where ``to_parquet`` would keep min/max statistics of every message's text.
     """
     underlying_rows = max(len(mixed.data), 1)
     num_bytes = mixed.data.nbytes * len(mixed) // underlying_rows
@@ -186,22 +187,10 @@ def _write_shards(
     files = []
     for index in range(count):
         relative = shard_path(recipe.config, split, index, count)
-        _write_shard(mixed.shard(count, index, contiguous=True), staging / relative)
+        rows = mixed.shard(count, index, contiguous=True).with_format("arrow")
+        write_parquet(staging / relative, rows.features, lambda size, rows=rows: rows.iter(batch_size=size))
         files.append(relative)
     return files, num_bytes
-
-
-def _write_shard(rows: Dataset, path: Path) -> None:
-    """``rows`` as one Parquet file, written as a build writes its shards (``datasets_adapter.ParquetWriter``:
-    ``datasets``' metadata and page index, free text without statistics or dictionary) where ``to_parquet``
-    would keep min/max statistics of every message's text."""
-    writer = ParquetWriter(features=rows.features, path=str(path))
-    try:
-        for batch in rows.with_format("arrow").iter(batch_size=writer.writer_batch_size):
-            writer.write_table(batch)
-        writer.finalize()
-    finally:
-        writer.close()
 
 
 def card_data(result: MixResult, folder: Path | None = None) -> DatasetCardData:
