@@ -12,15 +12,16 @@ keyed rows as Parquet shards (conversations scattered at random over shards and 
 bytes, 2 to 24 rows a conversation), then runs each candidate in a fresh process (peak memory of the process tree,
 ``harness.TreeMemory``):
 
-- ``today``: convhub's current design in miniature: hash-partition the rows into files of about 64 MiB with
-  Python, then read each partition, sort it in Python and walk its conversations;
+- ``today``: convhub's design until 2026-11-23 in miniature, the baseline: hash-partition the rows into files
+  of about 64 MiB with Python, then read each partition, sort it in Python and walk its conversations;
 - ``arrow``: ``pyarrow.Table.sort_by`` on the whole input (in memory), groups cut where the key changes;
 - ``datasets``: ``Dataset.from_parquet(...).sort(...)`` (an index over memory-mapped Arrow files);
 - ``duckdb``: ``ORDER BY`` over ``read_parquet`` with a memory limit (spills to disk), read as Arrow batches;
 - ``polars``: ``scan_parquet(...).sort(...)`` on the streaming engine, read in slices;
-- ``duckdb-keys`` and ``polars-keys``: the engine sorts only the keys (key, 多轮序号, file, line, and where the
-  payload is), and each payload is read in that order with ``os.pread`` from its shard's payload file: the
-  payloads never pass through the engine, so its memory follows the keys, not the rows.
+- ``duckdb-keys`` (what convhub's local build has done since, ``convhub.mnbvc.regroup``) and ``polars-keys``:
+  the engine sorts only the keys (key, 多轮序号, file, line, and where the payload is), and each payload is read
+  in that order with ``os.pread`` from its shard's payload file: the payloads never pass through the engine, so
+  its memory follows the keys, not the rows.
 
 Every candidate prints the number of conversations and rows and a digest of (key, line order) per
 conversation; the table says whether all agree, and each one's time and memory as a ratio of ``today``'s,

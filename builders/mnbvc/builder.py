@@ -109,7 +109,7 @@ class MnbvcBuilder(ConversationBuilder):
             sizes = [files.uncompressed_size(path) for _, path in multiturn_files]
         if not multiturn_files:
             return {SPLIT: rows}
-        count = regroup.partition_count(sum(sizes), self.PARTITION_BYTES, max_partitions=None)
+        count = regroup.partition_count(sum(sizes), self.PARTITION_BYTES)
         return {SPLIT: [group_shard(multiturn_files, count), *rows]}
 
     def keyed_rows(self, shard: dict[str, Any], file_index: int):
@@ -235,7 +235,7 @@ class MnbvcBuilder(ConversationBuilder):
         folder = tempfile.mkdtemp(prefix="convhub-mnbvc-partitions-", dir=os.environ.get("CONVHUB_TMPDIR"))
         weakref.finalize(self, shutil.rmtree, folder, True)
         try:
-            partitions = regroup.write_partitions(
+            partitioned = regroup.write_partitions(
                 multiturn_files,
                 folder,
                 count,
@@ -249,10 +249,16 @@ class MnbvcBuilder(ConversationBuilder):
             raise
         names = [name for name, _ in multiturn_files]
         shards = []
-        for pieces in partitions:
-            slices = regroup.slice_count(sum(source_bytes for *_, source_bytes in pieces), self.SLICE_BYTES)
+        for partition, source_bytes in enumerate(partitioned.source_bytes):
+            slices = regroup.slice_count(source_bytes, self.SLICE_BYTES)
             shards += [
-                {"kind": "partition", "pieces": pieces, "files": names, "part": (number, slices)}
+                {
+                    "kind": "partition",
+                    "partitioned": partitioned,
+                    "partition": partition,
+                    "part": (number, slices),
+                }
+                | {"files": names}
                 for number in range(slices)
             ]
         return shards
@@ -262,8 +268,10 @@ class MnbvcBuilder(ConversationBuilder):
     def parse_shard(self, shard: dict[str, Any], notes: Notes):
         subsets = self.config.subsets
         if shard["kind"] == "partition":
-            pieces, part = shard["pieces"], tuple(shard["part"])
-            return regroup.read_partition(pieces, shard["files"], notes, subsets, self.reject, part)
+            partitioned, partition, part = shard["partitioned"], shard["partition"], tuple(shard["part"])
+            return regroup.read_partition(
+                partitioned, partition, shard["files"], notes, subsets, self.reject, part
+            )
         if "range" in shard:
             lines = files.range_lines(shard["path"], shard["name"], *shard["range"])
         else:
@@ -284,6 +292,6 @@ class MnbvcBuilder(ConversationBuilder):
                         yield split, record
             finally:
                 for shard in shards:
-                    for path in (path for piece in shard.get("pieces", ()) for path in piece[:2]):
+                    for path in shard["partitioned"].paths() if "partitioned" in shard else ():
                         if os.path.exists(path):
                             os.remove(path)

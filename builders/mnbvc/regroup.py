@@ -1,40 +1,38 @@
-"""Regroup 多轮对话 rows into conversations with memory that does not grow with the corpus.
+"""Regroup 多轮对话 rows into conversations, with an embedded engine (DuckDB) sorting their keys.
 
 MNBVC writes one row per question/answer pair; the rows of one conversation (same 来源 and ``会话``) may
 be anywhere: apart in one file or in several of its ~500 MB shards. Two passes:
 
-1. ``write_partitions`` reads every multi-turn file once and appends each row to one of K partitions
-   chosen by a stable hash of the conversation key, so all rows of a conversation land in the same
-   partition. K is chosen from the input size so that a partition holds about ``PARTITION_BYTES`` of
-   rows. The files are shared out among ``processes`` writers (one process each, balanced by size); a
-   writer keeps, per partition, a *piece*: each row already converted (``.rows``: ``marshal`` of what
-   its turns need, see ``parse.convert_pair``, or of its error) and one key line per row (``.keys``:
-   来源, key, ``多轮序号``, file index, line, and where its converted row is). Each row is read and
-   converted once, here, in ``processes`` processes.
-2. ``read_partition`` (one worker per partition or slice of one, ``num_proc`` in parallel) reads only
-   the key lines of its partition's pieces, sorts them by (来源, key, 多轮序号, file, line), and reads
-   the converted rows of one conversation at a time, gives them their turn ids and builds the record
-   (``records_from_sorted``). Its memory is about 150 bytes per row of that partition, whatever the rows'
-   length. A big partition is read as several slices (``slice_count``): each slice
-   sorts the whole index and converts only its share of the conversations, so ``num_proc`` workers,
-   which take contiguous runs of shards, get similar amounts of work, and the conversations come out in
-   the same order whatever the slicing.
+1. ``write_partitions`` reads every multi-turn file once and converts each row (``parse.convert_pair``, or
+   its error) with Python, the part that is convhub's own. The files are shared out among ``processes``
+   writers (one process each, balanced by size). A writer appends each converted row (``marshal``) to its
+   own ``.rows`` file, and writes the row's key to a Parquet file: its partition (a stable hash of the
+   conversation key, so all rows of a conversation land in one), 来源, how, key, its order within the
+   conversation, and where its converted row is. DuckDB then sorts every writer's keys by (partition, 来源,
+   how, key) into one Parquet file, out of core under a memory limit.
+2. ``read_partition`` (one worker per partition or slice of one, ``num_proc`` in parallel) reads the keys of
+   its partition from that file (its row groups are found by their statistics), sorts each conversation's
+   few rows by their order, reads their converted rows (``os.pread``) and builds the record
+   (``records_from_sorted``). A big partition is read as several slices (``slice_count``), each a run of its
+   conversations, so the ``num_proc`` workers get similar amounts of work.
 
-Partitions are plain files in a temporary folder (``CONVHUB_TMPDIR``, else the system's temp folder)
-that the builder deletes when it is garbage collected; they take about the uncompressed input's size.
+Only keys pass through the engine: the payloads stay where their writer put them, so the sort's memory follows
+the number of rows, not their length (``benchmarks/engine_bakeoff.py``: sorting the payloads too, DuckDB ran
+out of a 1 GB memory limit on 1,000 MiB of rows). Against the hand-made partition files this replaced, the
+full-scale ``sessions`` build took 4-9% longer (78.0-81.8 s against 75.1 s), for the keys' encoding and the
+sort (1.3 s for a million keys). 来源, how and key are sorted as UTF-8 bytes, whose order is
+Python's order of the texts (a lone surrogate passes as its own three bytes); a conversation's order (a
+多轮序号 may be an integer past 64 bits or a text with a lone surrogate) is Python's, per conversation.
 
 Spark moves the same keyed rows itself (``keyed_rows`` gives each row's partition and sort key, and
 ``records_from_sorted`` is the step after the sort), so both engines give the conversations in one order:
-partition, then key. The keys are sorted by Python's tuple order (a 多轮序号 may be an integer past 64 bits,
-a text may hold a lone surrogate), which is why they are not handed to an SQL engine here; see the report of
-``benchmarks/engine_bakeoff.py`` in the README for what one would buy on the regrouping step alone.
+partition, then key.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import marshal
 import math
 import multiprocessing
@@ -47,29 +45,64 @@ from functools import partial
 from json.encoder import encode_basestring
 from typing import Any, BinaryIO
 
-import orjson
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from convhub.errors import Notes, Reject, SourceError, raise_error
 from convhub.jsonio import refuse_json_document
 from convhub.mnbvc import files, multiturn, parse
 from convhub.mnbvc.extension import Extension, parse_extension
 
 PARTITION_BYTES = 64 * 2**20
-MAX_PARTITIONS = 512  # open files at once while partitioning
 #: A partition is read as ceil(its bytes / SLICE_BYTES) shards, so that shards are of similar sizes.
 SLICE_BYTES = 16 * 2**20
+#: Keys a writer holds before writing them to its keys file.
+KEY_BATCH_ROWS = 65_536
+#: Rows of a row group of the sorted keys: a slice reads the groups its partition overlaps, so small ones (a
+#: partition of the full-scale input is about 33,000 rows).
+SORTED_ROW_GROUP = 16_384
+#: DuckDB's memory for sorting the keys; beyond it, it spills to the partition folder.
+SORT_MEMORY = "256MB"
+
+#: One row's key. 来源, how and key are UTF-8 (surrogates passed), so that their byte order is Python's order of
+#: the texts; ``order`` is the ``marshal`` of (rank, value, text, file index, line), the order within the
+#: conversation, which only Python sorts; ``writer``, ``offset`` and ``length`` say where the converted row is.
+KEY_SCHEMA = pa.schema(
+    [
+        ("partition", pa.int32()),
+        ("source", pa.binary()),
+        ("how", pa.binary()),
+        ("key", pa.binary()),
+        ("order", pa.binary()),
+        ("writer", pa.int32()),
+        ("offset", pa.int64()),
+        ("length", pa.int64()),
+    ]
+)
+GROUP = ("source", "how", "key")
 
 
-def partition_count(
-    total_bytes: int, partition_bytes: int = PARTITION_BYTES, max_partitions: int | None = MAX_PARTITIONS
-) -> int:
-    """Partitions of about ``partition_bytes``; at most ``max_partitions`` (None: no cap, for an engine that
-    keeps no file open per partition)."""
-    count = max(1, math.ceil(total_bytes / partition_bytes))
-    return count if max_partitions is None else min(max_partitions, count)
+def partition_count(total_bytes: int, partition_bytes: int = PARTITION_BYTES) -> int:
+    """Partitions of about ``partition_bytes`` of input each."""
+    return max(1, math.ceil(total_bytes / partition_bytes))
 
 
 def slice_count(partition_bytes: int, slice_bytes: int = SLICE_BYTES) -> int:
     return max(1, math.ceil(partition_bytes / slice_bytes))
+
+
+@dataclass(frozen=True)
+class Partitioned:
+    """What ``write_partitions`` wrote: the keys sorted by the engine, each writer's converted rows, and the bytes
+    of source rows in each partition (so that a partition's slices follow the input's size)."""
+
+    keys: str
+    rows: tuple[str, ...]
+    source_bytes: tuple[int, ...]
+
+    def paths(self) -> list[str]:
+        return [self.keys, *self.rows]
 
 
 def share_files(sizes: list[int], processes: int) -> list[list[int]]:
@@ -95,15 +128,13 @@ def write_partitions(
     reject: Reject = raise_error,
     processes: int = 1,
     sizes: list[int] | None = None,
-) -> list[list[tuple[str, str, int]]]:
-    """Hash-partition the rows of ``inputs`` ((name, path) pairs) into ``count`` partitions in ``folder``.
+) -> Partitioned:
+    """The rows of ``inputs`` ((name, path) pairs) converted and keyed into ``count`` partitions, in ``folder``.
 
-    Returns, per partition, its pieces ((keys path, rows path, bytes of source rows), one per writer; the
-    bytes count the rows as they were in the input, so slices follow the input's size). With ``processes`` > 1
-    the files are shared out among that many processes (by ``sizes``, default: the files' sizes on
-    disk); ``opener`` and ``reject`` must then be picklable (module-level functions or partials of them).
-    The pass reads and converts every multi-turn row (about 6 s per 100 MB on one core, so some 19 s of the
-    scale-0.2 ``sessions`` build): with ``num_proc=2`` two writers halve it.
+    With ``processes`` > 1 the files are shared out among that many processes (by ``sizes``, default: the files'
+    sizes on disk); ``opener`` and ``reject`` must then be picklable (module-level functions or partials of
+    them). The pass reads and converts every multi-turn row (about 6 s per 100 MB on one core, so some 19 s of
+    the scale-0.2 ``sessions`` build): with ``num_proc=2`` two writers halve it. DuckDB then sorts the keys.
 
     A row that is not JSON, not an object or not a Q/A row goes to ``reject`` here, before any output
     (a SourceError by default). When it raises, the error is the one a single pass over the files in
@@ -115,7 +146,7 @@ def write_partitions(
         share_files(sizes, processes) if len(inputs) > 1 and processes > 1 else [list(range(len(inputs)))]
     )
     tasks = [
-        partial(_write_pieces, writer, [(index, *inputs[index]) for index in share], folder, count, opener)
+        partial(_write_keyed, writer, [(index, *inputs[index]) for index in share], folder, count, opener)
         for writer, share in enumerate(shares)
     ]
     if len(tasks) == 1:
@@ -128,15 +159,91 @@ def write_partitions(
     failures = [result for result in results if isinstance(result, _Failure)]
     if failures:
         raise min(failures, key=lambda failure: failure.file_index).error
-    return [
-        [(*piece_paths(folder, writer, index, count), results[writer][index]) for writer in range(len(tasks))]
-        for index in range(count)
-    ]
+    keys = [_writer_path(folder, writer, "keys.parquet") for writer in range(len(tasks))]
+    sorted_keys = sort_keys(keys, os.path.join(folder, "keys.parquet"), threads=len(tasks))
+    for path in keys:
+        os.remove(path)
+    rows = tuple(_writer_path(folder, writer, "rows") for writer in range(len(tasks)))
+    return Partitioned(sorted_keys, rows, tuple(map(sum, zip(*results, strict=True))))
 
 
-def piece_paths(folder: str, writer: int, index: int, count: int) -> tuple[str, str]:
-    stem = os.path.join(folder, f"multiturn-{index:05d}-of-{count:05d}-w{writer:03d}")
-    return f"{stem}.keys", f"{stem}.rows"
+def _writer_path(folder: str, writer: int, suffix: str) -> str:
+    return os.path.join(folder, f"multiturn-w{writer:03d}.{suffix}")
+
+
+def sort_keys(paths: list[str], target: str, threads: int = 1) -> str:
+    """The keys in ``paths`` (Parquet files of ``KEY_SCHEMA``) sorted by (partition, 来源, how, key) into
+    ``target``, by DuckDB: out of core, in ``SORT_MEMORY``, spilling beside ``target``."""
+    config = {
+        "memory_limit": SORT_MEMORY,
+        "threads": max(1, threads),
+        "temp_directory": f"{target}.spill",
+    }
+    listed = ", ".join(_sql_text(path) for path in paths)
+    query = f"SELECT * FROM read_parquet([{listed}]) ORDER BY partition, source, how, key"
+    with duckdb.connect(config=config) as connection:
+        connection.execute("SET enable_progress_bar = false")
+        connection.execute(
+            f"COPY ({query}) TO {_sql_text(target)} (FORMAT parquet, ROW_GROUP_SIZE {SORTED_ROW_GROUP})"
+        )
+    return target
+
+
+def _sql_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _write_keyed(
+    writer: int,
+    inputs: list[tuple[int, str, str]],
+    folder: str,
+    count: int,
+    opener: Callable[[str], BinaryIO],
+    subsets: Iterable[str] | None,
+    reject: Reject,
+) -> _Failure | list[int]:
+    """One writer: the rows of ``inputs`` ((file index, name, path)) converted into its ``.rows`` file and
+    keyed into its keys file; returns the bytes of source rows each partition got."""
+    source_bytes = [0] * count
+    keys: list[tuple] = []
+    offset = 0
+    with (
+        open(_writer_path(folder, writer, "rows"), "wb", buffering=1 << 20) as rows,
+        pq.ParquetWriter(_writer_path(folder, writer, "keys.parquet"), KEY_SCHEMA) as keys_file,
+    ):
+        for file_index, name, path in inputs:
+            try:
+                for target, sort_key, converted, size in _partitioned_rows(
+                    file_index, name, path, count, opener, subsets, reject
+                ):
+                    keys.append(_key(target, sort_key, offset, len(converted)))
+                    rows.write(converted)
+                    offset += len(converted)
+                    source_bytes[target] += size
+                    if len(keys) == KEY_BATCH_ROWS:
+                        keys_file.write_batch(_key_batch(writer, keys))
+                        keys.clear()
+            except SourceError as error:
+                return _Failure(error, file_index)
+        keys_file.write_batch(_key_batch(writer, keys))
+    return source_bytes
+
+
+def _key(partition: int, sort_key: tuple, offset: int, length: int) -> tuple:
+    """A row's key as ``KEY_SCHEMA`` holds it, but its writer."""
+    source, how, key, *order = sort_key
+    return partition, _utf8(source), _utf8(how), _utf8(key), marshal.dumps(tuple(order)), offset, length
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _key_batch(writer: int, keys: list[tuple]) -> pa.RecordBatch:
+    partition, source, how, key, order, offset, length = zip(*keys, strict=True) if keys else ((),) * 7
+    columns = [partition, source, how, key, order, [writer] * len(keys), offset, length]
+    arrays = [pa.array(values, field.type) for values, field in zip(columns, KEY_SCHEMA, strict=True)]
+    return pa.RecordBatch.from_arrays(arrays, schema=KEY_SCHEMA)
 
 
 @dataclass
@@ -146,38 +253,6 @@ class _Failure:
 
     error: SourceError
     file_index: int
-
-
-def _write_pieces(
-    writer: int,
-    inputs: list[tuple[int, str, str]],
-    folder: str,
-    count: int,
-    opener: Callable[[str], BinaryIO],
-    subsets: Iterable[str] | None,
-    reject: Reject,
-) -> _Failure | list[int]:
-    """One writer: the rows of ``inputs`` ((file index, name, path)) into its piece of each partition, a key
-    line per row in ``.keys`` and the converted row in ``.rows``; returns the bytes of source rows each piece got."""
-    offsets = [0] * count
-    source_bytes = [0] * count
-    with contextlib.ExitStack() as stack:
-        keys, rows = [], []
-        for keys_path, rows_path in (piece_paths(folder, writer, index, count) for index in range(count)):
-            keys.append(stack.enter_context(open(keys_path, "wb", buffering=1 << 16)))
-            rows.append(stack.enter_context(open(rows_path, "wb", buffering=1 << 20)))
-        for file_index, name, path in inputs:
-            try:
-                for target, sort_key, converted, size in _partitioned_rows(
-                    file_index, name, path, count, opener, subsets, reject
-                ):
-                    keys[target].write(_key_line([*sort_key, writer, offsets[target], len(converted)]))
-                    rows[target].write(converted)
-                    offsets[target] += len(converted)
-                    source_bytes[target] += size
-            except SourceError as error:
-                return _Failure(error, file_index)
-    return source_bytes
 
 
 def keyed_rows(
@@ -268,44 +343,73 @@ def _converted_row(
     )
 
 
-def _key_line(values: list) -> bytes:
-    """One key line: orjson, which reads its own text of strings and 64-bit integers back exactly. What
-    orjson cannot write (an integer past 64 bits, a lone surrogate in a 多轮序号 text) ``json`` writes,
-    behind a space that tells the reader to read that line with ``json``."""
-    try:
-        return orjson.dumps(values) + b"\n"
-    except (TypeError, orjson.JSONEncodeError):
-        return b" " + json.dumps(values, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n"
-
-
 def read_partition(
-    pieces: list[tuple[str, str, int]],
+    partitioned: Partitioned,
+    partition: int,
     names: list[str],
     notes: Notes,
     subsets: Iterable[str] | None = None,
     reject: Reject = raise_error,
     part: tuple[int, int] = (0, 1),
 ) -> Iterator[dict[str, Any]]:
-    """The conversations of one partition (its ``pieces``), sorted by (来源, key); see the module docstring.
+    """The conversations of one partition, sorted by (来源, how, key); see the module docstring.
 
     ``part`` = (j, n): only the j-th of n equal runs of the partition's conversations.
     A bad row goes to ``reject`` alone; its conversation is built from its other rows.
     """
-    index, starts = _partition_index(pieces)
+    conversations = partition_keys(partitioned, partition, part)
+    with contextlib.ExitStack() as stack:
+        descriptors = [stack.enter_context(open(path, "rb")).fileno() for path in partitioned.rows]
+        rows = (
+            (entry[:8], os.pread(descriptors[entry[8]], entry[10], entry[9]))
+            for conversation in conversations
+            for entry in conversation
+        )
+        yield from records_from_sorted(rows, names, notes, reject)
+
+
+def partition_keys(
+    partitioned: Partitioned, partition: int, part: tuple[int, int] = (0, 1)
+) -> list[list[tuple]]:
+    """The keys of the j-th of n equal runs (``part``) of a partition's conversations: per conversation, its rows
+    as (来源, how, key, rank, value, text, file index, line, writer, offset, length), sorted.
+
+    The sorted keys' row groups outside the partition are skipped by their statistics; only the run's keys
+    become Python values. One thread: Arrow's pool threads kept some 25 MB more in each worker, for nothing a
+    slice's few row groups need."""
+    table = pq.read_table(partitioned.keys, filters=[("partition", "=", partition)], use_threads=False)
+    starts = _conversation_starts(table)
     number, parts = part
     first, stop = len(starts) * number // parts, len(starts) * (number + 1) // parts
     if first >= stop:
-        return
-    end = starts[stop] if stop < len(starts) else len(index)
-    with contextlib.ExitStack() as stack:
-        # one os.pread per converted row (memory-mapping the pieces was a little faster, but counted the pages
-        # read in the worker's memory)
-        descriptors = [stack.enter_context(open(rows_path, "rb")).fileno() for _, rows_path, _ in pieces]
-        rows = (
-            (entry[:8], os.pread(descriptors[entry[8]], entry[10], entry[9]))
-            for entry in itertools.islice(index, starts[first], end)
-        )
-        yield from records_from_sorted(rows, names, notes, reject)
+        return []
+    end = starts[stop] if stop < len(starts) else table.num_rows
+    run = table.slice(starts[first], end - starts[first])
+    columns = [run.column(name).to_pylist() for name in (*GROUP, "order", "writer", "offset", "length")]
+    conversations: list[list[tuple]] = []
+    group = None
+    for source, how, key, order, writer, offset, length in zip(*columns, strict=True):
+        if (source, how, key) != group:
+            group = source, how, key
+            texts = tuple(value.decode("utf-8", "surrogatepass") for value in group)
+            conversations.append([])
+        conversations[-1].append((*texts, *marshal.loads(order), writer, offset, length))
+    for conversation in conversations:
+        conversation.sort()
+    return conversations
+
+
+def _conversation_starts(table: pa.Table) -> list[int]:
+    """The rows where a new (来源, how, key) begins, in a table sorted by them (computed by Arrow, so that a slice
+    turns only its own keys into Python values)."""
+    if table.num_rows == 0:
+        return []
+    changed = None
+    for name in GROUP:
+        column = table.column(name)
+        step = pc.not_equal(column.slice(1), column.slice(0, table.num_rows - 1))
+        changed = step if changed is None else pc.or_(changed, step)
+    return [0, *(index + 1 for index in pc.indices_nonzero(changed).to_pylist())]
 
 
 def records_from_sorted(
@@ -339,47 +443,3 @@ def records_from_sorted(
             record = multiturn.multiturn_record(pairs, source, how, key, conversation_id, counted)
             notes.update(counted)
             yield record
-
-
-_last_index: dict[tuple, tuple[list[tuple], list[int]]] = {}
-
-
-def _partition_index(pieces: list[tuple[str, str, int]]) -> tuple[list[tuple], list[int]]:
-    """The sorted index of a partition and where each conversation starts in it.
-
-    The slices of a partition are adjacent shards, so a worker mostly reads them one after the other:
-    it keeps the last partition's index (a few MB) instead of reading and sorting it once per slice
-    (about 0.2 s per 64 MiB partition and slice: some 3 s of the 93 s scale-0.2 ``sessions`` build).
-    """
-    key = tuple((keys, rows, _identity(keys)) for keys, rows, *_ in pieces)  # a reused path is another file
-    if key not in _last_index:
-        index = _sorted_index(pieces)
-        starts = [at for at in range(len(index)) if at == 0 or index[at][:3] != index[at - 1][:3]]
-        _last_index.clear()
-        _last_index[key] = index, starts
-    return _last_index[key]
-
-
-def _identity(path: str) -> tuple[int, int, int, int]:
-    stat = os.stat(path)
-    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
-
-
-def _sorted_index(pieces: list[tuple[str, str, int]]) -> list[tuple]:
-    """(来源, how, key, rank, number, text, file index, line, piece, byte offset, byte length) of every
-    row of a partition, sorted; converted rows stay on disk. Each slice of a partition reads it, so one orjson
-    call reads a piece's key lines (unless a line needed ``json``)."""
-    index: list[tuple] = []
-    for keys_path, *_ in pieces:
-        with open(keys_path, "rb") as handle:
-            data = handle.read()
-        if not data:
-            continue
-        if data.startswith(b" ") or b"\n " in data:
-            lines = data.splitlines()
-            values = [json.loads(line) if line.startswith(b" ") else orjson.loads(line) for line in lines]
-        else:
-            values = orjson.loads(b"[" + data[:-1].replace(b"\n", b",") + b"]")
-        index.extend(map(tuple, values))
-    index.sort()
-    return index

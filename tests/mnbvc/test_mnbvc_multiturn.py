@@ -64,8 +64,8 @@ def test_partition_memory_holds_offsets_not_rows(tmp_path):
     """The sorted index of a partition keeps (group, order, offset) per row, never the row's text."""
     long_answer = "长" * 5000
     shard = write_shard(tmp_path / "m.jsonl", [pair("c", n, f"q{n}", answer=long_answer) for n in (2, 1)])
-    [pieces] = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
-    index = regroup._sorted_index(pieces)
+    partitioned = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    [index] = regroup.partition_keys(partitioned, 0)
     assert [entry[4] for entry in index] == [1, 2]
     assert all(len(repr(entry)) < 200 for entry in index)
 
@@ -199,13 +199,13 @@ def test_partition_writers_in_several_processes_write_the_same_partitions(tmp_pa
         folder = tmp_path / f"p{processes}"
         folder.mkdir()
         written = regroup.write_partitions(files, str(folder), 3, processes=processes)
-        assert all(len(pieces) == min(processes, 3) for pieces in written)  # one piece per writer
+        assert len(written.rows) == min(processes, 3)  # one file of converted rows per writer
         return [
             [
                 record["conversation_id"] + str(questions(record))
-                for record in regroup.read_partition(p, names, Notes())
+                for record in regroup.read_partition(written, p, names, Notes())
             ]
-            for p in written
+            for p in range(3)
         ]
 
     assert partitions(2) == partitions(1)
@@ -239,9 +239,11 @@ def test_rows_are_converted_in_the_partition_pass_and_a_bad_one_is_still_rejecte
     rows = [pair("c", n, f"q{n}", extension=loose % n) for n in (3, 2, 1)]
     rows[1]["元数据"] = ["not", "an", "object"]  # line 2, 多轮序号 2 (its 扩展字段 is then absent)
     shard = write_shard(tmp_path / "m.jsonl", rows)
-    [pieces] = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    partitioned = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
     rejected, notes = [], Notes()
-    [record] = regroup.read_partition(pieces, ["m.jsonl"], notes, reject=lambda *args: rejected.append(args))
+    [record] = regroup.read_partition(
+        partitioned, 0, ["m.jsonl"], notes, reject=lambda *args: rejected.append(args)
+    )
     assert questions(record) == ["q1", "q3"]
     [(error, raw)] = rejected
     assert (error.path, error.record, error.field) == ("m.jsonl", "line 2", "元数据")
@@ -258,9 +260,9 @@ def test_a_row_rejected_after_partitioning_does_not_win_over_a_later_unreadable_
     with pytest.raises(SourceError, match=r"record line 3: not valid JSON"):
         regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
     write_shard(tmp_path / "m.jsonl", [bad_metadata, pair("c", 2, "q2")])
-    [pieces] = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    partitioned = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
     with pytest.raises(SourceError, match=r"record line 1, field '元数据'"):
-        list(regroup.read_partition(pieces, ["m.jsonl"], Notes()))
+        list(regroup.read_partition(partitioned, 0, ["m.jsonl"], Notes()))
 
 
 def test_unreadable_extension_warnings_follow_conversation_order_and_the_cap(tmp_path, caplog):
@@ -271,10 +273,10 @@ def test_unreadable_extension_warnings_follow_conversation_order_and_the_cap(tmp
     rows = [pair(None, None, f"q{n}", row_id="same", extension=broken % n, 时间=str(n)) for n in range(count)]
     rows = [pair("d", 1, "first"), *rows[::-1]]
     shard = write_shard(tmp_path / "m.jsonl", rows)
-    [pieces] = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    partitioned = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
     notes = Notes()
     with caplog.at_level(logging.WARNING, logger="convhub.mnbvc.parse"):
-        found = list(regroup.read_partition(pieces, ["m.jsonl"], notes))
+        found = list(regroup.read_partition(partitioned, 0, ["m.jsonl"], notes))
     assert len(found) == 2
     lines = [
         int(message.split(", line ")[1].split(",")[0]) for message in caplog.messages if ", line " in message
@@ -284,16 +286,41 @@ def test_unreadable_extension_warnings_follow_conversation_order_and_the_cap(tmp
     assert notes["元数据.扩展字段 unreadable (raw string kept)"] == count
 
 
-def test_key_lines_keep_integers_past_64_bits_exactly(tmp_path):
-    """多轮序号 beyond 64 bits: orjson cannot write it, so its key line is json's, read back exactly.
-    (Negative: a gap check over a huge positive 多轮序号 would enumerate every missing number.)"""
+def test_keys_keep_integers_past_64_bits_exactly(tmp_path):
+    """多轮序号 beyond 64 bits: no engine column holds it, so a key keeps a conversation's order as Python values
+    and Python sorts them. (Negative: a gap check over a huge positive 多轮序号 would enumerate every missing
+    number.)"""
     big = -(2**70)
     rows = [pair("c", str(big + 1), "second"), pair("c", str(big), "first"), pair("c", 3, "third")]
     shard = write_shard(tmp_path / "m.jsonl", rows)
-    [pieces] = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
-    assert [entry[4] for entry in regroup._sorted_index(pieces)] == [big, big + 1, 3]
-    [record] = regroup.read_partition(pieces, ["m.jsonl"], Notes())
+    partitioned = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    assert [entry[4] for entry in regroup.partition_keys(partitioned, 0)[0]] == [big, big + 1, 3]
+    [record] = regroup.read_partition(partitioned, 0, ["m.jsonl"], Notes())
     assert questions(record) == ["first", "second", "third"]
+
+
+def test_the_engine_sorts_conversations_in_pythons_order_of_their_texts(tmp_path):
+    """DuckDB sorts 来源, how and key as UTF-8 bytes: the order Python gives the texts, a lone surrogate (kept
+    through ``surrogatepass``), characters past the BMP and a prefix included; each slice of the partition is
+    a run of that order, and the slices cover it once."""
+    sessions = ["b", "a", "中", "\uffff", "\U0001f600", "ab", "a b", "\ue000", "\ud7ff", "A"]
+    extension = '{"会话": "%s", "多轮序号": 1, "解析模型": "gpt4"}'
+    rows = [
+        pair(None, None, f"q{n}", extension=extension % json.dumps(text)[1:-1], source=source)
+        for n, text in enumerate(sessions)
+        for source in ("来源b", "来源a")
+    ]
+    shard = write_shard(tmp_path / "m.jsonl", rows)
+    partitioned = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    whole = regroup.partition_keys(partitioned, 0)
+    assert [conversation[0][:3] for conversation in whole] == sorted(
+        (source, "会话", text) for text in sessions for source in ("来源b", "来源a")
+    )
+    slices = [regroup.partition_keys(partitioned, 0, (number, 3)) for number in range(3)]
+    assert [len(part) for part in slices] == [6, 7, 7]
+    assert [conversation for part in slices for conversation in part] == whole
+    records = list(regroup.read_partition(partitioned, 0, ["m.jsonl"], Notes()))
+    assert [record["sessions"][0]["session_id"] for record in records] == [c[0][2] for c in whole]
 
 
 @pytest.mark.parametrize(
