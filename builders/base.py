@@ -43,7 +43,13 @@ def _shard_name(shard: Shard) -> str:
 
 def group_shard(files: list[tuple[str, str]], partitions: int) -> dict[str, Any]:
     """Rows of ``files`` ((name, path)) that an engine regroups into ``partitions`` (``engine_shards``)."""
-    return {"kind": "group", "files": files, "partitions": partitions}
+    return {"kind": "group", "files": files, "partitions": partitions, "name": grouped_name(files)}
+
+
+def grouped_name(files: list[tuple[str, str]] | list[str]) -> str:
+    """What an error calls the files a conversation's rows were regrouped from: the file, where there is one."""
+    names = [file if isinstance(file, str) else file[0] for file in files]
+    return names[0] if len(names) == 1 else f"the {len(names)} regrouped files ({names[0]}, ...)"
 
 
 def is_group_shard(shard: Shard) -> bool:

@@ -23,7 +23,7 @@ from functools import partial
 from typing import Any, ClassVar
 
 import datasets
-from convhub.base import ConversationBuilder, group_shard
+from convhub.base import ConversationBuilder, group_shard, grouped_name
 from convhub.errors import Notes, SourceError
 from convhub.mnbvc import files, multiturn, parse, regroup
 from datasets.download.streaming_download_manager import StreamingDownloadManager
@@ -258,7 +258,7 @@ class MnbvcBuilder(ConversationBuilder):
                     "partition": partition,
                     "part": (number, slices),
                 }
-                | {"files": names}
+                | {"files": names, "name": grouped_name(names)}
                 for number in range(slices)
             ]
         return shards

@@ -298,7 +298,9 @@ def _partitioned_rows(file_index: int, name: str, path: str, count: int, opener,
         how, key = multiturn.conversation_key(row, extension, name, line)
         order = parse.sequence_number(extension)
         converted = _converted_row(name, line, raw, row, extension, order, notes, warnings)
-        group = f"[{encode_basestring(source)}, {encode_basestring(how)}, {encode_basestring(key)}]".encode()
+        group = f"[{encode_basestring(source)}, {encode_basestring(how)}, {encode_basestring(key)}]".encode(
+            "utf-8", "surrogatepass"
+        )
         yield zlib.crc32(group) % count, (source, how, key, *order, file_index, line), converted, len(raw) + 1
 
 

@@ -303,7 +303,7 @@ def test_the_engine_sorts_conversations_in_pythons_order_of_their_texts(tmp_path
     """DuckDB sorts 来源, how and key as UTF-8 bytes: the order Python gives the texts, a lone surrogate (kept
     through ``surrogatepass``), characters past the BMP and a prefix included; each slice of the partition is
     a run of that order, and the slices cover it once."""
-    sessions = ["b", "a", "中", "\uffff", "\U0001f600", "ab", "a b", "\ue000", "\ud7ff", "A"]
+    sessions = ["b", "a", "中", "\ud800x", "\U0001f600", "ab", "a b", "\ue000", "\ud7ff", "A"]
     extension = '{"会话": "%s", "多轮序号": 1, "解析模型": "gpt4"}'
     rows = [
         pair(None, None, f"q{n}", extension=extension % json.dumps(text)[1:-1], source=source)
@@ -321,6 +321,29 @@ def test_the_engine_sorts_conversations_in_pythons_order_of_their_texts(tmp_path
     assert [conversation for part in slices for conversation in part] == whole
     records = list(regroup.read_partition(partitioned, 0, ["m.jsonl"], Notes()))
     assert [record["sessions"][0]["session_id"] for record in records] == [c[0][2] for c in whole]
+
+
+@pytest.mark.parametrize("where", ["会话", "来源", "id"])
+def test_a_lone_surrogate_in_a_conversation_key_is_a_named_bad_record_not_a_crash(tmp_path, where):
+    """The regrouping hashes and sorts the key as UTF-8 with surrogates passed, so a key Parquet cannot store
+    reaches the check every record meets (it crashed the partition pass with a UnicodeEncodeError before)."""
+    if where == "会话":
+        bad = pair(None, None, "bad", extension='{"会话": "\\ud800", "多轮序号": 1, "解析模型": "gpt4"}')
+    elif where == "来源":
+        bad = pair("c", 1, "bad", source="\ud800")
+    else:
+        bad = pair(None, None, "bad", extension='{"多轮序号": 1}', row_id="\ud800")
+    shard = tmp_path / "data" / "multiturn" / "m.jsonl"
+    text = "".join(json.dumps(row) + "\n" for row in [bad, pair("ok", 1, "good")])  # ASCII: escapes kept
+    shard.parent.mkdir(parents=True)
+    shard.write_text(text, encoding="utf-8")
+    with pytest.raises(SourceError, match="lone surrogate") as raised:
+        build_source("mnbvc", tmp_path / "raise", data_dir=str(tmp_path / "data"), num_proc=1)
+    assert raised.value.path == "multiturn/m.jsonl"
+    result = build_source("mnbvc", tmp_path / "skip", data_dir=str(tmp_path / "data"), on_bad_record="skip")
+    assert result.skipped == 1
+    sessions = datasets.load_dataset(str(tmp_path / "skip"), "sessions", split="train")
+    assert sessions["conversation_id"] == ["ShareGPT/ok"]
 
 
 @pytest.mark.parametrize(
