@@ -60,7 +60,7 @@ SLICE_BYTES = 16 * 2**20
 #: Keys a writer holds before writing them to its keys file.
 KEY_BATCH_ROWS = 65_536
 #: Rows of a row group of the sorted keys: a slice reads the groups its partition overlaps, so small ones (a
-#: partition of the full-scale input is about 33,000 rows).
+#: partition of the full-scale input is about 40,000 rows).
 SORTED_ROW_GROUP = 16_384
 #: DuckDB's memory for sorting the keys; beyond it, it spills to the partition folder.
 SORT_MEMORY = "256MB"
