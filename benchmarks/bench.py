@@ -114,7 +114,7 @@ def cases_for(
     if builder_cls.EXTRA_VIEWS:
         every = [view.name for view in builder_cls.views()]
         cases.append((ALL_CASE, BUILD, [source, data_dir, json.dumps(every), "2"]))
-    if engine != "local" and spark_installed():
+    if spark_installed():
         cases += [
             (SPARK_SESSIONS_CASE, BUILD, [source, data_dir, '["sessions"]', "1", "spark:local[1]"]),
             (SPARK_PARALLEL_CASE, BUILD, [source, data_dir, '["sessions"]', "2", "spark:local[2]"]),
@@ -122,8 +122,8 @@ def cases_for(
         ]
     for name in shared:
         cases.append((f"stream {name}", STREAM, [source, data_dir, name, str(stream_seconds)]))
-    if engine == "spark":
-        cases = [case for case in cases if engine_of(case[0]) in ("-", "spark local[1]", "spark local[2]")]
+    if engine:
+        cases = [case for case in cases if engine_of(case[0]).split()[0] in ("-", engine)]
     return cases
 
 
