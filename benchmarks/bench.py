@@ -12,6 +12,13 @@ config streamed through ``as_streaming_dataset()`` (seconds to the first row, th
 ``--stream-seconds``), and the ``sessions`` build once more on an input a quarter the size, whose peak memory
 shows whether memory grows with the input. Ratios are against the baselines measured in the same run on the
 same input; a summary checks the targets of issue 6.
+
+    python benchmarks/bench.py --scale 1 --source mnbvc --engine local --repeat 3
+
+``--repeat N`` runs the whole list of cases N times, one round after another (never one case N times in a row):
+a machine whose speed drifts over the hour (this one's varies about 1.5x) then slows every case of a round
+alike, and each ratio is taken within its round. A second table gives each case's median and range over the
+rounds, and the targets are checked on the medians.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -171,41 +179,62 @@ def bench_source(
     stream_seconds: float = 10.0,
     only: list[str] | None = None,
     engine: str | None = None,
+    repeat: int = 1,
 ) -> list[dict]:
     """Every case of one source (or those whose name contains one of ``only``, or the baselines and
-    ``engine``'s cases), each in a fresh process."""
+    ``engine``'s cases), each in a fresh process; with ``repeat``, the whole list that many rounds (a row's
+    ``round`` says which)."""
     made = scaled_inputs.make(source, workdir / source, scale)
     for note in made.notes:
         print(f"note: {note}", flush=True)
-    rows = []
     chosen = cases_for(source, made, stream_seconds, engine)
     cases = [(name, code, args, made) for name, code, args in chosen]
     if engine != "spark" and (not only or any(part in MEMORY_CASE for part in only)):
         smaller = scaled_inputs.make(source, workdir / f"{source}-quarter", scale / MEMORY_INPUT_RATIO)
         cases.append((MEMORY_CASE, BUILD, [source, str(smaller.data_dir), '["sessions"]', "1"], smaller))
-    for name, code, args, case_input in cases:
-        if only and not any(part in name for part in only):
-            continue
-        try:
-            seconds, rss, printed = run_case(code, [str(a) for a in args])
-        except RuntimeError as error:
-            print(f"{source}: {name} failed: {error}", file=sys.stderr)
-            rows.append({"source": source, "case": name, "failed": str(error)[-300:]})
-            print(f"| {source} | {name} | {engine_of(name)} | failed (see stderr) | | | | | | |", flush=True)
-            continue
-        row = {"source": source, "case": name, "MB": case_input.megabytes, "s": seconds, "rss": rss}
-        if isinstance(printed, dict):  # a streaming case: its own clock, from builder construction
-            row.update(rows=printed["rows"], s=printed["seconds"], first_row=printed["first_row"])
-            row["complete"] = printed["complete"]
-        else:
-            row["rows"] = printed
-        rows.append(row)
-        print(_format(row, rows), flush=True)
+    cases = [case for case in cases if not only or any(part in case[0] for part in only)]
+    rows: list[dict] = []
+    for round_number in range(1, repeat + 1):
+        for name, code, args, case_input in cases:
+            row = _run(source, name, code, args, case_input)
+            if repeat > 1:
+                row["round"] = round_number
+            rows.append(row)
+            print(_format(row, rows), flush=True)
     return rows
 
 
+def _run(source: str, name: str, code: str, args: list, case_input: scaled_inputs.ScaledInput) -> dict:
+    """One case in a fresh process: its row (or a ``failed`` row, the error on stderr)."""
+    try:
+        seconds, rss, printed = run_case(code, [str(a) for a in args])
+    except RuntimeError as error:
+        print(f"{source}: {name} failed: {error}", file=sys.stderr)
+        return {"source": source, "case": name, "failed": str(error)[-300:]}
+    row = {"source": source, "case": name, "MB": case_input.megabytes, "s": seconds, "rss": rss}
+    if isinstance(printed, dict):  # a streaming case: its own clock, from builder construction
+        row.update(rows=printed["rows"], s=printed["seconds"], first_row=printed["first_row"])
+        row["complete"] = printed["complete"]
+    else:
+        row["rows"] = printed
+    return row
+
+
+def _baselines(row: dict, rows: list[dict]) -> dict[str, float]:
+    """Seconds of each case of ``row``'s source and round: the generic loader and the parse floor ``row``
+    is compared with were measured in the same round."""
+    return {
+        r["case"]: r["s"]
+        for r in rows
+        if r["source"] == row["source"] and r.get("round") == row.get("round") and "s" in r
+    }
+
+
 def _format(row: dict, rows: list[dict]) -> str:
-    baselines = {r["case"]: r["s"] for r in rows if r["source"] == row["source"] and "s" in r}
+    case = row["case"] if "round" not in row else f"{row['case']} (round {row['round']})"
+    if "failed" in row:
+        return f"| {row['source']} | {case} | {engine_of(row['case'])} | failed (see stderr) | | | | | | |"
+    baselines = _baselines(row, rows)
     generic = baselines.get(GENERIC_CASE)
     floor = baselines.get(FLOOR_CASE)
     rows_text = "-" if row["rows"] < 0 else f"{row['rows']:,}"
@@ -217,7 +246,7 @@ def _format(row: dict, rows: list[dict]) -> str:
             first = "no row" if row["complete"] else f"no row within {row['s']:.0f} s"
         whole = "" if row["complete"] else " (stopped)"
         return (
-            f"| {row['source']} | {row['case']} | {engine_of(row['case'])} | {row['MB']:.1f} | {rows_text}{whole} "
+            f"| {row['source']} | {case} | {engine_of(row['case'])} | {row['MB']:.1f} | {rows_text}{whole} "
             f"| {row['s']:.2f} "
             f"| {rate:,.0f} rows/s | {row['rss']:.0f} | {first} | |"
         )
@@ -226,10 +255,58 @@ def _format(row: dict, rows: list[dict]) -> str:
     vs_generic = f"{generic / row['s']:.2f}x" if generic and same_input else "-"
     vs_floor = f"{floor / row['s']:.2f}x" if floor and same_input else "-"
     return (
-        f"| {row['source']} | {row['case']} | {engine_of(row['case'])} | {row['MB']:.1f} | {rows_text} "
+        f"| {row['source']} | {case} | {engine_of(row['case'])} | {row['MB']:.1f} | {rows_text} "
         f"| {row['s']:.2f} | {speed:.1f} "
         f"| {row['rss']:.0f} | {vs_generic} | {vs_floor} |"
     )
+
+
+def merged(rows: list[dict]) -> list[dict]:
+    """One row per source and case from the rounds of ``--repeat``: the median seconds (and ``range``, the
+    fastest and slowest round), the highest peak memory, the median first row, and ``ratios``, the generic
+    loader's time over the case's within each round. A case that failed in any round keeps its failed row."""
+    runs: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        runs.setdefault((row["source"], row["case"]), []).append(row)
+    out = []
+    for rounds in runs.values():
+        failed = [row for row in rounds if "failed" in row]
+        if failed:
+            out.append(failed[0])
+            continue
+        row = {key: value for key, value in rounds[0].items() if key != "round"}
+        seconds = [run["s"] for run in rounds]
+        row.update(s=statistics.median(seconds), range=(min(seconds), max(seconds)), rounds=len(rounds))
+        row["rss"] = max(run["rss"] for run in rounds)
+        if "first_row" in row:
+            firsts = [run["first_row"] for run in rounds if run["first_row"] is not None]
+            row["first_row"] = statistics.median(firsts) if firsts else None
+            row["complete"] = all(run["complete"] for run in rounds)
+        generic = [_baselines(run, rows).get(GENERIC_CASE) for run in rounds]
+        if all(generic) and row["case"] != MEMORY_CASE:
+            row["ratios"] = [base / run["s"] for base, run in zip(generic, rounds, strict=True)]
+        out.append(row)
+    return out
+
+
+def print_summary(rows: list[dict]) -> None:
+    """The table of :func:`merged` rows (``--repeat``)."""
+    print(
+        "\n| source | case | engine | rounds | seconds, median (fastest-slowest) | peak MiB, highest "
+        "| speed vs load_dataset('json'), median of the rounds (lowest-highest) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for row in rows:
+        if "failed" in row:
+            print(f"| {row['source']} | {row['case']} | {engine_of(row['case'])} | failed | | | |")
+            continue
+        low, high = row["range"]
+        ratios = row.get("ratios")
+        ratio = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}x)" if ratios else "-"
+        print(
+            f"| {row['source']} | {row['case']} | {engine_of(row['case'])} | {row['rounds']} "
+            f"| {row['s']:.2f} ({low:.2f}-{high:.2f}) | {row['rss']:.0f} | {ratio} |"
+        )
 
 
 def targets(rows: list[dict]) -> list[str]:
@@ -317,7 +394,15 @@ def main(argv: list[str] | None = None) -> int:
         choices=["local", "spark"],
         help="only this engine's cases, beside the baselines (default: both; Spark where installed)",
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run every case this many rounds, alternating, and summarize each by its median and range",
+    )
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     print(machine_line())
     print(f"scale {args.scale}; load average at start: {load_average()}")
     print(
@@ -331,11 +416,16 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         for source in args.source or registry.names():
             if source in scaled_inputs.GENERATORS:
-                rows += bench_source(source, workdir, args.scale, args.stream_seconds, args.case, args.engine)
+                rows += bench_source(
+                    source, workdir, args.scale, args.stream_seconds, args.case, args.engine, args.repeat
+                )
             else:
                 print(f"| {source} | no scaled-input generator yet | | | | | | | | |")
     print(f"\nload average at end: {load_average()}; whole run {time.perf_counter() - started:.0f} s")
-    print("\ntargets:")
+    if args.repeat > 1:
+        rows = merged(rows)
+        print_summary(rows)
+    print("\ntargets:" if args.repeat == 1 else "\ntargets (on the medians):")
     print("\n".join(targets(rows)))
     return 0
 

@@ -77,6 +77,34 @@ def test_an_engine_switch_keeps_the_baselines_and_that_engines_cases(tmp_path, m
     assert ("stream sessions" in chosen) == (engine == "local")
 
 
+def test_repeat_alternates_rounds_and_takes_ratios_within_each(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(bench, "spark_installed", lambda: False)
+    calls: list[str] = []
+    # seconds per round: the generic loader slows down over the rounds, as a drifting machine does
+    seconds = {"generic": [10.0, 20.0, 40.0], "sessions 1": [5.0, 10.0, 40.0], "sessions 2": [4.0, 8.0, 8.0]}
+
+    def stub(code: str, args: list[str]):
+        kind = "generic" if code == bench.GENERIC_LOADER else f"sessions {args[3]}"
+        calls.append(kind)
+        return seconds[kind][calls.count(kind) - 1], 100.0 * calls.count(kind), 7
+
+    monkeypatch.setattr(bench, "run_case", stub)
+    argv = ["--scale", TINY, "--workdir", str(tmp_path), "--source", "locomo", "--repeat", "3"]
+    assert bench.main([*argv, "--case", "load_dataset", "--case", "build sessions"]) == 0
+    assert calls == ["generic", "sessions 1", "sessions 2"] * 3  # rounds, not one case three times
+    output = capsys.readouterr().out
+    rows = {row[1]: row for row in table_rows(output)}
+    assert rows["build sessions (round 2)"][8] == "2.00x"  # against round 2's generic loader
+    assert rows["build sessions num_proc=2 (round 3)"][8] == "5.00x"
+    summary = {row[1]: row for row in table_rows(output) if len(row) == 7}
+    assert summary[bench.SESSIONS_CASE][3:] == ["3", "10.00 (5.00-40.00)", "300", "2.00x (1.00-2.00x)"]
+    assert summary[bench.PARALLEL_CASE][6] == "2.50x (2.50-5.00x)"
+    # targets on the medians: 20.0 / 10.0 and 20.0 / 8.0
+    assert "sessions speed vs load_dataset('json'), num_proc=1 2.00x (target >= 1.0x): met" in output
+    assert "sessions speed vs load_dataset('json'), num_proc=2 2.50x (target >= 1.0x): met" in output
+    assert "targets (on the medians):" in output
+
+
 def test_convlab_baselines_read_the_extracted_dialogues(tmp_path):
     made = scaled_inputs.make("convlab", tmp_path / "convlab", float(TINY))
     assert [path.name for path in made.files] == ["dialogues.json"]
