@@ -9,7 +9,6 @@ file beside the output with its reason, and the card counts them.
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 import os
@@ -17,196 +16,27 @@ import subprocess
 import sys
 import textwrap
 import zipfile
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import datasets
 import pytest
 from convhub import cli, quarantine
 from convhub.build import build_source, check_source
 from convhub.errors import SourceError
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-# -- each source's format: a valid record, and how files are laid out ------------------------------------
-
-
-def locomo_record(i: int, text: str = "") -> dict:
-    return {
-        "sample_id": f"conv-{i}",
-        "conversation": {
-            "speaker_a": "Ann",
-            "speaker_b": "Bob",
-            "session_1_date_time": "1:56 pm on 8 May, 2023",
-            "session_1": [
-                {"speaker": "Ann", "dia_id": "D1:1", "text": text or f"hello {i}"},
-                {"speaker": "Bob", "dia_id": "D1:2", "text": "hi"},
-            ],
-        },
-        "qa": [{"question": "who?", "answer": "Ann", "evidence": ["D1:1"], "category": 1}],
-        "event_summary": {},
-        "observation": {},
-        "session_summary": {},
-    }
-
-
-def gigamemory_record(i: int, text: str = "") -> dict:
-    messages = [{"role": "user", "content": text or f"привет {i}"}, {"role": "assistant", "content": "да"}]
-    return {
-        "id": i,
-        "question": "как?",
-        "ans": "так",
-        "question_type": "fact_equal_session",
-        "sessions": [{"id": 1, "messages": messages}],
-        "ans_session_ids": [1],
-    }
-
-
-def convlab_record(i: int, text: str = "", subset: str = "toy") -> dict:
-    return {
-        "dataset": subset,
-        "data_split": "train",
-        "dialogue_id": f"{subset}-train-{i}",
-        "turns": [
-            {"speaker": "user", "utterance": text or f"hello {i}", "utt_idx": 0},
-            {"speaker": "system", "utterance": "ok", "utt_idx": 1},
-        ],
-    }
-
-
-def mnbvc_record(i: int, text: str = "") -> dict:
-    return {
-        "id": i,
-        "问": text or f"问题 {i}",
-        "答": "回答",
-        "来源": "test",
-        "时间": "20230517",
-        "元数据": {"create_time": "20230517 06:47:18"},
-    }
-
-
-@dataclass
-class Source:
-    """How one source lays out its files and what one record is, for the fixtures below."""
-
-    name: str
-    record: Callable[..., dict]
-    file_name: str  # of the one data file a case writes
-    jsonl: bool  # one record per line, or one JSON list per file
-    #: (mutation of a valid record, the field the error must name) for a wrong type and a missing field
-    wrong_type: tuple[Callable[[dict], None], str]
-    missing: tuple[Callable[[dict], None], str]
-
-    def path(self, data_dir: Path, file_name: str | None = None) -> Path:
-        path = data_dir / (file_name or self.file_name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return path
-
-    def encode(self, records: list[Any]) -> bytes:
-        if self.jsonl:
-            return b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in records)
-        return json.dumps(records, ensure_ascii=False).encode()
-
-    def write(self, data_dir: Path, records: list[Any], file_name: str | None = None) -> Path:
-        path = self.path(data_dir, file_name)
-        path.write_bytes(self.encode(records))
-        return path
-
-    def conversation_id(self, i: int, file_name: str | None = None) -> str:
-        """The conversation id the build gives valid record ``i`` (written at line/position ``i``)."""
-        if self.name == "locomo":
-            return f"conv-{i}"
-        if self.name == "convlab":
-            return f"toy-train-{i}"
-        if self.name == "mnbvc":
-            return f"{file_name or self.file_name}:{i + 1}"
-        raise ValueError("gigamemory ids are digests: compare question ids")
-
-
-def _set(path: str, value: Any) -> Callable[[dict], None]:
-    def mutate(record: dict) -> None:
-        *parents, last = path.split("/")
-        target = record
-        for key in parents:
-            target = target[int(key) if key.isdigit() else key]
-        target[int(last) if last.isdigit() else last] = value
-
-    return mutate
-
-
-def _drop(key: str) -> Callable[[dict], None]:
-    return lambda record: record.pop(key)
-
-
-SOURCES = {
-    "locomo": Source(
-        "locomo",
-        locomo_record,
-        "locomo.json",
-        False,
-        (_set("conversation/session_1/0/text", 42), "text"),
-        (_drop("qa"), "qa"),
-    ),
-    "gigamemory": Source(
-        "gigamemory",
-        gigamemory_record,
-        "dialogues.jsonl",
-        True,
-        (_set("sessions/0/messages/0/content", 42), "sessions[0].messages[0].content"),
-        (_drop("question"), "question"),
-    ),
-    "convlab": Source(
-        "convlab",
-        convlab_record,
-        "toy/data/dialogues.json",
-        False,
-        (_set("turns/0/utterance", 42), "utterance"),
-        (_drop("turns"), "turns"),
-    ),
-    "mnbvc": Source(
-        "mnbvc",
-        mnbvc_record,
-        "qa.jsonl",
-        True,
-        (_set("元数据", "not an object"), "元数据"),
-        (lambda record: (record.pop("问"), record.pop("答")), "问"),
-    ),
-}
-NAMES = list(SOURCES)
-
-
-def bad_record(source: Source, kind: str, i: int) -> dict:
-    record = source.record(i)
-    mutate, _ = getattr(source, kind)
-    mutate(record)
-    return record
-
-
-# -- what a failed build must leave behind: nothing -----------------------------------------------------
-
-
-def assert_fails_cleanly(source: str, data_dir: Path, tmp_path: Path, *expected: str) -> SourceError:
-    """The default build raises a SourceError whose message holds every ``expected`` piece; no folder."""
-    output = tmp_path / "out" / "built"
-    with pytest.raises(SourceError) as caught:
-        build_source(source, output, data_dir=str(data_dir))
-    message = str(caught.value)
-    for piece in expected:
-        assert piece in message, f"{piece!r} not in {message!r}"
-    leftovers = list((tmp_path / "out").iterdir())
-    assert leftovers == [], f"a failed build left {leftovers}"
-    return caught.value
-
-
-def record_marker(source: Source, i: int) -> str:
-    """How an error names record ``i`` of a fixture file (a line for JSONL, a position or id otherwise)."""
-    if source.jsonl:
-        return f"line {i + 1}"
-    return f"conv-{i}" if source.name == "locomo" else f"record {i}"
-
+from hostile_sources import (
+    NAMES,
+    ROOT,
+    SOURCES,
+    Source,
+    assert_fails_cleanly,
+    bad_record,
+    convlab_record,
+    hostile_mix,
+    load,
+    locomo_record,
+    read_quarantine,
+    record_marker,
+)
 
 # -- one test per hostile input, for every source -------------------------------------------------------
 
@@ -408,185 +238,6 @@ def test_a_gzipped_locomo_file_is_named_not_utf8(tmp_path):
     data_dir.mkdir()
     (data_dir / "locomo.json").write_bytes(gzip.compress(json.dumps([locomo_record(0)]).encode()))
     assert_fails_cleanly("locomo", data_dir, tmp_path, "locomo.json", "not UTF-8")
-
-
-# -- skip: the good records are built, the bad ones are quarantined, the card counts them -----------------
-
-
-def load(folder: Path, config: str) -> dict:
-    """The columns of a built config's one split, loaded back with ``load_dataset``."""
-    [dataset] = datasets.load_dataset(str(folder), config).values()
-    return dataset[:]
-
-
-def read_quarantine(result) -> list[dict]:
-    assert result.quarantine == quarantine.path_beside(result.output)
-    lines = result.quarantine.read_text(encoding="utf-8").splitlines()
-    return [json.loads(line) for line in lines]
-
-
-def hostile_mix(source: Source, data_dir: Path) -> int:
-    """Good records 0, 2, 4 with a wrong type, a missing field and (JSONL) invalid JSON and UTF-8 between."""
-    records = [
-        source.record(0),
-        bad_record(source, "wrong_type", 1),
-        source.record(2),
-        bad_record(source, "missing", 3),
-        source.record(4),
-    ]
-    raw = source.encode(records)
-    bad = 2
-    if source.jsonl:
-        raw += b'{"broken": \n' + b"\xff\xfe not utf-8\n"
-        bad += 2
-    source.path(data_dir).write_bytes(raw)
-    return bad
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_skip_builds_the_good_records_and_quarantines_the_rest(tmp_path, name):
-    source = SOURCES[name]
-    data_dir = tmp_path / "data"
-    bad = hostile_mix(source, data_dir)
-    output = tmp_path / "out" / "built"
-    result = build_source(name, output, data_dir=str(data_dir), on_bad_record="skip")
-    sessions = load(output, "sessions")
-    if name == "gigamemory":
-        question_ids = [q["question_id"] for questions in sessions["questions"] for q in questions]
-        assert question_ids == ["0", "2", "4"]
-    else:
-        assert sessions["conversation_id"] == [source.conversation_id(i) for i in (0, 2, 4)]
-    entries = read_quarantine(result)
-    assert len(entries) == bad == result.skipped
-    for entry in entries:
-        assert Path(entry["file"]).name == Path(source.file_name).name
-        assert entry["reason"] and entry["kind"] and entry["raw"] is not None
-        assert entry["record"] is not None
-    fields = [entry["field"] or "" for entry in entries]
-    assert any(source.wrong_type[1] in field for field in fields)
-    assert any(source.missing[1] in field for field in fields)
-    skipped_notes = {k: v for k, v in result.notes.items() if k.startswith(quarantine.NOTE_PREFIX)}
-    assert sum(skipped_notes.values()) == bad
-    card = (output / "README.md").read_text(encoding="utf-8")
-    for kind in skipped_notes:
-        assert kind.replace("|", "\\|")[:40] in card or kind[:40] in card
-    assert not any(path.name.startswith("quarantine") for path in output.rglob("*"))
-    # the same input with the default policy fails and leaves the earlier build and its quarantine alone
-    with pytest.raises(SourceError):
-        build_source(name, output, data_dir=str(data_dir))
-    assert (output / "README.md").is_file() and result.quarantine.is_file()
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_skip_under_num_proc_merges_every_workers_quarantine(tmp_path, name):
-    source = SOURCES[name]
-    data_dir = tmp_path / "data"
-    for part in ("a", "b"):
-        file_name = {"convlab": f"{part}/data/dialogues.json"}.get(
-            name, f"{part}{Path(source.file_name).suffix}"
-        )
-        records = [source.record(0), bad_record(source, "missing", 1), source.record(2)]
-        if name == "convlab":
-            records = [r | {"dataset": part, "dialogue_id": f"{part}-{i}"} for i, r in enumerate(records)]
-        if name == "locomo":
-            records = [r | {"sample_id": f"{part}-{i}"} for i, r in enumerate(records)]
-        source.write(data_dir, records, file_name)
-    result = build_source(name, tmp_path / "out", data_dir=str(data_dir), num_proc=2, on_bad_record="skip")
-    entries = read_quarantine(result)
-    files = sorted(
-        Path(entry["file"]).parts[-3] if name == "convlab" else Path(entry["file"]).name.split(".")[0]
-        for entry in entries
-    )
-    assert files == ["a", "b"] and result.skipped == 2
-    assert result.statistics.total().conversations == 4
-    assert len(load(result.output, "sessions")["conversation_id"]) == 4
-
-
-def test_a_later_clean_build_removes_the_stale_quarantine(tmp_path):
-    source = SOURCES["mnbvc"]
-    data_dir = tmp_path / "data"
-    hostile_mix(source, data_dir)
-    output = tmp_path / "out"
-    result = build_source("mnbvc", output, data_dir=str(data_dir), on_bad_record="skip")
-    assert result.quarantine.is_file()
-    source.write(data_dir, [source.record(0)])
-    clean = build_source("mnbvc", output, data_dir=str(data_dir), on_bad_record="skip")
-    assert clean.skipped == 0 and clean.quarantine is None
-    assert not quarantine.path_beside(output).exists()
-
-
-def test_skip_with_every_record_bad_fails_and_keeps_the_quarantine(tmp_path):
-    source = SOURCES["gigamemory"]
-    data_dir = tmp_path / "data"
-    source.write(data_dir, [bad_record(source, "missing", 0), bad_record(source, "wrong_type", 1)])
-    output = tmp_path / "out" / "built"
-    with pytest.raises(SourceError, match="no record left to build: all 2 rejected"):
-        build_source("gigamemory", output, data_dir=str(data_dir), on_bad_record="skip")
-    assert not output.exists()
-    assert len(quarantine.path_beside(output).read_text().splitlines()) == 2
-
-
-def test_a_skipped_unreadable_file_does_not_stop_the_others(tmp_path):
-    source = SOURCES["gigamemory"]
-    data_dir = tmp_path / "data"
-    source.write(data_dir, [source.record(0)], "good.jsonl")
-    (data_dir / "empty.jsonl").write_bytes(b"")
-    packed = gzip.compress(source.encode([source.record(i + 10, "y" * 3000 + str(i)) for i in range(30)]))
-    (data_dir / "cut.jsonl.gz").write_bytes(packed[: len(packed) // 2])
-    result = build_source("gigamemory", tmp_path / "out", data_dir=str(data_dir), on_bad_record="skip")
-    entries = read_quarantine(result)
-    by_file = {Path(entry["file"]).name: entry for entry in entries}
-    assert set(by_file) == {"empty.jsonl", "cut.jsonl.gz"}
-    assert by_file["cut.jsonl.gz"]["scope"] == "file"
-    assert "corrupt or truncated gzip" in by_file["cut.jsonl.gz"]["reason"]
-    subsets = set(load(result.output, "sessions")["subset"])
-    assert "good" in subsets  # the lines of cut.jsonl.gz before the damage may be kept too
-    questions = sum(len(q) for q in load(result.output, "sessions")["questions"])
-    assert questions >= 1
-
-
-def test_quarantine_entry_of_a_huge_or_undecodable_record_is_cut_and_marked():
-    error = SourceError("f.jsonl", "line 1", None, "not valid JSON: Unterminated string")
-    huge = quarantine.entry(error, b'{"x": "' + b"a" * (3 * quarantine.RAW_LIMIT))
-    assert huge["raw_truncated"] and len(huge["raw"]) == quarantine.RAW_LIMIT
-    assert huge["raw_size"] == 3 * quarantine.RAW_LIMIT + 7 and huge["line"] == 1
-    undecodable = quarantine.entry(error, b"\xff\xfe")
-    assert undecodable["raw_encoding"] == "base64" and base64.b64decode(undecodable["raw"]) == b"\xff\xfe"
-
-
-# -- the command line ------------------------------------------------------------------------------------
-
-
-def test_cli_build_skip_warns_and_check_counts(tmp_path, capsys):
-    source = SOURCES["mnbvc"]
-    data_dir = tmp_path / "data"
-    bad = hostile_mix(source, data_dir)
-    output = tmp_path / "out"
-    assert cli.main(["build", "mnbvc", "--data-dir", str(data_dir), "--output", str(output)]) == 1
-    err = capsys.readouterr().err
-    assert "qa.jsonl, record line 4, field '问'" in err and not output.exists()  # format detection first
-    args = ["build", "mnbvc", "--data-dir", str(data_dir), "--output", str(output), "--on-bad-record", "skip"]
-    assert cli.main(args) == 0
-    err = capsys.readouterr().err
-    assert f"{bad} bad record(s) skipped" in err and str(quarantine.path_beside(output)) in err
-    checked = tmp_path / "check.quarantine.jsonl"
-    args = [
-        "check",
-        "mnbvc",
-        "--data-dir",
-        str(data_dir),
-        "--on-bad-record",
-        "skip",
-        "--quarantine",
-        str(checked),
-    ]
-    assert cli.main(args) == 0
-    out = capsys.readouterr().out
-    assert f"OK after skipping {bad} bad record(s), each with its reason in {checked}" in out
-    assert checked.read_text("utf-8") == quarantine.path_beside(output).read_text("utf-8")  # as the build's
-    notes, statistics = check_source("mnbvc", str(data_dir), on_bad_record="skip")
-    assert statistics.total().conversations == 3
-    assert sum(v for k, v in notes.items() if k.startswith(quarantine.NOTE_PREFIX)) == bad
 
 
 # -- a single 100 MB line --------------------------------------------------------------------------------
