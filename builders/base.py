@@ -176,11 +176,15 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
 
     # -- for an engine that moves rows itself (``convhub.spark``) ---------------------------------
 
-    def engine_shards(self, dl_manager: datasets.DownloadManager) -> dict[str, list[Shard]]:
+    def engine_shards(self, dl_manager: datasets.DownloadManager, run=None) -> dict[str, list[Shard]]:
         """As ``shards``, except where the local build regroups rows that may lie anywhere in the input
         (MNBVC's multi-turn rows): there a source returns one ``group_shard``, and the engine reads each of
         its files with ``keyed_rows``, moves every row to its partition, sorts each partition by the rows'
-        keys, and turns each partition's rows into records with ``grouped_records``."""
+        keys, and turns each partition's rows into records with ``grouped_records``.
+
+        ``run(function, tasks)`` is the engine's map, for a source whose listing is heavy work of its own
+        (GigaMemory's pass 1 parses every distinct dialogue): ``[function(task) for task in tasks]``, run
+        as the engine's tasks."""
         return self.shards(dl_manager)
 
     def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[tuple[int, tuple, bytes]]:

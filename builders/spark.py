@@ -121,8 +121,8 @@ class SparkEngine:
         """Every split of ``builder``'s config as Parquet files under ``work``: split → the task results, in
         the order the local build writes the same rows."""
         download = datasets.DownloadManager(dataset_name=builder.SOURCE, data_dir=builder.config.data_dir)
-        with fewer_collections():  # the driver lists the shards (GigaMemory indexes its files here)
-            by_split = builder.engine_shards(download)
+        with fewer_collections():  # the driver lists the shards (GigaMemory's pass 1 parses in our tasks)
+            by_split = builder.engine_shards(download, self.map)
         max_shard_size = convert_file_size_to_int(datasets.config.MAX_SHARD_SIZE)
         os.makedirs(work, exist_ok=True)
         written: dict[str, tuple[TaskResult, ...]] = {}

@@ -65,6 +65,32 @@ def test_mnbvc_conversations_spread_over_many_partitions_come_out_in_the_local_o
     assert_same_build(local.output, on_spark.output)
 
 
+def test_gigamemory_parses_its_dialogues_in_spark_tasks_and_builds_as_locally(
+    spark, sample_builds, tmp_path, monkeypatch
+):
+    """Pass 1's distinct dialogues are parsed and hashed by Spark's tasks (one per span here), not on the
+    driver; the index, and so the build, is the local one."""
+    from convhub.gigamemory import index, scan
+
+    monkeypatch.setattr(scan, "PARALLEL_INDEX_BYTES", 0)  # the sample is small: its spans go to the tasks too
+    monkeypatch.setattr(scan, "ENGINE_TASK_BYTES", 1)
+    monkeypatch.setattr(index, "_INDEX_CACHE", {})  # no index from the local build of the sample
+    monkeypatch.setattr(index, "PERSIST_INDEX_BYTES", 1 << 60)
+    tasks: list[int] = []
+    engine_tasks = scan._engine_tasks
+    monkeypatch.setattr(
+        scan, "_engine_tasks", lambda jobs: tasks.append(len(made := engine_tasks(jobs))) or made
+    )
+    sample = registry.get("gigamemory").sample_dir()
+    result = build_source("gigamemory", tmp_path / "spark", sample, engine=spark)
+    assert tasks and tasks[0] > 1  # the plain file's spans, one task each (the .gz is read line by line)
+    assert_same_build(sample_builds["gigamemory"].output, result.output)
+    path = Path(sample) / "dialogues.jsonl"
+    groups = [(g.digest, [line.number for line in g.lines]) for g in index.index_file(path).groups]
+    in_tasks = index.index_file(path, run=spark.map).groups
+    assert [(g.digest, [line.number for line in g.lines]) for g in in_tasks] == groups
+
+
 def _mnbvc_with_bad_rows(folder: Path) -> Path:
     """The MNBVC sample plus a multi-turn file with a line that is not JSON and a row of neither 问 nor 答."""
     from convhub.mnbvc.builder import MnbvcBuilder

@@ -85,11 +85,18 @@ class GigamemoryBuilder(ConversationBuilder):
         return super().download_and_prepare(*args, num_proc=num_proc, **kwargs)
 
     def shards(self, dl_manager):
+        return self._indexed_shards(dl_manager, None)
+
+    def engine_shards(self, dl_manager, run=None):
+        """As ``shards``, the dialogues of pass 1 parsed and hashed in the engine's tasks (``run``)."""
+        return self._indexed_shards(dl_manager, run)
+
+    def _indexed_shards(self, dl_manager, run):
         shards = []
         for path, file_name in self.source_files(dl_manager):
             try:
                 processes = self._index_processes or min(os.cpu_count() or 1, self.STREAM_INDEX_PROCESSES)
-                file_index = index.cached_index(path, self.reject, processes)
+                file_index = index.cached_index(path, self.reject, processes, run)
             except SourceError as error:  # an empty file: with --on-bad-record skip, the others go on
                 self.reject(error, None, scope="file")
                 continue

@@ -20,7 +20,7 @@ from typing import Any
 from convhub.errors import Notes, Reject, SourceError, raise_error
 from convhub.gigamemory.cut import PreparedLine, line_fingerprint
 from convhub.gigamemory.read import iter_lines, subset_of, where
-from convhub.gigamemory.scan import prepared_lines
+from convhub.gigamemory.scan import TaskRunner, prepared_lines
 from convhub.jsonio import array_line_problem, json_document_problem
 
 
@@ -55,19 +55,22 @@ class FileIndex:
     rejected: int = 0
 
 
-def index_file(path: str | os.PathLike, reject: Reject = raise_error, processes: int = 1) -> FileIndex:
+def index_file(
+    path: str | os.PathLike, reject: Reject = raise_error, processes: int = 1, run: TaskRunner | None = None
+) -> FileIndex:
     """Pass 1: read the file once and group its lines by dialogue, keeping no dialogue in memory.
 
     A bad line goes to ``reject`` with its bytes (raising by default); a file that cannot be read on from
     some line (corrupt gzip) goes there once, and the lines before that point are kept. With
     ``processes`` > 1, a large plain file's distinct dialogues are parsed and hashed in that many
-    processes (most of pass 1); grouping stays here, in file order, so the index is the same.
+    processes (most of pass 1), or with ``run`` in an engine's tasks; grouping stays here, in file order, so
+    the index is the same.
     """
     notes = Notes()
     groups: dict[str, Group] = {}
     seen_ids: dict[str, int] = {}
     rejected = 0
-    lines = prepared_lines(path, processes)
+    lines = prepared_lines(path, processes, run)
     while True:
         try:
             prepared = next(lines)
@@ -194,7 +197,9 @@ def file_version(path: str | os.PathLike) -> tuple:
     )
 
 
-def cached_index(path: str | os.PathLike, reject: Reject = raise_error, processes: int = 1) -> FileIndex:
+def cached_index(
+    path: str | os.PathLike, reject: Reject = raise_error, processes: int = 1, run: TaskRunner | None = None
+) -> FileIndex:
     """:func:`index_file`, once per file version: a build asks for the shards of every config.
 
     In memory for this process and, for a large file, on disk (:func:`stored_index`): the next build or
@@ -206,7 +211,7 @@ def cached_index(path: str | os.PathLike, reject: Reject = raise_error, processe
         persist = key[1] >= PERSIST_INDEX_BYTES
         index = stored_index(key, path) if persist else None
         if index is None:
-            index = index_file(path, reject, processes)
+            index = index_file(path, reject, processes, run)
             if index.rejected or file_version(path) != key:  # changed while indexed: keep nothing
                 return index
             if persist:

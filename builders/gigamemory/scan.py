@@ -3,7 +3,7 @@
 A ``.gz`` is read line by line. A plain file is memory-mapped: each line is cut where it lies (its dialogue is
 never copied), a dialogue span seen before is known by a cheap key (its length and the crc32 of its ends) and
 one byte comparison, each distinct span is parsed and hashed once, in this process or, for a large file, in
-``processes`` workers, and the pages already scanned are released.
+``processes`` workers or an engine's tasks (Spark's executors), and the pages already scanned are released.
 
 This is where pass 1's speed is bought: a restructure that read every file line by line, without the map,
 the key and the workers, made the 1 GB benchmark's ``sessions`` build 0.86x as fast with one process and
@@ -16,7 +16,7 @@ import hashlib
 import mmap
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from convhub.gigamemory.cut import (
@@ -34,14 +34,21 @@ from convhub.gigamemory.read import iter_lines
 PARALLEL_INDEX_BYTES = 32 * 2**20
 #: Bytes at each end of a span that key it (with its length) before a byte-for-byte comparison.
 SPAN_KEY_BYTES = 4096
+#: Span bytes per engine task: a task per dialogue (~650 KB) would cost Spark more to schedule than to run.
+ENGINE_TASK_BYTES = 32 * 2**20
+
+#: An engine's map: ``run(function, tasks)`` is ``[function(task) for task in tasks]``, run where the engine runs
+#: its tasks (``SparkEngine.map``), results in the tasks' order.
+TaskRunner = Callable[[Callable, list], list]
 
 
-def prepared_lines(path, processes: int) -> Iterator[PreparedLine]:
+def prepared_lines(path, processes: int, run: TaskRunner | None = None) -> Iterator[PreparedLine]:
     """Every line prepared, in file order.
 
     A ``.gz`` is read line by line. A plain file is mapped: each line is cut where it lies (no copy of
-    its dialogue), and each distinct dialogue span is parsed and hashed once, in-process or, for a large
-    file, in ``processes`` workers.
+    its dialogue), and each distinct dialogue span is parsed and hashed once: in-process or, for a large
+    file, in ``processes`` workers, or in an engine's tasks with ``run`` (which must see ``path`` where this
+    process does: a shared filesystem on a cluster).
     """
     if str(path).endswith(".gz"):
         digests: dict[str, str] = {}
@@ -54,7 +61,9 @@ def prepared_lines(path, processes: int) -> Iterator[PreparedLine]:
     prepared: list[PreparedLine] = []
     firsts: list[PreparedLine] = []  # the first line of each distinct dialogue span, in file order
     jobs = _scan_mapped(path, mapped, prepared, firsts)
-    if processes > 1 and len(mapped) >= PARALLEL_INDEX_BYTES:
+    if run is not None and len(mapped) >= PARALLEL_INDEX_BYTES:
+        digested = [digest for task in run(_digest_spans_at, _engine_tasks(jobs)) for digest in task]
+    elif processes > 1 and len(mapped) >= PARALLEL_INDEX_BYTES:
         import multiprocessing
 
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
@@ -238,3 +247,21 @@ def _digest_span_at(job: tuple) -> tuple[str | None, str]:
     path, offset, length = job
     with open(path, "rb") as handle:
         return _span_digest(os.pread(handle.fileno(), length, offset))
+
+
+def _engine_tasks(jobs: Iterator[tuple]) -> list[list[tuple]]:
+    """The scan's span jobs in runs of about ``ENGINE_TASK_BYTES``, in order: one engine task each."""
+    tasks: list[list[tuple]] = [[]]
+    size = 0
+    for job in jobs:
+        if size >= ENGINE_TASK_BYTES:
+            tasks.append([])
+            size = 0
+        tasks[-1].append(job)
+        size += job[2]
+    return [task for task in tasks if task]
+
+
+def _digest_spans_at(jobs: list[tuple]) -> list[tuple[str | None, str]]:
+    """:func:`_digest_span_at` of each job of one engine task, in order."""
+    return [_digest_span_at(job) for job in jobs]

@@ -90,7 +90,7 @@ class MnbvcBuilder(ConversationBuilder):
         multiturn_files, rows = self._local_shards(typed)
         return {SPLIT: self._partition(multiturn_files) + rows}
 
-    def engine_shards(self, dl_manager) -> dict[str, list[dict[str, Any]]]:
+    def engine_shards(self, dl_manager, run=None) -> dict[str, list[dict[str, Any]]]:
         """The multi-turn files as one group shard (the engine regroups them, in as many partitions as the local
         build, so the conversations come out in its order), then the row shards. A URL ``--data-dir`` is read
         where it is, by the engine's tasks (no download)."""
