@@ -12,6 +12,8 @@ The engine moves the data; convhub's parsers stay what they are. A build config 
   conversations into records (``grouped_records``) and writes them. The partition of a row and its sort key are
   the local build's, so the conversations come out in the local build's order;
 - derived views (``turns``, ``messages``, ``qa``) are one task per ``sessions`` shard (``derive.derive_views``).
+- a source whose listing is heavy work of its own gets the engine's ``map`` in ``engine_shards``: GigaMemory's
+  pass 1 parses and hashes each distinct dialogue in these tasks, and groups the lines on the driver.
 
 A task returns what the driver needs (its files, rows and bytes, its statistics report and quarantined
 records) instead of writing them beside the build, so a retried task counts once. The files it writes go to the
