@@ -22,7 +22,7 @@ from convhub.datasets_adapter import BatchWriting
 from convhub.errors import NESTED_TOO_DEEPLY, Notes, SourceError
 from convhub.jsonio import unencodable_field
 from convhub.stats import Report
-from convhub.views import DEFAULT_VIEW, SHARED_VIEWS, Record, Row, View
+from convhub.views import DEFAULT_VIEW, QA, SHARED_VIEWS, Record, Row, View
 from datasets.builder import Key
 
 Shard = Any  # a path, or a dict describing a slice of the source that one worker can read alone
@@ -111,6 +111,9 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
     #: held in memory until written) would hold too much, e.g. ``sessions`` rows that are whole long conversations.
     #: A ``writer_batch_size`` given to the builder wins.
     WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {}
+    #: Whether the source's records can hold memory questions. A source without them (ConvLab, MNBVC: its parser
+    #: always gives ``questions: []``) streams ``qa`` as no row at once, instead of parsing every record for none.
+    HAS_QUESTIONS: ClassVar[bool] = True
 
     BUILDER_CONFIG_CLASS = ConvHubConfig
     DEFAULT_CONFIG_NAME = DEFAULT_VIEW
@@ -272,6 +275,8 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
 
     def _generate_examples(self, shards: list[Shard], split: str | None = None) -> Iterator[tuple[Key, Row]]:
         view = self.view
+        if view.name == QA.name and not self.HAS_QUESTIONS:
+            return
         report = Report() if self.config.report_dir and not view.is_table else None
         for shard_index, shard in enumerate(shards):
             if view.is_table:

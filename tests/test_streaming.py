@@ -13,6 +13,8 @@ from collections import Counter
 from pathlib import Path
 
 import datasets
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from convhub import registry
 from convhub.views import SHARED_VIEWS
@@ -107,3 +109,25 @@ def test_locomo_streams_without_reading_every_file_first_and_still_refuses_a_dup
     assert first["subset"] == "a"
     with pytest.raises(SourceError, match=r"b\.json.*sample_id.*duplicate sample_id .* also in .*a\.json"):
         list(streamed)
+
+
+@pytest.mark.parametrize("source", registry.names())
+def test_a_source_without_questions_streams_qa_as_no_row_without_parsing(sample_builds, source, monkeypatch):
+    """HAS_QUESTIONS is true to the data: a source that says it has none built no question from its sample."""
+    builder_cls = registry.get(source)
+    result = sample_builds[source]
+    files = [result.output / name for names in result.configs["sessions"].files.values() for name in names]
+    questions = sum(
+        pc.sum(pc.list_value_length(pq.read_table(f, columns=["questions"])[0])).as_py() for f in files
+    )
+    assert bool(questions) == builder_cls.HAS_QUESTIONS
+    if builder_cls.HAS_QUESTIONS:
+        return
+    parsed = []
+    monkeypatch.setattr(
+        builder_cls, "parse_shard", lambda self, shard, notes: parsed.append(shard) or iter(())
+    )
+    builder = builder_cls(config_name="qa", data_dir=builder_cls.sample_dir())
+    streamed = builder.as_streaming_dataset()
+    assert streamed and all(list(split) == [] for split in streamed.values())
+    assert parsed == []

@@ -169,6 +169,7 @@ DATABASE_VIEW = View(
 class ConvLabBuilder(ConversationBuilder):
     SOURCE = "convlab"
     HUB_NAME = "convlab-unified"
+    HAS_QUESTIONS = False  # no memory questions in the format
     PRETTY_NAME = "ConvLab-3 unified datasets (convhub unified)"
     LICENSE = "other"
     LANGUAGES = ("en", "zh")

@@ -52,6 +52,7 @@ def list_default_shards() -> list[str]:
 class MnbvcBuilder(ConversationBuilder):
     SOURCE = "mnbvc"
     HUB_NAME = "mnbvc-dialogue-unified"
+    HAS_QUESTIONS = False  # no memory questions in the format
     PRETTY_NAME = "MNBVC dialogue (convhub unified)"
     LICENSE = "mit"
     LANGUAGES = ("zh", "en")
