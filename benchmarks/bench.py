@@ -278,10 +278,13 @@ def merged(rows: list[dict]) -> list[dict]:
         seconds = [run["s"] for run in rounds]
         row.update(s=statistics.median(seconds), range=(min(seconds), max(seconds)), rounds=len(rounds))
         row["rss"] = max(run["rss"] for run in rounds)
-        if "first_row" in row:
+        if "first_row" in row:  # a stream: its first row, not its speed (it stops at --stream-seconds)
             firsts = [run["first_row"] for run in rounds if run["first_row"] is not None]
             row["first_row"] = statistics.median(firsts) if firsts else None
+            row["first_rows"] = firsts
             row["complete"] = all(run["complete"] for run in rounds)
+            out.append(row)
+            continue
         generic = [_baselines(run, rows).get(GENERIC_CASE) for run in rounds]
         if all(generic) and row["case"] != MEMORY_CASE:
             row["ratios"] = [base / run["s"] for base, run in zip(generic, rounds, strict=True)]
@@ -293,7 +296,7 @@ def print_summary(rows: list[dict]) -> None:
     """The table of :func:`merged` rows (``--repeat``)."""
     print(
         "\n| source | case | engine | rounds | seconds, median (fastest-slowest) | peak MiB, highest "
-        "| speed vs load_dataset('json'), median of the rounds (lowest-highest) |"
+        "| speed vs load_dataset('json'), median of the rounds (lowest-highest); a stream: its first row |"
     )
     print("|---|---|---|---|---|---|---|")
     for row in rows:
@@ -301,8 +304,15 @@ def print_summary(rows: list[dict]) -> None:
             print(f"| {row['source']} | {row['case']} | {engine_of(row['case'])} | failed | | | |")
             continue
         low, high = row["range"]
-        ratios = row.get("ratios")
-        ratio = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}x)" if ratios else "-"
+        ratios, firsts = row.get("ratios"), row.get("first_rows")
+        if firsts:
+            ratio = f"first row {row['first_row']:.2f} s ({min(firsts):.2f}-{max(firsts):.2f})"
+        elif "first_rows" in row:
+            ratio = "no row"
+        elif ratios:
+            ratio = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}x)"
+        else:
+            ratio = "-"
         print(
             f"| {row['source']} | {row['case']} | {engine_of(row['case'])} | {row['rounds']} "
             f"| {row['s']:.2f} ({low:.2f}-{high:.2f}) | {row['rss']:.0f} | {ratio} |"

@@ -105,6 +105,24 @@ def test_repeat_alternates_rounds_and_takes_ratios_within_each(tmp_path, monkeyp
     assert "targets (on the medians):" in output
 
 
+def test_repeat_summarizes_a_stream_by_its_first_row(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(bench, "spark_installed", lambda: False)
+    firsts = iter([0.5, 0.25, 2.0])
+
+    def stub(code: str, args: list[str]):
+        if code == bench.STREAM:
+            return 1.0, 200.0, {"rows": 3, "seconds": 10.0, "first_row": next(firsts), "complete": False}
+        return 2.0, 300.0, 3
+
+    monkeypatch.setattr(bench, "run_case", stub)
+    argv = ["--scale", TINY, "--workdir", str(tmp_path), "--source", "locomo", "--repeat", "3"]
+    assert bench.main([*argv, "--case", "load_dataset", "--case", "stream sessions"]) == 0
+    output = capsys.readouterr().out
+    summary = {row[1]: row for row in table_rows(output) if len(row) == 7}
+    assert summary["stream sessions"][6] == "first row 0.50 s (0.25-2.00)"
+    assert "slowest first streamed row 0.50 s (target <= 1.0 s): met" in output
+
+
 def test_convlab_baselines_read_the_extracted_dialogues(tmp_path):
     made = scaled_inputs.make("convlab", tmp_path / "convlab", float(TINY))
     assert [path.name for path in made.files] == ["dialogues.json"]
