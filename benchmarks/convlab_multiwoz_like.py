@@ -21,13 +21,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+import harness
+
 SPLITS = (("train", 8438), ("validation", 1000), ("test", 1000))
 TURNS = 14
 
 
 def templates() -> list[dict]:
-    source = SHARED_DATA / "convlab" / "multiwoz21" / "dummy_data.json"
+    source = harness.real_file("convlab")
     if source.exists():
         return json.loads(source.read_text(encoding="utf-8"))
     from convhub.convlab.builder import ConvLabBuilder, find_local_inputs

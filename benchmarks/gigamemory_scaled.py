@@ -24,12 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+import harness
+
 QUESTIONS_PER_DIALOGUE = 4
 
 
 def template_lines() -> list[dict]:
-    source = SHARED_DATA / "gigamemory" / "format_example.jsonl"
+    source = harness.real_file("gigamemory")
     if not source.exists():
         from convhub.gigamemory.builder import GigamemoryBuilder
 

@@ -16,6 +16,24 @@ import tempfile
 import time
 from pathlib import Path
 
+#: The real source files the inputs are made from, as for the tests: ``CONVHUB_SHARED_DATA``, else ``../shared/data``
+#: beside the checkout. Read at each use (``harness.SHARED_DATA``), so that one assignment moves every generator.
+SHARED_DATA = Path(
+    os.environ.get("CONVHUB_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
+
+#: The real file each source's scaled input is made from, under ``SHARED_DATA``.
+REAL_FILES = {
+    "locomo": "locomo/locomo10.json",
+    "gigamemory": "gigamemory/format_example.jsonl",
+    "convlab": "convlab/multiwoz21/dummy_data.json",
+}
+
+
+def real_file(source: str) -> Path:
+    return SHARED_DATA / REAL_FILES[source]
+
+
 PARSE_FLOOR = """
 import gzip, json, sys
 for path in sys.argv[1:]:

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import harness
 import scaled_inputs
 
 #: Card lines that count bytes.
@@ -78,7 +79,7 @@ def inputs(source: str, folder: Path, scale: float) -> dict[str, Path]:
     from convhub import registry
 
     found = {"sample": Path(registry.get(source).sample_dir())}
-    real = scaled_inputs.SHARED_DATA / source
+    real = harness.SHARED_DATA / source
     if real.is_dir():
         found["real"] = real
     found[f"scaled-{scale}"] = scaled_inputs.make(source, folder / f"scaled-{scale}", scale).data_dir
@@ -136,7 +137,7 @@ def kept_input(reference: Path, source: str, name: str) -> Path:
     if name == "sample":
         return Path(registry.get(source).sample_dir())
     if name == "real":
-        return scaled_inputs.SHARED_DATA / source
+        return harness.SHARED_DATA / source
     scale = float(name.removeprefix("scaled-"))
     return scaled_inputs.make(source, reference / "input" / source / name, scale).data_dir
 

@@ -21,9 +21,8 @@ from pathlib import Path
 
 import convlab_multiwoz_like
 import gigamemory_scaled
+import harness
 import mnbvc_synthetic
-
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 #: Full-scale sizes (scale 1).
 LOCOMO_CONVERSATIONS = 1000
@@ -43,10 +42,22 @@ class ScaledInput:
         return sum(os.path.getsize(path) for path in self.files) / 2**20
 
 
+def packaged_sample_note(source: str) -> list[str]:
+    """A note when the real file is absent and the input was made from convhub's packaged sample instead: its
+    records are not the real ones' size (a GigaMemory line of ~1 KB, not ~650 KB), so its figures are not README's."""
+    real = harness.real_file(source)
+    if real.exists():
+        return []
+    return [
+        f"{source}: {real} is absent (set CONVHUB_SHARED_DATA), so the input is made from convhub's packaged "
+        "sample: its records are not the real ones' size and its figures do not compare with README's"
+    ]
+
+
 def locomo(folder: Path, scale: float) -> ScaledInput:
     """The real locomo10.json (or the packaged sample) replicated to ~1,000 conversations with unique ids,
     written as 4 files so that ``num_proc`` has shards to share."""
-    source = SHARED_DATA / "locomo" / "locomo10.json"
+    source = harness.real_file("locomo")
     if not source.exists():
         from convhub.locomo.builder import LocomoBuilder
 
@@ -63,14 +74,14 @@ def locomo(folder: Path, scale: float) -> ScaledInput:
         path = folder / f"locomo_part{part}.json"
         path.write_text(json.dumps(copies, ensure_ascii=False), encoding="utf-8")
         files.append(path)
-    return ScaledInput(folder, files)
+    return ScaledInput(folder, files, packaged_sample_note("locomo"))
 
 
 def gigamemory(folder: Path, scale: float) -> ScaledInput:
     """One ``.jsonl`` of ~1 GB at scale 1; each dialogue's four questions a quarter of the file apart."""
     lines = max(gigamemory_scaled.QUESTIONS_PER_DIALOGUE, round(GIGAMEMORY_LINES * scale))
     path = gigamemory_scaled.write_scaled(folder / "gigamemory_scaled.jsonl", lines)
-    return ScaledInput(folder, [path])
+    return ScaledInput(folder, [path], packaged_sample_note("gigamemory"))
 
 
 def convlab(folder: Path, scale: float) -> ScaledInput:
@@ -82,7 +93,7 @@ def convlab(folder: Path, scale: float) -> ScaledInput:
     os.replace(dialogues, extracted)
     shutil.rmtree(dialogues.parent)  # the builder reads data.zip only
     note = "convlab: load_dataset('json') cannot read data.zip; baselines read the extracted dialogues.json"
-    return ScaledInput(data_dir, [extracted], [note])
+    return ScaledInput(data_dir, [extracted], [note, *packaged_sample_note("convlab")])
 
 
 def mnbvc(folder: Path, scale: float) -> ScaledInput:

@@ -18,6 +18,7 @@ from convhub import registry
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import bench
+import harness
 import scaled_inputs
 
 TINY = "0.001"
@@ -121,6 +122,20 @@ def test_repeat_summarizes_a_stream_by_its_first_row(tmp_path, monkeypatch, caps
     summary = {row[1]: row for row in table_rows(output) if len(row) == 7}
     assert summary["stream sessions"][6] == "first row 0.50 s (0.25-2.00)"
     assert "slowest first streamed row 0.50 s (target <= 1.0 s): met" in output
+
+
+@pytest.mark.parametrize("source", ["locomo", "gigamemory", "convlab"])
+def test_an_input_made_without_the_real_files_says_so(tmp_path, monkeypatch, source):
+    """Without ../shared/data the inputs come from the packaged samples, whose records are far smaller (a
+    'scale 1' GigaMemory input of 2 MB, not 1 GB): the run's notes say so instead of passing it for README's."""
+    monkeypatch.setattr(harness, "SHARED_DATA", tmp_path / "absent")
+    made = scaled_inputs.make(source, tmp_path / source, float(TINY))
+    assert made.files and all(path.stat().st_size > 0 for path in made.files)
+    assert [note for note in made.notes if "packaged sample" in note] == [
+        f"{source}: {harness.real_file(source)} is absent (set CONVHUB_SHARED_DATA), so the input is made "
+        "from convhub's packaged sample: its records are not the real ones' size and its figures do not compare "
+        "with README's"
+    ]
 
 
 def test_convlab_baselines_read_the_extracted_dialogues(tmp_path):
