@@ -239,6 +239,22 @@ def test_the_oracle_script_compares_a_scaled_input_built_by_both_engines(capsys)
     assert "0 difference(s)" in output
 
 
+def test_the_oracle_has_each_engine_make_its_own_gigamemory_index(capsys, monkeypatch):
+    """The Spark build of the comparison runs its own pass 1 (in Spark tasks), not the local build's index."""
+    from convhub.gigamemory import index, scan
+
+    monkeypatch.setattr(scan, "PARALLEL_INDEX_BYTES", 0)  # a tiny input's dialogues go to the tasks too
+    monkeypatch.setattr(index, "INDEX_STORE", index.INDEX_STORE)  # restored after the oracle sets its own
+    tasks: list[int] = []
+    engine_tasks = scan._engine_tasks
+    monkeypatch.setattr(
+        scan, "_engine_tasks", lambda jobs: tasks.append(len(made := engine_tasks(jobs))) or made
+    )
+    assert oracle.main(["--scale", "0.002", "--source", "gigamemory", "--engine", "spark:local[2]"]) == 0
+    assert "| gigamemory | sessions/test | 1 | equal |" in capsys.readouterr().out
+    assert tasks == [1]  # the Spark build's pass 1: one task for the input's one distinct dialogue
+
+
 def test_the_oracle_names_what_differs(sample_builds):
     compared = dict(
         (name, same)

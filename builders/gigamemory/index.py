@@ -222,6 +222,12 @@ def cached_index(
     return _INDEX_CACHE[key]
 
 
+def forget_indexes() -> None:
+    """Drop the indexes this process keeps in memory, so that the next build indexes its files again (or reads
+    the on-disk store): for comparing two engines, where the second must make its own index."""
+    _INDEX_CACHE.clear()
+
+
 #: A file at least this large keeps its index on disk: pass 1 reads all of it, a small one is read at once.
 PERSIST_INDEX_BYTES = 32 * 2**20
 #: Where indexes are kept; None = ``<datasets cache>/convhub/gigamemory-index``.
