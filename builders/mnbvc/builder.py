@@ -249,6 +249,7 @@ class MnbvcBuilder(ConversationBuilder):
             shutil.rmtree(folder, ignore_errors=True)
             raise
         names = [name for name, _ in multiturn_files]
+        name = grouped_name(names)
         shards = []
         for partition, source_bytes in enumerate(partitioned.source_bytes):
             slices = regroup.slice_count(source_bytes, self.SLICE_BYTES)
@@ -258,8 +259,9 @@ class MnbvcBuilder(ConversationBuilder):
                     "partitioned": partitioned,
                     "partition": partition,
                     "part": (number, slices),
+                    "files": names,
+                    "name": name,
                 }
-                | {"files": names, "name": grouped_name(names)}
                 for number in range(slices)
             ]
         return shards
@@ -292,7 +294,7 @@ class MnbvcBuilder(ConversationBuilder):
                     for record in self.records_of(shard, notes):
                         yield split, record
             finally:
-                for shard in shards:
-                    for path in shard["partitioned"].paths() if "partitioned" in shard else ():
+                for partitioned in {shard["partitioned"] for shard in shards if "partitioned" in shard}:
+                    for path in partitioned.paths():
                         if os.path.exists(path):
                             os.remove(path)
