@@ -84,14 +84,9 @@ class GigamemoryBuilder(ConversationBuilder):
         self._index_processes = num_proc or 1
         return super().download_and_prepare(*args, num_proc=num_proc, **kwargs)
 
-    def shards(self, dl_manager):
-        return self._indexed_shards(dl_manager, None)
-
-    def engine_shards(self, dl_manager, run=None):
-        """As ``shards``, the dialogues of pass 1 parsed and hashed in the engine's tasks (``run``)."""
-        return self._indexed_shards(dl_manager, run)
-
-    def _indexed_shards(self, dl_manager, run):
+    def shards(self, dl_manager, run=None):
+        """Each file's dialogues (pass 1's groups) in shards; with ``run``, an engine's map, pass 1 parses and
+        hashes the distinct dialogues in the engine's tasks."""
         shards = []
         for path, file_name in self.source_files(dl_manager):
             try:
@@ -105,6 +100,9 @@ class GigamemoryBuilder(ConversationBuilder):
                 shard_bytes = min(shard_bytes, self.PLAIN_SHARD_BYTES)
             shards.extend(index.plan_shards(file_index, shard_bytes, file_name))
         return {SPLIT: shards}
+
+    def engine_shards(self, dl_manager, run=None):
+        return self.shards(dl_manager, run)
 
     def parse_shard(self, shard, notes):
         return parse.parse_shard(shard, notes, self.reject)

@@ -61,9 +61,10 @@ def prepared_lines(path, processes: int, run: TaskRunner | None = None) -> Itera
     prepared: list[PreparedLine] = []
     firsts: list[PreparedLine] = []  # the first line of each distinct dialogue span, in file order
     jobs = _scan_mapped(path, mapped, prepared, firsts)
-    if run is not None and len(mapped) >= PARALLEL_INDEX_BYTES:
+    large = len(mapped) >= PARALLEL_INDEX_BYTES
+    if large and run is not None:
         digested = [digest for task in run(_digest_spans_at, _engine_tasks(jobs)) for digest in task]
-    elif processes > 1 and len(mapped) >= PARALLEL_INDEX_BYTES:
+    elif large and processes > 1:
         import multiprocessing
 
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
@@ -251,15 +252,15 @@ def _digest_span_at(job: tuple) -> tuple[str | None, str]:
 
 def _engine_tasks(jobs: Iterator[tuple]) -> list[list[tuple]]:
     """The scan's span jobs in runs of about ``ENGINE_TASK_BYTES``, in order: one engine task each."""
-    tasks: list[list[tuple]] = [[]]
-    size = 0
+    tasks: list[list[tuple]] = []
+    size = ENGINE_TASK_BYTES  # the first job opens the first task
     for job in jobs:
         if size >= ENGINE_TASK_BYTES:
             tasks.append([])
             size = 0
         tasks[-1].append(job)
         size += job[2]
-    return [task for task in tasks if task]
+    return tasks
 
 
 def _digest_spans_at(jobs: list[tuple]) -> list[tuple[str | None, str]]:
