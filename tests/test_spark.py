@@ -65,22 +65,32 @@ def test_mnbvc_conversations_spread_over_many_partitions_come_out_in_the_local_o
     assert_same_build(local.output, on_spark.output)
 
 
-def test_gigamemory_parses_its_dialogues_in_spark_tasks_and_builds_as_locally(
-    spark, sample_builds, tmp_path, monkeypatch
-):
-    """Pass 1's distinct dialogues are parsed and hashed by Spark's tasks (one per span here), not on the
-    driver; the index, and so the build, is the local one."""
-    from convhub.gigamemory import index, scan
+@pytest.fixture
+def gigamemory_engine_tasks(monkeypatch) -> list[int]:
+    """The number of engine tasks of each GigaMemory pass 1 that hands its dialogues to an engine, which every
+    plain file now does, however small (a test's files are far below ``PARALLEL_INDEX_BYTES``)."""
+    from convhub.gigamemory import scan
 
-    monkeypatch.setattr(scan, "PARALLEL_INDEX_BYTES", 0)  # the sample is small: its spans go to the tasks too
-    monkeypatch.setattr(scan, "ENGINE_TASK_BYTES", 1)
-    monkeypatch.setattr(index, "_INDEX_CACHE", {})  # no index from the local build of the sample
-    monkeypatch.setattr(index, "PERSIST_INDEX_BYTES", 1 << 60)
+    monkeypatch.setattr(scan, "PARALLEL_INDEX_BYTES", 0)
     tasks: list[int] = []
     engine_tasks = scan._engine_tasks
     monkeypatch.setattr(
         scan, "_engine_tasks", lambda jobs: tasks.append(len(made := engine_tasks(jobs))) or made
     )
+    return tasks
+
+
+def test_gigamemory_parses_its_dialogues_in_spark_tasks_and_builds_as_locally(
+    spark, sample_builds, tmp_path, monkeypatch, gigamemory_engine_tasks
+):
+    """Pass 1's distinct dialogues are parsed and hashed by Spark's tasks (one per span here), not on the
+    driver; the index, and so the build, is the local one."""
+    from convhub.gigamemory import index, scan
+
+    monkeypatch.setattr(scan, "ENGINE_TASK_BYTES", 1)
+    monkeypatch.setattr(index, "_INDEX_CACHE", {})  # no index from the local build of the sample
+    monkeypatch.setattr(index, "PERSIST_INDEX_BYTES", 1 << 60)
+    tasks = gigamemory_engine_tasks
     sample = registry.get("gigamemory").sample_dir()
     result = build_source("gigamemory", tmp_path / "spark", sample, engine=spark)
     assert tasks and tasks[0] > 1  # the plain file's spans, one task each (the .gz is read line by line)
@@ -239,17 +249,14 @@ def test_the_oracle_script_compares_a_scaled_input_built_by_both_engines(capsys)
     assert "0 difference(s)" in output
 
 
-def test_the_oracle_has_each_engine_make_its_own_gigamemory_index(capsys, monkeypatch):
+def test_the_oracle_has_each_engine_make_its_own_gigamemory_index(
+    capsys, monkeypatch, gigamemory_engine_tasks
+):
     """The Spark build of the comparison runs its own pass 1 (in Spark tasks), not the local build's index."""
-    from convhub.gigamemory import index, scan
+    from convhub.gigamemory import index
 
-    monkeypatch.setattr(scan, "PARALLEL_INDEX_BYTES", 0)  # a tiny input's dialogues go to the tasks too
     monkeypatch.setattr(index, "INDEX_STORE", index.INDEX_STORE)  # restored after the oracle sets its own
-    tasks: list[int] = []
-    engine_tasks = scan._engine_tasks
-    monkeypatch.setattr(
-        scan, "_engine_tasks", lambda jobs: tasks.append(len(made := engine_tasks(jobs))) or made
-    )
+    tasks = gigamemory_engine_tasks
     assert oracle.main(["--scale", "0.002", "--source", "gigamemory", "--engine", "spark:local[2]"]) == 0
     assert "| gigamemory | sessions/test | 1 | equal |" in capsys.readouterr().out
     assert tasks == [1]  # the Spark build's pass 1: one task for the input's one distinct dialogue
