@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import datasets
-from convhub import progress, quarantine
+from convhub import progress, quarantine, regroup
 from convhub.datasets_adapter import BatchWriting
 from convhub.errors import NESTED_TOO_DEEPLY, Notes, SourceError
 from convhub.jsonio import unencodable_field
@@ -59,7 +59,7 @@ def is_group_shard(shard: Shard) -> bool:
 def sorted_partition(group: dict[str, Any], rows: Iterator[tuple[tuple, bytes]]) -> dict[str, Any]:
     """One partition of a group shard, its (sort key, payload) rows in order: the shard an engine hands to
     ``records_of`` in place of a source shard."""
-    return {"kind": "sorted partition", "group": group, "rows": rows}
+    return {"kind": "sorted partition", "group": group, "rows": rows, "name": group["name"]}
 
 
 def is_sorted_partition(shard: Shard) -> bool:
@@ -190,8 +190,10 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
         as the engine's tasks."""
         return self.shards(dl_manager)
 
-    def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[tuple[int, tuple, bytes]]:
-        """(partition, sort key, payload) of each row of file ``file_index`` of a ``group_shard``."""
+    def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[regroup.KeyedRow]:
+        """((group, order), payload, bytes of the source line) of each row of file ``file_index`` of a
+        ``group_shard``: the texts that name the row's conversation, its place in it, and the row converted
+        (``convhub.regroup``)."""
         raise NotImplementedError(f"{self.SOURCE} returns no group shard")
 
     def grouped_records(
@@ -217,6 +219,8 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
     def records_of(self, shard: Shard, notes: Notes) -> Iterator[Record]:
         """``parse_shard`` under the bad-record policy: with ``skip``, an error the parser could not pin
         on one record (an unreadable file, a truncated gzip) quarantines the rest of the shard."""
+        if regroup.is_partition(shard):  # the embedded engine's, read here
+            shard = sorted_partition(shard["group"], regroup.read_partition(shard))
         if is_sorted_partition(shard):
             records = self.grouped_records(shard["rows"], shard["group"], notes)
         else:
@@ -309,9 +313,12 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
         """(split, record) for every canonical record, parsed exactly as the build parses them."""
         dl_manager = datasets.DownloadManager(dataset_name=self.SOURCE, data_dir=self.config.data_dir)
         for split, shards in self.shards(dl_manager).items():
-            for shard in shards:
-                for record in self.records_of(shard, notes):
-                    yield split, record
+            try:
+                for shard in shards:
+                    for record in self.records_of(shard, notes):
+                        yield split, record
+            finally:
+                regroup.remove_partitions(shards)  # now, not when the builder is collected
 
 
 #: Allocations between two young-generation collections while a builder prepares (Python's default: 700).

@@ -6,11 +6,11 @@ The engine moves the data; convhub's parsers stay what they are. A build config 
   Q&A file) is one task, which parses it with the builder's own ``records_of`` and writes its Parquet with the
   builder's own writer (``_write_split``: ``datasets``' ParquetWriter, the same ``Features`` and metadata);
 - a group shard (MNBVC's multi-turn files, whose rows of one conversation may lie in any file) is a shuffle: one
-  task per file turns its rows into (partition, sort key, payload) with the builder's ``keyed_rows``, Spark moves
-  each row to its partition and sorts the partition by key
+  task per file turns its rows into (sort key, payload) with the builder's ``keyed_rows``, Spark moves each row to
+  its partition (``regroup.partition_of``, the embedded engine's) and sorts the partition by key
   (``RDD.repartitionAndSortWithinPartitions``, which spills to disk), and one task per partition turns the
-  conversations into records (``grouped_records``) and writes them. The partition of a row and its sort key are
-  the local build's, so the conversations come out in the local build's order;
+  conversations into records (``grouped_records``) and writes them. The partitions and the order are the
+  embedded engine's (``convhub.regroup``), so the conversations come out in the local build's order;
 - derived views (``turns``, ``messages``, ``qa``) are one task per ``sessions`` shard (``derive.derive_views``).
 - a source whose listing is heavy work of its own gets the engine's ``map`` in ``engine_shards``: GigaMemory's
   pass 1 parses and hashes each distinct dialogue in these tasks, and groups the lines on the driver.
@@ -38,6 +38,7 @@ import datasets
 from convhub.base import fewer_collections, is_group_shard, sorted_partition
 from convhub.console import phases
 from convhub.errors import SourceError
+from convhub.regroup import partition_of
 from datasets.utils.py_utils import convert_file_size_to_int
 
 #: Marks a SourceError inside the text of Spark's error, for the driver to raise it again as itself.
@@ -269,8 +270,9 @@ class _KeyedRows:
         rejected = TaskResult()
         with _Scratch(self.builder) as scratch, fewer_collections():
             try:
-                for partition, key, payload in self.builder.keyed_rows(self.shard, file_index):
-                    yield (partition, key), payload
+                count = self.shard["partitions"]
+                for key, payload, _ in self.builder.keyed_rows(self.shard, file_index):
+                    yield (partition_of(key[0], count), key), payload
             except SourceError as error:
                 raise _reraisable(error) from None
             scratch.collect(rejected)

@@ -7,8 +7,9 @@ format is detected from its first rows, or given with the config's ``source_form
 
 Shards: a 问答 or 论坛 file is one shard (one row = one conversation), or, when it is plain JSONL bigger
 than ``RANGE_BYTES``, one shard per line-aligned byte range of it (rows, order and line numbers as one).
-多轮对话 files are first hash-partitioned by conversation key (``convhub.mnbvc.regroup``) and each partition is a shard, so a
-conversation whose rows are spread over files still comes out whole. When streaming
+多轮对话 files are one ``group_shard``, regrouped by the engine (``convhub.regroup`` on one machine, partitioned by
+conversation; each slice of a partition is a shard), so a conversation whose rows are spread over files still comes
+out whole. When streaming
 (``as_streaming_dataset``), shards are read once from their URLs: 问答 and 论坛 stream as they are, and a
 多轮对话 file streams one conversation per run of adjacent rows (see ``multiturn.multiturn_runs``).
 """
@@ -16,16 +17,13 @@ conversation whose rows are spread over files still comes out whole. When stream
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-import weakref
 from functools import partial
 from typing import Any, ClassVar
 
-import datasets
-from convhub.base import ConversationBuilder, group_shard, grouped_name
+from convhub import regroup
+from convhub.base import ConversationBuilder, group_shard
 from convhub.errors import Notes, SourceError
-from convhub.mnbvc import files, multiturn, parse, regroup
+from convhub.mnbvc import files, multiturn, parse
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 
 DEFAULT_REPO = "liwu/MNBVC"
@@ -74,7 +72,7 @@ class MnbvcBuilder(ConversationBuilder):
   howpublished = {\\url{https://github.com/esbatmop/MNBVC}}
 }"""
 
-    #: The partition pass's sizes (``regroup``); tests make them tiny to cut a small input in many pieces.
+    #: The regrouping's sizes (``convhub.regroup``); tests make them tiny to cut a small input in many pieces.
     PARTITION_BYTES = regroup.PARTITION_BYTES
     SLICE_BYTES = regroup.SLICE_BYTES
     #: A plain 问答 or 论坛 file bigger than this is read as line-aligned byte ranges, one shard each.
@@ -114,15 +112,12 @@ class MnbvcBuilder(ConversationBuilder):
         return {SPLIT: [group_shard(multiturn_files, count), *rows]}
 
     def keyed_rows(self, shard: dict[str, Any], file_index: int):
-        name, path = shard["files"][file_index]
-        opener = files.open_url if "://" in path else None
-        return regroup.keyed_rows(
-            file_index, name, path, shard["partitions"], opener, self.config.subsets, self.reject
-        )
+        opener = files.open_url if "://" in shard["files"][file_index][1] else None
+        return multiturn.keyed_rows(shard["files"], file_index, opener, self.config.subsets, self.reject)
 
     def grouped_records(self, rows, shard: dict[str, Any], notes: Notes):
         names = [name for name, _ in shard["files"]]
-        return regroup.records_from_sorted(rows, names, notes, self.reject)
+        return multiturn.records_from_sorted(rows, names, notes, self.reject)
 
     def _typed_inputs(self, dl_manager) -> list[tuple[str, str, str]]:
         """(name, path, format) of every input shard the build reads."""
@@ -227,54 +222,18 @@ class MnbvcBuilder(ConversationBuilder):
         return super()._download_and_prepare(dl_manager, verification_mode, **prepare_split_kwargs)
 
     def _partition(self, multiturn_files: list[tuple[str, str]]) -> list[dict[str, Any]]:
-        """One shard per slice of each partition (``regroup``), partitions written by ``num_proc``
-        processes into a temporary folder that goes with the builder."""
+        """The multi-turn files as one group shard, regrouped by the embedded engine (``convhub.regroup``) in
+        ``num_proc`` processes: one shard per slice of each partition."""
         if not multiturn_files:
             return []
         sizes = [files.uncompressed_size(path) for _, path in multiturn_files]
-        count = regroup.partition_count(sum(sizes), self.PARTITION_BYTES)
-        folder = tempfile.mkdtemp(prefix="convhub-mnbvc-partitions-", dir=os.environ.get("CONVHUB_TMPDIR"))
-        weakref.finalize(self, shutil.rmtree, folder, True)
-        try:
-            partitioned = regroup.write_partitions(
-                multiturn_files,
-                folder,
-                count,
-                subsets=self.config.subsets,
-                reject=self.reject,
-                processes=getattr(self, "_partition_processes", 1),
-                sizes=sizes,
-            )
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
-        names = [name for name, _ in multiturn_files]
-        name = grouped_name(names)
-        shards = []
-        for partition, source_bytes in enumerate(partitioned.source_bytes):
-            slices = regroup.slice_count(source_bytes, self.SLICE_BYTES)
-            shards += [
-                {
-                    "kind": "partition",
-                    "partitioned": partitioned,
-                    "partition": partition,
-                    "part": (number, slices),
-                    "files": names,
-                    "name": name,
-                }
-                for number in range(slices)
-            ]
-        return shards
+        group = group_shard(multiturn_files, regroup.partition_count(sum(sizes), self.PARTITION_BYTES))
+        processes = getattr(self, "_partition_processes", 1)
+        return regroup.partition_shards(self, group, sizes, processes, self.SLICE_BYTES)
 
     # -- one shard → canonical records ----------------------------------------------------------
 
     def parse_shard(self, shard: dict[str, Any], notes: Notes):
-        subsets = self.config.subsets
-        if shard["kind"] == "partition":
-            partitioned, partition, part = shard["partitioned"], shard["partition"], tuple(shard["part"])
-            return regroup.read_partition(
-                partitioned, partition, shard["files"], notes, subsets, self.reject, part
-            )
         if "range" in shard:
             lines = files.range_lines(shard["path"], shard["name"], *shard["range"])
         else:
@@ -283,18 +242,4 @@ class MnbvcBuilder(ConversationBuilder):
                 opener = partial(opener, download_config=getattr(self, "_download_config", None))
             lines = files.open_lines(partial(opener, shard["path"]), shard["name"])
         rows = files.iter_rows(lines, shard["name"], self.reject)
-        return RECORDS[shard["format"]](rows, shard["name"], notes, subsets, self.reject)
-
-    def iter_records(self, notes: Notes):
-        """As the base class, then the partition files are deleted at once (not at garbage collection)."""
-        dl_manager = datasets.DownloadManager(dataset_name=self.SOURCE, data_dir=self.config.data_dir)
-        for split, shards in self.shards(dl_manager).items():
-            try:
-                for shard in shards:
-                    for record in self.records_of(shard, notes):
-                        yield split, record
-            finally:
-                for partitioned in {shard["partitioned"] for shard in shards if "partitioned" in shard}:
-                    for path in partitioned.paths():
-                        if os.path.exists(path):
-                            os.remove(path)
+        return RECORDS[shard["format"]](rows, shard["name"], notes, self.config.subsets, self.reject)

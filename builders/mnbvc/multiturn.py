@@ -1,15 +1,26 @@
-"""多轮对话: one row per question/answer pair; the rows of one conversation share a 来源 and a ``会话``."""
+"""多轮对话: one row per question/answer pair; the rows of one conversation share a 来源 and a ``会话``.
+
+A build regroups the rows of each conversation wherever they are, on either engine (``convhub.regroup`` on one
+machine, Spark's shuffle on a cluster): ``keyed_rows`` gives each row its sort key and converts it, in the pass
+that reads the files; ``records_from_sorted`` turns a conversation's sorted rows into its record. A stream reads
+each file once and cannot regroup: ``multiturn_runs`` takes each run of adjacent rows as a conversation.
+"""
 
 from __future__ import annotations
 
+import itertools
 import json
+import marshal
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from typing import Any, BinaryIO
 
 from convhub import schema
 from convhub.errors import Notes, Reject, SourceError, raise_error
-from convhub.mnbvc.extension import Extension
+from convhub.jsonio import refuse_json_document
+from convhub.mnbvc import files
+from convhub.mnbvc.extension import Extension, parse_extension
 from convhub.mnbvc.parse import (
     MULTITURN,
     ConvertedPair,
@@ -19,11 +30,13 @@ from convhub.mnbvc.parse import (
     convert_pair,
     converted_turns,
     read_pair,
+    row_metadata,
     sequence_number,
     set_session_date,
     source_name,
     subset_wanted,
 )
+from convhub.regroup import KeyedRow, SortKey
 
 #: A gap in 多轮序号 of at most this many numbers is listed number by number (``missing_多轮序号``);
 #: beyond, as [first, last] ranges (``missing_多轮序号_ranges``). The raw 多轮序号 of every row is kept either way.
@@ -171,3 +184,119 @@ def multiturn_runs(
         run_group = group
     if run:
         yield finish()
+
+
+# -- regrouped by an engine ------------------------------------------------------------------------------
+
+
+def keyed_rows(
+    inputs: list[tuple[str, str]],
+    file_index: int,
+    opener: Callable[[str], BinaryIO] | None = None,
+    subsets: Iterable[str] | None = None,
+    reject: Reject = raise_error,
+) -> Iterator[KeyedRow]:
+    """(sort key, converted row, bytes of the source line) of each wanted Q/A row of file ``file_index`` of
+    ``inputs`` ((name, path) pairs), for an engine to regroup (``convhub.regroup``, Spark).
+
+    The sort key's group is (来源, how, key), which names the conversation; its order is (rank, number, text,
+    file index, line): ``sequence_number`` orders a conversation's rows, and file and line its duplicates. A line
+    that is not a JSON object or not a Q/A row goes to ``reject`` here; a row that ``read_pair`` refuses is
+    converted to its error, which ``records_from_sorted`` hands to ``reject`` (a row is rejected alone, in
+    conversation order).
+    """
+    name, path = inputs[file_index]
+    lines = files.open_lines(partial(opener or files.open_local, path), name)
+    notes, warnings = Notes(), _WarningLog()  # emptied for each row
+    for line, raw in refuse_json_document(files.readable_lines(lines, reject), name, "MNBVC"):
+        try:
+            row = files.load_row(raw, name, line)
+            if row is not None and "问" not in row and "答" not in row:
+                problem = "missing (neither 问 nor 答: not a Q/A row)"
+                raise SourceError(name, f"line {line}", "问", problem)
+        except SourceError as error:
+            reject(error, raw)
+            continue
+        if row is None:
+            continue
+        source = source_name(row)
+        if not subset_wanted(subsets, MULTITURN, source):
+            continue
+        extension = parse_extension(row_metadata(row).get("扩展字段"))
+        how, key = conversation_key(row, extension, name, line)
+        order = sequence_number(extension)
+        converted = _converted_row(name, line, raw, row, extension, order, notes, warnings)
+        yield ((source, how, key), (*order, file_index, line)), converted, len(raw) + 1
+
+
+class _WarningLog:
+    """Stands for ``parse.Warnings`` in the pass that keys the rows: keeps a row's unreadable-扩展字段 problems,
+    which ``records_from_sorted`` logs in its own order, under its own per-file limit."""
+
+    def __init__(self):
+        self.problems: list[str] = []
+
+    def unreadable(self, number: int, where: str, extension: Extension) -> None:
+        self.problems.append(extension.problems[0])
+
+
+_CONVERTED, _REJECTED = 0, 1
+
+
+def _converted_row(
+    name: str,
+    line: int,
+    raw: bytes,
+    row: dict,
+    extension: Extension,
+    order: tuple,
+    notes: Notes,
+    warnings: _WarningLog,
+) -> bytes:
+    """``marshal`` of the row converted (``convert_pair``) with the normalizations it counted and the warnings
+    it would log; or of the SourceError that rejects it and its raw line. Each row is converted once, in the
+    pass that reads the files (in its processes or Spark tasks); marshal is the fastest exact round trip of
+    these plain values."""
+    notes.clear()
+    warnings.problems.clear()
+    try:
+        pair = read_pair(name, line, row, notes, warnings, extension)
+    except SourceError as error:
+        return marshal.dumps((_REJECTED, (error.path, error.record, error.field, error.problem), raw))
+    converted = convert_pair(pair, notes, order)
+    fields = (converted.sequence, converted.question, converted.extra, converted.answer, converted.dated)
+    return marshal.dumps(
+        (_CONVERTED, *fields, converted.create_time, tuple(notes.items()), tuple(warnings.problems))
+    )
+
+
+def records_from_sorted(
+    rows: Iterable[tuple[SortKey, bytes]], names: list[str], notes: Notes, reject: Reject = raise_error
+) -> Iterator[dict[str, Any]]:
+    """Canonical records from (sort key, converted row) pairs sorted by key: one conversation per run of one
+    group. The pure step that turns a conversation's rows into its record, whichever engine brought them
+    together; a row converted to its error goes to ``reject`` alone, and its conversation is built from the
+    others."""
+    warnings = {name: Warnings(name) for name in names}
+    counted = Notes()  # one conversation's normalizations, emptied for each
+    for (source, how, key), run in itertools.groupby(rows, key=lambda row: row[0][0]):
+        pairs = []
+        counted.clear()
+        for (_, (rank, value, text, file_index, line)), payload in run:
+            row = marshal.loads(payload)
+            if row[0] == _REJECTED:
+                reject(SourceError(*row[1]), row[2])
+                continue
+            _, sequence, question, extra, answer, dated, create_time, row_notes, problems = row
+            name = names[file_index]
+            for kind, count in row_notes:
+                counted[kind] += count
+            for problem in problems:
+                warnings[name].unreadable_problem(line, "元数据.扩展字段", problem)
+            order = (rank, value, text)
+            pairs.append(ConvertedPair(name, order, sequence, question, extra, answer, dated, create_time))
+        if pairs:
+            conversation_id = group_id(source, how, key)
+            record = multiturn_record(pairs, source, how, key, conversation_id, counted)
+            notes.update(counted)
+            yield record

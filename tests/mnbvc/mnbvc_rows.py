@@ -9,14 +9,29 @@ import json
 from functools import partial
 from pathlib import Path
 
-from convhub.errors import Notes
-from convhub.mnbvc import files
+from convhub import regroup
+from convhub.errors import Notes, raise_error
+from convhub.mnbvc import files, multiturn
 from convhub.mnbvc.builder import MnbvcBuilder
 
 SAMPLE = Path(MnbvcBuilder.sample_dir())
 
 
 # -- fixtures --------------------------------------------------------------------------------------------
+
+
+def partition(inputs, folder, count: int, processes: int = 1, subsets=None, reject=raise_error):
+    """MNBVC's multi-turn files keyed (``multiturn.keyed_rows``) and partitioned by the embedded engine, as a
+    build does."""
+    keyed = partial(multiturn.keyed_rows, inputs, opener=None, subsets=subsets, reject=reject)
+    sizes = [Path(path).stat().st_size for _, path in inputs]
+    return regroup.write_partitions(keyed, sizes, str(folder), count, processes)
+
+
+def partition_records(partitioned, number: int, names, notes, reject=raise_error, part=(0, 1)):
+    """The records of one partition (or slice of one), as a build reads them."""
+    shard = {"partitioned": partitioned, "partition": number, "part": part}
+    return multiturn.records_from_sorted(regroup.read_partition(shard), names, notes, reject)
 
 
 def write_shard(path: Path, rows: list, gz: bool = False, crlf: bool = False) -> Path:

@@ -3,30 +3,28 @@ gaps and duplicates in 多轮序号, and bad rows rejected alone."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 from datetime import datetime
-from functools import partial
-from pathlib import Path
 
 import datasets
 import pytest
+from convhub import regroup
 from convhub.build import build_source
 from convhub.errors import Notes, SourceError
-from convhub.mnbvc import files, multiturn, parse, regroup
+from convhub.mnbvc import files, multiturn, parse
 from convhub.mnbvc.builder import MnbvcBuilder
 from convhub.mnbvc.extension import parse_extension
 from mnbvc_rows import (
     by_id,
     extra,
     pair,
+    partition,
+    partition_records,
     questions,
     records,
-    reply,
     spread_fixture,
     texts,
-    thread,
     write_shard,
 )
 
@@ -55,7 +53,7 @@ def test_partitioning_gives_the_same_conversations_whatever_the_partition_count(
     assert len(shards) > 3  # one partition per ~100 bytes of input
     many = {}
     for shard in shards:
-        for record in builder.parse_shard(shard, Notes()):
+        for record in builder.records_of(shard, Notes()):
             many[record["conversation_id"]] = record
     assert many == one
 
@@ -64,14 +62,14 @@ def test_partition_memory_holds_offsets_not_rows(tmp_path):
     """The sorted index of a partition keeps (group, order, offset) per row, never the row's text."""
     long_answer = "长" * 5000
     shard = write_shard(tmp_path / "m.jsonl", [pair("c", n, f"q{n}", answer=long_answer) for n in (2, 1)])
-    partitioned = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    partitioned = partition([("m.jsonl", str(shard))], str(tmp_path), 1)
     [index] = regroup.partition_keys(partitioned, 0)
-    assert [entry[4] for entry in index] == [1, 2]
+    assert [entry[0][1][1] for entry in index] == [1, 2]
     assert all(len(repr(entry)) < 200 for entry in index)
 
 
 def conversation_ids(builder: MnbvcBuilder, shards) -> list[str]:
-    return [record["conversation_id"] for shard in shards for record in builder.parse_shard(shard, Notes())]
+    return [record["conversation_id"] for shard in shards for record in builder.records_of(shard, Notes())]
 
 
 def test_slices_of_a_partition_give_its_conversations_in_the_same_order(tmp_path, monkeypatch):
@@ -97,97 +95,6 @@ def test_slices_of_a_partition_give_its_conversations_in_the_same_order(tmp_path
     ]
 
 
-def qa_row(number, question, source="wikihow"):
-    return {
-        "id": number,
-        "问": question,
-        "答": "答" * (number % 5),
-        "来源": source,
-        "元数据": {"扩展字段": ""},
-    }
-
-
-def range_fixture(folder: Path) -> Path:
-    """A forum file and a 问答 file of lines of uneven lengths (with a blank line and CRLF endings)."""
-    threads = [thread(n, f"主题{n}" * (n % 4 + 1), [reply(1, "回" * (n % 6))]) for n in range(30)]
-    write_shard(folder / "forum/a.jsonl", [*threads[:12], "", *threads[12:]])
-    write_shard(folder / "qa/b.jsonl", [qa_row(n, f"问{n}" * (n % 3 + 1)) for n in range(25)], crlf=True)
-    return folder
-
-
-def test_big_forum_and_qa_files_read_as_line_ranges_give_the_same_rows(tmp_path, monkeypatch):
-    """A plain 论坛/问答 file bigger than RANGE_BYTES is read as several line-aligned byte ranges: the same
-    records (ids hold the line numbers) in the same order as one read of the file."""
-    folder = range_fixture(tmp_path / "data")
-    manager = datasets.DownloadManager(data_dir=str(folder))
-    whole = MnbvcBuilder(data_dir=str(folder))
-    assert ["range" in shard for shard in whole.shards(manager)["train"]] == [False, False]
-    expected = records(folder)
-    monkeypatch.setattr(MnbvcBuilder, "RANGE_BYTES", 400, raising=False)
-    shards = MnbvcBuilder(data_dir=str(folder)).shards(manager)["train"]
-    names = [shard["name"] for shard in shards]
-    assert names.count("forum/a.jsonl") > 3 and names.count("qa/b.jsonl") > 3
-    assert [shard["range"][2] for shard in shards][:2] == [1, shards[1]["range"][2]]
-    assert records(folder) == expected
-    assert [r["conversation_id"] for r in expected][-25:] == [f"qa/b.jsonl:{n}" for n in range(1, 26)]
-
-
-def test_gzipped_forum_file_is_not_split_into_ranges(tmp_path, monkeypatch):
-    threads = [thread(n, f"主题{n}", [reply(1, "回")]) for n in range(20)]
-    write_shard(tmp_path / "forum.jsonl", threads, gz=True)
-    monkeypatch.setattr(MnbvcBuilder, "RANGE_BYTES", 100, raising=False)
-    builder = MnbvcBuilder(data_dir=str(tmp_path))
-    [shard] = builder.shards(datasets.DownloadManager(data_dir=str(tmp_path)))["train"]
-    assert "range" not in shard
-    assert len(records(tmp_path)) == 20
-
-
-def test_error_in_a_later_range_names_the_files_own_line(tmp_path, monkeypatch):
-    rows = [thread(n, f"主题{n}", [reply(1, "回复")]) for n in range(40)]
-    rows[33] = '{"ID": 33, "主题": oops}'
-    write_shard(tmp_path / "forum.jsonl", rows)
-    monkeypatch.setattr(MnbvcBuilder, "RANGE_BYTES", 500, raising=False)
-    builder = MnbvcBuilder(data_dir=str(tmp_path))
-    shards = builder.shards(datasets.DownloadManager(data_dir=str(tmp_path)))["train"]
-    later = [shard for shard in shards if shard["range"][2] <= 34 < shard["range"][2] + 100][-1]
-    assert later["range"][2] > 1
-    with pytest.raises(SourceError, match=r"^forum\.jsonl, record line 34: not valid JSON"):
-        list(builder.parse_shard(later, Notes()))
-    with pytest.raises(SourceError, match=r"^forum\.jsonl, record line 34: not valid JSON"):
-        records(tmp_path)
-
-
-def test_line_ranges_move_a_cut_inside_a_line_to_its_end(tmp_path):
-    path = tmp_path / "f.jsonl"
-    lines = [b'{"a": 1}', b"", b'{"b": "' + b"x" * 40 + b'"}', b'{"c": 3}\r', b'{"d": 4}', b'{"e": 5}']
-    path.write_bytes(b"\n".join(lines))  # no LF after the last line
-    size = path.stat().st_size  # lines start at bytes 0, 9, 10, 60, 70, 79
-    assert size == 87
-    # range_bytes 27: cuts at 21, 43, 65 fall inside lines 3 (→ byte 60), 3 (skipped) and 4 (→ 70)
-    assert files.line_ranges(str(path), 27) == [(0, 60, 1), (60, 70, 4), (70, 87, 5)]
-    # range_bytes 10: a cut at 9, right after an LF, starts a range there
-    assert files.line_ranges(str(path), 10) == [(0, 9, 1), (9, 60, 2), (60, 70, 4), (70, 79, 5), (79, 87, 6)]
-    assert files.line_ranges(str(path), 10**6) == [(0, size, 1)]
-    whole = list(files.open_lines(partial(files.open_local, str(path)), "f.jsonl"))
-    for range_bytes in (1, 5, 10, 27, 44, 86, 87, 88):  # 1: cuts inside the last line
-        ranges = files.line_ranges(str(path), range_bytes)
-        assert ranges[0][0] == 0 and ranges[-1][1] == size
-        assert all(end == start for (_, end, _), (start, _, _) in itertools.pairwise(ranges))
-        read = [line for r in ranges for line in files.range_lines(str(path), "f.jsonl", *r)]
-        assert read == whole, range_bytes
-
-
-def test_build_with_line_ranges_in_two_processes_equals_one_whole_read(tmp_path, monkeypatch):
-    folder = range_fixture(tmp_path / "data")
-    one = build_source("mnbvc", tmp_path / "one", str(folder), ["sessions"], num_proc=1)
-    monkeypatch.setattr(MnbvcBuilder, "RANGE_BYTES", 400, raising=False)
-    two = build_source("mnbvc", tmp_path / "two", str(folder), ["sessions"], num_proc=2)
-    load = lambda result: datasets.load_dataset(str(result.output), "sessions", split="train")  # noqa: E731
-    assert len(load(one)) == 55
-    assert list(load(one)) == list(load(two))
-    assert one.notes == two.notes
-
-
 def test_partition_writers_in_several_processes_write_the_same_partitions(tmp_path):
     files = []
     for index in range(3):
@@ -198,37 +105,18 @@ def test_partition_writers_in_several_processes_write_the_same_partitions(tmp_pa
     def partitions(processes: int) -> list[list[str]]:
         folder = tmp_path / f"p{processes}"
         folder.mkdir()
-        written = regroup.write_partitions(files, str(folder), 3, processes=processes)
+        written = partition(files, str(folder), 3, processes=processes)
         assert len(written.rows) == min(processes, 3)  # one file of converted rows per writer
         return [
             [
                 record["conversation_id"] + str(questions(record))
-                for record in regroup.read_partition(written, p, names, Notes())
+                for record in partition_records(written, p, names, Notes())
             ]
             for p in range(3)
         ]
 
     assert partitions(2) == partitions(1)
     assert sum(map(len, partitions(3))) == 5
-
-
-def test_parallel_partition_pass_raises_the_error_a_serial_pass_meets_first(tmp_path):
-    """Writers stop at their own first bad row; the error raised is the one of the earliest file, even
-    when the writer of a later file (here the first writer, which takes the biggest file) fails too."""
-    big_bad = [pair("c", 1, "q" * 3000), "[1, 2]"]
-    files = [
-        ("f0.jsonl", write_shard(tmp_path / "f0.jsonl", [pair("c", 2, "q" * 200), "{not json"])),
-        ("f1.jsonl", write_shard(tmp_path / "f1.jsonl", [pair("c", 3, "q")])),
-        ("f2.jsonl", write_shard(tmp_path / "f2.jsonl", big_bad)),
-    ]
-    files = [(name, str(path)) for name, path in files]
-    sizes = [Path(path).stat().st_size for _, path in files]
-    assert regroup.share_files(sizes, 2) == [[2], [0, 1]]
-    for processes in (1, 2):
-        folder = tmp_path / f"p{processes}"
-        folder.mkdir()
-        with pytest.raises(SourceError, match=r"^f0\.jsonl, record line 2: not valid JSON"):
-            regroup.write_partitions(files, str(folder), 2, processes=processes)
 
 
 def test_rows_are_converted_in_the_partition_pass_and_a_bad_one_is_still_rejected_alone_later(tmp_path):
@@ -239,9 +127,9 @@ def test_rows_are_converted_in_the_partition_pass_and_a_bad_one_is_still_rejecte
     rows = [pair("c", n, f"q{n}", extension=loose % n) for n in (3, 2, 1)]
     rows[1]["元数据"] = ["not", "an", "object"]  # line 2, 多轮序号 2 (its 扩展字段 is then absent)
     shard = write_shard(tmp_path / "m.jsonl", rows)
-    partitioned = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    partitioned = partition([("m.jsonl", str(shard))], str(tmp_path), 1)
     rejected, notes = [], Notes()
-    [record] = regroup.read_partition(
+    [record] = partition_records(
         partitioned, 0, ["m.jsonl"], notes, reject=lambda *args: rejected.append(args)
     )
     assert questions(record) == ["q1", "q3"]
@@ -258,11 +146,11 @@ def test_a_row_rejected_after_partitioning_does_not_win_over_a_later_unreadable_
     bad_metadata = pair("c", 1, "q1", 元数据="text")
     shard = write_shard(tmp_path / "m.jsonl", [bad_metadata, pair("c", 2, "q2"), "{not json"])
     with pytest.raises(SourceError, match=r"record line 3: not valid JSON"):
-        regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+        partition([("m.jsonl", str(shard))], str(tmp_path), 1)
     write_shard(tmp_path / "m.jsonl", [bad_metadata, pair("c", 2, "q2")])
-    partitioned = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    partitioned = partition([("m.jsonl", str(shard))], str(tmp_path), 1)
     with pytest.raises(SourceError, match=r"record line 1, field '元数据'"):
-        list(regroup.read_partition(partitioned, 0, ["m.jsonl"], Notes()))
+        list(partition_records(partitioned, 0, ["m.jsonl"], Notes()))
 
 
 def test_unreadable_extension_warnings_follow_conversation_order_and_the_cap(tmp_path, caplog):
@@ -273,10 +161,10 @@ def test_unreadable_extension_warnings_follow_conversation_order_and_the_cap(tmp
     rows = [pair(None, None, f"q{n}", row_id="same", extension=broken % n, 时间=str(n)) for n in range(count)]
     rows = [pair("d", 1, "first"), *rows[::-1]]
     shard = write_shard(tmp_path / "m.jsonl", rows)
-    partitioned = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    partitioned = partition([("m.jsonl", str(shard))], str(tmp_path), 1)
     notes = Notes()
     with caplog.at_level(logging.WARNING, logger="convhub.mnbvc.parse"):
-        found = list(regroup.read_partition(partitioned, 0, ["m.jsonl"], notes))
+        found = list(partition_records(partitioned, 0, ["m.jsonl"], notes))
     assert len(found) == 2
     lines = [
         int(message.split(", line ")[1].split(",")[0]) for message in caplog.messages if ", line " in message
@@ -293,9 +181,9 @@ def test_keys_keep_integers_past_64_bits_exactly(tmp_path):
     big = -(2**70)
     rows = [pair("c", str(big + 1), "second"), pair("c", str(big), "first"), pair("c", 3, "third")]
     shard = write_shard(tmp_path / "m.jsonl", rows)
-    partitioned = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
-    assert [entry[4] for entry in regroup.partition_keys(partitioned, 0)[0]] == [big, big + 1, 3]
-    [record] = regroup.read_partition(partitioned, 0, ["m.jsonl"], Notes())
+    partitioned = partition([("m.jsonl", str(shard))], str(tmp_path), 1)
+    assert [entry[0][1][1] for entry in regroup.partition_keys(partitioned, 0)[0]] == [big, big + 1, 3]
+    [record] = partition_records(partitioned, 0, ["m.jsonl"], Notes())
     assert questions(record) == ["first", "second", "third"]
 
 
@@ -311,16 +199,16 @@ def test_the_engine_sorts_conversations_in_pythons_order_of_their_texts(tmp_path
         for source in ("来源b", "来源a")
     ]
     shard = write_shard(tmp_path / "m.jsonl", rows)
-    partitioned = regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+    partitioned = partition([("m.jsonl", str(shard))], str(tmp_path), 1)
     whole = regroup.partition_keys(partitioned, 0)
-    assert [conversation[0][:3] for conversation in whole] == sorted(
+    assert [conversation[0][0][0] for conversation in whole] == sorted(
         (source, "会话", text) for text in sessions for source in ("来源b", "来源a")
     )
     slices = [regroup.partition_keys(partitioned, 0, (number, 3)) for number in range(3)]
     assert [len(part) for part in slices] == [6, 7, 7]
     assert [conversation for part in slices for conversation in part] == whole
-    records = list(regroup.read_partition(partitioned, 0, ["m.jsonl"], Notes()))
-    assert [record["sessions"][0]["session_id"] for record in records] == [c[0][2] for c in whole]
+    records = list(partition_records(partitioned, 0, ["m.jsonl"], Notes()))
+    assert [record["sessions"][0]["session_id"] for record in records] == [c[0][0][0][2] for c in whole]
 
 
 @pytest.mark.parametrize("where", ["会话", "来源", "id"])

@@ -12,10 +12,20 @@ import pytest
 from convhub import cli
 from convhub.build import build_source, check_source
 from convhub.errors import SourceError
-from convhub.mnbvc import export, regroup
+from convhub.mnbvc import export
 from convhub.mnbvc import language as languages
 from convhub.mnbvc.builder import MnbvcBuilder
-from mnbvc_rows import SAMPLE, by_id, pair, questions, records, source_rows, spread_fixture, write_shard
+from mnbvc_rows import (
+    SAMPLE,
+    by_id,
+    pair,
+    partition,
+    questions,
+    records,
+    source_rows,
+    spread_fixture,
+    write_shard,
+)
 
 # -- the packaged sample: nothing lost, the build, the card, the CLI -----------------------------------------
 
@@ -202,6 +212,6 @@ def test_regrouping_a_json_document_is_one_error_naming_the_file(tmp_path):
     shard = tmp_path / "m.jsonl"
     shard.write_text(json.dumps([pair("c", n, f"q{n}") for n in (1, 2)], ensure_ascii=False, indent=1))
     with pytest.raises(SourceError) as raised:
-        regroup.write_partitions([("m.jsonl", str(shard))], str(tmp_path), 1)
+        partition([("m.jsonl", str(shard))], str(tmp_path), 1)
     assert raised.value.path == "m.jsonl" and raised.value.record is None
     assert raised.value.problem.startswith("this is one JSON document, not JSON Lines: its first line '['")
