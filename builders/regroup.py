@@ -94,18 +94,17 @@ def slice_count(partition_bytes: int, slice_bytes: int = SLICE_BYTES) -> int:
 def partition_of(group: tuple[str, ...], count: int) -> int:
     """The partition of a conversation: crc32 of its group written as a JSON list, the same in every process,
     run and engine (Python's ``hash`` of a text changes from one process to the next)."""
-    text = "[" + ", ".join(encode_basestring(part) for part in group) + "]"
+    text = "[" + ", ".join(map(encode_basestring, group)) + "]"
     return zlib.crc32(text.encode("utf-8", "surrogatepass")) % count
 
 
 def group_bytes(group: tuple[str, ...]) -> bytes:
     """The group as bytes that sort as Python sorts the tuples of texts: each text's UTF-8 (a lone surrogate
-    passes as its own three bytes, so code point order is byte order), its zero bytes written ``00 FF``, then
-    ``00 00`` to end it. A text that is a prefix of another then sorts first, and no two groups give the same
-    bytes (the tuple encoding of ordered key-value stores)."""
-    return b"".join(
-        part.encode("utf-8", "surrogatepass").replace(b"\x00", b"\x00\xff") + b"\x00\x00" for part in group
-    )
+    passes as its own three bytes, so code point order is byte order), its zero characters written ``00 01``,
+    then ``00 00`` to end it. A text that is a prefix of another then sorts first, and no two groups give the
+    same bytes (the tuple encoding of ordered key-value stores)."""
+    text = "\x00\x00".join([part.replace("\x00", "\x00\x01") for part in group]) + "\x00\x00"
+    return text.encode("utf-8", "surrogatepass")
 
 
 # -- pass 1: the writers -------------------------------------------------------------------------------
