@@ -117,6 +117,8 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
 
     BUILDER_CONFIG_CLASS = ConvHubConfig
     DEFAULT_CONFIG_NAME = DEFAULT_VIEW
+    #: The build's ``num_proc`` (``download_and_prepare``); None where nothing is built (a stream, ``check``).
+    _build_processes: int | None = None
 
     def __init__(self, *args, data_dir=None, **kwargs):
         # a pathlib.Path is welcome; parsers compare and join strings (datasets sets it after __post_init__)
@@ -295,17 +297,23 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
         if report:
             report.save(self.config.report_dir)
 
-    def _download_and_prepare(self, *args, **kwargs):
-        with fewer_collections():  # shards() may read a whole source (indexes, MNBVC partitions)
-            return super()._download_and_prepare(*args, **kwargs)
+    def download_and_prepare(self, *args, num_proc: int | None = None, **kwargs):
+        """``datasets``' build, its ``num_proc`` noted for the work a source does before its shards are read (the
+        regrouping writers, GigaMemory's pass 1), with fewer cycle collections: ``shards()`` may read a whole
+        source."""
+        self._build_processes = num_proc or 1
+        with fewer_collections():
+            return super().download_and_prepare(*args, num_proc=num_proc, **kwargs)
 
-    def _prepare_split(self, split_generator, *args, **kwargs):
-        """``datasets``' own split preparation, under a progress bar that names source, config and split and
-        counts shards against their total (rows written so far beside it): see ``progress.ShardBar``."""
+    @contextlib.contextmanager
+    def preparing_split(self, split_generator: datasets.SplitGenerator) -> Iterator[None]:
+        """Around ``datasets``' preparation of one split (``datasets_adapter.BatchWriting``): a progress bar that
+        names source, config and split and counts shards against their total, with the rows written so far
+        beside it (``progress.ShardBar``)."""
         label = f"{self.SOURCE} {self.config.name} {split_generator.name}"
         total = len(split_generator.gen_kwargs.get("shards") or ())
         with progress.shard_bars(label, total):
-            return super()._prepare_split(split_generator, *args, **kwargs)
+            yield
 
     # -- used by `convhub check` and the card --------------------------------------------------
 

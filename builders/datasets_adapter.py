@@ -1,29 +1,35 @@
-"""The one place convhub overrides private methods of ``datasets``: ``GeneratorBasedBuilder._prepare_split_single``
-and ``ParquetWriter._build_writer``.
+"""The one place convhub overrides private methods of ``datasets``: ``GeneratorBasedBuilder._prepare_split_single``,
+``DatasetBuilder._prepare_split`` and ``ParquetWriter._build_writer``.
 
 Why:
 - ``datasets`` encodes each example on its own, which took a quarter of a build; ``BatchWriting`` writes the
   same rows a writer batch at a time (see ``_write_split``).
+- A split's preparation is where ``datasets`` runs its workers: ``BatchWriting._prepare_split`` runs it inside
+  the builder's ``preparing_split`` (convhub's own hook: a progress bar that counts shards, which replaces
+  ``datasets.builder.hf_tqdm`` for the while; LoCoMo's check of sample ids across its workers' files).
 - ``datasets``' Parquet writer keeps min/max statistics and a dictionary for every column, and for a long text
   Parquet copies the value about six times for them; ``ParquetWriter`` leaves them out for free-text columns,
   which bounds the memory of one very large record.
 
-Everything else convhub asks of ``datasets`` is public. ``problem_with_datasets`` says what changed when a
+Everything else convhub asks of ``datasets`` is public (a builder's ``_info``, ``_split_generators`` and
+``_generate_examples`` are the hooks ``datasets`` documents). ``problem_with_datasets`` says what changed when a
 ``datasets`` release no longer calls these methods the way this module expects (names, parameters, callers, the
 body ``ParquetWriter._build_writer`` copies); ``tests/test_datasets_adapter.py`` runs it, so such a release fails
-one named test before it fails a build. The pin in pyproject.toml (``datasets>=5.2,<6``) spans the releases this
-check was run on (5.2); widen it when the test passes on a newer one.
+one named test before it fails a build, and checks that no builder overrides another private method. The pin in
+pyproject.toml (``datasets>=5.2,<6``) spans the releases this check was run on (5.2); widen it when the test passes
+on a newer one.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import inspect
 import json
 import textwrap
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from pathlib import Path
 
@@ -47,8 +53,19 @@ def problem_with_datasets() -> str | None:
     found = tuple(inspect.signature(method).parameters)
     if found != PARAMETERS:
         return f"datasets {datasets.__version__}: _prepare_split_single{found}, expected {PARAMETERS}"
-    if "_prepare_split_single" not in inspect.getsource(datasets.GeneratorBasedBuilder._prepare_split):
+    prepare_split = getattr(datasets.GeneratorBasedBuilder, "_prepare_split", None)
+    if prepare_split is None:
+        return f"datasets {datasets.__version__} has no GeneratorBasedBuilder._prepare_split"
+    found = tuple(inspect.signature(prepare_split).parameters)[:2]
+    if found != ("self", "split_generator"):
+        return f"datasets {datasets.__version__}: _prepare_split{found}, expected ('self', 'split_generator', ...)"
+    source = inspect.getsource(prepare_split)
+    if "_prepare_split_single" not in source:
         return f"datasets {datasets.__version__}: _prepare_split no longer calls _prepare_split_single"
+    if "hf_tqdm(" not in source or not hasattr(datasets.builder, "hf_tqdm"):
+        return f"datasets {datasets.__version__}: _prepare_split no longer makes its bar with builder.hf_tqdm"
+    if "self._prepare_split(" not in inspect.getsource(datasets.DatasetBuilder._download_and_prepare):
+        return f"datasets {datasets.__version__}: _download_and_prepare no longer calls _prepare_split"
     if body_digest(arrow_writer.ParquetWriter._build_writer) != COPIED_BUILD_WRITER:
         return (
             f"datasets {datasets.__version__} changed ParquetWriter._build_writer, which "
@@ -152,6 +169,15 @@ def write_parquet(
 
 class BatchWriting:
     """Mixed into ``ConversationBuilder`` before ``datasets.GeneratorBasedBuilder``."""
+
+    @contextlib.contextmanager
+    def preparing_split(self, split_generator: datasets.SplitGenerator) -> Iterator[None]:
+        """What a builder does around the preparation of one split (nothing here; see ``ConversationBuilder``)."""
+        yield
+
+    def _prepare_split(self, split_generator, *args, **kwargs):
+        with self.preparing_split(split_generator):
+            return super()._prepare_split(split_generator, *args, **kwargs)
 
     def _prepare_split_single(self, *args, **kwargs):
         from convhub.base import fewer_collections  # (base imports this module)

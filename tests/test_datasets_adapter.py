@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import datasets
 import pytest
-from convhub import datasets_adapter
-from convhub.base import ConversationBuilder
+from convhub import datasets_adapter, registry
 
 
 def test_the_installed_datasets_calls_the_method_the_adapter_overrides():
@@ -27,16 +26,57 @@ def test_a_removed_method_is_named(monkeypatch):
     assert "has no GeneratorBasedBuilder._prepare_split_single" in datasets_adapter.problem_with_datasets()
 
 
-@pytest.mark.parametrize("name", ["_prepare_split_single", "_write_split"])
-def test_only_the_adapter_overrides_it(name):
-    """Every builder gets the method from the adapter; no other convhub class defines it."""
-    owners = [cls for cls in ConversationBuilder.__mro__ if name in vars(cls)]
-    assert owners[0] is datasets_adapter.BatchWriting
-    from convhub import registry
+#: The hooks ``datasets`` documents for a builder to define (its own are empty or abstract).
+DOCUMENTED_HOOKS = {"_info", "_split_generators", "_generate_examples"}
 
+
+@pytest.mark.parametrize("source", registry.names())
+def test_no_builder_overrides_a_private_method_but_the_adapter(source):
+    """Every private name of ``datasets``' builders that a convhub builder defines, but the documented hooks,
+    comes from the adapter: the one module whose test says when a ``datasets`` release changes them."""
+    private = {name for cls in datasets.GeneratorBasedBuilder.__mro__ for name in vars(cls)}
+    private = {name for name in private if name.startswith("_") and not name.startswith("__")}
+    overridden = {
+        (name, cls.__module__)
+        for cls in registry.get(source).__mro__
+        if cls.__module__.split(".")[0] == "convhub"
+        for name in vars(cls)
+        if name in private - DOCUMENTED_HOOKS
+    }
+    assert overridden == {
+        ("_prepare_split_single", datasets_adapter.__name__),
+        ("_prepare_split", datasets_adapter.__name__),
+    }
+
+
+@pytest.mark.parametrize("name", ["_prepare_split_single", "_write_split", "_prepare_split"])
+def test_every_builder_gets_the_adapters_method(name):
     for source in registry.names():
         builder_cls = registry.get(source)
         assert next(cls for cls in builder_cls.__mro__ if name in vars(cls)) is datasets_adapter.BatchWriting
+
+
+def test_a_split_preparation_that_no_longer_makes_its_bar_with_hf_tqdm_is_named(monkeypatch):
+    def changed(
+        self,
+        split_generator,
+        check_duplicate_keys=True,
+        file_format="arrow",
+        num_proc=None,
+        max_shard_size=None,
+    ):
+        return self._prepare_split_single  # calls no bar
+
+    monkeypatch.setattr(datasets.GeneratorBasedBuilder, "_prepare_split", changed)
+    assert "no longer makes its bar with builder.hf_tqdm" in datasets_adapter.problem_with_datasets()
+
+
+def test_a_build_that_no_longer_prepares_splits_by_the_method_is_named(monkeypatch):
+    def changed(self, dl_manager, verification_mode, **prepare_splits_kwargs):
+        return self._prepare_splits(dl_manager)
+
+    monkeypatch.setattr(datasets.DatasetBuilder, "_download_and_prepare", changed)
+    assert "_download_and_prepare no longer calls _prepare_split" in datasets_adapter.problem_with_datasets()
 
 
 def test_a_changed_parquet_writer_is_named(monkeypatch):

@@ -75,14 +75,9 @@ class GigamemoryBuilder(ConversationBuilder):
             files = [(path, name) for path, name in files if read.subset_of(name) in wanted]
         return files
 
-    #: Processes for pass 1 (the index): the build's ``num_proc``. Pass 1 parses every distinct dialogue
-    #: before the first row, so a stream (which has no ``num_proc``) uses the cores, up to this many.
-    _index_processes: int | None = None
+    #: Processes for pass 1 (the index) where no build says its ``num_proc``: pass 1 parses every distinct
+    #: dialogue before the first row, so a stream uses the cores, up to this many.
     STREAM_INDEX_PROCESSES = 8
-
-    def download_and_prepare(self, *args, num_proc=None, **kwargs):
-        self._index_processes = num_proc or 1
-        return super().download_and_prepare(*args, num_proc=num_proc, **kwargs)
 
     def shards(self, dl_manager, run=None):
         """Each file's dialogues (pass 1's groups) in shards; with ``run``, an engine's map, pass 1 parses and
@@ -90,7 +85,7 @@ class GigamemoryBuilder(ConversationBuilder):
         shards = []
         for path, file_name in self.source_files(dl_manager):
             try:
-                processes = self._index_processes or min(os.cpu_count() or 1, self.STREAM_INDEX_PROCESSES)
+                processes = self._build_processes or min(os.cpu_count() or 1, self.STREAM_INDEX_PROCESSES)
                 file_index = index.cached_index(path, self.reject, processes, run)
             except SourceError as error:  # an empty file: with --on-bad-record skip, the others go on
                 self.reject(error, None, scope="file")

@@ -6,6 +6,7 @@ the one rule that spans files: a ``sample_id`` names one sample in the whole dat
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -189,8 +190,9 @@ class LocomoBuilder(ConversationBuilder):
                 continue
             yield record
 
-    def _prepare_split(self, split_generator, *args, **kwargs):
-        """``datasets``' parse-and-write of one split (over ``num_proc`` workers), then the sample_id check
+    @contextlib.contextmanager
+    def preparing_split(self, split_generator) -> Iterator[None]:
+        """Around ``datasets``' parse-and-write of one split (over ``num_proc`` workers): then the sample_id check
         across files, in file order, on the ids the workers wrote: the same first duplicate, named the same
         way, whatever the workers, and no second reading of the source.
 
@@ -198,12 +200,15 @@ class LocomoBuilder(ConversationBuilder):
         unfinished folder), like any SourceError of a worker.
         """
         if self.config.on_bad_record != "raise":
-            return super()._prepare_split(split_generator, *args, **kwargs)
+            with super().preparing_split(split_generator):
+                yield
+            return
         files = split_generator.gen_kwargs["shards"]
         with tempfile.TemporaryDirectory(prefix="convhub-locomo-ids-") as folder:
             self._sample_id_files = {path: os.path.join(folder, f"{i}.json") for i, path in enumerate(files)}
             try:
-                super()._prepare_split(split_generator, *args, **kwargs)
+                with super().preparing_split(split_generator):
+                    yield
             finally:
                 id_files, self._sample_id_files = self._sample_id_files, None
             seen = FirstFileOfEachSampleId()

@@ -215,12 +215,6 @@ class MnbvcBuilder(ConversationBuilder):
                 return True
         return False
 
-    def _download_and_prepare(self, dl_manager, verification_mode, **prepare_split_kwargs):
-        """As ``datasets``', noting ``num_proc`` first: the partition pass (in ``shards``) uses as many
-        processes as the build's workers."""
-        self._partition_processes = prepare_split_kwargs.get("num_proc") or 1
-        return super()._download_and_prepare(dl_manager, verification_mode, **prepare_split_kwargs)
-
     def _partition(self, multiturn_files: list[tuple[str, str]]) -> list[dict[str, Any]]:
         """The multi-turn files as one group shard, regrouped by the embedded engine (``convhub.regroup``) in
         ``num_proc`` processes: one shard per slice of each partition."""
@@ -228,7 +222,7 @@ class MnbvcBuilder(ConversationBuilder):
             return []
         sizes = [files.uncompressed_size(path) for _, path in multiturn_files]
         group = group_shard(multiturn_files, regroup.partition_count(sum(sizes), self.PARTITION_BYTES))
-        processes = getattr(self, "_partition_processes", 1)
+        processes = self._build_processes or 1
         return regroup.partition_shards(self, group, sizes, processes, self.SLICE_BYTES)
 
     # -- one shard → canonical records ----------------------------------------------------------
