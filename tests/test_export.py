@@ -12,97 +12,25 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import shutil
-import zipfile
 from pathlib import Path
-from typing import Any
 
-import datasets
-import pytest
 from conftest import shared_data
-from convhub import cli, registry
-from convhub.build import build_source
+from convhub import registry
 from convhub.convlab.builder import DEFAULT_SUBSETS as CONVLAB_DATASETS
-from convhub.export import ExportError, LocalBuild, differences, export_source
+from convhub.export import differences
 from convhub.staging import MARKER
-
-#: Everything ``convhub export`` does not give back byte for byte. In every case the JSON values are equal.
-BYTE_DIFFERENCES = {
-    "locomo": [
-        "key order inside objects (locomo10.json writes img_url before or after dia_id; the export one order)",
-    ],
-    "gigamemory": [
-        "CRLF line endings become LF",
-        "a UTF-8 byte-order mark is dropped",
-        "a whitespace-only line becomes an empty line",
-        "a .jsonl.gz file is gzipped again (other gzip header and compression bytes, same content)",
-    ],
-    "convlab": [
-        "key order inside objects (ConvLab's datasets order turn keys differently; the export one order)",
-        "data.zip and dummy_data.json come back as a data/ folder: <subset>/data/dialogues.json",
-        "JSON whitespace of database files (written with indent=2)",
-    ],
-    "mnbvc": [
-        "CRLF line endings become LF",
-        "a whitespace-only line becomes an empty line",
-        "a .jsonl.gz file is gzipped again (other gzip header and compression bytes, same content)",
-        "JSON whitespace inside a line (rows are written as json.dumps(row, ensure_ascii=False))",
-    ],
-}
-#: Where an export is not equal as a JSON value, in inputs the real files do not have; each is asserted below.
-VALUE_DIFFERENCES = {
-    "convlab": [
-        "dialogues.json is written split by split (train, validation, test, then others): a file that "
-        "interleaves splits comes back grouped by split",
-    ],
-}
-CARD_TEMPLATES = Path(__file__).resolve().parents[1] / "dataset_cards"
-
-
-# -- helpers --------------------------------------------------------------------------------------------
-
-
-def content(path: Path) -> bytes:
-    """A file's bytes, gunzipped when it is gzip (recognized by its magic bytes, as the parsers do)."""
-    data = path.read_bytes()
-    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
-
-
-def jsonl_values(path: Path) -> dict[int, Any]:
-    """Line number → JSON value of every non-blank line (BOM and CRLF tolerated, as the parsers read them)."""
-    text = content(path).decode("utf-8-sig")
-    return {number: json.loads(line) for number, line in enumerate(text.split("\n"), 1) if line.strip()}
-
-
-def assert_equal_values(original: Any, exported: Any, where: str) -> None:
-    assert differences(original, exported) == [], where
-
-
-def assert_jsonl_files_equal(original: Path, exported: Path) -> None:
-    """Every row at its line number, equal as a JSON value; nothing more, nothing less."""
-    before, after = jsonl_values(original), jsonl_values(exported)
-    assert sorted(after) == sorted(before), exported
-    for number, value in before.items():
-        assert_equal_values(value, after[number], f"{exported} line {number}")
-
-
-def export(source: str, build_folder: Path, output: Path) -> Path:
-    result = export_source(source, build_folder, output)
-    assert result.output == output and output.is_dir()
-    assert not [p for p in output.parent.iterdir() if p.name.startswith(f".{output.name}.partial-")]
-    return output
-
-
-def build_and_export(source: str, data_dir: Path, tmp_path: Path, configs=("sessions",), **options) -> Path:
-    build = build_source(source, tmp_path / "build", data_dir=str(data_dir), configs=list(configs), **options)
-    return export(source, build.output, tmp_path / "export")
-
-
-def source_files(folder: Path) -> list[Path]:
-    return sorted(
-        path for path in folder.rglob("*") if path.is_file() and path.suffix != ".py" and path.name != MARKER
-    )
-
+from export_checks import (
+    LOCOMO_QUIRKS,
+    assert_convlab_zip_equal,
+    assert_equal_values,
+    assert_jsonl_files_equal,
+    build_and_export,
+    content,
+    export,
+    jsonl_values,
+    source_files,
+    zip_json,
+)
 
 # -- the comparison itself --------------------------------------------------------------------------------
 
@@ -136,41 +64,6 @@ def test_locomo_real_file_exports_equal_with_integer_answers(tmp_path):
     assert exported.read_bytes() != path.read_bytes()
     assert path.read_text() == json.dumps(original, indent=2)
     assert json.dumps(rebuilt, indent=2, sort_keys=True) == json.dumps(original, indent=2, sort_keys=True)
-
-
-LOCOMO_QUIRKS = [
-    {
-        "sample_id": "q-1",
-        "conversation": {
-            "speaker_a": "Ana",
-            "speaker_b": "Ben",
-            "session_1_date_time": "1:00 pm on 1 May, 2023",
-            "session_1": [
-                {"speaker": "Ana", "dia_id": "D1:1", "text": "hi", "img_url": None, "blip_caption": "a cat"},
-                {"speaker": "Ben", "dia_id": "D1:2", "text": "hey", "img_url": []},
-                {
-                    "speaker": "Ana",
-                    "dia_id": "D1:3",
-                    "text": "x",
-                    "img_url": ["u1", "u2"],
-                    "query": "q",
-                    "mood": 1,
-                },
-            ],
-            "session_2": [{"speaker": "Ben", "dia_id": "D2:1", "text": "no date for this session"}],
-            "session_3_date_time": "a date with no session",
-            "session_01": "not a session key",
-        },
-        "qa": [
-            {"question": "float?", "answer": 1.2345678901234567, "evidence": "D1:1", "category": 1},
-            {"question": "int adversarial?", "adversarial_answer": 7, "category": 5, "note": [1, 2.5, None]},
-            {"question": "no evidence", "answer": "a", "category": 4, "evidence": ["D9:9", "D", "D01:02"]},
-        ],
-        "session_summary": {"session_1_summary": "s1", "session_9_summary": "no such session"},
-        "event_summary": {},
-        "release": {"version": 1.0},
-    }
-]
 
 
 def test_locomo_quirks_export_equal(tmp_path):
@@ -283,20 +176,6 @@ def test_an_export_is_the_same_bytes_whenever_it_runs(sample_builds, tmp_path, m
 
 
 # -- ConvLab ----------------------------------------------------------------------------------------------
-
-
-def zip_json(path: Path, member: str) -> Any:
-    with zipfile.ZipFile(path) as archive:
-        return json.loads(archive.read(member))
-
-
-def assert_convlab_zip_equal(archive: Path, exported: Path) -> None:
-    """Every JSON file of ``data.zip`` (dialogues, ontology, databases) comes back, equal as a JSON value."""
-    with zipfile.ZipFile(archive) as source:
-        members = sorted(m for m in source.namelist() if m.endswith(".json"))
-    assert sorted(p.relative_to(exported).as_posix() for p in source_files(exported)) == members
-    for member in members:
-        assert_equal_values(zip_json(archive, member), json.loads((exported / member).read_bytes()), member)
 
 
 CONVLAB_CONFIGS = ("sessions", "ontology", "database")
@@ -421,94 +300,3 @@ def test_mnbvc_rows_grouped_across_files_go_back_to_their_lines(tmp_path):
     assert_jsonl_files_equal(data_dir / "a.jsonl", exported / "a.jsonl")
     assert_jsonl_files_equal(data_dir / "b" / "c.jsonl.gz", exported / "b" / "c.jsonl.gz")
     assert content(exported / "b" / "c.jsonl.gz") == text.replace("\n \n", "\n\n").encode() + b"\n"
-
-
-# -- Hub repos, the command line, failures ------------------------------------------------------------------
-
-
-def test_export_from_a_hub_repo(hub, sample_builds, tmp_path):
-    from convhub.push import push_folder
-
-    folder = tmp_path / "convlab-unified"
-    shutil.copytree(sample_builds["convlab"].output, folder)
-    push_folder(folder, "org/convlab-unified")
-    exported = export("convlab", "org/convlab-unified", tmp_path / "export")
-    sample = Path(registry.get("convlab").sample_dir())
-    assert_convlab_zip_equal(sample / "toyhotel" / "data.zip", exported / "toyhotel")
-    original = json.loads((sample / "toychat" / "data" / "dialogues.json").read_bytes())
-    assert_equal_values(
-        original, json.loads((exported / "toychat/data/dialogues.json").read_bytes()), "toychat"
-    )
-
-
-def test_cli_export_from_a_hub_repo_streamed(hub, sample_builds, tmp_path, capsys):
-    from convhub.push import push_folder
-
-    folder = tmp_path / "locomo-unified"
-    shutil.copytree(sample_builds["locomo"].output, folder)
-    push_folder(folder, "org/locomo-unified")
-    output = tmp_path / "export"
-    assert (
-        cli.main(["export", "locomo", "--from", "org/locomo-unified", "--output", str(output), "--streaming"])
-        == 0
-    )
-    assert "locomo_sample.json" in capsys.readouterr().out
-    sample = Path(registry.get("locomo").sample_dir()) / "locomo_sample.json"
-    assert_equal_values(
-        json.loads(sample.read_bytes()), json.loads((output / "locomo_sample.json").read_bytes()), ""
-    )
-
-
-def test_cli_export_from_a_folder(sample_builds, tmp_path, capsys):
-    output = tmp_path / "export"
-    folder = str(sample_builds["gigamemory"].output)
-    assert cli.main(["export", "gigamemory", "--from", folder, "--output", str(output)]) == 0
-    out = capsys.readouterr().out
-    assert "dialogues.jsonl" in out and "string_ids.jsonl.gz" in out
-    assert sorted(p.name for p in output.iterdir()) == [MARKER, "dialogues.jsonl", "string_ids.jsonl.gz"]
-
-
-def test_exporting_another_sources_build_fails_and_leaves_the_output_alone(sample_builds, tmp_path, capsys):
-    output = tmp_path / "export"
-    output.mkdir()
-    (output / "keep.txt").write_text("earlier export")
-    (output / MARKER).write_text("an earlier export by convhub")
-    folder = str(sample_builds["gigamemory"].output)
-    assert cli.main(["export", "locomo", "--from", folder, "--output", str(output)]) == 1
-    error = capsys.readouterr().err
-    assert "holds 'gigamemory' records, not 'locomo' ones" in error
-    assert [p.name for p in tmp_path.iterdir()] == ["export"]  # no staging folder left
-    assert (output / "keep.txt").read_text() == "earlier export"
-
-
-def test_a_folder_that_is_no_build_or_a_bad_repo_id_is_one_clear_error(tmp_path):
-    (tmp_path / "not-a-build").mkdir()
-    with pytest.raises(ExportError, match="not a convhub build folder"):
-        export_source("locomo", tmp_path / "not-a-build", tmp_path / "out")
-    with pytest.raises(ExportError, match="neither a local build folder nor a Hub repo id"):
-        export_source("locomo", tmp_path / "no" / "such" / "folder", tmp_path / "out")
-    assert not (tmp_path / "out").exists()
-
-
-def test_json_text_columns_read_exactly_through_export_and_load_dataset(tmp_path):
-    """JSON text, not ``datasets.Json`` (whose decoder gave 1.234567890123456 for 1.2345678901234567)."""
-    path = tmp_path / "float.json"
-    path.write_text(json.dumps(LOCOMO_QUIRKS), encoding="utf-8")
-    build = build_source("locomo", tmp_path / "build", data_dir=str(path), configs=["sessions"])
-    row = next(LocalBuild(build.output).rows("sessions", "test"))
-    assert row["questions"][0]["extra"]["answer"] == 1.2345678901234567
-    loaded = datasets.load_dataset("parquet", data_dir=str(build.output / "sessions"), split="test")
-    assert json.loads(loaded[0]["questions"][0]["extra"])["answer"] == 1.2345678901234567
-
-
-# -- the cards name the differences ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("source", sorted(BYTE_DIFFERENCES))
-def test_each_card_template_has_an_export_section(source):
-    template = (CARD_TEMPLATES / f"{source}.md").read_text(encoding="utf-8")
-    section = template[template.index("### Export") :]
-    assert f"convhub export {source} --from" in section
-    assert "byte for byte" in section
-    if source in VALUE_DIFFERENCES:
-        assert "One difference in value" in section and "split by split" in section

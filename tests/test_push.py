@@ -411,3 +411,46 @@ def test_push_of_fewer_subsets_deletes_the_stale_subset_shards(hub, tmp_path):
     assert set(head.files) == {".gitattributes", MANIFEST, *pushed_files(one.output)}
     dropped = [path for path in result.plan.deletions if f"/{subsets[1]}/" in path]
     assert dropped and all(path.endswith(".parquet") for path in dropped)
+
+
+# -- licenses ------------------------------------------------------------------------------------------------
+def card_with_license(folder: Path, line: str | None) -> None:
+    card = folder / "README.md"
+    text = card.read_text()
+    start = text.index("\nlicense:") + 1
+    end = text.index("\n", start) + 1
+    card.write_text(text[:start] + (f"{line}\n" if line else "") + text[end:])
+
+
+@pytest.mark.parametrize("line", [None, "license: ''", "license: none", "license: []"])
+def test_a_card_without_a_license_is_refused_before_anything_is_sent(hub, folder, line, capsys):
+    card_with_license(folder, line)
+
+    assert main(["push", "locomo", "--repo-id", REPO, "--folder", str(folder)]) == 1
+    assert main(["push", "locomo", "--repo-id", REPO, "--folder", str(folder), "--dry-run"]) == 1
+
+    err = capsys.readouterr().err
+    assert "convhub push: error: the card names no license: set `license:` in its YAML" in err
+    assert hub.calls() == [] and hub.repos == {}
+    with pytest.raises(PushError) as raised:
+        push_folder(folder, REPO)
+    assert raised.value.kind == "license"
+
+
+def test_an_unknown_license_is_pushed_with_a_warning(hub, folder, caplog):
+    card_with_license(folder, "license: unknown")
+
+    result = push_folder(folder, REPO, verify=False)
+
+    assert result.created_commit
+    assert result.warnings == ["license unknown: users must check the source's terms before using the data"]
+    assert any("license unknown" in record.getMessage() for record in caplog.records)
+
+
+def test_a_non_commercial_license_is_pushed_with_a_warning(hub, folder):
+    result = push_folder(folder, REPO, verify=False)
+
+    assert result.created_commit
+    assert result.warnings == [
+        "license cc-by-nc-4.0 is non-commercial: the dataset may not be used for commercial purposes"
+    ]
