@@ -89,7 +89,6 @@ def test_gigamemory_parses_its_dialogues_in_spark_tasks_and_builds_as_locally(
 
     monkeypatch.setattr(scan, "ENGINE_TASK_BYTES", 1)
     monkeypatch.setattr(index, "_INDEX_CACHE", {})  # no index from the local build of the sample
-    monkeypatch.setattr(index, "PERSIST_INDEX_BYTES", 1 << 60)
     tasks = gigamemory_engine_tasks
     sample = registry.get("gigamemory").sample_dir()
     result = build_source("gigamemory", tmp_path / "spark", sample, engine=spark)
@@ -253,9 +252,6 @@ def test_the_oracle_has_each_engine_make_its_own_gigamemory_index(
     capsys, monkeypatch, gigamemory_engine_tasks
 ):
     """The Spark build of the comparison runs its own pass 1 (in Spark tasks), not the local build's index."""
-    from convhub.gigamemory import index
-
-    monkeypatch.setattr(index, "INDEX_STORE", index.INDEX_STORE)  # restored after the oracle sets its own
     tasks = gigamemory_engine_tasks
     assert oracle.main(["--scale", "0.002", "--source", "gigamemory", "--engine", "spark:local[2]"]) == 0
     assert "| gigamemory | sessions/test | 1 | equal |" in capsys.readouterr().out

@@ -1,5 +1,5 @@
 """Pass 1: a file's lines grouped by dialogue (:func:`index_file`), the index kept per file version in memory
-and, for a large file, on disk (:func:`cached_index`), and cut into pass 2's shards (:func:`plan_shards`).
+(:func:`cached_index`), and cut into pass 2's shards (:func:`plan_shards`).
 
 Per line the index keeps only its position, the hash of its ``sessions`` and its small question fields (why:
 :mod:`convhub.gigamemory.parse`). How a line is cut is :mod:`convhub.gigamemory.cut`, how a file is read for
@@ -9,9 +9,7 @@ says which lines are bad.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,7 +166,7 @@ VERSION_SAMPLE_BYTES = 64 * 2**10
 
 
 def file_version(path: str | os.PathLike) -> tuple:
-    """What tells one version of a file from another, for the index caches.
+    """What tells one version of a file from another, for the index cache.
 
     Size and modification time alone miss a file rewritten in place with the same size and its mtime set
     back (``os.utime``, ``touch -r``, ``rsync -t``, a restore): the change time (which no call can set back),
@@ -200,22 +198,13 @@ def file_version(path: str | os.PathLike) -> tuple:
 def cached_index(
     path: str | os.PathLike, reject: Reject = raise_error, processes: int = 1, run: TaskRunner | None = None
 ) -> FileIndex:
-    """:func:`index_file`, once per file version: a build asks for the shards of every config.
-
-    In memory for this process and, for a large file, on disk (:func:`stored_index`): the next build or
-    stream of the same file version starts at once. An index that rejected lines is not kept: each build
-    must hand its rejections to its own ``reject``.
-    """
+    """:func:`index_file`, once per file version and process: a build asks for the shards of every config. An
+    index that rejected lines is not kept: each build must hand its rejections to its own ``reject``."""
     key = file_version(path)
     if key not in _INDEX_CACHE:
-        persist = key[1] >= PERSIST_INDEX_BYTES
-        index = stored_index(key, path) if persist else None
-        if index is None:
-            index = index_file(path, reject, processes, run)
-            if index.rejected or file_version(path) != key:  # changed while indexed: keep nothing
-                return index
-            if persist:
-                store_index(key, index)
+        index = index_file(path, reject, processes, run)
+        if index.rejected or file_version(path) != key:  # changed while indexed: keep nothing
+            return index
         if len(_INDEX_CACHE) >= 64:
             _INDEX_CACHE.clear()
         _INDEX_CACHE[key] = index
@@ -223,75 +212,9 @@ def cached_index(
 
 
 def forget_indexes() -> None:
-    """Drop the indexes this process keeps in memory, so that the next build indexes its files again (or reads
-    the on-disk store): for comparing two engines, where the second must make its own index."""
+    """Drop the indexes this process keeps, so that the next build indexes its files again: for comparing two
+    engines, where the second must make its own index."""
     _INDEX_CACHE.clear()
-
-
-#: A file at least this large keeps its index on disk: pass 1 reads all of it, a small one is read at once.
-PERSIST_INDEX_BYTES = 32 * 2**20
-#: Where indexes are kept; None = ``<datasets cache>/convhub/gigamemory-index``.
-INDEX_STORE: str | None = None
-_CODE_VERSION: list[str] = []
-#: The parser's modules, which were one module: an index is stored per version of all of them, so that a change
-#: to how a line is read, cut or scanned misses as a change to that one module did.
-_PARSER_MODULES = ("read.py", "cut.py", "scan.py", "index.py", "parse.py")
-
-
-def _store_file(key: tuple) -> str:
-    """One file per :func:`file_version` and version of the parser's modules, so a change of either misses."""
-    if not _CODE_VERSION:
-        code = b"".join((Path(__file__).parent / name).read_bytes() for name in _PARSER_MODULES)
-        _CODE_VERSION.append(hashlib.sha256(code).hexdigest())
-    root = INDEX_STORE
-    if root is None:
-        import datasets
-
-        root = os.path.join(datasets.config.HF_DATASETS_CACHE, "convhub", "gigamemory-index")
-    name = hashlib.sha256(json.dumps([*key, _CODE_VERSION[0]]).encode()).hexdigest()
-    return os.path.join(root, f"{name}.json")
-
-
-def store_index(key: tuple, index: FileIndex) -> None:
-    """Write the index as JSON (json, not orjson: floats, NaN and big integers of the fields round-trip).
-
-    Atomic; a cache that cannot be written is skipped: it only saves time.
-    """
-    groups = [
-        [g.digest, g.offset, g.length, g.line_check, g.span, [[x.number, x.fields, x.keys] for x in g.lines]]
-        for g in index.groups
-    ]
-    target = _store_file(key)
-    temporary = f"{target}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump({"notes": dict(index.notes), "groups": groups}, handle)
-        os.replace(temporary, target)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.remove(temporary)
-
-
-def stored_index(key: tuple, path: str | os.PathLike) -> FileIndex | None:
-    """The index :func:`store_index` wrote for this file version, or None."""
-    try:
-        with open(_store_file(key), encoding="utf-8") as handle:
-            data = json.load(handle)
-        groups = [
-            Group(
-                digest,
-                offset,
-                length,
-                line_check,
-                [Line(number, fields, keys) for number, fields, keys in lines],
-                None if span is None else tuple(span),
-            )
-            for digest, offset, length, line_check, span, lines in data["groups"]
-        ]
-        return FileIndex(str(path), groups, Notes(data["notes"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def plan_shards(index: FileIndex, shard_bytes: int, file_name: str | None = None) -> list[dict[str, Any]]:

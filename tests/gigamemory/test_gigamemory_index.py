@@ -271,68 +271,6 @@ def test_a_file_changed_between_the_passes_is_refused(tmp_path):
         list(parse.parse_shard(index.plan_shards(file_index, 1 << 30)[0], Notes()))
 
 
-def test_an_index_store_that_cannot_be_written_or_read_only_costs_time(tmp_path, monkeypatch):
-    """The on-disk index is a cache: an unwritable store, or a stored index that is corrupt, is skipped and the
-    file is indexed again, with the same records."""
-    path = tmp_path / "big.jsonl"
-    path.write_bytes(b"\n".join(tricky_lines()[:5]) + b"\n")
-    expected = parse_path(path)[0]
-    monkeypatch.setattr(index, "PERSIST_INDEX_BYTES", 0)
-    monkeypatch.setattr(index, "_INDEX_CACHE", {})
-    blocked = tmp_path / "a-file-not-a-folder"
-    blocked.write_text("x")
-    monkeypatch.setattr(index, "INDEX_STORE", str(blocked))
-    unwritten = index.cached_index(path)  # the store cannot be made: no error, no leftover
-    assert blocked.read_text() == "x" and list(tmp_path.glob("*.tmp")) == []
-    records = [
-        r for shard in index.plan_shards(unwritten, 1 << 30) for r in parse.parse_shard(shard, Notes())
-    ]
-    assert records == expected
-    store = tmp_path / "store"
-    monkeypatch.setattr(index, "INDEX_STORE", str(store))
-    index._INDEX_CACHE.clear()
-    index.cached_index(path)
-    [stored] = store.glob("*.json")
-    stored.write_text('{"groups": [[1, 2]]}')  # cut short or tampered with
-    index._INDEX_CACHE.clear()
-    reread = index.cached_index(path)
-    records = [r for shard in index.plan_shards(reread, 1 << 30) for r in parse.parse_shard(shard, Notes())]
-    assert records == expected
-
-
-def test_index_of_a_large_file_is_kept_on_disk_per_file_version(tmp_path, monkeypatch):
-    """The next build or stream of the same file skips pass 1; a changed file is indexed again."""
-    path = tmp_path / "big.jsonl"
-    path.write_bytes(b"\n".join(tricky_lines()[:5]) + b"\n")
-    monkeypatch.setattr(index, "PERSIST_INDEX_BYTES", 0)
-    monkeypatch.setattr(index, "INDEX_STORE", str(tmp_path / "store"))
-    monkeypatch.setattr(index, "_INDEX_CACHE", {})
-    expected = parse_path(path)[0]
-    first = index.cached_index(path)
-    assert len(list((tmp_path / "store").glob("*.json"))) == 1
-    indexed = []
-    real_index_file = index.index_file
-    monkeypatch.setattr(index, "index_file", lambda *args: indexed.append(args) or real_index_file(*args))
-    index._INDEX_CACHE.clear()  # a new process
-    again = index.cached_index(path)
-    assert indexed == [] and _index_figures(again) == _index_figures(first)
-    assert [g.span for g in again.groups] == [g.span for g in first.groups]
-    notes = Notes()
-    records = [r for shard in index.plan_shards(again, 1 << 30) for r in parse.parse_shard(shard, notes)]
-    assert records == expected
-    path.write_bytes(path.read_bytes() + b"\n")
-    index._INDEX_CACHE.clear()
-    assert index.cached_index(path).notes["blank line (skipped)"] == 1
-    assert len(indexed) == 1
-
-
-def test_the_stored_index_is_kept_per_version_of_every_parser_module():
-    """An index on disk is keyed by the bytes of every module of the parser (they were one module): a module
-    added to it must join the list, or a change to how it reads, cuts or groups a line would reuse stale indexes."""
-    modules = {path.name for path in Path(index.__file__).parent.glob("*.py")}
-    assert set(index._PARSER_MODULES) == modules - {"__init__.py", "builder.py", "export.py"}
-
-
 def _rewrite_keeping_size_and_mtime(path: Path, old: bytes, new: bytes) -> None:
     """Rewrite ``path`` in place (same inode), same size, its modification time set back."""
     assert len(old) == len(new)
@@ -351,14 +289,11 @@ def _rewrite_keeping_size_and_mtime(path: Path, old: bytes, new: bytes) -> None:
 
 
 @pytest.mark.parametrize("large", [False, True], ids=["small-file", "change-past-the-sampled-ends"])
-@pytest.mark.parametrize("persist", [False, True], ids=["in-memory", "on-disk"])
-def test_a_file_rewritten_with_its_size_and_mtime_is_indexed_again(tmp_path, monkeypatch, large, persist):
+def test_a_file_rewritten_with_its_size_and_mtime_is_indexed_again(tmp_path, monkeypatch, large):
     """The cached index of a file is not reused for a same-size rewrite whose mtime was set back: the
     second line's answer (it shares the first line's dialogue, so pass 2 never re-reads it) is the new one.
     A small file is caught by its content; a change in the middle of a large one by its change time."""
     monkeypatch.setattr(index, "_INDEX_CACHE", {})
-    monkeypatch.setattr(index, "INDEX_STORE", str(tmp_path / "store"))
-    monkeypatch.setattr(index, "PERSIST_INDEX_BYTES", 0 if persist else 1 << 60)
     dialogue = DIALOGUE_A
     if large:
         dialogue = [*DIALOGUE_A, session(3, ("user", "Я люблю длинные истории. " * 4000))]  # ~200 KB a line
@@ -373,8 +308,6 @@ def test_a_file_rewritten_with_its_size_and_mtime_is_indexed_again(tmp_path, mon
         assert 2**16 < offset < path.stat().st_size - 2**16  # outside the sampled ends
 
     def answers() -> list:
-        if persist:
-            index._INDEX_CACHE.clear()  # a new process: only the index on disk is left
         file_index = index.cached_index(path)
         records = [
             r for shard in index.plan_shards(file_index, 1 << 30) for r in parse.parse_shard(shard, Notes())
@@ -382,8 +315,6 @@ def test_a_file_rewritten_with_its_size_and_mtime_is_indexed_again(tmp_path, mon
         return [q["answer"] for r in records for q in r["questions"]]
 
     assert answers() == ["Иван", "Иван", "Иван"]
-    if persist:
-        assert len(list((tmp_path / "store").glob("*.json"))) == 1
     time.sleep(0.05)  # past a coarse filesystem clock, so the rewrite gets a new change time
     line_two = json.dumps(rows[1], ensure_ascii=False).encode()
     _rewrite_keeping_size_and_mtime(path, line_two, line_two.replace("Иван".encode(), "Пётр".encode()))
