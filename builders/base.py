@@ -41,9 +41,18 @@ def _shard_name(shard: Shard) -> str:
     return str(shard)
 
 
-def group_shard(files: list[tuple[str, str]], partitions: int) -> dict[str, Any]:
-    """Rows of ``files`` ((name, path)) that an engine regroups into ``partitions`` (``engine_shards``)."""
-    return {"kind": "group", "files": files, "partitions": partitions, "name": grouped_name(files)}
+def group_shard(files: list[tuple[str, str]], sizes: list[int], partition_bytes: int) -> dict[str, Any]:
+    """Rows of ``files`` ((name, path); ``sizes``: their bytes, uncompressed) whose conversations may lie anywhere
+    in them: an engine regroups them into partitions of about ``partition_bytes`` (the embedded engine in
+    ``ConversationBuilder.local_shards``, Spark's shuffle in ``convhub.spark``)."""
+    partitions = regroup.partition_count(sum(sizes), partition_bytes)
+    return {
+        "kind": "group",
+        "files": files,
+        "sizes": sizes,
+        "partitions": partitions,
+        "name": grouped_name(files),
+    }
 
 
 def grouped_name(files: list[tuple[str, str]] | list[str]) -> str:
@@ -119,6 +128,9 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
     DEFAULT_CONFIG_NAME = DEFAULT_VIEW
     #: The build's ``num_proc`` (``download_and_prepare``); None where nothing is built (a stream, ``check``).
     _build_processes: int | None = None
+    #: The sizes of the regrouping of a ``group_shard`` (``convhub.regroup``); tests make them tiny.
+    PARTITION_BYTES: ClassVar[int] = regroup.PARTITION_BYTES
+    SLICE_BYTES: ClassVar[int] = regroup.SLICE_BYTES
 
     def __init__(self, *args, data_dir=None, **kwargs):
         # a pathlib.Path is welcome; parsers compare and join strings (datasets sets it after __post_init__)
@@ -168,7 +180,10 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
     # -- hooks a source implements -------------------------------------------------------------
 
     def shards(self, dl_manager: datasets.DownloadManager) -> dict[str, list[Shard]]:
-        """Split name → the shards of that split (local paths after download)."""
+        """Split name → the shards of that split (local paths after download). Files whose rows of one
+        conversation may lie anywhere (MNBVC's multi-turn rows) are one ``group_shard``: each engine reads each of
+        its files with ``keyed_rows``, moves every row to its partition, sorts each partition by the rows' keys
+        and turns each conversation's rows into a record with ``grouped_records`` (``local_shards``, Spark)."""
         raise NotImplementedError
 
     def parse_shard(self, shard: Shard, notes: Notes) -> Iterator[Record]:
@@ -182,10 +197,8 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
     # -- for an engine that moves rows itself (``convhub.spark``) ---------------------------------
 
     def engine_shards(self, dl_manager: datasets.DownloadManager, run=None) -> dict[str, list[Shard]]:
-        """As ``shards``, except where the local build regroups rows that may lie anywhere in the input
-        (MNBVC's multi-turn rows): there a source returns one ``group_shard``, and the engine reads each of
-        its files with ``keyed_rows``, moves every row to its partition, sorts each partition by the rows'
-        keys, and turns each partition's rows into records with ``grouped_records``.
+        """The shards an engine other than the local one reads: ``shards``, where a source has no reason to list
+        them otherwise (MNBVC reads a URL ``--data-dir`` in the engine's tasks, not after a download).
 
         ``run(function, tasks)`` is the engine's map, for a source whose listing is heavy work of its own
         (GigaMemory's pass 1 parses every distinct dialogue): ``[function(task) for task in tasks]``, run
@@ -271,9 +284,23 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
             citation=self.CITATION,
         )
 
+    def local_shards(self, dl_manager: datasets.DownloadManager) -> dict[str, list[Shard]]:
+        """``shards`` as the local engine reads them: each ``group_shard`` regrouped by the embedded engine
+        (``convhub.regroup``, in the build's ``num_proc`` processes) into one shard per slice of each partition."""
+        return {
+            split: [part for shard in shards for part in self._regrouped(shard)]
+            for split, shards in self.shards(dl_manager).items()
+        }
+
+    def _regrouped(self, shard: Shard) -> list[Shard]:
+        if not is_group_shard(shard):
+            return [shard]
+        processes = self._build_processes or 1
+        return regroup.partition_shards(self, shard, shard["sizes"], processes, self.SLICE_BYTES)
+
     def _split_generators(self, dl_manager):
         with fewer_collections():  # a stream's index scan (ConvLab, GigaMemory) runs here, before row one
-            shards = self.shards(dl_manager)
+            shards = self.local_shards(dl_manager)
         return [
             datasets.SplitGenerator(name=split, gen_kwargs={"shards": split_shards, "split": split})
             for split, split_shards in shards.items()
@@ -320,7 +347,7 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
     def iter_records(self, notes: Notes) -> Iterator[tuple[str, Record]]:
         """(split, record) for every canonical record, parsed exactly as the build parses them."""
         dl_manager = datasets.DownloadManager(dataset_name=self.SOURCE, data_dir=self.config.data_dir)
-        for split, shards in self.shards(dl_manager).items():
+        for split, shards in self.local_shards(dl_manager).items():
             try:
                 for shard in shards:
                     for record in self.records_of(shard, notes):

@@ -72,44 +72,39 @@ class MnbvcBuilder(ConversationBuilder):
   howpublished = {\\url{https://github.com/esbatmop/MNBVC}}
 }"""
 
-    #: The regrouping's sizes (``convhub.regroup``); tests make them tiny to cut a small input in many pieces.
-    PARTITION_BYTES = regroup.PARTITION_BYTES
-    SLICE_BYTES = regroup.SLICE_BYTES
     #: A plain 问答 or 论坛 file bigger than this is read as line-aligned byte ranges, one shard each.
     RANGE_BYTES = regroup.SLICE_BYTES
 
     # -- where the shards are ----------------------------------------------------------------------
 
     def shards(self, dl_manager) -> dict[str, list[dict[str, Any]]]:
-        """Streamed: every file read once, as it comes. Built: the multi-turn files as partitions, the others
-        as row shards."""
+        """Streamed: every file read once, as it comes. Built: the multi-turn files as one group shard (an engine
+        regroups their rows), then the others as row shards."""
         typed = self._typed_inputs(dl_manager)
         if isinstance(dl_manager, StreamingDownloadManager):
             return {SPLIT: [{"kind": "stream", "format": k, "name": n, "path": p} for n, p, k in typed]}
-        multiturn_files, rows = self._local_shards(typed)
-        return {SPLIT: self._partition(multiturn_files) + rows}
+        multiturn_files = [(name, path) for name, path, kind in typed if kind == parse.MULTITURN]
+        rows = [
+            shard for n, p, kind in typed if kind != parse.MULTITURN for shard in self._row_shards(n, p, kind)
+        ]
+        sizes = [files.uncompressed_size(path) for _, path in multiturn_files]
+        return {SPLIT: self._grouped(multiturn_files, sizes) + rows}
 
     def engine_shards(self, dl_manager, run=None) -> dict[str, list[dict[str, Any]]]:
-        """The multi-turn files as one group shard (the engine regroups them, in as many partitions as the local
-        build, so the conversations come out in its order), then the row shards. A URL ``--data-dir`` is read
-        where it is, by the engine's tasks (no download)."""
+        """As ``shards``, but a URL ``--data-dir`` is read where it is, by the engine's tasks (no download)."""
         data_dir = self.config.data_dir or ""
-        if "://" in data_dir:
-            typed = self._typed(files.url_inputs(data_dir), files.open_url)
-            multiturn_files = [(n, u) for n, u, kind in typed if kind == parse.MULTITURN]
-            rows = [
-                {"kind": "url", "format": k, "name": n, "path": u}
-                for n, u, k in typed
-                if k != parse.MULTITURN
-            ]
-            sizes = [files.uncompressed_size(url, files.open_url) for _, url in multiturn_files]
-        else:
-            multiturn_files, rows = self._local_shards(self._typed_inputs(dl_manager))
-            sizes = [files.uncompressed_size(path) for _, path in multiturn_files]
-        if not multiturn_files:
-            return {SPLIT: rows}
-        count = regroup.partition_count(sum(sizes), self.PARTITION_BYTES)
-        return {SPLIT: [group_shard(multiturn_files, count), *rows]}
+        if "://" not in data_dir:
+            return self.shards(dl_manager)
+        typed = self._typed(files.url_inputs(data_dir), files.open_url)
+        multiturn_files = [(n, u) for n, u, kind in typed if kind == parse.MULTITURN]
+        rows = [
+            {"kind": "url", "format": k, "name": n, "path": u} for n, u, k in typed if k != parse.MULTITURN
+        ]
+        sizes = [files.uncompressed_size(url, files.open_url) for _, url in multiturn_files]
+        return {SPLIT: self._grouped(multiturn_files, sizes) + rows}
+
+    def _grouped(self, multiturn_files: list[tuple[str, str]], sizes: list[int]) -> list[dict[str, Any]]:
+        return [group_shard(multiturn_files, sizes, self.PARTITION_BYTES)] if multiturn_files else []
 
     def keyed_rows(self, shard: dict[str, Any], file_index: int):
         opener = files.open_url if "://" in shard["files"][file_index][1] else None
@@ -131,14 +126,6 @@ class MnbvcBuilder(ConversationBuilder):
     def _typed(self, inputs: list[tuple[str, str]], opener) -> list[tuple[str, str, str]]:
         typed = [(name, path, self._format_of(name, path, opener)) for name, path in inputs]
         return [(name, path, kind) for name, path, kind in typed if kind and self._format_wanted(kind)]
-
-    def _local_shards(self, typed) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
-        """(name, path) of the multi-turn files, and the shards of the others."""
-        multiturn_files = [(name, path) for name, path, kind in typed if kind == parse.MULTITURN]
-        rows = [
-            shard for n, p, kind in typed if kind != parse.MULTITURN for shard in self._row_shards(n, p, kind)
-        ]
-        return multiturn_files, rows
 
     def _row_shards(self, name: str, path: str, kind: str) -> list[dict[str, Any]]:
         """A 问答 or 论坛 file as shards: a plain file bigger than ``RANGE_BYTES`` as line-aligned byte
@@ -214,16 +201,6 @@ class MnbvcBuilder(ConversationBuilder):
             if head == kind or head not in parse.FORMATS:
                 return True
         return False
-
-    def _partition(self, multiturn_files: list[tuple[str, str]]) -> list[dict[str, Any]]:
-        """The multi-turn files as one group shard, regrouped by the embedded engine (``convhub.regroup``) in
-        ``num_proc`` processes: one shard per slice of each partition."""
-        if not multiturn_files:
-            return []
-        sizes = [files.uncompressed_size(path) for _, path in multiturn_files]
-        group = group_shard(multiturn_files, regroup.partition_count(sum(sizes), self.PARTITION_BYTES))
-        processes = self._build_processes or 1
-        return regroup.partition_shards(self, group, sizes, processes, self.SLICE_BYTES)
 
     # -- one shard → canonical records ----------------------------------------------------------
 

@@ -49,7 +49,7 @@ def test_partitioning_gives_the_same_conversations_whatever_the_partition_count(
     one = by_id(records(folder))
     monkeypatch.setattr(MnbvcBuilder, "PARTITION_BYTES", 100, raising=False)
     builder = MnbvcBuilder(data_dir=str(folder))
-    shards = builder.shards(datasets.DownloadManager(data_dir=str(folder)))["train"]
+    shards = builder.local_shards(datasets.DownloadManager(data_dir=str(folder)))["train"]
     assert len(shards) > 3  # one partition per ~100 bytes of input
     many = {}
     for shard in shards:
@@ -80,11 +80,11 @@ def test_slices_of_a_partition_give_its_conversations_in_the_same_order(tmp_path
     write_shard(folder / "b.jsonl", rows[1::2])
     manager = datasets.DownloadManager(data_dir=str(folder))
     whole = MnbvcBuilder(data_dir=str(folder))
-    [shard] = whole.shards(manager)["train"]
+    [shard] = whole.local_shards(manager)["train"]
     assert shard["part"] == (0, 1)
     monkeypatch.setattr(MnbvcBuilder, "SLICE_BYTES", 500, raising=False)
     sliced = MnbvcBuilder(data_dir=str(folder))
-    shards = sliced.shards(manager)["train"]
+    shards = sliced.local_shards(manager)["train"]
     assert [shard["part"] for shard in shards] == [(number, len(shards)) for number in range(len(shards))]
     assert len(shards) > 3
     one = conversation_ids(whole, [shard])
