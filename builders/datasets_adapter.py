@@ -16,8 +16,9 @@ Everything else convhub asks of ``datasets`` is public (a builder's ``_info``, `
 ``datasets`` release no longer calls these methods the way this module expects (names, parameters, callers, the
 body ``ParquetWriter._build_writer`` copies); ``tests/test_datasets_adapter.py`` runs it, so such a release fails
 one named test before it fails a build, and checks that no builder overrides another private method. The pin in
-pyproject.toml (``datasets>=5.2,<6``) spans the releases this check was run on (5.2); widen it when the test passes
-on a newer one.
+pyproject.toml (``datasets>=5.1,<6``) spans the releases this check and the test suite were run on (5.1.0 and
+5.2.0); widen it when they pass on a newer one. (5.0 and older cannot go with convhub's ``huggingface_hub>=2.4``:
+they require ``huggingface_hub<2``.)
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def body_digest(function) -> str:
     return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
 
 
-#: ``body_digest`` of ``datasets.arrow_writer.ParquetWriter._build_writer`` in the releases checked (5.2.0).
+#: ``body_digest`` of ``datasets.arrow_writer.ParquetWriter._build_writer`` in the releases checked (5.1.0, 5.2.0).
 COPIED_BUILD_WRITER = "3713bfff8504f5548d06d1fff40f2457af4938deb6f2226e4e88a1424ccffc5a"
 
 
