@@ -34,8 +34,49 @@ def parse_date_iso(raw: Any, field: str, notes: Notes) -> tuple[datetime | None,
 
 
 def date_iso(raw: Any, field: str, notes: Notes) -> str | None:
-    """``parse_date_iso(...)[1]``: the date as ISO 8601 text, or None."""
+    """``parse_date_iso(...)[1]``: MNBVC's usual ``yyyymmdd HH:MM:SS`` is checked and rewritten as text
+    (its day and its time of day each checked once per distinct value), the rest goes through
+    ``parse_date_iso``.
+
+    Reply and creation times are nearly all distinct, so ``_read_date``'s cache missed on most of them: this
+    path reads them 3.5x faster (0.05 s instead of 0.18 s per 25,000 rows). It is a fifth of MNBVC's build, where
+    MNBVC is furthest from its speed target: the quarter-scale ``sessions`` build with one process took
+    21.7-23.0 s with it and 26.4-29.0 s without it (2026-11-24, alternating rounds). Kept for that.
+    """
+    if type(raw) is str and len(raw) == 17 and raw[8] == " ":
+        day, time = raw[:8], raw[9:]
+        day_iso = _day_iso(day)
+        if day_iso is not None and _is_time_of_day(time):
+            return f"{day_iso}T{time}"
     return parse_date_iso(raw, field, notes)[1]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _day_iso(day: str) -> str | None:
+    """``yyyy-mm-dd`` of an ASCII ``yyyymmdd`` that ``_read_date`` reads as a valid date, else None."""
+    if not (day.isascii() and day.isdigit()) or int(day[:4]) < 1:
+        return None
+    try:
+        datetime(int(day[:4]), int(day[4:6]), int(day[6:]))
+    except ValueError:
+        return None
+    return f"{day[:4]}-{day[4:6]}-{day[6:]}"
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _is_time_of_day(text: str) -> bool:
+    """An ASCII ``HH:MM:SS`` that ``datetime`` accepts (hour below 24, minute and second below 60)."""
+    return (
+        text.isascii()
+        and text[2] == ":"
+        and text[5] == ":"
+        and text[:2].isdigit()
+        and text[3:5].isdigit()
+        and text[6:].isdigit()
+        and text[:2] < "24"
+        and text[3:5] < "60"
+        and text[6:] < "60"
+    )
 
 
 NOT_A_DATE = "not a yyyymmdd date (timestamp null, raw kept)"

@@ -13,7 +13,7 @@ from convhub.errors import Notes, SourceError
 from convhub.mnbvc import dates, files
 from convhub.mnbvc import extension as extension_module
 from convhub.mnbvc.extension import parse_extension
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mnbvc_rows import pair, records, thread, write_shard
 
@@ -130,6 +130,36 @@ def test_dates_outside_python_range_or_invalid_are_null_and_counted():
         "create_time not a yyyymmdd date (timestamp null, raw kept)": 1,
         "时间 not a yyyymmdd date (timestamp null, raw kept)": 1,
     }
+
+
+_DATE_CHARACTERS = st.sampled_from([*"0123456789 :-T\t", "２", "٣", "a"])
+_DATE_TIMES = st.one_of(
+    st.text(_DATE_CHARACTERS, min_size=15, max_size=19),
+    st.builds(
+        "{:04d}{:02d}{:02d} {:02d}:{:02d}:{:02d}".format,
+        *(st.integers(0, high) for high in (10000, 13, 32, 25, 61, 61)),
+    ),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_DATE_TIMES)
+@example("20230229 10:00:00")
+@example("20240229 23:59:59")
+@example("00000101 00:00:00")
+@example("00010101 24:00:00")
+@example("20230101 12:60:00")
+@example("20230101 12:00:60")
+@example(" 20230101 12:00:0")
+@example("２0230101 10:00:00")
+@example("20230101 1٣:00:00")
+@example("20230101T12:00:00")
+@example("20230101 12-00:00")
+def test_date_iso_reads_every_text_as_parse_date_iso(raw):
+    """``date_iso``'s shortcut for ``yyyymmdd HH:MM:SS`` gives ``parse_date_iso``'s text and notes."""
+    fast, slow = Notes(), Notes()
+    assert dates.date_iso(raw, "回复时间", fast) == dates.parse_date_iso(raw, "回复时间", slow)[1]
+    assert fast == slow
 
 
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(), _json_containers))
