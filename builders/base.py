@@ -296,7 +296,7 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
         if not is_group_shard(shard):
             return [shard]
         processes = self._build_processes or 1
-        return regroup.partition_shards(self, shard, shard["sizes"], processes, self.SLICE_BYTES)
+        return regroup.partition_shards(self, shard, processes, self.SLICE_BYTES)
 
     def _split_generators(self, dl_manager):
         with fewer_collections():  # a stream's index scan (ConvLab, GigaMemory) runs here, before row one

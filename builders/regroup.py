@@ -255,15 +255,16 @@ def _sql_text(text: str) -> str:
 
 
 def partition_shards(
-    builder, group: dict[str, Any], sizes: list[int], processes: int = 1, slice_bytes: int = SLICE_BYTES
+    builder, group: dict[str, Any], processes: int = 1, slice_bytes: int = SLICE_BYTES
 ) -> list[dict[str, Any]]:
-    """A ``group_shard`` partitioned (``builder.keyed_rows``, in ``processes`` writers) into a temporary folder
-    that goes with ``builder``, as one shard per slice of each partition: what ``read_partition`` reads."""
+    """A ``group_shard`` partitioned (``builder.keyed_rows``, in ``processes`` writers, shared out by the group's
+    ``sizes``) into a temporary folder that goes with ``builder``, as one shard per slice of each partition: what
+    ``read_partition`` reads."""
     folder = tempfile.mkdtemp(prefix="convhub-partitions-", dir=os.environ.get("CONVHUB_TMPDIR"))
     weakref.finalize(builder, shutil.rmtree, folder, True)
     try:
         partitioned = write_partitions(
-            partial(builder.keyed_rows, group), sizes, folder, group["partitions"], processes
+            partial(builder.keyed_rows, group), group["sizes"], folder, group["partitions"], processes
         )
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)

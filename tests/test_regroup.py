@@ -119,8 +119,15 @@ def test_partition_shards_slice_each_partition_by_its_source_bytes_and_remove_th
 
     owner = Source()
     files = [[((f"g{n}",), (n,)) for n in range(30)]]  # 300 source bytes
-    group = {"kind": "group", "files": [("f0", "")], "partitions": 2, "name": "f0", "rows": files}
-    shards = regroup.partition_shards(owner, group, [300], slice_bytes=50)
+    group = {
+        "kind": "group",
+        "files": [("f0", "")],
+        "sizes": [300],
+        "partitions": 2,
+        "name": "f0",
+        "rows": files,
+    }
+    shards = regroup.partition_shards(owner, group, slice_bytes=50)
     partitioned = shards[0]["partitioned"]
     assert [shard["part"][1] for shard in shards] == [
         regroup.slice_count(size, 50)

@@ -47,6 +47,11 @@ def list_default_shards() -> list[str]:
     return [f"hf://{path}" for path in sorted(found)]
 
 
+def _url_shards(name: str, url: str, kind: str) -> list[dict[str, Any]]:
+    """A 问答 or 论坛 file an engine's task reads at its URL: one shard."""
+    return [{"kind": "url", "format": kind, "name": name, "path": url}]
+
+
 class MnbvcBuilder(ConversationBuilder):
     SOURCE = "mnbvc"
     HUB_NAME = "mnbvc-dialogue-unified"
@@ -83,12 +88,7 @@ class MnbvcBuilder(ConversationBuilder):
         typed = self._typed_inputs(dl_manager)
         if isinstance(dl_manager, StreamingDownloadManager):
             return {SPLIT: [{"kind": "stream", "format": k, "name": n, "path": p} for n, p, k in typed]}
-        multiturn_files = [(name, path) for name, path, kind in typed if kind == parse.MULTITURN]
-        rows = [
-            shard for n, p, kind in typed if kind != parse.MULTITURN for shard in self._row_shards(n, p, kind)
-        ]
-        sizes = [files.uncompressed_size(path) for _, path in multiturn_files]
-        return {SPLIT: self._grouped(multiturn_files, sizes) + rows}
+        return self._listed(typed, self._row_shards, files.open_local)
 
     def engine_shards(self, dl_manager, run=None) -> dict[str, list[dict[str, Any]]]:
         """As ``shards``, but a URL ``--data-dir`` is read where it is, by the engine's tasks (no download)."""
@@ -96,15 +96,17 @@ class MnbvcBuilder(ConversationBuilder):
         if "://" not in data_dir:
             return self.shards(dl_manager)
         typed = self._typed(files.url_inputs(data_dir), files.open_url)
-        multiturn_files = [(n, u) for n, u, kind in typed if kind == parse.MULTITURN]
-        rows = [
-            {"kind": "url", "format": k, "name": n, "path": u} for n, u, k in typed if k != parse.MULTITURN
-        ]
-        sizes = [files.uncompressed_size(url, files.open_url) for _, url in multiturn_files]
-        return {SPLIT: self._grouped(multiturn_files, sizes) + rows}
+        return self._listed(typed, _url_shards, files.open_url)
 
-    def _grouped(self, multiturn_files: list[tuple[str, str]], sizes: list[int]) -> list[dict[str, Any]]:
-        return [group_shard(multiturn_files, sizes, self.PARTITION_BYTES)] if multiturn_files else []
+    def _listed(self, typed, row_shards, opener) -> dict[str, list[dict[str, Any]]]:
+        """The multi-turn files of ``typed`` as one group shard (sized through ``opener``), then the others'
+        ``row_shards(name, path, format)``."""
+        multiturn_files = [(name, path) for name, path, kind in typed if kind == parse.MULTITURN]
+        rows = [shard for n, p, kind in typed if kind != parse.MULTITURN for shard in row_shards(n, p, kind)]
+        if not multiturn_files:
+            return {SPLIT: rows}
+        sizes = [files.uncompressed_size(path, opener) for _, path in multiturn_files]
+        return {SPLIT: [group_shard(multiturn_files, sizes, self.PARTITION_BYTES), *rows]}
 
     def keyed_rows(self, shard: dict[str, Any], file_index: int):
         opener = files.open_url if "://" in shard["files"][file_index][1] else None
