@@ -186,6 +186,29 @@ def test_streaming_and_building_from_a_url(tmp_path):
         memory.rm("/mnbvc-test", recursive=True)
 
 
+def test_an_engine_reads_a_url_data_dir_where_it_is(tmp_path):
+    """For Spark, a URL ``data_dir`` is listed as URLs its tasks open (no download): the multi-turn files as one
+    group shard sized through the URL, the others as URL shards; the same files, names and sizes as a local
+    listing of the same folder."""
+    write_shard(tmp_path / "sub/m.jsonl.gz", [pair("a", 1, "a1"), pair("a", 2, "a2")], gz=True)
+    write_shard(tmp_path / "f.jsonl", [thread(1, "t", [])])
+    url = f"file://{tmp_path}"
+    [group, forum] = MnbvcBuilder(data_dir=url).engine_shards(datasets.DownloadManager())["train"]
+    [local_group, local_forum] = MnbvcBuilder(data_dir=str(tmp_path)).shards(datasets.DownloadManager())[
+        "train"
+    ]
+    assert group["kind"] == local_group["kind"] == "group"
+    assert (
+        [name for name, _ in group["files"]]
+        == [name for name, _ in local_group["files"]]
+        == ["sub/m.jsonl.gz"]
+    )
+    assert group["files"][0][1].startswith("file://") and group["files"][0][1].endswith("sub/m.jsonl.gz")
+    assert group["sizes"] == local_group["sizes"] and group["partitions"] == local_group["partitions"] == 1
+    assert forum["kind"] == "url" and local_forum["kind"] == "rows"
+    assert forum["name"] == local_forum["name"] == "f.jsonl" and forum["path"].startswith("file://")
+
+
 def test_streaming_non_adjacent_rows_come_in_pieces_and_are_counted(tmp_path):
     write_shard(tmp_path / "m.jsonl", [pair("a", 1, "a1"), pair("b", 1, "b1"), pair("a", 2, "a2")])
     notes = Notes()
