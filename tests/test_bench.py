@@ -262,6 +262,21 @@ def test_the_engine_bakeoff_groups_every_conversation_alike_in_each_engine(capsy
     assert int(results["today"][5].replace(",", "")) > 500
 
 
+def test_the_native_floor_regroups_every_row_into_the_builds_conversations(capsys):
+    import native_floor
+
+    assert native_floor.main(["--mb", "1"]) == 0
+    cells = [row for row in table_rows(capsys.readouterr().out) if row[0] != "case"]
+    counts = {row[0]: int(row[1].replace(",", "")) for row in cells if row[2] != "failed"}
+    assert len(cells) == len(native_floor.cases(Path("data"), [])) == 7
+    built = counts.pop("convhub build sessions, num_proc=2")
+    read = {
+        counts.pop(name) for name in ("load_dataset('json')", "arrow: read", "arrow: read, write Arrow IPC")
+    }
+    assert len(read) == 1 and read.pop() > built > 50  # every line read; conversations of several rows
+    assert set(counts.values()) == {built}  # the native regroupings find the build's conversations
+
+
 def test_the_oracle_keeps_todays_builds_and_finds_a_changed_row_or_export(tmp_path, capsys):
     import oracle
     import pyarrow.parquet as pq
