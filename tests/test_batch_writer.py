@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from convhub import registry
+from convhub.errors import Notes
 
 
 def _prepared(
@@ -99,6 +100,25 @@ def test_the_cycle_collector_runs_less_often_while_parsing_and_is_restored(tmp_p
     builder = Probe(config_name="sessions", data_dir=locomo.sample_dir(), cache_dir=str(tmp_path))
     builder.download_and_prepare(file_format="parquet")
     assert seen and all(threshold >= GC_YOUNG_THRESHOLD for threshold in seen)
+    assert gc.get_threshold() == before
+
+
+def test_convhub_check_parses_with_the_collector_relaxed_and_restores_it():
+    import gc
+
+    from convhub.base import GC_YOUNG_THRESHOLD
+
+    locomo = registry.get("locomo")
+    seen = []
+
+    class Probe(locomo):
+        def parse_shard(self, shard, notes):
+            seen.append(gc.get_threshold()[0])
+            yield from super().parse_shard(shard, notes)
+
+    before = gc.get_threshold()
+    records = list(Probe(data_dir=locomo.sample_dir()).iter_records(Notes()))
+    assert records and seen and all(threshold >= GC_YOUNG_THRESHOLD for threshold in seen)
     assert gc.get_threshold() == before
 
 

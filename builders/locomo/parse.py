@@ -9,10 +9,8 @@ field, so that ``convhub check`` fails before a build writes anything.
 
 from __future__ import annotations
 
-import gc
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from itertools import repeat
 from pathlib import Path
@@ -61,50 +59,22 @@ def parse_indexed(
     where its id cannot be trusted)."""
     subset = Path(path).stem
     seen: set[str] = set()
-    samples = enumerate(iter_samples(path))
-    while True:
+    for index, sample in enumerate(iter_samples(path)):
         counted = Notes()
-        with _collector_paused():  # never across the yield: the caller's code runs as it left the collector
-            index, sample = next(samples, (None, None))
-            if index is None:
-                return
-            try:
-                if not isinstance(sample, dict):
-                    raise SourceError(path, index, None, f"expected an object, got {type(sample).__name__}")
-                record = parse_sample(sample, subset, counted, path=str(path), index=index)
-                if record["conversation_id"] in seen:
-                    raise SourceError(
-                        path, index, "sample_id", f"duplicate sample_id {record['conversation_id']!r}"
-                    )
-            except SourceError as error:
-                reject(error, sample)
-                continue
+        try:
+            if not isinstance(sample, dict):
+                raise SourceError(path, index, None, f"expected an object, got {type(sample).__name__}")
+            record = parse_sample(sample, subset, counted, path=str(path), index=index)
+            if record["conversation_id"] in seen:
+                raise SourceError(
+                    path, index, "sample_id", f"duplicate sample_id {record['conversation_id']!r}"
+                )
+        except SourceError as error:
+            reject(error, sample)
+            continue
         seen.add(record["conversation_id"])
         notes.update(counted)
         yield index, record
-
-
-@contextmanager
-def _collector_paused():
-    """Python's cycle collector off while one sample is read and parsed, then what it made moved to the
-    collector's oldest generation at once.
-
-    A sample is hundreds of thousands of lists and dicts, none in a reference cycle; the young passes walked
-    them over and over, and then promoted them into full passes: 10-15% of a sessions build (3.3-3.7 s against
-    2.9-3.1 s for one 55 MB file with the collector off). ``gc.freeze`` then ``gc.unfreeze`` moves every
-    tracked object to the oldest generation in one step; where the process freezes objects itself (a
-    pre-fork server) ``unfreeze`` would thaw them too, so it is left alone then.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if gc.get_freeze_count() == 0:
-            gc.freeze()
-            gc.unfreeze()
-        if enabled:
-            gc.enable()
 
 
 def _optional(

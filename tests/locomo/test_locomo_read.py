@@ -65,17 +65,6 @@ def test_the_parser_leaves_the_cycle_collector_as_the_caller_set_it(tmp_path):
         gc.enable()
 
 
-def test_a_pre_fork_servers_frozen_objects_are_never_thawed(tmp_path, monkeypatch):
-    path = tmp_path / "two.json"
-    path.write_text(json.dumps([tiny_sample("conv-1"), tiny_sample("conv-2")]), encoding="utf-8")
-    made = []
-    monkeypatch.setattr(gc, "get_freeze_count", lambda: 5)
-    monkeypatch.setattr(gc, "freeze", lambda: made.append("freeze"))
-    monkeypatch.setattr(gc, "unfreeze", lambda: made.append("unfreeze"))
-    assert len(list(parse.parse_file(path, Notes()))) == 2
-    assert made == []
-
-
 # -- a file is read one sample at a time -------------------------------------------------------------------
 
 #: Files whose reading must not change with the streaming reader: the fast path, each of its refusals
