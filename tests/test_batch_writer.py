@@ -83,21 +83,30 @@ def test_no_column_of_any_view_is_an_extension_type():
             assert "json" not in str(view.features.to_dict()), (name, view.name)
 
 
+def _threshold_probe(source: str):
+    """``source``'s builder noting the collector's young threshold each time it parses a shard, and the list."""
+    import gc
+
+    seen = []
+
+    class Probe(registry.get(source)):
+        def parse_shard(self, shard, notes):
+            seen.append(gc.get_threshold()[0])
+            yield from super().parse_shard(shard, notes)
+
+    return Probe, seen
+
+
 def test_the_cycle_collector_runs_less_often_while_parsing_and_is_restored(tmp_path):
     import gc
 
     from convhub.base import GC_YOUNG_THRESHOLD
 
-    locomo = registry.get("locomo")
-    seen = []
-
-    class Probe(locomo):
-        def parse_shard(self, shard, notes):
-            seen.append(gc.get_threshold()[0])
-            yield from super().parse_shard(shard, notes)
-
+    Probe, seen = _threshold_probe("locomo")
     before = gc.get_threshold()
-    builder = Probe(config_name="sessions", data_dir=locomo.sample_dir(), cache_dir=str(tmp_path))
+    builder = Probe(
+        config_name="sessions", data_dir=registry.get("locomo").sample_dir(), cache_dir=str(tmp_path)
+    )
     builder.download_and_prepare(file_format="parquet")
     assert seen and all(threshold >= GC_YOUNG_THRESHOLD for threshold in seen)
     assert gc.get_threshold() == before
@@ -108,16 +117,9 @@ def test_convhub_check_parses_with_the_collector_relaxed_and_restores_it():
 
     from convhub.base import GC_YOUNG_THRESHOLD
 
-    locomo = registry.get("locomo")
-    seen = []
-
-    class Probe(locomo):
-        def parse_shard(self, shard, notes):
-            seen.append(gc.get_threshold()[0])
-            yield from super().parse_shard(shard, notes)
-
+    Probe, seen = _threshold_probe("locomo")
     before = gc.get_threshold()
-    records = list(Probe(data_dir=locomo.sample_dir()).iter_records(Notes()))
+    records = list(Probe(data_dir=registry.get("locomo").sample_dir()).iter_records(Notes()))
     assert records and seen and all(threshold >= GC_YOUNG_THRESHOLD for threshold in seen)
     assert gc.get_threshold() == before
 
