@@ -115,7 +115,11 @@ class TreeMemory:
         while pids:
             pid = pids.pop()
             found.append(pid)
-            for children in Path(f"/proc/{pid}/task").glob("*/children"):
+            try:
+                tasks = list(Path(f"/proc/{pid}/task").glob("*/children"))
+            except OSError:  # the process ended after its parent listed it: the sampling thread goes on
+                continue
+            for children in tasks:
                 with contextlib.suppress(OSError):  # the task ended
                     pids += [int(child) for child in children.read_text().split()]
         return found

@@ -243,6 +243,35 @@ def test_a_spike_between_two_samples_is_the_peak():
     assert 300 <= peak < 300 + 60, peak
 
 
+def test_a_process_that_ends_while_its_tree_is_listed_is_left_out(monkeypatch):
+    """A process can end between the check that its ``/proc/PID/task`` exists and the listing of it: the
+    sampling thread must go on (it died so in a run of 2026-11-24, and sampled no more)."""
+    import subprocess
+    import sys
+    import time
+
+    from harness import TreeMemory
+
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    tasks, listed = Path(f"/proc/{process.pid}/task"), Path.glob
+
+    def ended_meanwhile(self, pattern):
+        if self == tasks:
+            raise FileNotFoundError(2, "No such file or directory", str(self))
+        return listed(self, pattern)
+
+    monkeypatch.setattr(Path, "glob", ended_meanwhile)
+    memory = TreeMemory(process.pid, interval=0.02)
+    try:
+        time.sleep(0.3)  # several samples
+        assert memory._thread.is_alive()
+        assert memory._tree() == [process.pid]
+    finally:
+        process.kill()
+        process.wait()
+        memory.stop()
+
+
 def test_the_engine_bakeoff_groups_every_conversation_alike_in_each_engine(capsys):
     import engine_bakeoff
 
