@@ -370,9 +370,9 @@ def fewer_collections():
     time: 10-12% of the CPU of a ConvLab or MNBVC sessions build. At 50,000 a LoCoMo sample (hundreds of
     thousands of objects) still went through several young passes and was promoted into full ones, which
     LoCoMo's parser avoided by switching the collector off around each sample. At 500,000, measured on
-    2026-11-24 (``sessions``, one process, alternating runs): LoCoMo's scale-1 input 8.4 s against 9.8-10.7 s
-    at 50,000 and 9.4 s with its own pause (now gone), MNBVC's quarter input 22.7-24.2 s against
-    25.8-26.4 s, GigaMemory and ConvLab unchanged; peak memory unchanged (ConvLab 359-379 MiB either way).
+    2026-11-24 (``sessions``, one process, alternating runs): LoCoMo's scale-1 input 8.3-9.1 s against
+    9.8-10.7 s at 50,000, as fast as with its own pause (7.6-10.0 s; now gone), MNBVC's quarter input
+    22.7-24.2 s against 25.8-26.4 s, GigaMemory and ConvLab unchanged; peak memory unchanged.
     """
     previous = gc.get_threshold()
     gc.set_threshold(max(GC_YOUNG_THRESHOLD, previous[0]), *previous[1:])
