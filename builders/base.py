@@ -12,7 +12,7 @@ import contextlib
 import gc
 import inspect
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -241,7 +241,7 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
         else:
             records = self.parse_shard(shard, notes)
         try:
-            for record in records:
+            for record in each_made_with_fewer_collections(records):
                 if self._storable(record, shard, record.get("conversation_id")):
                     yield record
         except SourceError as error:
@@ -359,6 +359,24 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
 
 #: Allocations between two young-generation collections while a builder prepares (Python's default: 700).
 GC_YOUNG_THRESHOLD = 500_000
+
+
+def each_made_with_fewer_collections(items: Iterable[Any]) -> Iterator[Any]:
+    """``items``, each one made under ``fewer_collections`` but never across a yield: in a stream, the reader's
+    own code between two rows runs with the collector as the reader set it. (A build and ``convhub check`` relax
+    it for their whole run already.) Measured on a LoCoMo ``turns`` stream, 100,000 rows of the scale-1 input, three
+    alternating rounds (2026-11-24): 6.7-7.1 s, as fast as with the parser's own pause that this replaces
+    (6.5-7.2 s), against 7.9 s with neither."""
+    iterator = iter(items)
+    while True:
+        with fewer_collections():
+            item = next(iterator, _NO_MORE)
+        if item is _NO_MORE:
+            return
+        yield item
+
+
+_NO_MORE = object()
 
 
 @contextlib.contextmanager
