@@ -39,22 +39,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scaled_inputs
 from convhub import registry
 from convhub.views import SHARED_VIEWS
-from harness import BUILD, PARSE_FLOOR, TreeMemory, print_cases, run_case  # noqa: F401 (bench.X for callers)
-
-# Files of different shapes (MNBVC's multi-turn and forum shards) cannot share one schema, not even as
-# splits of one load: one load_dataset per folder, as a user would load them.
-GENERIC_LOADER = """
-import os, sys, tempfile, datasets
-datasets.disable_progress_bars()
-by_folder = {}
-for path in sys.argv[1:]:
-    by_folder.setdefault(os.path.dirname(path), []).append(path)
-rows = 0
-with tempfile.TemporaryDirectory() as cache:
-    for files in by_folder.values():
-        rows += datasets.load_dataset("json", data_files=files, cache_dir=cache, split="train").num_rows
-print(rows)
-"""
+from harness import (  # noqa: F401 (bench.X for callers)
+    BUILD,
+    GENERIC_LOADER,
+    PARSE_FLOOR,
+    TreeMemory,
+    print_cases,
+    run_case,
+)
 
 STREAM = """
 import sys, time, json, datasets

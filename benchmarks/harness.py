@@ -34,6 +34,22 @@ def real_file(source: str) -> Path:
     return SHARED_DATA / REAL_FILES[source]
 
 
+#: ``load_dataset("json")`` on the files, the baseline the benchmarks compare with. Files of different shapes
+#: (MNBVC's multi-turn and forum shards) cannot share one schema, not even as splits of one load: one
+#: load_dataset per folder, as a user would load them.
+GENERIC_LOADER = """
+import os, sys, tempfile, datasets
+datasets.disable_progress_bars()
+by_folder = {}
+for path in sys.argv[1:]:
+    by_folder.setdefault(os.path.dirname(path), []).append(path)
+rows = 0
+with tempfile.TemporaryDirectory() as cache:
+    for files in by_folder.values():
+        rows += datasets.load_dataset("json", data_files=files, cache_dir=cache, split="train").num_rows
+print(rows)
+"""
+
 PARSE_FLOOR = """
 import gzip, json, sys
 for path in sys.argv[1:]:

@@ -37,14 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import mnbvc_synthetic
-from harness import BUILD, run_case
-
-LOADER = """
-import sys, tempfile, datasets
-datasets.disable_progress_bars()
-with tempfile.TemporaryDirectory() as cache:
-    print(datasets.load_dataset("json", data_files=sys.argv[1:], cache_dir=cache, split="train").num_rows)
-"""
+from harness import BUILD, GENERIC_LOADER, run_case
 
 ARROW_READ = """
 import sys
@@ -135,7 +128,7 @@ with tempfile.TemporaryDirectory() as folder:
 
 def cases(data_dir: Path, files: list[str]) -> list[tuple[str, str, list[str]]]:
     return [
-        ("load_dataset('json')", LOADER, files),
+        ("load_dataset('json')", GENERIC_LOADER, files),
         ("arrow: read", ARROW_READ, files),
         ("arrow: read, write Arrow IPC", ARROW_IPC, files),
         ("arrow: read, regroup, write Parquet", ARROW_SESSIONS, files),
