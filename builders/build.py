@@ -4,6 +4,7 @@ The source is parsed once, by the builder's ``sessions`` config (the canonical r
 and ``messages`` are then flattened from those Parquet shards with Arrow (``convhub.derive``), and only a
 source's own extra configs run the builder again. The folder is assembled in a hidden staging folder beside
 the output and renamed into place only when everything succeeded, so a failed build leaves no partial output.
+The output may be a URL (``hdfs://``, ``s3a://``: ``convhub.folders``), where an engine's tasks write directly.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-import shutil
 import tempfile
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-import pyarrow.parquet as pq
 from convhub import quarantine, registry
 from convhub.console import phases
 from convhub.datasets_cache import card_configs, forget_cached_copies
 from convhub.derive import DERIVERS, derive_views
 from convhub.duplicate_ids import drop_duplicate_ids, drop_rows_of_duplicates, forget
 from convhub.errors import Notes, SourceError
+from convhub.folders import folder_at, move, parquet_file, remove_tree
 from convhub.shards import SHARD_NAME, ConfigBuild, shard_path, split_by_subset
 from convhub.staging import staged_folder
 from convhub.stats import Report, Statistics
@@ -38,7 +38,7 @@ from huggingface_hub.utils import validate_repo_id
 @dataclass
 class BuildResult:
     source: str
-    output: Path
+    output: Path  # or a UPath, for a folder at a URL
     configs: dict[str, ConfigBuild]
     notes: Notes
     statistics: Statistics
@@ -107,7 +107,8 @@ def build_source(
     ``repo_id`` is the Hub repo the card's code loads (``ORG/<hub name>`` when not given).
 
     ``output`` may be new, empty or an earlier convhub output; another folder only with ``overwrite``
-    (``staging.check_output`` says which folders never). It may not be or lie inside ``data_dir``.
+    (``staging.check_output`` says which folders never). It may not be or lie inside ``data_dir``. It may be a
+    URL (``hdfs://``, ``s3a://``, any fsspec URL), which the engine's tasks write to.
 
     ``on_bad_record="skip"``: bad source records are left out, listed with their reason in
     ``<output>.quarantine.jsonl`` beside the folder, and counted in the card's normalizations.
@@ -121,7 +122,7 @@ def build_source(
     for name in configs:
         builder_cls.view_named(name)  # fail on a misspelt config before any work
     quarantine.check_policy(on_bad_record)
-    output = Path(output)
+    output = folder_at(output)
     quarantine.check_replaceable(quarantine.path_beside(output))
     old_configs = card_configs(output)
     runner = _engine(engine, spark_master)
@@ -166,6 +167,8 @@ def build_source(
 
 
 ENGINES = ("local", "spark")
+#: The engine's hidden work folder in the staging folder (``_Run.engine_work``).
+ENGINE_WORK = ".convhub-work"
 
 
 def _engine(engine: str | Any, spark_master: str | None):
@@ -216,6 +219,13 @@ class _Run:
     engine: Any = None
 
     @property
+    def engine_work(self) -> Path:
+        """Where an engine's tasks write before their files are placed: a hidden folder in the staging folder,
+        so that on a cluster it is wherever the output is (a URL, a shared file system), which every executor
+        reaches; renaming from there into the layout stays on one file system. Removed before the card."""
+        return self.staging / ENGINE_WORK
+
+    @property
     def quarantine_dir(self) -> Path:
         folder = self.work / "quarantine"
         folder.mkdir(exist_ok=True)
@@ -231,8 +241,9 @@ class _Run:
     def build_all(self, configs: list[str]) -> dict[str, ConfigBuild]:
         if any(name == SESSIONS.name or self.derivable(name) for name in configs):
             keep = SESSIONS.name in configs
-            self.sessions_root = self.staging if keep else self.work / "sessions-only"
-            self.sessions_root.mkdir(exist_ok=True)
+            work = self.work if self.engine is None else self.engine_work
+            self.sessions_root = self.staging if keep else work / "sessions-only"
+            self.sessions_root.mkdir(parents=True, exist_ok=True)
             self.sessions = self.run_builder(SESSIONS.name, self.sessions_root, report=True)
             phases.info("%s: checking that every conversation_id is unique", self.builder_cls.SOURCE)
             self.duplicates = drop_duplicate_ids(
@@ -252,6 +263,7 @@ class _Run:
                 )
             if self.drop_empty_splits(config):
                 built[name] = config
+        remove_tree(self.engine_work)
         if self.builder_cls.SUBSET_CONFIGS:
             phases.info("%s: one config per subset: splitting the files by subset", self.builder_cls.SOURCE)
             for config in built.values():
@@ -291,14 +303,14 @@ class _Run:
             built.files[split] = []
             for index, path in enumerate(paths):
                 relative = shard_path(name, split, index, len(paths))
-                shutil.move(path, root / relative)
+                move(path, root / relative)
                 built.files[split].append(relative)
         return built
 
     def run_on_engine(self, builder, name: str, root: Path) -> ConfigBuild:
         """``name`` written by the engine's tasks, then placed as the local build places its files; the
         tasks' reports and rejected records go where the local build's workers put theirs."""
-        written = self.engine.write_config(builder, str(self.work / f"engine-{name}"))
+        written = self.engine.write_config(builder, self.engine_work / f"engine-{name}")
         built = ConfigBuild(name, builder.info.features)
         (root / name).mkdir()
         for split, results in sorted(written.items()):  # as the local build lists them
@@ -311,14 +323,14 @@ class _Run:
                     with open(self.quarantine_dir / "quarantine-engine.jsonl", "a", encoding="utf-8") as part:
                         part.writelines(line + "\n" for line in result.quarantine)
             files = [path for result in results for path in result.files]
-            kept = [path for path in files if pq.ParquetFile(path).metadata.num_rows] or files[:1]
+            kept = [path for path in files if parquet_file(path).metadata.num_rows] or files[:1]
             built.splits[split] = datasets.SplitInfo(
                 split, sum(result.num_bytes for result in results), sum(result.rows for result in results)
             )
             built.files[split] = []
             for index, path in enumerate(kept):
                 relative = shard_path(name, split, index, len(kept))
-                shutil.move(path, root / relative)
+                move(path, root / relative)
                 built.files[split].append(relative)
         return built
 
@@ -374,7 +386,7 @@ class _Run:
                 del built.splits[split]
                 self.left_out.append((built.name, split))
         if not built.splits:
-            shutil.rmtree(self.staging / built.name, ignore_errors=True)
+            remove_tree(self.staging / built.name)
         return bool(built.splits)
 
     def report(self, source: str, subsets) -> tuple[Notes, Statistics]:

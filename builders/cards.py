@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import pyarrow.parquet as pq
 from convhub import registry
+from convhub.folders import parquet_file, write_text
 from convhub.stats import markdown_table
 from convhub.views import DEFAULT_VIEW
 from datasets import DatasetInfo, SplitDict, SplitInfo
@@ -210,7 +210,7 @@ def example_rows(folder: Path, configs: dict) -> dict[str, str]:
     for name, built in configs.items():
         split, files = next(iter(built.files.items()))
         for relative in files:
-            parquet = pq.ParquetFile(folder / relative)
+            parquet = parquet_file(folder / relative)
             if parquet.metadata.num_rows:
                 row = shorten(next(parquet.iter_batches(batch_size=1)).to_pylist()[0])
                 examples[name] = (split, json.dumps(row, ensure_ascii=False, indent=2, default=str))
@@ -233,5 +233,5 @@ def shorten(value: Any) -> Any:
 def write_card(result, folder: Path, repo_id: str | None = None) -> DatasetCard:
     data = card_data(result, folder)
     card = DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{render_body(result, folder, repo_id)}")
-    card.save(folder / "README.md")
+    write_text(folder / "README.md", str(card))  # DatasetCard.save, for a folder at a URL too
     return card

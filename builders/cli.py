@@ -15,6 +15,7 @@ from pathlib import Path
 
 from convhub import console, hub_errors, registry
 from convhub.errors import SourceError
+from convhub.folders import folder_at
 from convhub.stats import markdown_table
 
 
@@ -133,8 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument(
         "--output",
         required=True,
-        type=Path,
-        help="the folder to write (with --all: one folder per source in it)",
+        type=folder_at,
+        help="the folder to write (with --all: one folder per source in it); a URL too (hdfs://, s3a://, any "
+        "fsspec URL), which --engine spark's tasks write to directly",
     )
     _add_overwrite_option(build)
     build.add_argument(

@@ -8,11 +8,15 @@ import shutil
 from pathlib import Path
 
 import datasets
+from convhub.folders import is_url
 from huggingface_hub import DatasetCard
 
 
 def card_configs(folder: Path) -> set[str]:
-    """The config names an earlier build's card lists (none when ``folder`` is no build)."""
+    """The config names an earlier build's card lists (none when ``folder`` is no build, or is at a URL:
+    ``datasets`` caches local folders only)."""
+    if is_url(folder):
+        return set()
     card = folder / "README.md"
     if not card.is_file():
         return set()
@@ -33,6 +37,8 @@ def forget_cached_copies(folder: Path, configs: set[str]) -> None:
     removed, so ``load_dataset("json")``'s cache survives a build into ``x/json``. ``datasets`` regenerates a
     removed cache from the new files on the next load.
     """
+    if is_url(folder):
+        return
     named = Path(datasets.config.HF_DATASETS_CACHE) / folder.name
     for config in sorted(configs):
         cached = named / config

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from convhub import schema
 from convhub.datasets_adapter import LARGE_TABLE_BYTES, ParquetWriter, give_back_pages
+from convhub.folders import parquet_file, text_of
 from convhub.views import chat_messages, turn_content
 
 IDS = list(schema.CONVERSATION_IDS)
@@ -130,7 +130,7 @@ class _BufferedWriter:
 
     def __init__(self, features, path: Path):
         self.schema = features.arrow_schema
-        self.writer = ParquetWriter(features=features, path=str(path))
+        self.writer = ParquetWriter(features=features, path=text_of(path))
         self.pending: list[pa.Table] = []
         self.rows = self.bytes = 0
 
@@ -175,7 +175,7 @@ def derive_views(
     try:
         # pre_buffer=False: a pre-buffering reader keeps every column chunk it read until it is closed,
         # so memory grew with the file (the whole compressed sessions shard); this holds one row group.
-        for batch in pq.ParquetFile(sessions_path, pre_buffer=False).iter_batches(batch_size=BATCH_ROWS):
+        for batch in parquet_file(sessions_path, pre_buffer=False).iter_batches(batch_size=BATCH_ROWS):
             records = None  # the batch as Python records, made once for the views that need them
             for name, writer in writers.items():
                 rows_from_record = views[name][2]

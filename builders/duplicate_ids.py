@@ -11,10 +11,10 @@ import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from convhub import quarantine
 from convhub.datasets_adapter import write_parquet
 from convhub.errors import SourceError
+from convhub.folders import read_parquet, text_of
 from convhub.shards import ConfigBuild
 from convhub.stats import SplitStats, Statistics
 
@@ -49,7 +49,7 @@ def drop_duplicate_ids(
         duplicates.append((later["split"], row))
     for (split, index), rows in removed.items():
         path = root / sessions.files[split][index]
-        table = pq.read_table(path)
+        table = read_parquet(path)
         keep = np.ones(table.num_rows, dtype=bool)
         keep[rows] = False
         dropped_bytes = table.filter(pa.array(~keep)).nbytes
@@ -86,7 +86,7 @@ def drop_rows_of_duplicates(
     for split, files in built.files.items():
         for relative in files:
             path = staging / relative
-            table = pq.read_table(path)
+            table = read_parquet(path)
             pairs = zip(
                 table.column("conversation_id").to_pylist(),
                 table.column("subset").to_pylist(),
@@ -111,7 +111,7 @@ def _id_table(root: Path, built: ConfigBuild, only: pa.Array | None = None) -> p
         for split, files in built.files.items()
         for index, relative in enumerate(files)
     ):
-        table = pq.read_table(root / relative, columns=["conversation_id", "subset"])
+        table = read_parquet(root / relative, columns=["conversation_id", "subset"])
         table = (
             table.append_column("split", pa.array([split] * table.num_rows, pa.string()))
             .append_column("index", pa.array(np.full(table.num_rows, index, dtype=np.int32)))
@@ -131,7 +131,7 @@ def find_duplicate_ids(root: Path, built: ConfigBuild, engine=None) -> list[tupl
     engine that counts ids itself (``SparkEngine.repeated_ids``), the driver reads only the rows of repeated ids.
     """
     if engine is not None:
-        paths = [str(root / relative) for files in built.files.values() for relative in files]
+        paths = [text_of(root / relative) for files in built.files.values() for relative in files]
         repeated = engine.repeated_ids(paths, "conversation_id")
         if not repeated:
             return []
@@ -168,7 +168,7 @@ def _kept_places(root: Path, built: ConfigBuild, ids: set[str]) -> set[tuple[str
 
 
 def _row(path: Path, row: int) -> dict:
-    return pq.read_table(path).slice(row, 1).to_pylist()[0]
+    return read_parquet(path).slice(row, 1).to_pylist()[0]
 
 
 def forget(statistics: Statistics, split: str, record: dict) -> None:
@@ -181,4 +181,4 @@ def forget(statistics: Statistics, split: str, record: dict) -> None:
 def write_shard(path: Path, table: pa.Table) -> None:
     """Write a shard's kept rows back as every shard is written (``datasets_adapter.write_parquet``), the
     features read from the shard's own, not with pyarrow's defaults."""
-    write_parquet(path, datasets.Features.from_arrow_schema(table.schema), lambda _: [table])
+    write_parquet(text_of(path), datasets.Features.from_arrow_schema(table.schema), lambda _: [table])

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from convhub.errors import SourceError
+from convhub.folders import folder_at, is_url, move
 from convhub.jsonio import unencodable_field
 from convhub.staging import OutputError
 
@@ -52,8 +53,9 @@ def check_policy(on_bad_record: str) -> str:
 
 
 def path_beside(output: str | os.PathLike) -> Path:
-    """``<output>.quarantine.jsonl``, in the output's parent folder (outside what push uploads)."""
-    output = Path(output)
+    """``<output>.quarantine.jsonl``, in the output's parent folder (outside what push uploads; a URL for a
+    folder at a URL)."""
+    output = folder_at(output)
     return output.parent / f"{output.name}{SUFFIX}"
 
 
@@ -167,11 +169,11 @@ def _json_text(value: Any) -> str:
 
 def check_replaceable(target: str | os.PathLike) -> None:
     """Refuse a quarantine path that holds a file convhub did not write (its first line is no rejection)."""
-    target = Path(target)
+    target = folder_at(target)
     if not target.exists() and not target.is_symlink():
         return
     try:
-        with open(target, encoding="utf-8") as handle:
+        with target.open(encoding="utf-8") as handle:
             first = json.loads(handle.readline())
         ours = isinstance(first, dict) and {"file", "reason", "kind", "scope"} <= first.keys()
     except (OSError, ValueError):
@@ -182,9 +184,13 @@ def check_replaceable(target: str | os.PathLike) -> None:
 
 def save(entries: list[dict[str, Any]], target: str | os.PathLike) -> None:
     """Write the quarantine file whole (through a temporary name, so a reader never sees half of it)."""
-    target = Path(target)
+    target = folder_at(target)
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
-    with open(partial, "w", encoding="utf-8") as handle:
+    with partial.open("w", encoding="utf-8") as handle:
         for item in entries:
             handle.write(_json_text(item) + "\n")
-    os.replace(partial, target)
+    if is_url(target):
+        target.unlink(missing_ok=True)  # (fsspec's move does not replace a file everywhere)
+        move(partial, target)
+    else:
+        os.replace(partial, target)

@@ -12,8 +12,8 @@ from pathlib import Path
 import datasets
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from convhub.datasets_adapter import ParquetWriter
+from convhub.folders import move, parquet_file, read_parquet, text_of
 
 #: The split (and shard number) in the name of a file ``datasets`` wrote: ``<name>-<split>[-NNNNN-of-NNNNN].parquet``.
 SHARD_NAME = re.compile(r"-(?P<split>[^-]+?)(?:-(?P<index>\d{5})-of-(?P<total>\d{5}))?\.parquet$")
@@ -51,7 +51,7 @@ def split_by_subset(staging: Path, built: ConfigBuild, batch_rows: int = 256) ->
         return
     for split, files in list(built.files.items()):
         paths = [staging / relative for relative in files]
-        subsets = [pq.read_table(path, columns=["subset"]).column("subset") for path in paths]
+        subsets = [read_parquet(path, columns=["subset"]).column("subset") for path in paths]
         if any(column.null_count for column in subsets):
             return
         found = set().union(*(pc.unique(column).to_pylist() for column in subsets))
@@ -60,13 +60,13 @@ def split_by_subset(staging: Path, built: ConfigBuild, batch_rows: int = 256) ->
             continue
         writers: dict[str, tuple[str, ParquetWriter]] = {}
         for path in paths:
-            for batch in pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=batch_rows):
+            for batch in parquet_file(path, pre_buffer=False).iter_batches(batch_size=batch_rows):
                 table = pa.Table.from_batches([batch])
                 for subset in pc.unique(table.column("subset")).to_pylist():
                     if subset not in writers:
                         relative = shard_path(f"{built.name}/{subset}", split, 0, 1)
                         (staging / relative).parent.mkdir(parents=True, exist_ok=True)
-                        writer = ParquetWriter(features=built.features, path=str(staging / relative))
+                        writer = ParquetWriter(features=built.features, path=text_of(staging / relative))
                         writers[subset] = (relative, writer)
                     writers[subset][1].write_table(table.filter(pc.equal(table.column("subset"), subset)))
         if not writers:
@@ -89,7 +89,7 @@ def _move_to_subset(staging: Path, built: ConfigBuild, split: str, subset: str) 
     for index, relative in enumerate(built.files[split]):
         target = shard_path(f"{built.name}/{subset}", split, index, len(built.files[split]))
         (staging / target).parent.mkdir(parents=True, exist_ok=True)
-        (staging / relative).rename(staging / target)
+        move(staging / relative, staging / target)
         moved.append(target)
     built.files[split] = moved
     part = _subset_config(built, subset)

@@ -5,6 +5,10 @@ Every folder convhub writes carries a marker file (``.convhub``, hidden, so ``pu
 may replace a folder with the marker, or an empty one; any other folder is the user's, and is replaced only with
 ``overwrite=True`` (``--overwrite``), and never when it is ``.``, ``/``, the home folder, or holds them or an
 input of the run.
+
+A folder at a URL (``convhub.folders``: HDFS, S3, any fsspec file system) follows the same rules, but for what a
+remote file system cannot give: no link to follow, and the swap is two moves (the old folder aside, the new one in;
+on an object store each move copies every object), so a reader may for a moment find the folder missing.
 """
 
 from __future__ import annotations
@@ -12,11 +16,14 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from convhub.folders import folder_at, is_url, move, remove_tree, write_text
 
 MARKER = ".convhub"
 _MARKER_TEXT = "This folder was written by convhub; a later convhub run may replace it.\n"
@@ -34,10 +41,15 @@ def made_by_convhub(folder: Path) -> bool:
 def check_output(output: Path, overwrite: bool = False, inputs: Iterable[str | os.PathLike] = ()) -> None:
     """Refuse, before any work, an ``output`` that convhub may not write or replace.
 
-    ``inputs`` are the local files and folders the run reads (a data folder, the builds a mixture reads):
+    ``inputs`` are the files and folders the run reads (a data folder, the builds a mixture reads):
     the output may neither be one of them, hold one of them (replacing it would delete the input), nor lie
     inside one (the next run would read the output back as input).
     """
+    if is_url(output) and output.protocol in ("file", "local"):  # a local folder all the same
+        output = Path(output.path)
+    elif is_url(output):
+        _check_url_output(output, overwrite, inputs)
+        return
     if output.is_symlink():
         raise OutputError(f"{output} is a symbolic link: give the folder it points to, or another path")
     if output.exists() and not output.is_dir():
@@ -55,6 +67,10 @@ def check_output(output: Path, overwrite: bool = False, inputs: Iterable[str | o
             raise OutputError(
                 f"refusing to write {output} inside the input {source}: the next run would read it as input"
             )
+    _check_not_users(output, overwrite)
+
+
+def _check_not_users(output: Path, overwrite: bool) -> None:
     if output.exists() and not made_by_convhub(output) and any(output.iterdir()) and not overwrite:
         raise OutputError(
             f"{output} holds files convhub did not write: refusing to replace it "
@@ -62,12 +78,40 @@ def check_output(output: Path, overwrite: bool = False, inputs: Iterable[str | o
         )
 
 
-def _local_paths(inputs: Iterable[str | os.PathLike]) -> Iterator[Path]:
-    """The inputs that are local paths (an ``hf://`` or Hub repo id is not), resolved."""
+def _check_url_output(output, overwrite: bool, inputs: Iterable[str | os.PathLike]) -> None:
+    """``check_output`` for a folder at a URL: its inputs compared as URLs of the same file system."""
+    if not output.path.strip("/"):
+        raise OutputError(
+            f"refusing to write {output}: it is the root of its file system, even with --overwrite"
+        )
+    if output.exists() and not output.is_dir():
+        raise OutputError(f"{output} is a file, not a folder: give a folder to write into")
+    target = output.path.rstrip("/") + "/"
     for value in inputs:
-        if value is None or "://" in str(value):
+        if value is None or not os.fspath(value).startswith(f"{output.protocol}://"):
             continue
-        path = Path(value)
+        source = folder_at(value)
+        source_path = source.path.rstrip("/") + "/"
+        if source_path.startswith(target):
+            raise OutputError(
+                f"refusing to write {output}: it holds the input {source}, which would be deleted"
+            )
+        if target.startswith(source_path):
+            raise OutputError(
+                f"refusing to write {output} inside the input {source}: the next run would read it as input"
+            )
+    _check_not_users(output, overwrite)
+
+
+def _local_paths(inputs: Iterable[str | os.PathLike]) -> Iterator[Path]:
+    """The inputs that are local paths (an ``hf://`` or Hub repo id is not; ``file://`` is), resolved."""
+    for value in inputs:
+        if value is None:
+            continue
+        text = os.fspath(value)
+        if "://" in text and not text.startswith(("file://", "local://")):
+            continue
+        path = Path(folder_at(text).path) if "://" in text else Path(text)
         if path.exists():
             yield path.resolve()
 
@@ -82,6 +126,10 @@ def staged_folder(
     ``check_output`` runs first, so a folder convhub may not replace is refused before any work.
     """
     check_output(output, overwrite, inputs)
+    if is_url(output):
+        with _staged_url_folder(output, overwrite, inputs) as staging:
+            yield staging
+        return
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
     try:
@@ -92,6 +140,27 @@ def staged_folder(
         _swap_in(staging, output)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+@contextmanager
+def _staged_url_folder(output, overwrite: bool, inputs: Iterable[str | os.PathLike]) -> Iterator:
+    """``staged_folder`` on a remote file system: the staging folder gets a random name beside ``output``."""
+    staging = output.parent / f".{output.name}.partial-{secrets.token_hex(4)}"
+    try:
+        staging.mkdir(parents=True)
+        write_text(staging / MARKER, _MARKER_TEXT)
+        yield staging
+        check_output(output, overwrite, inputs)
+        if output.exists():
+            aside = output.parent / f".{output.name}.old-{secrets.token_hex(4)}"
+            move(output, aside)
+            move(staging, output)
+            remove_tree(aside)
+        else:
+            move(staging, output)
+    except BaseException:
+        remove_tree(staging)
         raise
 
 

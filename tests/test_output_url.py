@@ -1,0 +1,135 @@
+"""A build folder at a URL (``--output hdfs://...``, ``s3a://...``): the same files as a local build, and the same
+rules for what convhub may write or replace.
+
+fsspec's in-memory file system stands in for a remote one: its paths are no local paths (``os.fspath`` refuses
+them), so any step that still reached for the local disk fails here. ``tests/test_spark.py`` has Spark's tasks
+write to a ``file://`` URL.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from convhub import cli, quarantine, registry
+from convhub.build import ENGINE_WORK, build_source
+from convhub.errors import SourceError
+from convhub.folders import folder_at, read_parquet
+from convhub.staging import MARKER, OutputError, check_output
+from hostile_sources import SOURCES, hostile_mix
+
+
+@pytest.fixture
+def bucket(tmp_path):
+    """A fresh in-memory "bucket", removed after the test (fsspec's memory store lives as long as the process)."""
+    root = folder_at(f"memory://{tmp_path.name}")
+    yield root
+    if root.exists():
+        root.fs.rm(root.path, recursive=True)
+
+
+def files_under(folder) -> list[str]:
+    return sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
+
+
+@pytest.mark.parametrize("source", registry.names())
+def test_a_build_at_a_url_holds_the_local_builds_files_tables_and_card(source, bucket, sample_builds):
+    local = sample_builds[source].output
+    result = build_source(source, str(bucket / "out"), registry.get(source).sample_dir(), num_proc=1)
+    remote = bucket / "out"
+    assert str(result.output) == str(remote)
+    assert files_under(remote) == sorted(
+        path.relative_to(local).as_posix() for path in local.rglob("*") if path.is_file()
+    )
+    for relative in files_under(remote):
+        if relative.endswith(".parquet"):
+            assert read_parquet(remote / relative).equals(pq.read_table(local / relative)), relative
+    assert (remote / "README.md").read_text(encoding="utf-8") == (local / "README.md").read_text(
+        encoding="utf-8"
+    )
+    assert [path.name for path in bucket.iterdir()] == ["out"]  # no staging folder left beside it
+
+
+def test_a_rebuild_at_a_url_replaces_convhubs_folder_and_refuses_a_users(bucket):
+    sample = registry.get("locomo").sample_dir()
+    output = bucket / "out"
+    build_source("locomo", str(output), sample, configs=["sessions"])
+    build_source("locomo", str(output), sample, configs=["turns"])  # convhub's own folder: replaced
+    assert sorted(path.name for path in output.iterdir()) == sorted([MARKER, "README.md", "turns"])
+    assert [path.name for path in bucket.iterdir()] == ["out"]
+    assert not (output / ENGINE_WORK).exists()
+
+    users = bucket / "users"
+    users.mkdir()
+    (users / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError, match="holds files convhub did not write"):
+        build_source("locomo", str(users), sample)
+    assert files_under(users) == ["notes.txt"]
+    build_source("locomo", str(users), sample, configs=["sessions"], overwrite=True)
+    assert "notes.txt" not in files_under(users) and (users / MARKER).is_file()
+
+
+def test_a_failed_build_at_a_url_leaves_the_earlier_build_and_no_staging(bucket, tmp_path):
+    output = bucket / "out"
+    build_source("locomo", str(output), registry.get("locomo").sample_dir(), configs=["sessions"])
+    before = {relative: (output / relative).read_bytes() for relative in files_under(output)}
+    broken = tmp_path / "broken.json"
+    broken.write_text('[{"sample_id": "x", "conversation": 3}]', encoding="utf-8")
+    with pytest.raises(SourceError):
+        build_source("locomo", str(output), str(broken))
+    assert {relative: (output / relative).read_bytes() for relative in files_under(output)} == before
+    assert [path.name for path in bucket.iterdir()] == ["out"]
+
+
+def test_skipped_records_are_quarantined_beside_a_folder_at_a_url(bucket, tmp_path):
+    data_dir = tmp_path / "data"
+    bad = hostile_mix(SOURCES["mnbvc"], data_dir)
+    result = build_source("mnbvc", str(bucket / "out"), str(data_dir), on_bad_record="skip")
+    assert str(result.quarantine) == str(bucket / f"out{quarantine.SUFFIX}")
+    entries = [json.loads(line) for line in result.quarantine.read_text(encoding="utf-8").splitlines()]
+    assert len(entries) == bad == result.skipped
+    assert sorted(path.name for path in bucket.iterdir()) == ["out", f"out{quarantine.SUFFIX}"]
+    # a clean rebuild removes the quarantine file an earlier build left
+    build_source("mnbvc", str(bucket / "out"), registry.get("mnbvc").sample_dir())
+    assert [path.name for path in bucket.iterdir()] == ["out"]
+
+
+@pytest.mark.parametrize(
+    ("output", "inputs", "problem"),
+    [
+        ("memory://b/data/out", ["memory://b/data"], "inside the input"),
+        ("memory://b/data", ["memory://b/data/mnbvc"], "holds the input"),
+        ("memory://b/data/", ["memory://b/data"], "holds the input"),
+        ("memory://", [], "root of its file system"),
+    ],
+)
+def test_a_url_output_that_would_delete_or_reread_an_input_is_refused(output, inputs, problem):
+    with pytest.raises(OutputError, match=problem):
+        check_output(folder_at(output), inputs=inputs)
+
+
+def test_a_file_url_output_is_checked_as_the_local_folder_it_is(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    with pytest.raises(OutputError, match="inside the input"):
+        check_output(folder_at((data / "out").as_uri()), inputs=[str(data)])
+    with pytest.raises(OutputError, match="inside the input"):
+        check_output(folder_at((data / "out").as_uri()), inputs=[data.as_uri()])
+    check_output(folder_at((tmp_path / "out").as_uri()), inputs=[str(data), "hf://datasets/liwu/MNBVC"])
+
+
+def test_the_cli_takes_a_url_output_as_a_url(tmp_path, monkeypatch, capsys):
+    """``--output file:///...`` is that folder, not a relative ``file:/...`` under the working folder."""
+    monkeypatch.chdir(tmp_path)
+    output = tmp_path / "built"
+    code = cli.main(["build", "locomo", "--sample", "--config", "sessions", "--output", output.as_uri()])
+    assert code == 0
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["built"]
+    assert pq.read_table(output / "sessions" / "test-00000-of-00001.parquet").num_rows > 0
+    assert capsys.readouterr().out.startswith(f"locomo: {output.as_uri()}\n")
+
+
+def test_a_local_path_stays_a_local_path():
+    assert isinstance(folder_at("out/locomo"), Path) and isinstance(folder_at(Path("/tmp/x")), Path)
