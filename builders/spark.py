@@ -16,8 +16,9 @@ The engine moves the data; convhub's parsers stay what they are. A build config 
   pass 1 parses and hashes each distinct dialogue in these tasks, and groups the lines on the driver.
 
 A task returns what the driver needs (its files, rows and bytes, its statistics report and quarantined
-records) instead of writing them beside the build, so a retried task counts once. The files it writes go to the
-build's work folder: on a cluster, that folder must be on a filesystem every executor sees.
+records) instead of writing them beside the build, so a retried task counts once. The files it writes go to a
+work folder inside the build's staging folder, so on a cluster they are wherever the output is: a URL
+(``hdfs://``, ``s3a://``: ``convhub.folders``) or a shared file system, which every executor reaches.
 
 PySpark is an extra: ``pip install "convhub[spark]"`` (and Java 17).
 """
@@ -38,6 +39,7 @@ import datasets
 from convhub.base import fewer_collections, is_group_shard, sorted_partition
 from convhub.console import phases
 from convhub.errors import SourceError
+from convhub.folders import text_of
 from convhub.regroup import partition_of
 from datasets.utils.py_utils import convert_file_size_to_int
 
@@ -120,14 +122,14 @@ class SparkEngine:
         repeated = table.groupBy(column).count().filter("count > 1").select(column)
         return sorted(row[0] for row in repeated.collect())
 
-    def write_config(self, builder, work: str) -> dict[str, tuple[TaskResult, ...]]:
-        """Every split of ``builder``'s config as Parquet files under ``work``: split → the task results, in
-        the order the local build writes the same rows."""
+    def write_config(self, builder, work) -> dict[str, tuple[TaskResult, ...]]:
+        """Every split of ``builder``'s config as Parquet files under ``work`` (a ``Path``, or a ``UPath`` at a
+        URL): split → the task results, in the order the local build writes the same rows."""
         download = datasets.DownloadManager(dataset_name=builder.SOURCE, data_dir=builder.config.data_dir)
         with fewer_collections():  # the driver lists the shards (GigaMemory's pass 1 parses in our tasks)
             by_split = builder.engine_shards(download, self.map)
         max_shard_size = convert_file_size_to_int(datasets.config.MAX_SHARD_SIZE)
-        os.makedirs(work, exist_ok=True)
+        work.mkdir(parents=True, exist_ok=True)
         written: dict[str, tuple[TaskResult, ...]] = {}
         for split, shards in by_split.items():
             results: list[TaskResult] = []
@@ -148,7 +150,7 @@ class SparkEngine:
             written[split] = tuple(results)
         return written
 
-    def _regroup(self, builder, split: str, shard: dict, work: str, max_shard_size: int, first: int):
+    def _regroup(self, builder, split: str, shard: dict, work, max_shard_size: int, first: int):
         """A group shard: read every file (one task each), move and sort the rows by partition and key, write
         one result per partition."""
         files, count = shard["files"], shard["partitions"]
@@ -249,12 +251,12 @@ def _write_records(builder, split: str, shard, prefix: str, max_shard_size: int)
 class _ShardTask:
     """One source shard: parsed and written on an executor."""
 
-    def __init__(self, builder, split: str, work: str, max_shard_size: int):
+    def __init__(self, builder, split: str, work, max_shard_size: int):
         self.builder, self.split, self.work, self.max_shard_size = builder, split, work, max_shard_size
 
     def __call__(self, task: tuple[int, Any]) -> TaskResult:
         number, shard = task
-        prefix = os.path.join(self.work, f"{self.split}-{number:05d}")
+        prefix = text_of(self.work / f"{self.split}-{number:05d}")
         with fewer_collections():
             return _write_records(self.builder, self.split, shard, prefix, self.max_shard_size)
 
@@ -283,7 +285,7 @@ class _KeyedRows:
 class _PartitionTask:
     """One partition of a group shard, its rows sorted: records built and written on an executor."""
 
-    def __init__(self, builder, split: str, shard: dict, work: str, max_shard_size: int, first: int):
+    def __init__(self, builder, split: str, shard: dict, work, max_shard_size: int, first: int):
         self.builder, self.split, self.shard = builder, split, shard
         self.work, self.max_shard_size, self.first = work, max_shard_size, first
 
@@ -291,7 +293,7 @@ class _PartitionTask:
         if index == self.shard["partitions"]:  # the rejected rows of the files
             yield TaskResult(quarantine=[payload.decode("utf-8") for _, payload in rows])
             return
-        prefix = os.path.join(self.work, f"{self.split}-{self.first + index:05d}")
+        prefix = text_of(self.work / f"{self.split}-{self.first + index:05d}")
         partition = sorted_partition(self.shard, ((key, payload) for (_, key), payload in rows))
         with fewer_collections():
             yield _write_records(self.builder, self.split, partition, prefix, self.max_shard_size)

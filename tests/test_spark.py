@@ -240,6 +240,47 @@ def test_mnbvc_files_under_a_url_are_read_by_the_tasks_where_they_are(spark, sam
     )  # Hadoop's name for S3
 
 
+@pytest.mark.parametrize("source", ["mnbvc", "convlab"])
+def test_a_spark_build_writes_straight_to_a_url(source, spark, sample_builds, tmp_path, monkeypatch):
+    """``--output`` a URL (here ``file://``; ``hdfs://``, ``s3a://`` alike through fsspec): the tasks write in the
+    staging folder at the URL, not in a local work folder, and the rows are the local build's. MNBVC's rows go
+    through Spark's shuffle; ConvLab's files are then split by subset on the driver."""
+    from convhub.spark import SparkEngine
+
+    works = []
+    write_config = SparkEngine.write_config
+    monkeypatch.setattr(
+        SparkEngine,
+        "write_config",
+        lambda self, builder, work: works.append(str(work)) or write_config(self, builder, work),
+    )
+    monkeypatch.chdir(tmp_path)
+    output = tmp_path / "out" / source
+    result = build_source(source, output.as_uri(), registry.get(source).sample_dir(), engine=spark)
+    assert str(result.output) == output.as_uri()
+    assert works and all(
+        work.startswith(f"{(tmp_path / 'out').as_uri()}/.{source}.partial-") for work in works
+    )
+    assert_same_build(sample_builds[source].output, output)
+    assert [path.name for path in tmp_path.iterdir()] == ["out"]  # nothing under the working folder
+    assert [path.name for path in (tmp_path / "out").iterdir()] == [source]  # no staging left beside it
+    assert not (output / ".convhub-work").exists()
+
+
+def test_a_spark_build_of_derived_views_alone_reads_its_sessions_at_the_url(spark, sample_builds, tmp_path):
+    """Without ``sessions`` in the build, its shards still go where the tasks that derive ``turns`` can read them."""
+    output = tmp_path / "turns-only"
+    build_source(
+        "locomo", output.as_uri(), registry.get("locomo").sample_dir(), configs=["turns"], engine=spark
+    )
+    assert sorted(path.name for path in output.iterdir()) == [".convhub", "README.md", "turns"]
+    built, local = (
+        pq.read_table(sorted((folder / "turns").glob("test-*.parquet")))
+        for folder in (output, sample_builds["locomo"].output)
+    )
+    assert built.equals(local)
+
+
 def test_the_oracle_script_compares_a_scaled_input_built_by_both_engines(capsys):
     assert oracle.main(["--scale", "0.002", "--source", "locomo", "--engine", "spark:local[2]"]) == 0
     output = capsys.readouterr().out
