@@ -15,7 +15,7 @@ from pathlib import Path
 
 from convhub import console, hub_errors, registry
 from convhub.errors import SourceError
-from convhub.folders import folder_at
+from convhub.folders import folder_at, local_output
 from convhub.stats import markdown_table
 
 
@@ -25,7 +25,11 @@ def rows(count: int) -> str:
 
 
 def _add_source_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", help="read the source from this local folder or file, not the download")
+    parser.add_argument(
+        "--data-dir",
+        help="read the source from this folder or file, not the download: a local path, or a URL (hdfs://, s3a://, "
+        "any fsspec URL) for MNBVC, LoCoMo and GigaMemory",
+    )
     parser.add_argument("--subset", action="append", dest="subsets", help="only this subset (repeatable)")
     parser.add_argument(
         "--format", dest="source_format", help="file format, where a source has several (MNBVC)"
@@ -178,7 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     mix = _command(commands, "mix", "mix built sources by a recipe into one Hub-ready training folder")
     mix.add_argument("recipe", type=Path, help="the recipe YAML (see examples/recipe.yaml)")
-    mix.add_argument("--output", required=True, type=Path, help="the folder to write the mixture into")
+    mix.add_argument(
+        "--output", required=True, type=local_output, help="the folder to write the mixture into"
+    )
     _add_overwrite_option(mix)
     mix.add_argument(
         "--streaming", action="store_true", help="stream the sources instead of downloading them"
@@ -353,6 +359,9 @@ def source_options_error(args) -> str | None:
         formats = registry.get(source).FORMATS
         if args.source_format and not formats:
             return f"--format: source {source!r} has no formats (only a source with several file formats takes one)"
+        refused = registry.get(source).data_dir_refusal(args.data_dir)
+        if refused:
+            return refused
     if args.data_dir and "://" not in args.data_dir and not os.path.exists(args.data_dir):
         return f"--data-dir {args.data_dir} does not exist"
     if sources and not args.sample and not args.data_dir and _offline():

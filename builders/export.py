@@ -31,6 +31,7 @@ import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
 from convhub import registry
+from convhub.folders import local_output
 from convhub.schema import JSON_TEXT_FIELDS
 from convhub.staging import check_output, staged_folder
 from datasets import Features, LargeList, List
@@ -419,7 +420,7 @@ def add_arguments(parser) -> None:
         help="a folder convhub build wrote, or a Hub dataset repo id (org/name) it was pushed to",
     )
     parser.add_argument(
-        "--output", required=True, type=Path, help="the folder to write the source files into"
+        "--output", required=True, type=local_output, help="the folder to write the source files into"
     )
     parser.add_argument("--revision", help="a branch, tag or commit of the Hub repo")
     parser.add_argument("--token", help="a Hugging Face token (default: HF_TOKEN or the stored login)")

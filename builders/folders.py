@@ -10,6 +10,9 @@ A path given as a URL stays a URL (``file://`` too), so the code for remote fold
 
 from __future__ import annotations
 
+import argparse
+import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -25,6 +28,16 @@ def folder_at(value: str | os.PathLike) -> Path | UPath:
         return value
     text = os.fspath(value) if not isinstance(value, str) else value
     return UPath(text) if "://" in text else Path(text)
+
+
+def local_output(value: str) -> Path:
+    """An argparse type for an ``--output`` that must be local (``mix``, ``export``): a URL is refused in one line,
+    not taken as a relative folder named ``s3a:``."""
+    if "://" in value:
+        raise argparse.ArgumentTypeError(
+            f"{value} is a URL: give a local folder (only convhub build writes to a URL; copy the folder after)"
+        )
+    return Path(value)
 
 
 def is_url(path: object) -> bool:
@@ -77,3 +90,70 @@ def write_text(path: Path | UPath, text: str) -> None:
     """Write ``text`` as UTF-8, its newlines as they are (a card's bytes do not depend on the system)."""
     with path.open("wb") as handle:
         handle.write(text.encode("utf-8"))
+
+
+# -- source files at a URL (a --data-dir): listed by the driver, opened where a task runs, never downloaded ----
+
+
+def fsspec_url(url: str) -> str:
+    """``s3a://`` (Hadoop's name for S3) is fsspec's ``s3://``; ``hdfs://`` needs pyarrow's libhdfs."""
+    return "s3://" + url[len("s3a://") :] if url.startswith("s3a://") else url
+
+
+def url_files(url: str, suffixes: tuple[str, ...], recursive: bool = False) -> list[tuple[str, str]]:
+    """(name, URL) of every file under ``url`` (or of that one file) whose name ends with one of ``suffixes``:
+    the name relative to ``url`` when ``recursive``, else the files directly in it. An empty list when none."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(fsspec_url(url))
+    root = root.rstrip("/")
+    if fs.isfile(root):
+        found = [root]
+    elif recursive:
+        found = sorted(fs.find(root))
+    else:
+        found = sorted(entry["name"] for entry in fs.ls(root, detail=True) if entry["type"] == "file")
+    found = [path for path in found if path.endswith(suffixes)]
+    prefix = url.rstrip("/")
+    names = [os.path.basename(path) if path == root else path[len(root) + 1 :] for path in found]
+    return [(name, prefix if found == [root] else f"{prefix}/{name}") for name in names]
+
+
+def open_url(url: str, compression: str | None = None):
+    """A file under a URL, opened with fsspec where a task reads it (no download; seeks are range reads).
+    ``compression="gzip"``: its decompressed bytes (closing it closes the file under it too)."""
+    import fsspec
+
+    return fsspec.open(fsspec_url(url), "rb", compression=compression).open()
+
+
+def open_file(path: str | os.PathLike):
+    """A source file's bytes: a local path opened here, a URL through fsspec (``open_url``)."""
+    text = os.fspath(path)
+    return open_url(text) if "://" in text else open(text, "rb")
+
+
+def local_copy(url: str, folder: str | os.PathLike) -> str:
+    """A copy of the file at ``url`` in the local ``folder``, under its own name (a reader that goes by the name,
+    as ``.gz`` does, reads it the same), made once per version of the file: its URL, size and the times or ETag
+    its file system reports. A ``file://`` URL is its own local copy."""
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(fsspec_url(url))
+    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    if protocols & {"file", "local"}:
+        return path
+    info = fs.info(path)
+    version = [url, info.get("size")] + [str(info[key]) for key in VERSION_KEYS if key in info]
+    digest = hashlib.sha256(json.dumps(version).encode("utf-8")).hexdigest()[:16]
+    target = os.path.join(folder, f"convhub-{digest}", os.path.basename(path))
+    if not os.path.exists(target):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        partial = f"{target}.partial-{os.getpid()}"
+        fs.get_file(path, partial)
+        os.replace(partial, target)
+    return target
+
+
+#: What fsspec's file systems report that changes with a file's content (local, HDFS, S3, memory).
+VERSION_KEYS = ("mtime", "ETag", "LastModified", "last_modified", "created")

@@ -44,6 +44,18 @@ def sample_builds(tmp_path_factory) -> dict:
 HUB_TOKEN = "hf_convhubTestToken0123456789abcdefXYZ"  # fake; tests assert it never leaks anywhere
 
 
+@pytest.fixture
+def bucket(tmp_path):
+    """A fresh "bucket" in fsspec's memory file system, a stand-in for a remote one (its paths are no local
+    paths), removed after the test: the memory store lives as long as the process."""
+    from convhub.folders import folder_at
+
+    root = folder_at(f"memory://{tmp_path.name}")
+    yield root
+    if root.exists():
+        root.fs.rm(root.path, recursive=True)
+
+
 @pytest.fixture(scope="session")
 def _hub_server():
     """The Hub double, listening on the port HF_ENDPOINT names for the whole session."""

@@ -21,15 +21,6 @@ from convhub.staging import MARKER, OutputError, check_output
 from hostile_sources import SOURCES, hostile_mix
 
 
-@pytest.fixture
-def bucket(tmp_path):
-    """A fresh in-memory "bucket", removed after the test (fsspec's memory store lives as long as the process)."""
-    root = folder_at(f"memory://{tmp_path.name}")
-    yield root
-    if root.exists():
-        root.fs.rm(root.path, recursive=True)
-
-
 def files_under(folder) -> list[str]:
     return sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
 
@@ -133,3 +124,15 @@ def test_the_cli_takes_a_url_output_as_a_url(tmp_path, monkeypatch, capsys):
 
 def test_a_local_path_stays_a_local_path():
     assert isinstance(folder_at("out/locomo"), Path) and isinstance(folder_at(Path("/tmp/x")), Path)
+
+
+@pytest.mark.parametrize("command", [["mix", "recipe.yaml"], ["export", "locomo", "--from", "built"]])
+def test_mix_and_export_refuse_a_url_output_instead_of_writing_a_folder_named_after_it(
+    command, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        cli.main([*command, "--output", "s3a://bucket/out"])
+    assert exited.value.code == 2
+    assert "s3a://bucket/out is a URL: give a local folder" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

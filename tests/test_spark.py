@@ -69,9 +69,10 @@ def test_mnbvc_conversations_spread_over_many_partitions_come_out_in_the_local_o
 def gigamemory_engine_tasks(monkeypatch) -> list[int]:
     """The number of engine tasks of each GigaMemory pass 1 that hands its dialogues to an engine, which every
     plain file now does, however small (a test's files are far below ``PARALLEL_INDEX_BYTES``)."""
-    from convhub.gigamemory import scan
+    from convhub.gigamemory import index, scan
 
     monkeypatch.setattr(scan, "PARALLEL_INDEX_BYTES", 0)
+    monkeypatch.setattr(index, "_INDEX_CACHE", {})  # no index from the local build of the sample
     tasks: list[int] = []
     engine_tasks = scan._engine_tasks
     monkeypatch.setattr(
@@ -88,7 +89,6 @@ def test_gigamemory_parses_its_dialogues_in_spark_tasks_and_builds_as_locally(
     from convhub.gigamemory import index, scan
 
     monkeypatch.setattr(scan, "ENGINE_TASK_BYTES", 1)
-    monkeypatch.setattr(index, "_INDEX_CACHE", {})  # no index from the local build of the sample
     tasks = gigamemory_engine_tasks
     sample = registry.get("gigamemory").sample_dir()
     result = build_source("gigamemory", tmp_path / "spark", sample, engine=spark)
@@ -233,7 +233,7 @@ def test_mnbvc_files_under_a_url_are_read_by_the_tasks_where_they_are(spark, sam
     result = build_source("mnbvc", tmp_path / "from-url", sample.as_uri(), engine=spark)
     assert_same_build(sample_builds["mnbvc"].output, result.output)
     assert result.notes == sample_builds["mnbvc"].notes
-    from convhub.mnbvc.files import fsspec_url as _fsspec_url
+    from convhub.folders import fsspec_url as _fsspec_url
 
     assert (
         _fsspec_url("s3a://bucket/dialogue/a.jsonl") == "s3://bucket/dialogue/a.jsonl"
@@ -279,6 +279,22 @@ def test_a_spark_build_of_derived_views_alone_reads_its_sessions_at_the_url(spar
         for folder in (output, sample_builds["locomo"].output)
     )
     assert built.equals(local)
+
+
+@pytest.mark.parametrize("source", ["locomo", "gigamemory"])
+def test_locomo_and_gigamemory_files_under_a_url_are_read_by_spark_tasks(
+    source, spark, sample_builds, tmp_path, gigamemory_engine_tasks
+):
+    """``--data-dir`` a URL for LoCoMo (each task opens its file there) and GigaMemory (pass 1 reads a copy on the
+    driver, its Spark tasks and the parsing tasks read the file at the URL): the rows of the local build."""
+    sample = Path(registry.get(source).sample_dir())
+    result = build_source(source, tmp_path / "from-url", sample.as_uri(), engine=spark)
+    assert_same_build(sample_builds[source].output, result.output)
+    assert result.notes == sample_builds[source].notes
+    if source == "gigamemory":
+        assert gigamemory_engine_tasks == [
+            1
+        ]  # the plain file's pass 1 ran on Spark (a .gz is read line by line)
 
 
 def test_the_oracle_script_compares_a_scaled_input_built_by_both_engines(capsys):

@@ -168,6 +168,8 @@ DATABASE_VIEW = View(
 
 class ConvLabBuilder(ConversationBuilder):
     SOURCE = "convlab"
+    #: ConvLab's folders and zips are read where the driver lists them (``convlab.files``, ``convlab.scan``).
+    DATA_DIR_URLS = False
     HUB_NAME = "convlab-unified"
     HAS_QUESTIONS = False  # no memory questions in the format
     PRETTY_NAME = "ConvLab-3 unified datasets (convhub unified)"

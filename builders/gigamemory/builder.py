@@ -6,8 +6,10 @@ import glob
 import os
 from typing import ClassVar
 
+import datasets
 from convhub.base import ConversationBuilder
 from convhub.errors import SourceError
+from convhub.folders import local_copy, url_files
 from convhub.gigamemory import index, parse, read
 
 #: The public sample; the contest's evaluation sets are closed.
@@ -41,7 +43,8 @@ class GigamemoryBuilder(ConversationBuilder):
     WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {"sessions": 32}
 
     def source_files(self, dl_manager) -> list[tuple[str, str]]:
-        """(local path, file name) of every ``*.jsonl`` / ``*.jsonl.gz`` of ``--data-dir`` (or that one file).
+        """(local path or URL, file name) of every ``*.jsonl`` / ``*.jsonl.gz`` of ``--data-dir`` (or that one
+        file); ``--data-dir`` may be a URL (``hdfs://``, ``s3a://``, any fsspec URL).
 
         Without ``--data-dir``: the public sample, downloaded (the cache names it by a hash, hence the name).
         Each file is a subset named by its stem; ``--subset`` keeps some of them.
@@ -49,6 +52,10 @@ class GigamemoryBuilder(ConversationBuilder):
         data_dir = self.config.data_dir
         if data_dir is None:
             files = [(dl_manager.download(URL), URL.rsplit("/", 1)[-1])]
+        elif "://" in data_dir:
+            files = [(url, name) for name, url in url_files(data_dir, read.SUFFIXES)]
+            if not files:
+                raise FileNotFoundError(f"no GigaMemory *.jsonl or *.jsonl.gz file in {data_dir}")
         elif os.path.isfile(data_dir):
             files = [(data_dir, os.path.basename(data_dir))]
         else:
@@ -81,20 +88,34 @@ class GigamemoryBuilder(ConversationBuilder):
 
     def shards(self, dl_manager, run=None):
         """Each file's dialogues (pass 1's groups) in shards; with ``run``, an engine's map, pass 1 parses and
-        hashes the distinct dialogues in the engine's tasks."""
+        hashes the distinct dialogues in the engine's tasks.
+
+        A file at a URL is downloaded for pass 1, which maps it whole on this machine; its shards name the URL,
+        and a task where that copy is not (an executor on another machine) reads its lines there."""
         shards = []
         for path, file_name in self.source_files(dl_manager):
+            url = path if "://" in path else None
+            local = self._downloaded(dl_manager, url) if url else path
             try:
                 processes = self._build_processes or min(os.cpu_count() or 1, self.STREAM_INDEX_PROCESSES)
-                file_index = index.cached_index(path, self.reject, processes, run)
+                file_index = index.cached_index(local, self.reject, processes, run, url)
             except SourceError as error:  # an empty file: with --on-bad-record skip, the others go on
                 self.reject(error, None, scope="file")
                 continue
             shard_bytes = self.SHARD_BYTES
             if not path.endswith(".gz"):  # seeks are free: smaller shards balance num_proc workers
                 shard_bytes = min(shard_bytes, self.PLAIN_SHARD_BYTES)
-            shards.extend(index.plan_shards(file_index, shard_bytes, file_name))
+            planned = index.plan_shards(file_index, shard_bytes, file_name)
+            for shard in planned if url else ():
+                shard.update(path=url, local=local)
+            shards.extend(planned)
         return {SPLIT: shards}
+
+    def _downloaded(self, dl_manager, url: str) -> str:
+        """A local copy of ``url``, under its own name, in the download folder of ``datasets``' manager (a
+        build's own work folder; a stream's or a check's cache)."""
+        config = getattr(dl_manager, "download_config", None)
+        return local_copy(url, getattr(config, "cache_dir", None) or datasets.config.DOWNLOADED_DATASETS_PATH)
 
     def engine_shards(self, dl_manager, run=None):
         return self.shards(dl_manager, run)

@@ -54,21 +54,25 @@ class FileIndex:
 
 
 def index_file(
-    path: str | os.PathLike, reject: Reject = raise_error, processes: int = 1, run: TaskRunner | None = None
+    path: str | os.PathLike,
+    reject: Reject = raise_error,
+    processes: int = 1,
+    run: TaskRunner | None = None,
+    url: str | None = None,
 ) -> FileIndex:
     """Pass 1: read the file once and group its lines by dialogue, keeping no dialogue in memory.
 
     A bad line goes to ``reject`` with its bytes (raising by default); a file that cannot be read on from
     some line (corrupt gzip) goes there once, and the lines before that point are kept. With
     ``processes`` > 1, a large plain file's distinct dialogues are parsed and hashed in that many
-    processes (most of pass 1), or with ``run`` in an engine's tasks; grouping stays here, in file order, so
-    the index is the same.
+    processes (most of pass 1), or with ``run`` in an engine's tasks (which read ``url``, where ``path`` is its
+    local copy); grouping stays here, in file order, so the index is the same.
     """
     notes = Notes()
     groups: dict[str, Group] = {}
     seen_ids: dict[str, int] = {}
     rejected = 0
-    lines = prepared_lines(path, processes, run)
+    lines = prepared_lines(path, processes, run, url)
     while True:
         try:
             prepared = next(lines)
@@ -196,13 +200,17 @@ def file_version(path: str | os.PathLike) -> tuple:
 
 
 def cached_index(
-    path: str | os.PathLike, reject: Reject = raise_error, processes: int = 1, run: TaskRunner | None = None
+    path: str | os.PathLike,
+    reject: Reject = raise_error,
+    processes: int = 1,
+    run: TaskRunner | None = None,
+    url: str | None = None,
 ) -> FileIndex:
     """:func:`index_file`, once per file version and process: a build asks for the shards of every config. An
     index that rejected lines is not kept: each build must hand its rejections to its own ``reject``."""
     key = file_version(path)
     if key not in _INDEX_CACHE:
-        index = index_file(path, reject, processes, run)
+        index = index_file(path, reject, processes, run, url)
         if index.rejected or file_version(path) != key:  # changed while indexed: keep nothing
             return index
         if len(_INDEX_CACHE) >= 64:

@@ -33,7 +33,7 @@ from convhub import schema
 from convhub.errors import Notes, Reject, SourceError, raise_error
 from convhub.gigamemory.cut import line_fingerprint
 from convhub.gigamemory.index import Group, Line
-from convhub.gigamemory.read import INEXACT, decode_line, exact_loads, id_as_text, open_binary, where
+from convhub.gigamemory.read import INEXACT, decode_line, exact_loads, id_as_text, open_shard_file, where
 
 #: The four question types of the contest, in the order of its format document.
 QUESTION_TYPES = ("fact_equal_session", "info_consolidation", "info_updating", "no_info")
@@ -54,7 +54,7 @@ def parse_shard(
     path = shard["path"]
     for kind, count in shard["notes"].items():
         notes.add(kind, count)
-    with open_binary(path) as handle:
+    with open_shard_file(shard) as handle:
         for group in shard["groups"]:
             raw = _read_group_line(handle, path, group)
             sessions = INEXACT

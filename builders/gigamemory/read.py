@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 from convhub.errors import NESTED_TOO_DEEPLY, SourceError
+from convhub.folders import open_url
 from convhub.jsonio import holds_float
 
 SUFFIXES = (".jsonl.gz", ".jsonl")
@@ -41,6 +42,16 @@ READ_BUFFER_BYTES = 2**20
 def open_binary(path: str | os.PathLike, buffering: int = -1):
     """The file's bytes; a ``.gz`` is decompressed on the fly, so offsets are uncompressed offsets."""
     return gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb", buffering=buffering)
+
+
+def open_shard_file(shard: dict[str, Any]):
+    """``open_binary`` of a shard's file: the local copy pass 1 read where this process sees it, else the file at
+    its URL (a task on another machine: seeks are range reads, a ``.gz`` decompresses from its start)."""
+    path = shard["path"]
+    local = shard.get("local", path)
+    if local == path or os.path.exists(local):
+        return open_binary(local)
+    return open_url(path, compression="gzip" if path.endswith(".gz") else None)
 
 
 def where(line_number: int, record_id: Any = None) -> str:

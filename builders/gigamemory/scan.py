@@ -19,6 +19,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from convhub.folders import open_url
 from convhub.gigamemory.cut import (
     PreparedLine,
     prepare_line,
@@ -42,13 +43,15 @@ ENGINE_TASK_BYTES = 32 * 2**20
 TaskRunner = Callable[[Callable, list], list]
 
 
-def prepared_lines(path, processes: int, run: TaskRunner | None = None) -> Iterator[PreparedLine]:
+def prepared_lines(
+    path, processes: int, run: TaskRunner | None = None, url: str | None = None
+) -> Iterator[PreparedLine]:
     """Every line prepared, in file order.
 
     A ``.gz`` is read line by line. A plain file is mapped: each line is cut where it lies (no copy of
     its dialogue), and each distinct dialogue span is parsed and hashed once: in-process or, for a large
-    file, in ``processes`` workers, or in an engine's tasks with ``run`` (which must see ``path`` where this
-    process does: a shared filesystem on a cluster).
+    file, in ``processes`` workers, or in an engine's tasks with ``run``, which read ``url`` when given (``path``
+    is then this machine's copy of it) and else ``path`` (a shared filesystem on a cluster).
     """
     if str(path).endswith(".gz"):
         digests: dict[str, str] = {}
@@ -63,6 +66,8 @@ def prepared_lines(path, processes: int, run: TaskRunner | None = None) -> Itera
     jobs = _scan_mapped(path, mapped, prepared, firsts)
     large = len(mapped) >= PARALLEL_INDEX_BYTES
     if large and run is not None:
+        if url is not None:
+            jobs = ((url, start, length) for _, start, length in jobs)
         digested = [digest for task in run(_digest_spans_at, _engine_tasks(jobs)) for digest in task]
     elif large and processes > 1:
         import multiprocessing
@@ -264,5 +269,13 @@ def _engine_tasks(jobs: Iterator[tuple]) -> list[list[tuple]]:
 
 
 def _digest_spans_at(jobs: list[tuple]) -> list[tuple[str | None, str]]:
-    """:func:`_digest_span_at` of each job of one engine task, in order."""
-    return [_digest_span_at(job) for job in jobs]
+    """:func:`_digest_span_at` of each job of one engine task, in order; a file at a URL is opened once for the
+    task, each span a range read."""
+    if "://" not in str(jobs[0][0]):
+        return [_digest_span_at(job) for job in jobs]
+    digests = []
+    with open_url(jobs[0][0]) as handle:
+        for _, offset, length in jobs:
+            handle.seek(offset)
+            digests.append(_span_digest(handle.read(length)))
+    return digests

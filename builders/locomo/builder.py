@@ -19,6 +19,7 @@ import orjson
 from convhub import schema
 from convhub.base import ConversationBuilder
 from convhub.errors import Notes, SourceError
+from convhub.folders import url_files
 from convhub.locomo import evidence, parse
 from convhub.views import View
 from datasets import Features, List, Value
@@ -146,6 +147,10 @@ class LocomoBuilder(ConversationBuilder):
         data_dir = self.config.data_dir
         if data_dir is None:
             files = [dl_manager.download(URL)]
+        elif "://" in data_dir:  # each task opens its file there (convhub.folders.open_file)
+            files = [url for _, url in url_files(data_dir, (".json",))]
+            if not files:
+                raise FileNotFoundError(f"no LoCoMo *.json file in {data_dir}")
         elif os.path.isfile(data_dir):
             files = [data_dir]
         else:

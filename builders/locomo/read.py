@@ -9,6 +9,7 @@ from typing import Any, BinaryIO
 
 import ijson
 from convhub.errors import SourceError
+from convhub.folders import open_file
 from convhub.jsonio import holds_lone_surrogate_escape, loads_exact
 
 
@@ -24,7 +25,8 @@ def read_samples(path: str | Path) -> list[Any]:
     Each sample is checked by the parser, so that one bad sample can be skipped alone.
     """
     try:
-        data = load_json(Path(path).read_bytes())
+        with open_file(path) as handle:
+            data = load_json(handle.read())
     except UnicodeDecodeError as error:
         problem = f"not valid UTF-8 JSON (the bytes are not UTF-8): {error}"
         raise SourceError(path, None, None, problem) from error
@@ -100,7 +102,7 @@ def iter_samples(path: str | Path) -> Iterator[Any]:
     keeps them, as other sources do).
     """
     yielded = 0
-    with open(path, "rb") as handle:
+    with open_file(path) as handle:
         if YAJL and _starts_a_list(handle):
             samples = YAJL.items(_LoneSurrogateWatch(handle), "item", use_float=True)
             while True:

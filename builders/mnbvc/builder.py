@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from convhub import regroup
 from convhub.base import ConversationBuilder, group_shard
 from convhub.errors import Notes, SourceError
+from convhub.folders import open_url
 from convhub.mnbvc import files, multiturn, parse
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 
@@ -31,7 +32,7 @@ DEFAULT_PATTERN = "forum/**/*.jsonl.gz"
 SPLIT = "train"
 
 #: Where a shard of each kind is opened from: a local file, a file ``datasets`` streams, a URL an engine's task opens.
-OPENERS = {"rows": files.open_local, "stream": files.open_streamed, "url": files.open_url}
+OPENERS = {"rows": files.open_local, "stream": files.open_streamed, "url": open_url}
 RECORDS = {
     parse.QA: parse.qa_records,
     parse.FORUM: parse.forum_records,
@@ -95,8 +96,8 @@ class MnbvcBuilder(ConversationBuilder):
         data_dir = self.config.data_dir or ""
         if "://" not in data_dir:
             return self.shards(dl_manager)
-        typed = self._typed(files.url_inputs(data_dir), files.open_url)
-        return self._listed(typed, _url_shards, files.open_url)
+        typed = self._typed(files.url_inputs(data_dir), open_url)
+        return self._listed(typed, _url_shards, open_url)
 
     def _listed(self, typed, row_shards, opener) -> dict[str, list[dict[str, Any]]]:
         """The multi-turn files of ``typed`` as one group shard (sized through ``opener``), then the others'
@@ -109,7 +110,7 @@ class MnbvcBuilder(ConversationBuilder):
         return {SPLIT: [group_shard(multiturn_files, sizes, self.PARTITION_BYTES), *rows]}
 
     def keyed_rows(self, shard: dict[str, Any], file_index: int):
-        opener = files.open_url if "://" in shard["files"][file_index][1] else None
+        opener = open_url if "://" in shard["files"][file_index][1] else None
         return multiturn.keyed_rows(shard["files"], file_index, opener, self.config.subsets, self.reject)
 
     def grouped_records(self, rows, shard: dict[str, Any], notes: Notes):

@@ -15,6 +15,7 @@ from typing import Any, BinaryIO
 
 import orjson
 from convhub.errors import NESTED_TOO_DEEPLY, Reject, SourceError, raise_error
+from convhub.folders import url_files
 from convhub.jsonio import holds_float, refuse_json_document
 from datasets.utils.file_utils import xopen
 
@@ -51,24 +52,12 @@ def local_shard_paths(data_dir: str) -> list[str]:
     return found
 
 
-def fsspec_url(url: str) -> str:
-    """``s3a://`` (Hadoop's name for S3) is fsspec's ``s3://``; ``hdfs://`` needs pyarrow's libhdfs."""
-    return "s3://" + url[len("s3a://") :] if url.startswith("s3a://") else url
-
-
 def url_inputs(url: str) -> list[tuple[str, str]]:
     """(name, URL) of every shard under ``url``, named as ``--data-dir`` names local ones, not downloaded."""
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(fsspec_url(url))
-    root = root.rstrip("/")
-    found = [root] if fs.isfile(root) else sorted(fs.find(root))
-    found = [path for path in found if path.endswith(SUFFIXES)]
+    found = url_files(url, SUFFIXES, recursive=True)
     if not found:
         raise FileNotFoundError(f"no MNBVC *.jsonl or *.jsonl.gz shard under {url}")
-    prefix = url.rstrip("/")
-    names = [os.path.basename(path) if path == root else path[len(root) + 1 :] for path in found]
-    return [(name, prefix if found == [root] else f"{prefix}/{name}") for name in names]
+    return found
 
 
 # -- opening shards -------------------------------------------------------------------------------------
@@ -76,13 +65,6 @@ def url_inputs(url: str) -> list[tuple[str, str]]:
 
 def open_local(path: str) -> BinaryIO:
     return open(path, "rb")
-
-
-def open_url(url: str) -> BinaryIO:
-    """A file under a URL, opened with fsspec where an engine's task reads it (no download)."""
-    import fsspec
-
-    return fsspec.open(fsspec_url(url), "rb").open()
 
 
 def open_streamed(path: str, download_config=None) -> BinaryIO:
