@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from convhub.cards import for_repo
+from convhub.folders import folder_at, is_url
 from convhub.hub_errors import redact
 from convhub.push_command import add_arguments, print_result, run
 from convhub.push_local import (
@@ -49,6 +50,7 @@ from convhub.push_local import (
     license_ids,
     license_warnings,
     local_files,
+    read_card,
 )
 from convhub.push_plan import (
     MANIFEST,
@@ -64,7 +66,7 @@ from convhub.push_plan import (
     write_manifest,
 )
 from convhub.push_session import TRANSIENT_STATUSES, HubFault, HubSession, PushError, RetryPolicy
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCard, HfApi, get_token
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, get_token
 
 __all__ = [
     "CARD",
@@ -142,11 +144,14 @@ def push_folder(
     ``endpoint`` defaults to ``HF_ENDPOINT``; the verification loads the configs with ``datasets``, which only
     knows ``HF_ENDPOINT``, so another endpoint is refused unless ``verify=False``. ``retry`` sets how the calls the
     client sends once are retried (see the module docstring). A card without a license is refused.
+
+    ``folder`` may be a URL (a build Spark wrote to HDFS or S3): its files are read there, and each file to upload
+    is first copied to a local temporary folder (``huggingface_hub`` uploads local files).
     """
-    folder = Path(folder)
+    folder = folder_at(folder)
     revision = revision or "main"
     files = local_files(folder)
-    card = DatasetCard.load(files[CARD])
+    card = read_card(files[CARD])
     check_license(card)
     disagreements = card_disagreements(folder, card)
     if disagreements:
@@ -176,6 +181,7 @@ def push_folder(
             )
         if _prepare_repo(session, result, private):  # plan again against the new repo's or branch's head
             result.plan = _plan(session, files, Path(scratch))
+        files = local_uploads(files, result.plan.uploads, Path(scratch))
         _commit(session, result, files, create_pr)
     if verify:
         try:
@@ -200,6 +206,18 @@ def card_for_repo(files: dict[str, Path], repo_id: str, scratch: Path) -> dict[s
     copy = scratch / CARD
     copy.write_text(retargeted, encoding="utf-8")
     return {**files, CARD: copy}
+
+
+def local_uploads(files: dict[str, Path], uploads: list[str], scratch: Path) -> dict[str, Path]:
+    """``files`` with each file to upload that lies at a URL copied under ``scratch``: only those the plan sends."""
+    copies = {}
+    for path in uploads:
+        if is_url(files[path]):
+            copy = scratch / "uploads" / path
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            files[path].fs.get_file(files[path].path, str(copy))
+            copies[path] = copy
+    return {**files, **copies}
 
 
 def _plan(session: HubSession, files: dict[str, Path], scratch: Path) -> PushPlan:

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from convhub import registry
+from convhub.folders import folder_at
 from convhub.hub_errors import report
-from convhub.push_local import CARD
+from convhub.push_local import CARD, read_card
 from convhub.push_session import PushError
-from huggingface_hub import DatasetCard
 from huggingface_hub.errors import HfHubHTTPError
 
 if TYPE_CHECKING:
@@ -24,7 +24,11 @@ def add_arguments(parser) -> None:
         help="the registered source the folder was built from; leave out for a mixture (give --folder)",
     )
     parser.add_argument("--repo-id", required=True, help="the dataset repo, ORG/NAME")
-    parser.add_argument("--folder", type=Path, help="the built folder (default: out/<hub name of SOURCE>)")
+    parser.add_argument(
+        "--folder",
+        type=folder_at,
+        help="the built folder (default: out/<hub name of SOURCE>); a URL too (hdfs://, s3a://: a build Spark wrote)",
+    )
     parser.add_argument("--token", help="a Hugging Face token (default: HF_TOKEN or the stored login)")
     parser.add_argument("--private", action="store_true", help="create the repo private (when it is new)")
     parser.add_argument("--revision", help="push to this branch (created from main when absent)")
@@ -63,7 +67,7 @@ def _check_source(folder: Path, source: str | None) -> None:
     if not card_path.is_file():
         command = f"convhub build {source} --output {folder}" if source else "convhub build or convhub mix"
         raise FileNotFoundError(f"{card_path} does not exist: run `{command}` first")
-    tags = DatasetCard.load(card_path).data.get("tags") or []
+    tags = read_card(card_path).data.get("tags") or []
     if source is not None and source not in tags:
         raise SystemExit(f"convhub push: {folder} was not built from {source} (its card is tagged {tags})")
 

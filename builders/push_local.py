@@ -8,8 +8,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-import pyarrow.parquet as pq
 from convhub.cards import is_non_commercial
+from convhub.folders import parquet_file
 from convhub.push_session import PushError
 from huggingface_hub import DatasetCard
 
@@ -18,7 +18,8 @@ NO_LICENSE = {"", "none"}
 
 
 def local_files(folder: Path) -> dict[str, Path]:
-    """Every file the build wrote (path in the repo → local path); hidden files and folders are skipped."""
+    """Every file the build wrote (path in the repo → its path, local or at the folder's URL); hidden files and
+    folders are skipped."""
     files = {}
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder).as_posix()
@@ -27,6 +28,11 @@ def local_files(folder: Path) -> dict[str, Path]:
     if CARD not in files:
         raise PushError(f"{folder} has no {CARD}: is it a folder written by `convhub build`?")
     return files
+
+
+def read_card(path: Path) -> DatasetCard:
+    """A built folder's card (the folder local or at a URL), read as ``DatasetCard.load`` reads it: newlines kept."""
+    return DatasetCard(path.read_bytes().decode("utf-8"))
 
 
 def expected_rows(card: DatasetCard) -> dict[str, dict[str, int]]:
@@ -100,7 +106,7 @@ def card_disagreements(folder: Path, card: DatasetCard) -> list[str]:
         for entry in data_files:
             patterns = [entry["path"]] if isinstance(entry["path"], str) else entry["path"]
             files = sorted({path for pattern in patterns for path in folder.glob(pattern) if path.is_file()})
-            rows = sum(pq.ParquetFile(path).metadata.num_rows for path in files)
+            rows = sum(parquet_file(path).metadata.num_rows for path in files)
             stated = counts.get(name, {}).get(entry["split"])
             if stated != rows:
                 problems.append(

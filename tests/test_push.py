@@ -91,6 +91,22 @@ def local_rows(folder: Path, config: str):
     return datasets.load_dataset("parquet", data_dir=str(folder / config), split="test")
 
 
+def test_a_folder_at_a_url_is_pushed_as_the_same_folder_would_be_locally(hub, bucket, folder, capsys):
+    """A build Spark wrote to HDFS or S3 (here fsspec's memory file system): its files are read there, and those
+    the plan uploads are copied to a local temporary folder first."""
+    remote = bucket / "locomo-unified"
+    remote.fs.put(str(folder), remote.path, recursive=True)
+    result = push_folder(str(remote), REPO)
+    pushed = hub.repo(REPO).commits_on("main")[-1].files
+    assert set(pushed) == pushed_files(folder) | {".gitattributes", MANIFEST}
+    for path in pushed_files(folder) - {"README.md"}:
+        assert pushed[path].content == (folder / path).read_bytes(), path
+    assert set(result.verified) == set(built_configs(folder))
+    assert main(["push", "locomo", "--folder", str(remote), "--repo-id", REPO]) == 0
+    assert f"{REPO}@main: 0 to upload" in capsys.readouterr().out
+    assert push_folder(folder, REPO).created_commit is False  # the local folder: the very same files
+
+
 def test_push_again_with_unchanged_data_makes_no_commit(hub, folder):
     first = push_folder(folder, REPO)
     second = push_folder(folder, REPO)
