@@ -150,8 +150,12 @@ def local_copy(url: str, folder: str | os.PathLike) -> str:
     if not os.path.exists(target):
         os.makedirs(os.path.dirname(target), exist_ok=True)
         partial = f"{target}.partial-{os.getpid()}"
-        fs.get_file(path, partial)
-        os.replace(partial, target)
+        try:
+            fs.get_file(path, partial)
+            os.replace(partial, target)
+        finally:
+            if os.path.exists(partial):
+                os.remove(partial)
     return target
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import datasets
 import pyarrow.parquet as pq
 import pytest
-from convhub import cli, registry
+from convhub import cli, quarantine, registry
 from convhub.build import build_source, check_source
-from convhub.errors import Notes
+from convhub.errors import Notes, SourceError
 from convhub.folders import folder_at, local_copy
 from convhub.gigamemory import parse, scan
 from convhub.gigamemory.builder import GigamemoryBuilder
@@ -141,3 +141,16 @@ def test_a_stream_reads_a_data_dir_at_a_url(source, bucket, sample_builds, tmp_p
     )
     built = pq.read_table(sample_builds[source].output / "turns" / "test-00000-of-00001.parquet").to_pylist()
     assert streamed == built and streamed
+
+
+def test_a_bad_gigamemory_line_at_a_url_is_named_by_its_url_not_the_local_copy(bucket, tmp_path):
+    lines = (Path(registry.get("gigamemory").sample_dir()) / "dialogues.jsonl").read_bytes().splitlines()
+    folder = bucket / "bad"
+    folder.mkdir(parents=True)
+    (folder / "dialogues.jsonl").write_bytes(lines[0] + b"\n{not json\n")
+    url = str(folder / "dialogues.jsonl")
+    with pytest.raises(SourceError) as raised:
+        check_source("gigamemory", str(folder))
+    assert raised.value.path == url and raised.value.record == "at line 2"
+    check_source("gigamemory", str(folder), on_bad_record="skip", quarantine_dir=str(tmp_path))
+    assert [entry["file"] for entry in quarantine.collect(tmp_path)] == [url]

@@ -96,11 +96,12 @@ class GigamemoryBuilder(ConversationBuilder):
         for path, file_name in self.source_files(dl_manager):
             url = path if "://" in path else None
             local = self._downloaded(dl_manager, url) if url else path
+            reject = self.reject if url is None else _naming_the_url(self.reject, local, url)
             try:
                 processes = self._build_processes or min(os.cpu_count() or 1, self.STREAM_INDEX_PROCESSES)
-                file_index = index.cached_index(local, self.reject, processes, run, url)
+                file_index = index.cached_index(local, reject, processes, run, url)
             except SourceError as error:  # an empty file: with --on-bad-record skip, the others go on
-                self.reject(error, None, scope="file")
+                reject(error, None, scope="file")
                 continue
             shard_bytes = self.SHARD_BYTES
             if not path.endswith(".gz"):  # seeks are free: smaller shards balance num_proc workers
@@ -122,3 +123,14 @@ class GigamemoryBuilder(ConversationBuilder):
 
     def parse_shard(self, shard, notes):
         return parse.parse_shard(shard, notes, self.reject)
+
+
+def _naming_the_url(reject, local: str, url: str):
+    """``reject`` of pass 1's errors, each naming the file at its URL instead of the copy pass 1 read."""
+
+    def renamed(error: SourceError, *args, **kwargs):
+        if error.path == local:
+            error = SourceError(url, error.record, error.field, error.problem)
+        return reject(error, *args, **kwargs)
+
+    return renamed
