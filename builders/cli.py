@@ -15,7 +15,7 @@ from pathlib import Path
 
 from convhub import console, hub_errors, registry
 from convhub.errors import SourceError
-from convhub.folders import folder_at, local_output
+from convhub.folders import folder_at, local_output, text_of
 from convhub.stats import markdown_table
 
 
@@ -259,7 +259,7 @@ def _build_one(args, source: str, engine) -> None:
 
 
 def print_build(result) -> None:
-    print(f"{result.source}: {result.output}")
+    print(f"{result.source}: {text_of(result.output)}")
     for name, built in result.configs.items():
         splits = ", ".join(f"{split} {rows(info.num_examples)}" for split, info in built.splits.items())
         files = sum(len(paths) for paths in built.files.values())

@@ -46,8 +46,16 @@ def is_url(path: object) -> bool:
 
 
 def text_of(path: str | os.PathLike) -> str:
-    """The path as a string any fsspec caller opens: the URL for a remote path, the local path otherwise."""
-    return str(path) if is_url(path) else os.fspath(path)
+    """The path as a string any fsspec caller opens (Spark's tasks, ``datasets``' writer): the URL for a remote
+    path, the local path otherwise. A namenode's host and port, which a ``UPath`` keeps in its storage options
+    and leaves out of ``str`` (``hdfs:///x``), go back into the URL: without them it would name the default one."""
+    if not is_url(path):
+        return os.fspath(path)
+    text, options, scheme = str(path), path.storage_options, f"{path.protocol}://"
+    if options.get("host") and text.startswith(scheme + "/"):
+        netloc = f"{options['host']}:{options['port']}" if options.get("port") else options["host"]
+        text = scheme + netloc + text[len(scheme) :]
+    return text
 
 
 def parquet_file(path: str | os.PathLike, **options) -> pq.ParquetFile:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from convhub.folders import folder_at, is_url, move, remove_tree, write_text
+from convhub.folders import folder_at, is_url, move, remove_tree, text_of, write_text
 
 MARKER = ".convhub"
 _MARKER_TEXT = "This folder was written by convhub; a later convhub run may replace it.\n"
@@ -73,7 +73,7 @@ def check_output(output: Path, overwrite: bool = False, inputs: Iterable[str | o
 def _check_not_users(output: Path, overwrite: bool) -> None:
     if output.exists() and not made_by_convhub(output) and any(output.iterdir()) and not overwrite:
         raise OutputError(
-            f"{output} holds files convhub did not write: refusing to replace it "
+            f"{text_of(output)} holds files convhub did not write: refusing to replace it "
             "(give a new or empty folder, or pass --overwrite to replace it)"
         )
 
@@ -82,10 +82,10 @@ def _check_url_output(output, overwrite: bool, inputs: Iterable[str | os.PathLik
     """``check_output`` for a folder at a URL: its inputs compared as URLs of the same file system."""
     if not output.path.strip("/"):
         raise OutputError(
-            f"refusing to write {output}: it is the root of its file system, even with --overwrite"
+            f"refusing to write {text_of(output)}: it is the root of its file system, even with --overwrite"
         )
     if output.exists() and not output.is_dir():
-        raise OutputError(f"{output} is a file, not a folder: give a folder to write into")
+        raise OutputError(f"{text_of(output)} is a file, not a folder: give a folder to write into")
     target = output.path.rstrip("/") + "/"
     for value in inputs:
         if value is None or not os.fspath(value).startswith(f"{output.protocol}://"):
@@ -94,11 +94,11 @@ def _check_url_output(output, overwrite: bool, inputs: Iterable[str | os.PathLik
         source_path = source.path.rstrip("/") + "/"
         if source_path.startswith(target):
             raise OutputError(
-                f"refusing to write {output}: it holds the input {source}, which would be deleted"
+                f"refusing to write {text_of(output)}: it holds the input {source}, which would be deleted"
             )
         if target.startswith(source_path):
             raise OutputError(
-                f"refusing to write {output} inside the input {source}: the next run would read it as input"
+                f"refusing to write {text_of(output)} inside the input {source}: the next run would read it as input"
             )
     _check_not_users(output, overwrite)
 

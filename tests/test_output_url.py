@@ -16,7 +16,7 @@ import pytest
 from convhub import cli, quarantine, registry
 from convhub.build import ENGINE_WORK, build_source
 from convhub.errors import SourceError
-from convhub.folders import folder_at, read_parquet
+from convhub.folders import folder_at, read_parquet, text_of
 from convhub.staging import MARKER, OutputError, check_output
 from hostile_sources import SOURCES, hostile_mix
 
@@ -136,3 +136,18 @@ def test_mix_and_export_refuse_a_url_output_instead_of_writing_a_folder_named_af
     assert exited.value.code == 2
     assert "s3a://bucket/out is a URL: give a local folder" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("hdfs://nn:8020/convhub/x", "hdfs://nn:8020/convhub/x/sessions"),  # the namenode is kept
+        ("hdfs://nn/convhub/x", "hdfs://nn/convhub/x/sessions"),
+        ("hdfs:///convhub/x", "hdfs:///convhub/x/sessions"),  # the default namenode
+        ("s3a://bucket/x", "s3a://bucket/x/sessions"),
+    ],
+)
+def test_the_url_handed_to_tasks_names_the_same_file_system(url, expected):
+    """Spark's tasks and ``datasets``' writer get a string: it must name the namenode the user named."""
+    assert text_of(folder_at(url) / "sessions") == expected
+    assert text_of(folder_at(expected)) == expected
