@@ -29,9 +29,9 @@ from typing import Any
 
 import datasets
 import pyarrow as pa
-import pyarrow.parquet as pq
 from convhub import registry
-from convhub.folders import local_output
+from convhub.folders import folder_at, local_output, parquet_file, text_of
+from convhub.push_local import read_card
 from convhub.schema import JSON_TEXT_FIELDS
 from convhub.staging import check_output, staged_folder
 from datasets import Features, LargeList, List
@@ -125,7 +125,8 @@ class Build:
 
 
 class LocalBuild(Build):
-    """A folder ``convhub build`` wrote: Parquet files per config and split, listed in its card's YAML.
+    """A folder ``convhub build`` wrote, on this machine or at a URL (a build Spark wrote to HDFS or S3): Parquet
+    files per config and split, listed in its card's YAML.
 
     Read with pyarrow, one record batch at a time, with no copy into the ``datasets`` cache (which keys a
     carded folder by name and YAML, not by its files, so a rebuilt folder could read stale rows).
@@ -134,18 +135,17 @@ class LocalBuild(Build):
     def __init__(self, folder: str | os.PathLike):
         from datasets.data_files import DataFilesDict, sanitize_patterns
         from datasets.utils.metadata import MetadataConfigs
-        from huggingface_hub import DatasetCard
 
-        self.folder = Path(folder)
-        self.location = str(folder)
+        self.folder = folder_at(folder)
+        self.location = text_of(self.folder)
         readme = self.folder / "README.md"
         if not readme.is_file():
-            raise ExportError(f"{folder} is not a convhub build folder (no README.md)")
-        configs = MetadataConfigs.from_dataset_card_data(DatasetCard.load(readme).data)
+            raise ExportError(f"{self.location} is not a convhub build folder (no README.md)")
+        configs = MetadataConfigs.from_dataset_card_data(read_card(readme).data)
         self._files: dict[str, dict[str, list[str]]] = {}
         for name, config in configs.items():
             patterns = sanitize_patterns(config["data_files"])
-            resolved = DataFilesDict.from_patterns(patterns, base_path=str(self.folder))
+            resolved = DataFilesDict.from_patterns(patterns, base_path=self.location)
             self._files[name] = {split: list(files) for split, files in resolved.items()}
 
     def configs(self) -> list[str]:
@@ -157,7 +157,7 @@ class LocalBuild(Build):
 
     def rows(self, config: str, split: str, batch_rows: int = BATCH_ROWS) -> Iterator[Row]:
         for path in self._files[config][split]:
-            parquet = pq.ParquetFile(path, pre_buffer=False)  # a pre-buffering reader keeps every chunk read
+            parquet = parquet_file(path, pre_buffer=False)  # a pre-buffering reader keeps every chunk read
             features = Features.from_arrow_schema(parquet.schema_arrow)
             for batch in parquet.iter_batches(batch_size=batch_rows):
                 yield from decoded_rows(pa.Table.from_batches([batch]), features)
@@ -206,8 +206,10 @@ def open_build(
     token: str | None = None,
     streaming: bool = False,
 ) -> Build:
-    """A local build folder when ``location`` exists on disk, else a Hub repo id (``org/name``)."""
-    if os.path.exists(location):
+    """A build folder when ``location`` exists on disk or is a URL (``hdfs://``, ``s3a://``; not ``hf://``), else a
+    Hub repo id (``org/name``)."""
+    text = os.fspath(location)
+    if os.path.exists(location) or ("://" in text and not text.startswith("hf://")):
         if revision:
             raise ExportError("--revision applies to a Hub repo, not to a local folder")
         return LocalBuild(location)
@@ -417,7 +419,8 @@ def add_arguments(parser) -> None:
         "--from",
         dest="location",
         required=True,
-        help="a folder convhub build wrote, or a Hub dataset repo id (org/name) it was pushed to",
+        help="a folder convhub build wrote (a local path, or a URL: hdfs://, s3a://), or a Hub dataset repo id "
+        "(org/name) it was pushed to",
     )
     parser.add_argument(
         "--output", required=True, type=local_output, help="the folder to write the source files into"

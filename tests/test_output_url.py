@@ -16,6 +16,7 @@ import pytest
 from convhub import cli, quarantine, registry
 from convhub.build import ENGINE_WORK, build_source
 from convhub.errors import SourceError
+from convhub.export import export_source
 from convhub.folders import folder_at, read_parquet, text_of
 from convhub.staging import MARKER, OutputError, check_output
 from hostile_sources import SOURCES, hostile_mix
@@ -151,3 +152,15 @@ def test_the_url_handed_to_tasks_names_the_same_file_system(url, expected):
     """Spark's tasks and ``datasets``' writer get a string: it must name the namenode the user named."""
     assert text_of(folder_at(url) / "sessions") == expected
     assert text_of(folder_at(expected)) == expected
+
+
+@pytest.mark.parametrize("source", registry.names())
+def test_a_build_at_a_url_exports_the_local_builds_files(source, bucket, sample_builds, tmp_path):
+    """``convhub export --from URL`` reads a build Spark wrote where it lies: the same files, byte for byte."""
+    remote = bucket / "built"
+    remote.fs.put(str(sample_builds[source].output), remote.path, recursive=True)
+    from_url = export_source(source, str(remote), tmp_path / "from-url")
+    local = export_source(source, sample_builds[source].output, tmp_path / "local")
+    assert from_url.location == str(remote) and from_url.files == local.files and local.files
+    for relative in local.files:
+        assert (tmp_path / "from-url" / relative).read_bytes() == (tmp_path / "local" / relative).read_bytes()
