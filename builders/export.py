@@ -30,8 +30,7 @@ from typing import Any
 import datasets
 import pyarrow as pa
 from convhub import registry
-from convhub.folders import folder_at, local_output, parquet_file, text_of
-from convhub.push_local import read_card
+from convhub.folders import folder_at, local_output, parquet_file, read_card, text_of
 from convhub.schema import JSON_TEXT_FIELDS
 from convhub.staging import check_output, staged_folder
 from datasets import Features, LargeList, List

@@ -94,6 +94,13 @@ def remove_tree(path: Path | UPath) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def read_card(path: Path | UPath):
+    """A folder's dataset card (the folder local or at a URL), read as ``DatasetCard.load`` reads it: newlines kept."""
+    from huggingface_hub import DatasetCard
+
+    return DatasetCard(path.read_bytes().decode("utf-8"))
+
+
 def write_text(path: Path | UPath, text: str) -> None:
     """Write ``text`` as UTF-8, its newlines as they are (a card's bytes do not depend on the system)."""
     with path.open("wb") as handle:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from convhub.cards import for_repo
-from convhub.folders import folder_at, is_url
+from convhub.folders import folder_at, is_url, read_card
 from convhub.hub_errors import redact
 from convhub.push_command import add_arguments, print_result, run
 from convhub.push_local import (
@@ -50,7 +50,6 @@ from convhub.push_local import (
     license_ids,
     license_warnings,
     local_files,
-    read_card,
 )
 from convhub.push_plan import (
     MANIFEST,

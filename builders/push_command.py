@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from convhub import registry
-from convhub.folders import folder_at
+from convhub.folders import folder_at, read_card
 from convhub.hub_errors import report
-from convhub.push_local import CARD, read_card
+from convhub.push_local import CARD
 from convhub.push_session import PushError
 from huggingface_hub.errors import HfHubHTTPError
 

@@ -30,11 +30,6 @@ def local_files(folder: Path) -> dict[str, Path]:
     return files
 
 
-def read_card(path: Path) -> DatasetCard:
-    """A built folder's card (the folder local or at a URL), read as ``DatasetCard.load`` reads it: newlines kept."""
-    return DatasetCard(path.read_bytes().decode("utf-8"))
-
-
 def expected_rows(card: DatasetCard) -> dict[str, dict[str, int]]:
     """Rows per split of every config the card offers, as the build wrote them into its ``dataset_info``."""
     infos = card.data.get("dataset_info") or []

@@ -88,7 +88,7 @@ def _check_url_output(output, overwrite: bool, inputs: Iterable[str | os.PathLik
         raise OutputError(f"{text_of(output)} is a file, not a folder: give a folder to write into")
     target = output.path.rstrip("/") + "/"
     for value in inputs:
-        if value is None or not os.fspath(value).startswith(f"{output.protocol}://"):
+        if value is None or not text_of(value).startswith(f"{output.protocol}://"):
             continue
         source = folder_at(value)
         source_path = source.path.rstrip("/") + "/"
@@ -108,7 +108,7 @@ def _local_paths(inputs: Iterable[str | os.PathLike]) -> Iterator[Path]:
     for value in inputs:
         if value is None:
             continue
-        text = os.fspath(value)
+        text = text_of(value)
         if "://" in text and not text.startswith(("file://", "local://")):
             continue
         path = Path(folder_at(text).path) if "://" in text else Path(text)

@@ -11,15 +11,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import datasets
 import pyarrow.parquet as pq
 import pytest
-from convhub import cli, quarantine, registry
+from convhub import cli, mix, quarantine, registry
 from convhub.build import ENGINE_WORK, build_source
 from convhub.errors import SourceError
 from convhub.export import export_source
 from convhub.folders import folder_at, read_parquet, text_of
 from convhub.staging import MARKER, OutputError, check_output
 from hostile_sources import SOURCES, hostile_mix
+from mix_sources import numbered, write_source
+from mix_sources import recipe as mix_recipe
 
 
 def files_under(folder) -> list[str]:
@@ -164,3 +167,27 @@ def test_a_build_at_a_url_exports_the_local_builds_files(source, bucket, sample_
     assert from_url.location == str(remote) and from_url.files == local.files and local.files
     for relative in local.files:
         assert (tmp_path / "from-url" / relative).read_bytes() == (tmp_path / "local" / relative).read_bytes()
+
+
+def test_a_mix_recipe_reads_a_source_folder_at_a_url(bucket, tmp_path):
+    """A recipe's ``path`` may be a build at a URL: the same mixture as from the local folders, named by its URL."""
+    write_source(tmp_path / "a", numbered("a", 20))
+    write_source(tmp_path / "b", numbered("b", 20, words=1))
+    remote = bucket / "b"
+    remote.fs.put(str(tmp_path / "b"), remote.path, recursive=True)
+    local = mix_recipe(
+        tmp_path, "seed: 5\nsources: [{path: a, probability: 0.5}, {path: b, probability: 0.5}]"
+    )
+    at_url = mix_recipe(
+        tmp_path, f"seed: 5\nsources: [{{path: a, probability: 0.5}}, {{path: '{remote}', probability: 0.5}}]"
+    )
+    assert at_url.sources[1].location == str(remote) and at_url.sources[1].name == "b"
+    from_local = mix.write_mixture(local, tmp_path / "from-local")
+    from_url = mix.write_mixture(at_url, tmp_path / "from-url")
+    assert from_url.rows == from_local.rows > 0
+    local_rows, url_rows = (
+        datasets.load_dataset(str(folder), split="train").to_list()
+        for folder in (from_local.output, from_url.output)
+    )
+    assert url_rows == local_rows
+    assert f"| b | `{remote}` |" in (tmp_path / "from-url" / "README.md").read_text(encoding="utf-8")

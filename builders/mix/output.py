@@ -22,6 +22,7 @@ from convhub.cards import (
     tidy,
 )
 from convhub.datasets_adapter import write_parquet
+from convhub.folders import is_url, text_of
 from convhub.mix.pipeline import Mixer, SourceReport
 from convhub.mix.recipe import CONFIG_FEATURES, Recipe
 from convhub.mix.rows import PROVENANCE_COLUMNS
@@ -255,7 +256,7 @@ def _sources_table(result: MixResult) -> list[dict]:
         rows.append(
             {
                 "source": entry.name,
-                "from": f"`{entry.repo}`" if entry.repo else f"`{entry.path.name}` (local)",
+                "from": f"`{entry.repo}`" if entry.repo else _folder_named(entry.path),
                 "dataset": report.pretty_name or "–",
                 "license": report.license + (" ⚠ non-commercial" if report.non_commercial else ""),
                 "probability": f"{probabilities[index]:.3f}" if probabilities else "– (concatenated)",
@@ -305,3 +306,9 @@ def write_mixture_card(result: MixResult, folder: Path, repo_id: str | None = No
     )
     card.save(folder / "README.md")
     return card
+
+
+def _folder_named(path) -> str:
+    """How the card names a source folder: a local one by its name (its place is the mixer's own), one at a URL
+    by its URL."""
+    return f"`{text_of(path)}`" if is_url(path) else f"`{path.name}` (local)"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import datasets
 import numpy as np
 from convhub.cards import is_non_commercial
+from convhub.folders import read_card, text_of
 from convhub.hub_errors import redact
 from convhub.mix.recipe import CONFIG_FEATURES, Budget, Recipe, RecipeError, SourceEntry, load_recipe
 from convhub.mix.rows import (
@@ -75,7 +76,7 @@ def source_card(entry: SourceEntry) -> DatasetCard | None:
     """The source's own dataset card (local README.md or the Hub repo's), or None when it has none."""
     if entry.path is not None:
         readme = entry.path / "README.md"
-        return DatasetCard.load(readme) if readme.is_file() else None
+        return read_card(readme) if readme.is_file() else None
     try:
         return DatasetCard.load(entry.repo, repo_type="dataset")
     except Exception as error:  # a repo with no card still mixes; the card says "unknown"
@@ -140,15 +141,15 @@ def _local_data_files(entry: SourceEntry, index: int) -> dict[str, list[str]]:
     """
     readme = entry.path / "README.md"
     if not readme.is_file():
-        raise RecipeError(f"sources[{index}].path", f"{entry.path} is not a build folder (no README.md)")
-    configs = MetadataConfigs.from_dataset_card_data(DatasetCard.load(readme).data)
+        raise RecipeError(f"sources[{index}].path", f"{entry.location} is not a build folder (no README.md)")
+    configs = MetadataConfigs.from_dataset_card_data(read_card(readme).data)
     if entry.config not in configs:
         raise RecipeError(
             f"sources[{index}].config",
             f"{entry.path} has no config {entry.config!r}; it has {sorted(configs)}",
         )
     patterns = sanitize_patterns(configs[entry.config]["data_files"])
-    resolved = DataFilesDict.from_patterns(patterns, base_path=str(entry.path))
+    resolved = DataFilesDict.from_patterns(patterns, base_path=text_of(entry.path))
     return {split: list(files) for split, files in resolved.items()}
 
 

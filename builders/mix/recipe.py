@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 from convhub import schema
+from convhub.folders import folder_at, text_of
 from datasets import Features
 
 CONFIG_FEATURES: dict[str, Features] = {
@@ -110,7 +111,7 @@ class Budget:
 
 @dataclass(frozen=True)
 class SourceEntry:
-    """One source of a recipe: a local build folder (``path``) or a Hub dataset repo (``repo``)."""
+    """One source of a recipe: a build folder (``path``: local, or a URL) or a Hub dataset repo (``repo``)."""
 
     name: str
     config: str
@@ -135,7 +136,7 @@ class SourceEntry:
 
     @property
     def location(self) -> str:
-        return str(self.path) if self.path is not None else str(self.repo)
+        return text_of(self.path) if self.path is not None else str(self.repo)
 
 
 @dataclass(frozen=True)
@@ -255,13 +256,17 @@ def _source(item, key, config, default_splits, shared_filters, base_dir: Path) -
     repo = _string(item, "repo", key, default=None)
     if (path is None) == (repo is None):
         raise RecipeError(
-            key, "give exactly one of `path` (a local build folder) or `repo` (a Hub dataset id)"
+            key, "give exactly one of `path` (a build folder, local or a URL) or `repo` (a Hub dataset id)"
         )
     if repo is not None and repo.count("/") != 1:
         raise RecipeError(f"{key}.repo", f"{repo!r} is not a Hub dataset id of the form ORG/NAME")
     if path is not None and item.get("revision") is not None:
         raise RecipeError(f"{key}.revision", "only a Hub `repo` has revisions")
-    resolved = (base_dir / path).resolve() if path is not None else None
+    resolved = None
+    if (
+        path is not None
+    ):  # a URL (a build Spark wrote to HDFS or S3) as it is; a local path from the recipe's folder
+        resolved = folder_at(path) if "://" in path else (base_dir / path).resolve()
     filters = {**shared_filters, **_mapping(item, "filters", key)}
     return SourceEntry(
         name=_string(item, "name", key, default=(resolved.name if resolved else repo.split("/")[1])),
