@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from convhub.folders import folder_at, is_url, move, remove_tree, text_of, write_text
+from convhub.folders import folder_at, fsspec_url, is_url, move, remove_tree, text_of, write_text
 
 MARKER = ".convhub"
 _MARKER_TEXT = "This folder was written by convhub; a later convhub run may replace it.\n"
@@ -79,28 +79,32 @@ def _check_not_users(output: Path, overwrite: bool) -> None:
 
 
 def _check_url_output(output, overwrite: bool, inputs: Iterable[str | os.PathLike]) -> None:
-    """``check_output`` for a folder at a URL: its inputs compared as URLs of the same file system."""
+    """``check_output`` for a folder at a URL: the inputs compared as URLs first (no file system is asked), with
+    Hadoop's ``s3a://`` read as the ``s3://`` it is, then what the folder holds."""
+    name = text_of(output)
     if not output.path.strip("/"):
         raise OutputError(
-            f"refusing to write {text_of(output)}: it is the root of its file system, even with --overwrite"
+            f"refusing to write {name}: it is the root of its file system, even with --overwrite"
         )
-    if output.exists() and not output.is_dir():
-        raise OutputError(f"{text_of(output)} is a file, not a folder: give a folder to write into")
-    target = output.path.rstrip("/") + "/"
+    target = _comparable(name)
     for value in inputs:
-        if value is None or not text_of(value).startswith(f"{output.protocol}://"):
+        source = None if value is None else _comparable(text_of(value))
+        if source is None or "://" not in source:
             continue
-        source = folder_at(value)
-        source_path = source.path.rstrip("/") + "/"
-        if source_path.startswith(target):
+        if source.startswith(target):
+            raise OutputError(f"refusing to write {name}: it holds the input {value}, which would be deleted")
+        if target.startswith(source):
             raise OutputError(
-                f"refusing to write {text_of(output)}: it holds the input {source}, which would be deleted"
+                f"refusing to write {name} inside the input {value}: the next run would read it as input"
             )
-        if target.startswith(source_path):
-            raise OutputError(
-                f"refusing to write {text_of(output)} inside the input {source}: the next run would read it as input"
-            )
+    if output.exists() and not output.is_dir():
+        raise OutputError(f"{name} is a file, not a folder: give a folder to write into")
     _check_not_users(output, overwrite)
+
+
+def _comparable(url: str) -> str:
+    """A URL as one store names it: ``s3a://`` as ``s3://``, ending in ``/`` so that a prefix is a parent."""
+    return fsspec_url(url).rstrip("/") + "/"
 
 
 def _local_paths(inputs: Iterable[str | os.PathLike]) -> Iterator[Path]:

@@ -98,6 +98,13 @@ def test_skipped_records_are_quarantined_beside_a_folder_at_a_url(bucket, tmp_pa
         ("memory://b/data", ["memory://b/data/mnbvc"], "holds the input"),
         ("memory://b/data/", ["memory://b/data"], "holds the input"),
         ("memory://", [], "root of its file system"),
+        (
+            "s3a://bucket/data/out",
+            ["s3://bucket/data"],
+            "inside the input",
+        ),  # one store, Hadoop's name for it
+        ("s3://bucket/data", ["s3a://bucket/data/mnbvc"], "holds the input"),
+        ("hdfs://nn:8020/data/out", ["hdfs://nn:8020/data"], "inside the input"),
     ],
 )
 def test_a_url_output_that_would_delete_or_reread_an_input_is_refused(output, inputs, problem):
