@@ -82,7 +82,10 @@ def move(source: str | os.PathLike, target: Path | UPath) -> None:
         target.fs.mv(source.path, target.path, recursive=source.is_dir())
     else:
         target.fs.put(os.fspath(source), target.path, recursive=source.is_dir())
-        remove_tree(source) if source.is_dir() else source.unlink()
+        if source.is_dir():
+            remove_tree(source)
+        else:
+            source.unlink()
 
 
 def remove_tree(path: Path | UPath) -> None:

@@ -262,10 +262,9 @@ def _source(item, key, config, default_splits, shared_filters, base_dir: Path) -
         raise RecipeError(f"{key}.repo", f"{repo!r} is not a Hub dataset id of the form ORG/NAME")
     if path is not None and item.get("revision") is not None:
         raise RecipeError(f"{key}.revision", "only a Hub `repo` has revisions")
+    # a URL (a build Spark wrote to HDFS or S3) as it is; a local path from the recipe's folder
     resolved = None
-    if (
-        path is not None
-    ):  # a URL (a build Spark wrote to HDFS or S3) as it is; a local path from the recipe's folder
+    if path is not None:
         resolved = folder_at(path) if "://" in path else (base_dir / path).resolve()
     filters = {**shared_filters, **_mapping(item, "filters", key)}
     return SourceEntry(
