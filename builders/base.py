@@ -41,6 +41,13 @@ def _shard_name(shard: Shard) -> str:
     return str(shard)
 
 
+def download_folder(dl_manager: datasets.DownloadManager) -> str:
+    """Where a source copies a file it reads at a URL: the download folder of ``datasets``' manager (a build's own
+    work folder; a stream's or a check's cache)."""
+    config = getattr(dl_manager, "download_config", None)
+    return getattr(config, "cache_dir", None) or datasets.config.DOWNLOADED_DATASETS_PATH
+
+
 def group_shard(files: list[tuple[str, str]], sizes: list[int], partition_bytes: int) -> dict[str, Any]:
     """Rows of ``files`` ((name, path); ``sizes``: their bytes, uncompressed) whose conversations may lie anywhere
     in them: an engine regroups them into partitions of about ``partition_bytes`` (the embedded engine in
@@ -123,9 +130,6 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
     #: Whether the source's records can hold memory questions. A source without them (ConvLab, MNBVC: its parser
     #: always gives ``questions: []``) streams ``qa`` as no row at once, instead of parsing every record for none.
     HAS_QUESTIONS: ClassVar[bool] = True
-    #: Whether ``--data-dir`` may be a URL (``hdfs://``, ``s3a://``, any fsspec URL): listed here, each file
-    #: opened where its task runs. A source that reads local files only is refused a URL before any work.
-    DATA_DIR_URLS: ClassVar[bool] = True
 
     BUILDER_CONFIG_CLASS = ConvHubConfig
     DEFAULT_CONFIG_NAME = DEFAULT_VIEW
@@ -138,20 +142,10 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
     def __init__(self, *args, data_dir=None, **kwargs):
         # a pathlib.Path is welcome; parsers compare and join strings (datasets sets it after __post_init__)
         data_dir = None if data_dir is None else os.fspath(data_dir)
-        refused = self.data_dir_refusal(data_dir)
-        if refused:
-            raise ValueError(refused)
         super().__init__(*args, data_dir=data_dir, **kwargs)
         rows = self.WRITER_BATCH_SIZES.get(self.config.name)
         if rows is not None and kwargs.get("writer_batch_size") is None:
             self._writer_batch_size = rows
-
-    @classmethod
-    def data_dir_refusal(cls, data_dir: str | None) -> str | None:
-        """Why ``data_dir`` cannot be read (a URL, for a source that reads local files only), or None."""
-        if data_dir is not None and "://" in data_dir and not cls.DATA_DIR_URLS:
-            return f"{cls.SOURCE} reads a local --data-dir only, not the URL {data_dir}: copy it to a local folder"
-        return None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -122,9 +122,6 @@ def build_source(
     for name in configs:
         builder_cls.view_named(name)  # fail on a misspelt config before any work
     quarantine.check_policy(on_bad_record)
-    refused = builder_cls.data_dir_refusal(None if data_dir is None else os.fspath(data_dir))
-    if refused:
-        raise ValueError(refused)
     output = folder_at(output)
     quarantine.check_replaceable(quarantine.path_beside(output))
     old_configs = card_configs(output)

@@ -359,9 +359,6 @@ def source_options_error(args) -> str | None:
         formats = registry.get(source).FORMATS
         if args.source_format and not formats:
             return f"--format: source {source!r} has no formats (only a source with several file formats takes one)"
-        refused = registry.get(source).data_dir_refusal(args.data_dir)
-        if refused:
-            return refused
     if args.data_dir and "://" not in args.data_dir and not os.path.exists(args.data_dir):
         return f"--data-dir {args.data_dir} does not exist"
     if sources and not args.sample and not args.data_dir and _offline():

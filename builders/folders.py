@@ -152,27 +152,38 @@ def open_file(path: str | os.PathLike):
 
 
 def local_copy(url: str, folder: str | os.PathLike) -> str:
-    """A copy of the file at ``url`` in the local ``folder``, under its own name (a reader that goes by the name,
-    as ``.gz`` does, reads it the same), made once per version of the file: its URL, size and the times or ETag
-    its file system reports. A ``file://`` URL is its own local copy."""
+    """A copy of the file or folder at ``url`` in the local ``folder``, under its own name (a reader that goes by
+    the name, as ``.gz`` does, reads it the same), made once per version: the URL, and the sizes and the times or
+    ETags its file system reports of each file. A ``file://`` URL is its own local copy."""
     import fsspec
 
     fs, path = fsspec.core.url_to_fs(fsspec_url(url))
     protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
     if protocols & {"file", "local"}:
         return path
-    info = fs.info(path)
-    version = [url, info.get("size")] + [str(info[key]) for key in VERSION_KEYS if key in info]
+    path = path.rstrip("/")
+    files = fs.find(path, detail=True)  # a file's own path, or every file under a folder
+    if not files:
+        raise FileNotFoundError(f"{url}: no file there")
+    version = [fsspec_url(url).rstrip("/")] + [
+        [name[len(path) :], info.get("size")] + [str(info[key]) for key in VERSION_KEYS if key in info]
+        for name, info in sorted(files.items())
+    ]
     digest = hashlib.sha256(json.dumps(version).encode("utf-8")).hexdigest()[:16]
     target = os.path.join(folder, f"convhub-{digest}", os.path.basename(path))
     if not os.path.exists(target):
         os.makedirs(os.path.dirname(target), exist_ok=True)
         partial = f"{target}.partial-{os.getpid()}"
         try:
-            fs.get_file(path, partial)
+            for name in files:
+                copied = partial + name[len(path) :]
+                os.makedirs(os.path.dirname(copied), exist_ok=True)
+                fs.get_file(name, copied)
             os.replace(partial, target)
         finally:
-            if os.path.exists(partial):
+            if os.path.isdir(partial):
+                shutil.rmtree(partial)
+            elif os.path.exists(partial):
                 os.remove(partial)
     return target
 

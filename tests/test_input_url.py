@@ -1,6 +1,6 @@
-"""``--data-dir`` at a URL (``hdfs://``, ``s3a://``, any fsspec URL) for LoCoMo and GigaMemory (MNBVC's has its
-own tests in ``tests/mnbvc``): the rows of a local build, the files opened where their task runs. ConvLab reads
-local folders only, and says so before any work.
+"""``--data-dir`` at a URL (``hdfs://``, ``s3a://``, any fsspec URL) for LoCoMo, GigaMemory and ConvLab (MNBVC's
+has its own tests in ``tests/mnbvc``): the rows of a local build, the files opened where their task runs, or read
+from a copy made once per version where a source must seek (GigaMemory's pass 1, ConvLab's zips).
 
 fsspec's in-memory file system stands in for a remote one: its URLs are no local paths, so a step that opened
 the file on the local disk fails here. ``tests/test_spark.py`` has Spark's tasks read a ``file://`` URL.
@@ -8,6 +8,7 @@ the file on the local disk fails here. ``tests/test_spark.py`` has Spark's tasks
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import shutil
 from pathlib import Path
@@ -15,8 +16,9 @@ from pathlib import Path
 import datasets
 import pyarrow.parquet as pq
 import pytest
-from convhub import cli, quarantine, registry
+from convhub import quarantine, registry
 from convhub.build import build_source, check_source
+from convhub.convlab.builder import ConvLabBuilder
 from convhub.errors import Notes, SourceError
 from convhub.folders import folder_at, local_copy
 from convhub.gigamemory import parse, scan
@@ -24,12 +26,13 @@ from convhub.gigamemory.builder import GigamemoryBuilder
 
 
 def uploaded(folder: str | Path, bucket, name: str = "data") -> str:
-    """The files of a local folder, copied to the in-memory file system: their URL."""
+    """The files of a local folder and its subfolders, copied to the in-memory file system: their URL."""
     target = bucket / name
-    target.mkdir(parents=True, exist_ok=True)
-    for path in sorted(Path(folder).iterdir()):
-        if path.is_file():
-            (target / path.name).write_bytes(path.read_bytes())
+    for path in sorted(Path(folder).rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            copied = target / path.relative_to(folder).as_posix()
+            copied.parent.mkdir(parents=True, exist_ok=True)
+            copied.write_bytes(path.read_bytes())
     return str(target)
 
 
@@ -39,7 +42,7 @@ def tables(output: Path) -> dict[str, object]:
     }
 
 
-@pytest.mark.parametrize("source", ["locomo", "gigamemory"])
+@pytest.mark.parametrize("source", ["locomo", "gigamemory", "convlab"])
 def test_a_data_dir_at_a_url_builds_the_local_builds_rows(source, bucket, sample_builds, tmp_path):
     url = uploaded(registry.get(source).sample_dir(), bucket)
     result = build_source(source, tmp_path / "from-url", url, num_proc=1)
@@ -106,14 +109,63 @@ def test_gigamemory_pass_one_tasks_read_their_spans_at_the_url(bucket, tmp_path)
     assert scan._digest_spans_at(at_url) == scan._digest_spans_at(jobs)
 
 
-def test_convlab_refuses_a_url_data_dir_before_any_work(tmp_path, capsys):
-    output = tmp_path / "out"
-    code = cli.main(["build", "convlab", "--data-dir", "hdfs://nn/convlab", "--output", str(output)])
-    assert code == 2
-    assert "convlab reads a local --data-dir only, not the URL hdfs://nn/convlab" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="reads a local --data-dir only"):
-        build_source("convlab", output, "s3a://bucket/convlab")
-    assert not output.exists() and list(tmp_path.iterdir()) == []
+def convlab_shards(url: str, subsets: list[str] | None = None) -> list[dict]:
+    builder = ConvLabBuilder(config_name="sessions", data_dir=url, subsets=subsets)
+    shards = builder.shards(datasets.DownloadManager(dataset_name="convlab"))
+    return [shard for split in shards.values() for shard in split]
+
+
+def test_convlab_reads_a_zip_a_data_folder_and_a_dummy_file_at_a_url_from_local_copies(bucket, tmp_path):
+    """Each dataset's file (or ``data/`` folder) is copied down once and read where a local one is read; the
+    records equal the local folder's, and the inputs keep their URLs for errors and for other machines."""
+    folder = tmp_path / "convlab"
+    shutil.copytree(ConvLabBuilder.sample_dir(), folder, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    (folder / "toydummy").mkdir()
+    dialogues = (folder / "toychat" / "data" / "dialogues.json").read_bytes()
+    (folder / "toydummy" / "dummy_data.json").write_bytes(dialogues.replace(b"toychat", b"toydummy"))
+    url = uploaded(folder, bucket)
+    inputs = {shard["input"].name: shard["input"] for shard in convlab_shards(url)}
+    assert {name: source.kind for name, source in inputs.items()} == {
+        "toychat": "folder",
+        "toydummy": "dummy",
+        "toyhotel": "zip",
+    }
+    assert inputs["toyhotel"].origin == f"{url}/toyhotel/data.zip"
+    assert (
+        inputs["toychat"].origin == f"{url}/toychat/data"
+        and inputs["toychat"].shown == inputs["toychat"].origin
+    )
+    for source in inputs.values():
+        assert Path(source.path).exists() and not source.path.startswith("memory")
+    at_url = build_source("convlab", tmp_path / "from-url", url, configs=["sessions", "ontology"])
+    local = build_source("convlab", tmp_path / "local", str(folder), configs=["sessions", "ontology"])
+    assert tables(at_url.output) == tables(local.output) and tables(local.output)
+    assert at_url.notes == local.notes
+
+
+def test_a_convlab_task_without_the_drivers_copies_makes_its_own(bucket, tmp_path):
+    """A Spark task on another machine finds neither the driver's copy of the zip nor the scan's inflated
+    ``dialogues.json``: it copies the zip from its URL and inflates it, and reads the same records."""
+    url = uploaded(ConvLabBuilder.sample_dir(), bucket)
+    builder = ConvLabBuilder(config_name="sessions", data_dir=url)
+    here = [record for shard in convlab_shards(url) for record in builder.parse_shard(shard, Notes())]
+    elsewhere = []
+    for shard in convlab_shards(url):
+        source = dataclasses.replace(shard["input"], path=str(tmp_path / "not-on-this-machine"))
+        moved = {**shard, "input": source, "copy": str(tmp_path / "no-copy-either")}
+        elsewhere.extend(builder.parse_shard(moved, Notes()))
+    assert here == elsewhere and len(here) > 2
+
+
+def test_a_bad_convlab_file_at_a_url_is_named_by_its_url(bucket, tmp_path):
+    folder = bucket / "bad" / "broken"
+    folder.mkdir(parents=True)
+    (folder / "data.zip").write_bytes(b"not a zip")
+    with pytest.raises(SourceError, match="not a readable zip") as raised:
+        check_source("convlab", str(bucket / "bad"))
+    assert raised.value.path == str(folder / "data.zip")
+    with pytest.raises(FileNotFoundError, match=f"no ConvLab dataset nothing in {bucket / 'bad'}"):
+        check_source("convlab", str(bucket / "bad"), subsets=["nothing"])
 
 
 def test_a_local_copy_keeps_the_name_and_is_made_once_per_version(bucket, tmp_path):
@@ -133,13 +185,36 @@ def test_a_local_copy_keeps_the_name_and_is_made_once_per_version(bucket, tmp_pa
     assert local_copy(plain.as_uri(), tmp_path / "copies") == str(plain)  # a file:// URL is its own copy
 
 
-@pytest.mark.parametrize("source", ["locomo", "gigamemory"])
+def test_a_local_copy_of_a_folder_keeps_its_tree_and_is_made_again_when_one_file_changes(bucket, tmp_path):
+    folder = bucket / "d" / "data"
+    (folder / "db").mkdir(parents=True)
+    (folder / "dialogues.json").write_bytes(b"[]")
+    (folder / "db" / "hotel_db.json").write_bytes(b"{}")
+    first = Path(local_copy(str(folder), tmp_path))
+    assert first.name == "data" and sorted(
+        p.relative_to(first).as_posix() for p in first.rglob("*.json")
+    ) == [
+        "db/hotel_db.json",
+        "dialogues.json",
+    ]
+    assert local_copy(str(folder) + "/", tmp_path) == str(first)
+    (folder / "db" / "hotel_db.json").write_bytes(b'{"changed": 1}')
+    second = Path(local_copy(str(folder), tmp_path))
+    assert second != first and (second / "db" / "hotel_db.json").read_bytes() == b'{"changed": 1}'
+    with pytest.raises(FileNotFoundError, match="no file there"):
+        local_copy(str(bucket / "missing"), tmp_path)
+
+
+@pytest.mark.parametrize("source", ["locomo", "gigamemory", "convlab"])
 def test_a_stream_reads_a_data_dir_at_a_url(source, bucket, sample_builds, tmp_path):
     url = uploaded(registry.get(source).sample_dir(), bucket)
     streamed = list(
         registry.get(source)(config_name="turns", data_dir=url).as_streaming_dataset(split="test")
     )
-    built = pq.read_table(sample_builds[source].output / "turns" / "test-00000-of-00001.parquet").to_pylist()
+    files = sorted(
+        (sample_builds[source].output / "turns").glob("**/test-*.parquet")
+    )  # ConvLab's: per subset
+    built = [row for path in files for row in pq.read_table(path).to_pylist()]
     assert streamed == built and streamed
 
 

@@ -281,12 +281,13 @@ def test_a_spark_build_of_derived_views_alone_reads_its_sessions_at_the_url(spar
     assert built.equals(local)
 
 
-@pytest.mark.parametrize("source", ["locomo", "gigamemory"])
-def test_locomo_and_gigamemory_files_under_a_url_are_read_by_spark_tasks(
+@pytest.mark.parametrize("source", ["locomo", "gigamemory", "convlab"])
+def test_files_under_a_url_are_read_by_spark_tasks(
     source, spark, sample_builds, tmp_path, gigamemory_engine_tasks
 ):
-    """``--data-dir`` a URL for LoCoMo (each task opens its file there) and GigaMemory (pass 1 reads a copy on the
-    driver, its Spark tasks and the parsing tasks read the file at the URL): the rows of the local build."""
+    """``--data-dir`` a URL for LoCoMo (each task opens its file there), GigaMemory (pass 1 reads a copy on the
+    driver, its Spark tasks and the parsing tasks read the file at the URL) and ConvLab (a task reads the driver's
+    copy, or makes its own): the rows of the local build."""
     sample = Path(registry.get(source).sample_dir())
     result = build_source(source, tmp_path / "from-url", sample.as_uri(), engine=spark)
     assert_same_build(sample_builds[source].output, result.output)

@@ -15,18 +15,19 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import os
 import re
 from typing import ClassVar
 
 from convhub import schema
-from convhub.base import ConversationBuilder
+from convhub.base import ConversationBuilder, download_folder
 from convhub.convlab import parse, scan
-from convhub.convlab.files import DIALOGUES, ONTOLOGY, SubsetInput, find_local_inputs
+from convhub.convlab.files import DIALOGUES, ONTOLOGY, SubsetInput, copied_here, find_inputs
 from convhub.errors import Notes, SourceError
 from convhub.views import View
 from datasets import Features, List, Value
 
-__all__ = ["ConvLabBuilder", "SubsetInput", "find_local_inputs"]
+__all__ = ["ConvLabBuilder", "SubsetInput", "find_inputs"]
 
 URL = "https://huggingface.co/datasets/ConvLab/{name}/resolve/main/data.zip"
 #: The ConvLab-3 unified datasets convhub has checked (their dummy_data.json parse in the tests).
@@ -168,8 +169,6 @@ DATABASE_VIEW = View(
 
 class ConvLabBuilder(ConversationBuilder):
     SOURCE = "convlab"
-    #: ConvLab's folders and zips are read where the driver lists them (``convlab.files``, ``convlab.scan``).
-    DATA_DIR_URLS = False
     HUB_NAME = "convlab-unified"
     HAS_QUESTIONS = False  # no memory questions in the format
     PRETTY_NAME = "ConvLab-3 unified datasets (convhub unified)"
@@ -223,8 +222,10 @@ class ConvLabBuilder(ConversationBuilder):
         for name in subsets or ():
             if not SUBSET_NAME.match(name):
                 raise ValueError(f"ConvLab subset name {name!r} is not a plain dataset name")
+        if self.config.data_dir and "://" in self.config.data_dir:  # zips seek: read copies, made once
+            return copied_here(find_inputs(self.config.data_dir, subsets), download_folder(dl_manager))
         if self.config.data_dir:
-            return find_local_inputs(self.config.data_dir, subsets)
+            return find_inputs(self.config.data_dir, subsets)
         return [
             SubsetInput(name, "zip", dl_manager.download(URL.format(name=name)))
             for name in subsets or DEFAULT_SUBSETS
@@ -279,12 +280,12 @@ class ConvLabBuilder(ConversationBuilder):
         return listable
 
     def parse_shard(self, shard, notes: Notes):
-        source: SubsetInput = shard["input"]
+        source: SubsetInput = shard["input"].here()
         if shard["first"] and source.kind == "dummy":
             notes.add("subset read from dummy_data.json (its first dialogues only, no ontology or database)")
         path = source.label(DIALOGUES)
-        copy = shard.get("copy")
-        with open(copy, "rb") if copy else source.open(DIALOGUES) as stream:
+        copy = shard.get("copy")  # the scan's inflated copy, unless this task runs where the scan did not
+        with open(copy, "rb") if copy and os.path.exists(copy) else source.open(DIALOGUES) as stream:
             for position, dialogue in scan.read_ranges(stream, shard["ranges"], path):
                 counted = Notes()
                 try:
@@ -296,7 +297,7 @@ class ConvLabBuilder(ConversationBuilder):
                 yield record
 
     def table_rows(self, view: View, shard):
-        source: SubsetInput = shard["input"]
+        source: SubsetInput = shard["input"].here()
         if shard["table"] == "ontology":
             yield parse.ontology_row(source.read_json(ONTOLOGY), source.name, Notes(), source.label(ONTOLOGY))
             return

@@ -1,7 +1,8 @@
 """Where one ConvLab dataset's files are, and opening them safely.
 
 A dataset (a ``subset``) is, in this order of preference, ``<name>/data.zip``, its extracted ``<name>/data/``
-folder, or ``<name>/dummy_data.json`` (ConvLab's ten-dialogue sample: dialogues only). Every refusal here
+folder, or ``<name>/dummy_data.json`` (ConvLab's ten-dialogue sample: dialogues only), listed in a local folder or
+at a URL (read from local copies: a zip is read by seeking). Every refusal here
 names the file: a zip bomb, a forged zip header, two members or folders that are one file once Unicode form
 and case are normalized, a folder name a card's ``data_files`` would read as a wildcard.
 """
@@ -9,10 +10,13 @@ and case are normalized, a folder name a card's ``data_files`` would read as a w
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import math
 import os
+import posixpath
+import tempfile
 import unicodedata
 import zipfile
 import zlib
@@ -20,7 +24,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
+import fsspec
 from convhub.errors import SourceError
+from convhub.folders import fsspec_url, local_copy
+from fsspec.implementations.local import LocalFileSystem
 
 DIALOGUES, ONTOLOGY, DUMMY = "dialogues.json", "ontology.json", "dummy_data.json"
 #: A zip member may inflate to at most this many times its compressed size once it inflates to more than
@@ -33,22 +40,40 @@ ZIP_RATIO_FREE_BYTES = 8 << 20
 #: Characters a card's ``data_files`` read as a pattern: a subset named ``x[1]`` would load ``x1``'s files.
 PATTERN_CHARACTERS = frozenset("[]*?")
 _DAMAGED_ZIP = (zipfile.BadZipFile, zlib.error, EOFError, OSError)
+#: Where a local ``--data-dir`` is listed: the same calls list a URL's file system.
+LOCAL = LocalFileSystem()
 
 
 @dataclass(frozen=True)
 class SubsetInput:
     """One ConvLab dataset: ``kind`` is ``zip`` (``path`` is data.zip), ``folder`` (``path`` is ``data/``)
-    or ``dummy`` (``path`` is dummy_data.json)."""
+    or ``dummy`` (``path`` is dummy_data.json).
+
+    ``origin``: the URL ``path`` is a local copy of (a ``--data-dir`` at a URL). Errors name it, and a task on a
+    machine without the copy (a Spark executor elsewhere) makes its own (:meth:`here`).
+    """
 
     name: str
     kind: str
     path: str
+    origin: str | None = None
+
+    def here(self) -> SubsetInput:
+        """This input with a ``path`` on this machine: a copy of ``origin`` made here when the driver's is not."""
+        if self.origin is None or os.path.exists(self.path):
+            return self
+        return dataclasses.replace(self, path=local_copy(self.origin, tempfile.gettempdir()))
+
+    @property
+    def shown(self) -> str:
+        """The file or folder an error message names: the URL for a copy."""
+        return self.origin or self.path
 
     def label(self, member: str) -> str:
         """The file an error message names."""
         if self.kind == "zip":
-            return f"{self.path}:data/{member}"
-        return self.path if self.kind == "dummy" else os.path.join(self.path, member)
+            return f"{self.shown}:data/{member}"
+        return self.shown if self.kind == "dummy" else f"{self.shown}/{member}"
 
     def members(self) -> list[str]:
         """The files of ``data/``, relative and sorted (a dummy input has only its dialogues)."""
@@ -66,7 +91,7 @@ class SubsetInput:
             for name in files
         ]
         names = sorted(name.replace(os.sep, "/") for name in found)
-        refuse_same_names(self.path, names, "files of data/")
+        refuse_same_names(self.shown, names, "files of data/")
         return names
 
     def zipped_size(self, member: str) -> int:
@@ -88,7 +113,7 @@ class SubsetInput:
             try:
                 info = archive.getinfo(f"data/{member}")
             except KeyError:
-                raise SourceError(self.path, None, None, f"data/{member} is not in the archive") from None
+                raise SourceError(self.shown, None, None, f"data/{member} is not in the archive") from None
             try:
                 with archive.open(info) as stream:
                     yield stream
@@ -126,9 +151,9 @@ class SubsetInput:
             archive = zipfile.ZipFile(self.path)
         except (zipfile.BadZipFile, OSError, EOFError) as error:
             problem = f"not a readable zip archive (corrupt or truncated): {error}"
-            raise SourceError(self.path, None, None, problem) from error
+            raise SourceError(self.shown, None, None, problem) from error
         try:
-            check_zip_members(self.path, archive)
+            check_zip_members(self.shown, archive)
         except BaseException:
             archive.close()
             raise
@@ -191,15 +216,17 @@ def check_zip_members(path: str, archive: zipfile.ZipFile) -> None:
             raise SourceError(member, None, None, problem)
 
 
-def local_input(folder: str) -> SubsetInput | None:
-    """The best input in one dataset folder, or None when it holds no ConvLab data."""
-    name = os.path.basename(os.path.normpath(folder))
-    if os.path.isfile(os.path.join(folder, "data.zip")):
-        found = SubsetInput(name, "zip", os.path.join(folder, "data.zip"))
-    elif os.path.isfile(os.path.join(folder, "data", DIALOGUES)):
-        found = SubsetInput(name, "folder", os.path.join(folder, "data"))
-    elif os.path.isfile(os.path.join(folder, DUMMY)):
-        found = SubsetInput(name, "dummy", os.path.join(folder, DUMMY))
+def local_input(folder: str, fs: fsspec.AbstractFileSystem = LOCAL) -> SubsetInput | None:
+    """The best input in one dataset folder (local, or a URL on the file system ``fs``), or None when it holds
+    no ConvLab data."""
+    name = posixpath.basename(posixpath.normpath(folder))
+    join = posixpath.join
+    if fs.isfile(join(folder, "data.zip")):
+        found = SubsetInput(name, "zip", join(folder, "data.zip"))
+    elif fs.isfile(join(folder, "data", DIALOGUES)):
+        found = SubsetInput(name, "folder", join(folder, "data"))
+    elif fs.isfile(join(folder, DUMMY)):
+        found = SubsetInput(name, "dummy", join(folder, DUMMY))
     else:
         return None
     wildcards = sorted(PATTERN_CHARACTERS.intersection(name))
@@ -214,18 +241,23 @@ def local_input(folder: str) -> SubsetInput | None:
     return found
 
 
-def find_local_inputs(data_dir: str, subsets: tuple[str, ...] | None) -> list[SubsetInput]:
-    """Every ConvLab dataset under ``data_dir`` (or ``data_dir`` itself), restricted to ``subsets``."""
-    if not os.path.isdir(data_dir):
+def find_inputs(data_dir: str, subsets: tuple[str, ...] | None) -> list[SubsetInput]:
+    """Every ConvLab dataset under ``data_dir`` (or ``data_dir`` itself), restricted to ``subsets``.
+
+    ``data_dir`` may be a URL (``hdfs://``, ``s3a://``, any fsspec URL): the inputs then have URLs for paths,
+    which :func:`copied_here` turns into local copies.
+    """
+    url = "://" in data_dir
+    fs, root = fsspec.core.url_to_fs(fsspec_url(data_dir)) if url else (LOCAL, data_dir)
+    if not fs.isdir(root):
         raise FileNotFoundError(f"ConvLab data dir {data_dir} is not a folder")
-    itself = local_input(data_dir)
+    itself = local_input(data_dir, fs)
     if itself is not None:
         found = {itself.name: itself}
     else:
-        folders = sorted(
-            entry for entry in os.listdir(data_dir) if os.path.isdir(os.path.join(data_dir, entry))
-        )
-        candidates = {entry: local_input(os.path.join(data_dir, entry)) for entry in folders}
+        entries = sorted(posixpath.basename(entry.rstrip("/")) for entry in fs.ls(root, detail=False))
+        folders = [entry for entry in entries if fs.isdir(posixpath.join(data_dir, entry))]
+        candidates = {entry: local_input(posixpath.join(data_dir, entry), fs) for entry in folders}
         found = {entry: candidate for entry, candidate in candidates.items() if candidate is not None}
     refuse_same_names(data_dir, sorted(found), "dataset folders")
     if not subsets:
@@ -241,3 +273,12 @@ def find_local_inputs(data_dir: str, subsets: tuple[str, ...] | None) -> list[Su
             f"(looked for <name>/data.zip, <name>/data/{DIALOGUES}, <name>/{DUMMY}); found: {sorted(found)}"
         )
     return [found[name] for name in subsets]
+
+
+def copied_here(inputs: list[SubsetInput], folder: str) -> list[SubsetInput]:
+    """Inputs at URLs as local copies in ``folder`` (each file or ``data/`` folder copied once per version), their
+    URLs kept as their ``origin``: zips are read by seeking, and the scan's copy is local, so a URL is read once."""
+    return [
+        dataclasses.replace(source, path=local_copy(source.path, folder), origin=source.path)
+        for source in inputs
+    ]

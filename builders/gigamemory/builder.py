@@ -6,8 +6,7 @@ import glob
 import os
 from typing import ClassVar
 
-import datasets
-from convhub.base import ConversationBuilder
+from convhub.base import ConversationBuilder, download_folder
 from convhub.errors import SourceError
 from convhub.folders import local_copy, url_files
 from convhub.gigamemory import index, parse, read
@@ -95,7 +94,7 @@ class GigamemoryBuilder(ConversationBuilder):
         shards = []
         for path, file_name in self.source_files(dl_manager):
             url = path if "://" in path else None
-            local = self._downloaded(dl_manager, url) if url else path
+            local = local_copy(url, download_folder(dl_manager)) if url else path
             reject = self.reject if url is None else _naming_the_url(self.reject, local, url)
             try:
                 processes = self._build_processes or min(os.cpu_count() or 1, self.STREAM_INDEX_PROCESSES)
@@ -111,12 +110,6 @@ class GigamemoryBuilder(ConversationBuilder):
                 shard.update(path=url, local=local)
             shards.extend(planned)
         return {SPLIT: shards}
-
-    def _downloaded(self, dl_manager, url: str) -> str:
-        """A local copy of ``url``, under its own name, in the download folder of ``datasets``' manager (a
-        build's own work folder; a stream's or a check's cache)."""
-        config = getattr(dl_manager, "download_config", None)
-        return local_copy(url, getattr(config, "cache_dir", None) or datasets.config.DOWNLOADED_DATASETS_PATH)
 
     def engine_shards(self, dl_manager, run=None):
         return self.shards(dl_manager, run)

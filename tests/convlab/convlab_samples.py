@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from convhub.convlab.builder import ConvLabBuilder, find_local_inputs
+from convhub.convlab.builder import ConvLabBuilder, find_inputs
 
 SAMPLE = Path(ConvLabBuilder.sample_dir())
 
 
 def sample_dialogues(name: str) -> list[dict]:
-    source = {s.name: s for s in find_local_inputs(str(SAMPLE), None)}[name]
+    source = {s.name: s for s in find_inputs(str(SAMPLE), None)}[name]
     return source.read_json("dialogues.json")
 
 

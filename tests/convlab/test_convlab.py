@@ -16,7 +16,7 @@ from conftest import shared_data
 from convhub import cli
 from convhub.build import build_source, check_source
 from convhub.convlab import export, scan
-from convhub.convlab.builder import ConvLabBuilder, SubsetInput, find_local_inputs
+from convhub.convlab.builder import ConvLabBuilder, SubsetInput, find_inputs
 from convhub.errors import Notes, SourceError
 from convlab_samples import SAMPLE, sample_dialogues, turn_extra
 
@@ -47,7 +47,7 @@ def sample_build(tmp_path_factory):
 
 
 def test_sample_covers_both_layouts():
-    kinds = {source.name: source.kind for source in find_local_inputs(str(SAMPLE), None)}
+    kinds = {source.name: source.kind for source in find_inputs(str(SAMPLE), None)}
     assert kinds == {"toychat": "folder", "toyhotel": "zip"}
 
 
@@ -190,9 +190,9 @@ def test_unknown_speaker_names_the_turn(tmp_path):
 def test_missing_subset_is_an_error_not_a_download(tmp_path):
     (tmp_path / "woz").mkdir()
     with pytest.raises(FileNotFoundError, match="no ConvLab dataset camrest"):
-        find_local_inputs(str(tmp_path), ("camrest",))
+        find_inputs(str(tmp_path), ("camrest",))
     with pytest.raises(FileNotFoundError, match="no ConvLab dataset in"):
-        find_local_inputs(str(tmp_path), None)
+        find_inputs(str(tmp_path), None)
 
 
 # -- the build ---------------------------------------------------------------------------------
