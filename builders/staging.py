@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from convhub.folders import folder_at, fsspec_url, is_url, move, remove_tree, text_of, write_text
 
@@ -79,21 +80,20 @@ def _check_not_users(output: Path, overwrite: bool) -> None:
 
 
 def _check_url_output(output, overwrite: bool, inputs: Iterable[str | os.PathLike]) -> None:
-    """``check_output`` for a folder at a URL: the inputs compared as URLs first (no file system is asked), with
-    Hadoop's ``s3a://`` read as the ``s3://`` it is, then what the folder holds."""
+    """``check_output`` for a folder at a URL: the inputs compared as URLs first (no file system is asked:
+    :func:`_holds`), then what the folder holds."""
     name = text_of(output)
     if not output.path.strip("/"):
         raise OutputError(
             f"refusing to write {name}: it is the root of its file system, even with --overwrite"
         )
-    target = _comparable(name)
     for value in inputs:
-        source = None if value is None else _comparable(text_of(value))
+        source = None if value is None else text_of(value)
         if source is None or "://" not in source:
             continue
-        if source.startswith(target):
+        if _holds(name, source):
             raise OutputError(f"refusing to write {name}: it holds the input {value}, which would be deleted")
-        if target.startswith(source):
+        if _holds(source, name):
             raise OutputError(
                 f"refusing to write {name} inside the input {value}: the next run would read it as input"
             )
@@ -102,9 +102,17 @@ def _check_url_output(output, overwrite: bool, inputs: Iterable[str | os.PathLik
     _check_not_users(output, overwrite)
 
 
-def _comparable(url: str) -> str:
-    """A URL as one store names it: ``s3a://`` as ``s3://``, ending in ``/`` so that a prefix is a parent."""
-    return fsspec_url(url).rstrip("/") + "/"
+def _holds(folder: str, url: str) -> bool:
+    """Whether the folder at the URL ``folder`` is ``url`` or holds it, as a store names them: ``s3a://`` as
+    ``s3://``, a host with or without its port, and a URL with no host (``hdfs:///x``, the default namenode) as
+    one on any host: which namenode is the default, only the cluster's configuration says."""
+    folder_parts, url_parts = urlsplit(fsspec_url(folder)), urlsplit(fsspec_url(url))
+    if folder_parts.scheme != url_parts.scheme:
+        return False
+    hosts = folder_parts.hostname, url_parts.hostname
+    if all(hosts) and hosts[0] != hosts[1]:
+        return False
+    return (url_parts.path.rstrip("/") + "/").startswith(folder_parts.path.rstrip("/") + "/")
 
 
 def _local_paths(inputs: Iterable[str | os.PathLike]) -> Iterator[Path]:

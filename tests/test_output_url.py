@@ -14,7 +14,7 @@ from pathlib import Path
 import datasets
 import pyarrow.parquet as pq
 import pytest
-from convhub import cli, mix, quarantine, registry
+from convhub import cli, mix, quarantine, registry, staging
 from convhub.build import ENGINE_WORK, build_source
 from convhub.errors import SourceError
 from convhub.export import export_source
@@ -105,11 +105,27 @@ def test_skipped_records_are_quarantined_beside_a_folder_at_a_url(bucket, tmp_pa
         ),  # one store, Hadoop's name for it
         ("s3://bucket/data", ["s3a://bucket/data/mnbvc"], "holds the input"),
         ("hdfs://nn:8020/data/out", ["hdfs://nn:8020/data"], "inside the input"),
+        ("hdfs:///data/out", ["hdfs://nn:8020/data"], "inside the input"),  # the default namenode may be nn
+        ("hdfs://nn:8020/data", ["hdfs:///data/in"], "holds the input"),
+        ("hdfs://nn/data", ["hdfs://nn:8020/data/in"], "holds the input"),  # nn's default port
     ],
 )
 def test_a_url_output_that_would_delete_or_reread_an_input_is_refused(output, inputs, problem):
     with pytest.raises(OutputError, match=problem):
         check_output(folder_at(output), inputs=inputs)
+
+
+@pytest.mark.parametrize(
+    ("folder", "url"),
+    [
+        ("s3://a/x", "s3://b/x/in"),  # another bucket
+        ("hdfs://nn1/x", "hdfs://nn2/x/in"),  # another namenode
+        ("s3://b/data", "s3://b/database"),  # a longer name, not a folder inside
+        ("memory://b/x", "s3://b/x/in"),  # another file system
+    ],
+)
+def test_urls_of_other_stores_or_folders_are_not_taken_for_one(folder, url):
+    assert not staging._holds(folder, url) and not staging._holds(url, folder)
 
 
 def test_a_file_url_output_is_checked_as_the_local_folder_it_is(tmp_path):
