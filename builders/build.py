@@ -211,8 +211,9 @@ class _Run:
     sessions_root: Path | None = None
     left_out: list[tuple[str, str]] = field(default_factory=list)
     on_bad_record: str = "raise"
-    #: Sessions rows left out as later duplicates of a conversation_id (skip mode): (split, row as a dict).
-    duplicates: list[tuple[str, dict]] = field(default_factory=list)
+    #: Sessions rows left out as later duplicates of a conversation_id (skip mode): (split, row as a dict, the
+    #: subset of the row kept).
+    duplicates: list[tuple[str, dict, str]] = field(default_factory=list)
     #: What the derived views left out or merged (``messages``: sessions no chat template takes), for the card.
     derive_notes: Counter = field(default_factory=Counter)
     #: None: ``datasets``' builder in ``num_proc`` processes; else an engine (``convhub.spark.SparkEngine``).
@@ -258,9 +259,7 @@ class _Run:
                 config = derived[name]
             else:
                 config = self.run_builder(name, self.staging, report=False)
-                drop_rows_of_duplicates(
-                    config, self.staging, self.duplicates, self.sessions_root, self.sessions
-                )
+                drop_rows_of_duplicates(config, self.staging, self.duplicates)
             if self.drop_empty_splits(config):
                 built[name] = config
         remove_tree(self.engine_work)
@@ -401,7 +400,7 @@ class _Run:
                 self.on_bad_record,
                 str(self.quarantine_dir),
             )
-        for split, row in self.duplicates:
+        for split, row, _ in self.duplicates:
             forget(report.statistics, split, row)
         report.notes.update(self.derive_notes)
         return report.notes, report.statistics

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from convhub import quarantine
 from convhub.datasets_adapter import write_parquet
 from convhub.errors import SourceError
-from convhub.folders import read_parquet, text_of
+from convhub.folders import parquet_file, read_parquet, text_of
 from convhub.shards import ConfigBuild
 from convhub.stats import SplitStats, Statistics
 
@@ -27,9 +27,10 @@ def drop_duplicate_ids(
     Shards are parsed apart (by ``num_proc`` workers), so a parser can only see duplicates in its own
     shard. ``raise``: a SourceError names both shards and rows and their subsets. ``skip``: the later
     row (in split, shard, row order) is removed and quarantined with its canonical record; returned are those
-    rows, (split, row as a dict), for the statistics and the source's own configs to drop too.
+    rows, (split, row as a dict, the subset of the row kept), for the statistics and the source's own configs to
+    drop too.
     """
-    duplicates: list[tuple[str, dict]] = []
+    duplicates: list[tuple[str, dict, str]] = []
     found = find_duplicate_ids(root, sessions, engine)
     if not found:
         return duplicates
@@ -46,7 +47,7 @@ def drop_duplicate_ids(
         row = _row(root / later["file"], later["row"])
         quarantine.write(str(quarantine_dir), error, row)
         removed.setdefault((later["split"], later["index"]), []).append(later["row"])
-        duplicates.append((later["split"], row))
+        duplicates.append((later["split"], row, first["subset"]))
     for (split, index), rows in removed.items():
         path = root / sessions.files[split][index]
         table = read_parquet(path)
@@ -62,18 +63,18 @@ def drop_duplicate_ids(
 
 
 def drop_rows_of_duplicates(
-    built: ConfigBuild, staging: Path, duplicates: list[tuple[str, dict]], root: Path, sessions: ConfigBuild
+    built: ConfigBuild, staging: Path, duplicates: list[tuple[str, dict, str]]
 ) -> None:
     """A source's own per-conversation config (``built``, under ``staging``) drops the rows of the sessions rows
-    dropped as duplicates (``duplicates``, from ``drop_duplicate_ids``; the sessions shards under ``root``).
+    dropped as duplicates (``duplicates``, from ``drop_duplicate_ids``).
 
     Its rows are matched by (conversation_id, subset); when the kept and the dropped conversation share
     both, they cannot be told apart there, and the build stops.
     """
     if not duplicates or not {"conversation_id", "subset"} <= set(built.features):
         return
-    dropped = {(row["conversation_id"], row["subset"]) for _, row in duplicates}
-    kept = _kept_places(root, sessions, {key[0] for key in dropped})
+    dropped = {(row["conversation_id"], row["subset"]) for _, row, _ in duplicates}
+    kept = {(row["conversation_id"], kept_subset) for _, row, kept_subset in duplicates}
     ambiguous = dropped & kept
     if ambiguous:
         conversation_id, subset = sorted(ambiguous)[0]
@@ -86,25 +87,22 @@ def drop_rows_of_duplicates(
     for split, files in built.files.items():
         for relative in files:
             path = staging / relative
-            table = read_parquet(path)
+            places = read_parquet(path, columns=["conversation_id", "subset"])
             pairs = zip(
-                table.column("conversation_id").to_pylist(),
-                table.column("subset").to_pylist(),
-                strict=True,
+                places.column("conversation_id").to_pylist(), places.column("subset").to_pylist(), strict=True
             )
             keep = [pair not in dropped for pair in pairs]
             if all(keep):
                 continue
-            write_shard(path, table.filter(pa.array(keep)))
+            write_shard(path, read_parquet(path).filter(pa.array(keep)))
             info = built.splits[split]
             built.splits[split] = datasets.SplitInfo(
                 split, info.num_bytes, info.num_examples - (len(keep) - sum(keep))
             )
 
 
-def _id_table(root: Path, built: ConfigBuild, only: pa.Array | None = None) -> pa.Table:
-    """conversation_id and subset of every sessions row (or of those whose id is in ``only``), with its split,
-    shard index, row and file order."""
+def _id_table(root: Path, built: ConfigBuild) -> pa.Table:
+    """conversation_id and subset of every sessions row, with its split, shard index, row and file order."""
     tables = []
     for order, (split, index, relative) in enumerate(
         (split, index, relative)
@@ -118,8 +116,6 @@ def _id_table(root: Path, built: ConfigBuild, only: pa.Array | None = None) -> p
             .append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
             .append_column("order", pa.array(np.full(table.num_rows, order, dtype=np.int32)))
         )
-        if only is not None:
-            table = table.filter(pc.is_in(table.column("conversation_id"), value_set=only))
         tables.append(table)
     return pa.concat_tables(tables) if tables else pa.table({"conversation_id": pa.array([], pa.string())})
 
@@ -128,16 +124,10 @@ def find_duplicate_ids(root: Path, built: ConfigBuild, engine=None) -> list[tupl
     """(conversation_id, first place, later place) for every repeated id; a place names split, file and row.
 
     Only the id and subset columns are read, and counting is Arrow's: memory is a few dozen bytes a row. With an
-    engine that counts ids itself (``SparkEngine.repeated_ids``), the driver reads only the rows of repeated ids.
+    engine that finds repeated values itself (``SparkEngine.repeated_rows``), the driver reads no file: it gets the
+    rows of repeated ids alone.
     """
-    if engine is not None:
-        paths = [text_of(root / relative) for files in built.files.values() for relative in files]
-        repeated = engine.repeated_ids(paths, "conversation_id")
-        if not repeated:
-            return []
-        table = _id_table(root, built, pa.array(repeated, pa.string()))
-    else:
-        table = _id_table(root, built)
+    table = _id_table(root, built) if engine is None else _repeated_id_table(root, built, engine)
     if table.num_rows == 0:
         return []
     counts = table.group_by("conversation_id").aggregate([("conversation_id", "count")])
@@ -157,18 +147,33 @@ def find_duplicate_ids(root: Path, built: ConfigBuild, engine=None) -> list[tupl
     return found
 
 
-def _kept_places(root: Path, built: ConfigBuild, ids: set[str]) -> set[tuple[str, str]]:
-    table = _id_table(root, built)
-    table = table.filter(
-        pc.is_in(table.column("conversation_id"), value_set=pa.array(sorted(ids), pa.string()))
-    )
-    return set(
-        zip(table.column("conversation_id").to_pylist(), table.column("subset").to_pylist(), strict=True)
+def _repeated_id_table(root: Path, built: ConfigBuild, engine) -> pa.Table:
+    """:func:`_id_table`'s columns for the rows of repeated ids, found by ``engine`` (a row's place in the
+    build's list of files says its split, shard index and order)."""
+    places = [(split, index) for split, files in built.files.items() for index in range(len(files))]
+    paths = [text_of(root / built.files[split][index]) for split, index in places]
+    rows = engine.repeated_rows(paths, "conversation_id", ["subset"])
+    return pa.table(
+        {
+            "conversation_id": pa.array([row["conversation_id"] for row in rows], pa.string()),
+            "subset": pa.array([row["subset"] for row in rows], pa.string()),
+            "split": pa.array([places[row["file"]][0] for row in rows], pa.string()),
+            "index": pa.array([places[row["file"]][1] for row in rows], pa.int32()),
+            "row": pa.array([row["row"] for row in rows], pa.int64()),
+            "order": pa.array([row["file"] for row in rows], pa.int32()),
+        }
     )
 
 
 def _row(path: Path, row: int) -> dict:
-    return read_parquet(path).slice(row, 1).to_pylist()[0]
+    """Row ``row`` of a Parquet file, from the one row group that holds it (a ``sessions`` file may be 500 MB)."""
+    file, start = parquet_file(path), 0
+    for group in range(file.num_row_groups):
+        rows = file.metadata.row_group(group).num_rows
+        if row < start + rows:
+            return file.read_row_group(group).slice(row - start, 1).to_pylist()[0]
+        start += rows
+    raise IndexError(f"{path} has no row {row}")
 
 
 def forget(statistics: Statistics, split: str, record: dict) -> None:

@@ -31,6 +31,7 @@ import os
 import re
 import sys
 import tempfile
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -112,15 +113,26 @@ class SparkEngine:
             return []
         return _collect(self.context.parallelize(tasks, len(tasks)).map(function))
 
-    def repeated_ids(self, paths: list[str], column: str) -> list[str]:
-        """The values of ``column`` found more than once in the Parquet files at ``paths``, counted by Spark (so
-        the driver never holds every id)."""
+    def repeated_rows(self, paths: list[str], column: str, columns: list[str]) -> list[dict]:
+        """Each row of the Parquet files at ``paths`` whose ``column`` holds a value found in another row too: its
+        ``column`` and ``columns``, its file (a place in ``paths``) and its row in that file. Spark counts the
+        values and finds their rows, so the driver reads no file and holds only these rows."""
         if not paths:
             return []
+        from pyspark.sql import functions
+
         self.context  # noqa: B018 - starts the session
-        table = self._session.read.parquet(*paths).select(column)
+        table = self._session.read.parquet(*paths).select(
+            column,
+            *columns,
+            functions.col("_metadata.file_path").alias("file"),
+            functions.col("_metadata.row_index").alias("row"),
+        )
         repeated = table.groupBy(column).count().filter("count > 1").select(column)
-        return sorted(row[0] for row in repeated.collect())
+        rows = [row.asDict() for row in table.join(repeated, column).collect()]
+        for row in rows:
+            row["file"] = _place_in(paths, row["file"])
+        return rows
 
     def write_config(self, builder, work) -> dict[str, tuple[TaskResult, ...]]:
         """Every split of ``builder``'s config as Parquet files under ``work`` (a ``Path``, or a ``UPath`` at a
@@ -297,3 +309,13 @@ class _PartitionTask:
         partition = sorted_partition(self.shard, ((key, payload) for (_, key), payload in rows))
         with fewer_collections():
             yield _write_records(self.builder, self.split, partition, prefix, self.max_shard_size)
+
+
+def _place_in(paths: list[str], spark_path: str) -> int:
+    """Which of ``paths`` Spark names ``spark_path`` (qualified, as ``file:/x``, and URL-encoded): the one whose
+    path it ends with (they share the build's folder, so one does)."""
+    name = urllib.parse.unquote(spark_path)
+    places = [place for place, path in enumerate(paths) if name.endswith(path.split("://", 1)[-1])]
+    if not places:
+        raise RuntimeError(f"Spark read {spark_path}, which is none of the files it was given")
+    return max(places, key=lambda place: len(paths[place]))

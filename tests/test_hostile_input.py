@@ -19,8 +19,10 @@ import zipfile
 from pathlib import Path
 
 import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from convhub import cli, quarantine
+from convhub import cli, duplicate_ids, quarantine
 from convhub.build import build_source, check_source
 from convhub.errors import SourceError
 from hostile_sources import (
@@ -130,6 +132,16 @@ def test_duplicate_conversation_ids_across_shards_name_both(tmp_path):
     assert error.field == "conversation_id"
     assert "subset 'toy'" in str(error) and "subset 'other'" in str(error)
     assert str(error).count("sessions/train-0000") == 2  # both shards named
+
+
+def test_a_quarantined_duplicate_is_read_from_the_row_group_that_holds_it(tmp_path):
+    path = tmp_path / "sessions.parquet"
+    pq.write_table(pa.table({"conversation_id": [f"c{n}" for n in range(7)]}), path, row_group_size=3)
+    assert [duplicate_ids._row(path, row)["conversation_id"] for row in range(7)] == [
+        f"c{n}" for n in range(7)
+    ]
+    with pytest.raises(IndexError, match="no row 7"):
+        duplicate_ids._row(path, 7)
 
 
 def test_duplicate_sample_ids_across_locomo_files_are_skipped_by_the_build_check(tmp_path):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from conftest import shared_data
-from convhub import registry
+from convhub import duplicate_ids, registry
 from convhub.build import build_source
 from convhub.errors import SourceError
 from convhub.export import export_source
@@ -26,6 +26,7 @@ pytest.importorskip("pyspark", reason='PySpark is the "spark" extra: pip install
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import oracle
+from convhub import spark as spark_module
 from convhub.spark import SparkEngine
 
 
@@ -197,8 +198,9 @@ def test_the_cli_builds_on_spark_and_says_what_it_needs(tmp_path):
     assert pq.read_table(tmp_path / "out" / "sessions" / "test-00000-of-00001.parquet").num_rows == 2
 
 
-def test_a_duplicate_conversation_id_is_found_by_spark_as_locally(spark, tmp_path):
-    """Spark counts the ids (the driver reads only the repeated ones' rows): the same error, the same drop."""
+def test_a_duplicate_conversation_id_is_found_by_spark_as_locally(spark, tmp_path, monkeypatch):
+    """Spark counts the ids and finds the rows of repeated ones (the driver reads no file's ids): the same error,
+    the same drop."""
     from test_hostile_input import SOURCES, convlab_record
 
     data = tmp_path / "data"
@@ -210,6 +212,12 @@ def test_a_duplicate_conversation_id_is_found_by_spark_as_locally(spark, tmp_pat
     source.write(data, [clash], "zzz/data/dialogues.json")
     with pytest.raises(SourceError) as local:
         build_source("convlab", tmp_path / "local-raise", str(data))
+    kept = build_source("convlab", tmp_path / "local", str(data), on_bad_record="skip")
+
+    def read_on_the_driver(*args):
+        raise AssertionError("the driver read every sessions file's ids")
+
+    monkeypatch.setattr(duplicate_ids, "_id_table", read_on_the_driver)
     with pytest.raises(SourceError) as on_spark:
         build_source("convlab", tmp_path / "spark-raise", str(data), engine=spark)
     # the places name files, which are cut differently (one per Spark task): the rest is the same
@@ -217,13 +225,22 @@ def test_a_duplicate_conversation_id_is_found_by_spark_as_locally(spark, tmp_pat
     assert places.sub("PLACE", str(on_spark.value)) == places.sub("PLACE", str(local.value))
     assert "duplicate conversation_id 'toy-train-0'" in str(on_spark.value)
     assert on_spark.value.field == "conversation_id"
-    kept = build_source("convlab", tmp_path / "local", str(data), on_bad_record="skip")
     on_spark = build_source("convlab", tmp_path / "spark", str(data), on_bad_record="skip", engine=spark)
     assert_same_build(kept.output, on_spark.output)
     quarantined = [
         places.sub("PLACE", result.quarantine.read_text(encoding="utf-8")) for result in (kept, on_spark)
     ]
     assert quarantined[0] == quarantined[1] and "another dialogue" in quarantined[1]
+
+
+def test_a_file_spark_names_its_own_way_is_found_in_the_list_it_was_given():
+    """Spark qualifies and URL-encodes the paths it reads (``_metadata.file_path``)."""
+    paths = ["out/.b.partial-1/sessions/a b/train-0.parquet", "out/.b.partial-1/sessions/train-0.parquet"]
+    assert spark_module._place_in(paths, "file:/home/u/out/.b.partial-1/sessions/train-0.parquet") == 1
+    assert spark_module._place_in(paths, "file:/home/u/out/.b.partial-1/sessions/a%20b/train-0.parquet") == 0
+    assert spark_module._place_in(["hdfs:///d/x.parquet"], "hdfs://nn:8020/d/x.parquet") == 0
+    with pytest.raises(RuntimeError, match="none of the files"):
+        spark_module._place_in(paths, "file:/elsewhere/x.parquet")
 
 
 def test_mnbvc_files_under_a_url_are_read_by_the_tasks_where_they_are(spark, sample_builds, tmp_path):
