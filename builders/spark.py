@@ -122,14 +122,18 @@ class SparkEngine:
         from pyspark.sql import functions
 
         self.context  # noqa: B018 - starts the session
-        table = self._session.read.parquet(*paths).select(
+        table = self._session.read.parquet(*paths)
+        counted = table.select(column).groupBy(column).count().filter("count > 1")
+        repeated = [row[0] for row in counted.collect()]
+        if not repeated:  # a clean build: one pass over the column
+            return []
+        places = table.filter(functions.col(column).isin(repeated)).select(
             column,
             *columns,
             functions.col("_metadata.file_path").alias("file"),
             functions.col("_metadata.row_index").alias("row"),
         )
-        repeated = table.groupBy(column).count().filter("count > 1").select(column)
-        rows = [row.asDict() for row in table.join(repeated, column).collect()]
+        rows = [row.asDict() for row in places.collect()]
         for row in rows:
             row["file"] = _place_in(paths, row["file"])
         return rows
