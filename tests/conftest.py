@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import hub_double
+import pyarrow.parquet as pq
 import pytest
 
 # Before anything imports huggingface_hub (which reads HF_ENDPOINT once, at import): the whole test session
@@ -42,6 +43,24 @@ def sample_builds(tmp_path_factory) -> dict:
 
 
 HUB_TOKEN = "hf_convhubTestToken0123456789abcdefXYZ"  # fake; tests assert it never leaks anywhere
+
+
+def uploaded(folder: str | Path, bucket, name: str = "data") -> str:
+    """The files of a local folder and its subfolders, copied to the in-memory file system: their URL."""
+    target = bucket / name
+    for path in sorted(Path(folder).rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            copied = target / path.relative_to(folder).as_posix()
+            copied.parent.mkdir(parents=True, exist_ok=True)
+            copied.write_bytes(path.read_bytes())
+    return str(target)
+
+
+def tables(output: Path) -> dict[str, object]:
+    """Every Parquet file of a build folder as a table, by its path in the folder."""
+    return {
+        path.relative_to(output).as_posix(): pq.read_table(path) for path in sorted(output.rglob("*.parquet"))
+    }
 
 
 @pytest.fixture
