@@ -88,6 +88,18 @@ def move(source: str | os.PathLike, target: Path | UPath) -> None:
             source.unlink()
 
 
+#: fsspec's names of object stores, where a "move" copies every object and deletes the old ones (no rename).
+OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl", "oss"})
+
+
+def moves_by_copying(path: Path | UPath) -> bool:
+    """Whether moving ``path`` copies its every byte: a folder on an object store (S3 and its kin)."""
+    if not is_url(path):
+        return False
+    protocols = {path.protocol} if isinstance(path.protocol, str) else set(path.protocol)
+    return bool(protocols & OBJECT_STORES)
+
+
 def remove_tree(path: Path | UPath) -> None:
     """Remove a folder and everything in it; nothing when it is not there."""
     if is_url(path):

@@ -24,7 +24,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from convhub.folders import folder_at, fsspec_url, is_url, move, remove_tree, text_of, write_text
+from convhub.folders import (
+    folder_at,
+    fsspec_url,
+    is_url,
+    move,
+    moves_by_copying,
+    remove_tree,
+    text_of,
+    write_text,
+)
 
 MARKER = ".convhub"
 _MARKER_TEXT = "This folder was written by convhub; a later convhub run may replace it.\n"
@@ -157,7 +166,21 @@ def staged_folder(
 
 @contextmanager
 def _staged_url_folder(output, overwrite: bool, inputs: Iterable[str | os.PathLike]) -> Iterator:
-    """``staged_folder`` on a remote file system: the staging folder gets a random name beside ``output``."""
+    """``staged_folder`` on a remote file system: the staging folder gets a random name beside ``output``.
+
+    On an object store (S3), where moving a folder copies every object, a first build (nothing at ``output``
+    yet) is written in place instead, marked as convhub's from its first file, and removed if it fails: a move
+    there would copy the whole build once more (60 TB for MNBVC) for an atomicity an object store cannot give.
+    """
+    if not output.exists() and moves_by_copying(output):
+        try:
+            output.mkdir(parents=True)
+            write_text(output / MARKER, _MARKER_TEXT)
+            yield output
+        except BaseException:
+            remove_tree(output)
+            raise
+        return
     staging = output.parent / f".{output.name}.partial-{secrets.token_hex(4)}"
     try:
         staging.mkdir(parents=True)

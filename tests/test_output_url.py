@@ -14,11 +14,11 @@ from pathlib import Path
 import datasets
 import pyarrow.parquet as pq
 import pytest
-from convhub import cli, mix, quarantine, registry, staging
+from convhub import cli, folders, mix, quarantine, registry, staging
 from convhub.build import ENGINE_WORK, build_source
 from convhub.errors import SourceError
 from convhub.export import export_source
-from convhub.folders import folder_at, read_parquet, text_of
+from convhub.folders import folder_at, move, read_parquet, text_of
 from convhub.staging import MARKER, OutputError, check_output
 from hostile_sources import SOURCES, hostile_mix
 from mix_sources import numbered, write_source
@@ -76,6 +76,36 @@ def test_a_failed_build_at_a_url_leaves_the_earlier_build_and_no_staging(bucket,
         build_source("locomo", str(output), str(broken))
     assert {relative: (output / relative).read_bytes() for relative in files_under(output)} == before
     assert [path.name for path in bucket.iterdir()] == ["out"]
+
+
+def test_on_an_object_store_a_first_build_is_written_in_place_and_a_rebuild_swapped(
+    bucket, tmp_path, monkeypatch
+):
+    """S3 has no rename: a first build goes where it belongs (a move would copy it all again) and is removed if it
+    fails; a rebuild still goes through a staging folder, so a failed one leaves the earlier build."""
+    monkeypatch.setattr(folders, "OBJECT_STORES", frozenset({"memory"}))  # the memory store stands in for S3
+    moved = []
+    monkeypatch.setattr(
+        staging, "move", lambda source, target: moved.append(str(target)) or move(source, target)
+    )
+    sample, output = registry.get("locomo").sample_dir(), bucket / "out"
+    broken = tmp_path / "broken.json"
+    broken.write_text('[{"sample_id": "x", "conversation": 3}]', encoding="utf-8")
+    with pytest.raises(SourceError):
+        build_source("locomo", str(output), str(broken))
+    assert not output.exists() and list(bucket.iterdir()) == []
+
+    build_source("locomo", str(output), sample, configs=["sessions"])
+    assert moved == [] and (output / MARKER).is_file()
+    assert sorted(path.name for path in bucket.iterdir()) == ["out"]
+    first = {relative: (output / relative).read_bytes() for relative in files_under(output)}
+    assert "sessions/test-00000-of-00001.parquet" in first and "README.md" in first
+    with pytest.raises(SourceError):
+        build_source("locomo", str(output), str(broken))
+    assert {relative: (output / relative).read_bytes() for relative in files_under(output)} == first
+    build_source("locomo", str(output), sample, configs=["turns"])
+    assert str(output) in moved  # the rebuild was swapped in
+    assert sorted(path.name for path in output.iterdir()) == sorted([MARKER, "README.md", "turns"])
 
 
 def test_skipped_records_are_quarantined_beside_a_folder_at_a_url(bucket, tmp_path):

@@ -277,7 +277,8 @@ def find_inputs(data_dir: str, subsets: tuple[str, ...] | None) -> list[SubsetIn
 
 def copied_here(inputs: list[SubsetInput], folder: str) -> list[SubsetInput]:
     """Inputs at URLs as local copies in ``folder`` (each file or ``data/`` folder copied once per version), their
-    URLs kept as their ``origin``: zips are read by seeking, and the scan's copy is local, so a URL is read once."""
+    URLs kept as their ``origin``: a zip is read by seeking, which a local file does at no cost and a URL with a
+    request each."""
     return [
         dataclasses.replace(source, path=local_copy(source.path, folder), origin=source.path)
         for source in inputs
