@@ -191,7 +191,11 @@ def local_copy(url: str, folder: str | os.PathLike) -> str:
                 copied = partial + name[len(path) :]
                 os.makedirs(os.path.dirname(copied), exist_ok=True)
                 fs.get_file(name, copied)
-            os.replace(partial, target)
+            try:
+                os.replace(partial, target)
+            except OSError:  # another process (a task beside this one) put its copy first: keep that one
+                if not os.path.exists(target):
+                    raise
         finally:
             if os.path.isdir(partial):
                 shutil.rmtree(partial)

@@ -9,6 +9,7 @@ the file on the local disk fails here. ``tests/test_spark.py`` has Spark's tasks
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -75,6 +76,24 @@ def test_a_local_copy_of_a_folder_keeps_its_tree_and_is_made_again_when_one_file
     assert second != first and (second / "db" / "hotel_db.json").read_bytes() == b'{"changed": 1}'
     with pytest.raises(FileNotFoundError, match="no file there"):
         local_copy(str(bucket / "missing"), tmp_path)
+
+
+def test_a_local_copy_another_task_made_first_is_kept(bucket, tmp_path, monkeypatch):
+    """Two tasks on one executor may copy the same folder at once: the second to finish keeps the first's copy."""
+    folder = bucket / "d" / "data"
+    folder.mkdir(parents=True)
+    (folder / "dialogues.json").write_bytes(b"[]")
+    replace = os.replace
+
+    def after_the_other_task(source, target):
+        os.makedirs(target)
+        Path(target, "dialogues.json").write_bytes(b"[] ")  # the other task's copy, put there first
+        return replace(source, target)
+
+    monkeypatch.setattr(os, "replace", after_the_other_task)
+    copy = Path(local_copy(str(folder), tmp_path))
+    assert (copy / "dialogues.json").read_bytes() == b"[] "
+    assert [path.name for path in copy.parent.iterdir()] == ["data"]  # the partial copy removed
 
 
 @pytest.mark.parametrize("source", registry.names())
