@@ -174,7 +174,8 @@ def local_copy(url: str, folder: str | os.PathLike) -> str:
     if protocols & {"file", "local"}:
         return path
     path = path.rstrip("/")
-    files = fs.find(path, detail=True)  # a file's own path, or every file under a folder
+    info = fs.info(path)  # (a file's own: fsspec's generic find gives a lone file no size or time)
+    files = fs.find(path, detail=True) if info["type"] == "directory" else {path: info}
     if not files:
         raise FileNotFoundError(f"{url}: no file there")
     version = [fsspec_url(url).rstrip("/")] + [

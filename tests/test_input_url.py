@@ -74,8 +74,27 @@ def test_a_local_copy_of_a_folder_keeps_its_tree_and_is_made_again_when_one_file
     (folder / "db" / "hotel_db.json").write_bytes(b'{"changed": 1}')
     second = Path(local_copy(str(folder), tmp_path))
     assert second != first and (second / "db" / "hotel_db.json").read_bytes() == b'{"changed": 1}'
-    with pytest.raises(FileNotFoundError, match="no file there"):
+    with pytest.raises(FileNotFoundError, match="missing"):
         local_copy(str(bucket / "missing"), tmp_path)
+    (bucket / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no file there"):
+        local_copy(str(bucket / "empty"), tmp_path)
+
+
+def test_a_file_is_versioned_by_its_own_size_and_time_whatever_find_says(bucket, tmp_path, monkeypatch):
+    """fsspec's generic ``find`` (HDFS's, for one) lists a lone file with no size or time: a changed file at the
+    same URL must still be copied again."""
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    def generic_find(self, path, maxdepth=None, withdirs=False, detail=False, **kwargs):
+        return {path: {}} if detail else [path]
+
+    monkeypatch.setattr(MemoryFileSystem, "find", generic_find)
+    source = bucket / "dialogues.jsonl"
+    source.write_bytes(b"first")
+    assert Path(local_copy(str(source), tmp_path)).read_bytes() == b"first"
+    source.write_bytes(b"second version")
+    assert Path(local_copy(str(source), tmp_path)).read_bytes() == b"second version"
 
 
 def test_a_local_copy_another_task_made_first_is_kept(bucket, tmp_path, monkeypatch):
