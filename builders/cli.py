@@ -28,7 +28,7 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data-dir",
         help="read the source from this folder or file, not the download: a local path, or a URL (hdfs://, s3a://, "
-        "any fsspec URL) for MNBVC, LoCoMo and GigaMemory",
+        "any fsspec URL)",
     )
     parser.add_argument("--subset", action="append", dest="subsets", help="only this subset (repeatable)")
     parser.add_argument(
