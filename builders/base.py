@@ -141,8 +141,7 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
 
     def __init__(self, *args, data_dir=None, **kwargs):
         # a pathlib.Path is welcome; parsers compare and join strings (datasets sets it after __post_init__)
-        data_dir = None if data_dir is None else os.fspath(data_dir)
-        super().__init__(*args, data_dir=data_dir, **kwargs)
+        super().__init__(*args, data_dir=None if data_dir is None else os.fspath(data_dir), **kwargs)
         rows = self.WRITER_BATCH_SIZES.get(self.config.name)
         if rows is not None and kwargs.get("writer_batch_size") is None:
             self._writer_batch_size = rows

@@ -94,10 +94,7 @@ OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl
 
 def moves_by_copying(path: Path | UPath) -> bool:
     """Whether moving ``path`` copies its every byte: a folder on an object store (S3 and its kin)."""
-    if not is_url(path):
-        return False
-    protocols = {path.protocol} if isinstance(path.protocol, str) else set(path.protocol)
-    return bool(protocols & OBJECT_STORES)
+    return is_url(path) and path.protocol in OBJECT_STORES
 
 
 def remove_tree(path: Path | UPath) -> None:
@@ -179,8 +176,8 @@ def local_copy(url: str, folder: str | os.PathLike) -> str:
     if not files:
         raise FileNotFoundError(f"{url}: no file there")
     version = [fsspec_url(url).rstrip("/")] + [
-        [name[len(path) :], info.get("size")] + [str(info[key]) for key in VERSION_KEYS if key in info]
-        for name, info in sorted(files.items())
+        [name[len(path) :], stat.get("size")] + [str(stat[key]) for key in VERSION_KEYS if key in stat]
+        for name, stat in sorted(files.items())
     ]
     digest = hashlib.sha256(json.dumps(version).encode("utf-8")).hexdigest()[:16]
     target = os.path.join(folder, f"convhub-{digest}", os.path.basename(path))

@@ -134,8 +134,9 @@ class SparkEngine:
             functions.col("_metadata.row_index").alias("row"),
         )
         rows = [row.asDict() for row in places.collect()]
+        named = {spark_path: _place_in(paths, spark_path) for spark_path in {row["file"] for row in rows}}
         for row in rows:
-            row["file"] = _place_in(paths, row["file"])
+            row["file"] = named[row["file"]]
         return rows
 
     def write_config(self, builder, work) -> dict[str, tuple[TaskResult, ...]]:
