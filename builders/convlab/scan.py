@@ -15,15 +15,12 @@ import atexit
 import codecs
 import json
 import os
-import queue
 import re
 import shutil
 import tempfile
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
-import orjson
 from convhub.convlab.files import DIALOGUES, SubsetInput
 from convhub.errors import NESTED_TOO_DEEPLY, Reject, SourceError, raise_error, require
 from convhub.jsonio import loads_exact
@@ -55,14 +52,14 @@ _TEMP_DIR: list = []  # [folder, pid of the process that made it]
 def dialogue_index(
     source: SubsetInput, reject: Reject = raise_error, recover: bool = False
 ) -> tuple[dict[str, Ranges], str | None]:
-    """(split → byte ranges of its dialogues, the copy to read them from); scanned once per file and
-    process, since every config reuses it. Bad dialogues go to ``reject``; an index that rejected some is
-    not kept, so that each build reports them.
+    """(split → byte ranges of its dialogues, the copy to read them from); scanned and copied once per file
+    and process, so that streams of several configs, and a build after them, make one temporary copy. Bad
+    dialogues go to ``reject``; an index that rejected some is not kept, so that each build reports them.
 
-    A zipped dialogues.json of ``EXTRACT_MIN_BYTES`` or more is written to a temporary copy as the scan
-    inflates it (in a thread, no second pass: :class:`_ReadAhead`): a zip member cannot seek, so each shard
-    would otherwise inflate it again from its start. At bench scale 0.2 (35 MB, 6 shards) the shards read in 0.4 s instead of
-    1.2 s, for 0.2 s more in the scan; the saving grows with the square of the file (MultiWOZ: 14 shards).
+    A zipped dialogues.json of ``EXTRACT_MIN_BYTES`` or more is first inflated to a temporary copy, which the
+    scan and every shard then read: a zip member cannot seek, so each shard would otherwise inflate it again
+    from its start, a cost that grows with the square of the file (MultiWOZ: 14 shards). At bench scale 0.2
+    (35 MB, 6 shards) the shards read in 0.4 s instead of 1.2 s.
     (``test_every_large_split_gets_two_shards_and_a_large_zip_is_read_from_one_copy``.)
     """
     key = source.stat_key()
@@ -74,95 +71,16 @@ def dialogue_index(
         rejected.append(error)
         reject(error, raw, scope, records=records)
 
-    copy = (
-        _copy_path(source)
-        if source.kind == "zip" and source.zipped_size(DIALOGUES) >= EXTRACT_MIN_BYTES
-        else None
-    )
-    with source.open(DIALOGUES) as stream:
-        label = source.label(DIALOGUES)
-        if copy is None:
-            index = index_dialogues(stream, label, counting_reject, recover)
-        else:
-            with open(copy, "wb") as written, _ReadAhead(stream, written) as ahead:
-                index = index_dialogues(ahead, label, counting_reject, recover)
+    copy = None
+    if source.kind == "zip" and source.zipped_size(DIALOGUES) >= EXTRACT_MIN_BYTES:
+        copy = _copy_path(source)
+        with source.open(DIALOGUES) as member, open(copy, "wb") as written:
+            shutil.copyfileobj(member, written, 16 << 20)
+    with open(copy, "rb") if copy else source.open(DIALOGUES) as stream:
+        index = index_dialogues(stream, source.label(DIALOGUES), counting_reject, recover)
     if not rejected:
         _INDEX_CACHE[key] = (index, copy)
     return index, copy
-
-
-class _ReadAhead:
-    """A read-only stream over a zipped ``dialogues.json`` that inflates it and writes its copy in a thread.
-
-    Bench target: a stream's first row within 1.0 s, which waits for the whole index. Inflating, the CRC and
-    writing the copy release the GIL, so on a second core they overlap the scan instead of adding to it: the
-    index of the scale-1 input (177 MB) took 2.44-2.58 s with them inline and 1.74-1.99 s with this thread
-    (the inflate and the copy alone take about 1.0 s, the scan of a plain file 1.4 s). The chunks are large
-    because the thread waits for the GIL after each of its calls (up to the 5 ms switch interval): in 1 MB
-    chunks those waits cost nearly all of the gain. At most ``depth`` chunks wait for the scan; an error the
-    thread meets (a damaged zip) is raised by the ``read`` that reaches it, where an inline read raised it.
-    """
-
-    def __init__(self, stream: IO[bytes], copy: IO[bytes], chunk_size: int = 16 << 20, depth: int = 1):
-        self._chunks: queue.Queue = queue.Queue(depth)
-        self._stopped = threading.Event()
-        self._eof = False
-        self._chunk, self._offset = b"", 0  # the chunk being read, and how far
-        self._thread = threading.Thread(target=self._pump, args=(stream, copy, chunk_size), daemon=True)
-
-    def __enter__(self) -> _ReadAhead:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        """Stops the thread (a scan that ended early leaves chunks unread) before the streams close."""
-        self._stopped.set()
-        self._thread.join()
-
-    def _pump(self, stream: IO[bytes], copy: IO[bytes], chunk_size: int) -> None:
-        try:
-            while not self._stopped.is_set():
-                chunk = stream.read(chunk_size)
-                copy.write(chunk)
-                self._hand_over(chunk)
-                if not chunk:
-                    return
-        except BaseException as error:  # handed to the reader, raised in its thread
-            self._hand_over(error)
-
-    def _hand_over(self, item: bytes | BaseException) -> None:
-        while not self._stopped.is_set():
-            try:
-                self._chunks.put(item, timeout=0.05)
-                return
-            except queue.Full:
-                continue
-
-    def read(self, size: int = -1) -> bytes:
-        """Up to ``size`` bytes (all that is left for -1), fewer only at the end of the file: the scan's buffer
-        stays the size it asks for, whatever the thread's chunks are."""
-        parts: list[bytes] = []
-        wanted = size if size >= 0 else float("inf")
-        while wanted > 0:
-            if self._offset == len(self._chunk):
-                if self._eof:
-                    break
-                self._chunk, self._offset = self._next_chunk(), 0
-                continue
-            part = self._chunk[self._offset : self._offset + min(wanted, len(self._chunk))]
-            self._offset += len(part)
-            wanted -= len(part)
-            parts.append(part)
-        return b"".join(parts)
-
-    def _next_chunk(self) -> bytes:
-        item = self._chunks.get()
-        if isinstance(item, BaseException):
-            self._eof = True
-            raise item
-        if not item:
-            self._eof = True
-        return item
 
 
 def _copy_path(source: SubsetInput) -> str:
@@ -258,34 +176,6 @@ def read_ranges(
             raise SourceError(path, position, None, f"not valid JSON: {error}") from error
 
 
-def _indented_object(text: str, pos: int) -> tuple[Any, int, int] | None:
-    """(value, end, byte size) of the object at ``text[pos]`` in an indented file, else None.
-
-    The one speed trick the scan keeps: it makes the index of the benchmark's ``indent=2`` file 1.7x
-    faster (35 MB at scale 0.2: 1.5 s instead of 2.6 s on the shared bench machine), and a stream's first
-    row waits for that index (bench target: first row within 1.0 s). ``json.dump(..., indent=N)`` closes an object opened
-    on a line of its own with ``"\\n" + indentation + "}"``, and a JSON string never holds a raw newline, so
-    one ``str.find`` gives the candidate end; it is kept only when orjson reads the slice as one object
-    (which proves it is the element ``raw_decode`` would return). Any doubt returns None: the decoder
-    reads it. (orjson reads integers past 64 bits as floats: the index reads only the id and the split.)
-    """
-    if not text.startswith("{", pos):
-        return None
-    line_start = text.rfind("\n", 0, pos) + 1
-    if line_start == 0 or text[line_start:pos].strip(" \t"):
-        return None
-    closing = "\n" + text[line_start:pos] + "}"
-    found = text.find(closing, pos)
-    if found < 0:
-        return None
-    data = text[pos : found + len(closing)].encode("utf-8")
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    return (value, found + len(closing), len(data)) if isinstance(value, dict) else None
-
-
 def _maybe_cut(error: json.JSONDecodeError, text: str) -> bool:
     """Whether more text after the buffer's end could make this error go away (else it is the file's own):
     JSON is read left to right, so only an error at the end, or an unterminated string, may be the cut."""
@@ -305,18 +195,22 @@ def scan_json_array(
     decoder = json.JSONDecoder()
     utf8 = codecs.getincrementaldecoder("utf-8")()
     text, pos, byte_pos, eof = "", 0, 0, False
+    read_bytes = 0  # of the file, before the chunk being decoded
 
     def fill() -> bool:
         """Read one more chunk (at least as much again as the buffer holds); False at the end."""
-        nonlocal text, pos, eof
+        nonlocal text, pos, eof, read_bytes
         if eof:
             return False
         chunk = stream.read(max(chunk_size, len(text) - pos))
         eof = not chunk
+        held = len(utf8.getstate()[0])  # the decoder's bytes of a character the last chunk cut
         try:
             text = text[pos:] + utf8.decode(chunk, final=eof)
         except UnicodeDecodeError as error:
-            raise SourceError(path, None, None, f"not valid UTF-8: {error}") from error
+            at = read_bytes - held + error.start
+            raise SourceError(path, None, None, f"not valid UTF-8 at byte {at}: {error.reason}") from error
+        read_bytes += len(chunk)
         pos = 0
         return True
 
@@ -381,7 +275,8 @@ def scan_json_array(
             except json.JSONDecodeError as error:
                 if _maybe_cut(error, text) and fill():
                     continue
-                broken = SourceError(path, index, None, f"not valid JSON: {error}")
+                at = byte_pos + len(text[pos : error.pos].encode("utf-8"))  # (error.pos counts the buffer)
+                broken = SourceError(path, index, None, f"not valid JSON at byte {at}: {error.msg}")
                 if on_break is None:
                     raise broken from error
                 return broken
@@ -399,7 +294,7 @@ def scan_json_array(
     if first != "[":
         raise SourceError(path, None, None, "expected a JSON list of dialogues")
     pos, byte_pos = pos + 1, byte_pos + 1
-    index, hits, misses, resumed = 0, 0, 0, False
+    index, resumed = 0, False
     while True:
         char = skip_space()
         if char == "]" and not resumed:
@@ -419,22 +314,14 @@ def scan_json_array(
             pos, byte_pos = pos + 1, byte_pos + 1
             skip_space()
         resumed = False
-        fast = (
-            _indented_object(text, pos) if misses <= hits else None
-        )  # (a compact file stops trying at once)
-        if fast is not None:
-            value, end, size = fast
-            hits += 1
-        else:
-            misses += 1
-            decoded = decode_element()
-            if isinstance(decoded, SourceError):
-                if not resync(decoded, pos + 1, in_element=True):
-                    return
-                resumed = True
-                continue
-            value, end = decoded
-            size = len(text[pos:end].encode("utf-8"))
+        decoded = decode_element()
+        if isinstance(decoded, SourceError):
+            if not resync(decoded, pos + 1, in_element=True):
+                return
+            resumed = True
+            continue
+        value, end = decoded
+        size = len(text[pos:end].encode("utf-8"))
         yield byte_pos, byte_pos + size, value
         pos, byte_pos, index = end, byte_pos + size, index + 1
     if skip_space():

@@ -1,5 +1,5 @@
-"""ConvLab-3's scan of a ``dialogues.json``: exact byte ranges, the indented fast path against the decoding scan,
-byte-balanced shards, and a large zip read from one copy made while scanning (the read-ahead thread).
+"""ConvLab-3's scan of a ``dialogues.json``: exact byte ranges and errors at any chunk size, byte-balanced shards,
+and a large zip read from one copy.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ def test_scan_reports_exact_byte_ranges_across_chunk_boundaries():
 
 
 @pytest.mark.parametrize("indent", [None, 0, 2, 4])
-def test_indented_files_scan_like_the_decoder_and_keep_json_values(indent, monkeypatch):
-    """The indented-file fast path (find the closing brace, orjson) gives the decoder's ranges and json's
-    values, also for what orjson reads differently: integers past 64 bits, lone surrogates, NaN, 1e400."""
+def test_indented_files_scan_to_exact_ranges_and_keep_json_values(indent):
+    """Ranges are exact bytes at any chunk size, and values are json's, also where orjson reads differently:
+    integers past 64 bits, lone surrogates, NaN, 1e400."""
     odd = {
         "big": 18446744073709551616,
         "neg": -9223372036854775809,
@@ -57,18 +57,13 @@ def test_indented_files_scan_like_the_decoder_and_keep_json_values(indent, monke
     dialogues[7]["odd"] = odd
     dialogues[9]["inf"] = "1e400"
     raw = json.dumps(dialogues, indent=indent).replace('"1e400"', "1e400").encode()
-    fast_path = scan._indented_object
-    hits = []
-    monkeypatch.setattr(scan, "_indented_object", lambda *a: hits.append(fast_path(*a)) or hits[-1])
     for chunk_size in (64, 1 << 22):
         found = list(scan.scan_json_array(io.BytesIO(raw), "mem", chunk_size=chunk_size))
-        with monkeypatch.context() as without:
-            without.setattr(scan, "_indented_object", lambda *a: None)
-            decoded = list(scan.scan_json_array(io.BytesIO(raw), "mem", chunk_size=chunk_size))
-        assert [(start, end) for start, end, _ in found] == [(start, end) for start, end, _ in decoded]
+        assert [raw[start:end].decode() for start, end, _ in found] == [
+            json.dumps(d, indent=indent).replace("\n", "\n" + " " * (indent or 0)).replace('"1e400"', "1e400")
+            for d in dialogues
+        ] or indent is None
         assert len(found) == 30
-    # indent=0 closes inner objects at column 0 too: orjson refuses the first candidate, the decoder goes on
-    assert (sum(hit is not None for hit in hits) >= 25) == (indent in (2, 4))
     ranges = scan.index_dialogues(io.BytesIO(raw), "mem")["train"]
     read = dict(scan.read_ranges(io.BytesIO(raw), ranges, "mem"))
     assert read[7]["odd"]["big"] == 18446744073709551616 and isinstance(read[7]["odd"]["neg"], int)
@@ -185,24 +180,13 @@ def _index_or_error(raw: bytes, chunk_size: int = 1 << 22):
     count=st.integers(0, 12),
     indent=st.sampled_from([None, 0, 1, 2, 4, "\t"]),
     edit=_TEXT_EDITS,
-    chunk_size=st.sampled_from([16, 97, 1 << 22]),
+    chunk_size=st.sampled_from([16, 97]),
 )
-def test_the_indented_fast_path_gives_the_decoding_scans_index_or_error(count, indent, edit, chunk_size):
-    """The bytes-level index (``index_plain_list``) is gone; the one trick left, the scan's indented-object
-    fast path, gives exactly the index, or the error, the decoder alone gives, for good and bad files."""
+def test_the_scan_gives_one_index_or_error_at_any_chunk_size(count, indent, edit, chunk_size):
+    """A dialogue, a number or an escape cut by a chunk's end is read as in one chunk, for good and bad files."""
     plain = _dialogues_text(count, indent, split=lambda i: ("train", "test")[i % 2])
     raw = edit[1](plain)
-    hits = []
-    fast_path = scan._indented_object
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(scan, "_indented_object", lambda *a: hits.append(fast_path(*a)) or hits[-1])
-        fast = _index_or_error(raw, chunk_size)
-        patch.setattr(scan, "_indented_object", lambda *a: None)
-        decoded = _index_or_error(raw, chunk_size)
-    assert fast == decoded
-    fits_a_chunk = chunk_size > len(raw)  # (a dialogue cut by a chunk's end goes to the decoder)
-    if edit[0] in ("none", "crlf", "long integer") and indent in (1, 2, 4, "\t") and count and fits_a_chunk:
-        assert any(hit is not None for hit in hits)  # what json.dump(indent=N) writes takes the fast path
+    assert _index_or_error(raw, chunk_size) == _index_or_error(raw)
 
 
 def _write_zip(folder: Path, raw: bytes) -> Path:
@@ -213,8 +197,6 @@ def _write_zip(folder: Path, raw: bytes) -> Path:
 
 
 def test_a_stream_of_a_large_zip_reads_one_copy_made_while_scanning(tmp_path, monkeypatch):
-    """(Before, a child process inflated the copy beside the scan; now a thread inflates and writes it.)"""
-
     raw = _dialogues_text(300, 2, split=lambda i: ("train", "validation", "test")[i % 3])
     _write_zip(tmp_path / "in" / "big", raw)
     monkeypatch.setattr(scan, "EXTRACT_MIN_BYTES", 0)
@@ -251,8 +233,7 @@ def test_the_copy_of_a_large_zip_goes_to_convhub_tmpdir(tmp_path, monkeypatch):
 
 
 def test_a_stream_and_a_build_in_one_process_share_one_scan_and_copy(tmp_path, monkeypatch):
-    """(Before, a stream on a busy machine made no copy and a build scanned again to make one, beside a
-    child process; ``spare_core`` and the child are gone, so both read the copy the first scan wrote.)"""
+    """A build after a stream in one process reads the copy and the index the stream's scan made."""
 
     raw = _dialogues_text(40, 2, split=lambda i: ("train", "test")[i % 2])
     _write_zip(tmp_path / "in" / "big", raw)
@@ -286,7 +267,7 @@ def test_a_bad_large_zip_reports_what_the_decoding_scan_reports(tmp_path, monkey
 
     _write_zip(tmp_path / "in" / "big", edit(_dialogues_text(30, 2)))
     messages = []
-    for threshold in (0, 1 << 40):  # scanned while copied out, then scanned in the zip
+    for threshold in (0, 1 << 40):  # scanned in a copy, then in the zip
         monkeypatch.setattr(scan, "EXTRACT_MIN_BYTES", threshold)
         with pytest.raises(SourceError, match=problem) as error:
             check_source("convlab", str(tmp_path / "in"))
@@ -302,7 +283,7 @@ def test_a_corrupt_zip_member_is_reported_alike_with_or_without_a_copy(tmp_path,
     data[middle : middle + 8] = bytes(8)  # inside the deflated member
     path.write_bytes(bytes(data))
     messages = []
-    for threshold in (0, 1 << 40):  # scanned while copied out, then scanned in the zip
+    for threshold in (0, 1 << 40):  # scanned in a copy, then in the zip
         monkeypatch.setattr(scan, "EXTRACT_MIN_BYTES", threshold)
         with pytest.raises(SourceError, match="corrupt or truncated zip member") as error:
             check_source("convlab", str(tmp_path / "in"))
@@ -310,46 +291,10 @@ def test_a_corrupt_zip_member_is_reported_alike_with_or_without_a_copy(tmp_path,
     assert messages[0] == messages[1]
 
 
-class _FailingStream(io.BytesIO):
-    """A stream that raises after ``good`` bytes, as a damaged zip member does partway."""
-
-    def __init__(self, data: bytes, good: int):
-        super().__init__(data)
-        self.good = good
-
-    def read(self, size=-1):
-        if self.tell() >= self.good:
-            raise zipfile.BadZipFile("Bad CRC-32")
-        return super().read(min(size, self.good - self.tell()))
-
-
-def test_the_read_ahead_copies_every_byte_and_raises_where_the_stream_broke(tmp_path):
-    """The thread that inflates a large zip and writes its copy: the reader gets the bytes in order, the copy
-    is complete, a stream error reaches the read past the good bytes, and a reader that stops early (a scan
-    error) leaves no thread behind."""
-    raw = _dialogues_text(60, 2)
-    with (
-        open(tmp_path / "copy", "wb") as copy,
-        scan._ReadAhead(io.BytesIO(raw), copy, chunk_size=97) as ahead,
-    ):
-        read = [ahead.read(1000) for _ in range(len(raw) // 1000 + 2)]
-    assert b"".join(read) == raw and read[-1] == b"" and all(len(part) == 1000 for part in read[:-2])
-    assert (tmp_path / "copy").read_bytes() == raw
-    with scan._ReadAhead(io.BytesIO(raw), io.BytesIO(), chunk_size=50) as ahead:
-        assert scan.index_dialogues(ahead, "mem", chunk_size=300) == scan.index_dialogues(
-            io.BytesIO(raw), "mem"
-        )
-
-    with (
-        open(tmp_path / "broken", "wb") as copy,
-        scan._ReadAhead(_FailingStream(raw, 500), copy, 64) as ahead,
-    ):
-        assert ahead.read(400) == raw[:400]  # what was asked, across the 64-byte chunks
-        with pytest.raises(zipfile.BadZipFile, match="Bad CRC-32"):
-            ahead.read(1000)
-        assert ahead.read(10) == b""  # the error ends the stream
-
-    ahead = scan._ReadAhead(io.BytesIO(raw * 50), io.BytesIO(), chunk_size=16, depth=1)
-    with ahead:
-        ahead.read(10)  # the scan stops here: the thread waits on a full queue
-    assert not ahead._thread.is_alive()
+def test_invalid_utf8_is_named_by_its_byte_in_the_file_at_any_chunk_size():
+    """The decoder counts from its chunk: the error names the file's byte, also for a character a chunk cut."""
+    raw = '[{"dialogue_id": "北京", "x": "'.encode() + b"\xe5\x8c" + b'A"}]'
+    bad = raw.rindex(b"\xe5\x8c")
+    for chunk_size in (1, 2, 7, bad, bad + 1, 1 << 22):
+        with pytest.raises(SourceError, match=f"not valid UTF-8 at byte {bad}: invalid continuation byte"):
+            list(scan.scan_json_array(io.BytesIO(raw), "mem", chunk_size=chunk_size))
