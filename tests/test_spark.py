@@ -70,10 +70,9 @@ def test_mnbvc_conversations_spread_over_many_partitions_come_out_in_the_local_o
 def gigamemory_engine_tasks(monkeypatch) -> list[int]:
     """The number of engine tasks of each GigaMemory pass 1 that hands its dialogues to an engine, which every
     plain file now does, however small (a test's files are far below ``PARALLEL_INDEX_BYTES``)."""
-    from convhub.gigamemory import index, scan
+    from convhub.gigamemory import scan
 
     monkeypatch.setattr(scan, "PARALLEL_INDEX_BYTES", 0)
-    monkeypatch.setattr(index, "_INDEX_CACHE", {})  # no index from the local build of the sample
     tasks: list[int] = []
     engine_tasks = scan._engine_tasks
     monkeypatch.setattr(
@@ -323,10 +322,8 @@ def test_the_oracle_script_compares_a_scaled_input_built_by_both_engines(capsys)
     assert "0 difference(s)" in output
 
 
-def test_the_oracle_has_each_engine_make_its_own_gigamemory_index(
-    capsys, monkeypatch, gigamemory_engine_tasks
-):
-    """The Spark build of the comparison runs its own pass 1 (in Spark tasks), not the local build's index."""
+def test_the_oracle_compares_the_gigamemory_index_spark_tasks_make(capsys, gigamemory_engine_tasks):
+    """The Spark build of the comparison runs its own pass 1 (in Spark tasks)."""
     tasks = gigamemory_engine_tasks
     assert oracle.main(["--scale", "0.002", "--source", "gigamemory", "--engine", "spark:local[2]"]) == 0
     assert "| gigamemory | sessions/test | 1 | equal |" in capsys.readouterr().out

@@ -98,7 +98,7 @@ class GigamemoryBuilder(ConversationBuilder):
             reject = self.reject if url is None else _naming_the_url(self.reject, local, url)
             try:
                 processes = self._build_processes or min(os.cpu_count() or 1, self.STREAM_INDEX_PROCESSES)
-                file_index = index.cached_index(local, reject, processes, run, url)
+                file_index = index.index_file(local, reject, processes, run, url)
             except SourceError as error:  # an empty file: with --on-bad-record skip, the others go on
                 reject(error, None, scope="file")
                 continue

@@ -1,5 +1,5 @@
-"""Pass 1: a file's lines grouped by dialogue (:func:`index_file`), the index kept per file version in memory
-(:func:`cached_index`), and cut into pass 2's shards (:func:`plan_shards`).
+"""Pass 1: a file's lines grouped by dialogue (:func:`index_file`), and cut into pass 2's shards
+(:func:`plan_shards`).
 
 Per line the index keeps only its position, the hash of its ``sessions`` and its small question fields (why:
 :mod:`convhub.gigamemory.parse`). How a line is cut is :mod:`convhub.gigamemory.cut`, how a file is read for
@@ -162,67 +162,6 @@ def _read_back(path, prepared: PreparedLine) -> bytes:
     with open(path, "rb") as handle:
         handle.seek(prepared.offset)
         return handle.read(prepared.length)
-
-
-_INDEX_CACHE: dict[tuple, FileIndex] = {}
-#: Bytes at each end of a file whose sha256 is part of its version (all of a file twice this size or less).
-VERSION_SAMPLE_BYTES = 64 * 2**10
-
-
-def file_version(path: str | os.PathLike) -> tuple:
-    """What tells one version of a file from another, for the index cache.
-
-    Size and modification time alone miss a file rewritten in place with the same size and its mtime set
-    back (``os.utime``, ``touch -r``, ``rsync -t``, a restore): the change time (which no call can set back),
-    device and inode catch that, and the sha256 of the file's first and last ``VERSION_SAMPLE_BYTES`` (all
-    of a small file; a ``.gz``'s last 8 bytes are the CRC of all its content) catches it even where a
-    filesystem's clock is too coarse to move between two writes.
-    """
-    with open(path, "rb") as handle:
-        stat = os.fstat(handle.fileno())
-        sample = hashlib.sha256()
-        if stat.st_size <= 2 * VERSION_SAMPLE_BYTES:
-            sample.update(handle.read())
-        else:
-            sample.update(os.pread(handle.fileno(), VERSION_SAMPLE_BYTES, 0))
-            sample.update(
-                os.pread(handle.fileno(), VERSION_SAMPLE_BYTES, stat.st_size - VERSION_SAMPLE_BYTES)
-            )
-    return (
-        os.path.abspath(path),
-        stat.st_size,
-        stat.st_mtime_ns,
-        stat.st_ctime_ns,
-        stat.st_dev,
-        stat.st_ino,
-        sample.hexdigest(),
-    )
-
-
-def cached_index(
-    path: str | os.PathLike,
-    reject: Reject = raise_error,
-    processes: int = 1,
-    run: TaskRunner | None = None,
-    url: str | None = None,
-) -> FileIndex:
-    """:func:`index_file`, once per file version and process: a build asks for the shards of every config. An
-    index that rejected lines is not kept: each build must hand its rejections to its own ``reject``."""
-    key = file_version(path)
-    if key not in _INDEX_CACHE:
-        index = index_file(path, reject, processes, run, url)
-        if index.rejected or file_version(path) != key:  # changed while indexed: keep nothing
-            return index
-        if len(_INDEX_CACHE) >= 64:
-            _INDEX_CACHE.clear()
-        _INDEX_CACHE[key] = index
-    return _INDEX_CACHE[key]
-
-
-def forget_indexes() -> None:
-    """Drop the indexes this process keeps, so that the next build indexes its files again: for comparing two
-    engines, where the second must make its own index."""
-    _INDEX_CACHE.clear()
 
 
 def plan_shards(index: FileIndex, shard_bytes: int, file_name: str | None = None) -> list[dict[str, Any]]:

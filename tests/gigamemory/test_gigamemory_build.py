@@ -364,10 +364,8 @@ def test_a_stream_indexes_with_the_cores_and_a_build_with_its_num_proc(tmp_path,
     (tmp_path / "data").mkdir()
     write_jsonl(tmp_path / "data" / "s.jsonl", [line(1, "no_info", DIALOGUE_A, [1])])
     asked = []
-    real_cached_index = index.cached_index
-    monkeypatch.setattr(
-        index, "cached_index", lambda *args: asked.append(args[2]) or real_cached_index(*args)
-    )
+    real_index_file = index.index_file
+    monkeypatch.setattr(index, "index_file", lambda *args: asked.append(args[2]) or real_index_file(*args))
     # (a stream replaces the builder module's ``os`` with datasets' patched copy: cpu_count cannot be faked)
     monkeypatch.setattr(GigamemoryBuilder, "STREAM_INDEX_PROCESSES", 3)
     builder = GigamemoryBuilder(config_name="sessions", data_dir=str(tmp_path / "data"))

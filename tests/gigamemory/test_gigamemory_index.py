@@ -7,9 +7,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
-import time
-from pathlib import Path
 
 import datasets
 import pytest
@@ -269,57 +266,6 @@ def test_a_file_changed_between_the_passes_is_refused(tmp_path):
     path.write_bytes(path.read_bytes().replace("Иван".encode(), "Пётр".encode()))
     with pytest.raises(SourceError, match="changed while it was being converted"):
         list(parse.parse_shard(index.plan_shards(file_index, 1 << 30)[0], Notes()))
-
-
-def _rewrite_keeping_size_and_mtime(path: Path, old: bytes, new: bytes) -> None:
-    """Rewrite ``path`` in place (same inode), same size, its modification time set back."""
-    assert len(old) == len(new)
-    before = os.stat(path)
-    data = path.read_bytes()
-    assert data.count(old) == 1
-    with open(path, "r+b") as handle:
-        handle.write(data.replace(old, new))
-    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-    after = os.stat(path)
-    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (
-        before.st_size,
-        before.st_mtime_ns,
-        before.st_ino,
-    )
-
-
-@pytest.mark.parametrize("large", [False, True], ids=["small-file", "change-past-the-sampled-ends"])
-def test_a_file_rewritten_with_its_size_and_mtime_is_indexed_again(tmp_path, monkeypatch, large):
-    """The cached index of a file is not reused for a same-size rewrite whose mtime was set back: the
-    second line's answer (it shares the first line's dialogue, so pass 2 never re-reads it) is the new one.
-    A small file is caught by its content; a change in the middle of a large one by its change time."""
-    monkeypatch.setattr(index, "_INDEX_CACHE", {})
-    dialogue = DIALOGUE_A
-    if large:
-        dialogue = [*DIALOGUE_A, session(3, ("user", "Я люблю длинные истории. " * 4000))]  # ~200 KB a line
-    rows = [
-        line(1, "no_info", dialogue, [1]),
-        line(2, "no_info", dialogue, [1], ans="Иван"),
-        line(3, "no_info", DIALOGUE_B, []),
-    ]
-    path = write_jsonl(tmp_path / "r.jsonl", rows)
-    if large:
-        offset = path.read_bytes().index('"ans": "Иван"'.encode(), path.read_bytes().index(b"\n"))
-        assert 2**16 < offset < path.stat().st_size - 2**16  # outside the sampled ends
-
-    def answers() -> list:
-        file_index = index.cached_index(path)
-        records = [
-            r for shard in index.plan_shards(file_index, 1 << 30) for r in parse.parse_shard(shard, Notes())
-        ]
-        return [q["answer"] for r in records for q in r["questions"]]
-
-    assert answers() == ["Иван", "Иван", "Иван"]
-    time.sleep(0.05)  # past a coarse filesystem clock, so the rewrite gets a new change time
-    line_two = json.dumps(rows[1], ensure_ascii=False).encode()
-    _rewrite_keeping_size_and_mtime(path, line_two, line_two.replace("Иван".encode(), "Пётр".encode()))
-    assert answers() == ["Иван", "Пётр", "Иван"]
-    assert index.VERSION_SAMPLE_BYTES <= 2**16
 
 
 def test_several_shards_of_a_gz_give_the_same_records_as_one(tmp_path):
