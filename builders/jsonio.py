@@ -2,9 +2,7 @@
 
 orjson is 1.4-7x faster than ``json`` on the sources' lines and values, but not the same in two silent ways:
 it reads an integer beyond 64 bits as a float, and writes NaN and infinities as ``null``. (What it refuses,
-such as NaN in the input or lone surrogates, raises, and the callers fall back to ``json`` then.) yajl
-(ijson's C parser, LoCoMo's streaming reader) differs in one silent way: it reads a lone surrogate escape
-as ``?`` (:func:`holds_lone_surrogate_escape`).
+such as NaN in the input or lone surrogates, raises, and the callers fall back to ``json`` then.)
 """
 
 from __future__ import annotations
@@ -94,33 +92,6 @@ def holds_float(value: Any) -> bool:
 def holds_non_finite_float(value: Any) -> bool:
     """True when orjson would write ``value`` differently from json (NaN and infinities become null)."""
     return any(not math.isfinite(number) for number in floats_in(value))
-
-
-#: A JSON ``\\u`` escape of a UTF-16 surrogate. yajl reads a lone one as "?" where json keeps it; a pair
-#: (an emoji written by ``ensure_ascii``) reads the same in both.
-SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-SURROGATE_PAIR = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
-
-
-def holds_lone_surrogate_escape(data: bytes, checked: int = 0, final: bool = True) -> bool:
-    """Whether ``data`` holds a surrogate escape that is not half of a high-low pair.
-
-    Only escapes that end past ``data[:checked]`` (what an earlier call judged) are judged; unless
-    ``final``, those in the last 6 bytes are left for the next call, which sees their partner. Callers
-    only use a True to take the slower, exact path, so anything unsure counts as lone: an escape at the
-    very start of ``data``, and one after a backslash (``\\\\ud83d`` is no escape, and would make the
-    escape after it look paired).
-    """
-    stop = len(data) if final else len(data) - 6
-    escapes = SURROGATE_ESCAPE.finditer(data, max(0, checked - 5))  # mostly none: one scan, literal prefix
-    starts = [match.start() for match in escapes if checked < match.end() <= stop]
-    if not starts:
-        return False
-    if any(start == 0 or data[start - 1] == ord("\\") for start in starts):
-        return True
-    paired = {match.start() for match in SURROGATE_PAIR.finditer(data)}
-    paired |= {start + 6 for start in paired}
-    return any(start not in paired for start in starts)
 
 
 def unencodable_field(value: Any) -> str | None:

@@ -12,34 +12,25 @@ bytes it skipped and how many dialogues they held (tests/convlab/test_convlab_ho
 from __future__ import annotations
 
 import atexit
-import codecs
 import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 from convhub.convlab.files import DIALOGUES, SubsetInput
-from convhub.errors import NESTED_TOO_DEEPLY, Reject, SourceError, raise_error, require
+from convhub.errors import Reject, SourceError, raise_error, require
+from convhub.json_list import CHUNK_BYTES, scan_json_array
 from convhub.jsonio import loads_exact
 
 Ranges = list[tuple[int, int, int]]  # (start byte, end byte, position in the file) of each dialogue
 SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
 #: Split names ``datasets`` keeps for itself (``all`` is the union of every split, in any case).
 RESERVED_SPLITS = frozenset(("all",))
-#: A key every ConvLab dialogue has once and nothing inside one has: it counts the dialogues a break holds.
-_DIALOGUE_KEY = re.compile(r'"dialogue_id"\s*:')
-_TEXT_SPACE = re.compile(r"[ \t\r\n]*")
-_SCAN_SPACE = re.compile("[ \t\r\n\ufeff]*")  # (one C loop: 40 MB of spaces cost no Python step each)
-#: How far past a candidate dialogue start the scan reads, after a break, to decide whether it is one.
-_RESYNC_MAX_DIALOGUE_CHARS = 64 << 20
 #: A zipped ``dialogues.json`` at least this large is copied out while it is scanned (see ``dialogue_index``).
 EXTRACT_MIN_BYTES = 8 << 20
-#: Called at a break in the list: the error, the exact bytes skipped (from the break to the next dialogue
-#: that reads, or to the end of the file) and how many dialogues they held.
-OnBreak = Callable[[SourceError, bytes, int], None]
 
 
 # -- the index of a subset's dialogues ---------------------------------------------------------
@@ -107,7 +98,7 @@ def index_dialogues(
     path: str,
     reject: Reject = raise_error,
     recover: bool = False,
-    chunk_size: int = 1 << 22,
+    chunk_size: int = CHUNK_BYTES,
 ) -> dict[str, Ranges]:
     """Split → the ranges of its dialogues, in file order, checking each split name and that ids are unique.
 
@@ -125,7 +116,9 @@ def index_dialogues(
         lost_before += lost
         reject(error, raw, "span", records=lost)
 
-    scan = scan_json_array(stream, path, chunk_size, on_break if recover else None)
+    scan = scan_json_array(
+        stream, path, chunk_size, on_break if recover else None, element="dialogue", key="dialogue_id"
+    )
     read = 0
     while True:
         try:
@@ -174,155 +167,3 @@ def read_ranges(
             yield position, loads_exact(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise SourceError(path, position, None, f"not valid JSON: {error}") from error
-
-
-def _maybe_cut(error: json.JSONDecodeError, text: str) -> bool:
-    """Whether more text after the buffer's end could make this error go away (else it is the file's own):
-    JSON is read left to right, so only an error at the end, or an unterminated string, may be the cut."""
-    return error.pos >= len(text) - 16 or error.msg.startswith("Unterminated string")
-
-
-def scan_json_array(
-    stream: IO[bytes], path: str, chunk_size: int = 1 << 22, on_break: OnBreak | None = None
-) -> Iterator[tuple[int, int, Any]]:
-    """(start byte, end byte, value) of each element of a top-level JSON list, reading a chunk at a time.
-
-    Where the list breaks the error is raised; given ``on_break``, the scan instead skips to the next
-    ``{`` that decodes to an object with a ``dialogue_id`` followed by ``,`` or ``]``, reports the skipped
-    bytes and the dialogues they held (each has one ``"dialogue_id":``; a broken object counts at least
-    one), and goes on: one missing comma costs no dialogue, a broken dialogue that one.
-    """
-    decoder = json.JSONDecoder()
-    utf8 = codecs.getincrementaldecoder("utf-8")()
-    text, pos, byte_pos, eof = "", 0, 0, False
-    read_bytes = 0  # of the file, before the chunk being decoded
-
-    def fill() -> bool:
-        """Read one more chunk (at least as much again as the buffer holds); False at the end."""
-        nonlocal text, pos, eof, read_bytes
-        if eof:
-            return False
-        chunk = stream.read(max(chunk_size, len(text) - pos))
-        eof = not chunk
-        held = len(utf8.getstate()[0])  # the decoder's bytes of a character the last chunk cut
-        try:
-            text = text[pos:] + utf8.decode(chunk, final=eof)
-        except UnicodeDecodeError as error:
-            at = read_bytes - held + error.start
-            raise SourceError(path, None, None, f"not valid UTF-8 at byte {at}: {error.reason}") from error
-        read_bytes += len(chunk)
-        pos = 0
-        return True
-
-    def skip_space() -> str:
-        """The next character that is not whitespace (or a BOM), or "" at the end of the file."""
-        nonlocal pos, byte_pos
-        while True:
-            end = _SCAN_SPACE.match(text, pos).end()
-            byte_pos += end - pos + 2 * text.count("\ufeff", pos, end)  # a BOM is 3 bytes
-            pos = end
-            if pos < len(text) or not fill():
-                return text[pos] if pos < len(text) else ""
-
-    def starts_dialogue(at: int) -> bool | None:
-        """Whether a dialogue of the list starts at ``text[at]`` (None: the buffer ends too soon to say)."""
-        try:
-            value, end = decoder.raw_decode(text, at)
-        except json.JSONDecodeError as error:
-            cut = _maybe_cut(error, text)
-            return None if cut and not eof and len(text) - at < _RESYNC_MAX_DIALOGUE_CHARS else False
-        except RecursionError:
-            return False
-        if not isinstance(value, dict) or "dialogue_id" not in value:
-            return False
-        after = _TEXT_SPACE.match(text, end).end()
-        if after == len(text):
-            return None if not eof else False
-        return text[after] in ",]"
-
-    def resync(error: SourceError, search_from: int, in_element: bool) -> bool:
-        """Skip from ``pos`` to the next dialogue (True) or to the end of the file (False); report the skip."""
-        nonlocal pos, byte_pos, index
-        offset = search_from - pos  # (offsets from pos: filling the buffer moves pos to 0)
-        while True:
-            found = text.find("{", pos + offset)
-            if found < 0:
-                offset = len(text) - pos
-                if fill():
-                    continue
-                found = len(text)
-                break
-            verdict, offset = starts_dialogue(found), found - pos
-            if verdict is None and fill():
-                continue  # the same candidate, with more of the file
-            if verdict:
-                break
-            offset += 1
-        span = text[pos:found]
-        raw = span.encode("utf-8")
-        lost = len(_DIALOGUE_KEY.findall(span))
-        if in_element and span.startswith("{"):  # a broken object is a dialogue even without its id
-            lost = max(lost, 1)
-        on_break(error, raw, lost)
-        pos, byte_pos, index = found, byte_pos + len(raw), index + lost
-        return found < len(text)
-
-    def decode_element() -> tuple[Any, int] | SourceError:
-        """The element at ``pos`` and its end, reading more where the buffer cuts it, or what breaks it."""
-        while True:
-            try:
-                value, end = decoder.raw_decode(text, pos)
-            except json.JSONDecodeError as error:
-                if _maybe_cut(error, text) and fill():
-                    continue
-                at = byte_pos + len(text[pos : error.pos].encode("utf-8"))  # (error.pos counts the buffer)
-                broken = SourceError(path, index, None, f"not valid JSON at byte {at}: {error.msg}")
-                if on_break is None:
-                    raise broken from error
-                return broken
-            except RecursionError:
-                if on_break is None:
-                    raise SourceError(path, index, None, NESTED_TOO_DEEPLY) from None
-                return SourceError(path, index, None, NESTED_TOO_DEEPLY)
-            if end == len(text) and not eof and not isinstance(value, (dict, list)) and fill():
-                continue  # a number cut at the chunk's end
-            return value, end
-
-    first = skip_space()
-    if first == "":
-        raise SourceError(path, None, None, "the file is empty (expected a JSON list of dialogues)")
-    if first != "[":
-        raise SourceError(path, None, None, "expected a JSON list of dialogues")
-    pos, byte_pos = pos + 1, byte_pos + 1
-    index, resumed = 0, False
-    while True:
-        char = skip_space()
-        if char == "]" and not resumed:
-            pos, byte_pos = pos + 1, byte_pos + 1
-            break
-        if index and not resumed:
-            if char != ",":
-                error = SourceError(
-                    path, index, None, f"expected ',' or ']' after dialogue {index - 1}, got {char!r}"
-                )
-                if on_break is None:
-                    raise error
-                if not resync(error, pos, in_element=False):
-                    return
-                resumed = True
-                continue
-            pos, byte_pos = pos + 1, byte_pos + 1
-            skip_space()
-        resumed = False
-        decoded = decode_element()
-        if isinstance(decoded, SourceError):
-            if not resync(decoded, pos + 1, in_element=True):
-                return
-            resumed = True
-            continue
-        value, end = decoded
-        size = len(text[pos:end].encode("utf-8"))
-        yield byte_pos, byte_pos + size, value
-        pos, byte_pos, index = end, byte_pos + size, index + 1
-    if skip_space():
-        raise SourceError(path, None, None, "data after the end of the top-level list")

@@ -212,7 +212,9 @@ def test_convhub_check_prints_statistics_and_normalizations(capsys):
 def test_convhub_check_reports_bad_input(tmp_path, capsys):
     (tmp_path / "broken.json").write_text('[{"sample_id": "conv-x"', encoding="utf-8")
     assert cli.main(["check", "locomo", "--data-dir", str(tmp_path)]) == 1
-    assert "broken.json: not valid UTF-8 JSON" in capsys.readouterr().err
+    assert (
+        "broken.json, record 0: not valid JSON: Expecting ',' delimiter at byte 23" in capsys.readouterr().err
+    )
 
 
 def test_convhub_check_names_both_files_of_a_sample_id_they_share(tmp_path):
@@ -383,7 +385,7 @@ def bad_files(kind: str) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("kind", "message"),
     [
-        ("invalid json", "bad.json: not valid UTF-8 JSON"),
+        ("invalid json", "bad.json, record 1: not valid JSON: Unterminated string starting at byte"),
         ("missing field", "bad.json, record conv-s2 session_1 turn 2, field 'dia_id': missing"),
         ("wrong type", "bad.json, record conv-s1 qa 3, field 'category': expected int, got str"),
         ("duplicate sample_id", "bad.json, record 1, field 'sample_id': duplicate sample_id 'conv-s1'"),

@@ -1,0 +1,196 @@
+"""A top-level JSON list read one element at a time, with ``json.loads``'s values and errors that name the byte.
+
+ConvLab's ``dialogues.json`` (MultiWOZ's is 200+ MB) and LoCoMo's files are each one JSON list. Read whole, a
+file's objects take about five times its size; read here, memory follows one chunk and the largest element.
+``json``'s own decoder reads each element (``raw_decode``), so every value is the one ``json.loads`` gives: NaN,
+integers of any size, lone surrogates (which ijson's C parser read as ``?``: LoCoMo's reader had to find them
+first). Each element comes with its byte range, so a worker can read it again with one seek.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+from convhub.errors import NESTED_TOO_DEEPLY, SourceError
+
+_TEXT_SPACE = re.compile(r"[ \t\r\n]*")
+_SCAN_SPACE = re.compile("[ \t\r\n\ufeff]*")  # (one C loop: 40 MB of spaces cost no Python step each)
+#: Bytes read at a time. A chunk is held as text, at up to 4 bytes a character once it holds an emoji, and
+#: copied as the scan reads on; large chunks left a build's process holding far more than the text. Measured
+#: on the scale-1 inputs (2026-11-24), LoCoMo's ``sessions`` build of its four 52 MB files peaked at 409 MiB
+#: with 1 MB chunks, 324 MiB with 512 KB, 305 MiB with 256 KB and 287 MiB with 64 KB (ijson's reader: 289 MiB),
+#: in 7.7, 8.0, 8.1-8.3 and 8.7 s (ijson's: 7.7 s); ConvLab's 186 MB ``dialogues.json`` scans in 0.9-1.0 s at
+#: each of these sizes.
+CHUNK_BYTES = 256 << 10
+#: How far past a candidate element start the scan reads, after a break, to decide whether it is one.
+RESYNC_MAX_CHARS = 64 << 20
+#: Called at a break in the list: the error, the exact bytes skipped (from the break to the next element
+#: that reads, or to the end of the file) and how many elements they held.
+OnBreak = Callable[[SourceError, bytes, int], None]
+
+
+def _maybe_cut(error: json.JSONDecodeError, text: str) -> bool:
+    """Whether more text after the buffer's end could make this error go away (else it is the file's own):
+    JSON is read left to right, so only an error at the end, or an unterminated string, may be the cut."""
+    return error.pos >= len(text) - 16 or error.msg.startswith("Unterminated string")
+
+
+def scan_json_array(
+    stream: IO[bytes],
+    path: str,
+    chunk_size: int = CHUNK_BYTES,
+    on_break: OnBreak | None = None,
+    element: str = "element",
+    key: str | None = None,
+) -> Iterator[tuple[int, int, Any]]:
+    """(start byte, end byte, value) of each element of a top-level JSON list, reading a chunk at a time.
+
+    Where the list breaks the error is raised; given ``on_break`` (and ``key``, a key every element has once and
+    nothing inside one has), the scan instead skips to the next ``{`` that decodes to an object with ``key``
+    followed by ``,`` or ``]``, reports the skipped bytes and the elements they held (each has one
+    ``"key":``; a broken object counts at least one), and goes on: one missing comma costs no element, a
+    broken element that one. ``element`` names an element in errors.
+    """
+    if on_break is not None and key is None:
+        raise ValueError("reading on after a break needs the key every element has")
+    key_pattern = re.compile(re.escape(json.dumps(key)) + r"\s*:") if key else None
+    decoder = json.JSONDecoder()
+    utf8 = codecs.getincrementaldecoder("utf-8")()
+    text, pos, byte_pos, eof = "", 0, 0, False
+    read_bytes = 0  # of the file, before the chunk being decoded
+
+    def fill() -> bool:
+        """Read one more chunk (at least as much again as the buffer holds); False at the end."""
+        nonlocal text, pos, eof, read_bytes
+        if eof:
+            return False
+        chunk = stream.read(max(chunk_size, len(text) - pos))
+        eof = not chunk
+        held = len(utf8.getstate()[0])  # the decoder's bytes of a character the last chunk cut
+        try:
+            text = text[pos:] + utf8.decode(chunk, final=eof)
+        except UnicodeDecodeError as error:
+            at = read_bytes - held + error.start
+            raise SourceError(path, None, None, f"not valid UTF-8 at byte {at}: {error.reason}") from error
+        read_bytes += len(chunk)
+        pos = 0
+        return True
+
+    def skip_space() -> str:
+        """The next character that is not whitespace (or a BOM), or "" at the end of the file."""
+        nonlocal pos, byte_pos
+        while True:
+            end = _SCAN_SPACE.match(text, pos).end()
+            byte_pos += end - pos + 2 * text.count("\ufeff", pos, end)  # a BOM is 3 bytes
+            pos = end
+            if pos < len(text) or not fill():
+                return text[pos] if pos < len(text) else ""
+
+    def starts_dialogue(at: int) -> bool | None:
+        """Whether an element of the list starts at ``text[at]`` (None: the buffer ends too soon to say)."""
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError as error:
+            cut = _maybe_cut(error, text)
+            return None if cut and not eof and len(text) - at < RESYNC_MAX_CHARS else False
+        except RecursionError:
+            return False
+        if not isinstance(value, dict) or key not in value:
+            return False
+        after = _TEXT_SPACE.match(text, end).end()
+        if after == len(text):
+            return None if not eof else False
+        return text[after] in ",]"
+
+    def resync(error: SourceError, search_from: int, in_element: bool) -> bool:
+        """Skip from ``pos`` to the next element (True) or to the end of the file (False); report the skip."""
+        nonlocal pos, byte_pos, index
+        offset = search_from - pos  # (offsets from pos: filling the buffer moves pos to 0)
+        while True:
+            found = text.find("{", pos + offset)
+            if found < 0:
+                offset = len(text) - pos
+                if fill():
+                    continue
+                found = len(text)
+                break
+            verdict, offset = starts_dialogue(found), found - pos
+            if verdict is None and fill():
+                continue  # the same candidate, with more of the file
+            if verdict:
+                break
+            offset += 1
+        span = text[pos:found]
+        raw = span.encode("utf-8")
+        lost = len(key_pattern.findall(span))
+        if in_element and span.startswith("{"):  # a broken object is an element even without its key
+            lost = max(lost, 1)
+        on_break(error, raw, lost)
+        pos, byte_pos, index = found, byte_pos + len(raw), index + lost
+        return found < len(text)
+
+    def decode_element() -> tuple[Any, int] | SourceError:
+        """The element at ``pos`` and its end, reading more where the buffer cuts it, or what breaks it."""
+        while True:
+            try:
+                value, end = decoder.raw_decode(text, pos)
+            except json.JSONDecodeError as error:
+                if _maybe_cut(error, text) and fill():
+                    continue
+                at = byte_pos + len(text[pos : error.pos].encode("utf-8"))  # (error.pos counts the buffer)
+                problem = f"not valid JSON: {error.msg.removesuffix(' at')} at byte {at}"
+                broken = SourceError(path, index, None, problem)
+                if on_break is None:
+                    raise broken from error
+                return broken
+            except RecursionError:
+                if on_break is None:
+                    raise SourceError(path, index, None, NESTED_TOO_DEEPLY) from None
+                return SourceError(path, index, None, NESTED_TOO_DEEPLY)
+            if end == len(text) and not eof and not isinstance(value, (dict, list)) and fill():
+                continue  # a number cut at the chunk's end
+            return value, end
+
+    first = skip_space()
+    if first == "":
+        raise SourceError(path, None, None, f"the file is empty (expected a JSON list of {element}s)")
+    if first != "[":
+        raise SourceError(path, None, None, f"expected a JSON list of {element}s")
+    pos, byte_pos = pos + 1, byte_pos + 1
+    index, resumed = 0, False
+    while True:
+        char = skip_space()
+        if char == "]" and not resumed:
+            pos, byte_pos = pos + 1, byte_pos + 1
+            break
+        if index and not resumed:
+            if char != ",":
+                got = repr(char) if char else "the end of the file"
+                error = SourceError(
+                    path, index, None, f"expected ',' or ']' after {element} {index - 1}, got {got}"
+                )
+                if on_break is None:
+                    raise error
+                if not resync(error, pos, in_element=False):
+                    return
+                resumed = True
+                continue
+            pos, byte_pos = pos + 1, byte_pos + 1
+            skip_space()
+        resumed = False
+        decoded = decode_element()
+        if isinstance(decoded, SourceError):
+            if not resync(decoded, pos + 1, in_element=True):
+                return
+            resumed = True
+            continue
+        value, end = decoded
+        size = len(text[pos:end].encode("utf-8"))
+        yield byte_pos, byte_pos + size, value
+        pos, byte_pos, index = end, byte_pos + size, index + 1
+    if skip_space():
+        raise SourceError(path, None, None, "data after the end of the top-level list")

@@ -1,0 +1,100 @@
+"""``convhub.json_list``: a top-level JSON list read one element at a time gives ``json.loads``'s values, exact
+byte ranges, and errors that name the file's byte, whatever the chunk a read cuts."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from convhub.errors import SourceError
+from convhub.json_list import scan_json_array
+
+CHUNK_SIZES = (1, 7, 64, 1 << 22)
+
+#: Lists whose values json reads with a twist another parser might not give: integers past 64 bits, NaN,
+#: infinities and float overflow, lone surrogates (ijson's C parser read them as "?"), a pair written by
+#: ``ensure_ascii``, a repeated key, a BOM and whitespace around the list.
+GOOD_TEXTS = [
+    '[{"a": 1, "b": [1.5, -0.0, 1e2, "x"]}, [1], 3, "s", null]',
+    '[{"n": 123456789012345678901234567890}, {"m": -9223372036854775809}]',
+    '[{"x": 1}, {"x": NaN}, {"x": Infinity}, {"x": -Infinity}, {"x": 1.5e400}]',
+    '[{"x": "\\ud83d\\ude00 an emoji written by ensure_ascii"}]',
+    '[{"x": "fine"}, {"x": "\\ud800 lone high"}, {"x": "\\udc00 lone low"}]',
+    '[{"x": "a\\\\ud83d\\ude00: an escaped backslash, then a lone low surrogate"}]',
+    '[{"a": 1, "a": 2}]',
+    '  \n[{"a": 1}]  \n',
+    "[]",
+    '[{"t": "北山 } ] {"}, {"t": "\\n"}]',
+]
+
+
+@pytest.mark.parametrize("text", GOOD_TEXTS)
+@pytest.mark.parametrize("chunk_size", CHUNK_SIZES)
+def test_values_are_json_loads_values_and_ranges_are_their_exact_bytes(text, chunk_size):
+    raw = text.encode("utf-8")
+    found = list(scan_json_array(io.BytesIO(raw), "f.json", chunk_size=chunk_size))
+    assert repr([value for _, _, value in found]) == repr(json.loads(text))
+    assert [repr(json.loads(raw[start:end])) for start, end, _ in found] == [repr(v) for _, _, v in found]
+
+
+@pytest.mark.parametrize("indent", [None, 0, 2, "\t"])
+def test_indented_and_compact_files_give_the_same_values(indent):
+    elements = [{"id": f"x-{i}", "nested": {"a": [{"b": "} \n }"}]}, "n": i / 3} for i in range(30)]
+    raw = json.dumps(elements, indent=indent).encode()
+    for chunk_size in CHUNK_SIZES:
+        found = list(scan_json_array(io.BytesIO(raw), "f.json", chunk_size=chunk_size))
+        assert [value for _, _, value in found] == elements
+
+
+def test_a_bom_before_the_list_is_skipped_and_counted_in_the_ranges():
+    raw = '\ufeff[ {"a": 1} ]'.encode()
+    [(start, end, value)] = scan_json_array(io.BytesIO(raw), "f.json")
+    assert value == {"a": 1} and raw[start:end] == b'{"a": 1}'
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", r"f\.json: the file is empty \(expected a JSON list of samples\)"),
+        ('{"a": 1}', r"f\.json: expected a JSON list of samples"),
+        ('[{"a": 1}] trailing', r"f\.json: data after the end of the top-level list"),
+        (
+            '[{"a": 1}, {"a": 2}',
+            r"f\.json, record 2: expected ',' or ']' after sample 1, got the end of the file",
+        ),
+        (
+            '[{"a": 1}, {"a": "tw',
+            r"f\.json, record 1: not valid JSON: Unterminated string starting at byte 17",
+        ),
+        ('[{"a": 1} {"a": 2}]', r"f\.json, record 1: expected ',' or ']' after sample 0, got '\{'"),
+        ('[{"a": 1}, {"a": tru}]', r"f\.json, record 1: not valid JSON: Expecting value at byte 17"),
+    ],
+)
+def test_a_broken_list_names_the_file_the_element_and_the_byte_at_any_chunk_size(text, problem):
+    for chunk_size in CHUNK_SIZES:
+        with pytest.raises(SourceError, match=f"^{problem}"):
+            list(
+                scan_json_array(io.BytesIO(text.encode()), "f.json", chunk_size=chunk_size, element="sample")
+            )
+
+
+def test_the_elements_before_a_break_come_before_its_error():
+    elements = scan_json_array(io.BytesIO(b'[{"a": 1}, {"a": 2}, {"a": '), "f.json", chunk_size=4)
+    assert [next(elements)[2], next(elements)[2]] == [{"a": 1}, {"a": 2}]
+    with pytest.raises(SourceError, match="record 2: not valid JSON"):
+        next(elements)
+
+
+def test_invalid_utf8_is_named_by_its_byte_in_the_file_at_any_chunk_size():
+    """The decoder counts from its chunk: the error names the file's byte, also for a character a chunk cut."""
+    raw = '[{"id": "北京", "x": "'.encode() + b"\xe5\x8c" + b'A"}]'
+    bad = raw.rindex(b"\xe5\x8c")
+    for chunk_size in (1, 2, 7, bad, bad + 1, 1 << 22):
+        with pytest.raises(SourceError, match=f"not valid UTF-8 at byte {bad}: invalid continuation byte"):
+            list(scan_json_array(io.BytesIO(raw), "f.json", chunk_size=chunk_size))
+
+
+def test_reading_on_after_a_break_needs_the_elements_key():
+    with pytest.raises(ValueError, match="needs the key"):
+        list(scan_json_array(io.BytesIO(b"[]"), "f.json", on_break=lambda *args: None))
