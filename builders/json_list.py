@@ -97,7 +97,7 @@ def scan_json_array(
         except json.JSONDecodeError as error:
             cut = _maybe_cut(error, text)
             return None if cut and not eof and len(text) - at < RESYNC_MAX_CHARS else False
-        except RecursionError:
+        except (ValueError, RecursionError):  # (an integer past Python's 4300 digits is a ValueError)
             return False
         if not isinstance(value, dict) or key not in value:
             return False
@@ -147,6 +147,10 @@ def scan_json_array(
                 if on_break is None:
                     raise broken from error
                 return broken
+            except ValueError as error:  # an integer past Python's int-string limit (4300 digits)
+                if on_break is None:
+                    raise SourceError(path, index, None, f"not valid JSON: {error}") from error
+                return SourceError(path, index, None, f"not valid JSON: {error}")
             except RecursionError:
                 if on_break is None:
                     raise SourceError(path, index, None, NESTED_TOO_DEEPLY) from None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -405,6 +406,23 @@ def test_deep_nesting_is_a_named_error_not_a_recursion_error(tmp_path, name):
     )
     with pytest.raises(SourceError, match=expected):
         check_source(name, str(tmp_path / "data"))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_integer_past_pythons_digit_limit_is_a_named_error_not_a_value_error(tmp_path, name):
+    """json refuses an integer of over 4300 digits with a plain ValueError, which escaped every reader but
+    MNBVC's as a traceback; each now names the line or record."""
+    source = SOURCES[name]
+    path = source.write(tmp_path / "data", [source.record(0), source.record(1, "marker-text")])
+    path.write_bytes(path.read_bytes().replace(b'"marker-text"', b"1" * 5000))
+    expected = "Exceeds the limit (4300 digits) for integer string conversion"
+    assert_fails_cleanly(
+        name, tmp_path / "data", tmp_path, expected, "line 2" if source.jsonl else "record 1"
+    )
+    with pytest.raises(SourceError, match=re.escape(expected)):
+        check_source(name, str(tmp_path / "data"))
+    skipped = build_source(name, tmp_path / "skipped", str(tmp_path / "data"), on_bad_record="skip")
+    assert len(load(skipped.output, "sessions")["conversation_id"]) == 1  # record 0, read before it
 
 
 def test_a_users_file_where_the_quarantine_goes_is_refused_by_build_and_check(tmp_path, capsys, monkeypatch):

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from convhub.errors import NESTED_TOO_DEEPLY, SourceError
 from convhub.folders import open_url
-from convhub.jsonio import holds_float
+from convhub.jsonio import holds_float, json_loads
 
 SUFFIXES = (".jsonl.gz", ".jsonl")
 
@@ -121,7 +121,7 @@ def decode_line(path: str | os.PathLike, line_number: int, raw: bytes) -> dict[s
     record = exact_loads(raw)
     if record is INEXACT:
         try:
-            record = json.loads(raw.decode("utf-8"))
+            record = json_loads(raw.decode("utf-8"))
         except UnicodeDecodeError as error:
             raise SourceError(path, where(line_number), None, f"not valid UTF-8: {error}") from error
         except json.JSONDecodeError as error:

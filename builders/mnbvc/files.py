@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 import orjson
 from convhub.errors import NESTED_TOO_DEEPLY, Reject, SourceError, raise_error
 from convhub.folders import url_files
-from convhub.jsonio import holds_float, refuse_json_document
+from convhub.jsonio import holds_float, json_loads, refuse_json_document
 from datasets.utils.file_utils import xopen
 
 SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -175,20 +175,8 @@ def loads(text: bytes | str) -> Any:
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError:
-        return _json_loads(text)
-    return _json_loads(text) if holds_float(value) else value
-
-
-def _json_loads(text: bytes | str) -> Any:
-    """``json.loads``, where an integer past Python's int-string limit (4300 digits), a plain
-    ValueError that would escape as a crash, is a JSONDecodeError like any other unreadable text."""
-    try:
-        return json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise
-    except ValueError as error:
-        document = text if isinstance(text, str) else text.decode("utf-8", "replace")
-        raise json.JSONDecodeError(str(error), document, 0) from error
+        return json_loads(text)
+    return json_loads(text) if holds_float(value) else value
 
 
 def load_row(line: bytes, path: str, number: int) -> dict[str, Any] | None:
