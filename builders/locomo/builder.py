@@ -178,7 +178,7 @@ class LocomoBuilder(ConversationBuilder):
         return kept
 
     def parse_shard(self, shard, notes):
-        records = parse.parse_indexed(shard, notes, self.reject)
+        records = parse.parse_indexed(shard, notes, self.reject, self.config.on_bad_record == "skip")
         if self._sample_id_files is not None:
             ids = []
             for index, record in records:

@@ -53,13 +53,18 @@ def parse_file(path: str | Path, notes: Notes, reject: Reject = raise_error) -> 
 
 
 def parse_indexed(
-    path: str | Path, notes: Notes, reject: Reject = raise_error
+    path: str | Path, notes: Notes, reject: Reject = raise_error, recover: bool = False
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """:func:`parse_file`'s records with their sample's position in the file (errors name a sample by it
-    where its id cannot be trusted)."""
+    where its id cannot be trusted). With ``recover`` a break in the file's list goes to ``reject`` with the
+    bytes it skipped (scope ``"span"``, and ``records``: the samples they held), and reading goes on."""
     subset = Path(path).stem
     seen: set[str] = set()
-    for index, sample in enumerate(iter_samples(path)):
+
+    def on_break(error: SourceError, raw: bytes, held: int) -> None:
+        reject(error, raw, "span", records=held)
+
+    for index, sample in iter_samples(path, on_break if recover else None):
         counted = Notes()
         try:
             if not isinstance(sample, dict):

@@ -21,7 +21,7 @@ from convhub.errors import SourceError
 from convhub.locomo.builder import LocomoBuilder
 from convhub.staging import MARKER
 from huggingface_hub import DatasetCard
-from locomo_samples import ALL_CONFIGS, ROOT, SAMPLE, extra, load
+from locomo_samples import ALL_CONFIGS, ROOT, SAMPLE, extra, load, tiny_sample
 
 # -- the packaged sample -----------------------------------------------------------------------------------
 
@@ -434,3 +434,35 @@ def test_build_script_runs_from_a_checkout(tmp_path):
     assert done.returncode == 0, done.stderr
     assert f"locomo: {output}" in done.stdout
     assert load_folder(output, "qa").num_rows == 13
+
+
+def _samples_text(count: int) -> str:
+    return json.dumps([tiny_sample(f"conv-{i}") for i in range(count)], indent=2)
+
+
+@pytest.mark.parametrize(
+    ("edit", "lost"),
+    [
+        (lambda text: text.replace("},\n  {", "}\n  {", 1), []),  # a missing comma costs no sample
+        (lambda text: text.replace('"sample_id": "conv-2"', '"sample_id": "conv-2" ~~~'), [2]),
+    ],
+    ids=["missing comma", "broken sample"],
+)
+def test_with_skip_a_break_in_the_list_loses_only_the_samples_it_holds(tmp_path, edit, lost):
+    """As ConvLab's scan does: reading goes on at the next sample, and the quarantine keeps the bytes skipped
+    (before, every sample after the break was lost with the rest of the file)."""
+    text = edit(_samples_text(5))
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "f.json").write_text(text, encoding="utf-8")
+    result = build_source(
+        "locomo", tmp_path / "out", str(tmp_path / "in"), ["sessions"], on_bad_record="skip"
+    )
+    [sessions] = datasets.load_dataset(str(tmp_path / "out"), "sessions").values()
+    assert sessions["conversation_id"] == [f"conv-{i}" for i in range(5) if i not in lost]
+    [entry] = [json.loads(line) for line in result.quarantine.read_text(encoding="utf-8").splitlines()]
+    assert entry["scope"] == "span" and entry["records"] == len(lost)
+    assert entry["raw"] in text and ("~~~" in entry["raw"]) == bool(lost)
+    if lost:
+        assert entry["record"] == 2 and '"conv-2"' in entry["raw"] and '"conv-3"' not in entry["raw"]
+    with pytest.raises(SourceError, match=r"f\.json, record"):  # without skip, the break is the error
+        build_source("locomo", tmp_path / "raised", str(tmp_path / "in"), ["sessions"])
