@@ -1,32 +1,74 @@
-"""``convhub.jsonio``: orjson where it reads exactly as ``json`` does, ``json`` everywhere else."""
+"""``convhub.jsonio``: every source's JSON read with ``json``'s values, through orjson where the two agree."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from convhub.jsonio import loads_exact, may_hold_long_integer
+from convhub.errors import SourceError
+from convhub.jsonio import INEXACT, load_object, loads_exact, may_hold_long_integer, orjson_exact
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        '[{"n": -9223372036854775809}]',  # one below int64: orjson would read a float
-        '[{"n": 18446744073709551616}]',
-        "[123456789012345678901234567890,\n  -12345678901234567890123]",
-        '[{"n": 9223372036854775807, "m": -9223372036854775808, "x": 1.5, "z": -0.0}]',
-        '[{"url": "https://x.com/status/1026209343625756672", "n": 3}]',
-        "[NaN, Infinity, -Infinity, 1e400]",
-        '["\\ud800 lone surrogate"]',
-        '{"a": 1, "a": 2}',
+        b'[{"n": -9223372036854775809}]',  # one below int64: orjson would read a float, silently
+        b'{"a": [1.5, {"b": 18446744073709551616}]}',
+        b"[123456789012345678901234567890,\n  -12345678901234567890123]",
+        b'[{"n": 9223372036854775807, "m": -9223372036854775808, "x": 1.5, "z": -0.0}]',
+        b'[{"url": "https://x.com/status/1026209343625756672", "n": 3}]',
+        b"[NaN, Infinity, -Infinity, 1e400]",
+        b'\xef\xbb\xbf{"a": 1}',
+        b'["\\ud800 lone surrogate"]',
+        b'{"a": 1, "a": 2, "b": -0}',
+        '{"会话": "x", "多轮序号": 1}'.encode(),
     ],
 )
-def test_loads_exact_reads_as_json_loads_reads(text):
-    assert repr(loads_exact(text.encode("utf-8"))) == repr(json.loads(text))
+def test_loads_exact_reads_what_json_reads(text):
+    assert repr(loads_exact(text)) == repr(json.loads(text))
 
 
-def test_long_digit_runs_inside_strings_do_not_send_a_text_to_json_loads():
+def _json_containers(children):
+    return st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=3), children, max_size=4)
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(), _json_containers))
+def test_loads_exact_reads_any_value_as_json_does(value):
+    """A value holding a float is read again by ``json``: it comes back as ``json`` reads it, types included."""
+    text = json.dumps(value).encode()
+    assert json.dumps(loads_exact(text)) == json.dumps(json.loads(text))
+
+
+def test_long_digit_runs_inside_strings_do_not_send_a_text_to_json():
     """A tweet id in an img_url is no integer: such texts still take orjson."""
     assert not may_hold_long_integer(b'[{"img_url": ["https://x.com/s/1026209343625756672"]}]')
     assert may_hold_long_integer(b'[{"n": 1026209343625756672}]')
     assert may_hold_long_integer(b"1026209343625756672")
+
+
+def test_loads_exact_reads_a_text_as_its_utf8():
+    assert repr(loads_exact('{"a": "\ud800", "b": "北"}')) == repr(json.loads('{"a": "\ud800", "b": "北"}'))
+
+
+def test_orjson_exact_says_where_orjson_would_differ():
+    assert orjson_exact(b'{"a": [1, "x"]}') == {"a": [1, "x"]}
+    for inexact in (b'{"a": 18446744073709551616}', b'{"a": 1.5}', b'{"a": NaN}', b'["\\ud800"]', b"{"):
+        assert orjson_exact(inexact) is INEXACT
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b'{"a": ', "not valid JSON: Expecting value"),
+        (b'{"a": "\xff"}', "not valid UTF-8"),
+        (b"[1, 2]", "expected a JSON object, got list"),
+        (b"[" * 5000 + b"]" * 5000, "a value is nested too deeply"),
+        (b'{"a": ' + b"1" * 5000 + b"}", "not valid JSON: Exceeds the limit (4300 digits)"),
+    ],
+)
+def test_a_line_that_is_no_json_object_is_named_by_file_and_line(raw, problem):
+    with pytest.raises(SourceError) as raised:
+        load_object(raw, "f.jsonl", "line 7")
+    assert str(raised.value).startswith(f"f.jsonl, record line 7: {problem}")

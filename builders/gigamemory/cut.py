@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from convhub.errors import SourceError
-from convhub.gigamemory.read import INEXACT, decode_line, dialogue_digest, exact_loads, id_as_text, where
+from convhub.gigamemory.read import decode_line, dialogue_digest, id_as_text, where
+from convhub.jsonio import INEXACT, orjson_exact
 
 _SESSIONS_KEY = re.compile(rb'"sessions"[ \t\r\n]*:[ \t\r\n]*')
 _WHITESPACE = b" \t\r\n"
@@ -66,7 +67,7 @@ def split_line(raw, start: int = 0, end: int | None = None) -> tuple[dict[str, A
     before, after = raw[start:span_start], raw[span_end:end]
     if _PLACEHOLDER_BYTES in before or _PLACEHOLDER_BYTES in after:
         return None
-    record = exact_loads(before + _PLACEHOLDER + after)
+    record = orjson_exact(before + _PLACEHOLDER + after)
     if type(record) is not dict or record.get("sessions") != _PLACEHOLDER_TEXT:
         return None
     return record, span_start - start, span_end - start
@@ -191,5 +192,5 @@ def take_cut(prepared: PreparedLine, record: dict[str, Any], span_start: int, sp
 
 def span_dialogue_digest(span) -> str | None:
     """The dialogue digest of a span's bytes, or None when they are not one float-free JSON value."""
-    sessions = exact_loads(span)
+    sessions = orjson_exact(span)
     return None if sessions is INEXACT else dialogue_digest(sessions, float_free=True)

@@ -33,7 +33,8 @@ from convhub import schema
 from convhub.errors import Notes, Reject, SourceError, raise_error
 from convhub.gigamemory.cut import line_fingerprint
 from convhub.gigamemory.index import Group, Line
-from convhub.gigamemory.read import INEXACT, decode_line, exact_loads, id_as_text, open_shard_file, where
+from convhub.gigamemory.read import decode_line, id_as_text, open_shard_file, where
+from convhub.jsonio import INEXACT, orjson_exact
 
 #: The four question types of the contest, in the order of its format document.
 QUESTION_TYPES = ("fact_equal_session", "info_consolidation", "info_updating", "no_info")
@@ -59,7 +60,7 @@ def parse_shard(
             raw = _read_group_line(handle, path, group)
             sessions = INEXACT
             if group.span is not None:
-                sessions = exact_loads(memoryview(raw)[group.span[0] : group.span[1]])
+                sessions = orjson_exact(memoryview(raw)[group.span[0] : group.span[1]])
             if sessions is INEXACT:
                 sessions = decode_line(path, group.lines[0].number, raw)["sessions"]
             record = _convert_group(sessions, group, shard, raw, notes, reject)

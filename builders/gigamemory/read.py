@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from convhub.errors import NESTED_TOO_DEEPLY, SourceError
+from convhub.errors import SourceError
 from convhub.folders import open_url
-from convhub.jsonio import holds_float, json_loads
+from convhub.jsonio import holds_float, load_object
 
 SUFFIXES = (".jsonl.gz", ".jsonl")
 
@@ -90,49 +90,9 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, int, bytes]]:
             yield line_number, offset, raw.rstrip(b"\r\n")
 
 
-INEXACT = object()
-
-
-def _float_free(value: Any) -> bool:
-    """True when a decoded JSON value holds no float: what orjson and json agree on exactly (orjson reads
-    an integer beyond 64 bits as a float, and prints floats its own way, which the digest would see)."""
-    return not holds_float(value)
-
-
-def exact_loads(raw) -> Any:
-    """``orjson.loads(raw)`` where it equals ``json.loads``, else ``INEXACT`` (also for bad JSON).
-
-    orjson refuses what json reads differently (NaN, infinities, lone surrogates, a byte-order mark),
-    and :func:`_float_free` catches the one silent difference (integers beyond 64 bits).
-    """
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return INEXACT
-    return value if _float_free(value) else INEXACT
-
-
 def decode_line(path: str | os.PathLike, line_number: int, raw: bytes) -> dict[str, Any]:
-    """One line → its JSON object; the error names file and line.
-
-    orjson reads the line where it gives json's value; anything else (bad JSON included) is read by json,
-    so values and error messages are json's.
-    """
-    record = exact_loads(raw)
-    if record is INEXACT:
-        try:
-            record = json_loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as error:
-            raise SourceError(path, where(line_number), None, f"not valid UTF-8: {error}") from error
-        except json.JSONDecodeError as error:
-            raise SourceError(path, where(line_number), None, f"not valid JSON: {error}") from error
-        except RecursionError:
-            raise SourceError(path, where(line_number), None, NESTED_TOO_DEEPLY) from None
-    if not isinstance(record, dict):
-        raise SourceError(
-            path, where(line_number), None, f"expected a JSON object, got {type(record).__name__}"
-        )
-    return record
+    """One line → its JSON object, with json's values; an error names file and line."""
+    return load_object(raw, path, where(line_number))
 
 
 def dialogue_digest(sessions: Any, float_free: bool | None = None) -> str:
@@ -144,7 +104,7 @@ def dialogue_digest(sessions: Any, float_free: bool | None = None) -> str:
     beyond 64 bits, non-string keys, lone surrogates), and those go through json.
     """
     data = None
-    if float_free if float_free is not None else _float_free(sessions):
+    if float_free if float_free is not None else not holds_float(sessions):
         try:
             data = orjson.dumps(sessions)
         except TypeError:  # orjson.JSONEncodeError

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from convhub.mnbvc.files import loads
+from convhub.jsonio import loads_exact
 
 
 @dataclass(slots=True)
@@ -48,7 +48,7 @@ def parse_extension(raw: Any) -> Extension:
     if not raw.strip():
         return Extension({}, ("empty",))
     try:
-        value = loads(raw)
+        value = loads_exact(raw)
     except json.JSONDecodeError:
         pass
     else:

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import mmap
 import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
-import orjson
-from convhub.errors import NESTED_TOO_DEEPLY, Reject, SourceError, raise_error
+from convhub.errors import Reject, SourceError, raise_error
 from convhub.folders import url_files
-from convhub.jsonio import holds_float, json_loads, refuse_json_document
+from convhub.jsonio import load_object, refuse_json_document
 from datasets.utils.file_utils import xopen
 
 SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -165,35 +163,11 @@ def range_lines(path: str, name: str, start: int, end: int, first_line: int) -> 
             raise SourceError(name, f"line {number + 1}", None, problem) from error
 
 
-def loads(text: bytes | str) -> Any:
-    """``json.loads(text)``, through orjson (2-3x faster) when orjson gives exactly the same value.
-
-    orjson rejects what ``json`` reads leniently (NaN, Infinity, a BOM, lone surrogates, UTF-16):
-    ``json`` then reads it, or raises its own error. orjson also reads an integer beyond 64 bits as a
-    float without a word; such a value holds a float, so a result with any float is read again by ``json``.
-    """
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json_loads(text)
-    return json_loads(text) if holds_float(value) else value
-
-
 def load_row(line: bytes, path: str, number: int) -> dict[str, Any] | None:
     """One JSONL row as a dict (``None`` for a blank line); anything else is a SourceError."""
     if not line or line.isspace():  # ``not line.strip()`` without copying the line
         return None
-    try:
-        row = loads(line)
-    except UnicodeDecodeError as error:
-        raise SourceError(path, f"line {number}", None, f"not UTF-8: {error}") from error
-    except json.JSONDecodeError as error:
-        raise SourceError(path, f"line {number}", None, f"not valid JSON: {error}") from error
-    except RecursionError:
-        raise SourceError(path, f"line {number}", None, NESTED_TOO_DEEPLY) from None
-    if not isinstance(row, dict):
-        raise SourceError(path, f"line {number}", None, f"expected a JSON object, got {type(row).__name__}")
-    return row
+    return load_object(line, path, f"line {number}")
 
 
 def readable_lines(lines: Iterable[tuple[int, bytes]], reject: Reject) -> Iterator[tuple[int, bytes]]:

@@ -10,6 +10,7 @@ import json
 
 import datasets
 import pytest
+from convhub import jsonio
 from convhub.build import build_source
 from convhub.errors import Notes, SourceError
 from convhub.gigamemory import cut, index, parse, read, scan
@@ -121,12 +122,12 @@ def test_cut_lines_index_and_parse_as_whole_lines(tmp_path, monkeypatch):
     assert [number for number, span in spans.items() if span is not None] == [1, 4, 7]
     rejected.clear()
     # each name in every module that looks it up: the cut in cut (a .gz's line) and scan (a mapped line),
-    # orjson's reads in read (decode_line), cut (a span) and parse (pass 2), the float check in read
+    # orjson's reads in jsonio (decode_line), cut (a span) and parse (pass 2), the float check in read
     for module in (cut, scan):
         monkeypatch.setattr(module, "split_line", lambda *args: None)
-    for module in (read, cut, parse):
-        monkeypatch.setattr(module, "exact_loads", lambda raw: read.INEXACT)
-    monkeypatch.setattr(read, "_float_free", lambda value: False)  # json.dumps for every digest
+    for module in (jsonio, cut, parse):
+        monkeypatch.setattr(module, "orjson_exact", lambda raw: jsonio.INEXACT)
+    monkeypatch.setattr(read, "holds_float", lambda value: True)  # json.dumps for every digest
     whole = parsed()
     assert by_cut == whole
     figures, records, _, errors = whole

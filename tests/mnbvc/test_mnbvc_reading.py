@@ -162,14 +162,6 @@ def test_date_iso_reads_every_text_as_parse_date_iso(raw):
     assert fast == slow
 
 
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(), _json_containers))
-def test_loads_reads_any_value_as_json_does(value):
-    """``loads`` re-reads with ``json`` whatever holds a float (the shared ``holds_float``; was a private copy
-    of it checked against the shared one): the value comes back as ``json`` reads it, types included."""
-    text = json.dumps(value).encode()
-    assert json.dumps(files.loads(text)) == json.dumps(json.loads(text))
-
-
 # -- reading shards ----------------------------------------------------------------------------------------
 
 
