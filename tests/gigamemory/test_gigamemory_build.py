@@ -391,3 +391,19 @@ def test_sessions_rows_are_written_32_a_batch(tmp_path):
     assert batch_rows("sessions") == 32
     assert batch_rows("turns") == GigamemoryBuilder.DEFAULT_WRITER_BATCH_SIZE
     assert batch_rows("sessions", writer_batch_size=7) == 7
+
+
+def test_a_byte_order_mark_before_the_first_line_is_read_as_mnbvc_reads_it(tmp_path):
+    """Both JSON Lines sources read their lines alike (``jsonio.load_object``): a BOM is not a bad line."""
+    rows = [
+        line(1, "no_info", DIALOGUE_A, [1]),
+        line(2, "no_info", DIALOGUE_A, [1]),
+        line(3, "x", DIALOGUE_B, []),
+    ]
+    (tmp_path / "plain").mkdir()
+    plain = write_jsonl(tmp_path / "plain" / "x.jsonl", rows)
+    marked = tmp_path / "marked" / "x.jsonl"
+    marked.parent.mkdir()
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    records, _ = parse_path(marked)
+    assert records and records == parse_path(plain)[0]
