@@ -173,8 +173,8 @@ def _staged_url_folder(output, overwrite: bool, inputs: Iterable[str | os.PathLi
     there would copy the whole build once more (60 TB for MNBVC) for an atomicity an object store cannot give.
     """
     if not output.exists() and moves_by_copying(output):
+        output.mkdir(parents=True)  # (before the try: what a failed mkdir found there is not ours to remove)
         try:
-            output.mkdir(parents=True)
             write_text(output / MARKER, _MARKER_TEXT)
             yield output
         except BaseException:
