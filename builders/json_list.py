@@ -46,8 +46,9 @@ def scan_json_array(
     on_break: OnBreak | None = None,
     element: str = "element",
     key: str | None = None,
-) -> Iterator[tuple[int, int, Any]]:
-    """(start byte, end byte, value) of each element of a top-level JSON list, reading a chunk at a time.
+) -> Iterator[tuple[int, int, int, Any]]:
+    """(start byte, end byte, position, value) of each element of a top-level JSON list, reading a chunk at a
+    time. A position counts the elements a break lost before it, so positions stay positions in the file.
 
     Where the list breaks the error is raised; given ``on_break`` (and ``key``, a key every element has once and
     nothing inside one has), the scan instead skips to the next ``{`` that decodes to an object with ``key``
@@ -90,7 +91,7 @@ def scan_json_array(
             if pos < len(text) or not fill():
                 return text[pos] if pos < len(text) else ""
 
-    def starts_dialogue(at: int) -> bool | None:
+    def starts_element(at: int) -> bool | None:
         """Whether an element of the list starts at ``text[at]`` (None: the buffer ends too soon to say)."""
         try:
             value, end = decoder.raw_decode(text, at)
@@ -118,7 +119,7 @@ def scan_json_array(
                     continue
                 found = len(text)
                 break
-            verdict, offset = starts_dialogue(found), found - pos
+            verdict, offset = starts_element(found), found - pos
             if verdict is None and fill():
                 continue  # the same candidate, with more of the file
             if verdict:
@@ -142,22 +143,20 @@ def scan_json_array(
                 if _maybe_cut(error, text) and fill():
                     continue
                 at = byte_pos + len(text[pos : error.pos].encode("utf-8"))  # (error.pos counts the buffer)
-                problem = f"not valid JSON: {error.msg.removesuffix(' at')} at byte {at}"
-                broken = SourceError(path, index, None, problem)
-                if on_break is None:
-                    raise broken from error
-                return broken
+                broken = SourceError(
+                    path, index, None, f"not valid JSON: {error.msg.removesuffix(' at')} at byte {at}"
+                )
             except ValueError as error:  # an integer past Python's int-string limit (4300 digits)
-                if on_break is None:
-                    raise SourceError(path, index, None, f"not valid JSON: {error}") from error
-                return SourceError(path, index, None, f"not valid JSON: {error}")
+                broken = SourceError(path, index, None, f"not valid JSON: {error}")
             except RecursionError:
-                if on_break is None:
-                    raise SourceError(path, index, None, NESTED_TOO_DEEPLY) from None
-                return SourceError(path, index, None, NESTED_TOO_DEEPLY)
-            if end == len(text) and not eof and not isinstance(value, (dict, list)) and fill():
-                continue  # a number cut at the chunk's end
-            return value, end
+                broken = SourceError(path, index, None, NESTED_TOO_DEEPLY)
+            else:
+                if end == len(text) and not eof and not isinstance(value, (dict, list)) and fill():
+                    continue  # a number cut at the chunk's end
+                return value, end
+            if on_break is None:
+                raise broken
+            return broken
 
     first = skip_space()
     if first == "":
@@ -194,7 +193,7 @@ def scan_json_array(
             continue
         value, end = decoded
         size = len(text[pos:end].encode("utf-8"))
-        yield byte_pos, byte_pos + size, value
+        yield byte_pos, byte_pos + size, index, value
         pos, byte_pos, index = end, byte_pos + size, index + 1
     if skip_space():
         raise SourceError(path, None, None, "data after the end of the top-level list")

@@ -34,8 +34,9 @@ GOOD_TEXTS = [
 def test_values_are_json_loads_values_and_ranges_are_their_exact_bytes(text, chunk_size):
     raw = text.encode("utf-8")
     found = list(scan_json_array(io.BytesIO(raw), "f.json", chunk_size=chunk_size))
-    assert repr([value for _, _, value in found]) == repr(json.loads(text))
-    assert [repr(json.loads(raw[start:end])) for start, end, _ in found] == [repr(v) for _, _, v in found]
+    assert repr([value for *_, value in found]) == repr(json.loads(text))
+    assert [repr(json.loads(raw[start:end])) for start, end, *_ in found] == [repr(v) for *_, v in found]
+    assert [position for _, _, position, _ in found] == list(range(len(found)))
 
 
 @pytest.mark.parametrize("indent", [None, 0, 2, "\t"])
@@ -44,12 +45,12 @@ def test_indented_and_compact_files_give_the_same_values(indent):
     raw = json.dumps(elements, indent=indent).encode()
     for chunk_size in CHUNK_SIZES:
         found = list(scan_json_array(io.BytesIO(raw), "f.json", chunk_size=chunk_size))
-        assert [value for _, _, value in found] == elements
+        assert [value for *_, value in found] == elements
 
 
 def test_a_bom_before_the_list_is_skipped_and_counted_in_the_ranges():
     raw = '\ufeff[ {"a": 1} ]'.encode()
-    [(start, end, value)] = scan_json_array(io.BytesIO(raw), "f.json")
+    [(start, end, _, value)] = scan_json_array(io.BytesIO(raw), "f.json")
     assert value == {"a": 1} and raw[start:end] == b'{"a": 1}'
 
 
@@ -81,7 +82,7 @@ def test_a_broken_list_names_the_file_the_element_and_the_byte_at_any_chunk_size
 
 def test_the_elements_before_a_break_come_before_its_error():
     elements = scan_json_array(io.BytesIO(b'[{"a": 1}, {"a": 2}, {"a": '), "f.json", chunk_size=4)
-    assert [next(elements)[2], next(elements)[2]] == [{"a": 1}, {"a": 2}]
+    assert [next(elements)[3], next(elements)[3]] == [{"a": 1}, {"a": 2}]
     with pytest.raises(SourceError, match="record 2: not valid JSON"):
         next(elements)
 
@@ -98,3 +99,13 @@ def test_invalid_utf8_is_named_by_its_byte_in_the_file_at_any_chunk_size():
 def test_reading_on_after_a_break_needs_the_elements_key():
     with pytest.raises(ValueError, match="needs the key"):
         list(scan_json_array(io.BytesIO(b"[]"), "f.json", on_break=lambda *args: None))
+
+
+def test_reading_on_after_a_break_keeps_positions_in_the_file():
+    """The broken element is counted: the one after it is still the file's third."""
+    breaks = []
+    raw = b'[{"k": 1}, {"k": 2, oops}, {"k": 3}]'
+    found = scan_json_array(io.BytesIO(raw), "f.json", on_break=lambda *args: breaks.append(args), key="k")
+    assert [(position, value) for _, _, position, value in found] == [(0, {"k": 1}), (2, {"k": 3})]
+    [(error, skipped, held)] = breaks
+    assert skipped == b'{"k": 2, oops}, ' and held == 1 and error.record == 1

@@ -48,8 +48,11 @@ def test_long_digit_runs_inside_strings_do_not_send_a_text_to_json():
     assert may_hold_long_integer(b"1026209343625756672")
 
 
-def test_loads_exact_reads_a_text_as_its_utf8():
+def test_loads_exact_reads_a_text_as_json_reads_it():
+    """A text (MNBVC's 扩展字段) is json's text: a lone surrogate is kept, a byte-order mark refused."""
     assert repr(loads_exact('{"a": "\ud800", "b": "北"}')) == repr(json.loads('{"a": "\ud800", "b": "北"}'))
+    with pytest.raises(json.JSONDecodeError, match="BOM"):
+        loads_exact('\ufeff{"a": 1}')
 
 
 def test_orjson_exact_says_where_orjson_would_differ():

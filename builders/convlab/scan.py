@@ -29,7 +29,7 @@ Ranges = list[tuple[int, int, int]]  # (start byte, end byte, position in the fi
 SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
 #: Split names ``datasets`` keeps for itself (``all`` is the union of every split, in any case).
 RESERVED_SPLITS = frozenset(("all",))
-#: A zipped ``dialogues.json`` at least this large is copied out while it is scanned (see ``dialogue_index``).
+#: A zipped ``dialogues.json`` at least this large is inflated to one copy before it is scanned (``dialogue_index``).
 EXTRACT_MIN_BYTES = 8 << 20
 
 
@@ -109,26 +109,21 @@ def index_dialogues(
     """
     by_split: dict[str, Ranges] = {}
     seen: set[str] = set()
-    lost_before = 0
 
     def on_break(error: SourceError, raw: bytes, lost: int) -> None:
-        nonlocal lost_before
-        lost_before += lost
         reject(error, raw, "span", records=lost)
 
     scan = scan_json_array(
         stream, path, chunk_size, on_break if recover else None, element="dialogue", key="dialogue_id"
     )
-    read = 0
     while True:
         try:
-            start, end, dialogue = next(scan)
+            start, end, position, dialogue = next(scan)
         except StopIteration:
             break
         except SourceError as error:
             reject(error, None, "file")
             break
-        position, read = read + lost_before, read + 1
         try:
             check_indexable(dialogue, position, path, seen)
         except SourceError as error:

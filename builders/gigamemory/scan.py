@@ -8,7 +8,8 @@ one byte comparison, each distinct span is parsed and hashed once, in this proce
 This is where pass 1's speed is bought, for the bench target "``sessions`` at least as fast as
 ``load_dataset('json')``": 1.01x with one process and 1.36x with two on the 1 GB input (2026-11-24). A
 restructure that read every file line by line, without the map, the key and the workers, made that build
-0.86x as fast with one process and 0.79x with two (reverted in 98c901f). The grouping of the prepared lines is :mod:`convhub.gigamemory.index`.
+0.86x as fast with one process and 0.79x with two (reverted in 98c901f). The grouping of the prepared lines
+is :mod:`convhub.gigamemory.index`.
 """
 
 from __future__ import annotations

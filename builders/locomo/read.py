@@ -20,7 +20,7 @@ def iter_samples(path: str | Path, on_break: OnBreak | None = None) -> Iterator[
     misses the benchmark's memory-growth target (input x4 at most 1.25x the memory). The samples before a
     break come before its error. Given ``on_break`` (``--on-bad-record skip``), a break costs only the samples
     it holds: reading goes on at the next sample, ``on_break`` gets the error, the exact bytes skipped and the
-    samples they held, and positions count those, so they stay positions in the file.
+    samples they held, and positions count those (the scan's), so they stay positions in the file.
     """
     read = lost = 0
 
@@ -33,8 +33,8 @@ def iter_samples(path: str | Path, on_break: OnBreak | None = None) -> Iterator[
         samples = scan_json_array(
             handle, str(path), on_break=counted if on_break else None, element="sample", key="sample_id"
         )
-        for _, _, sample in samples:
-            yield read + lost, sample
+        for _, _, position, sample in samples:
             read += 1
-    if not read and not lost:
+            yield position, sample
+    if not read and not lost:  # (a list whose every sample a break lost is not an empty one)
         raise SourceError(path, None, None, "no samples: the list is empty")
