@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +146,22 @@ def _split_dict(splits: dict) -> SplitDict:
     return SplitDict({split: SplitInfo(split, i.num_bytes, i.num_examples) for split, i in splits.items()})
 
 
+def produced_by() -> str:
+    """Who made the card: convhub and its version, linked to the home page its own metadata declares.
+
+    A card credits only an address the project publishes (``[project.urls]`` in pyproject.toml), never a guessed
+    one; with none declared it names convhub and its version alone.
+    """
+    try:
+        info = metadata.metadata("convhub")
+    except metadata.PackageNotFoundError:
+        return "convhub"
+    name = f"convhub {info['Version']}"
+    urls = dict(entry.split(", ", 1) for entry in info.get_all("Project-URL") or [] if ", " in entry)
+    home = next((urls[key] for key in ("Homepage", "Repository", "Source") if key in urls), None)
+    return f"[{name}]({home})" if home else name
+
+
 def template(name: str) -> jinja2.Template:
     """A card template from ``dataset_cards/`` (which may import ``_shared.md``)."""
     environment = jinja2.Environment(
@@ -153,6 +169,7 @@ def template(name: str) -> jinja2.Template:
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
+    environment.globals["produced_by"] = produced_by()
     return environment.get_template(name)
 
 

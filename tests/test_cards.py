@@ -170,3 +170,23 @@ def test_build_repo_id_names_the_repo_in_the_card_code(tmp_path, capsys):
     assert 'load_dataset("my-org/memories", "qa")' in text and "ORG/" not in text
     assert main(["build", "locomo", "--sample", "--output", str(tmp_path / "b"), "--repo-id", "bad id"]) != 0
     assert "bad id" in capsys.readouterr().err and not (tmp_path / "b").exists()
+
+
+def test_a_card_credits_only_what_convhubs_metadata_declares(sample_builds):
+    """No card links an address the project does not publish; each names the convhub version that made it."""
+    from importlib import metadata
+
+    version = metadata.version("convhub")
+    declared = metadata.metadata("convhub").get_all("Project-URL") or []
+    for result in sample_builds.values():
+        text = (result.output / "README.md").read_text(encoding="utf-8")
+        assert "github.com/convhub" not in text, result.source
+        assert f"produced by convhub {version}" in text or declared, result.source
+
+
+def test_the_turns_role_is_described_as_mapped_not_as_the_chat_role(sample_builds):
+    """LoCoMo's `messages` gives roles per session: the schema must not call `turns.role` the chat role."""
+    text = (sample_builds["locomo"].output / "README.md").read_text(encoding="utf-8")
+    assert "the chat role)" not in text
+    assert "as the Role mapping section maps it" in text
+    assert "In `messages` the speaker who opens each session is the `user`" in text
