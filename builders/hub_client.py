@@ -1,0 +1,73 @@
+"""The Hub's HTTP client as convhub uses it: every request has a timeout.
+
+``huggingface_hub`` shares one ``httpx2.Client`` between all its calls (``get_session``), made by a factory that
+``set_client_factory`` replaces. Its default client has no timeout, and most calls (``repo_info``, the tree listing,
+the commit) pass ``timeout=None``, which means "wait forever": a server that accepts the connection and never
+answers hangs ``convhub push`` and ``convhub export`` for good. :func:`use_timeouts` installs a factory that makes
+the library's own default client (its offline switch and request ids kept) and adds a request hook that gives
+every phase of every request (connect, read, write, pool) a limit when the call set none; an explicit limit (the
+10 s a download's HEAD uses) is kept. A request that times out raises ``httpx2.TimeoutException``, a transport
+error: ``huggingface_hub`` retries it where it retries a dropped connection (``http_backoff``), and so does
+convhub's push (``HubSession``).
+
+The limit is :data:`TIMEOUT_ENV` (seconds) when set, else :data:`DEFAULT_TIMEOUT`; it is read at each request, so
+tests and users can change it without a new client. The limit is per phase, not per request: an upload of a large
+file is only cut when no byte moves for that long.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+#: The environment variable that sets the limit, in seconds (a positive number).
+TIMEOUT_ENV = "CONVHUB_HUB_TIMEOUT"
+#: The limit when the variable is not set: long enough for the Hub to answer a large commit.
+DEFAULT_TIMEOUT = 60.0
+
+_PHASES = ("connect", "read", "write", "pool")
+_lock = threading.Lock()
+_installed = False
+
+
+def timeout_seconds() -> float:
+    """The limit in seconds: ``CONVHUB_HUB_TIMEOUT`` when it is a positive number, else ``DEFAULT_TIMEOUT``."""
+    try:
+        value = float(os.environ.get(TIMEOUT_ENV, ""))
+    except ValueError:
+        return DEFAULT_TIMEOUT
+    return value if value > 0 else DEFAULT_TIMEOUT
+
+
+def use_timeouts() -> None:
+    """Make every later Hub request of this process time out (see the module docstring). Idempotent."""
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        from huggingface_hub import set_client_factory
+
+        set_client_factory(
+            _client_with_timeouts
+        )  # closes the shared client: the next call makes one with the hook
+        _installed = True
+
+
+def _client_with_timeouts():
+    # The library's own default client: ``huggingface_hub.utils`` does not re-export its factory, so it is taken
+    # from the module that defines it (called, not replaced).
+    from huggingface_hub.utils._http import default_client_factory
+
+    client = default_client_factory()
+    hooks = client.event_hooks
+    client.event_hooks = {"request": [*hooks["request"], _bound_timeouts], "response": hooks["response"]}
+    return client
+
+
+def _bound_timeouts(request) -> None:
+    """Request hook: each phase without a limit gets ``timeout_seconds()``; a limit the call set is kept."""
+    limit = timeout_seconds()
+    current = request.extensions.get("timeout") or {}
+    request.extensions["timeout"] = {
+        phase: limit if current.get(phase) is None else current[phase] for phase in _PHASES
+    }
