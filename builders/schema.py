@@ -16,7 +16,8 @@ polars that its string functions refuse. Plain text reads the same everywhere: `
 from __future__ import annotations
 
 import json
-from typing import Any
+from datetime import datetime
+from typing import Any, TypedDict
 
 import orjson
 from convhub.jsonio import holds_non_finite_float
@@ -161,7 +162,86 @@ MESSAGES_FEATURES = Features(
 )
 
 
-def empty_turn(turn_id: str, speaker: str, role: str, text: str) -> dict[str, Any]:
+# The canonical record as Python types, beside the Features above (``tests/test_schema.py`` keeps the two equal):
+# what a source's conversion returns and what every view reads. ``str | None`` is a nullable string column;
+# ``extra`` is JSON text made by :func:`to_json`.
+
+
+class Image(TypedDict):
+    url: str | None
+    caption: str | None
+    query: str | None
+
+
+class DialogueAct(TypedDict):
+    type: str | None
+    intent: str | None
+    domain: str | None
+    slot: str | None
+    value: str | None
+    start: int | None
+    end: int | None
+
+
+class StateSlot(TypedDict):
+    domain: str | None
+    slot: str | None
+    value: str | None
+
+
+class Turn(TypedDict):
+    turn_id: str
+    speaker: str | None
+    role: str
+    text: str
+    images: list[Image]
+    reply_to: str | None
+    dialogue_acts: list[DialogueAct]
+    state: list[StateSlot]
+    extra: str | None
+
+
+class Session(TypedDict):
+    session_id: str
+    date_time: str | None
+    timestamp: datetime | None
+    summary: str | None
+    turns: list[Turn]
+    extra: str | None
+
+
+class Question(TypedDict):
+    question_id: str
+    question: str
+    answer: str | None
+    adversarial_answer: str | None
+    category: str | None
+    category_id: int | None
+    evidence_turn_ids: list[str]
+    evidence_session_ids: list[str]
+    unresolved_evidence: list[str]
+    extra: str | None
+
+
+class Conversation(TypedDict):
+    """One row of ``sessions``: the canonical conversation record every source is converted into."""
+
+    conversation_id: str
+    source: str
+    subset: str
+    language: str | None
+    speakers: list[str]
+    sessions: list[Session]
+    questions: list[Question]
+    extra: str | None
+
+
+class Message(TypedDict):
+    role: str
+    content: str
+
+
+def empty_turn(turn_id: str, speaker: str, role: str, text: str) -> Turn:
     """A turn with every optional field at its empty value; parsers fill in what their source has."""
     return {
         "turn_id": turn_id,
@@ -176,7 +256,7 @@ def empty_turn(turn_id: str, speaker: str, role: str, text: str) -> dict[str, An
     }
 
 
-def empty_session(session_id: str, turns: list[dict[str, Any]]) -> dict[str, Any]:
+def empty_session(session_id: str, turns: list[Turn]) -> Session:
     return {
         "session_id": session_id,
         "date_time": None,
@@ -187,7 +267,7 @@ def empty_session(session_id: str, turns: list[dict[str, Any]]) -> dict[str, Any
     }
 
 
-def empty_question(question_id: str, question: str) -> dict[str, Any]:
+def empty_question(question_id: str, question: str) -> Question:
     return {
         "question_id": question_id,
         "question": question,
