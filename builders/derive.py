@@ -1,9 +1,9 @@
 """Derive views from built ``sessions`` Parquet, without re-parsing the source.
 
-``turns``, ``qa`` and ``messages`` are pure functions of the canonical record (``convhub.views``). Parsing
-the source again for each of them costs a full parse per view; flattening the nested ``sessions`` columns
-with Arrow kernels costs a fraction of that. ``tests/test_derive.py`` checks that both paths give the same
-rows, so the Python view functions remain the definition and this module an equivalent fast path. A source's
+``turns``, ``qa`` and ``messages`` are defined here, once, as Arrow functions of a batch of canonical records:
+a build flattens its ``sessions`` Parquet with them, and ``convhub.views`` runs the same functions on one record
+for a stream or a plain ``datasets`` build of a view. Parsing the source again for each view would cost a full
+parse per view; flattening the nested columns with Arrow kernels costs a fraction of that. A source's
 own views of the record (LoCoMo's ``observations`` and ``events``, ConvLab's ``dialogues``) run their Python
 function on the records read back (``record_view_table``).
 """
@@ -17,9 +17,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from convhub import schema
+from convhub.chat import chat_messages, turn_content
 from convhub.datasets_adapter import LARGE_TABLE_BYTES, ParquetWriter, give_back_pages
 from convhub.folders import parquet_file, text_of
-from convhub.views import chat_messages, turn_content
 
 IDS = list(schema.CONVERSATION_IDS)
 BATCH_ROWS = 64  # conversations per batch: bounds memory on very long conversations
@@ -76,7 +76,7 @@ def qa_table(batch: pa.RecordBatch) -> pa.Table:
 
 
 def messages_table(batch: pa.RecordBatch, notes: Counter) -> pa.Table:
-    """Arrow moves the columns; the rule that makes a session a valid chat is ``views.chat_messages``, in Python
+    """Arrow moves the columns; the rule that makes a session a valid chat is ``chat.chat_messages``, in Python
     on only the four turn fields it reads (speaker, role, text, image captions)."""
     session_parent, session_index, session_fields = _sessions(batch)
     turns = session_fields["turns"]

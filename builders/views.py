@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from convhub import schema
+from convhub.derive import messages_table, qa_table, turns_table
 from datasets import Features
 
 Record = dict[str, Any]
@@ -33,134 +35,27 @@ class View:
         return self.rows_from_record is None
 
 
-def _ids(record: Record) -> Row:
-    return {name: record[name] for name in schema.CONVERSATION_IDS}
-
-
 def session_rows(record: Record) -> Iterator[Row]:
     yield record
 
 
-def turn_rows(record: Record) -> Iterator[Row]:
-    ids = _ids(record)
-    for session_index, session in enumerate(record["sessions"]):
-        for turn_index, turn in enumerate(session["turns"]):
-            yield {
-                **ids,
-                "session_id": session["session_id"],
-                "session_index": session_index,
-                "turn_index": turn_index,
-                "date_time": session["date_time"],
-                "timestamp": session["timestamp"],
-                **turn,
-            }
+def _derived(deriver: Callable[..., pa.Table], counts: bool = False) -> Callable[[Record], Iterator[Row]]:
+    """A shared view's rows of one record, by the view's one definition (``convhub.derive``): the record as a
+    one-row ``sessions`` batch, flattened by the same Arrow code that derives a build's views from its Parquet."""
+
+    def rows_from_record(record: Record, notes: Counter | None = None) -> Iterator[Row]:
+        batch = pa.RecordBatch.from_pylist(
+            [schema.SESSIONS_FEATURES.encode_example(record)], schema=schema.SESSIONS_FEATURES.arrow_schema
+        )
+        counting = {"notes": Counter() if notes is None else notes} if counts else {}
+        yield from deriver(batch, **counting).to_pylist()
+
+    return rows_from_record
 
 
-def qa_rows(record: Record) -> Iterator[Row]:
-    ids = _ids(record)
-    for question in record["questions"]:
-        yield {**ids, **question}
-
-
-#: Sources whose two speakers are peers, not a user and an assistant: in ``messages`` the speaker who opens a
-#: session is the ``user`` and the other the ``assistant``, and a ``system`` message names both and the date.
-PEER_SOURCES = frozenset({"locomo"})
-
-#: Why a session has no ``messages`` row: each one a chat template or a trainer would refuse.
-NO_ASSISTANT = "messages: session left out: no assistant turn"
-OPENS_WITH_ASSISTANT = "messages: session left out: opens with the assistant"
-LATE_SYSTEM = "messages: session left out: a system turn after the start"
-EMPTY_LEFT_OUT = "messages: empty turns left out"
-SAME_ROLE_MERGED = "messages: consecutive turns of one role merged"
-
-
-def turn_content(text: str, captions: list[str | None]) -> str:
-    """A turn's text plus what it shared, as LoCoMo's own evaluation code writes it (``... and shared <caption>``),
-    so that a reply to a photo refers to something."""
-    shared = "".join(
-        f" and shared {caption}." if caption else " and shared an image." for caption in captions
-    )
-    return text + shared
-
-
-def chat_messages(
-    source: str, speakers: list[str], date_time: str | None, turns: list[tuple[str, str, str]], notes: Counter
-) -> list[Row] | None:
-    """The ``messages`` of one session, or None when no lossless rule makes it a valid chat; ``notes`` counts why.
-
-    ``turns`` are ``(speaker, role, content)``. A valid chat, as strict templates (Gemma's) and TRL require:
-    an optional ``system`` message, then ``user`` and ``assistant`` alternating from ``user``, no empty content,
-    at least one ``assistant`` message. The rules, all keeping every word of the source's text: empty turns are
-    left out (their text is empty); consecutive turns of one role become one message (texts joined by a newline);
-    system turns at the start become the system message. In a peer source the session's opener is the user.
-    """
-    if source in PEER_SOURCES:
-        turns, system = _peer_roles(speakers, date_time, turns)
-    else:
-        system = None
-    messages: list[Row] = [{"role": "system", "content": system}] if system else []
-    for _, role, content in turns:
-        if not content.strip():
-            notes[EMPTY_LEFT_OUT] += 1
-        elif messages and messages[-1]["role"] == role:
-            messages[-1]["content"] += "\n" + content
-            notes[SAME_ROLE_MERGED] += 1
-        else:
-            messages.append({"role": role, "content": content})
-    body = messages[1:] if messages and messages[0]["role"] == "system" else messages
-    problem = (
-        LATE_SYSTEM
-        if any(message["role"] == "system" for message in body)
-        else OPENS_WITH_ASSISTANT
-        if body and body[0]["role"] == "assistant"
-        else NO_ASSISTANT
-        if not any(message["role"] == "assistant" for message in body)
-        else None
-    )
-    if problem:
-        notes[problem] += 1
-        return None
-    return messages
-
-
-def _peer_roles(speakers: list[str], date_time: str | None, turns: list[tuple[str, str, str]]):
-    """The opener of the session as ``user``, everyone else as ``assistant``, and a system message naming them."""
-    if not turns:
-        return turns, None
-    opener = turns[0][0]
-    others = [name for name in speakers if name != opener] or sorted(
-        {speaker for speaker, _, _ in turns} - {opener}
-    )
-    roles = [
-        (speaker, "user" if speaker == opener else "assistant", content) for speaker, _, content in turns
-    ]
-    system = f"A conversation between {opener} (user) and {' and '.join(others) or 'no one else'} (assistant)"
-    return roles, system + (f", {date_time}." if date_time else ".")
-
-
-def message_rows(record: Record, notes: Counter | None = None) -> Iterator[Row]:
-    """One row per session that makes a valid chat (``chat_messages``): what TRL and chat templates take."""
-    notes = Counter() if notes is None else notes
-    ids = _ids(record)
-    for session_index, session in enumerate(record["sessions"]):
-        turns = [
-            (
-                turn["speaker"],
-                turn["role"],
-                turn_content(turn["text"], [image["caption"] for image in turn["images"]]),
-            )
-            for turn in session["turns"]
-        ]
-        if not turns:
-            continue
-        messages = chat_messages(record["source"], record["speakers"], session["date_time"], turns, notes)
-        if messages is not None:
-            yield {
-                **ids,
-                "session_id": session["session_id"],
-                "session_index": session_index,
-                "messages": messages,
-            }
+turn_rows = _derived(turns_table)
+qa_rows = _derived(qa_table)
+message_rows = _derived(messages_table, counts=True)
 
 
 SESSIONS = View(

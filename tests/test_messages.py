@@ -11,7 +11,7 @@ import pytest
 from conftest import shared_data
 from convhub import registry
 from convhub.build import build_source
-from convhub.views import (
+from convhub.chat import (
     EMPTY_LEFT_OUT,
     LATE_SYSTEM,
     NO_ASSISTANT,
