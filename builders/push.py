@@ -170,6 +170,12 @@ def push_folder(
                 f"the repo has no {MANIFEST} (pushed by hand or by an older convhub), so these files the build no"
                 f" longer has are left in place: {', '.join(result.plan.left_in_place)}"
             )
+        if result.plan.unverified:
+            result.warnings.append(
+                f"the repo's {MANIFEST} was written by an older convhub and records no content digests, so these"
+                " files it published, which the build no longer has, are left in place (they may have been replaced"
+                f" by hand since): {', '.join(result.plan.unverified)}; delete them on the Hub if they are convhub's"
+            )
         for warning in result.warnings:
             logger.warning("%s: %s", repo_id, warning)
         if dry_run:
@@ -220,8 +226,18 @@ def local_uploads(files: dict[str, Path], uploads: list[str], scratch: Path) -> 
 
 
 def _plan(session: HubSession, files: dict[str, Path], scratch: Path) -> PushPlan:
+    """The plan against the repo as it is now; refused when it would delete a file replaced by hand."""
     remote = remote_state(session)
-    return plan_push(files, remote, published_before(session, remote, scratch))
+    plan = plan_push(files, remote, published_before(session, remote, scratch))
+    if plan.changed_by_hand:
+        them = "it" if len(plan.changed_by_hand) == 1 else "them"
+        raise PushError(
+            f"{session.target}: convhub will not delete {', '.join(plan.changed_by_hand)}: it published {them} "
+            f"before and the build no longer has {them}, but the Hub now holds other content there (replaced by "
+            f"hand?); nothing was pushed. Delete or move {them} on the Hub yourself, then re-run `convhub push`",
+            kind="changed-by-hand",
+        )
+    return plan
 
 
 def _check_endpoint(endpoint: str, verify: bool) -> None:

@@ -1,5 +1,15 @@
 """The remote side of a push and the plan: the repo's head and files, what convhub published there before
-(``MANIFEST``), and what to upload and delete (``plan_push``)."""
+(``MANIFEST``), and what to upload and delete (``plan_push``).
+
+The manifest is ``{"files": {path: {"sha256": ..., "git_sha1": ...}}}``: each file convhub published with the
+digests of the content it published (the manifest's own entry is ``null``). A later push deletes a file the new
+build no longer has only when the Hub still holds exactly that content (the Hub gives an LFS file's sha256 and a
+regular file's git blob sha1): a file replaced by hand at one of those paths is the user's, and the push is
+refused naming it. A manifest written by an older convhub (``{"files": [path, ...]}``, no digests) cannot tell
+convhub's content from a replacement, so nothing it lists is deleted: those files are left in place with a warning.
+The manifest is read from the Hub, so it is checked like any input: anything but one of those two shapes is refused
+in one line.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +17,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from convhub.errors import NESTED_TOO_DEEPLY
 from convhub.push_local import CARD, file_digests
 from convhub.push_session import HubSession, PushError
 from convhub.shards import SHARD_PATH
@@ -41,6 +52,10 @@ class PushPlan:
     upload_bytes: int = 0
     #: Files named like convhub's that this push may not delete: the repo has no list of what convhub published.
     left_in_place: list[str] = field(default_factory=list)
+    #: Files an older convhub published (its list has no digests): the build no longer has them, left in place.
+    unverified: list[str] = field(default_factory=list)
+    #: Files convhub published that the build no longer has, replaced on the Hub since: never deleted.
+    changed_by_hand: list[str] = field(default_factory=list)
 
     @property
     def changes(self) -> bool:
@@ -111,15 +126,27 @@ def looks_managed(path: str) -> bool:
 
 
 def write_manifest(local: dict[str, Path], scratch: Path) -> dict[str, Path]:
-    """``local`` plus the list of what this push publishes (sorted: an unchanged build makes no commit)."""
+    """``local`` plus the list of what this push publishes with each file's digests (sorted: an unchanged build
+    makes no commit)."""
     manifest = scratch / "published.json"
-    published = sorted([*local, MANIFEST])
-    manifest.write_text(json.dumps({"files": published}, indent=1) + "\n", encoding="utf-8")
+    published = {path: dict(zip(DIGESTS, file_digests(local[path]), strict=True)) for path in local}
+    published[MANIFEST] = None  # its own digests cannot be in it
+    text = json.dumps({"files": dict(sorted(published.items()))}, indent=1, sort_keys=True)
+    manifest.write_text(text + "\n", encoding="utf-8")
     return {**local, MANIFEST: manifest}
 
 
-def published_before(session: HubSession, remote: RemoteState, scratch: Path) -> set[str] | None:
-    """The files the repo's last convhub push published, or None when it has no list (nothing may go)."""
+#: The digests the manifest keeps per file, in ``file_digests`` order, with their length in hex digits.
+DIGESTS = ("sha256", "git_sha1")
+_DIGEST_LENGTHS = {"sha256": 64, "git_sha1": 40}
+
+#: What ``published_before`` returns: each published path → its digests (None: an older convhub's list).
+Published = dict[str, "dict[str, str] | None"]
+
+
+def published_before(session: HubSession, remote: RemoteState, scratch: Path) -> Published | None:
+    """The files the repo's last convhub push published (with their digests when it recorded them), or None
+    when it has no list (nothing may go)."""
     if MANIFEST not in remote.files:
         return None
     path = session.once(
@@ -132,22 +159,80 @@ def published_before(session: HubSession, remote: RemoteState, scratch: Path) ->
         cache_dir=str(scratch / "cache"),
     )
     try:
-        files = json.loads(Path(path).read_text(encoding="utf-8"))["files"]
-    except (ValueError, KeyError, TypeError) as error:
+        return parse_manifest(Path(path).read_bytes())
+    except ValueError as error:
         raise PushError(
-            f"{session.repo_id}: {MANIFEST} is not convhub's list of published files ({error})"
+            f"{session.target}: {MANIFEST} on the Hub is not convhub's list of published files: {error}. "
+            "Fix or delete it on the Hub (without it, this push deletes nothing), then re-run `convhub push`"
         ) from None
-    return set(files)
 
 
-def plan_push(local: dict[str, Path], remote: RemoteState, published: set[str] | None = None) -> PushPlan:
-    """What to upload and delete. Only a file the last convhub push published (``published``) is deleted."""
+def parse_manifest(raw: bytes) -> Published:
+    """The manifest's ``files``, checked: ``ValueError`` saying what is wrong with anything else."""
+    try:
+        document = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"not valid UTF-8 ({error})") from None
+    except RecursionError:
+        raise ValueError(NESTED_TOO_DEEPLY) from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"not valid JSON ({error})") from None
+    if not isinstance(document, dict) or "files" not in document:
+        raise ValueError('expected a JSON object with "files"')
+    files = document["files"]
+    if isinstance(files, list):  # an older convhub's list: paths only
+        for index, path in enumerate(files):
+            if not isinstance(path, str):
+                raise ValueError(f"files[{index}] is {_shape(path)}, not a path")
+        return dict.fromkeys(files)
+    if not isinstance(files, dict):
+        raise ValueError(f'"files" is {_shape(files)}, not an object of paths')
+    for path, digests in files.items():
+        if digests is None:
+            continue
+        if not isinstance(digests, dict):
+            raise ValueError(f"files[{path!r}] is {_shape(digests)}, not an object of digests")
+        for name, length in _DIGEST_LENGTHS.items():
+            value = digests.get(name)
+            if not (
+                isinstance(value, str)
+                and len(value) == length
+                and all(c in "0123456789abcdef" for c in value)
+            ):
+                raise ValueError(f"files[{path!r}].{name} is not {length} lowercase hex digits")
+    return files
+
+
+def _shape(value) -> str:
+    return (
+        "null"
+        if value is None
+        else f"a JSON {type(value).__name__.replace('dict', 'object').replace('list', 'array')}"
+    )
+
+
+def plan_push(local: dict[str, Path], remote: RemoteState, published: Published | None = None) -> PushPlan:
+    """What to upload and delete. A file the build no longer has is deleted only when the last convhub push
+    published it (``published``) and the Hub still holds the content it published (see the module docstring)."""
     uploads, unchanged = [], []
     for path, local_path in local.items():
         (unchanged if is_unchanged(local_path, remote.files.get(path)) else uploads).append(path)
-    deletions = sorted(path for path in remote.files if path in (published or ()) and path not in local)
     upload_bytes = sum(local[path].stat().st_size for path in uploads)
-    plan = PushPlan(uploads, deletions, unchanged, remote, upload_bytes)
+    plan = PushPlan(uploads, [], unchanged, remote, upload_bytes)
     if published is None:
         plan.left_in_place = sorted(p for p in remote.files if looks_managed(p) and p not in local)
+        return plan
+    for path in sorted(p for p in remote.files if p in published and p not in local):
+        digests = published[path]
+        if digests is None:
+            plan.unverified.append(path)
+        elif holds(remote.files[path], digests):
+            plan.deletions.append(path)
+        else:
+            plan.changed_by_hand.append(path)
     return plan
+
+
+def holds(remote: RemoteFile, digests: dict[str, str]) -> bool:
+    """Whether the Hub's file has the content ``digests`` describe (an LFS file's sha256, else the git blob sha1)."""
+    return remote.sha256 == digests["sha256"] if remote.sha256 else remote.blob_id == digests["git_sha1"]
