@@ -1,0 +1,203 @@
+"""LoCoMo's own QA figures (snap-research/LoCoMo, ``task_eval/evaluation.py`` and ``evaluation_stats.py``).
+
+Reproduced exactly, quirks included, so that a convhub report and the paper's tables are the same numbers:
+
+* answers: lower-cased, ASCII punctuation and commas removed, the words a/an/the/and dropped, split on
+  whitespace, each word Porter-stemmed (nltk); token F1 between prediction and gold. Category 3's gold is cut
+  at its first ``;``. Category 1 splits both on commas and averages, over the gold parts, the best F1 of any
+  predicted part. Category 5 scores 1 when the prediction says "no information available" or "not
+  mentioned". The gold is ``answer``, else ``adversarial_answer`` (the later version of the code).
+* each question's figure is rounded to 3 decimals (``evaluate_qa.py`` stores ``round(f1, 3)``); a
+  category's figure is the sum over its questions divided by its count.
+* evidence recall (``eval_question_answering``): with a ranking and evidence, the share of the evidence ids
+  found in it; when the first retrieved id starts with ``S`` the ranking holds sessions (``S3``) and an
+  evidence id counts when its session is among them. Without a ranking (or without evidence) a question
+  scores 1, but ``evaluation_stats.py`` then adds up only questions with evidence and divides by *every*
+  question of the category. The raw evidence strings are used, so ``"D8:6; D9:17"`` never matches a turn;
+  ``evidence="normalized"`` uses convhub's ``evidence_turn_ids`` instead (the ids those strings mean).
+
+convhub's own session ids (``session_3``) are read as LoCoMo's ``S3``. A question with no gold answer in
+categories 1-4 (LoCoMo's code stops at one) is left out of the F1 figures and counted as ``unscorable``.
+"""
+
+from __future__ import annotations
+
+import string
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+import regex
+from convhub.score.inputs import Scored, ScoreError
+from convhub.score.report import Figures, Report
+from nltk.stem import PorterStemmer
+
+#: Category ids → names, as LoCoMo's code writes them (convhub's ``category`` is the same, lower-cased).
+CATEGORY_NAMES = {1: "Multi-hop", 2: "Temporal", 3: "Open-domain", 4: "Single-hop", 5: "Adversarial"}
+#: The order of ``evaluation_stats.py``'s table.
+CATEGORY_ORDER = (4, 1, 2, 3, 5)
+ADVERSARIAL = 5
+EvidenceMode = Literal["raw", "normalized"]
+
+_stemmer = PorterStemmer()
+_PUNCTUATION = frozenset(string.punctuation)
+_ARTICLES = regex.compile(r"\b(a|an|the|and)\b")
+
+
+def normalize_answer(text: str) -> str:
+    """LoCoMo's ``normalize_answer``: commas out, lower case, punctuation out, a/an/the/and out, spaces."""
+    text = text.replace(",", "").lower()
+    text = "".join(ch for ch in text if ch not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def _stems(text: str) -> list[str]:
+    return [_stemmer.stem(word) for word in normalize_answer(text).split()]
+
+
+def f1_score(prediction: str, ground_truth: str) -> float:
+    """Token F1 of the stemmed, normalized words (0 when no word is shared, as LoCoMo's ``f1_score``)."""
+    predicted, gold = _stems(prediction), _stems(ground_truth)
+    same = sum((Counter(predicted) & Counter(gold)).values())
+    if same == 0:
+        return 0
+    precision, recall = same / len(predicted), same / len(gold)
+    return (2 * precision * recall) / (precision + recall)
+
+
+def f1_multi(prediction: str, ground_truth: str) -> float:
+    """Category 1 (LoCoMo's ``f1``): the mean over comma-separated gold parts of the best part's F1."""
+    predictions = [part.strip() for part in prediction.split(",")]
+    golds = [part.strip() for part in ground_truth.split(",")]
+    best = [max(f1_score(part, gold) for part in predictions) for gold in golds]
+    return sum(best) / len(best)
+
+
+def answer_score(category_id: int, prediction: str, gold: str | None) -> float | None:
+    """One question's F1 as ``evaluate_qa.py`` stores it (rounded to 3); None when no gold can score it."""
+    if category_id == ADVERSARIAL:
+        said = prediction.lower()
+        return 1 if "no information available" in said or "not mentioned" in said else 0
+    if gold is None:
+        return None
+    if category_id == 3:
+        gold = gold.split(";")[0].strip()
+    if category_id == 1:
+        return round(f1_multi(prediction, gold), 3)
+    if category_id in (2, 3, 4):
+        return round(f1_score(prediction, gold), 3)
+    raise ScoreError(f"unknown LoCoMo category {category_id!r}")
+
+
+def locomo_ids(retrieved: Iterable[str]) -> list[str]:
+    """Retrieved ids as LoCoMo's code expects them: convhub's ``session_3`` becomes ``S3``."""
+    return [f"S{item[len('session_') :]}" if item.startswith("session_") else item for item in retrieved]
+
+
+def evidence_recall(evidence: Sequence[str], retrieved: Sequence[str] | None) -> float:
+    """One question's recall as ``eval_question_answering`` computes it, rounded to 3 as it is stored.
+
+    ``retrieved`` None (no ranking) or no evidence: 1, as LoCoMo's code. An empty ranking (a missing
+    question, or a system that retrieved nothing) finds nothing: 0 (LoCoMo's code would stop on it).
+    """
+    if retrieved is None or not evidence:
+        return 1
+    if not retrieved:
+        return 0
+    context = locomo_ids(retrieved)
+    if context[0].startswith("S"):
+        sessions = [item[1:] for item in context]
+        found = sum(item.split(":")[0][1:] in sessions for item in evidence)
+    else:
+        found = sum(item in context for item in evidence)
+    return round(found / len(evidence), 3)
+
+
+def question_evidence(question: dict[str, Any], mode: EvidenceMode) -> list[str]:
+    """The evidence a question's recall is computed on: the source's raw strings, or convhub's turn ids."""
+    if mode == "normalized":
+        return list(question["evidence_turn_ids"] or [])
+    raw = (question.get("extra") or {}).get("evidence") or []
+    return [raw] if isinstance(raw, str) else [str(item) for item in raw]
+
+
+def gold_answer(question: dict[str, Any]) -> str | None:
+    """``answer``, else ``adversarial_answer`` (the later ``evaluation.py``)."""
+    answer = question.get("answer")
+    return answer if answer is not None else question.get("adversarial_answer")
+
+
+class _Tally:
+    """The sums one category (or several) adds up, as ``evaluation_stats.py`` does."""
+
+    def __init__(self) -> None:
+        self.count = self.missing = self.unscorable = self.retrieved = 0
+        self.f1_sum = self.recall_sum = 0.0
+
+    def add(self, item: Scored, mode: EvidenceMode) -> None:
+        question = item.question
+        self.count += 1
+        self.missing += item.prediction is None
+        score = answer_score(question["category_id"], item.answer_text, gold_answer(question))
+        if score is None:
+            self.unscorable += 1
+        else:
+            self.f1_sum += score
+        self.retrieved += item.retrieved is not None
+        evidence = question_evidence(question, mode)
+        if evidence:  # evaluation_stats.py adds a question's recall only when it has evidence
+            self.recall_sum += evidence_recall(evidence, item.retrieved)
+
+    def merge(self, other: _Tally) -> None:
+        for name in ("count", "missing", "unscorable", "retrieved", "f1_sum", "recall_sum"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def figures(self, with_recall: bool) -> Figures:
+        scored = self.count - self.unscorable
+        figures: Figures = {
+            "count": self.count,
+            "missing": self.missing,
+            "unscorable": self.unscorable,
+            "f1": self.f1_sum / scored if scored else None,
+        }
+        if with_recall:
+            figures["retrieved"] = self.retrieved
+            figures["evidence_recall"] = self.recall_sum / self.count if self.count else None
+        return figures
+
+
+def score(items: list[Scored], evidence: EvidenceMode = "raw") -> Report:
+    """The report's figures for LoCoMo: per category, overall, and overall without category 5.
+
+    Evidence recall is given only when some prediction holds a ``retrieved`` ranking (LoCoMo reports it
+    only for its retrieval-augmented runs); otherwise every question would score LoCoMo's default 1.
+    """
+    tallies: dict[int, _Tally] = {}
+    for item in items:
+        category_id = item.question["category_id"]
+        if category_id not in CATEGORY_NAMES:
+            raise ScoreError(
+                f"question {item.question['question_id']!r} has LoCoMo category {category_id!r}, not 1-5"
+            )
+        tallies.setdefault(category_id, _Tally()).add(item, evidence)
+    with_recall = any(item.prediction is not None and item.retrieved is not None for item in items)
+    overall, without = _Tally(), _Tally()
+    by_category: dict[str, Figures] = {}
+    for category_id in CATEGORY_ORDER:
+        if category_id not in tallies:
+            continue
+        tally = tallies[category_id]
+        overall.merge(tally)
+        if category_id != ADVERSARIAL:
+            without.merge(tally)
+        by_category[CATEGORY_NAMES[category_id]] = {
+            "category_id": category_id,
+            "category": CATEGORY_NAMES[category_id].lower(),
+            **tally.figures(with_recall),
+        }
+    return {
+        "evidence": evidence,
+        "overall": overall.figures(with_recall),
+        "overall_without_adversarial": without.figures(with_recall),
+        "by_category": by_category,
+    }

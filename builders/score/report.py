@@ -1,0 +1,102 @@
+"""The report ``convhub score`` writes: one JSON shape for every benchmark, typed here.
+
+Per category and overall, a :class:`Figures` gives the count of questions, how many had no prediction
+(``missing``, scored 0) and each metric. Figures are full-precision floats (the benchmarks' scripts round
+only what they print); a metric over no question is ``null``, never 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import TypedDict
+
+#: What a question without a prediction scores, written into every report.
+MISSING_RULE = "0: a question without a prediction is scored as an empty answer and an empty ranking"
+
+
+class Figures(TypedDict, total=False):
+    """One category's (or all questions') figures; which metrics appear depends on the benchmark."""
+
+    category_id: int | None
+    category: str | None
+    count: int
+    missing: int
+    #: questions whose gold answer is absent: left out of the answer figures (LoCoMo's code cannot score them)
+    unscorable: int
+    f1: float | None
+    #: predictions that gave a ``retrieved`` ranking (missing questions count as an empty one)
+    retrieved: int
+    evidence_recall: float | None
+    accuracy: float | None
+    #: LongMemEval retrieval: {"session": {"recall_any@5": ...}, "turn": {...}}, over non-abstention questions
+    retrieval: dict[str, dict[str, float | None]]
+    #: LongMemEval: how many questions each level's retrieval figures are over
+    retrieval_questions: dict[str, int]
+
+
+class JudgeInfo(TypedDict):
+    """Which judge gave the accuracy figures, and with which prompts."""
+
+    model: str
+    url: str
+    prompt_version: str
+    #: question category → the LongMemEval prompt used for it
+    prompts: dict[str, str]
+    calls: int
+
+
+class Report(TypedDict, total=False):
+    benchmark: str
+    data: str
+    data_hash: str
+    predictions: str
+    questions: int
+    predicted: int
+    missing: int
+    missing_scored_as: str
+    #: LoCoMo: "raw" (its code's own evidence strings) or "normalized" (convhub's evidence_turn_ids)
+    evidence: str
+    judge: JudgeInfo
+    overall: Figures
+    #: LoCoMo: every category but 5 (adversarial)
+    overall_without_adversarial: Figures
+    #: LongMemEval: the mean of the per-type accuracies (its print_qa_metrics.py "Task-averaged Accuracy")
+    task_averaged_accuracy: float | None
+    #: LongMemEval: the abstention questions (ids holding "_abs") across types
+    abstention: Figures
+    by_category: dict[str, Figures]
+
+
+def write_report(report: Report, path: str | os.PathLike) -> None:
+    """Write the report as indented JSON, through a temporary file renamed into place (never half a file)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(
+        "w", encoding="utf-8", dir=target.parent, prefix=f".{target.name}.", delete=False
+    ) as file:
+        json.dump(report, file, indent=2, ensure_ascii=False)
+        file.write("\n")
+    os.replace(file.name, target)
+
+
+def summary_lines(report: Report) -> list[str]:
+    """A few lines for the terminal: each category's count and figures, then the overall ones."""
+    lines = []
+    rows = [*report.get("by_category", {}).items(), ("overall", report["overall"])]
+    if "overall_without_adversarial" in report:
+        rows.append(("overall without adversarial", report["overall_without_adversarial"]))
+    if "abstention" in report:
+        rows.append(("abstention", report["abstention"]))
+    for name, figures in rows:
+        shown = [f"{figures.get('count', 0):>5} questions"]
+        for metric in ("f1", "evidence_recall", "accuracy"):
+            value = figures.get(metric)
+            if metric in figures:
+                shown.append(f"{metric} {'-' if value is None else f'{value:.3f}'}")
+        if figures.get("missing"):
+            shown.append(f"{figures['missing']} missing")
+        lines.append(f"  {name:<28} " + "  ".join(shown))
+    return lines
