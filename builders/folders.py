@@ -15,7 +15,9 @@ import hashlib
 import json
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -125,6 +127,51 @@ def write_text(path: Path | UPath, text: str) -> None:
 def fsspec_url(url: str) -> str:
     """``s3a://`` (Hadoop's name for S3) is fsspec's ``s3://``; ``hdfs://`` needs pyarrow's libhdfs."""
     return "s3://" + url[len("s3a://") :] if url.startswith("s3a://") else url
+
+
+@dataclass(frozen=True)
+class Location:
+    """What a URL names once fsspec resolves it, to tell whether two URLs name one folder: ``memory://d/x`` and
+    ``memory:///d/x`` do, as ``s3://b/x`` and ``s3:///b/x``, ``s3a://`` and ``s3://``; a chained URL
+    (``simplecache::file:///x``) names the folder of the file system it ends on."""
+
+    #: The file system's class (``s3`` and ``s3a`` share one), or the scheme where its package is not installed.
+    kind: object
+    #: The host a URL names apart from its path (a namenode); None where the file system has none in the URL.
+    host: str | None
+    #: The folder's path as the file system opens it (its ``_strip_protocol`` form), as a tuple of names.
+    parts: tuple[str, ...]
+    #: Whether it is on the local disk (``file://``, ``local://``): ``path`` is then its absolute local path.
+    local: bool
+    path: str
+
+    def holds(self, other: Location) -> bool:
+        """Whether this folder is ``other`` or holds it. A host given on one side only (``hdfs:///x``, the
+        default namenode) may be any: which one is the default, only the cluster's configuration says."""
+        if self.kind != other.kind or (self.host and other.host and self.host != other.host):
+            return False
+        return other.parts[: len(self.parts)] == self.parts
+
+
+def location(url: str) -> Location:
+    """Where ``url`` points (``Location``): resolved by the file system class fsspec registers for it, without
+    connecting to it."""
+    import fsspec
+
+    link = fsspec_url(url.split("::")[-1])  # a chain's last link is the file system it ends on
+    protocol, _ = fsspec.core.split_protocol(link)
+    try:
+        kind = fsspec.get_filesystem_class(protocol)
+        path = kind._strip_protocol(link)
+        host = kind._get_kwargs_from_urls(link).get("host")
+        local = "file" in ((kind.protocol,) if isinstance(kind.protocol, str) else kind.protocol)
+    except (
+        ImportError,
+        ValueError,
+    ):  # a file system whose package is not installed: its bucket is in the path
+        parts = urlsplit(link)
+        kind, host, path, local = parts.scheme, None, parts.netloc + parts.path, False
+    return Location(kind, host or None, tuple(name for name in path.split("/") if name), local, path)
 
 
 def url_files(url: str, suffixes: tuple[str, ...], recursive: bool = False) -> list[tuple[str, str]]:

@@ -16,18 +16,15 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import secrets
-import shutil
-import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import urlsplit
 
+from convhub.abandoned import claim, marked_dir, release, sweep_abandoned
 from convhub.folders import (
-    folder_at,
-    fsspec_url,
+    Location,
     is_url,
+    location,
     move,
     moves_by_copying,
     remove_tree,
@@ -55,11 +52,12 @@ def check_output(output: Path, overwrite: bool = False, inputs: Iterable[str | o
     the output may neither be one of them, hold one of them (replacing it would delete the input), nor lie
     inside one (the next run would read the output back as input).
     """
-    if is_url(output) and output.protocol in ("file", "local"):  # a local folder all the same
-        output = Path(output.path)
-    elif is_url(output):
-        _check_url_output(output, overwrite, inputs)
-        return
+    if is_url(output):
+        where = location(text_of(output))
+        if not where.local:
+            _check_url_output(output, where, overwrite, inputs)
+            return
+        output = Path(where.path)  # a local folder all the same (file://, a cache over one: check it as one)
     if output.is_symlink():
         raise OutputError(f"{output} is a symbolic link: give the folder it points to, or another path")
     if output.exists() and not output.is_dir():
@@ -88,11 +86,11 @@ def _check_not_users(output: Path, overwrite: bool) -> None:
         )
 
 
-def _check_url_output(output, overwrite: bool, inputs: Iterable[str | os.PathLike]) -> None:
-    """``check_output`` for a folder at a URL: the inputs compared as URLs first (no file system is asked:
-    :func:`_holds`), then what the folder holds."""
+def _check_url_output(output, where: Location, overwrite: bool, inputs: Iterable[str | os.PathLike]) -> None:
+    """``check_output`` for a folder at a URL: the inputs compared as URLs first (as their file systems name
+    them, none asked: ``folders.location``), then what the folder holds."""
     name = text_of(output)
-    if not output.path.strip("/"):
+    if not where.parts:
         raise OutputError(
             f"refusing to write {name}: it is the root of its file system, even with --overwrite"
         )
@@ -112,27 +110,25 @@ def _check_url_output(output, overwrite: bool, inputs: Iterable[str | os.PathLik
 
 
 def _holds(folder: str, url: str) -> bool:
-    """Whether the folder at the URL ``folder`` is ``url`` or holds it, as a store names them: ``s3a://`` as
-    ``s3://``, a host with or without its port, and a URL with no host (``hdfs:///x``, the default namenode) as
-    one on any host: which namenode is the default, only the cluster's configuration says."""
-    folder_parts, url_parts = urlsplit(fsspec_url(folder)), urlsplit(fsspec_url(url))
-    if folder_parts.scheme != url_parts.scheme:
-        return False
-    hosts = folder_parts.hostname, url_parts.hostname
-    if all(hosts) and hosts[0] != hosts[1]:
-        return False
-    return (url_parts.path.rstrip("/") + "/").startswith(folder_parts.path.rstrip("/") + "/")
+    """Whether the folder at the URL ``folder`` is ``url`` or holds it, as its file system opens them
+    (``folders.Location.holds``): ``s3a://`` as ``s3://``, ``memory://d`` as ``memory:///d``, a host with or
+    without its port, a URL with no host (``hdfs:///x``) as one on any host."""
+    return location(folder).holds(location(url))
 
 
 def _local_paths(inputs: Iterable[str | os.PathLike]) -> Iterator[Path]:
-    """The inputs that are local paths (an ``hf://`` or Hub repo id is not; ``file://`` is), resolved."""
+    """The inputs that are local paths (an ``hf://`` or Hub repo id is not; ``file://`` and a cache over a
+    local file are), resolved."""
     for value in inputs:
         if value is None:
             continue
         text = text_of(value)
-        if "://" in text and not text.startswith(("file://", "local://")):
-            continue
-        path = Path(folder_at(text).path) if "://" in text else Path(text)
+        if "://" in text:
+            where = location(text)
+            if not where.local:
+                continue
+            text = where.path
+        path = Path(text)
         if path.exists():
             yield path.resolve()
 
@@ -144,7 +140,9 @@ def staged_folder(
     """A hidden folder beside ``output`` to write into. When the block ends normally it takes ``output``'s
     place; on any error it is removed and ``output`` (an earlier build, say) stays as it was.
 
-    ``check_output`` runs first, so a folder convhub may not replace is refused before any work.
+    ``check_output`` runs first, so a folder convhub may not replace is refused before any work. The staging
+    folders a killed run left beside ``output`` are removed first (``convhub.abandoned``: only those marked as a
+    convhub run's that no process holds any more), and this one is marked so, before it exists.
     """
     check_output(output, overwrite, inputs)
     if is_url(output):
@@ -152,26 +150,37 @@ def staged_folder(
             yield staging
         return
     output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
+    prefix = partial_prefix(output)
+    sweep_abandoned(output.parent, prefix)
+    staging = marked_dir(output.parent, prefix)
     try:
-        staging.chmod(0o777 & ~_umask())  # mkdtemp makes 0700; a build folder is as shareable as any other
+        staging.chmod(0o777 & ~_umask())  # (as a folder the user makes: as shareable as any other)
         (staging / MARKER).write_text(_MARKER_TEXT, encoding="utf-8")
         yield staging
         check_output(output, overwrite, inputs)  # the folder may have changed during a long build
         _swap_in(staging, output)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    finally:
+        release(staging)  # the build on failure, the old folder after an exchange, else nothing
+
+
+def partial_prefix(output) -> str:
+    """The name of ``output``'s staging folders, beside it, up to their random part: ``.OUT.partial-``."""
+    return f".{output.name}.partial-"
 
 
 @contextmanager
 def _staged_url_folder(output, overwrite: bool, inputs: Iterable[str | os.PathLike]) -> Iterator:
     """``staged_folder`` on a remote file system: the staging folder gets a random name beside ``output``.
 
-    On an object store (S3), where moving a folder copies every object, a first build (nothing at ``output``
-    yet) is written in place instead, marked as convhub's from its first file, and removed if it fails: a move
-    there would copy the whole build once more (60 TB for MNBVC) for an atomicity an object store cannot give.
+    On an object store (S3), where there are no folders, only objects under a common prefix, and no rename (a
+    "move" copies every object), a first build (nothing at ``output`` yet) is written in place instead, marked
+    as convhub's from its first file, and removed if it fails: a move there would copy the whole build once more
+    (60 TB for MNBVC) for an atomicity an object store cannot give. A rebuild is staged, and only once it is
+    whole are its objects copied into place (``_publish``: one server-side copy each, never through this
+    machine), so a failed rebuild leaves the earlier build as it was.
     """
+    prefix = partial_prefix(output)
+    sweep_abandoned(output.parent, prefix)
     if not output.exists() and moves_by_copying(output):
         output.mkdir(parents=True)  # (before the try: what a failed mkdir found there is not ours to remove)
         try:
@@ -181,40 +190,76 @@ def _staged_url_folder(output, overwrite: bool, inputs: Iterable[str | os.PathLi
             remove_tree(output)
             raise
         return
-    staging = output.parent / f".{output.name}.partial-{secrets.token_hex(4)}"
+    staging = marked_dir(output.parent, prefix)
     try:
-        staging.mkdir(parents=True)
         write_text(staging / MARKER, _MARKER_TEXT)
         yield staging
         check_output(output, overwrite, inputs)
-        if output.exists():
-            aside = output.parent / f".{output.name}.old-{secrets.token_hex(4)}"
-            move(output, aside)
+        if not output.exists():
             move(staging, output)
-            remove_tree(aside)
-        else:
-            move(staging, output)
-    except BaseException:
-        remove_tree(staging)
-        raise
+        elif moves_by_copying(output):
+            _publish(staging, output)
+        else:  # a file system with a rename (HDFS): two moves
+            _two_moves(staging, output, claim(output.parent, prefix), move)
+    finally:
+        release(staging)
+
+
+def _publish(staging, output) -> None:
+    """Put the build at ``staging`` in place of the one at ``output`` on an object store: each object copied
+    into place on the store, the card (which lists the configs a reader loads) after the data files, then the
+    earlier build's objects the new one does not have removed. The marker stays throughout, so a run stopped
+    half-way leaves a folder the next build replaces."""
+    fs, source, target = output.fs, staging.path.rstrip("/"), output.path.rstrip("/")
+    fs.invalidate_cache(source)
+    fs.invalidate_cache(target)
+    new = sorted(path[len(source) + 1 :] for path in fs.find(source))
+    old = {path[len(target) + 1 :] for path in fs.find(target)}
+    for batch in ([name for name in new if name != CARD], [name for name in new if name == CARD]):
+        if batch:
+            fs.copy([f"{source}/{name}" for name in batch], [f"{target}/{name}" for name in batch])
+    stale = sorted(old.difference(new))
+    if stale:
+        fs.rm([f"{target}/{name}" for name in stale])
+    fs.invalidate_cache(target)
+
+
+#: The dataset card: copied last into an object store's folder (``_publish``).
+CARD = "README.md"
 
 
 def _swap_in(staging: Path, output: Path) -> None:
     """Put ``staging`` at ``output`` so that a reader never sees ``output`` missing or half-deleted.
 
-    Where the system can exchange two folders in one step (Linux's ``renameat2``), it does; elsewhere the old
-    folder is moved aside, the new one moved in, and only then is the old one deleted.
+    Where the system can exchange two folders in one step (Linux's ``renameat2``), it does, and ``staging``
+    then holds the old folder; elsewhere the old folder is moved aside (to a name marked as this run's, so a
+    run killed before it is deleted leaves nothing a later one does not remove), the new one moved in, and only
+    then is the old one deleted. The caller removes ``staging``.
     """
     if not output.exists():
         os.replace(staging, output)
         return
     if _exchange(staging, output):
-        shutil.rmtree(staging)  # it now holds the old folder
         return
-    aside = Path(tempfile.mkdtemp(prefix=f".{output.name}.old-", dir=output.parent))
-    os.replace(output, aside)
-    os.replace(staging, output)
-    shutil.rmtree(aside)
+    aside = claim(output.parent, partial_prefix(output))
+    _two_moves(staging, output, aside, os.replace)
+
+
+def _two_moves(staging, output, aside, mover) -> None:
+    """``output`` moved to ``aside`` (a name ``claim`` marked), ``staging`` into its place, then the old folder
+    removed; if the second move fails, the old folder goes back first."""
+    try:
+        mover(output, aside)
+    except BaseException:
+        release(aside)
+        raise
+    try:
+        mover(staging, output)
+    except BaseException:
+        mover(aside, output)
+        release(aside)
+        raise
+    release(aside)
 
 
 _RENAME_EXCHANGE = 2

@@ -98,6 +98,28 @@ def test_an_output_inside_the_data_folder_is_refused_so_it_is_never_read_back(tm
     assert [p.name for p in data.iterdir()] == ["locomo10.json"]
 
 
+def test_a_chained_url_naming_a_local_folder_is_checked_as_that_folder(tmp_path, monkeypatch, capsys):
+    """``simplecache::file:///x`` writes the local folder ``/x``: its input, the working folder and the folders
+    holding them are refused as they are for ``/x`` itself, even with ``--overwrite``."""
+    data = tmp_path / "work" / "data"
+    data.mkdir(parents=True)
+    source = data / "locomo10.json"
+    source.write_bytes((LOCOMO_SAMPLE / "locomo_sample.json").read_bytes())
+    for output, problem in ((data, "holds the input"), (data / "out", "read it as input")):
+        url = f"simplecache::{output.as_uri()}"
+        code = main(["build", "locomo", "--data-dir", str(data), "--output", url, "--overwrite"])
+        assert code == 1
+        assert problem in _one_error_line(capsys)
+    monkeypatch.chdir(data)
+    code = main(
+        ["build", "locomo", "--sample", "--output", f"simplecache::{data.parent.as_uri()}", "--overwrite"]
+    )
+    assert code == 1
+    assert "even with --overwrite" in _one_error_line(capsys)
+    assert [p.name for p in data.iterdir()] == ["locomo10.json"]
+    assert source.read_bytes() == (LOCOMO_SAMPLE / "locomo_sample.json").read_bytes()
+
+
 def test_a_symlink_or_a_file_as_output_is_one_line_before_any_work(tmp_path, capsys):
     target = _users_folder(tmp_path / "target")
     (tmp_path / "link").symlink_to(target)

@@ -14,11 +14,11 @@ from pathlib import Path
 import datasets
 import pyarrow.parquet as pq
 import pytest
-from convhub import cli, folders, mix, quarantine, registry, staging
+from convhub import cli, mix, quarantine, registry, staging
 from convhub.build import ENGINE_WORK, build_source
 from convhub.errors import SourceError
 from convhub.export import export_source
-from convhub.folders import folder_at, move, read_parquet, text_of
+from convhub.folders import folder_at, read_parquet, text_of
 from convhub.staging import MARKER, OutputError, check_output
 from hostile_sources import SOURCES, hostile_mix
 from mix_sources import numbered, write_source
@@ -78,36 +78,6 @@ def test_a_failed_build_at_a_url_leaves_the_earlier_build_and_no_staging(bucket,
     assert [path.name for path in bucket.iterdir()] == ["out"]
 
 
-def test_on_an_object_store_a_first_build_is_written_in_place_and_a_rebuild_swapped(
-    bucket, tmp_path, monkeypatch
-):
-    """S3 has no rename: a first build goes where it belongs (a move would copy it all again) and is removed if it
-    fails; a rebuild still goes through a staging folder, so a failed one leaves the earlier build."""
-    monkeypatch.setattr(folders, "OBJECT_STORES", frozenset({"memory"}))  # the memory store stands in for S3
-    moved = []
-    monkeypatch.setattr(
-        staging, "move", lambda source, target: moved.append(str(target)) or move(source, target)
-    )
-    sample, output = registry.get("locomo").sample_dir(), bucket / "out"
-    broken = tmp_path / "broken.json"
-    broken.write_text('[{"sample_id": "x", "conversation": 3}]', encoding="utf-8")
-    with pytest.raises(SourceError):
-        build_source("locomo", str(output), str(broken))
-    assert not output.exists() and list(bucket.iterdir()) == []
-
-    build_source("locomo", str(output), sample, configs=["sessions"])
-    assert moved == [] and (output / MARKER).is_file()
-    assert sorted(path.name for path in bucket.iterdir()) == ["out"]
-    first = {relative: (output / relative).read_bytes() for relative in files_under(output)}
-    assert "sessions/test-00000-of-00001.parquet" in first and "README.md" in first
-    with pytest.raises(SourceError):
-        build_source("locomo", str(output), str(broken))
-    assert {relative: (output / relative).read_bytes() for relative in files_under(output)} == first
-    build_source("locomo", str(output), sample, configs=["turns"])
-    assert str(output) in moved  # the rebuild was swapped in
-    assert sorted(path.name for path in output.iterdir()) == sorted([MARKER, "README.md", "turns"])
-
-
 def test_skipped_records_are_quarantined_beside_a_folder_at_a_url(bucket, tmp_path):
     data_dir = tmp_path / "data"
     bad = hostile_mix(SOURCES["mnbvc"], data_dir)
@@ -138,6 +108,12 @@ def test_skipped_records_are_quarantined_beside_a_folder_at_a_url(bucket, tmp_pa
         ("hdfs:///data/out", ["hdfs://nn:8020/data"], "inside the input"),  # the default namenode may be nn
         ("hdfs://nn:8020/data", ["hdfs:///data/in"], "holds the input"),
         ("hdfs://nn/data", ["hdfs://nn:8020/data/in"], "holds the input"),  # nn's default port
+        # one folder for fsspec, written with or without a host: what the file system opens is compared
+        ("memory://d/in", ["memory:///d/in"], "holds the input"),
+        ("memory:///d/in", ["memory://d/in"], "holds the input"),
+        ("memory:///d/in/out", ["memory://d/in"], "inside the input"),
+        ("s3://b/data", ["s3:///b/data/x"], "holds the input"),
+        ("simplecache::memory://d/in", ["memory:///d/in"], "holds the input"),  # a chain ends on memory
     ],
 )
 def test_a_url_output_that_would_delete_or_reread_an_input_is_refused(output, inputs, problem):
@@ -166,6 +142,25 @@ def test_a_file_url_output_is_checked_as_the_local_folder_it_is(tmp_path):
     with pytest.raises(OutputError, match="inside the input"):
         check_output(folder_at((data / "out").as_uri()), inputs=[data.as_uri()])
     check_output(folder_at((tmp_path / "out").as_uri()), inputs=[str(data), "hf://datasets/liwu/MNBVC"])
+
+
+def test_a_build_from_one_spelling_of_a_memory_folder_into_the_other_is_refused(bucket, capsys):
+    """``memory://d/in`` and ``memory:///d/in`` are one folder: ``--overwrite`` must not replace its own input."""
+    data = bucket / "in"
+    uploaded = {
+        path.name: path.read_bytes()
+        for path in Path(registry.get("locomo").sample_dir()).iterdir()
+        if path.is_file()
+    }
+    data.mkdir(parents=True)
+    for name, content in uploaded.items():
+        (data / name).write_bytes(content)
+    spellings = f"memory://{data.path.lstrip('/')}", f"memory:///{data.path.lstrip('/')}"
+    for data_dir, output in (spellings, spellings[::-1]):
+        code = cli.main(["build", "locomo", "--data-dir", data_dir, "--output", output, "--overwrite"])
+        assert code == 1
+        assert "holds the input" in capsys.readouterr().err
+    assert {path.name: path.read_bytes() for path in data.iterdir()} == uploaded
 
 
 def test_the_cli_takes_a_url_output_as_a_url(tmp_path, monkeypatch, capsys):
