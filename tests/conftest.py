@@ -94,3 +94,27 @@ def hub(_hub_server, monkeypatch) -> hub_double.HubDouble:
     monkeypatch.setenv("HF_TOKEN", HUB_TOKEN)
     yield _hub_server
     _hub_server.reset()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """A real S3 API on 127.0.0.1 for the whole session (moto's server mode, ``tests/s3_server.py``): its
+    endpoint URL, with this process's S3 clients (s3fs, botocore) and any subprocess pointed at it."""
+    import logging
+
+    from s3_server import s3_server
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # the server's line per request
+    with s3_server() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint, request) -> str:
+    """A new bucket on the S3 server for one test: its URL (``s3://NAME``)."""
+    import re
+
+    from s3_server import new_bucket
+
+    name = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:50] + "-" + os.urandom(3).hex()
+    return new_bucket(name)
