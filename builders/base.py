@@ -177,7 +177,9 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
         for view in cls.views():
             if view.name == name:
                 return view
-        raise KeyError(f"{cls.SOURCE} has no config {name!r}; configs: {[v.name for v in cls.views()]}")
+        raise KeyError(
+            f"{cls.SOURCE} has no config {name!r}; configs: {', '.join(v.name for v in cls.views())}"
+        )
 
     @classmethod
     def sample_dir(cls) -> str:

@@ -45,6 +45,9 @@ class BuildResult:
     #: Records left out under ``on_bad_record="skip"`` and the file listing them (beside ``output``).
     skipped: int = 0
     quarantine: Path | None = None
+    #: The most processes the local build ran a split in (``num_proc``, less where a split had fewer shards);
+    #: None on another engine.
+    processes: int | None = None
 
 
 def check_source(
@@ -118,7 +121,7 @@ def build_source(
     builder_cls = registry.get(source)
     if repo_id is not None:
         validate_repo_id(repo_id)  # a ValueError naming what is wrong, before any work
-    configs = list(configs or [view.name for view in builder_cls.views()])
+    configs = list(dict.fromkeys(configs or [view.name for view in builder_cls.views()]))  # each once
     for name in configs:
         builder_cls.view_named(name)  # fail on a misspelt config before any work
     quarantine.check_policy(on_bad_record)
@@ -158,6 +161,7 @@ def build_source(
         result = BuildResult(
             source, output, built, notes, statistics, skipped=quarantine.records_lost(rejected)
         )
+        result.processes = run.processes or None
         phases.info("%s: writing the dataset card", source)
         write_card(result, staging, repo_id)
         phases.info("%s: moving the build into place at %s", source, output)
@@ -218,6 +222,8 @@ class _Run:
     derive_notes: Counter = field(default_factory=Counter)
     #: None: ``datasets``' builder in ``num_proc`` processes; else an engine (``convhub.spark.SparkEngine``).
     engine: Any = None
+    #: The most processes a split of the local build ran in (``BatchWriting.processes_run``).
+    processes: int = 0
 
     @property
     def engine_work(self) -> Path:
@@ -290,6 +296,7 @@ class _Run:
             if isinstance(error.__cause__, SourceError):
                 raise error.__cause__ from None  # the message names file, record and field
             raise
+        self.processes = max(self.processes, builder.processes_run)
         built = ConfigBuild(name, builder.info.features)
         shards: dict[str, list[str]] = {}
         for path in glob.glob(os.path.join(builder.cache_dir, "*.parquet")):

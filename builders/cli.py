@@ -13,8 +13,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from convhub import console, hub_errors, registry
-from convhub.errors import SourceError
+from convhub import cli_checks, cli_errors, console, hub_errors, registry
+from convhub.cli_errors import UsageError
 from convhub.folders import folder_at, local_output, text_of
 from convhub.stats import markdown_table
 
@@ -24,7 +24,7 @@ def rows(count: int) -> str:
     return f"{count:,} row{'' if count == 1 else 's'}"
 
 
-def _add_source_options(parser: argparse.ArgumentParser) -> None:
+def _add_source_options(parser: argparse.ArgumentParser, bad_records_go: str) -> None:
     parser.add_argument(
         "--data-dir",
         help="read the source from this folder or file, not the download: a local path, or a URL (hdfs://, s3a://, "
@@ -32,15 +32,17 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--subset", action="append", dest="subsets", help="only this subset (repeatable)")
     parser.add_argument(
-        "--format", dest="source_format", help="file format, where a source has several (MNBVC)"
+        "--format",
+        dest="source_format",
+        choices=cli_checks.formats(),
+        help="the file format, where a source has several (MNBVC; default: found from each file)",
     )
     parser.add_argument(
         "--on-bad-record",
         choices=("raise", "skip"),
         default="raise",
         help="a bad source record stops with an error naming it (raise, the default), or is left out and "
-        "listed with its reason in OUTPUT.quarantine.jsonl beside the output folder (skip; check writes "
-        "them to --quarantine)",
+        f"listed with its reason in {bad_records_go} (skip)",
     )
 
 
@@ -64,17 +66,8 @@ def _positive_int(text: str) -> int:
     return value
 
 
-DESCRIPTION = """\
-Conversation and long-term-memory datasets as typed, mixable Hugging Face datasets.
-
-commands:
-  build    build a source into a Hub-ready folder (Parquet shards + dataset card)
-  check    validate a source; print its statistics and normalizations
-  push     publish a built folder to a Hub dataset repo in one commit
-  export   rebuild a source's own files from a build folder or Hub repo
-  mix      mix built sources by a recipe into one training folder
-
-Run `convhub COMMAND --help` for a command's options and examples."""
+DESCRIPTION = "Conversation and long-term-memory datasets as typed, mixable Hugging Face datasets."
+EPILOG = "Run `convhub COMMAND --help` for a command's options and examples."
 
 #: Examples shown under each command's help.
 EXAMPLES = {
@@ -122,12 +115,23 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one line like every other error of the command
+    (``convhub build: error: ...``, exit status 2), not the usage block then the line."""
+
+    def error(self, message: str):
+        self.exit(cli_errors.USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="convhub", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = _Parser(
+        prog="convhub",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"convhub {_version()}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
 
     build = _command(commands, "build", "build a source into a Hub-ready folder (Parquet + card)")
     build.add_argument(
@@ -148,13 +152,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="the Hub repo the card's code loads (default ORG/<the source's name>, e.g. ORG/locomo-unified; "
         "push writes the card for the repo it pushes to)",
     )
-    build.add_argument("--config", action="append", dest="configs", help="only this config (repeatable)")
+    build.add_argument("--config", action="append", dest="configs", help=cli_checks.config_help())
     build.add_argument(
         "--num-proc",
         type=_positive_int,
         default=None,
-        help=f"build shards in N processes (default: one per core, here {os.cpu_count()}; 1 with --sample); the "
-        "rows do not depend on N, the split of a config into Parquet files does",
+        help=f"build shards in N processes (default: one per core, here {os.cpu_count()}; 1 with --sample; never "
+        "more than a split has shards, e.g. 1 for a one-file source); the rows do not depend on N, the split of "
+        "a config into Parquet files does",
     )
     build.add_argument(
         "--engine",
@@ -165,14 +170,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     build.add_argument(
         "--spark-master",
-        help="with --engine spark: the Spark master URL (default: Spark's own configuration, else local[*])",
+        type=cli_checks.spark_master,
+        help=f"with --engine spark: the Spark master URL, {cli_checks.MASTER_FORMS} (default: Spark's own "
+        f"configuration, else local[*]); local[N] takes 1 to {cli_checks.max_local_threads()} here",
     )
-    _add_source_options(build)
+    build.add_argument(
+        "--verbose",
+        action="store_true",
+        help="with --engine spark: show Spark's own log (its driver's and executors' output), which is "
+        "silenced by default so that an error is convhub's one line",
+    )
+    _add_source_options(build, "OUTPUT.quarantine.jsonl beside the output folder")
 
     check = _command(commands, "check", "validate a source and print its statistics and normalizations")
     check.add_argument("source", choices=registry.names(), help="the source to check")
     check.add_argument("--sample", action="store_true", help="check the sample files that ship with convhub")
-    _add_source_options(check)
+    _add_source_options(check, "--quarantine")
     check.add_argument(
         "--quarantine",
         type=Path,
@@ -213,16 +226,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_build(args) -> int:
     if args.all == bool(args.source):
-        raise SystemExit("convhub build: give a SOURCE or --all (not both)")
+        raise UsageError("give a SOURCE or --all (not both)")
     if args.all and args.repo_id:
-        raise SystemExit("convhub build: --repo-id names one repo: give it with one SOURCE, not --all")
+        raise UsageError("--repo-id names one repo: give it with one SOURCE, not --all")
+    if args.spark_master and args.engine != "spark":
+        raise UsageError("--spark-master needs --engine spark")
     sources = registry.names() if args.all else [args.source]
+    problem = cli_checks.config_error(sources, args.configs) or cli_checks.output_name_error(args.output)
+    if problem:
+        raise UsageError(problem)
     with contextlib.ExitStack() as stack:
         engine = args.engine
-        if engine == "spark" and len(sources) > 1:  # one Spark session for every source
+        if engine == "spark":  # one Spark session for every source, quiet unless --verbose
             from convhub.spark import SparkEngine
 
-            engine = SparkEngine(args.spark_master)
+            engine = SparkEngine(args.spark_master, verbose=args.verbose)
             stack.callback(engine.stop)
         for source in sources:
             _build_one(args, source, engine)
@@ -254,6 +272,14 @@ def _build_one(args, source: str, engine) -> None:
             spark_master=args.spark_master,
         )
     print_build(result)
+    ran = getattr(result, "processes", None)
+    if args.num_proc and ran and ran < args.num_proc:  # asked for more processes than there is work for
+        shards = f"{ran} shard{'' if ran == 1 else 's'}"
+        print(
+            f"note: {source}: built in {ran} process{'' if ran == 1 else 'es'}, not the {args.num_proc} asked for "
+            f"(--num-proc): no split of this input has more than {shards}, and a shard is one process's work",
+            file=sys.stderr,
+        )
     if counted is not None and counted.count.value:
         print(console.quirk_summary(source, counted.count.value), file=sys.stderr)
 
@@ -310,11 +336,16 @@ def run_check(args) -> int:
 
 
 def run_mix(args) -> int:
+    if args.push and not args.repo_id:
+        raise UsageError("--push needs --repo-id ORG/NAME")
+    if not args.recipe.is_file():
+        raise UsageError(
+            f"recipe {args.recipe} does not exist"
+            if not args.recipe.exists()
+            else f"recipe {args.recipe} is not a file"
+        )
     from convhub import mix
 
-    if args.push and not args.repo_id:
-        print("convhub mix: error: --push needs --repo-id ORG/NAME", file=sys.stderr)
-        return 1
     try:
         result = mix.write_mixture(
             mix.load_recipe(args.recipe),
@@ -378,31 +409,40 @@ def _offline() -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from huggingface_hub.errors import HfHubHTTPError
-
+    """Run one command; a failure a user can act on is one line on stderr and its exit status
+    (``cli_errors``: 2 usage, 1 data, 130 Ctrl-C), a bug keeps its traceback."""
     console.setup_logging()
     args = build_parser().parse_args(argv)
+    try:
+        with cli_errors.interrupt_in_main_process_only():
+            return _run(args)
+    except Exception as error:
+        status = cli_errors.exit_status(args.command, error, getattr(args, "token", None))
+        if status is None:
+            raise
+        return status
+    except KeyboardInterrupt as error:  # Ctrl-C outside a library's own handling of it
+        return cli_errors.exit_status(args.command, error)
+
+
+def _run(args) -> int:
     if args.command in ("build", "check"):
         problem = source_options_error(args)
         if problem:
-            print(f"convhub {args.command}: error: {problem}", file=sys.stderr)
-            return 2
-    try:
-        if args.command == "build":
-            return run_build(args)
-        if args.command == "check":
-            return run_check(args)
-        if args.command == "mix":
-            return run_mix(args)
-        if args.command == "export":
-            from convhub import export
+            raise UsageError(problem)
+    if args.command == "build":
+        return run_build(args)
+    if args.command == "check":
+        return run_check(args)
+    if args.command == "mix":
+        return run_mix(args)
+    if args.command == "export":
+        from convhub import export
 
-            return export.run(args)
-        from convhub import push
+        return export.run(args)
+    from convhub import push
 
-        return push.run(args)
-    except (SourceError, ValueError, FileNotFoundError, KeyError, HfHubHTTPError) as error:  # one line
-        return hub_errors.report(args.command, error, getattr(args, "token", None))
+    return push.run(args)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,11 @@ class SourceError(ValueError):
         return (SourceError, (self.path, self.record, self.field, self.problem))
 
 
+class EngineError(RuntimeError):
+    """An engine that cannot run a build (PySpark not installed, a Spark master that does not answer): the
+    message says what to do."""
+
+
 #: Python's JSON reader, and any recursive walk, stops at about a thousand levels of nesting.
 NESTED_TOO_DEEPLY = "a value is nested too deeply to read (thousands of levels of arrays or objects)"
 

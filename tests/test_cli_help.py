@@ -4,6 +4,7 @@ a description naming every command, examples, and counts in plain English."""
 from __future__ import annotations
 
 import argparse
+import re
 from importlib.metadata import version
 
 import pytest
@@ -25,14 +26,43 @@ def test_version(capsys):
     assert capsys.readouterr().out.strip() == f"convhub {version('convhub')}"
 
 
-def test_the_description_names_every_command_and_shows_no_markup(capsys):
+def test_the_help_lists_every_command_once_and_shows_no_markup(capsys):
+    """The description listed the commands and argparse listed them again, with other words."""
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     out = capsys.readouterr().out
     assert set(subcommands()) == set(COMMANDS)
     for command in COMMANDS:
-        assert f"\n  {command} " in out, command
+        listed = [line for line in out.splitlines() if re.match(rf"^\s+{command}\s", line)]
+        assert len(listed) == 1, (command, out)
     assert "``" not in out and ":func:" not in out
+
+
+def help_of(command: str, capsys) -> str:
+    with pytest.raises(SystemExit) as exited:
+        cli.main([command, "--help"])
+    assert exited.value.code == 0
+    return " ".join(capsys.readouterr().out.split())  # argparse wraps lines where it likes
+
+
+def test_build_help_lists_the_config_names(capsys):
+    out = help_of("build", capsys)
+    configs = out.split("--config CONFIGS ", 1)[1]
+    for name in ("sessions", "turns", "qa", "messages", "observations", "events", "dialogues"):
+        assert name in configs, (name, configs)
+
+
+@pytest.mark.parametrize("command", ["build", "check"])
+def test_format_lists_its_choices(command, capsys):
+    assert "--format {multiturn,qa,forum}" in help_of(command, capsys)
+
+
+def test_check_help_speaks_of_no_output_folder(capsys):
+    """``check`` has no output: its bad records go to --quarantine, and its help says only that."""
+    out = help_of("check", capsys)
+    assert "OUTPUT" not in out and "output folder" not in out
+    assert "listed with its reason in --quarantine (skip)" in out
+    assert "OUTPUT.quarantine.jsonl beside the output folder" in help_of("build", capsys)
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -1,0 +1,83 @@
+"""Ctrl-C during a build: one line, ``convhub build: interrupted; nothing was written``, exit status 130, and
+nothing left behind, in one process and with worker processes (``--num-proc 2``).
+
+Before, one process printed a 70-line ``KeyboardInterrupt`` traceback, and with workers each process printed
+its own and the command ended in ``multiprocess.context.TimeoutError`` with status 1. The command runs in a
+process group of its own and the whole group gets SIGINT, as a terminal sends it on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from convhub.locomo.builder import LocomoBuilder
+
+ROOT = Path(__file__).resolve().parent.parent
+FILES, COPIES = 4, 4000  # about 10 s of building on one core: long enough to be stopped in the middle
+
+
+@pytest.fixture(scope="module")
+def big_locomo(tmp_path_factory) -> Path:
+    """LoCoMo files of the sample's conversations many times over, each copy with an id of its own."""
+    folder = tmp_path_factory.mktemp("big-locomo")
+    with open(Path(LocomoBuilder.sample_dir()) / "locomo_sample.json", encoding="utf-8") as handle:
+        samples = json.load(handle)
+    for number in range(FILES):
+        copies = []
+        for index in range(COPIES // len(samples)):
+            for sample in samples:
+                copied = copy.deepcopy(sample)
+                copied["sample_id"] = f"{sample['sample_id']}-{number}-{index}"
+                copies.append(copied)
+        (folder / f"part{number}.json").write_text(json.dumps(copies), encoding="utf-8")
+    return folder
+
+
+def interrupted_build(data: Path, output: Path, *options: str) -> tuple[int, str, float]:
+    """Start a build, send its process group SIGINT once its first progress bar shows; its exit status,
+    its stderr and the seconds it took to stop."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    log = output.parent / f"{output.name}.stderr"
+    with open(log, "w+", encoding="utf-8") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "convhub.cli", "build", "locomo", "--data-dir", str(data), "--config", "sessions",
+             "--output", str(output), *options],
+            stdout=subprocess.DEVNULL, stderr=stderr, env=env, cwd=output.parent, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while "locomo sessions test" not in log.read_text(encoding="utf-8"):
+            assert process.poll() is None, log.read_text(encoding="utf-8")
+            assert time.monotonic() < deadline, "the build never started"
+            time.sleep(0.05)
+        time.sleep(0.5)  # into the work
+        assert process.poll() is None, "the build ended before it could be interrupted: make its input bigger"
+        os.killpg(process.pid, signal.SIGINT)
+        sent = time.monotonic()
+        status = process.wait(timeout=60)
+        return status, log.read_text(encoding="utf-8"), time.monotonic() - sent
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_ctrl_c_is_one_line_status_130_and_leaves_nothing(big_locomo, tmp_path, processes):
+    output = tmp_path / "out"
+    status, stderr, took = interrupted_build(big_locomo, output, "--num-proc", processes)
+    lines = [line for line in stderr.replace("\r", "\n").splitlines() if line.strip()]
+    assert lines[-1] == "convhub build: interrupted; nothing was written", stderr
+    assert status == 130, stderr
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr
+    assert sum("interrupted" in line for line in lines) == 1, stderr
+    assert took < 30, took
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "out.stderr"
+    ]  # no output, staging, quarantine
