@@ -176,7 +176,18 @@ class BatchWriting:
         """What a builder does around the preparation of one split (nothing here; see ``ConversationBuilder``)."""
         yield
 
+    #: The most processes a split was prepared in (``_prepare_split``): 1 with no ``num_proc``.
+    processes_run: int = 0
+
     def _prepare_split(self, split_generator, *args, **kwargs):
+        """``datasets``' own, in the builder's ``preparing_split``, with ``num_proc`` no more than the split
+        has shards: ``datasets`` would lower it itself, with a warning on every build of a one-file source
+        ("Setting num_proc from 2 back to 1"), which the command replaces with one line of its own where
+        the user asked for more processes (``processes_run`` says how many ran)."""
+        shards = len(split_generator.gen_kwargs.get("shards") or ()) or 1
+        if kwargs.get("num_proc"):
+            kwargs["num_proc"] = min(kwargs["num_proc"], shards)
+        self.processes_run = max(self.processes_run, kwargs.get("num_proc") or 1)
         with self.preparing_split(split_generator):
             return super()._prepare_split(split_generator, *args, **kwargs)
 

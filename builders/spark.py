@@ -27,11 +27,15 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
 import re
+import socket
+import subprocess
 import sys
 import tempfile
 import urllib.parse
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +43,7 @@ from typing import Any
 import datasets
 from convhub.base import fewer_collections, is_group_shard, sorted_partition
 from convhub.console import phases
-from convhub.errors import SourceError
+from convhub.errors import EngineError, SourceError
 from convhub.folders import text_of
 from convhub.regroup import partition_of
 from datasets.utils.py_utils import convert_file_size_to_int
@@ -59,32 +63,67 @@ class TaskResult:
     quarantine: list[str] = field(default_factory=list)
 
 
-def spark_session(master: str | None = None):
+def spark_session(master: str | None = None, verbose: bool = False):
     """A SparkSession: ``master``, else Spark's own configuration (``spark-submit``, spark-defaults.conf),
     else ``local[*]``. A local master binds to the loopback address and runs its Python workers with this
-    interpreter (the one that has convhub)."""
+    interpreter (the one that has convhub).
+
+    Unless ``verbose``, Spark's own output is silenced, so that a build's errors are convhub's one line: the
+    JVM this process starts (driver, and in local mode the executors and their Python workers) writes its
+    stdout and stderr to nowhere (``launch_gateway``'s ``popen_kwargs``), its log4j level is OFF, PySpark's
+    and py4j's Python loggers show no warning and PySpark's own ``FutureWarning`` s are not printed. A
+    ``spark://`` master that does not answer fails at once (``check_reachable``), not after Spark's retries."""
     try:
-        from pyspark import SparkConf
+        from pyspark import SparkConf, SparkContext
+        from pyspark.java_gateway import launch_gateway
         from pyspark.sql import SparkSession
     except ImportError as error:
-        raise RuntimeError(
+        raise EngineError(
             '--engine spark needs PySpark: pip install "convhub[spark]" (and Java 17 or later)'
         ) from error
     master = master or SparkConf().get("spark.master", None) or "local[*]"
-    builder = SparkSession.builder.appName("convhub").master(master)
-    builder = builder.config("spark.ui.showConsoleProgress", "false")
+    check_reachable(master)
+    conf = SparkConf().setAppName("convhub").setMaster(master).set("spark.ui.showConsoleProgress", "false")
     if master.startswith("local"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # read when the context starts
-        builder = (
-            builder.config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.ui.enabled", "false")
-            .config("spark.pyspark.python", sys.executable)
-            .config("spark.pyspark.driver.python", sys.executable)
+        conf = (
+            conf.set("spark.driver.host", "127.0.0.1")
+            .set("spark.driver.bindAddress", "127.0.0.1")
+            .set("spark.ui.enabled", "false")
+            .set("spark.pyspark.python", sys.executable)
+            .set("spark.pyspark.driver.python", sys.executable)
         )
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    with warnings.catch_warnings():
+        if not verbose:
+            warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
+            for name in ("py4j", "pyspark"):
+                logging.getLogger(name).setLevel(logging.CRITICAL)
+            if SparkSession.getActiveSession() is None:
+                quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+                SparkContext(conf=conf, gateway=launch_gateway(conf, popen_kwargs=quiet))
+        session = SparkSession.builder.config(conf=conf).getOrCreate()
+    session.sparkContext.setLogLevel("ERROR" if verbose else "OFF")
     return session
+
+
+#: How long ``check_reachable`` waits for a Spark master to accept a connection.
+CONNECT_SECONDS = 5.0
+
+
+def check_reachable(master: str) -> None:
+    """For a ``spark://HOST:PORT[,HOST:PORT...]`` master: at least one of its hosts accepts a TCP connection,
+    else an ``EngineError`` naming them (Spark itself retries for over a minute before it gives up)."""
+    if not master.startswith("spark://"):
+        return
+    reasons = []
+    for place in master[len("spark://") :].split(","):
+        host, _, port = place.rpartition(":") if ":" in place else (place, ":", "7077")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS):
+                return
+        except (OSError, ValueError) as error:
+            reasons.append(f"{place}: {getattr(error, 'strerror', None) or error}")
+    raise EngineError(f"--spark-master {master}: no Spark master answers ({'; '.join(reasons)})")
 
 
 class SparkEngine:
@@ -92,14 +131,15 @@ class SparkEngine:
 
     name = "spark"
 
-    def __init__(self, master: str | None = None):
+    def __init__(self, master: str | None = None, verbose: bool = False):
         self.master = master
+        self.verbose = verbose  # Spark's own log on stderr (``spark_session``)
         self._session = None
 
     @property
     def context(self):
         if self._session is None:
-            self._session = spark_session(self.master)
+            self._session = spark_session(self.master, self.verbose)
         return self._session.sparkContext
 
     def stop(self) -> None:

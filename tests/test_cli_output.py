@@ -62,16 +62,29 @@ def sample_build(tmp_path_factory) -> subprocess.CompletedProcess:
     return convhub("build", "--all", "--sample", "--output", str(tmp_path_factory.mktemp("out") / "all"))
 
 
-def test_a_datasets_warning_is_printed_once_in_convhubs_format(tmp_path):
-    """``datasets`` had a handler of its own besides convhub's: each of its warnings came out twice."""
+def test_more_processes_than_shards_is_one_line_of_convhubs_not_a_datasets_warning(tmp_path):
+    """A one-file source printed ``datasets``' "Setting num_proc from 2 back to 1" for every config, and the
+    default (one process per core) then was not what ran: convhub gives ``datasets`` no more processes than
+    a split has shards, and says so once where the user asked for more."""
     done = convhub(
-        "build", "locomo", "--data-dir", "builders/locomo/sample", "--config", "sessions", "--num-proc", "2",
+        "build", "locomo", "--data-dir", "builders/locomo/sample", "--num-proc", "2",
         "--output", str(tmp_path / "out"),
     )  # fmt: skip
-    message = "Setting num_proc from 2 back to 1 for the test split"
-    assert done.stderr.count(message) == 1, done.stderr
-    assert f"WARNING datasets.builder: {message}" in done.stderr
+    assert "num_proc" not in done.stderr and "WARNING" not in done.stderr, done.stderr
+    notes = [line for line in done.stderr.splitlines() if line.startswith("note: ")]
+    assert notes == [
+        "note: locomo: built in 1 process, not the 2 asked for (--num-proc): no split of this input has more "
+        "than 1 shard, and a shard is one process's work"
+    ], done.stderr
     assert not repeated(done.stderr)
+
+
+def test_the_default_processes_say_nothing_of_a_one_file_source(tmp_path):
+    """Without ``--num-proc`` (one process per core) a one-file source prints no note and no warning."""
+    done = convhub(
+        "build", "locomo", "--data-dir", "builders/locomo/sample", "--output", str(tmp_path / "out")
+    )
+    assert "num_proc" not in done.stderr and "note:" not in done.stderr and "WARNING" not in done.stderr
 
 
 def test_the_sample_build_prints_no_line_twice(sample_build):

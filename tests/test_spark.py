@@ -339,3 +339,36 @@ def test_the_oracle_names_what_differs(sample_builds):
     )
     assert compared["sessions/test"] is False and compared["card (but byte figures)"] is False
     assert compared["observations/test"] is False  # LoCoMo's own config, absent from the other build
+
+
+def _locomo_with_a_bad_record(folder: Path) -> Path:
+    """The LoCoMo sample with a speaker that is a number: its task fails on an executor."""
+    from convhub.locomo.builder import LocomoBuilder
+
+    samples = json.loads(
+        (Path(LocomoBuilder.sample_dir()) / "locomo_sample.json").read_text(encoding="utf-8")
+    )
+    samples[0]["conversation"]["speaker_a"] = 5
+    folder.mkdir()
+    (folder / "locomo_sample.json").write_text(json.dumps(samples), encoding="utf-8")
+    return folder
+
+
+def test_a_bad_record_on_spark_is_convhubs_line_alone_unless_verbose(tmp_path):
+    """Spark's own output (JVM start-up notes, the executor's ERROR log with the task's traceback) came before
+    convhub's line; it is silenced, and ``--verbose`` shows it again."""
+    data = _locomo_with_a_bad_record(tmp_path / "data")
+    command = [sys.executable, "-m", "convhub.cli", "build", "locomo", "--data-dir", str(data), "--config",
+               "sessions", "--engine", "spark", "--spark-master", "local[1]", "--output", str(tmp_path / "out")]  # fmt: skip
+    quiet = subprocess.run(command, capture_output=True, text=True, check=False)
+    line = (
+        f"convhub build: error: {data}/locomo_sample.json, record conv-s1, field 'conversation.speaker_a': "
+        "expected str, got int"
+    )
+    assert quiet.returncode == 1, quiet.stderr
+    assert quiet.stderr.splitlines() == ["locomo sessions test: 1 shards on Spark", line], quiet.stderr
+    assert quiet.stdout == ""
+    verbose = subprocess.run([*command, "--verbose"], capture_output=True, text=True, check=False)
+    assert verbose.returncode == 1 and verbose.stderr.splitlines()[-1] == line
+    assert "ERROR Executor" in verbose.stderr, verbose.stderr
+    assert not (tmp_path / "out").exists()
