@@ -11,6 +11,9 @@ from convhub.score import longmemeval
 from convhub.score.inputs import Prediction, Scored, ScoreError
 from convhub.score.judge import Judge
 
+#: the fixture judge
+pytest_plugins = ["score_fixtures"]
+
 
 def test_recall_and_ndcg_at_k():
     # ranking a, x, b against gold a, b at k = 3: both in → any 1, all 1;

@@ -1,4 +1,5 @@
-"""Fixtures of ``convhub score``'s tests: sample builds made once, and the judge double on 127.0.0.1."""
+"""Fixtures of ``convhub score``'s tests, loaded by its test modules as a plugin (``pytest_plugins``): no
+conftest.py here, whose module name ``conftest`` would shadow tests/conftest.py for the tests that import it."""
 
 from __future__ import annotations
 
@@ -21,9 +22,9 @@ def gigamemory_sample(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def judge():
+    """The judge double serving on 127.0.0.1 (its base URL in ``.url``)."""
     double = judge_double.JudgeDouble()
-    server, url = judge_double.start(double)
-    double.url = url
+    server, double.url = judge_double.start(double)
     yield double
     server.shutdown()
     server.server_close()
