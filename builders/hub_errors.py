@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 import sys
 
-TOKEN_LIKE = re.compile(r"(?i)(bearer\s+)[^\s;,'\"]+|\bhf_[A-Za-z0-9]{8,}")
+# A bearer header in any case; a Hugging Face token (always a lowercase ``hf_``: the variables a message names, such
+# as HF_ENDPOINT, are not tokens).
+TOKEN_LIKE = re.compile(r"((?i:bearer)\s+)[^\s;,'\"]+|\bhf_[A-Za-z0-9]{8,}")
 MAX_CHARS = 500
 
 

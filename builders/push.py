@@ -1,24 +1,27 @@
 """Publish a built folder to the Hub in one commit, then load every config back and compare row counts.
 
-Before anything goes out, the card's row counts are compared with the Parquet footers of each config's files:
-a card whose figures disagree with its folder is refused. The plan compares each local file with the remote
-listing (sha256 for LFS files, git blob sha otherwise): only new or changed files are uploaded. Each commit also
-writes ``.convhub/published.json``, the list of files convhub published in it; the next push deletes exactly the
-files that list names and the new build no longer has, in the same commit. Anything else in the repo
+Before anything goes out, the card's row counts are compared with the Parquet footers of each config's files: a
+card whose figures disagree with its folder is refused. The plan compares each local file with the remote listing
+(sha256 for LFS files, git blob sha otherwise): only new or changed files are uploaded. Each commit also writes
+``.convhub/published.json``, the list of files convhub published in it with their digests; the next push deletes
+the files that list names and the new build no longer has, in the same commit, when the Hub still holds the
+content convhub published (a file replaced by hand there refuses the push, naming it). Anything else in the repo
 (``.gitattributes``, files added by hand, even ones named like shards) is left alone; a repo with no list (pushed
-by hand or by an older convhub) gets no deletion, only a warning naming the stale-looking files. The commit names
-the head the plan was made against (``parent_commit``), so a concurrent commit makes it fail instead of
-silently mixing two builds. Nothing changed → no commit.
+by hand) or with an older convhub's list (no digests) gets no deletion, only a warning naming the files. The
+commit names the head the plan was made against (``parent_commit``), so a concurrent commit makes it fail instead
+of silently mixing two builds. Nothing changed → no commit.
 
 Faults (see ``RetryPolicy``): what ``huggingface_hub`` 2.4 already retries by itself (``http_backoff``: the
 preupload call, the LFS batch call, each LFS PUT and the tree listing, 6 attempts, waits 1, 2, 4, 8, 8 s, on 408,
 429, 5xx and dropped or timed-out connections) is not retried again here. What it sends once (repo info, repo and
 branch creation, card validation, the commit) is retried here on the same transient faults, a bounded number of
 times with backoff; the commit only when it is known not to have landed: after a failed commit the head is read
-back; still the parent → retry; moved to a tree that is exactly this push's → done (the answer was lost, the commit
-landed); moved elsewhere → someone else committed: fail. A refused token (401/403), a conflict (409/412) and
-any other refusal are never retried. Every failure is one line (``PushError``) that says what to do; nothing is
-committed unless one commit carries everything.
+back; still the parent → retry; moved to a tree that is exactly this push's → done (the answer was lost, the
+commit landed); moved elsewhere → someone else committed: fail. A refused token (401/403), a conflict (409/412)
+and any other refusal are never retried. Every failure is one line (``PushError``) that says what to do; nothing
+is committed unless one commit carries everything. Every request has a timeout
+(``convhub.hub_client.use_timeouts``): a silent server is a timed-out connection. A refused connection is retried
+once, quickly, and the message names the endpoint.
 
 The token comes from ``--token`` or wherever ``huggingface_hub`` finds one (``HF_TOKEN``, the stored login);
 it is handed to the client and never printed, logged or written: every message built from a Hub answer is
@@ -38,6 +41,7 @@ from pathlib import Path
 
 from convhub.cards import for_repo
 from convhub.folders import folder_at, is_url, read_card
+from convhub.hub_client import use_timeouts
 from convhub.hub_errors import redact
 from convhub.push_command import add_arguments, print_result, run
 from convhub.push_local import (
@@ -147,6 +151,7 @@ def push_folder(
     ``folder`` may be a URL (a build Spark wrote to HDFS or S3): its files are read there, and each file to upload
     is first copied to a local temporary folder (``huggingface_hub`` uploads local files).
     """
+    use_timeouts()  # no Hub request of this push may wait forever
     folder = folder_at(folder)
     revision = revision or "main"
     files = local_files(folder)
@@ -343,6 +348,10 @@ def _resolve_failed_commit(
     plan = result.plan
     if fault.kind in ("auth", "refused"):
         raise session.failure("the commit", fault, attempt, head=plan.remote.head)
+    if fault.kind == "unreachable":  # the connection was refused: nothing was sent, nothing landed
+        if session.policy.last(attempt, fault):
+            raise session.failure("the commit", fault, attempt, head=plan.remote.head)
+        return False
     if create_pr:
         raise PushError(
             f"{session.target}: opening the pull request failed ({fault.reason}): it may or may not have been "
@@ -361,7 +370,7 @@ def _resolve_failed_commit(
             status=fault.status,
         ) from None
     if state.head == plan.remote.head:
-        if fault.kind == "conflict" or not fault.transient or attempt == session.policy.attempts:
+        if fault.kind == "conflict" or not fault.transient or session.policy.last(attempt, fault):
             raise session.failure("the commit", fault, attempt, head=state.head)
         return False
     if carries_this_push(plan, files, state):

@@ -25,6 +25,13 @@ def test_redact_hides_the_given_and_the_stored_token(hub):
     assert HUB_TOKEN not in redact(f"a {HUB_TOKEN[3:]}\nb", HUB_TOKEN[3:]) + redact(f"x{HUB_TOKEN}x")
 
 
+def test_redact_keeps_the_names_of_variables_and_hides_bearer_headers_in_any_case():
+    message = "the Hub at http://127.0.0.1:9 (HF_ENDPOINT) did not answer; set HF_HUB_DOWNLOAD_TIMEOUT"
+    assert redact(message) == message
+    assert redact("Authorization: BEARER abc123; x") == "Authorization: BEARER ***; x"
+    assert redact("token hf_abcdefgh1234 leaked") == "token *** leaked"
+
+
 @pytest.mark.parametrize("status", [400, 403])
 def test_export_from_a_repo_whose_error_echoes_the_headers(hub, sample_builds, tmp_path, capsys, status):
     folder = tmp_path / "locomo-unified"
