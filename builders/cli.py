@@ -400,6 +400,13 @@ def source_options_error(args) -> str | None:
     return None
 
 
+def _talks_to_the_hub(args) -> bool:
+    """push, export and mix may; build and check when they download the source."""
+    if args.command in ("build", "check"):
+        return not args.sample and not args.data_dir
+    return True
+
+
 def _offline() -> bool:
     """Offline as ``datasets`` sees it (it reads the environment once, at import)."""
     import datasets.config
@@ -430,6 +437,10 @@ def _run(args) -> int:
         problem = source_options_error(args)
         if problem:
             raise UsageError(problem)
+    if _talks_to_the_hub(args):
+        from convhub.hub_client import use_timeouts
+
+        use_timeouts()  # a Hub that accepts a connection and never answers would hang the command
     if args.command == "build":
         return run_build(args)
     if args.command == "check":

@@ -158,3 +158,25 @@ def test_an_unreachable_spark_master_fails_at_once(tmp_path, capsys):
         == "--spark-master spark://127.0.0.1:1: no Spark master answers (127.0.0.1:1: Connection refused)"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+# -- Hub requests time out ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("arguments", "calls"),
+    [
+        (["mix", "nothere.yaml", "--output", "o"], 1),
+        (["export", "locomo", "--from", "nothere", "--output", "o"], 1),
+        (["push", "locomo", "--repo-id", "org/x", "--folder", "nothere", "--dry-run"], 1),
+        (["check", "locomo", "--sample"], 0),
+    ],
+)
+def test_commands_that_talk_to_the_hub_give_its_requests_timeouts(arguments, calls, tmp_path, monkeypatch):
+    from convhub import hub_client
+
+    called = []
+    monkeypatch.setattr(hub_client, "use_timeouts", lambda: called.append(True))
+    monkeypatch.chdir(tmp_path)
+    cli.main(arguments)  # each fails, after the timeouts are set where they are
+    assert len(called) == calls
