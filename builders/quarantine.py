@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import re
+import stat
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -167,19 +168,43 @@ def _json_text(value: Any) -> str:
     return text if unencodable_field(text) is None else json.dumps(value)
 
 
+#: The most characters of a quarantine file's first line :func:`check_replaceable` reads. A line convhub writes
+#: holds at most ``RAW_LIMIT`` characters of ``raw`` (under 1 MB even escaped) beside a few short fields, so a first
+#: line longer than this is no rejection convhub wrote; reading it whole would have no limit.
+FIRST_LINE_LIMIT = 4 * 2**20
+
+
 def check_replaceable(target: str | os.PathLike) -> None:
-    """Refuse a quarantine path that holds a file convhub did not write (its first line is no rejection)."""
+    """Refuse a quarantine path that holds a file convhub did not write (its first line is no rejection).
+
+    Only a regular file is read, and only its first line up to :data:`FIRST_LINE_LIMIT` characters: a device
+    (``/dev/zero``), a FIFO or a link is refused unread, and a huge file without a newline cannot fill memory.
+    """
     target = folder_at(target)
     if not target.exists() and not target.is_symlink():
         return
+    refused = OutputError(f"{target} is not a quarantine file convhub wrote: refusing to replace it")
+    if target.is_symlink() or not _regular_file(target):
+        raise refused
     try:
         with target.open(encoding="utf-8") as handle:
-            first = json.loads(handle.readline())
+            line = handle.readline(FIRST_LINE_LIMIT + 1)
+        first = json.loads(line) if len(line) <= FIRST_LINE_LIMIT else None
         ours = isinstance(first, dict) and {"file", "reason", "kind", "scope"} <= first.keys()
     except (OSError, ValueError):
         ours = False
-    if not ours or target.is_symlink() or not target.is_file():
-        raise OutputError(f"{target} is not a quarantine file convhub wrote: refusing to replace it")
+    if not ours:
+        raise refused
+
+
+def _regular_file(target: Path) -> bool:
+    """Whether ``target`` is a regular file, asked without opening it (a FIFO's open would wait for a writer)."""
+    if is_url(target):
+        return target.is_file()  # (an fsspec file system has no devices or FIFOs)
+    try:
+        return stat.S_ISREG(os.lstat(target).st_mode)
+    except OSError:
+        return False
 
 
 def save(entries: list[dict[str, Any]], target: str | os.PathLike) -> None:
