@@ -22,8 +22,6 @@ import os
 import secrets
 import socket
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from convhub.folders import folder_at, is_url, remove_tree
@@ -121,19 +119,26 @@ def release(path: Path) -> None:
         owner.unlink(missing_ok=True)
 
 
-@contextmanager
-def marked_temp_dir(prefix: str, dir: str | os.PathLike | None = None) -> Iterator[str]:
-    """``tempfile.TemporaryDirectory`` for convhub's scratch: the folders a killed run left in ``dir`` (TMPDIR by
-    default) under ``prefix`` are removed first, and this one is marked, so a later run removes it if this one
-    is killed. Yields the folder's path (a string, as ``TemporaryDirectory`` does)."""
-    parent = Path(dir if dir is not None else tempfile.gettempdir())
-    sweep_abandoned(parent, prefix)
-    path = marked_dir(parent, prefix)
-    path.chmod(0o700)  # as tempfile makes it: scratch may hold a user's data
-    try:
-        yield str(path)
-    finally:
-        release(path)
+class MarkedTemporaryDirectory:
+    """``tempfile.TemporaryDirectory`` for convhub's scratch, and a drop-in for it (``name``, ``cleanup``, a context
+    manager giving the path): the folders a killed run left in ``dir`` (TMPDIR by default) under ``prefix`` are
+    removed first, and this one is marked as this process's, so a later run removes it if this one is killed."""
+
+    def __init__(self, prefix: str, dir: str | os.PathLike | None = None):
+        parent = Path(dir if dir is not None else tempfile.gettempdir())
+        sweep_abandoned(parent, prefix)
+        path = marked_dir(parent, prefix)
+        path.chmod(0o700)  # as tempfile makes it: scratch may hold a user's data
+        self.name = str(path)
+
+    def cleanup(self) -> None:
+        release(Path(self.name))
+
+    def __enter__(self) -> str:
+        return self.name
+
+    def __exit__(self, *exc_info) -> None:
+        self.cleanup()
 
 
 def sweep_abandoned(parent: str | os.PathLike, prefix: str) -> list[str]:

@@ -7,8 +7,14 @@ may replace a folder with the marker, or an empty one; any other folder is the u
 input of the run.
 
 A folder at a URL (``convhub.folders``: HDFS, S3, any fsspec file system) follows the same rules, but for what a
-remote file system cannot give: no link to follow, and the swap is two moves (the old folder aside, the new one in;
-on an object store each move copies every object), so a reader may for a moment find the folder missing.
+remote file system cannot give: no link to follow; on HDFS the swap is two renames (the old folder aside, the new
+one in), so a reader may for a moment find the folder missing; on an object store, which has no rename, each of
+the new build's objects is copied into place on the store (``_publish``), so a reader may for a moment see a mix.
+Whether two URLs name one folder is what their file systems open (``folders.location``): ``memory://d/x`` is
+``memory:///d/x``, and ``simplecache::file:///x`` is the local folder ``/x``, checked as one.
+
+Staging folders are marked as this run's before they exist (``convhub.abandoned``), and each run first removes
+those beside its output that a killed run left.
 """
 
 from __future__ import annotations

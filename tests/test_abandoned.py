@@ -21,8 +21,8 @@ import pytest
 from convhub import registry
 from convhub.abandoned import (
     OWNER_SUFFIX,
+    MarkedTemporaryDirectory,
     is_running,
-    marked_temp_dir,
     owner_record,
     process_start,
     sweep_abandoned,
@@ -50,8 +50,8 @@ HOLD_STAGING = textwrap.dedent(
 HOLD_WORK = textwrap.dedent(
     """
     import sys, time
-    from convhub.abandoned import marked_temp_dir
-    with marked_temp_dir("convhub-work-", dir=sys.argv[1]) as work:
+    from convhub.abandoned import MarkedTemporaryDirectory
+    with MarkedTemporaryDirectory("convhub-work-", dir=sys.argv[1]) as work:
         print(work, flush=True)
         time.sleep(600)
     """
@@ -130,7 +130,7 @@ def test_work_folders_of_a_killed_run_are_removed_by_the_next_and_each_run_remov
     kill_9(killed)
     unmarked = tmp_path / "convhub-work-users"
     unmarked.mkdir()
-    with marked_temp_dir("convhub-work-", dir=tmp_path) as mine:
+    with MarkedTemporaryDirectory("convhub-work-", dir=tmp_path) as mine:
         assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
             [unmarked.name, Path(mine).name, Path(mine).name + OWNER_SUFFIX]
         )

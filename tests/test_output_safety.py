@@ -10,7 +10,7 @@ from pathlib import Path
 
 import datasets
 import pytest
-from convhub import registry
+from convhub import registry, staging
 from convhub.build import build_source
 from convhub.cli import main
 from convhub.export import export_source
@@ -166,6 +166,37 @@ def test_a_reader_polling_during_a_rebuild_never_sees_the_folder_missing_or_half
     assert seen["polls"] > 100
     assert seen["bad"] == 0
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # nothing left aside
+
+
+def test_without_an_exchange_a_rebuild_moves_the_old_folder_aside_and_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(staging, "_exchange", lambda first, second: False)  # a system without renameat2
+    folder = tmp_path / "out"
+    build_source("locomo", folder, data_dir=LOCOMO_SAMPLE, configs=["sessions"])
+    build_source("locomo", folder, data_dir=LOCOMO_SAMPLE, configs=["turns"])
+    assert sorted(p.name for p in folder.iterdir()) == [MARKER, "README.md", "turns"]
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_when_the_new_folder_cannot_be_moved_in_the_old_one_is_put_back(tmp_path, monkeypatch):
+    folder = tmp_path / "out"
+    build_source("locomo", folder, data_dir=LOCOMO_SAMPLE, configs=["sessions"])
+    before = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    monkeypatch.setattr(staging, "_exchange", lambda first, second: False)
+    replace = os.replace
+
+    def failing_move_in(source, target):
+        if Path(target) == folder and (Path(source) / "turns").is_dir():  # the new build moved in
+            raise OSError(28, "No space left on device")
+        return replace(source, target)
+
+    monkeypatch.setattr(os, "replace", failing_move_in)
+    with pytest.raises(OSError, match="No space left"):
+        build_source("locomo", folder, data_dir=LOCOMO_SAMPLE, configs=["turns"])
+    monkeypatch.setattr(os, "replace", replace)
+    assert {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+    } == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
 
 def _exchange_supported(tmp_path: Path) -> bool:
