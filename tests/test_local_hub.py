@@ -1,0 +1,107 @@
+"""``scripts/local_hub.py``: a user tries ``convhub push`` against a local Hub, as its printed line says to.
+
+The script runs as a subprocess; the test reads the ``export`` line it prints, then runs the real CLI (``convhub
+build --sample``, ``convhub push``) in fresh processes with exactly that environment, and reads what landed back
+from the script's Hub over HTTP. Ctrl-C (SIGINT) stops the script with one line and status 130.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from convhub.push import MANIFEST
+from huggingface_hub import HfApi
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "local_hub.py"
+CONVHUB = [sys.executable, "-c", "import sys; from convhub.cli import main; sys.exit(main())"]
+REPO = "me/locomo-unified"
+
+
+@pytest.fixture
+def local_hub():
+    """The script on a free port; yields (process, the variables its export line sets)."""
+    process = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = [process.stdout.readline() for _ in range(3)]
+        [export] = [line for line in lines if line.startswith("export ")]
+        variables = dict(word.split("=", 1) for word in shlex.split(export)[1:])
+        yield process, variables
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+        process.stdout.close()
+        process.stderr.close()
+
+
+def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180)
+
+
+def test_push_to_the_local_hub_lands_the_build_and_ctrl_c_stops_it(local_hub, tmp_path):
+    process, variables = local_hub
+    assert set(variables) == {"HF_ENDPOINT", "HF_TOKEN", "HF_HUB_DISABLE_XET"}
+    assert variables["HF_ENDPOINT"].startswith("http://127.0.0.1:")
+    env = {**os.environ, **variables, "HF_HOME": str(tmp_path / "hf-home")}
+    output = tmp_path / "out" / "locomo-unified"
+
+    built = run([*CONVHUB, "build", "locomo", "--sample", "--output", str(output)], env)
+    assert built.returncode == 0, built.stderr
+    pushed = run([*CONVHUB, "push", "locomo", "--repo-id", REPO, "--folder", str(output)], env)
+    assert pushed.returncode == 0, pushed.stderr
+    assert "verified sessions" in pushed.stdout
+
+    api = HfApi(endpoint=variables["HF_ENDPOINT"], token=variables["HF_TOKEN"])
+    remote = {
+        entry.path: entry
+        for entry in api.list_repo_tree(REPO, repo_type="dataset", recursive=True)
+        if hasattr(entry, "blob_id")
+    }
+    local = {path.relative_to(output).as_posix(): path for path in output.rglob("*.parquet")}
+    assert local and set(local) <= set(remote)
+    for path, file in local.items():
+        assert remote[path].lfs.sha256 == hashlib.sha256(file.read_bytes()).hexdigest(), path
+    assert {"README.md", MANIFEST} <= set(remote)
+
+    process.send_signal(signal.SIGINT)
+    assert process.wait(10) == 130
+    err = process.stderr.read()
+    assert err.startswith("local_hub: stopped (1 repos,") and err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+def test_a_port_in_use_is_one_line_and_exit_1():
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    try:
+        result = subprocess.run(
+            [sys.executable, str(SCRIPT), "--port", str(port)], capture_output=True, text=True, timeout=30
+        )
+    finally:
+        taken.close()
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith(f"local_hub: error: cannot listen on 127.0.0.1:{port} (")
+    assert result.stderr.count("\n") == 1
+
+
+def test_a_bad_port_is_a_usage_error():
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--port", "70000"], capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 2 and "--port" in result.stderr and "Traceback" not in result.stderr
