@@ -355,10 +355,21 @@ def test_a_lone_surrogate_escape_is_named_by_build_and_check_alike(tmp_path, nam
     path = _with_lone_surrogate(source, tmp_path / "data")
     error = assert_fails_cleanly(name, tmp_path / "data", tmp_path, "lone surrogate")
     assert error.field.endswith("text") or error.field.endswith("content") or error.field.endswith("问")
-    assert str(path.parent) in error.path  # the file, or for ConvLab the dataset's data folder
+    assert error.path == str(path)  # the file itself (ConvLab's named its dataset's data folder)
     with pytest.raises(SourceError, match="lone surrogate") as checked:
         check_source(name, str(tmp_path / "data"))
     assert checked.value.field == error.field
+
+
+def test_a_lone_surrogate_in_a_zipped_convlab_dataset_names_the_member_of_its_data_zip(tmp_path):
+    source = SOURCES["convlab"]
+    path = _with_lone_surrogate(source, tmp_path / "plain")
+    archive = tmp_path / "data" / "toy" / "data.zip"
+    archive.parent.mkdir(parents=True)
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("data/dialogues.json", path.read_bytes())
+    error = assert_fails_cleanly("convlab", tmp_path / "data", tmp_path, "lone surrogate")
+    assert error.path == f"{archive}:data/dialogues.json"
 
 
 @pytest.mark.parametrize("name", NAMES)

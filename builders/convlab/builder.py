@@ -238,7 +238,7 @@ class ConvLabBuilder(ConversationBuilder):
         if self.config.name == ONTOLOGY_VIEW.name:
             return {
                 "train": [
-                    {"input": source, "table": "ontology"}
+                    {"input": source, "table": "ontology", "path": source.label(ONTOLOGY)}
                     for source in inputs
                     if ONTOLOGY in source.members()
                 ]
@@ -262,7 +262,13 @@ class ConvLabBuilder(ConversationBuilder):
             for split in ordered_splits(index):
                 for ranges in shard_ranges(index[split]):
                     by_split.setdefault(split, []).append(
-                        {"input": source, "ranges": ranges, "first": first, "copy": copy}
+                        {
+                            "input": source,
+                            "ranges": ranges,
+                            "first": first,
+                            "copy": copy,
+                            "path": source.label(DIALOGUES),  # the file an error names, not the data folder
+                        }
                     )
                     first = False
         return {split: by_split[split] for split in ordered_splits(by_split)}
