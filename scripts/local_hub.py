@@ -76,10 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         threading.Event().wait()
     except KeyboardInterrupt:
         hub.stop()
-        print(
-            f"local_hub: stopped ({len(hub.repos)} repos, {len(hub.requests)} requests served)",
-            file=sys.stderr,
-        )
+        repos = len(hub.repos)
+        print(f"local_hub: stopped ({repos} repo{'' if repos == 1 else 's'} dropped)", file=sys.stderr)
         return 130
     return 0
 
