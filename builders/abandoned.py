@@ -100,10 +100,14 @@ def claim(parent: Path, prefix: str) -> Path:
         return path
 
 
-def marked_dir(parent: Path, prefix: str) -> Path:
-    """A new folder ``prefix<random>`` in ``parent``, marked as this process's (``claim``) before it exists."""
+def marked_dir(parent: Path, prefix: str, mode: int = 0o777) -> Path:
+    """A new folder ``prefix<random>`` in ``parent``, marked as this process's (``claim``) before it exists
+    (``mode`` as ``Path.mkdir`` takes it, under the umask, for a local one)."""
     path = claim(parent, prefix)
-    path.mkdir()
+    if is_url(path):
+        path.mkdir()
+    else:
+        path.mkdir(mode=mode)
     return path
 
 
@@ -127,9 +131,9 @@ class MarkedTemporaryDirectory:
     def __init__(self, prefix: str, dir: str | os.PathLike | None = None):
         parent = Path(dir if dir is not None else tempfile.gettempdir())
         sweep_abandoned(parent, prefix)
-        path = marked_dir(parent, prefix)
-        path.chmod(0o700)  # as tempfile makes it: scratch may hold a user's data
-        self.name = str(path)
+        self.name = str(
+            marked_dir(parent, prefix, mode=0o700)
+        )  # as tempfile makes it: scratch holds user data
 
     def cleanup(self) -> None:
         release(Path(self.name))
@@ -160,7 +164,7 @@ def sweep_abandoned(parent: str | os.PathLike, prefix: str) -> list[str]:
         folder = parent / name[: -len(OWNER_SUFFIX)]
         try:
             release(folder)
-        except FileNotFoundError:  # another run's sweep got there first
+        except OSError:  # another run's sweep got there first, or another user's folder in a shared TMPDIR
             continue
         removed.append(folder.name)
     return removed
