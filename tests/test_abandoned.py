@@ -15,6 +15,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -58,28 +60,35 @@ HOLD_WORK = textwrap.dedent(
 )
 
 
-def holding(script: str, argument: Path) -> tuple[subprocess.Popen, Path]:
-    """A real process running ``script``, once it holds its folder: the process and the folder."""
+@contextmanager
+def holding(script: str, argument: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """A real process running ``script``, once it holds its folder: the process and the folder. Killed at the
+    end whatever the test did, so that no test leaves it running."""
     process = subprocess.Popen(
         [sys.executable, "-c", script, str(argument)], stdout=subprocess.PIPE, text=True
     )
-    line = process.stdout.readline().strip()
-    assert line, f"the holding process exited with {process.wait()}"
-    return process, Path(line)
+    try:
+        line = process.stdout.readline().strip()
+        assert line, f"the holding process exited with {process.poll()}"
+        yield process, Path(line)
+    finally:
+        kill_9(process)
 
 
 def kill_9(process: subprocess.Popen) -> None:
-    process.send_signal(signal.SIGKILL)
+    """SIGKILL, as ``kill -9`` sends it (no cleanup runs), then reap the process."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGKILL)
     process.wait()
     process.stdout.close()
 
 
 def test_a_build_removes_the_staging_a_killed_build_left_beside_its_output(tmp_path, capsys):
     output = tmp_path / "out"
-    killed, staging = holding(HOLD_STAGING, output)
-    assert staging.parent == tmp_path and staging.name.startswith(".out.partial-")
-    assert (tmp_path / (staging.name + OWNER_SUFFIX)).is_file()
-    kill_9(killed)
+    with holding(HOLD_STAGING, output) as (killed, staging):
+        assert staging.parent == tmp_path and staging.name.startswith(".out.partial-")
+        assert (tmp_path / (staging.name + OWNER_SUFFIX)).is_file()
+        kill_9(killed)
     assert (staging / "sessions" / "part.parquet").is_file()  # what SIGKILL leaves
     assert main(["build", "locomo", "--sample", "--config", "sessions", "--output", str(output)]) == 0
     assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]
@@ -88,13 +97,10 @@ def test_a_build_removes_the_staging_a_killed_build_left_beside_its_output(tmp_p
 
 def test_a_running_builds_staging_is_left_alone(tmp_path):
     output = tmp_path / "out"
-    running, staging = holding(HOLD_STAGING, output)
-    try:
+    with holding(HOLD_STAGING, output) as (_, staging):
         assert main(["build", "locomo", "--sample", "--config", "sessions", "--output", str(output)]) == 0
         assert (staging / "sessions" / "part.parquet").read_bytes() == b"x" * 100_000
         assert (tmp_path / (staging.name + OWNER_SUFFIX)).is_file()
-    finally:
-        kill_9(running)
 
 
 def test_a_build_leaves_what_convhub_did_not_mark_or_another_host_marked(tmp_path):
@@ -124,10 +130,10 @@ def test_a_build_leaves_what_convhub_did_not_mark_or_another_host_marked(tmp_pat
 
 
 def test_work_folders_of_a_killed_run_are_removed_by_the_next_and_each_run_removes_its_own(tmp_path):
-    killed, work = holding(HOLD_WORK, tmp_path)
-    (work / "cache").mkdir()
-    (work / "cache" / "shard.arrow").write_bytes(b"y" * 1000)
-    kill_9(killed)
+    with holding(HOLD_WORK, tmp_path) as (killed, work):
+        (work / "cache").mkdir()
+        (work / "cache" / "shard.arrow").write_bytes(b"y" * 1000)
+        kill_9(killed)
     unmarked = tmp_path / "convhub-work-users"
     unmarked.mkdir()
     with MarkedTemporaryDirectory("convhub-work-", dir=tmp_path) as mine:
@@ -149,6 +155,7 @@ def test_a_killed_process_not_yet_reaped_or_a_reused_pid_holds_nothing(tmp_path)
             time.sleep(0.01)
         assert not is_running(record)
     finally:
+        child.kill()  # (if an assertion above failed first)
         child.wait()
     if process_start(os.getpid()) is None:
         pytest.skip("this system does not say when a process started (no /proc)")
