@@ -16,20 +16,18 @@ file was written, as ``convhub build`` does.
 
 from __future__ import annotations
 
-import gzip
 import importlib
-import itertools
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import datasets
 import pyarrow as pa
 from convhub import registry
+from convhub.export_files import ExportError
 from convhub.folders import folder_at, local_output, parquet_file, read_card, text_of
 from convhub.schema import JSON_TEXT_FIELDS
 from convhub.staging import check_output, staged_folder
@@ -42,10 +40,6 @@ SESSIONS = "sessions"
 BATCH_ROWS = 64
 
 Row = dict[str, Any]
-
-
-class ExportError(Exception):
-    """The build cannot be exported (not a build folder, another source, a config missing...)."""
 
 
 # -- JSON text columns -------------------------------------------------------------------------------
@@ -226,99 +220,6 @@ def source_rows(build: Build, source: str, config: str = SESSIONS, batch_rows: i
                 f"(conversation {row.get('conversation_id')!r})"
             )
         yield split, row
-
-
-# -- writing -----------------------------------------------------------------------------------------
-
-
-class LineSpool:
-    """Source lines that arrive out of order (grouped by conversation), written back in file and line order.
-
-    Each line goes to one spool file as it arrives; memory keeps only (file, line number, offset, length)
-    per line. :meth:`write` then writes every file in line order, reading the spool back with seeks.
-    Line numbers the build holds no row for (blank lines the parser skipped, rows of subsets a build left
-    out) are written as empty lines, so every row stays at its line number. A name ending ``.gz`` is gzipped.
-    """
-
-    def __init__(self, folder: Path):
-        self.path = folder / ".convhub-export-spool"
-        self._spool = open(self.path, "w+b")  # noqa: SIM115 - closed by write()
-        self._index: dict[str, list[tuple[int, int, int]]] = {}
-
-    def add(self, file: str, line: int, text: str) -> None:
-        data = text.encode("utf-8")
-        if b"\n" in data:
-            raise ValueError(f"{file} line {line}: a JSONL line cannot hold a newline")
-        offset = self._spool.tell()
-        self._spool.write(data)
-        self._index.setdefault(file, []).append((line, offset, len(data)))
-
-    def write(self, folder: Path) -> list[str]:
-        """Write every file under ``folder``; return their relative names. The spool is deleted."""
-        written = []
-        try:
-            self._spool.flush()
-            for file, entries in sorted(self._index.items()):
-                entries.sort()
-                _check_unique_lines(file, entries)
-                target = safe_join(folder, file)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                # a gzip header holds a time: 0, so that one build always exports the same bytes
-                opener = partial(gzip.GzipFile, mtime=0) if file.endswith(".gz") else open
-                with opener(target, "wb") as out:
-                    current = 1
-                    for line, offset, length in entries:
-                        out.write(b"\n" * (line - current))
-                        self._spool.seek(offset)
-                        out.write(self._spool.read(length) + b"\n")
-                        current = line + 1
-                written.append(file)
-        finally:
-            self._spool.close()
-            self.path.unlink(missing_ok=True)
-        return written
-
-
-def _check_unique_lines(file: str, entries: list[tuple[int, int, int]]) -> None:
-    for (first, _, _), (second, _, _) in itertools.pairwise(entries):
-        if first == second:
-            raise ExportError(f"two rows of the build claim {file} line {first}")
-        if first < 1:
-            raise ExportError(f"a row of the build claims {file} line {first}")
-
-
-def safe_join(folder: Path, relative: str) -> Path:
-    """``folder/relative``, refusing a name that would leave the folder (``..``, an absolute path)."""
-    target = (folder / relative).resolve()
-    if not target.is_relative_to(folder.resolve()) or not relative:
-        raise ExportError(f"the build names a file outside the export folder: {relative!r}")
-    return target
-
-
-def write_json(path: Path, value: Any, indent: int | None = 2, ensure_ascii: bool = False) -> None:
-    """One JSON file in UTF-8 (LoCoMo's is ``indent=2`` and ASCII-escaped, ConvLab's unescaped)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(value, handle, ensure_ascii=ensure_ascii, indent=indent)
-
-
-class JsonListWriter:
-    """A top-level JSON list written one element at a time, formatted as ``json.dump(items, indent=2)``."""
-
-    def __init__(self, path: Path, ensure_ascii: bool = False):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
-        self._count = 0
-        self.ensure_ascii = ensure_ascii
-
-    def append(self, value: Any) -> None:
-        text = json.dumps(value, ensure_ascii=self.ensure_ascii, indent=2).replace("\n", "\n  ")
-        self._handle.write(("[\n  " if not self._count else ",\n  ") + text)
-        self._count += 1
-
-    def close(self) -> None:
-        self._handle.write("\n]" if self._count else "[]")
-        self._handle.close()
 
 
 # -- the command --------------------------------------------------------------------------------------

@@ -29,16 +29,8 @@ from convhub.convlab.parse import (
     state_to_source,
     unescape_turn_key,
 )
-from convhub.export import (
-    SESSIONS,
-    Build,
-    ExportError,
-    JsonListWriter,
-    as_object,
-    safe_join,
-    source_rows,
-    write_json,
-)
+from convhub.export import SESSIONS, Build, as_object, source_rows
+from convhub.export_files import ExportError, JsonListWriter, safe_join, write_json
 
 BATCH_ROWS = 256
 

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from convhub.export import Build, LineSpool, as_object, source_rows
+from convhub.export import Build, as_object, source_rows
+from convhub.export_files import LineSpool
 from convhub.gigamemory.parse import MESSAGE_KEYS, RECORD_KEYS, SESSION_KEYS
 
 #: ``sessions`` rows per Arrow batch: each is a whole dialogue.
@@ -63,8 +64,9 @@ def lines_from_record(record: dict[str, Any]) -> Iterator[tuple[str, int, dict[s
 
 def write_files(build: Build, folder: Path) -> list[str]:
     """Each source file (``<subset>.jsonl``, or ``.jsonl.gz`` gzipped) with its lines in their original order."""
-    spool = LineSpool(folder)
+    spool = LineSpool(folder, build.location)
     for _, record in source_rows(build, "gigamemory", batch_rows=BATCH_ROWS):
+        where = f"the row of conversation {record['conversation_id']!r}"
         for file, line, value in lines_from_record(record):
-            spool.add(file, line, json.dumps(value, ensure_ascii=False))
+            spool.add(file, line, json.dumps(value, ensure_ascii=False), where)
     return spool.write(folder)

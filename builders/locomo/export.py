@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from convhub.export import Build, JsonListWriter, as_object, safe_join, source_rows
+from convhub.export import Build, as_object, source_rows
+from convhub.export_files import JsonListWriter, safe_join
 from convhub.locomo.parse import SESSION_TABLES, SPEAKER_KEYS
 
 

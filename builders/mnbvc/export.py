@@ -11,11 +11,11 @@ row comes back whole, at its file and line, whichever conversation the build gro
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from convhub.export import Build, LineSpool, as_object, source_rows
+from convhub.export import Build, as_object, source_rows
+from convhub.export_files import LineSpool
 from convhub.mnbvc.parse import FORUM
 
 BATCH_ROWS = 512
@@ -69,14 +69,11 @@ def reply_from_turn(turn: dict[str, Any]) -> dict[str, Any]:
     return {key: kept["reply"][key] if key in kept["reply"] else turn["text"] for key in kept["keys"]}
 
 
-def all_rows(build: Build) -> Iterator[tuple[str, int, dict[str, Any]]]:
-    for _, record in source_rows(build, "mnbvc", batch_rows=BATCH_ROWS):
-        yield from rows_from_record(record)
-
-
 def write_files(build: Build, folder: Path) -> list[str]:
     """Every shard the build read (its name relative to ``--data-dir``), rows at their line numbers."""
-    spool = LineSpool(folder)
-    for file, line, row in all_rows(build):
-        spool.add(file, line, json.dumps(row, ensure_ascii=False))
+    spool = LineSpool(folder, build.location)
+    for _, record in source_rows(build, "mnbvc", batch_rows=BATCH_ROWS):
+        where = f"the row of conversation {record['conversation_id']!r}"
+        for file, line, row in rows_from_record(record):
+            spool.add(file, line, json.dumps(row, ensure_ascii=False), where)
     return spool.write(folder)

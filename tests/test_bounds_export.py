@@ -1,0 +1,96 @@
+"""``convhub export`` reads a build as someone else's input: the line numbers its rows claim are bounded, and a
+build that changes while it is read is refused, never exported as a mixture of two builds."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from convhub import cli, export_files
+from convhub.build import build_source
+
+# -- line numbers -------------------------------------------------------------------------------------------
+
+
+def _with_claimed_line(build: Path, tmp_path: Path, line) -> tuple[Path, str, str]:
+    """A copy of the MNBVC sample build whose first conversation's first row claims ``line`` of its file;
+    returns the copy, the file and the conversation id."""
+    folder = tmp_path / "claimed"
+    shutil.copytree(build, folder)
+    [path] = (folder / "sessions").glob("*.parquet")
+    rows = pq.read_table(path).to_pylist()
+    turn = rows[0]["sessions"][0]["turns"][0]
+    extra = json.loads(turn["extra"])
+    extra["line"] = line
+    turn["extra"] = json.dumps(extra, ensure_ascii=False)
+    pq.write_table(pa.Table.from_pylist(rows, schema=pq.read_schema(path)), path)
+    return folder, extra["file"], rows[0]["conversation_id"]
+
+
+@pytest.mark.parametrize("line", [3_000_000_000, 10**11])
+def test_a_row_claiming_a_line_far_past_what_the_build_explains_is_refused_before_writing(
+    sample_builds, tmp_path, capsys, line
+):
+    """Line 3,000,000,000 wrote a 2.8 GB file of newlines, 10^11 ran out of memory: now one line, nothing written."""
+    folder, file, conversation = _with_claimed_line(sample_builds["mnbvc"].output, tmp_path, line)
+    output = tmp_path / "export"
+    code = cli.main(["export", "mnbvc", "--from", str(folder), "--output", str(output)])
+    [message] = capsys.readouterr().err.strip().splitlines()
+    assert code == 1
+    assert message.startswith(f"convhub export: error: {folder}: the row of conversation {conversation!r}")
+    assert f"claims {file} line {line:,}" in message
+    assert not output.exists()
+    assert [path.name for path in tmp_path.iterdir()] == ["claimed"]  # no staging folder left either
+
+
+def test_a_gap_the_build_can_explain_is_written_as_empty_lines(sample_builds, tmp_path, monkeypatch):
+    """Within the bound, a missing stretch of lines (rows of a subset a build left out) is still kept empty."""
+    monkeypatch.setattr(export_files, "GAP_LINES_FLOOR", 100)
+    monkeypatch.setattr(export_files, "GAP_LINES_PER_ROW", 0)
+    folder, file, _ = _with_claimed_line(sample_builds["mnbvc"].output, tmp_path, 90)
+    output = tmp_path / "export"
+    assert cli.main(["export", "mnbvc", "--from", str(folder), "--output", str(output)]) == 0
+    lines = (output / file).read_bytes().split(b"\n")
+    assert len(lines) == 91 and lines[90] == b""  # 90 lines, each ended by a newline
+    assert json.loads(lines[89])  # the row, at its claimed line
+    assert lines[30:89] == [b""] * 59  # the lines no row holds, empty
+    folder, _, _ = _with_claimed_line(sample_builds["mnbvc"].output, tmp_path / "more", 200)
+    assert cli.main(["export", "mnbvc", "--from", str(folder), "--output", str(tmp_path / "refused")]) == 1
+
+
+@pytest.mark.parametrize("line", ["12", 2.5, True, 0, None])
+def test_a_line_number_that_is_no_positive_integer_is_one_line(sample_builds, tmp_path, capsys, line):
+    folder, file, conversation = _with_claimed_line(sample_builds["mnbvc"].output, tmp_path, line)
+    code = cli.main(["export", "mnbvc", "--from", str(folder), "--output", str(tmp_path / "export")])
+    [message] = capsys.readouterr().err.strip().splitlines()
+    assert code == 1
+    assert (
+        f"the row of conversation {conversation!r} claims {file} line {line!r}: not a line number" in message
+    )
+
+
+def test_a_gigamemory_row_claiming_a_far_line_is_refused(tmp_path, capsys):
+    from convhub import registry
+
+    sample = registry.get("gigamemory").sample_dir()
+    build = build_source("gigamemory", tmp_path / "built", data_dir=sample).output
+    path = sorted((build / "sessions").rglob("*.parquet"))[0]
+    rows = pq.read_table(path).to_pylist()
+    question = rows[0]["questions"][0]
+    extra = json.loads(question["extra"])
+    extra["line"] = 3_000_000_000
+    question["extra"] = json.dumps(extra, ensure_ascii=False)
+    pq.write_table(pa.Table.from_pylist(rows, schema=pq.read_schema(path)), path)
+    capsys.readouterr()  # the build's own output
+    code = cli.main(["export", "gigamemory", "--from", str(build), "--output", str(tmp_path / "export")])
+    [message] = capsys.readouterr().err.strip().splitlines()
+    assert code == 1
+    assert (
+        f"the row of conversation {rows[0]['conversation_id']!r} claims {extra['file']} line 3,000,000,000"
+        in message
+    )
+    assert not (tmp_path / "export").exists()
