@@ -51,12 +51,13 @@ def _no_space(error: BaseException) -> bool:
 
 def describe(error: BaseException) -> str:
     """The text of one error line: a ``KeyError``'s message without the quotes ``str`` adds, an ``OSError`` as
-    what went wrong and where."""
+    what went wrong and where (a full disk in the same words whatever raised it: pyarrow's ``strerror`` is
+    "Error writing bytes to file. Detail: [errno 28] No space left on device")."""
     if isinstance(error, KeyError) and len(error.args) == 1 and isinstance(error.args[0], str):
         return error.args[0]
     if isinstance(error, OSError) and error.strerror:
         where = f": {error.filename}" if error.filename else ""
-        return f"{error.strerror.lower() if error.errno == errno.ENOSPC else error.strerror}{where}"
+        return f"{'no space left on device' if error.errno == errno.ENOSPC else error.strerror}{where}"
     return str(error)
 
 

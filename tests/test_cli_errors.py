@@ -134,17 +134,24 @@ def test_a_config_given_twice_is_built_once(tmp_path, capsys):
     assert [path.name for path in (output / "qa").iterdir()] == ["test-00000-of-00001.parquet"]
 
 
-def test_a_full_disk_says_so_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize(
+    ("strerror", "filename", "where"),
+    [
+        (os.strerror(errno.ENOSPC), "sessions-test.parquet", ": sessions-test.parquet"),
+        ("Error writing bytes to file. Detail: [errno 28] No space left on device", None, ""),  # pyarrow's
+    ],
+)
+def test_a_full_disk_says_so_and_leaves_nothing(strerror, filename, where, tmp_path, capsys, monkeypatch):
     """``datasets`` wrapped the writer's ``OSError`` in a ``DatasetGenerationError`` (a 78-line traceback whose
     last line did not say the disk was full)."""
 
     def full(self, *args, **kwargs):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "sessions-test.parquet")
+        raise OSError(errno.ENOSPC, strerror, filename)
 
     monkeypatch.setattr(datasets_adapter.ParquetWriter, "write_table", full)
     output = tmp_path / "o"
     text = fails(capsys, ["build", "locomo", "--sample", "--config", "sessions", "--output", str(output)], 1)
-    assert text == "no space left on device: sessions-test.parquet (the disk is full); nothing was written"
+    assert text == f"no space left on device{where} (the disk is full); nothing was written"
     assert list(tmp_path.iterdir()) == []  # no output, no staging folder, no quarantine
 
 
