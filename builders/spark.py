@@ -198,7 +198,12 @@ class SparkEngine:
                 if plain:
                     tasks = [(len(results) + n, shard) for n, shard in enumerate(plain)]
                     phases.info(
-                        "%s %s %s: %d shards on Spark", builder.SOURCE, builder.config.name, split, len(tasks)
+                        "%s %s %s: %d shard%s on Spark",
+                        builder.SOURCE,
+                        builder.config.name,
+                        split,
+                        len(tasks),
+                        "" if len(tasks) == 1 else "s",
                     )
                     results += self.map(_ShardTask(builder, split, work, max_shard_size), tasks)
                     plain = []

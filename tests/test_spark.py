@@ -366,7 +366,7 @@ def test_a_bad_record_on_spark_is_convhubs_line_alone_unless_verbose(tmp_path):
         "expected str, got int"
     )
     assert quiet.returncode == 1, quiet.stderr
-    assert quiet.stderr.splitlines() == ["locomo sessions test: 1 shards on Spark", line], quiet.stderr
+    assert quiet.stderr.splitlines() == ["locomo sessions test: 1 shard on Spark", line], quiet.stderr
     assert quiet.stdout == ""
     verbose = subprocess.run([*command, "--verbose"], capture_output=True, text=True, check=False)
     assert verbose.returncode == 1 and verbose.stderr.splitlines()[-1] == line
