@@ -28,7 +28,7 @@ import datasets
 import pyarrow as pa
 from convhub import registry
 from convhub.export_files import ExportError
-from convhub.folders import folder_at, local_output, parquet_file, read_card, text_of
+from convhub.folders import folder_at, is_url, local_output, parquet_file, read_card, text_of
 from convhub.schema import JSON_TEXT_FIELDS
 from convhub.staging import check_output, staged_folder
 from datasets import Features, LargeList, List
@@ -134,12 +134,16 @@ class LocalBuild(Build):
         readme = self.folder / "README.md"
         if not readme.is_file():
             raise ExportError(f"{self.location} is not a convhub build folder (no README.md)")
+        readme_identity = file_identity(text_of(readme))
         configs = MetadataConfigs.from_dataset_card_data(read_card(readme).data)
         self._files: dict[str, dict[str, list[str]]] = {}
         for name, config in configs.items():
             patterns = sanitize_patterns(config["data_files"])
             resolved = DataFilesDict.from_patterns(patterns, base_path=self.location)
             self._files[name] = {split: list(files) for split, files in resolved.items()}
+        self._identity = {path: file_identity(path) for path in self._watched()}
+        if self._identity[text_of(readme)] != readme_identity:  # the card read may be another build's
+            raise self._changed()
 
     def configs(self) -> list[str]:
         return list(self._files)
@@ -154,6 +158,49 @@ class LocalBuild(Build):
             features = Features.from_arrow_schema(parquet.schema_arrow)
             for batch in parquet.iter_batches(batch_size=batch_rows):
                 yield from decoded_rows(pa.Table.from_batches([batch]), features)
+            parquet.close()
+            self._check_unchanged(path)
+
+    def _watched(self) -> list[str]:
+        """What identifies the build: the folder, its card and every data file."""
+        files = [path for splits in self._files.values() for paths in splits.values() for path in paths]
+        return [self.location, text_of(self.folder / "README.md"), *files]
+
+    def _check_unchanged(self, path: str) -> None:
+        """Refuse once the folder, its card or the file just read is not what it was when the build was opened.
+
+        A rebuild swaps a new folder in (``staging``), whose files may bear the same names: each file is checked
+        after it was read, with the folder and the card, so that every row an export wrote came from the build
+        it opened; a build that changed is refused rather than exported as a mixture of two builds.
+        """
+        for watched in (self.location, text_of(self.folder / "README.md"), path):
+            if file_identity(watched) != self._identity[watched]:
+                raise self._changed()
+
+    def _changed(self) -> ExportError:
+        return ExportError(f"the build at {self.location} changed while it was read; run export again")
+
+
+#: The fields of an fsspec ``info`` that tell one version of a file from another (a size, a time, an ETag).
+_VERSION_FIELDS = ("size", "mtime", "ino", "ETag", "etag", "LastModified", "last_modified", "created", "type")
+
+
+def file_identity(path: str) -> tuple | None:
+    """What tells this version of the file or folder at ``path`` from another one there (None: nothing there).
+
+    A local path's device, inode, size and change times; a URL's fsspec ``info`` (size, times, an object
+    store's ETag). A rebuild swapped in makes new files, so their identity differs even where names and sizes
+    do not.
+    """
+    target = folder_at(path)
+    try:
+        if is_url(target):
+            info = target.fs.info(target.path)
+            return tuple((key, str(info[key])) for key in _VERSION_FIELDS if key in info)
+        found = os.stat(target)
+    except FileNotFoundError:
+        return None
+    return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
 
 
 class HubBuild(Build):

@@ -94,3 +94,70 @@ def test_a_gigamemory_row_claiming_a_far_line_is_refused(tmp_path, capsys):
         in message
     )
     assert not (tmp_path / "export").exists()
+
+
+# -- a build that changes while it is read ------------------------------------------------------------------
+
+
+def _changed_sample(folder: Path) -> Path:
+    """The MNBVC sample with every 的 written 之: the same files and layout, other rows in every file."""
+    import gzip
+
+    from convhub import registry
+
+    shutil.copytree(registry.get("mnbvc").sample_dir(), folder)
+    for path in folder.rglob("*.jsonl*"):
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rb") as handle:
+            data = handle.read().replace("的".encode(), "之".encode())
+        with opener(path, "wb") as handle:
+            handle.write(data)
+    return folder
+
+
+def test_a_rebuild_swapped_in_between_two_file_reads_is_refused_never_mixed(tmp_path, monkeypatch, capsys):
+    """The rebuild has the same shard layout (two ``sessions`` files); it is swapped in after the first file was
+    read. The export must hold one build's rows or refuse: before, it exported the first file of one build and the
+    second of the other, and said nothing."""
+    from convhub import export, registry
+    from convhub.staging import _swap_in
+
+    first = build_source("mnbvc", tmp_path / "first", registry.get("mnbvc").sample_dir(), num_proc=2).output
+    second = build_source("mnbvc", tmp_path / "second", str(_changed_sample(tmp_path / "data")), num_proc=2)
+    layout = sorted(path.relative_to(first) for path in first.rglob("*.parquet"))
+    assert layout == sorted(path.relative_to(second.output) for path in second.output.rglob("*.parquet"))
+    assert len(list((first / "sessions").glob("*.parquet"))) == 2
+    wholes = {}
+    for name, build in (("first", first), ("second", second.output)):
+        target = tmp_path / f"export-{name}"
+        export.export_source("mnbvc", build, target)
+        wholes[name] = {path.relative_to(target): path.read_bytes() for path in target.rglob("*.jsonl*")}
+    assert wholes["first"] != wholes["second"]
+
+    live = tmp_path / "live"
+    shutil.copytree(first, live)
+    opened = []
+    real = export.parquet_file
+
+    def swap_before_the_second_file(path, **options):
+        opened.append(path)
+        if len(opened) == 2:
+            rebuilt = tmp_path / "rebuilt"
+            shutil.copytree(second.output, rebuilt)
+            _swap_in(rebuilt, live)  # as convhub build puts a rebuild in place
+        return real(path, **options)
+
+    monkeypatch.setattr(export, "parquet_file", swap_before_the_second_file)
+    capsys.readouterr()
+    output = tmp_path / "export"
+    code = cli.main(["export", "mnbvc", "--from", str(live), "--output", str(output)])
+    assert len(opened) >= 2
+    if code == 0:
+        got = {path.relative_to(output): path.read_bytes() for path in output.rglob("*.jsonl*")}
+        assert got in (wholes["first"], wholes["second"]), "the export mixed two builds"
+    else:
+        assert code == 1
+        assert capsys.readouterr().err.strip().splitlines() == [
+            f"convhub export: error: the build at {live} changed while it was read; run export again"
+        ]
+        assert not output.exists()
