@@ -1,7 +1,9 @@
 """The ``convhub`` command: build, check, push, export and mix conversation datasets.
 
 Every subcommand is a thin layer over functions in ``builders`` so that scripts and tests call the same
-code the command runs.
+code the command runs. A failure is one line, ``convhub COMMAND: error: ...``, with exit status 2 for a usage
+error, 1 for a data error and 130 for Ctrl-C (``cli_errors``); options are checked before any work
+(``cli_checks``).
 """
 
 from __future__ import annotations
