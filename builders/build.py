@@ -21,6 +21,7 @@ from typing import Any
 
 import datasets
 from convhub import quarantine, registry
+from convhub.abandoned import MarkedTemporaryDirectory
 from convhub.console import phases
 from convhub.datasets_cache import card_configs, forget_cached_copies
 from convhub.derive import DERIVERS, derive_views
@@ -133,9 +134,7 @@ def build_source(
         if runner is not None and isinstance(engine, str):
             stack.callback(runner.stop)
         staging = stack.enter_context(staged_folder(output, overwrite, inputs=[data_dir]))
-        with tempfile.TemporaryDirectory(
-            prefix="convhub-work-", dir=os.environ.get("CONVHUB_TMPDIR")
-        ) as work:
+        with MarkedTemporaryDirectory(prefix="convhub-work-", dir=os.environ.get("CONVHUB_TMPDIR")) as work:
             run = _Run(builder_cls, data_dir, _tuple(subsets), num_proc, Path(work), staging, source_format)
             run.on_bad_record = on_bad_record  # (a keyword of _Run: kept apart from the positional ones)
             run.engine = runner

@@ -33,7 +33,6 @@ import re
 import socket
 import subprocess
 import sys
-import tempfile
 import urllib.parse
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -41,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import datasets
+from convhub.abandoned import MarkedTemporaryDirectory
 from convhub.base import fewer_collections, is_group_shard, sorted_partition
 from convhub.console import phases
 from convhub.errors import EngineError, SourceError
@@ -266,7 +266,7 @@ class _Scratch:
         self.builder = builder
 
     def __enter__(self) -> _Scratch:
-        self.folder = tempfile.TemporaryDirectory(prefix="convhub-spark-task-")
+        self.folder = MarkedTemporaryDirectory(prefix="convhub-spark-task-")
         root = self.folder.name
         self.reports, self.quarantine = os.path.join(root, "reports"), os.path.join(root, "quarantine")
         os.mkdir(self.reports)

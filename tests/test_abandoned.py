@@ -176,3 +176,19 @@ def test_a_sweep_removes_the_folder_and_then_its_owner_file_and_names_them(tmp_p
     assert list(tmp_path.iterdir()) == []
     assert sweep_abandoned(tmp_path / "missing", "convhub-work-") == []
     assert socket.gethostname() == dead["host"]
+
+
+def test_a_build_removes_the_work_folder_a_killed_build_left_in_its_tmpdir(tmp_path, monkeypatch, capsys):
+    """The work folder of ``convhub build`` (in CONVHUB_TMPDIR) is marked, so the next build removes a killed one's."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("CONVHUB_TMPDIR", str(scratch))
+    with holding(HOLD_WORK, scratch) as (killed, work):
+        (work / "cache").mkdir()
+        kill_9(killed)
+    unmarked = scratch / "convhub-work-users"
+    unmarked.mkdir()
+    assert main(["build", "locomo", "--sample", "--output", str(tmp_path / "out")]) == 0
+    capsys.readouterr()
+    assert [path.name for path in scratch.iterdir()] == [unmarked.name]
+    assert (tmp_path / "out" / MARKER).exists()
