@@ -1,4 +1,10 @@
-"""A mixture recipe (YAML) read into frozen dataclasses; every problem is a ``RecipeError`` naming its key."""
+"""A mixture recipe (YAML) read into frozen dataclasses; every problem is a ``RecipeError`` naming its key.
+
+Everything a recipe can get wrong is refused here, before any row is read: split names that would not be one
+path segment (``output_split: ../../x`` would write outside the output) or that ``datasets`` refuses, weights
+that are not finite numbers, and mixtures that would repeat rows past ``max_rows`` whatever the sources hold (a
+``repeat`` above it, or ``all_exhausted`` with a source so rare that reaching it takes more draws than that).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,20 @@ from typing import Any
 
 import yaml
 from convhub import schema
+from convhub.convlab.scan import RESERVED_SPLITS, SPLIT_NAME
 from convhub.folders import folder_at, text_of
+from convhub.mix.recipe_values import (
+    RecipeError,
+    boolean,
+    integer,
+    mapping,
+    no_unknown_keys,
+    positive,
+    shown,
+    split_names,
+    string,
+    string_list,
+)
 from datasets import Features
 
 CONFIG_FEATURES: dict[str, Features] = {
@@ -21,11 +40,14 @@ CONFIG_FEATURES: dict[str, Features] = {
     "qa": schema.QA_FEATURES,
 }
 STOPPING_STRATEGIES = ("first_exhausted", "all_exhausted", "all_exhausted_without_replacement")
+#: The most rows a mixture may have when it has more rows than distinct ones (``repeat``, ``all_exhausted``
+#: oversampling); the recipe's ``max_rows`` changes it. A mixture with no row repeated is never refused.
+DEFAULT_MAX_ROWS = 10_000_000
 
 
 RECIPE_KEYS = {
     "name", "pretty_name", "description", "config", "split", "output_split", "eval_split", "seed", "stopping_strategy",
-    "tokenizer", "max_tokens", "over_length",
+    "tokenizer", "max_tokens", "over_length", "max_rows",
     "deduplicate", "shuffle", "shuffle_buffer", "filters", "sources",
 }  # fmt: skip
 SOURCE_KEYS = {
@@ -49,14 +71,6 @@ FILTER_KEYS = {"language", "subset", "min_turns", "max_turns", "has_assistant", 
 #: Filters on the chat itself (``messages`` config only): what strict templates and TRL require of a row.
 CHAT_FILTERS = ("has_assistant", "alternating", "non_empty")
 BUDGET_KEYS = {"tokens", "characters"}
-
-
-class RecipeError(ValueError):
-    """A recipe that cannot be used; the message names the recipe key, e.g. ``sources[1].weight``."""
-
-    def __init__(self, key: str, problem: str):
-        self.key = key
-        super().__init__(f"recipe key {key!r}: {problem}")
 
 
 @dataclass(frozen=True)
@@ -159,6 +173,8 @@ class Recipe:
     deduplicate: bool = True
     shuffle: bool = False
     shuffle_buffer: int = 10_000
+    #: See ``DEFAULT_MAX_ROWS``: rows a mixture with repeated rows may not exceed.
+    max_rows: int = DEFAULT_MAX_ROWS
     document: dict = field(default_factory=dict, compare=False)  # the YAML as written, for the card
 
     @property
@@ -168,12 +184,19 @@ class Recipe:
 
     @property
     def probabilities(self) -> list[float] | None:
+        """The weights or probabilities normalised to sum to 1 (numpy refuses a sum off by more than ~1e-8)."""
         if not self.interleaved:
             return None
-        if self.sources[0].probability is not None:
-            return [entry.probability for entry in self.sources]
-        total = sum(entry.weight for entry in self.sources)
-        return [entry.weight / total for entry in self.sources]
+        return _normalised(
+            [entry.probability if entry.probability is not None else entry.weight for entry in self.sources]
+        )
+
+
+def _normalised(values: list[float]) -> list[float]:
+    largest = max(values)  # scaled first: weights near the float maximum would sum to inf
+    scaled = [value / largest for value in values]
+    total = sum(scaled)
+    return [value / total for value in scaled]
 
 
 def load_recipe(path: str | os.PathLike) -> Recipe:
@@ -183,6 +206,11 @@ def load_recipe(path: str | os.PathLike) -> Recipe:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
         raise RecipeError("<document>", f"{path} is not valid YAML: {error}") from error
+    except (OSError, UnicodeDecodeError) as error:  # a folder, a missing or unreadable file, not UTF-8
+        problem = "is a folder, not a recipe file" if path.is_dir() else f"cannot be read: {error}"
+        raise RecipeError("<document>", f"{path} {problem}") from error
+    except RecursionError as error:  # the YAML composer recurses once per level of nesting
+        raise RecipeError("<document>", f"{path} is nested too deeply to be a recipe") from error
     return parse_recipe(document, base_dir=path.parent, default_name=path.stem)
 
 
@@ -190,12 +218,12 @@ def parse_recipe(document: Any, base_dir: str | os.PathLike = ".", default_name:
     """Validate a recipe given as a mapping (parsed YAML), with errors naming the offending key."""
     if not isinstance(document, dict):
         raise RecipeError("<document>", f"a recipe is a mapping, got {type(document).__name__}")
-    _no_unknown_keys(document, RECIPE_KEYS, "")
-    config = _string(document, "config", "", default="messages")
+    no_unknown_keys(document, RECIPE_KEYS, "")
+    config = string(document, "config", "", default="messages")
     if config not in CONFIG_FEATURES:
         raise RecipeError("config", f"{config!r} is not a shared view; use one of {sorted(CONFIG_FEATURES)}")
-    default_splits = _splits(document.get("split", "train"), "split")
-    shared_filters = _mapping(document, "filters", "")
+    default_splits = split_names(document.get("split", "train"), "split")
+    shared_filters = mapping(document, "filters", "")
     sources_document = document.get("sources")
     if not isinstance(sources_document, list) or not sources_document:
         raise RecipeError("sources", "a non-empty list of sources is required")
@@ -205,29 +233,30 @@ def parse_recipe(document: Any, base_dir: str | os.PathLike = ".", default_name:
     )
     _check_names_unique(sources)
     _check_weights(sources)
-    stopping = _string(document, "stopping_strategy", "", default="first_exhausted")
+    stopping = string(document, "stopping_strategy", "", default="first_exhausted")
     if stopping not in STOPPING_STRATEGIES:
         raise RecipeError("stopping_strategy", f"{stopping!r} is not one of {list(STOPPING_STRATEGIES)}")
     recipe = Recipe(
-        name=_string(document, "name", "", default=default_name),
+        name=string(document, "name", "", default=default_name),
         config=config,
         sources=sources,
-        output_split=_string(document, "output_split", "", default="train"),
-        eval_split=_string(document, "eval_split", "", default="validation"),
-        tokenizer=_string(document, "tokenizer", "", default=None),
-        over_length=_string(document, "over_length", "", default="drop"),
-        pretty_name=_string(document, "pretty_name", "", default=None),
-        description=_string(document, "description", "", default=None),
-        seed=_integer(document, "seed", "", default=0, minimum=0),
+        output_split=_split_name(document, "output_split", default="train"),
+        eval_split=_split_name(document, "eval_split", default="validation"),
+        tokenizer=string(document, "tokenizer", "", default=None),
+        over_length=string(document, "over_length", "", default="drop"),
+        pretty_name=string(document, "pretty_name", "", default=None),
+        description=string(document, "description", "", default=None),
+        seed=integer(document, "seed", "", default=0, minimum=0),
         stopping_strategy=stopping,
-        deduplicate=_boolean(document, "deduplicate", "", default=True),
-        shuffle=_boolean(document, "shuffle", "", default=False),
-        shuffle_buffer=_integer(document, "shuffle_buffer", "", default=10_000, minimum=1),
+        deduplicate=boolean(document, "deduplicate", "", default=True),
+        shuffle=boolean(document, "shuffle", "", default=False),
+        shuffle_buffer=integer(document, "shuffle_buffer", "", default=10_000, minimum=1),
+        max_rows=integer(document, "max_rows", "", default=DEFAULT_MAX_ROWS, minimum=1),
         document=document,
     )
     if recipe.over_length not in ("drop", "truncate"):
         raise RecipeError("over_length", f"is drop or truncate, got {recipe.over_length!r}")
-    shared_limit = _integer(document, "max_tokens", "", default=None, minimum=1)
+    shared_limit = integer(document, "max_tokens", "", default=None, minimum=1)
     if shared_limit is not None:
         sources = tuple(
             entry if entry.max_tokens is not None else dataclasses.replace(entry, max_tokens=shared_limit)
@@ -245,15 +274,56 @@ def parse_recipe(document: Any, base_dir: str | os.PathLike = ".", default_name:
         raise RecipeError("eval_split", f"must differ from output_split ({recipe.output_split!r})")
     if "stopping_strategy" in document and not recipe.interleaved:
         raise RecipeError("stopping_strategy", "only applies when sources have a weight or probability")
+    _check_growth(recipe)
     return recipe
+
+
+def _split_name(document, name: str, default: str) -> str:
+    """A split the mixture writes: one path segment ``datasets`` accepts (the rule builds use), not ``all``."""
+    value = string(document, name, "", default=default)
+    if not SPLIT_NAME.fullmatch(value):
+        raise RecipeError(
+            name, f"{shown(value)} is not a split name: letters, digits and _, parts joined by single dots"
+        )
+    if value.lower() in RESERVED_SPLITS:
+        raise RecipeError(
+            name, f"{shown(value)} is a split name datasets reserves (the union of every split)"
+        )
+    return value
+
+
+def _check_growth(recipe: Recipe) -> None:
+    """Refuse, before any row is read, what would repeat rows past ``max_rows`` whatever the sources hold: a
+    ``repeat`` above it (one row already makes that many), or ``all_exhausted`` with a source drawn so rarely
+    that reaching it once takes more draws than that (1e-9 : 1e9 never finishes)."""
+    for index, entry in enumerate(recipe.sources):
+        if entry.repeat > recipe.max_rows:
+            raise RecipeError(
+                f"sources[{index}].repeat",
+                f"{entry.repeat:,} passes make more rows than max_rows ({recipe.max_rows:,}) from a single row; "
+                "lower repeat (or raise max_rows)",
+            )
+    if recipe.stopping_strategy != "all_exhausted":
+        return
+    probabilities = recipe.probabilities
+    rarest = min(range(len(probabilities)), key=probabilities.__getitem__)
+    draws = math.inf if probabilities[rarest] == 0 else 1 / probabilities[rarest]
+    if draws > recipe.max_rows:
+        name = "probability" if recipe.sources[rarest].probability is not None else "weight"
+        raise RecipeError(
+            f"sources[{rarest}].{name}",
+            f"probability {probabilities[rarest]:.3g}: stopping_strategy all_exhausted draws until every source "
+            f"is used up, and drawing this one once takes about {draws:,.0f} rows, past max_rows "
+            f"({recipe.max_rows:,}); raise this {name}, or use first_exhausted or all_exhausted_without_replacement",
+        )
 
 
 def _source(item, key, config, default_splits, shared_filters, base_dir: Path) -> SourceEntry:
     if not isinstance(item, dict):
-        raise RecipeError(key, f"a source is a mapping with `path` or `repo`, got {item!r}")
-    _no_unknown_keys(item, SOURCE_KEYS, key)
-    path = _string(item, "path", key, default=None)
-    repo = _string(item, "repo", key, default=None)
+        raise RecipeError(key, f"a source is a mapping with `path` or `repo`, got {shown(item)}")
+    no_unknown_keys(item, SOURCE_KEYS, key)
+    path = string(item, "path", key, default=None)
+    repo = string(item, "repo", key, default=None)
     if (path is None) == (repo is None):
         raise RecipeError(
             key, "give exactly one of `path` (a build folder, local or a URL) or `repo` (a Hub dataset id)"
@@ -266,30 +336,32 @@ def _source(item, key, config, default_splits, shared_filters, base_dir: Path) -
     resolved = None
     if path is not None:
         resolved = folder_at(path) if "://" in path else (base_dir / path).resolve()
-    filters = {**shared_filters, **_mapping(item, "filters", key)}
+    filters = {**shared_filters, **mapping(item, "filters", key)}
     return SourceEntry(
-        name=_string(item, "name", key, default=(resolved.name if resolved else repo.split("/")[1])),
-        config=_string(item, "config", key, default=config),
-        splits=_splits(item["split"], f"{key}.split") if "split" in item else default_splits,
+        name=string(item, "name", key, default=(resolved.name if resolved else repo.split("/")[1])),
+        config=string(item, "config", key, default=config),
+        splits=split_names(item["split"], f"{key}.split") if "split" in item else default_splits,
         path=resolved,
         repo=repo,
-        revision=_string(item, "revision", key, default=None),
-        weight=_positive(item, "weight", key),
-        probability=_positive(item, "probability", key, maximum=1.0),
+        revision=string(item, "revision", key, default=None),
+        weight=positive(item, "weight", key),
+        probability=positive(item, "probability", key, maximum=1.0),
         filters=_filters(filters, f"{key}.filters"),
-        budget=_budget(_mapping(item, "budget", key), f"{key}.budget"),
-        repeat=_integer(item, "repeat", key, default=1, minimum=1),
+        budget=_budget(mapping(item, "budget", key), f"{key}.budget"),
+        repeat=integer(item, "repeat", key, default=1, minimum=1),
         eval=_eval(item.get("eval"), f"{key}.eval"),
-        roles=_roles(_mapping(item, "roles", key), f"{key}.roles"),
-        system=_string(item, "system", key, default=None),
-        max_tokens=_integer(item, "max_tokens", key, default=None, minimum=1),
+        roles=_roles(mapping(item, "roles", key), f"{key}.roles"),
+        system=string(item, "system", key, default=None),
+        max_tokens=integer(item, "max_tokens", key, default=None, minimum=1),
     )
 
 
 def _roles(document: dict, key: str) -> tuple[tuple[str, str], ...]:
     for source_role, chat_role in document.items():
         if source_role not in schema.ROLES or chat_role not in schema.ROLES:
-            raise RecipeError(f"{key}.{source_role}", f"roles are {list(schema.ROLES)}, got {chat_role!r}")
+            raise RecipeError(
+                f"{key}.{source_role}", f"roles are {list(schema.ROLES)}, got {shown(chat_role)}"
+            )
     return tuple(sorted(document.items()))
 
 
@@ -298,22 +370,22 @@ def _eval(value, key: str) -> float | int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise RecipeError(key, f"a share of conversations (0 < x < 1) or a count (≥ 1), got {value!r}")
+        raise RecipeError(key, f"a share of conversations (0 < x < 1) or a count (≥ 1), got {shown(value)}")
     if isinstance(value, float) and not 0 < value < 1:
-        raise RecipeError(key, f"a share of conversations is between 0 and 1 (exclusive), got {value!r}")
+        raise RecipeError(key, f"a share of conversations is between 0 and 1 (exclusive), got {shown(value)}")
     if isinstance(value, int) and value < 1:
-        raise RecipeError(key, f"a count of conversations is ≥ 1, got {value!r}")
+        raise RecipeError(key, f"a count of conversations is ≥ 1, got {shown(value)}")
     return value
 
 
 def _filters(document: dict, key: str) -> Filters:
-    _no_unknown_keys(document, FILTER_KEYS, key)
+    no_unknown_keys(document, FILTER_KEYS, key)
     filters = Filters(
-        languages=_string_list(document, "language", key),
-        subsets=_string_list(document, "subset", key),
-        min_turns=_integer(document, "min_turns", key, default=None, minimum=0),
-        max_turns=_integer(document, "max_turns", key, default=None, minimum=0),
-        **{name: _boolean(document, name, key, default=False) for name in CHAT_FILTERS},
+        languages=string_list(document, "language", key),
+        subsets=string_list(document, "subset", key),
+        min_turns=integer(document, "min_turns", key, default=None, minimum=0),
+        max_turns=integer(document, "max_turns", key, default=None, minimum=0),
+        **{name: boolean(document, name, key, default=False) for name in CHAT_FILTERS},
     )
     if None not in (filters.min_turns, filters.max_turns) and filters.min_turns > filters.max_turns:
         raise RecipeError(f"{key}.min_turns", f"{filters.min_turns} is above max_turns {filters.max_turns}")
@@ -321,10 +393,10 @@ def _filters(document: dict, key: str) -> Filters:
 
 
 def _budget(document: dict, key: str) -> Budget:
-    _no_unknown_keys(document, BUDGET_KEYS, key)
+    no_unknown_keys(document, BUDGET_KEYS, key)
     return Budget(
-        tokens=_integer(document, "tokens", key, default=None, minimum=1),
-        characters=_integer(document, "characters", key, default=None, minimum=1),
+        tokens=integer(document, "tokens", key, default=None, minimum=1),
+        characters=integer(document, "characters", key, default=None, minimum=1),
     )
 
 
@@ -354,75 +426,5 @@ def _check_weights(sources) -> None:
             )
     if all(probable):
         total = sum(entry.probability for entry in sources)
-        if not math.isclose(total, 1.0, abs_tol=1e-6):
+        if not math.isclose(total, 1.0, abs_tol=1e-6):  # then normalised: see Recipe.probabilities
             raise RecipeError("sources[*].probability", f"probabilities sum to {total:g}, not 1")
-
-
-def _no_unknown_keys(document: dict, allowed: set[str], key: str) -> None:
-    for name in document:
-        if name not in allowed:
-            where = f"{key}.{name}" if key else str(name)
-            raise RecipeError(where, f"unknown key; allowed here: {', '.join(sorted(allowed))}")
-
-
-def _where(key: str, name: str) -> str:
-    return f"{key}.{name}" if key else name
-
-
-def _string(document, name, key, default):
-    value = document.get(name, default)
-    if value is not None and not isinstance(value, str):
-        raise RecipeError(_where(key, name), f"must be a string, got {value!r}")
-    return value
-
-
-def _mapping(document, name, key) -> dict:
-    value = document.get(name) or {}
-    if not isinstance(value, dict):
-        raise RecipeError(_where(key, name), f"must be a mapping, got {value!r}")
-    return value
-
-
-def _boolean(document, name, key, default) -> bool:
-    value = document.get(name, default)
-    if not isinstance(value, bool):
-        raise RecipeError(_where(key, name), f"must be true or false, got {value!r}")
-    return value
-
-
-def _integer(document, name, key, default, minimum):
-    value = document.get(name, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise RecipeError(_where(key, name), f"must be an integer ≥ {minimum}, got {value!r}")
-    return value
-
-
-def _positive(document, name, key, maximum=math.inf):
-    value = document.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= maximum:
-        bound = f" and ≤ {maximum:g}" if maximum != math.inf else ""
-        raise RecipeError(_where(key, name), f"must be a number > 0{bound}, got {value!r}")
-    return float(value)
-
-
-def _string_list(document, name, key) -> tuple[str, ...] | None:
-    value = document.get(name)
-    if value is None:
-        return None
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
-        raise RecipeError(
-            _where(key, name), f"must be a string or a non-empty list of strings, got {value!r}"
-        )
-    return tuple(values)
-
-
-def _splits(value, key) -> tuple[str, ...]:
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
-        raise RecipeError(key, f"must be a split name or a list of split names, got {value!r}")
-    return tuple(values)
