@@ -20,6 +20,11 @@ to its budget). Each step has one meaning in both modes:
    oversampling (``all_exhausted``) is the *same* row (same entry and position), so it is kept;
 6. shuffle (optional) and drop the provenance columns.
 
+A mixture that repeats rows (``repeat``, or ``all_exhausted`` drawing a small source again and again) may not
+pass the recipe's ``max_rows``: what cannot stay under it is refused before mixing, naming the key to change
+(map-style from the sources' lengths; streamed as the rows arrive). A source repeated beyond its ``repeat`` is a
+warning, and the card's "passes" are the real ones.
+
 Tokens are counted with the recipe's ``tokenizer`` (``transformers.AutoTokenizer``, its chat template applied
 to ``messages`` rows) when it names one, else as whitespace-separated words (the card says which); use a
 ``characters`` budget for text without spaces (Chinese) when there is no tokenizer. A source's ``max_tokens``

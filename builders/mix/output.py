@@ -24,12 +24,13 @@ from convhub.cards import (
 from convhub.datasets_adapter import write_parquet
 from convhub.folders import is_url, text_of
 from convhub.mix.pipeline import Mixer, SourceReport
-from convhub.mix.recipe import CONFIG_FEATURES, Recipe
+from convhub.mix.recipe import CONFIG_FEATURES, Recipe, RecipeError
 from convhub.mix.rows import PROVENANCE_COLUMNS
 from convhub.shards import shard_path
 from convhub.staging import check_output, staged_folder
 from convhub.stats import markdown_table
 from datasets import Dataset
+from datasets.exceptions import DatasetGenerationError
 from datasets.utils.py_utils import convert_file_size_to_int
 from huggingface_hub import DatasetCard, DatasetCardData
 
@@ -76,16 +77,30 @@ class MixResult:
         ]
 
     def warnings(self) -> list[str]:
-        """License and contamination warnings, then sources that ended up with no rows."""
+        """License and contamination warnings, sources oversampled past their distinct rows, then sources that
+        ended up with no rows."""
         empty = [report for report in self.reports if report.rows == 0]
         return (
             self.license_warnings()
             + self.contamination_warnings()
+            + self.oversampling_warnings()
             + [
                 f"{report.entry.name}: contributed no rows (filters, budget or stopping strategy)"
                 for report in empty
             ]
         )
+
+    def oversampling_warnings(self) -> list[str]:
+        """Sources whose rows the mixture repeats beyond the recipe's ``repeat``: ``all_exhausted`` draws a small
+        source again and again until the largest is used up, and deduplication keeps those repeats (the same
+        row, not a copy), so a few conversations can fill much of the mixture unnoticed."""
+        return [
+            f"{report.entry.name}: oversampled: {report.rows:,} rows from {report.distinct_rows:,} distinct "
+            f"({passes(report)} passes, {_share(report.rows, self.rows)} of the mixture) by stopping_strategy "
+            f"{self.recipe.stopping_strategy}; lower its weight or use all_exhausted_without_replacement"
+            for report in self.reports
+            if report.rows > report.distinct_rows * report.entry.repeat
+        ]
 
     def license_warnings(self) -> list[str]:
         """Non-commercial and unknown licenses: the card's warning box and ``convhub mix``'s stderr."""
@@ -98,6 +113,15 @@ class MixResult:
                     f"{report.entry.name}: license {report.license}: check the source's terms before use"
                 )
         return found
+
+
+def passes(report: SourceReport) -> str:
+    """How many times the mixture holds each of the source's distinct rows, on average: its ``repeat`` and the
+    oversampling of ``all_exhausted`` together (one decimal unless whole)."""
+    if not report.distinct_rows:
+        return "0"
+    value = report.rows / report.distinct_rows
+    return f"{value:,.0f}" if value == int(value) else f"{value:,.1f}"
 
 
 def write_mixture(
@@ -118,9 +142,11 @@ def write_mixture(
         with tempfile.TemporaryDirectory(prefix="convhub-mix-cache-") as cache_dir:
             mixed = mixer.mixture(provenance=True)
             if streaming:  # materialize once: only what the mixture reads is fetched
-                mixed = Dataset.from_generator(
-                    _iterate, features=mixer.with_provenance, gen_kwargs={"rows": mixed}, cache_dir=cache_dir
+                repeats = recipe.stopping_strategy == "all_exhausted" or any(
+                    e.repeat > 1 for e in recipe.sources
                 )
+                bound = recipe.max_rows if repeats else None
+                mixed = _materialized(mixed, mixer.with_provenance, bound, cache_dir)
             _count(mixed, mixer)
             (staging / recipe.config).mkdir()
             shard_bytes = convert_file_size_to_int(max_shard_size)
@@ -142,8 +168,34 @@ def write_mixture(
     return result
 
 
-def _iterate(rows) -> Iterator[dict]:
-    yield from rows
+def _materialized(rows, features, max_rows: int | None, cache_dir: str) -> Dataset:
+    """The streamed mixture written once to Arrow. A streamed source's length is unknown up front, so the bound
+    the map-style mix checks before mixing is checked here as rows arrive: a recipe that repeats rows (a
+    ``repeat``, or ``all_exhausted``) stops past ``max_rows`` rows with a ``RecipeError`` (``datasets`` wraps it;
+    it is unwrapped); ``max_rows`` None: no bound."""
+    try:
+        return Dataset.from_generator(
+            _iterate,
+            features=features,
+            gen_kwargs={"rows": rows, "max_rows": max_rows},
+            cache_dir=cache_dir,
+        )
+    except DatasetGenerationError as error:
+        cause = error.__cause__
+        if isinstance(cause, RecipeError):
+            raise cause from None
+        raise
+
+
+def _iterate(rows, max_rows: int | None) -> Iterator[dict]:
+    for made, row in enumerate(rows, start=1):
+        if max_rows is not None and made > max_rows:
+            raise RecipeError(
+                "max_rows",
+                f"the streamed mixture repeats rows and passed {max_rows:,} rows; lower the sources' repeat or "
+                "use first_exhausted or all_exhausted_without_replacement (or raise max_rows)",
+            )
+        yield row
 
 
 def _count(mixed: Dataset, mixer: Mixer) -> None:
@@ -262,7 +314,7 @@ def _sources_table(result: MixResult) -> list[dict]:
                 "probability": f"{probabilities[index]:.3f}" if probabilities else "– (concatenated)",
                 "rows": report.rows,
                 "distinct rows": report.distinct_rows,
-                "passes": report.entry.repeat,
+                "passes": passes(report),
                 "share of rows": _share(report.rows, result.rows),
                 "tokens": report.tokens,
                 "share of tokens": _share(report.tokens, result.tokens),

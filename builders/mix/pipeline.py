@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import datasets
+import httpx2
+import huggingface_hub.constants
 import numpy as np
 from convhub.cards import is_non_commercial
 from convhub.folders import read_card, text_of
@@ -29,7 +31,8 @@ from convhub.mix.rows import (
 from datasets import Dataset, Features, IterableDataset
 from datasets.data_files import DataFilesDict, sanitize_patterns
 from datasets.utils.metadata import MetadataConfigs
-from huggingface_hub import DatasetCard
+from huggingface_hub import DatasetCard, HfApi
+from huggingface_hub.errors import HfHubHTTPError
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +73,31 @@ class SourceReport:
     @property
     def license_unknown(self) -> bool:
         return self.license.lower() in UNKNOWN_LICENSES
+
+
+def check_repo(entry: SourceEntry, index: int) -> None:
+    """A Hub source's repo (and revision) asked for once, before anything else reads it: an unreachable Hub is
+    one error naming the endpoint at once, where the download paths retry for many seconds and end in a
+    ``ConnectionError``; a missing repo or revision names its key. Offline (``HF_HUB_OFFLINE``), the cache
+    answers instead: nothing is asked."""
+    if huggingface_hub.constants.HF_HUB_OFFLINE:
+        return
+    api = HfApi()
+    try:
+        api.dataset_info(entry.repo, revision=entry.revision)
+    except (httpx2.TransportError, ConnectionError) as error:
+        raise RecipeError(
+            f"sources[{index}].repo", f"cannot reach the Hub at {api.endpoint} for {entry.repo}: {error}"
+        ) from error
+    except HfHubHTTPError as error:
+        key = (
+            "revision"
+            if entry.revision is not None and "revision" in type(error).__name__.lower()
+            else "repo"
+        )
+        raise RecipeError(
+            f"sources[{index}].{key}", f"cannot read {entry.repo} on {api.endpoint}: {redact(str(error))}"
+        ) from error
 
 
 def source_card(entry: SourceEntry) -> DatasetCard | None:
@@ -161,6 +189,9 @@ class Mixer:
         self.streaming = streaming
         self.features = CONFIG_FEATURES[recipe.config]
         self.with_provenance = Features({**self.features, **PROVENANCE})
+        for index, entry in enumerate(recipe.sources):
+            if entry.repo is not None:
+                check_repo(entry, index)
         self.reports = [describe_source(entry) for entry in recipe.sources]
         self.deduplicator = Deduplicator()
         #: Each source's held-out rows (with provenance), kept apart by conversation from its training rows.
@@ -168,7 +199,16 @@ class Mixer:
         self.count = TokenizerCount(recipe.tokenizer) if recipe.tokenizer else whitespace_tokens
 
     def mixture(self, provenance: bool = False) -> Dataset | IterableDataset:
-        prepared = [self._prepare(index, entry) for index, entry in enumerate(self.recipe.sources)]
+        sources = self.recipe.sources
+        prepared = [self._prepare(index, entry) for index, entry in enumerate(sources)]
+        if not self.streaming:  # before the repeats are made: a repeat's index costs 8 bytes a row
+            lengths = [len(dataset) * entry.repeat for dataset, entry in zip(prepared, sources, strict=True)]
+            check_planned_rows(self.recipe, lengths, self.reports)
+        # the same rows again (same entry and position: deduplication keeps them)
+        prepared = [
+            _repeated(dataset, entry.repeat) if entry.repeat > 1 else dataset
+            for dataset, entry in zip(prepared, sources, strict=True)
+        ]
         if self.recipe.interleaved:
             mixed = datasets.interleave_datasets(
                 prepared,
@@ -223,16 +263,16 @@ class Mixer:
             report.rows_after_filters = len(dataset)
         if not entry.budget.is_empty():
             dataset = self._within_budget(dataset, entry.budget, self.recipe.seed + index)
-        if entry.repeat > 1:  # the same rows again (same entry and position: deduplication keeps them)
-            dataset = datasets.concatenate_datasets([dataset] * entry.repeat)
         if not self.streaming:
-            report.rows_after_budget = len(dataset) // entry.repeat
-            if len(dataset) == 0 and self.recipe.interleaved:  # datasets refuses; say which source and why
-                raise RecipeError(
-                    f"sources[{index}]",
-                    f"{entry.name} has no rows left to interleave ({report.rows_loaded} loaded, "
-                    f"{report.rows_after_filters} after filters {entry.filters.describe()}, 0 after the budget)",
-                )
+            report.rows_after_budget = len(dataset)
+        # interleaving an empty source: datasets refuses map-style and streams on silently; say which and why
+        if self.recipe.interleaved and _is_empty(dataset):
+            raise RecipeError(
+                f"sources[{index}]",
+                f"{entry.name} has no rows left to interleave ({_known(report.rows_loaded)} loaded, "
+                f"{_known(report.rows_after_filters)} after filters {entry.filters.describe()}, "
+                "0 after the budget)",
+            )
         return dataset
 
     def _within_length(self, dataset, limit: int, report: SourceReport):
@@ -313,6 +353,60 @@ class Mixer:
         for batch in mixed.select_columns(columns).iter(batch_size=10_000):
             keep.extend(self.deduplicator.keep(*(batch[name] for name in columns)))
         return mixed.select(np.flatnonzero(keep))
+
+
+def _known(count: int | None) -> str:
+    return "–" if count is None else f"{count:,}"
+
+
+def _is_empty(dataset: Dataset | IterableDataset) -> bool:
+    """No row: counted map-style; streamed, the first row is read (up to it: as far as the filters reject)."""
+    if isinstance(dataset, Dataset):
+        return len(dataset) == 0
+    return next(iter(dataset.take(1)), None) is None
+
+
+def _repeated(dataset: Dataset | IterableDataset, passes: int) -> Dataset | IterableDataset:
+    """``passes`` passes over the rows. ``IterableDataset.repeat`` streams them again; ``Dataset.repeat``
+    concatenates one table per pass (20,000 passes of 2 rows cost about a gigabyte), so map-style the
+    passes are one index of the rows, tiled: its cost is per row."""
+    if isinstance(dataset, IterableDataset):
+        return dataset.repeat(passes)
+    return dataset.select(np.tile(np.arange(len(dataset), dtype=np.int64), passes))
+
+
+def check_planned_rows(recipe: Recipe, lengths: list[int], reports: list[SourceReport]) -> None:
+    """Refuse, before interleaving, a mixture that would have more rows than distinct rows and more than
+    ``max_rows``, naming the key that makes most of them: a source's ``repeat``, or under ``all_exhausted`` the
+    weight of the source that takes longest to use up (about its rows / its probability draws)."""
+    distinct = sum(report.rows_after_budget for report in reports)
+    passes = sum(lengths)  # every row of every source once, repeats included
+    planned, slowest = passes, None
+    if recipe.interleaved and recipe.stopping_strategy == "all_exhausted":
+        draws = [length / p for length, p in zip(lengths, recipe.probabilities, strict=True)]
+        slowest = int(np.argmax(draws))
+        planned = max(passes, round(draws[slowest]))
+    if planned <= max(distinct, recipe.max_rows):
+        return
+    repeated = [length - report.rows_after_budget for length, report in zip(lengths, reports, strict=True)]
+    if slowest is not None and planned - passes > sum(repeated):
+        entry = reports[slowest].entry
+        name = "probability" if entry.probability is not None else "weight"
+        key, fix = (
+            f"sources[{slowest}].{name}",
+            f"raise this {name}, or use first_exhausted or all_exhausted_without_replacement",
+        )
+        why = (
+            f"all_exhausted draws until {entry.name} ({lengths[slowest]:,} rows, probability "
+            f"{recipe.probabilities[slowest]:.3g}) is used up: about {planned:,} rows of {distinct:,} distinct"
+        )
+    else:
+        index = int(np.argmax(repeated))
+        entry = reports[index].entry
+        key, fix = f"sources[{index}].repeat", "lower this repeat"
+        why = f"{entry.name}'s repeat {entry.repeat:,} makes {lengths[index]:,} rows"
+        why += f": {planned:,} rows of {distinct:,} distinct"
+    raise RecipeError(key, f"{why}, past max_rows ({recipe.max_rows:,}); {fix} (or raise max_rows)")
 
 
 def _prefix_within_budget(rows, budget: Budget) -> Iterator[dict]:
