@@ -210,7 +210,7 @@ def test_cli_mix_push(hub, tmp_path, capsys):
     write_source(tmp_path / "a", numbered("a", 5))
     (tmp_path / "recipe.yaml").write_text("name: cli-mix\nsources: [{path: a}]\n")
     arguments = ["mix", str(tmp_path / "recipe.yaml"), "--output", str(tmp_path / "out"), "--push"]
-    assert cli.main(arguments) == 1
+    assert cli.main(arguments) == 2  # a usage error
     assert "--push needs --repo-id" in capsys.readouterr().err and not (tmp_path / "out").exists()
     assert cli.main([*arguments, "--repo-id", "org/cli-mix"]) == 0
     assert ids(datasets.load_dataset("org/cli-mix", split="train")) == [f"a-{i}" for i in range(5)]
@@ -226,10 +226,24 @@ def test_example_recipe_names_the_sample_build_of_registered_sources():
     example = Path(__file__).resolve().parent.parent / "examples" / "recipe.yaml"
     parsed = mix.load_recipe(example)
     hub_names = {registry.get(name).HUB_NAME for name in registry.names()}
-    assert parsed.interleaved and parsed.stopping_strategy == "all_exhausted"
+    assert parsed.interleaved and parsed.stopping_strategy == "all_exhausted_without_replacement"
     for entry in parsed.sources:
         assert entry.path.parent == (example.parent.parent / "out").resolve()
         assert entry.path.name in hub_names, entry
+
+
+def test_the_example_recipe_mixes_the_sample_builds_with_no_row_repeated(sample_builds, tmp_path):
+    """Under ``all_exhausted`` the example drew ConvLab-3's 2 sample dialogues again and again (40% of the
+    mixture, with ``deduplicate: true``); every row is now in the mixture once, and nothing is oversampled."""
+    example = Path(__file__).resolve().parent.parent / "examples" / "recipe.yaml"
+    document = yaml.safe_load(example.read_text(encoding="utf-8"))
+    builds = {build.output.name: build.output for build in sample_builds.values()}
+    for source in document["sources"]:
+        source["path"] = str(builds[Path(source["path"]).name])
+    result = mix.write_mixture(mix.parse_recipe(document), tmp_path / "out")
+    assert result.oversampling_warnings() == []
+    assert all(report.rows == report.distinct_rows == report.rows_after_budget for report in result.reports)
+    assert result.rows == sum(report.rows for report in result.reports) > 0
 
 
 def test_convhub_push_publishes_a_mixture_folder_without_a_source(hub, tmp_path, capsys):
