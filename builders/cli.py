@@ -1,4 +1,4 @@
-"""The ``convhub`` command: build, check, push, export and mix conversation datasets.
+"""The ``convhub`` command: build, check, push, export, mix and score conversation datasets.
 
 Every subcommand is a thin layer over functions in ``builders`` so that scripts and tests call the same
 code the command runs. A failure is one line, ``convhub COMMAND: error: ...``, with exit status 2 for a usage
@@ -95,6 +95,12 @@ examples:
 examples:
   convhub mix examples/recipe.yaml --output out/my-mix
   convhub mix recipe.yaml --output out/my-mix --push --repo-id ORG/my-mix""",
+    "score": """\
+examples:
+  convhub score locomo --data out/locomo-unified --predictions answers.jsonl --output report.json
+  convhub score locomo --data ORG/locomo-unified --predictions answers.jsonl --output report.json --evidence normalized
+  convhub score gigamemory --data out/gigamemory-unified --predictions answers.jsonl --output report.json \\
+      --judge-url http://127.0.0.1:8000/v1 --judge-model MODEL""",
 }
 
 
@@ -222,6 +228,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     export.add_arguments(
         _command(commands, "export", "rebuild a source's own files from a build folder or Hub repo")
+    )
+    from convhub.score import command as score  # registers its own options
+
+    score.add_arguments(
+        _command(commands, "score", "score a system's answers with a memory benchmark's own evaluation")
     )
     return parser
 
@@ -453,6 +464,10 @@ def _run(args) -> int:
         from convhub import export
 
         return export.run(args)
+    if args.command == "score":
+        from convhub.score import command as score
+
+        return score.run(args)
     from convhub import push
 
     return push.run(args)

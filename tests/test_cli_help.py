@@ -10,7 +10,7 @@ from importlib.metadata import version
 import pytest
 from convhub import cli
 
-COMMANDS = ("build", "check", "push", "export", "mix")
+COMMANDS = ("build", "check", "push", "export", "mix", "score")
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
