@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import pyarrow as pa
 from convhub import registry
 from convhub.folders import parquet_file, write_text
 from convhub.stats import markdown_table
@@ -229,10 +230,27 @@ def example_rows(folder: Path, configs: dict) -> dict[str, str]:
         for relative in files:
             parquet = parquet_file(folder / relative)
             if parquet.metadata.num_rows:
-                row = shorten(next(parquet.iter_batches(batch_size=1)).to_pylist()[0])
+                first = next(parquet.iter_batches(batch_size=1))
+                row = {name: shortened(first.column(name)[0]) for name in first.schema.names}
                 examples[name] = (split, json.dumps(row, ensure_ascii=False, indent=2, default=str))
                 break
     return examples
+
+
+def shortened(scalar: pa.Scalar) -> Any:
+    """``shorten`` of an Arrow value, made Python only for what the example keeps: a conversation of a million
+    turns becomes three turn dicts, not a million (its Python objects would be several times its Parquet size)."""
+    if isinstance(scalar, (pa.ListScalar, pa.LargeListScalar)):
+        if not scalar.is_valid:
+            return None
+        values = scalar.values
+        kept = [shortened(values[index]) for index in range(min(len(values), EXAMPLE_ITEMS))]
+        return kept + ([f"… ({len(values) - EXAMPLE_ITEMS:,} more)"] if len(values) > EXAMPLE_ITEMS else [])
+    if isinstance(scalar, pa.StructScalar):
+        if not scalar.is_valid:
+            return None
+        return {field.name: shortened(scalar[field.name]) for field in scalar.type}
+    return shorten(scalar.as_py())
 
 
 def shorten(value: Any) -> Any:

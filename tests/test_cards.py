@@ -190,3 +190,21 @@ def test_the_turns_role_is_described_as_mapped_not_as_the_chat_role(sample_build
     assert "the chat role)" not in text
     assert "as the Role mapping section maps it" in text
     assert "In `messages` the speaker who opens each session is the `user`" in text
+
+
+def test_the_example_row_made_from_arrow_equals_the_whole_row_shortened(sample_builds):
+    """``shortened`` makes Python objects only for what the example keeps; what it keeps is ``shorten``'s."""
+    from convhub.cards import shorten, shortened
+    from convhub.folders import parquet_file
+
+    compared = 0
+    for result in sample_builds.values():
+        for built in result.configs.values():
+            for relative in (path for paths in built.files.values() for path in paths):
+                parquet = parquet_file(result.output / relative)
+                if parquet.metadata.num_rows:
+                    batch = next(parquet.iter_batches(batch_size=1))
+                    whole = shorten(batch.to_pylist()[0])
+                    assert {name: shortened(batch.column(name)[0]) for name in batch.schema.names} == whole
+                    compared += 1
+    assert compared >= 30
