@@ -5,8 +5,8 @@
 the commit) pass ``timeout=None``, which means "wait forever": a server that accepts the connection and never
 answers hangs ``convhub push`` and ``convhub export`` for good. :func:`use_timeouts` installs a factory that makes
 the library's own default client (its offline switch and request ids kept) and adds a request hook that gives
-every phase of every request (connect, read, write, pool) a limit when the call set none; an explicit limit (the
-10 s a download's HEAD uses) is kept. A request that times out raises ``httpx2.TimeoutException``, a transport
+every phase of every request (connect, read, write, pool) a limit: the call's own when it set a shorter one (the
+10 s a download's HEAD uses), else convhub's. A request that times out raises ``httpx2.TimeoutException``, a transport
 error: ``huggingface_hub`` retries it where it retries a dropped connection (``http_backoff``), and so does
 convhub's push (``HubSession``).
 
@@ -65,9 +65,9 @@ def _client_with_timeouts():
 
 
 def _bound_timeouts(request) -> None:
-    """Request hook: each phase without a limit gets ``timeout_seconds()``; a limit the call set is kept."""
+    """Request hook: each phase waits at most ``timeout_seconds()``, or less when the call asked for less."""
     limit = timeout_seconds()
     current = request.extensions.get("timeout") or {}
     request.extensions["timeout"] = {
-        phase: limit if current.get(phase) is None else current[phase] for phase in _PHASES
+        phase: limit if current.get(phase) is None else min(current[phase], limit) for phase in _PHASES
     }

@@ -122,7 +122,7 @@ def test_a_refused_connection_is_retried_once_after_a_short_wait(sample_builds, 
     assert raised.value.kind == "unreachable" and waits == [0.5]
 
 
-def test_use_timeouts_bounds_a_request_that_asked_for_none_and_keeps_an_explicit_one(silent_hub, monkeypatch):
+def test_use_timeouts_bounds_every_request_and_keeps_a_shorter_limit_the_call_set(silent_hub, monkeypatch):
     import httpx2
 
     url, _ = silent_hub
@@ -137,8 +137,15 @@ def test_use_timeouts_bounds_a_request_that_asked_for_none_and_keeps_an_explicit
         session.get(f"{url}/api/datasets/{REPO}", timeout=None)  # what repo_info sends
     assert time.monotonic() - started < 5
 
+    started = time.monotonic()
+    with pytest.raises(httpx2.ReadTimeout):
+        session.get(
+            f"{url}/datasets/{REPO}/resolve/main/README.md", timeout=10
+        )  # a HEAD's etag timeout: capped
+    assert time.monotonic() - started < 5
+
     monkeypatch.setenv(TIMEOUT_ENV, "30")
     started = time.monotonic()
     with pytest.raises(httpx2.ReadTimeout):
-        session.get(f"{url}/api/datasets/{REPO}", timeout=0.2)  # a limit the call set is kept
+        session.get(f"{url}/api/datasets/{REPO}", timeout=0.2)  # a shorter limit the call set is kept
     assert time.monotonic() - started < 5
