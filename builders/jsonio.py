@@ -152,10 +152,12 @@ def unencodable_field(value: Any) -> str | None:
 
     Parquet and Arrow store UTF-8 only, so such a record cannot be written: the parsers' callers reject it by
     name instead of crashing the write. orjson refuses exactly such strings while encoding at memory speed,
-    so the walk runs only for the rare value it refuses (or cannot say: deep nesting, huge integers).
+    so the walk runs only for the rare value it refuses (or cannot say: deep nesting, huge integers). An Arrow
+    array inside it (``datasets_adapter.ArrowList``, a very long conversation's turns) is passed over without
+    making it Python: Arrow holds UTF-8 only, and refused any other string when it was made.
     """
     try:
-        orjson.dumps(value, default=repr, option=orjson.OPT_NON_STR_KEYS)
+        orjson.dumps(value, default=_arrow_or_repr, option=orjson.OPT_NON_STR_KEYS)
         return None
     except (orjson.JSONEncodeError, TypeError):
         pass
@@ -172,6 +174,12 @@ def unencodable_field(value: Any) -> str | None:
         elif type(item) in (list, tuple):
             pending.extend((f"{path}[{index}]", child) for index, child in enumerate(item))
     return None
+
+
+def _arrow_or_repr(item: Any) -> str | None:
+    """What ``unencodable_field``'s encoding writes for a value JSON has no form for: nothing for an Arrow array
+    (pyarrow's ``__arrow_array__``: valid UTF-8 throughout), else its ``repr``."""
+    return None if hasattr(item, "__arrow_array__") else repr(item)
 
 
 def _encodable(text: str) -> bool:

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 from convhub import schema
 from convhub.errors import Notes, Reject, SourceError, raise_error
 from convhub.jsonio import refuse_json_document
-from convhub.mnbvc import files
+from convhub.mnbvc import files, turn_columns
 from convhub.mnbvc.extension import Extension, parse_extension
 from convhub.mnbvc.parse import (
     MULTITURN,
@@ -36,6 +36,7 @@ from convhub.mnbvc.parse import (
     source_name,
     subset_wanted,
 )
+from convhub.mnbvc.turn_columns import columnar_turns
 from convhub.regroup import KeyedRow, SortKey
 
 #: A gap in 多轮序号 of at most this many numbers is listed number by number (``missing_多轮序号``);
@@ -131,7 +132,9 @@ def multiturn_record(
     if len(files) > 1:
         notes.add("multi-turn conversation spread over several files")
         session_extra["files"] = files
-    turns = [turn for index, pair in enumerate(pairs) for turn in converted_turns(pair, f"{index}")]
+    turns = columnar_turns(pairs) if len(pairs) >= turn_columns.COLUMNAR_PAIRS else None
+    if turns is None:
+        turns = [turn for index, pair in enumerate(pairs) for turn in converted_turns(pair, f"{index}")]
     first = pairs[0]
     session = schema.empty_session(session_key(how, key), turns)
     set_session_date(session, first.dated, "create_time", first.create_time, notes)
