@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from convhub import registry
+from convhub.cli_errors import UsageError
 from convhub.folders import folder_at, read_card
 from convhub.hub_errors import report
 from convhub.push_local import CARD
@@ -40,7 +41,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     if args.source is None and args.folder is None:
-        raise SystemExit("convhub push: give a SOURCE, or --folder for a mixture (convhub mix)")
+        raise UsageError("give a SOURCE, or --folder for a mixture (convhub mix)")
     from convhub.push import push_folder  # (push imports this module to export its names)
 
     folder = args.folder or Path("out") / registry.get(args.source).HUB_NAME
@@ -69,7 +70,7 @@ def _check_source(folder: Path, source: str | None) -> None:
         raise FileNotFoundError(f"{card_path} does not exist: run `{command}` first")
     tags = read_card(card_path).data.get("tags") or []
     if source is not None and source not in tags:
-        raise SystemExit(f"convhub push: {folder} was not built from {source} (its card is tagged {tags})")
+        raise ValueError(f"{folder} was not built from {source} (its card is tagged {tags})")
 
 
 def print_result(result: PushResult) -> None:

@@ -187,3 +187,14 @@ def test_commands_that_talk_to_the_hub_give_its_requests_timeouts(arguments, cal
     monkeypatch.chdir(tmp_path)
     cli.main(arguments)  # each fails, after the timeouts are set where they are
     assert len(called) == calls
+
+
+def test_push_without_a_source_or_folder_is_a_usage_error(capsys):
+    assert "give a SOURCE, or --folder for a mixture" in fails(capsys, ["push", "--repo-id", "org/x"], 2)
+
+
+def test_push_of_a_folder_built_from_another_source_is_one_line_before_the_hub_is_asked(tmp_path, capsys):
+    assert cli.main(["build", "locomo", "--sample", "--output", str(tmp_path / "lu")]) == 0
+    capsys.readouterr()
+    text = fails(capsys, ["push", "gigamemory", "--repo-id", "org/x", "--folder", str(tmp_path / "lu")], 1)
+    assert text.startswith(f"{tmp_path / 'lu'} was not built from gigamemory")
