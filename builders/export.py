@@ -29,9 +29,12 @@ import pyarrow as pa
 from convhub import registry
 from convhub.export_files import ExportError
 from convhub.folders import folder_at, is_url, local_output, parquet_file, read_card, text_of
+from convhub.hub_client import HubUnreachable, reach_repo
+from convhub.hub_errors import redact
 from convhub.schema import JSON_TEXT_FIELDS
 from convhub.staging import check_output, staged_folder
 from datasets import Features, LargeList, List
+from huggingface_hub.errors import HfHubHTTPError
 
 #: Source name → its export module (``write_files`` and the pure inverse functions).
 EXPORTERS = {name: f"convhub.{name}.export" for name in registry.names()}
@@ -212,6 +215,12 @@ class HubBuild(Build):
         self.location = repo_id
         self.repo_id, self.revision, self.token, self.streaming = repo_id, revision, token, streaming
         self._loaded: dict[str, Any] = {}
+        try:
+            reach_repo(repo_id, revision=revision, token=token)
+        except HubUnreachable as error:
+            raise ExportError(str(error)) from error
+        except HfHubHTTPError as error:
+            raise ExportError(f"cannot read the Hub dataset {repo_id}: {redact(str(error))}") from error
         try:
             self._configs = datasets.get_dataset_config_names(repo_id, revision=revision, token=token)
         except Exception as error:  # a missing repo, a refused token, no network: one clear message

@@ -71,3 +71,43 @@ def _bound_timeouts(request) -> None:
     request.extensions["timeout"] = {
         phase: limit if current.get(phase) is None else min(current[phase], limit) for phase in _PHASES
     }
+
+
+class HubUnreachable(ConnectionError):
+    """The Hub did not answer, or refused the connection: one line naming the endpoint and the limit."""
+
+
+def reach_repo(repo_id: str, revision: str | None = None, token: str | None = None) -> None:
+    """Ask the Hub once for a dataset repo, before a reader that retries for minutes does (``datasets``' loaders
+    retry a silent or refused Hub many times, then end in a traceback of their own).
+
+    Raises :class:`HubUnreachable` when no answer comes, and the Hub's own ``HfHubHTTPError`` (a missing repo or
+    revision, a refused token) when it answers no. Offline (``HF_HUB_OFFLINE``) nothing is asked: the cache answers.
+    """
+    import httpx2
+    from huggingface_hub import HfApi, constants
+
+    if constants.HF_HUB_OFFLINE:
+        return
+    use_timeouts()
+    api = HfApi(token=token)
+    try:
+        api.dataset_info(repo_id, revision=revision)
+    except httpx2.TimeoutException as error:
+        raise HubUnreachable(
+            f"the Hub at {api.endpoint} (HF_ENDPOINT) did not answer within {timeout_seconds():g} s "
+            f"({TIMEOUT_ENV} sets the limit)"
+        ) from error
+    except (httpx2.TransportError, ConnectionError) as error:
+        reason = "connection refused" if _refused(error) else f"{type(error).__name__}: {error}"
+        raise HubUnreachable(
+            f"could not connect to the Hub at {api.endpoint} (HF_ENDPOINT): {reason}"
+        ) from error
+
+
+def _refused(error: BaseException | None) -> bool:
+    while error is not None:
+        if isinstance(error, ConnectionRefusedError):
+            return True
+        error = error.__cause__ or error.__context__
+    return False

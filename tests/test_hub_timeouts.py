@@ -149,3 +149,29 @@ def test_use_timeouts_bounds_every_request_and_keeps_a_shorter_limit_the_call_se
     with pytest.raises(httpx2.ReadTimeout):
         session.get(f"{url}/api/datasets/{REPO}", timeout=0.2)  # a shorter limit the call set is kept
     assert time.monotonic() - started < 5
+
+
+def test_export_from_a_hub_that_never_answers_is_one_line_naming_it(
+    silent_hub, monkeypatch, tmp_path, capsys
+):
+    url, taken = silent_hub
+    monkeypatch.setenv(TIMEOUT_ENV, "0.3")
+
+    code, elapsed = run_cli(["export", "locomo", "--from", REPO, "--output", str(tmp_path / "o")], limit=30)
+
+    assert code == 1 and elapsed < 5, "export waited on the loaders' own retries"
+    err = capsys.readouterr().err
+    assert err == (
+        f"convhub export: error: the Hub at {url} (HF_ENDPOINT) did not answer within 0.3 s "
+        f"({TIMEOUT_ENV} sets the limit)\n"
+    )
+    assert taken and not (tmp_path / "o").exists()
+
+
+def test_export_from_a_refused_endpoint_names_it(refusing_hub, tmp_path, capsys):
+    code, elapsed = run_cli(["export", "locomo", "--from", REPO, "--output", str(tmp_path / "o")], limit=30)
+
+    assert code == 1 and elapsed < 4
+    assert capsys.readouterr().err == (
+        f"convhub export: error: could not connect to the Hub at {refusing_hub} (HF_ENDPOINT): connection refused\n"
+    )
