@@ -203,7 +203,8 @@ def _arrow_turns_table(row: dict, schema: pa.Schema) -> pa.Table:
     ]
     lengths = [len(value) for value in values]
     offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32), pa.int32())
-    turns = pa.ListArray.from_arrays(offsets, pa.concat_arrays(values), type=turns_type)
+    joined = values[0] if len(values) == 1 else pa.concat_arrays(values)  # one session: no copy
+    turns = pa.ListArray.from_arrays(offsets, joined, type=turns_type)
     structs = column.values  # one row, one list: its values are the row's sessions
     fields = [turns if field.name == "turns" else structs.field(i) for i, field in enumerate(session_type)]
     rebuilt = pa.StructArray.from_arrays(fields, fields=list(session_type))

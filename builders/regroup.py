@@ -293,8 +293,14 @@ def read_partition(shard: dict[str, Any]) -> Iterator[tuple[SortKey, bytes]]:
     conversations = partition_keys(partitioned, shard["partition"], tuple(shard["part"]))
     with contextlib.ExitStack() as stack:
         descriptors = [stack.enter_context(open(path, "rb")).fileno() for path in partitioned.rows]
-        for conversation in conversations:
-            for key, writer, offset, length in conversation:
+        # popped, not iterated: each row's key is let go once read, so a long conversation's keys do not all stay
+        # beside the rows made of them
+        conversations.reverse()
+        while conversations:
+            conversation = conversations.pop()
+            conversation.reverse()
+            while conversation:
+                key, writer, offset, length = conversation.pop()
                 yield key, os.pread(descriptors[writer], length, offset)
 
 

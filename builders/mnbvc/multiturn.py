@@ -244,6 +244,8 @@ class _WarningLog:
 
 
 _CONVERTED, _REJECTED = 0, 1
+#: The ``dated`` of a conversation's rows after its first, which ``multiturn_record`` does not read.
+_NOT_FIRST: dict = {}
 
 
 def _converted_row(
@@ -297,9 +299,12 @@ def records_from_sorted(
             for problem in problems:
                 warnings[name].unreadable_problem(line, "元数据.扩展字段", problem)
             order = (rank, value, text)
+            if pairs:  # only the first row's date is the session's: the others' are let go at once
+                dated, create_time = _NOT_FIRST, None
             pairs.append(ConvertedPair(name, order, sequence, question, extra, answer, dated, create_time))
         if pairs:
             conversation_id = group_id(source, how, key)
             record = multiturn_record(pairs, source, how, key, conversation_id, counted)
             notes.update(counted)
+            pairs = None  # not kept while the record is written: the record holds what it needs of them
             yield record

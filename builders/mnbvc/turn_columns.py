@@ -9,6 +9,9 @@ writer puts the array into the ``sessions`` table as it is.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,23 +42,11 @@ def columnar_turns(pairs: list[ConvertedPair]) -> ArrowList | None:
     is_answer[starts[answered] + 1] = True
     pair_of_turn = np.repeat(np.arange(len(pairs)), counts)
     try:
-        texts = pa.array(
-            [
-                text
-                for pair in pairs
-                for text in ((pair.question, pair.answer) if pair.answer is not None else (pair.question,))
-            ],
-            pa.string(),
+        texts = _strings(
+            (text for pair in pairs for text in _with_answer(pair, pair.question, pair.answer)), total
         )
-        extras = pa.array(
-            [
-                extra
-                for pair in pairs
-                for extra in ((pair.extra, None) if pair.answer is not None else (pair.extra,))
-            ],
-            pa.string(),
-        )
-    except (UnicodeEncodeError, pa.ArrowInvalid):
+        extras = _strings((extra for pair in pairs for extra in _with_answer(pair, pair.extra, None)), total)
+    except UnicodeEncodeError:
         return None
     mask = pa.array(is_answer)
     prefixes = pa.array(pair_of_turn).cast(pa.string())
@@ -79,6 +70,26 @@ def columnar_turns(pairs: list[ConvertedPair]) -> ArrowList | None:
         for field in TURN_TYPE
     ]
     return ArrowList(pa.StructArray.from_arrays(arrays, fields=list(TURN_TYPE)))
+
+
+def _with_answer(pair: ConvertedPair, question, answer) -> tuple:
+    """The value of a pair's question turn, then its answer turn's when it has one."""
+    return (question,) if pair.answer is None else (question, answer)
+
+
+def _strings(values: Iterable[str | None], count: int) -> pa.Array:
+    """A string array of the ``count`` ``values``, encoded here ``CHUNK`` at a time. Given the texts themselves,
+    pyarrow asks each for its UTF-8, which CPython then keeps beside the text for as long as it lives: a second
+    copy of every non-ASCII text of the conversation (its 扩展字段 JSON, in each question turn's ``extra``)."""
+    chunks, values = [], iter(values)
+    while chunk := list(itertools.islice(values, CHUNK)):
+        encoded = [None if value is None else value.encode("utf-8") for value in chunk]
+        chunks.append(pa.array(encoded, pa.binary()).cast(pa.string()))
+    return pa.concat_arrays(chunks) if len(chunks) != 1 else chunks[0]
+
+
+#: Strings encoded to UTF-8 at a time by ``_strings``.
+CHUNK = 16_384
 
 
 def _empty_lists(list_type: pa.ListType, count: int) -> pa.Array:
