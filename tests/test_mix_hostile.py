@@ -243,7 +243,7 @@ def test_oversampling_past_the_distinct_rows_is_warned_about_and_counted_as_pass
     assert (a.rows, a.distinct_rows, small.distinct_rows) == (40, 40, 2) and small.rows > 10
     [warning] = result.oversampling_warnings()
     share = f"{small.rows / result.rows:.1%}"
-    passes = mix.output.passes(small)
+    passes = mix.passes(small)
     assert float(passes) == pytest.approx(small.rows / 2, abs=0.05)
     assert warning.startswith(
         f"small: oversampled: {small.rows} rows from 2 distinct ({passes} passes, {share} of the mixture)"
@@ -257,4 +257,4 @@ def test_oversampling_past_the_distinct_rows_is_warned_about_and_counted_as_pass
     asked = mix.write_mixture(
         recipe(tmp_path, "sources: [{path: small, repeat: 3}, {path: a}]"), tmp_path / "r"
     )
-    assert asked.oversampling_warnings() == [] and mix.output.passes(asked.reports[0]) == "3"
+    assert asked.oversampling_warnings() == [] and mix.passes(asked.reports[0]) == "3"

@@ -34,7 +34,7 @@ Modules: ``recipe`` (the YAML read and checked), ``rows`` (per-row measures and 
 above on ``datasets``), ``output`` (the Hub-ready folder and its card). This package exports what callers use.
 """
 
-from convhub.mix.output import MixResult, write_mixture, write_mixture_card
+from convhub.mix.output import MixResult, passes, write_mixture, write_mixture_card
 from convhub.mix.pipeline import Mixer, SourceReport, mixture
 from convhub.mix.recipe import (
     CONFIG_FEATURES,
@@ -58,6 +58,7 @@ __all__ = [
     "load_recipe",
     "mixture",
     "parse_recipe",
+    "passes",
     "write_mixture",
     "write_mixture_card",
 ]
