@@ -250,7 +250,8 @@ def test_convhub_push_publishes_a_mixture_folder_without_a_source(hub, tmp_path,
     write_source(tmp_path / "a", numbered("a", 4))
     (tmp_path / "recipe.yaml").write_text("name: pushed-mix\nsources: [{path: a}]\n")
     assert cli.main(["mix", str(tmp_path / "recipe.yaml"), "--output", str(tmp_path / "out")]) == 0
-    with pytest.raises(SystemExit, match="--folder for a mixture"):
-        cli.main(["push", "--repo-id", "org/pushed-mix"])
+    capsys.readouterr()
+    assert cli.main(["push", "--repo-id", "org/pushed-mix"]) == 2  # a usage error, on one line
+    assert "--folder for a mixture" in capsys.readouterr().err
     assert cli.main(["push", "--repo-id", "org/pushed-mix", "--folder", str(tmp_path / "out")]) == 0
     assert ids(datasets.load_dataset("org/pushed-mix", split="train")) == [f"a-{i}" for i in range(4)]
