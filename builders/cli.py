@@ -375,7 +375,8 @@ def run_mix(args) -> int:
         print(f"  held out as {result.recipe.eval_split}: {rows(result.eval_rows)}")
     for report in result.reports:
         print(
-            f"  {report.entry.name:<20} {report.rows:>10,} rows {report.tokens:>12,} tokens  {report.license}"
+            f"  {report.entry.name:<20} {report.rows:>10,} rows {report.tokens:>12,} tokens  "
+            f"{mix.passes(report)} passes  {report.license}"
         )
     for warning in result.warnings():
         print(f"warning: {warning}", file=sys.stderr)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -24,11 +23,9 @@ from convhub.convlab.files import DIALOGUES, SubsetInput
 from convhub.errors import Reject, SourceError, raise_error, require
 from convhub.json_list import CHUNK_BYTES, scan_json_array
 from convhub.jsonio import loads_exact
+from convhub.shards import RESERVED_SPLITS, SPLIT_NAME
 
 Ranges = list[tuple[int, int, int]]  # (start byte, end byte, position in the file) of each dialogue
-SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
-#: Split names ``datasets`` keeps for itself (``all`` is the union of every split, in any case).
-RESERVED_SPLITS = frozenset(("all",))
 #: A zipped ``dialogues.json`` at least this large is inflated to one copy before it is scanned (``dialogue_index``).
 EXTRACT_MIN_BYTES = 8 << 20
 
@@ -139,7 +136,7 @@ def check_indexable(dialogue: Any, position: int, path: str, seen: set[str]) -> 
     if not isinstance(dialogue, dict):
         raise SourceError(path, position, None, f"expected a dialogue object, got {type(dialogue).__name__}")
     split = require(dialogue, "data_split", str, path, position)
-    if not SPLIT_NAME.match(split):
+    if not SPLIT_NAME.fullmatch(split):
         raise SourceError(path, position, "data_split", f"{split!r} is not a usable split name")
     if split.lower() in RESERVED_SPLITS:
         named = dialogue.get("dialogue_id")

@@ -9,11 +9,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import datasets
-import httpx2
-import huggingface_hub.constants
 import numpy as np
 from convhub.cards import is_non_commercial
 from convhub.folders import read_card, text_of
+from convhub.hub_client import HubUnreachable, reach_repo
 from convhub.hub_errors import redact
 from convhub.mix.recipe import CONFIG_FEATURES, Budget, Recipe, RecipeError, SourceEntry, load_recipe
 from convhub.mix.rows import (
@@ -31,7 +30,7 @@ from convhub.mix.rows import (
 from datasets import Dataset, Features, IterableDataset
 from datasets.data_files import DataFilesDict, sanitize_patterns
 from datasets.utils.metadata import MetadataConfigs
-from huggingface_hub import DatasetCard, HfApi
+from huggingface_hub import DatasetCard, constants
 from huggingface_hub.errors import HfHubHTTPError
 
 logger = logging.getLogger(__name__)
@@ -76,19 +75,12 @@ class SourceReport:
 
 
 def check_repo(entry: SourceEntry, index: int) -> None:
-    """A Hub source's repo (and revision) asked for once, before anything else reads it: an unreachable Hub is
-    one error naming the endpoint at once, where the download paths retry for many seconds and end in a
-    ``ConnectionError``; a missing repo or revision names its key. Offline (``HF_HUB_OFFLINE``), the cache
-    answers instead: nothing is asked."""
-    if huggingface_hub.constants.HF_HUB_OFFLINE:
-        return
-    api = HfApi()
+    """A Hub source's repo (and revision) asked for once, before anything else reads it (``reach_repo``): an
+    unreachable Hub is one error naming the endpoint at once, a missing repo or revision names its key."""
     try:
-        api.dataset_info(entry.repo, revision=entry.revision)
-    except (httpx2.TransportError, ConnectionError) as error:
-        raise RecipeError(
-            f"sources[{index}].repo", f"cannot reach the Hub at {api.endpoint} for {entry.repo}: {error}"
-        ) from error
+        reach_repo(entry.repo, revision=entry.revision)
+    except HubUnreachable as error:
+        raise RecipeError(f"sources[{index}].repo", f"{error} (reading {entry.repo})") from error
     except HfHubHTTPError as error:
         key = (
             "revision"
@@ -96,7 +88,8 @@ def check_repo(entry: SourceEntry, index: int) -> None:
             else "repo"
         )
         raise RecipeError(
-            f"sources[{index}].{key}", f"cannot read {entry.repo} on {api.endpoint}: {redact(str(error))}"
+            f"sources[{index}].{key}",
+            f"cannot read {entry.repo} on {constants.ENDPOINT}: {redact(str(error))}",
         ) from error
 
 

@@ -17,7 +17,6 @@ from typing import Any
 
 import yaml
 from convhub import schema
-from convhub.convlab.scan import RESERVED_SPLITS, SPLIT_NAME
 from convhub.folders import folder_at, text_of
 from convhub.mix.recipe_values import (
     RecipeError,
@@ -31,6 +30,7 @@ from convhub.mix.recipe_values import (
     string,
     string_list,
 )
+from convhub.shards import RESERVED_SPLITS, SPLIT_NAME
 from datasets import Features
 
 CONFIG_FEATURES: dict[str, Features] = {

@@ -168,6 +168,7 @@ def test_every_sample_dialogue_rebuilds_exactly(sample_records):
         ),
         (b'[{"dialogue_id": "a", "data_split": "train"', "not valid JSON"),
         (b'[{"dialogue_id": "a", "data_split": "tr ain"}]', "not a usable split name"),
+        (b'[{"dialogue_id": "a", "data_split": "train\\n"}]', "not a usable split name"),
         (b"[1]", "expected a dialogue object"),
     ],
 )
