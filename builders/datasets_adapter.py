@@ -360,9 +360,12 @@ class BatchWriting:
                     if time.time() > last_update + datasets.config.PBAR_REFRESH_TIME_INTERVAL:
                         last_update = time.time()
                         yield job_id, False, update(original_shard_id)  # the shards before this one are done
-            finally:
-                yield job_id, False, update(len(gen_kwargs.get("shards") or ()))
+            except BaseException:
+                # no progress is yielded here: a generator closed by Ctrl-C (GeneratorExit) may not yield again
                 close(writer)
+                raise
+            yield job_id, False, update(len(gen_kwargs.get("shards") or ()))
+            close(writer)
         except Exception as error:
             raise datasets.exceptions.DatasetGenerationError(
                 "An error occurred while generating the dataset"
