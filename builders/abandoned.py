@@ -78,8 +78,7 @@ def _is_zombie(pid: int) -> bool:
 def claim(parent: Path, prefix: str) -> Path:
     """A new name ``prefix<random>`` in ``parent`` (made if missing), its owner file written: nothing is at the
     name yet, and whatever the caller puts there is marked as this process's."""
-    if not is_url(parent):
-        parent.mkdir(parents=True, exist_ok=True)
+    parent.mkdir(parents=True, exist_ok=True)  # (on an object store a no-op: a prefix needs no folder)
     text = json.dumps(owner_record())
     while True:
         path = parent / f"{prefix}{secrets.token_hex(4)}"

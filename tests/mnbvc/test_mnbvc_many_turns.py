@@ -20,6 +20,7 @@ from convhub.errors import Notes
 from convhub.mnbvc import turn_columns
 from convhub.mnbvc.multiturn import multiturn_record
 from convhub.mnbvc.parse import ConvertedPair
+from mnbvc_rows import pair
 
 #: benchmarks/large_record.py's line: peak memory above a tiny build's within this multiple of the input.
 TARGET_MULTIPLE = 6.0
@@ -31,20 +32,8 @@ def write_conversation(path: Path, rows: int) -> Path:
     path.mkdir(parents=True)
     with (path / "one.jsonl").open("w", encoding="utf-8") as out:
         for number in range(1, rows + 1):
-            extension = json.dumps({"会话": 1, "多轮序号": number, "解析模型": "gpt4"}, ensure_ascii=False)
-            row = {
-                "id": f"{number:032x}",
-                "问": f"问{number}",
-                "答": "" if number % 3 == 0 else f"答{number}",
-                "来源": "ShareGPT",
-                "时间": "20230517",
-                "元数据": {
-                    "create_time": "20230517 10:41:58",
-                    "问题明细": '"from": "human"',
-                    "回答明细": '"from": "gpt"',
-                    "扩展字段": extension,
-                },
-            }
+            answer = "" if number % 3 == 0 else f"答{number}"
+            row = pair(1, number, f"问{number}", answer, row_id=f"{number:032x}")
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
     return path.parent
 
