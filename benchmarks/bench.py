@@ -37,8 +37,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scaled_inputs
-from convhub import registry
-from convhub.views import SHARED_VIEWS
 from harness import (  # noqa: F401 (bench.X for callers)
     BUILD,
     GENERIC_LOADER,
@@ -47,6 +45,9 @@ from harness import (  # noqa: F401 (bench.X for callers)
     print_cases,
     run_case,
 )
+
+from convhub import registry
+from convhub.views import SHARED_VIEWS
 
 STREAM = """
 import sys, time, json, datasets

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import datasets
+from datasets.builder import Key
+
 from convhub import progress, quarantine, regroup
 from convhub.datasets_adapter import BatchWriting
 from convhub.errors import NESTED_TOO_DEEPLY, Notes, SourceError
 from convhub.jsonio import unencodable_field
 from convhub.stats import Report
 from convhub.views import DEFAULT_VIEW, QA, SHARED_VIEWS, Record, Row, View
-from datasets.builder import Key
 
 Shard = Any  # a path, or a dict describing a slice of the source that one worker can read alone
 

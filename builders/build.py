@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+from datasets.utils.tqdm import tqdm as hf_tqdm
+from huggingface_hub.utils import validate_repo_id
+
 from convhub import quarantine, registry
 from convhub.abandoned import MarkedTemporaryDirectory
 from convhub.console import phases
@@ -32,8 +35,6 @@ from convhub.shards import SHARD_NAME, ConfigBuild, shard_path, split_by_subset
 from convhub.staging import staged_folder
 from convhub.stats import Report, Statistics
 from convhub.views import SESSIONS
-from datasets.utils.tqdm import tqdm as hf_tqdm
-from huggingface_hub.utils import validate_repo_id
 
 
 @dataclass

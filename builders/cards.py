@@ -15,14 +15,15 @@ from typing import Any
 
 import jinja2
 import pyarrow as pa
-from convhub import registry
-from convhub.folders import parquet_file, write_text
-from convhub.stats import markdown_table
-from convhub.views import DEFAULT_VIEW
 from datasets import DatasetInfo, SplitDict, SplitInfo
 from datasets.info import DatasetInfosDict
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
+
+from convhub import registry
+from convhub.folders import parquet_file, write_text
+from convhub.stats import markdown_table
+from convhub.views import DEFAULT_VIEW
 
 NON_COMMERCIAL = re.compile(r"(^|[-_ ])(nc|noncommercial|non-commercial)([-_ ]|$)", re.IGNORECASE)
 TAGS = ["conversational", "dialogue", "long-term-memory", "convhub"]

@@ -384,8 +384,9 @@ def run_mix(args) -> int:
 
 
 def _push_mixture(folder: Path, args) -> int:
-    from convhub import push
     from huggingface_hub.errors import HfHubHTTPError
+
+    from convhub import push
 
     try:
         push.print_result(push.push_folder(folder, args.repo_id, token=args.token))

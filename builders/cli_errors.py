@@ -63,8 +63,9 @@ def describe(error: BaseException) -> str:
 
 def _reportable(error: BaseException) -> bool:
     """An error a user can act on from its message (not a bug, whose traceback is the report)."""
-    from convhub.errors import EngineError, SourceError
     from huggingface_hub.errors import HfHubHTTPError
+
+    from convhub.errors import EngineError, SourceError
 
     return isinstance(error, (SourceError, ValueError, OSError, KeyError, HfHubHTTPError, EngineError))
 

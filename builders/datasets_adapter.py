@@ -39,10 +39,11 @@ import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from convhub import progress, schema
 from datasets import arrow_writer
 from datasets.arrow_writer import ArrowWriter, get_parquet_column_options
 from datasets.builder import Key
+
+from convhub import progress, schema
 
 #: ``GeneratorBasedBuilder._prepare_split_single``'s parameters, as ``_write_split`` takes them.
 PARAMETERS = ("self", "gen_kwargs", "fpath", "file_format", "max_shard_size", "split_info", "job_id")

@@ -8,8 +8,9 @@ import shutil
 from pathlib import Path
 
 import datasets
-from convhub.folders import is_url
 from huggingface_hub import DatasetCard
+
+from convhub.folders import is_url
 
 
 def card_configs(folder: Path) -> set[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from convhub import schema
 from convhub.chat import chat_messages, turn_content
 from convhub.datasets_adapter import LARGE_TABLE_BYTES, ParquetWriter, give_back_pages

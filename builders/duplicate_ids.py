@@ -11,6 +11,7 @@ import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from convhub import quarantine
 from convhub.datasets_adapter import write_parquet
 from convhub.errors import SourceError

@@ -26,6 +26,9 @@ from typing import Any
 
 import datasets
 import pyarrow as pa
+from datasets import Features, LargeList, List
+from huggingface_hub.errors import HfHubHTTPError
+
 from convhub import registry
 from convhub.export_files import ExportError
 from convhub.folders import folder_at, is_url, local_output, parquet_file, read_card, text_of
@@ -33,8 +36,6 @@ from convhub.hub_client import HubUnreachable, reach_repo
 from convhub.hub_errors import redact
 from convhub.schema import JSON_TEXT_FIELDS
 from convhub.staging import check_output, staged_folder
-from datasets import Features, LargeList, List
-from huggingface_hub.errors import HfHubHTTPError
 
 #: Source name → its export module (``write_files`` and the pure inverse functions).
 EXPORTERS = {name: f"convhub.{name}.export" for name in registry.names()}

@@ -39,6 +39,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, get_token
+
 from convhub.cards import for_repo
 from convhub.folders import folder_at, is_url, read_card
 from convhub.hub_client import use_timeouts
@@ -69,7 +71,6 @@ from convhub.push_plan import (
     write_manifest,
 )
 from convhub.push_session import TRANSIENT_STATUSES, HubFault, HubSession, PushError, RetryPolicy
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, get_token
 
 __all__ = [
     "CARD",

@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from huggingface_hub.errors import HfHubHTTPError
+
 from convhub import registry
 from convhub.cli_errors import UsageError
 from convhub.folders import folder_at, read_card
 from convhub.hub_errors import report
 from convhub.push_local import CARD
 from convhub.push_session import PushError
-from huggingface_hub.errors import HfHubHTTPError
 
 if TYPE_CHECKING:
     from convhub.push import PushResult

@@ -8,10 +8,11 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from huggingface_hub import DatasetCard
+
 from convhub.cards import is_non_commercial
 from convhub.folders import parquet_file
 from convhub.push_session import PushError
-from huggingface_hub import DatasetCard
 
 CARD = "README.md"
 NO_LICENSE = {"", "none"}

@@ -17,12 +17,13 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from huggingface_hub import HfApi
+from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+
 from convhub.errors import NESTED_TOO_DEEPLY
 from convhub.push_local import CARD, file_digests
 from convhub.push_session import HubSession, PushError
 from convhub.shards import SHARD_PATH
-from huggingface_hub import HfApi
-from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
 #: What convhub published in the repo's last push: the only files a later push may delete.
 MANIFEST = ".convhub/published.json"

@@ -19,10 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx2
-from convhub.hub_client import TIMEOUT_ENV, timeout_seconds
-from convhub.hub_errors import redact
 from huggingface_hub import HfApi, constants
 from huggingface_hub.errors import HfHubHTTPError
+
+from convhub.hub_client import TIMEOUT_ENV, timeout_seconds
+from convhub.hub_errors import redact
 
 logger = logging.getLogger("convhub.push")  # the push's one logger, whichever module logs
 

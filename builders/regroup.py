@@ -47,6 +47,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
 from convhub.errors import SourceError
 
 #: A partition holds about this many bytes of source rows.

@@ -20,8 +20,9 @@ from datetime import datetime
 from typing import Any, TypedDict
 
 import orjson
-from convhub.jsonio import holds_non_finite_float
 from datasets import Features, List, Value
+
+from convhub.jsonio import holds_non_finite_float
 
 SOURCES = ("locomo", "gigamemory", "convlab", "mnbvc")
 ROLES = ("user", "assistant", "system")

@@ -12,6 +12,7 @@ from pathlib import Path
 import datasets
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from convhub.datasets_adapter import ParquetWriter
 from convhub.folders import move, parquet_file, read_parquet, text_of
 

@@ -40,13 +40,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import datasets
+from datasets.utils.py_utils import convert_file_size_to_int
+
 from convhub.abandoned import MarkedTemporaryDirectory
 from convhub.base import fewer_collections, is_group_shard, sorted_partition
 from convhub.console import phases
 from convhub.errors import EngineError, SourceError
 from convhub.folders import text_of
 from convhub.regroup import partition_of
-from datasets.utils.py_utils import convert_file_size_to_int
 
 #: Marks a SourceError inside the text of Spark's error, for the driver to raise it again as itself.
 _ERROR_MARK = "convhub source error: "

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+from datasets import Features
+
 from convhub import schema
 from convhub.derive import messages_table, qa_table, turns_table
-from datasets import Features
 
 Record = dict[str, Any]
 Row = dict[str, Any]

@@ -13,6 +13,7 @@ from typing import Any
 
 import datasets
 import pytest
+
 from convhub import quarantine
 from convhub.build import build_source
 from convhub.errors import SourceError

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import datasets
 import pytest
-from convhub import mix, schema
 from datasets.info import DatasetInfosDict
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
+
+from convhub import mix, schema
 
 
 @pytest.fixture(autouse=True)

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
 from convhub import registry
 from convhub.abandoned import (
     OWNER_SUFFIX,

@@ -14,11 +14,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from convhub import cli
-from convhub.export import differences
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_hostile_input import SOURCES
+
+from convhub import cli
+from convhub.export import differences
 
 EXAMPLES = settings(
     max_examples=25,

@@ -14,6 +14,7 @@ import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from convhub import registry
 from convhub.errors import Notes
 

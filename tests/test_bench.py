@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from convhub import registry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))

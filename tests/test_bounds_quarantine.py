@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+
 from convhub import quarantine
 from convhub.staging import OutputError
 

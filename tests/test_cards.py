@@ -8,9 +8,10 @@ from pathlib import Path
 import datasets
 import pyarrow.parquet as pq
 import yaml
+from huggingface_hub import DatasetCard
+
 from convhub import registry
 from convhub.build import build_source
-from huggingface_hub import DatasetCard
 
 
 def _first_turn_text(folder: Path) -> str:

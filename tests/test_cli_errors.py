@@ -11,6 +11,7 @@ import errno
 import os
 
 import pytest
+
 from convhub import cli, datasets_adapter
 
 

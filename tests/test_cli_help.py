@@ -8,6 +8,7 @@ import re
 from importlib.metadata import version
 
 import pytest
+
 from convhub import cli
 
 COMMANDS = ("build", "check", "push", "export", "mix", "score")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datasets
 import pytest
+
 from convhub import datasets_adapter, registry
 
 
@@ -128,6 +129,7 @@ def test_a_shard_rewritten_without_duplicates_is_written_like_every_shard(tmp_pa
     """``duplicate_ids.write_shard`` (rows dropped under ``skip``) keeps the rows, the ``datasets`` metadata and
     the free-text column options of the writer, not pyarrow's defaults."""
     import pyarrow.parquet as pq
+
     from convhub import registry
     from convhub.build import build_source
     from convhub.duplicate_ids import write_shard

@@ -6,6 +6,7 @@ import pickle
 
 import datasets
 import pytest
+
 from convhub import registry
 from convhub.derive import DERIVERS
 from convhub.errors import Notes, SourceError

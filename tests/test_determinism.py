@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from convhub import registry
 from convhub.build import build_source
 from convhub.push import push_folder

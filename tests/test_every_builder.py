@@ -16,14 +16,15 @@ from pathlib import Path
 import datasets
 import pyarrow.parquet as pq
 import pytest
+from huggingface_hub import DatasetCard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from convhub import registry, schema
 from convhub.build import build_source, check_source
 from convhub.cards import templates_dir
 from convhub.export import export_source, exporter
 from convhub.views import SHARED_VIEWS
-from huggingface_hub import DatasetCard
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 

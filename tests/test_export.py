@@ -15,10 +15,6 @@ import os
 from pathlib import Path
 
 from conftest import shared_data
-from convhub import registry
-from convhub.convlab.builder import DEFAULT_SUBSETS as CONVLAB_DATASETS
-from convhub.export import differences
-from convhub.staging import MARKER
 from export_checks import (
     LOCOMO_QUIRKS,
     assert_convlab_zip_equal,
@@ -31,6 +27,11 @@ from export_checks import (
     source_files,
     zip_json,
 )
+
+from convhub import registry
+from convhub.convlab.builder import DEFAULT_SUBSETS as CONVLAB_DATASETS
+from convhub.export import differences
+from convhub.staging import MARKER
 
 # -- the comparison itself --------------------------------------------------------------------------------
 

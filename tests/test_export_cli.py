@@ -9,10 +9,6 @@ from pathlib import Path
 
 import datasets
 import pytest
-from convhub import cli, registry
-from convhub.build import build_source
-from convhub.export import ExportError, LocalBuild, export_source
-from convhub.staging import MARKER
 from export_checks import (
     BYTE_DIFFERENCES,
     CARD_TEMPLATES,
@@ -22,6 +18,11 @@ from export_checks import (
     assert_equal_values,
     export,
 )
+
+from convhub import cli, registry
+from convhub.build import build_source
+from convhub.export import ExportError, LocalBuild, export_source
+from convhub.staging import MARKER
 
 # -- Hub repos, the command line, failures ------------------------------------------------------------------
 

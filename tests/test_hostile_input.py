@@ -23,9 +23,6 @@ import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from convhub import cli, duplicate_ids, quarantine
-from convhub.build import build_source, check_source
-from convhub.errors import SourceError
 from hostile_sources import (
     NAMES,
     ROOT,
@@ -40,6 +37,10 @@ from hostile_sources import (
     read_quarantine,
     record_marker,
 )
+
+from convhub import cli, duplicate_ids, quarantine
+from convhub.build import build_source, check_source
+from convhub.errors import SourceError
 
 # -- one test per hostile input, for every source -------------------------------------------------------
 

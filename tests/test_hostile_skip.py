@@ -10,9 +10,6 @@ import gzip
 from pathlib import Path
 
 import pytest
-from convhub import cli, quarantine
-from convhub.build import build_source, check_source
-from convhub.errors import SourceError
 from hostile_sources import (
     NAMES,
     SOURCES,
@@ -21,6 +18,10 @@ from hostile_sources import (
     load,
     read_quarantine,
 )
+
+from convhub import cli, quarantine
+from convhub.build import build_source, check_source
+from convhub.errors import SourceError
 
 # -- skip: the good records are built, the bad ones are quarantined, the card counts them -----------------
 

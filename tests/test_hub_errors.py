@@ -7,10 +7,11 @@ import shutil
 
 import pytest
 from conftest import HUB_TOKEN
+from test_mix import numbered, write_source
+
 from convhub.cli import main
 from convhub.hub_errors import redact
 from convhub.push import push_folder
-from test_mix import numbered, write_source
 
 
 def one_redacted_line(capsys) -> str:

@@ -12,13 +12,14 @@ import socket
 import threading
 import time
 
-import convhub.push as push
 import datasets.config
 import pytest
+from huggingface_hub import constants, get_session
+
+import convhub.push as push
 from convhub.cli import main
 from convhub.hub_client import TIMEOUT_ENV, use_timeouts
 from convhub.push import RetryPolicy
-from huggingface_hub import constants, get_session
 
 REPO = "org/locomo-unified"
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import tables, uploaded
+
 from convhub import registry
 from convhub.build import build_source, check_source
 from convhub.folders import local_copy

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from convhub.locomo.builder import LocomoBuilder
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,6 +7,7 @@ import io
 import json
 
 import pytest
+
 from convhub.errors import SourceError
 from convhub.json_list import scan_json_array
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from convhub.errors import SourceError
-from convhub.jsonio import INEXACT, load_object, loads_exact, may_hold_long_integer, orjson_exact
 from hypothesis import given
 from hypothesis import strategies as st
+
+from convhub.errors import SourceError
+from convhub.jsonio import INEXACT, load_object, loads_exact, may_hold_long_integer, orjson_exact
 
 
 @pytest.mark.parametrize(

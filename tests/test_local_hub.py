@@ -17,8 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from convhub.push import MANIFEST
 from huggingface_hub import HfApi
+
+from convhub.push import MANIFEST
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "local_hub.py"

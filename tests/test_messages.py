@@ -9,6 +9,7 @@ import datasets
 import jinja2
 import pytest
 from conftest import shared_data
+
 from convhub import registry
 from convhub.build import build_source
 from convhub.chat import (

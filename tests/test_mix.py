@@ -11,7 +11,6 @@ import collections
 
 import datasets
 import pytest
-from convhub import mix, schema
 from huggingface_hub import DatasetCard
 from mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse fixture)
     conversation,
@@ -21,6 +20,8 @@ from mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse 
     short_arrow_shutdown_pause,
     write_source,
 )
+
+from convhub import mix, schema
 
 # -- recipe validation ----------------------------------------------------------------------------
 

@@ -14,7 +14,6 @@ import subprocess
 import sys
 
 import pytest
-from convhub import cli, mix
 from mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse fixture)
     conversation,
     ids,
@@ -23,6 +22,8 @@ from mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse 
     short_arrow_shutdown_pause,
     write_source,
 )
+
+from convhub import cli, mix
 
 # -- 1. split names --------------------------------------------------------------------------------
 

@@ -10,8 +10,6 @@ from pathlib import Path
 import datasets
 import pytest
 import yaml
-from convhub import cli, mix, schema
-from convhub.staging import MARKER
 from huggingface_hub import DatasetCard
 from mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse fixture)
     ids,
@@ -20,6 +18,9 @@ from mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse 
     short_arrow_shutdown_pause,
     write_source,
 )
+
+from convhub import cli, mix, schema
+from convhub.staging import MARKER
 
 # -- the mixture folder ---------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import datasets
 import pytest
+
 from convhub import registry, staging
 from convhub.build import build_source
 from convhub.cli import main

@@ -14,15 +14,16 @@ from pathlib import Path
 import datasets
 import pyarrow.parquet as pq
 import pytest
+from hostile_sources import SOURCES, hostile_mix
+from mix_sources import numbered, write_source
+from mix_sources import recipe as mix_recipe
+
 from convhub import cli, mix, quarantine, registry, staging
 from convhub.build import ENGINE_WORK, build_source
 from convhub.errors import SourceError
 from convhub.export import export_source
 from convhub.folders import folder_at, read_parquet, text_of
 from convhub.staging import MARKER, OutputError, check_output
-from hostile_sources import SOURCES, hostile_mix
-from mix_sources import numbered, write_source
-from mix_sources import recipe as mix_recipe
 
 
 def files_under(folder) -> list[str]:

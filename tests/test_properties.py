@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-from convhub.build import build_source
-from convhub.export import differences, export_source
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from convhub.build import build_source
+from convhub.export import differences, export_source
 
 EXAMPLES = settings(
     max_examples=20,

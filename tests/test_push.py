@@ -17,14 +17,15 @@ from pathlib import Path
 import datasets
 import pytest
 from conftest import HUB_TOKEN
+from huggingface_hub import HfApi
+from huggingface_hub.errors import HfHubHTTPError
+
 from convhub import registry
 from convhub.build import build_source
 from convhub.cli import main
 from convhub.push import MANIFEST, PushError, RetryPolicy, looks_managed, push_folder
 from convhub.shards import shard_path
 from convhub.staging import MARKER
-from huggingface_hub import HfApi
-from huggingface_hub.errors import HfHubHTTPError
 
 REPO = "org/locomo-unified"
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,16 +14,17 @@ import shutil
 import types
 from pathlib import Path
 
-import convhub.push as push
 import pytest
 from conftest import HUB_TOKEN
+from huggingface_hub import HfApi
+from huggingface_hub.utils import _http
+
+import convhub.push as push
 from convhub import registry
 from convhub.build import build_source
 from convhub.cli import main
 from convhub.push import MANIFEST, PushError, RetryPolicy, push_folder
 from convhub.staging import MARKER
-from huggingface_hub import HfApi
-from huggingface_hub.utils import _http
 
 REPO = "org/locomo-unified"
 

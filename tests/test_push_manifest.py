@@ -12,12 +12,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from huggingface_hub import HfApi
+
 from convhub import registry
 from convhub.build import build_source
 from convhub.cli import main
 from convhub.push import MANIFEST, PushError, push_folder
 from convhub.push_local import file_digests
-from huggingface_hub import HfApi
 
 REPO = "org/locomo-unified"
 HAND_MADE = b"a shard I made by hand\n"

@@ -9,10 +9,11 @@ import os
 from functools import partial
 
 import pytest
-from convhub import regroup
-from convhub.errors import SourceError
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from convhub import regroup
+from convhub.errors import SourceError
 
 #: Texts that stress byte order: a prefix, a zero character, a lone surrogate, past the BMP, the private use area.
 TEXTS = [

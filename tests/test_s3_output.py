@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 from conftest import HUB_TOKEN, tables
+
 from convhub import registry
 from convhub.build import build_source
 from convhub.cli import main

@@ -6,8 +6,9 @@ import datetime
 import types
 import typing
 
-from convhub import schema
 from datasets import Features, List, Value
+
+from convhub import schema
 
 SCALARS = {"string": str, "int32": int, "timestamp[ms]": datetime.datetime}
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from conftest import shared_data
+
 from convhub import duplicate_ids, registry
 from convhub.build import build_source
 from convhub.errors import SourceError
@@ -26,6 +27,7 @@ pytest.importorskip("pyspark", reason='PySpark is the "spark" extra: pip install
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import oracle
+
 from convhub import spark as spark_module
 from convhub.spark import SparkEngine
 

@@ -16,6 +16,7 @@ import datasets
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+
 from convhub import registry
 from convhub.views import SHARED_VIEWS
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datasets
+
 from convhub import registry
 from convhub.build import build_source
 

@@ -17,6 +17,7 @@ pytest.importorskip("transformers", reason="the train extra is not installed: pi
 
 import datasets
 import yaml
+
 from convhub import mix
 
 ROOT = Path(__file__).resolve().parent.parent

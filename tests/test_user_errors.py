@@ -11,6 +11,7 @@ import json
 import datasets.config
 import huggingface_hub.constants
 import pytest
+
 from convhub import cli
 
 COMMANDS = ("build", "check")

@@ -19,13 +19,14 @@ import os
 import re
 from typing import ClassVar
 
+from datasets import Features, List, Value
+
 from convhub import schema
 from convhub.base import ConversationBuilder, download_folder
 from convhub.convlab import parse, scan
 from convhub.convlab.files import DIALOGUES, ONTOLOGY, SubsetInput, copied_here, find_inputs
 from convhub.errors import Notes, SourceError
 from convhub.views import View
-from datasets import Features, List, Value
 
 __all__ = ["ConvLabBuilder", "SubsetInput", "find_inputs"]
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
 from convhub.errors import SourceError
 from convhub.folders import open_url
 from convhub.jsonio import holds_float, load_object

@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import ClassVar
 
 import orjson
+from datasets import Features, List, Value
+from datasets.download.streaming_download_manager import StreamingDownloadManager
+
 from convhub import schema
 from convhub.base import ConversationBuilder
 from convhub.errors import Notes, SourceError
 from convhub.folders import url_files
 from convhub.locomo import evidence, parse
 from convhub.views import View
-from datasets import Features, List, Value
-from datasets.download.streaming_download_manager import StreamingDownloadManager
 
 URL = "https://raw.githubusercontent.com/snap-research/LoCoMo/main/data/locomo10.json"
 

@@ -16,11 +16,12 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any
 
+from dateutil import parser as dateparser
+
 from convhub import schema
 from convhub.errors import Notes, Reject, SourceError, raise_error, require
 from convhub.locomo.evidence import parse_evidence, parse_observations, session_ids_of
 from convhub.locomo.read import iter_samples
-from dateutil import parser as dateparser
 
 #: LoCoMo's own evaluation code (task_eval/evaluation.py) and most published results use these names.
 #: The format document in shared/seeds calls 1 single-hop, 3 multi-hop and 4 open-domain instead.

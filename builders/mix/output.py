@@ -12,6 +12,11 @@ from pathlib import Path
 
 import datasets
 import yaml
+from datasets import Dataset
+from datasets.exceptions import DatasetGenerationError
+from datasets.utils.py_utils import convert_file_size_to_int
+from huggingface_hub import DatasetCard, DatasetCardData
+
 from convhub.cards import (
     CONFIG_TASKS,
     TAGS,
@@ -29,10 +34,6 @@ from convhub.mix.rows import PROVENANCE_COLUMNS
 from convhub.shards import shard_path
 from convhub.staging import check_output, staged_folder
 from convhub.stats import markdown_table
-from datasets import Dataset
-from datasets.exceptions import DatasetGenerationError
-from datasets.utils.py_utils import convert_file_size_to_int
-from huggingface_hub import DatasetCard, DatasetCardData
 
 
 @dataclass

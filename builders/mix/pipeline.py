@@ -10,6 +10,12 @@ from dataclasses import dataclass, field
 
 import datasets
 import numpy as np
+from datasets import Dataset, Features, IterableDataset
+from datasets.data_files import DataFilesDict, sanitize_patterns
+from datasets.utils.metadata import MetadataConfigs
+from huggingface_hub import DatasetCard, constants
+from huggingface_hub.errors import HfHubHTTPError
+
 from convhub.cards import is_non_commercial
 from convhub.folders import read_card, text_of
 from convhub.hub_client import HubUnreachable, reach_repo
@@ -27,11 +33,6 @@ from convhub.mix.rows import (
     truncate_row,
     whitespace_tokens,
 )
-from datasets import Dataset, Features, IterableDataset
-from datasets.data_files import DataFilesDict, sanitize_patterns
-from datasets.utils.metadata import MetadataConfigs
-from huggingface_hub import DatasetCard, constants
-from huggingface_hub.errors import HfHubHTTPError
 
 logger = logging.getLogger(__name__)
 

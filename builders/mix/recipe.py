@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from datasets import Features
+
 from convhub import schema
 from convhub.folders import folder_at, text_of
 from convhub.mix.recipe_values import (
@@ -31,7 +33,6 @@ from convhub.mix.recipe_values import (
     string_list,
 )
 from convhub.shards import RESERVED_SPLITS, SPLIT_NAME
-from datasets import Features
 
 CONFIG_FEATURES: dict[str, Features] = {
     "messages": schema.MESSAGES_FEATURES,

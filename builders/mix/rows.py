@@ -7,8 +7,9 @@ import json
 import unicodedata
 from collections import Counter
 
-from convhub.mix.recipe import Filters, RecipeError, SourceEntry
 from datasets import Features, Value
+
+from convhub.mix.recipe import Filters, RecipeError, SourceEntry
 
 PROVENANCE = Features(
     {

@@ -20,12 +20,13 @@ import os
 from functools import partial
 from typing import Any, ClassVar
 
+from datasets.download.streaming_download_manager import StreamingDownloadManager
+
 from convhub import regroup
 from convhub.base import ConversationBuilder, group_shard
 from convhub.errors import Notes, SourceError
 from convhub.folders import open_url
 from convhub.mnbvc import files, multiturn, parse
-from datasets.download.streaming_download_manager import StreamingDownloadManager
 
 DEFAULT_REPO = "liwu/MNBVC"
 DEFAULT_PATTERN = "forum/**/*.jsonl.gz"

@@ -12,10 +12,11 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
+from datasets.utils.file_utils import xopen
+
 from convhub.errors import Reject, SourceError, raise_error
 from convhub.folders import url_files
 from convhub.jsonio import load_object, refuse_json_document
-from datasets.utils.file_utils import xopen
 
 SUFFIXES = (".jsonl", ".jsonl.gz")
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from convhub import schema
 from convhub.datasets_adapter import ArrowList
 from convhub.mnbvc.parse import ANSWER_SPEAKER, QUESTION_SPEAKER, ConvertedPair

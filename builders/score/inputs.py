@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+
 from convhub.export import Build, ExportError, open_build
 
 Row = dict[str, Any]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx2
+
 from convhub.score.inputs import ScoreError
 
 #: Where the prompts come from: the repository, file and commit they were read at.

@@ -28,9 +28,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 import regex
+from nltk.stem import PorterStemmer
+
 from convhub.score.inputs import Scored, ScoreError
 from convhub.score.report import Figures, Report
-from nltk.stem import PorterStemmer
 
 #: Category ids → names, as LoCoMo's code writes them (convhub's ``category`` is the same, lower-cased).
 CATEGORY_NAMES = {1: "Multi-hop", 2: "Temporal", 3: "Open-domain", 4: "Single-hop", 5: "Adversarial"}

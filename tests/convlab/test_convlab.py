@@ -13,12 +13,13 @@ from pathlib import Path
 import datasets
 import pytest
 from conftest import shared_data
+from convlab_samples import SAMPLE, sample_dialogues, turn_extra
+
 from convhub import cli
 from convhub.build import build_source, check_source
 from convhub.convlab import export, scan
 from convhub.convlab.builder import ConvLabBuilder, SubsetInput, find_inputs
 from convhub.errors import Notes, SourceError
-from convlab_samples import SAMPLE, sample_dialogues, turn_extra
 
 REAL_DATASETS = ConvLabBuilder.DEFAULT_SUBSETS
 

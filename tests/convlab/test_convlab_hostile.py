@@ -15,6 +15,7 @@ from pathlib import Path
 
 import datasets
 import pytest
+
 from convhub import cli, json_list
 from convhub.build import build_source
 from convhub.convlab import files, scan

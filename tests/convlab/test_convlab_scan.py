@@ -11,13 +11,14 @@ from pathlib import Path
 
 import datasets
 import pytest
+from convlab_samples import sample_dialogues
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from convhub.build import build_source, check_source
 from convhub.convlab import scan
 from convhub.convlab.builder import ConvLabBuilder
 from convhub.errors import SourceError
-from convlab_samples import sample_dialogues
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 # -- streaming -----------------------------------------------------------------------------------
 

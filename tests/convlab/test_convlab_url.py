@@ -13,6 +13,7 @@ from pathlib import Path
 import datasets
 import pytest
 from conftest import tables, uploaded
+
 from convhub.build import build_source, check_source
 from convhub.convlab.builder import ConvLabBuilder
 from convhub.errors import Notes, SourceError

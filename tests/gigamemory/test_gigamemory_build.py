@@ -15,11 +15,6 @@ from pathlib import Path
 import datasets
 import pytest
 from conftest import shared_data
-from convhub import cli
-from convhub.build import build_source, check_source
-from convhub.errors import SourceError
-from convhub.gigamemory import index, parse, read
-from convhub.gigamemory.builder import GigamemoryBuilder
 from gigamemory_lines import (
     DIALOGUE_A,
     DIALOGUE_B,
@@ -31,6 +26,12 @@ from gigamemory_lines import (
     source_lines,
     write_jsonl,
 )
+
+from convhub import cli
+from convhub.build import build_source, check_source
+from convhub.errors import SourceError
+from convhub.gigamemory import index, parse, read
+from convhub.gigamemory.builder import GigamemoryBuilder
 
 REAL_COUNTS = {"conversations": 4, "questions": 4, "sessions": 149, "messages": 1900}
 

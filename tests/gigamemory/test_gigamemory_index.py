@@ -10,11 +10,6 @@ import json
 
 import datasets
 import pytest
-from convhub import jsonio
-from convhub.build import build_source
-from convhub.errors import Notes, SourceError
-from convhub.gigamemory import cut, index, parse, read, scan
-from convhub.gigamemory.builder import GigamemoryBuilder
 from gigamemory_lines import (
     DIALOGUE_A,
     DIALOGUE_B,
@@ -24,6 +19,12 @@ from gigamemory_lines import (
     session,
     write_jsonl,
 )
+
+from convhub import jsonio
+from convhub.build import build_source
+from convhub.errors import Notes, SourceError
+from convhub.gigamemory import cut, index, parse, read, scan
+from convhub.gigamemory.builder import GigamemoryBuilder
 
 # -- grouping and ids ---------------------------------------------------------------------------------
 

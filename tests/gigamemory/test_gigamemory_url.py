@@ -12,6 +12,7 @@ from pathlib import Path
 import datasets
 import pytest
 from conftest import uploaded
+
 from convhub import quarantine, registry
 from convhub.build import check_source
 from convhub.errors import Notes, SourceError

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import datasets
+
 from convhub.errors import Notes
 from convhub.locomo import parse
 from convhub.locomo.builder import LocomoBuilder

@@ -15,13 +15,14 @@ from pathlib import Path
 import datasets
 import pytest
 import yaml
+from huggingface_hub import DatasetCard
+from locomo_samples import ALL_CONFIGS, ROOT, SAMPLE, extra, load, tiny_sample
+
 from convhub import cli
 from convhub.build import build_source, check_source
 from convhub.errors import SourceError
 from convhub.locomo.builder import LocomoBuilder
 from convhub.staging import MARKER
-from huggingface_hub import DatasetCard
-from locomo_samples import ALL_CONFIGS, ROOT, SAMPLE, extra, load, tiny_sample
 
 # -- the packaged sample -----------------------------------------------------------------------------------
 

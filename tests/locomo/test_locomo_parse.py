@@ -8,11 +8,12 @@ import copy
 from datetime import datetime
 
 import pytest
+from locomo_samples import extra, parse_tiny, question, tiny_sample, turn
+
 from convhub.errors import Notes, SourceError
 from convhub.locomo import evidence as locomo_evidence
 from convhub.locomo import parse
 from convhub.locomo.export import sample_from_record
-from locomo_samples import extra, parse_tiny, question, tiny_sample, turn
 
 # -- questions: answers and categories ---------------------------------------------------------------------
 

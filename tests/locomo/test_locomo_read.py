@@ -6,9 +6,10 @@ import gc
 import json
 
 import pytest
+from locomo_samples import tiny_sample
+
 from convhub.errors import Notes, SourceError
 from convhub.locomo import parse, read
-from locomo_samples import tiny_sample
 
 # -- values ------------------------------------------------------------------------------------------------
 

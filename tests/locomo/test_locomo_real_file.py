@@ -9,11 +9,12 @@ from collections import Counter
 from datetime import datetime
 
 import pytest
+from locomo_samples import extra, load
+
 from convhub.build import build_source, check_source
 from convhub.errors import Notes
 from convhub.export import LocalBuild
 from convhub.locomo import parse, read
-from locomo_samples import extra, load
 
 REAL_COUNTS = {"conversations": 10, "sessions": 272, "turns": 5882, "questions": 1986}
 REAL_CATEGORIES = {

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from conftest import tables, uploaded
+
 from convhub import registry
 from convhub.build import build_source
 from convhub.folders import folder_at

@@ -6,13 +6,14 @@ import json
 
 import datasets
 import pytest
+from mnbvc_rows import by_id, extra, pair, questions, records, reply, texts, thread, write_shard
+
 from convhub import cli
 from convhub.errors import Notes, SourceError
 from convhub.mnbvc import builder as builder_module
 from convhub.mnbvc import language as languages
 from convhub.mnbvc import parse
 from convhub.mnbvc.builder import MnbvcBuilder
-from mnbvc_rows import by_id, extra, pair, questions, records, reply, texts, thread, write_shard
 
 # -- 问答 -------------------------------------------------------------------------------------------------------
 

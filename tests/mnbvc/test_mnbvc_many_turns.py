@@ -14,13 +14,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from mnbvc_rows import pair
+
 from convhub import cli, schema
 from convhub.datasets_adapter import ArrowList, rows_table
 from convhub.errors import Notes
 from convhub.mnbvc import turn_columns
 from convhub.mnbvc.multiturn import multiturn_record
 from convhub.mnbvc.parse import ConvertedPair
-from mnbvc_rows import pair
 
 #: benchmarks/large_record.py's line: peak memory above a tiny build's within this multiple of the input.
 TARGET_MULTIPLE = 6.0

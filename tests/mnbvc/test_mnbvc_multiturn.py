@@ -9,12 +9,6 @@ from datetime import datetime
 
 import datasets
 import pytest
-from convhub import regroup
-from convhub.build import build_source
-from convhub.errors import Notes, SourceError
-from convhub.mnbvc import files, multiturn, parse
-from convhub.mnbvc.builder import MnbvcBuilder
-from convhub.mnbvc.extension import parse_extension
 from mnbvc_rows import (
     by_id,
     extra,
@@ -27,6 +21,13 @@ from mnbvc_rows import (
     texts,
     write_shard,
 )
+
+from convhub import regroup
+from convhub.build import build_source
+from convhub.errors import Notes, SourceError
+from convhub.mnbvc import files, multiturn, parse
+from convhub.mnbvc.builder import MnbvcBuilder
+from convhub.mnbvc.extension import parse_extension
 
 # -- multi-turn regrouping -------------------------------------------------------------------------------
 

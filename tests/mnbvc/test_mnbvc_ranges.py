@@ -9,11 +9,12 @@ from pathlib import Path
 
 import datasets
 import pytest
+from mnbvc_rows import records, reply, thread, write_shard
+
 from convhub.build import build_source
 from convhub.errors import Notes, SourceError
 from convhub.mnbvc import files
 from convhub.mnbvc.builder import MnbvcBuilder
-from mnbvc_rows import records, reply, thread, write_shard
 
 
 def qa_row(number, question, source="wikihow"):

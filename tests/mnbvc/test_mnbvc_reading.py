@@ -9,13 +9,14 @@ from datetime import datetime
 from functools import partial
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from mnbvc_rows import pair, records, thread, write_shard
+
 from convhub.errors import Notes, SourceError
 from convhub.mnbvc import dates, files
 from convhub.mnbvc import extension as extension_module
 from convhub.mnbvc.extension import parse_extension
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
-from mnbvc_rows import pair, records, thread, write_shard
 
 # -- 扩展字段 ---------------------------------------------------------------------------------------------
 

@@ -9,12 +9,6 @@ from datetime import datetime
 
 import datasets
 import pytest
-from convhub import cli
-from convhub.build import build_source, check_source
-from convhub.errors import SourceError
-from convhub.mnbvc import export
-from convhub.mnbvc import language as languages
-from convhub.mnbvc.builder import MnbvcBuilder
 from mnbvc_rows import (
     SAMPLE,
     by_id,
@@ -26,6 +20,13 @@ from mnbvc_rows import (
     spread_fixture,
     write_shard,
 )
+
+from convhub import cli
+from convhub.build import build_source, check_source
+from convhub.errors import SourceError
+from convhub.mnbvc import export
+from convhub.mnbvc import language as languages
+from convhub.mnbvc.builder import MnbvcBuilder
 
 # -- the packaged sample: nothing lost, the build, the card, the CLI -----------------------------------------
 

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from convhub import registry
 from convhub.build import build_source
 from convhub.export import open_build

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from convhub.score import locomo
 from convhub.score.inputs import Prediction, Scored
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from convhub.score import judge as judge_module
 from convhub.score import longmemeval
 from convhub.score.inputs import Prediction, Scored, ScoreError
