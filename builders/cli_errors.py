@@ -20,6 +20,8 @@ import signal
 import sys
 from collections.abc import Iterator
 
+from convhub.errors import in_chain
+
 USAGE, DATA, INTERRUPTED = 2, 1, 130
 
 #: The commands whose output is staged and removed on failure: after Ctrl-C nothing of theirs is left.
@@ -28,21 +30,6 @@ STAGED = ("build", "check")
 
 class UsageError(Exception):
     """A command line that cannot run as given, found after parsing: one line and exit status 2."""
-
-
-def in_chain(error: BaseException, wanted) -> BaseException | None:
-    """The first exception along ``error``'s chain (itself, its causes and contexts) that ``wanted`` accepts."""
-    seen: set[int] = set()
-    pending = [error]
-    while pending:
-        current = pending.pop(0)
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
-        if wanted(current):
-            return current
-        pending += [current.__cause__, current.__context__]
-    return None
 
 
 def _no_space(error: BaseException) -> bool:

@@ -76,3 +76,23 @@ def raise_error(
 ) -> None:
     """The default bad-record policy: stop at the first bad record."""
     raise error
+
+
+def in_chain(error: BaseException, wanted) -> BaseException | None:
+    """The first exception along ``error``'s chain (itself, its causes and contexts) that ``wanted`` accepts."""
+    seen: set[int] = set()
+    pending = [error]
+    while pending:
+        current = pending.pop(0)
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if wanted(current):
+            return current
+        pending += [current.__cause__, current.__context__]
+    return None
+
+
+def refused_connection(error: BaseException) -> bool:
+    """Whether ``error`` (a client's own connect error, say) stands for a connection refused: nothing listens there."""
+    return in_chain(error, lambda each: isinstance(each, ConnectionRefusedError)) is not None

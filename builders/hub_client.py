@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import threading
 
+from convhub.errors import refused_connection
+
 #: The environment variable that sets the limit, in seconds (a positive number).
 TIMEOUT_ENV = "CONVHUB_HUB_TIMEOUT"
 #: The limit when the variable is not set: long enough for the Hub to answer a large commit.
@@ -99,15 +101,7 @@ def reach_repo(repo_id: str, revision: str | None = None, token: str | None = No
             f"({TIMEOUT_ENV} sets the limit)"
         ) from error
     except (httpx2.TransportError, ConnectionError) as error:
-        reason = "connection refused" if _refused(error) else f"{type(error).__name__}: {error}"
+        reason = "connection refused" if refused_connection(error) else f"{type(error).__name__}: {error}"
         raise HubUnreachable(
             f"could not connect to the Hub at {api.endpoint} (HF_ENDPOINT): {reason}"
         ) from error
-
-
-def _refused(error: BaseException | None) -> bool:
-    while error is not None:
-        if isinstance(error, ConnectionRefusedError):
-            return True
-        error = error.__cause__ or error.__context__
-    return False

@@ -22,6 +22,7 @@ import httpx2
 from huggingface_hub import HfApi, constants
 from huggingface_hub.errors import HfHubHTTPError
 
+from convhub.errors import refused_connection
 from convhub.hub_client import TIMEOUT_ENV, timeout_seconds
 from convhub.hub_errors import redact
 
@@ -93,7 +94,7 @@ class HubFault:
             words = redact(str(error), token) or type(error).__name__
             if isinstance(error, httpx2.TimeoutException):
                 return cls("timeout", None, words, words)
-            if isinstance(error, httpx2.ConnectError) and _refused(error):
+            if isinstance(error, httpx2.ConnectError) and refused_connection(error):
                 return cls("unreachable", None, "connection refused", words)
             return cls("dropped", None, words, words)
         if error is None or error.response is None:
@@ -204,14 +205,3 @@ class HubSession:
         else:
             message = f"the Hub refused {step} ({fault.reason}{detail}); {nothing}"
         return PushError(f"{self.target}: {message}", kind=fault.kind, status=fault.status)
-
-
-def _refused(error: BaseException) -> bool:
-    """Whether the connection was refused (``ConnectionRefusedError`` under the client's own errors)."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, ConnectionRefusedError):
-            return True
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return False
