@@ -47,7 +47,7 @@ from harness import (  # noqa: F401 (bench.X for callers)
 )
 
 from convhub import registry
-from convhub.views import SHARED_VIEWS
+from convhub.views.definitions import SHARED_VIEWS
 
 STREAM = """
 import sys, time, json, datasets

@@ -66,7 +66,7 @@ print(-1)
 BUILD = """
 import sys, tempfile, json, datasets
 datasets.disable_progress_bars()
-from convhub.build import build_source
+from convhub.engine.build import build_source
 source, data_dir, configs, num_proc = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
 engine = sys.argv[5] if len(sys.argv) > 5 else "local"  # "local", or "spark:<master>"
 engine, _, master = engine.partition(":")

@@ -59,7 +59,7 @@ def locomo(folder: Path, scale: float) -> ScaledInput:
     written as 4 files so that ``num_proc`` has shards to share."""
     source = harness.real_file("locomo")
     if not source.exists():
-        from convhub.locomo.builder import LocomoBuilder
+        from builders.locomo.builder import LocomoBuilder
 
         source = next(Path(LocomoBuilder.sample_dir()).glob("*.json"))
     samples = json.loads(source.read_text(encoding="utf-8"))

@@ -1,1 +1,1 @@
-"""convhub: conversation and long-term-memory datasets as typed, mixable Hugging Face datasets."""
+"""The per-source builders: one folder per source (its declaration, `datasets` builder, conversion, export and sample)."""

@@ -234,7 +234,9 @@ def reference(plan: dict[str, Any]) -> dict[str, Any]:
 
 def build_samples(output: Path) -> list[Path]:
     """``convhub build --all --sample`` into ``output``: the folders a newcomer's first command makes."""
-    done = run([sys.executable, "-m", "convhub.cli", "build", "--all", "--sample", "--output", str(output)])
+    done = run(
+        [sys.executable, "-m", "convhub.cli.main", "build", "--all", "--sample", "--output", str(output)]
+    )
     if done.returncode != 0:
         raise SystemExit(f"client_matrix: the sample build failed:\n{done.stderr}")
     return sorted(path for path in output.iterdir() if (path / "README.md").is_file())

@@ -14,7 +14,7 @@ from _checkout import use_checkout
 
 use_checkout()  # the checkout's builders/ as convhub, when convhub is not installed
 
-from convhub.cli import main  # noqa: E402
+from convhub.cli.main import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(["push", *sys.argv[1:]]))

@@ -14,7 +14,7 @@ import pytest
 HUB_SOCKET = hub_double.isolate_from_real_hub()
 
 from convhub import registry  # noqa: E402
-from convhub.build import build_source  # noqa: E402
+from convhub.engine.build import build_source  # noqa: E402
 
 SHARED_DATA = Path(
     os.environ.get("CONVHUB_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
@@ -67,7 +67,7 @@ def tables(output: Path) -> dict[str, object]:
 def bucket(tmp_path):
     """A fresh "bucket" in fsspec's memory file system, a stand-in for a remote one (its paths are no local
     paths), removed after the test: the memory store lives as long as the process."""
-    from convhub.folders import folder_at
+    from convhub.storage.folders import folder_at
 
     root = folder_at(f"memory://{tmp_path.name}")
     yield root

@@ -9,9 +9,9 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from convhub.build import build_source
-from convhub.export import differences, export_source
-from convhub.staging import MARKER
+from convhub.engine.build import build_source
+from convhub.export.exporter import differences, export_source
+from convhub.storage.staging import MARKER
 
 #: Everything ``convhub export`` does not give back byte for byte. In every case the JSON values are equal.
 BYTE_DIFFERENCES = {

@@ -1,6 +1,6 @@
 """What a run killed with SIGKILL leaves (its hidden ``.OUT.partial-*`` staging beside the output, its work
 folders in TMPDIR) is removed by a later run, and nothing else is: not a running process's folder, not a folder
-another host made, not one without convhub's owner file (``convhub.abandoned``).
+another host made, not one without convhub's owner file (``convhub.storage.abandoned``).
 
 The killed runs are real processes, killed with SIGKILL while they hold their folder.
 """
@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from convhub import registry
-from convhub.abandoned import (
+from convhub.cli.main import main
+from convhub.storage.abandoned import (
     OWNER_SUFFIX,
     MarkedTemporaryDirectory,
     is_running,
@@ -30,8 +31,7 @@ from convhub.abandoned import (
     process_start,
     sweep_abandoned,
 )
-from convhub.cli import main
-from convhub.staging import MARKER
+from convhub.storage.staging import MARKER
 
 LOCOMO_SAMPLE = str(registry.get("locomo").sample_dir())
 
@@ -40,7 +40,7 @@ HOLD_STAGING = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from convhub.staging import staged_folder
+    from convhub.storage.staging import staged_folder
     with staged_folder(Path(sys.argv[1])) as staging:
         (staging / "sessions").mkdir()
         (staging / "sessions" / "part.parquet").write_bytes(b"x" * 100_000)
@@ -53,7 +53,7 @@ HOLD_STAGING = textwrap.dedent(
 HOLD_WORK = textwrap.dedent(
     """
     import sys, time
-    from convhub.abandoned import MarkedTemporaryDirectory
+    from convhub.storage.abandoned import MarkedTemporaryDirectory
     with MarkedTemporaryDirectory("convhub-work-", dir=sys.argv[1]) as work:
         print(work, flush=True)
         time.sleep(600)

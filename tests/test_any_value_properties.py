@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_hostile_input import SOURCES
 
-from convhub import cli
-from convhub.export import differences
+from convhub.cli import main as cli
+from convhub.export.exporter import differences
 
 EXAMPLES = settings(
     max_examples=25,

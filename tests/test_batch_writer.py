@@ -1,4 +1,4 @@
-"""The batch writer of ``convhub.base`` writes exactly what ``datasets``' per-example writer writes.
+"""The batch writer of ``convhub.engine.builder`` writes exactly what ``datasets``' per-example writer writes.
 
 Every config of every source is prepared twice from its sample: once by the builder as it is, once by a
 subclass that puts back ``datasets``' own ``GeneratorBasedBuilder._prepare_split_single``. Tables and row
@@ -101,7 +101,7 @@ def _threshold_probe(source: str):
 def test_the_cycle_collector_runs_less_often_while_parsing_and_is_restored(tmp_path):
     import gc
 
-    from convhub.base import GC_YOUNG_THRESHOLD
+    from convhub.engine.builder import GC_YOUNG_THRESHOLD
 
     Probe, seen = _threshold_probe("locomo")
     before = gc.get_threshold()
@@ -116,7 +116,7 @@ def test_the_cycle_collector_runs_less_often_while_parsing_and_is_restored(tmp_p
 def test_convhub_check_parses_with_the_collector_relaxed_and_restores_it():
     import gc
 
-    from convhub.base import GC_YOUNG_THRESHOLD
+    from convhub.engine.builder import GC_YOUNG_THRESHOLD
 
     Probe, seen = _threshold_probe("locomo")
     before = gc.get_threshold()
@@ -128,7 +128,7 @@ def test_convhub_check_parses_with_the_collector_relaxed_and_restores_it():
 def test_a_stream_parses_with_the_collector_relaxed_and_hands_each_row_back_without():
     import gc
 
-    from convhub.base import GC_YOUNG_THRESHOLD
+    from convhub.engine.builder import GC_YOUNG_THRESHOLD
 
     Probe, seen = _threshold_probe("locomo")
     before = gc.get_threshold()
@@ -142,7 +142,7 @@ def test_a_stream_parses_with_the_collector_relaxed_and_hands_each_row_back_with
 def test_a_stream_scans_its_shards_with_the_collector_relaxed_too():
     import gc
 
-    from convhub.base import GC_YOUNG_THRESHOLD
+    from convhub.engine.builder import GC_YOUNG_THRESHOLD
 
     convlab = registry.get("convlab")
     seen = []

@@ -11,8 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from convhub import cli, export_files
-from convhub.build import build_source
+from convhub.cli import main as cli
+from convhub.engine.build import build_source
+from convhub.export import files as export_files
 
 # -- line numbers -------------------------------------------------------------------------------------------
 
@@ -120,8 +121,9 @@ def test_a_rebuild_swapped_in_between_two_file_reads_is_refused_never_mixed(tmp_
     """The rebuild has the same shard layout (two ``sessions`` files); it is swapped in after the first file was
     read. The export must hold one build's rows or refuse: before, it exported the first file of one build and the
     second of the other, and said nothing."""
-    from convhub import export, registry
-    from convhub.staging import _swap_in
+    from convhub import registry
+    from convhub.export import exporter as export
+    from convhub.storage.staging import _swap_in
 
     first = build_source("mnbvc", tmp_path / "first", registry.get("mnbvc").sample_dir(), num_proc=2).output
     second = build_source("mnbvc", tmp_path / "second", str(_changed_sample(tmp_path / "data")), num_proc=2)

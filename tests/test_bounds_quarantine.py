@@ -12,8 +12,8 @@ import textwrap
 
 import pytest
 
-from convhub import quarantine
-from convhub.staging import OutputError
+from convhub.engine import quarantine
+from convhub.storage.staging import OutputError
 
 #: The child's address space: far above a check's needs, far below an unbounded read of /dev/zero.
 CHILD_MEMORY = 1536 * 2**20
@@ -26,7 +26,7 @@ def _check_in_child(quarantine_path: str, tmp_path) -> subprocess.CompletedProce
         f"""
         import resource, sys
         resource.setrlimit(resource.RLIMIT_AS, ({CHILD_MEMORY}, {CHILD_MEMORY}))
-        from convhub import cli
+        from convhub.cli import main as cli
         sys.exit(cli.main(["check", "mnbvc", "--sample", "--on-bad-record", "skip", "--quarantine", {quarantine_path!r}]))
         """
     )

@@ -11,7 +11,7 @@ import yaml
 from huggingface_hub import DatasetCard
 
 from convhub import registry
-from convhub.build import build_source
+from convhub.engine.build import build_source
 
 
 def _first_turn_text(folder: Path) -> str:
@@ -110,7 +110,7 @@ def test_sizes_sources_and_licenses_are_the_hub_metadata_fields(sample_builds):
 
 
 def test_a_convlab_card_says_each_subsets_license_and_one_license_only_when_they_share_it():
-    from convhub.convlab.builder import ConvLabBuilder
+    from builders.convlab.builder import ConvLabBuilder
 
     assert ConvLabBuilder.card_license(["camrest", "tm1"]) == {"license": "cc-by-4.0"}
     mixed = ConvLabBuilder.card_license(["camrest", "woz"])
@@ -161,7 +161,7 @@ def test_combined_convlab_configs_list_patterns_that_match_exactly_their_files(s
 
 
 def test_build_repo_id_names_the_repo_in_the_card_code(tmp_path, capsys):
-    from convhub.cli import main
+    from convhub.cli.main import main
 
     sample = registry.get("locomo").sample_dir()
     result = build_source(
@@ -196,7 +196,7 @@ def test_the_turns_role_is_described_as_mapped_not_as_the_chat_role(sample_build
 def test_the_example_row_made_from_arrow_equals_the_whole_row_shortened(sample_builds):
     """``shortened`` makes Python objects only for what the example keeps; what it keeps is ``shorten``'s."""
     from convhub.cards import shorten, shortened
-    from convhub.folders import parquet_file
+    from convhub.storage.folders import parquet_file
 
     compared = 0
     for result in sample_builds.values():

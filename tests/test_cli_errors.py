@@ -12,7 +12,8 @@ import os
 
 import pytest
 
-from convhub import cli, datasets_adapter
+from convhub.cli import main as cli
+from convhub.engine import datasets_adapter
 
 
 def fails(capsys, arguments: list[str], status: int) -> str:
@@ -181,7 +182,7 @@ def test_an_unreachable_spark_master_fails_at_once(tmp_path, capsys):
     ],
 )
 def test_commands_that_talk_to_the_hub_give_its_requests_timeouts(arguments, calls, tmp_path, monkeypatch):
-    from convhub import hub_client
+    from convhub.publish import hub_client
 
     called = []
     monkeypatch.setattr(hub_client, "use_timeouts", lambda: called.append(True))

@@ -9,7 +9,7 @@ from importlib.metadata import version
 
 import pytest
 
-from convhub import cli
+from convhub.cli import main as cli
 
 COMMANDS = ("build", "check", "push", "export", "mix", "score")
 

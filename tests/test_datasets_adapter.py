@@ -1,4 +1,4 @@
-"""convhub's one override of a private ``datasets`` method (``convhub.datasets_adapter``) still fits the installed
+"""convhub's one override of a private ``datasets`` method (``convhub.engine.datasets_adapter``) still fits the installed
 ``datasets``: a release that renames the method, changes its parameters or stops calling it fails here, by name."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import datasets
 import pytest
 
-from convhub import datasets_adapter, registry
+from convhub import registry
+from convhub.engine import datasets_adapter
 
 
 def test_the_installed_datasets_calls_the_method_the_adapter_overrides():
@@ -113,7 +114,7 @@ def test_free_text_columns_have_neither_statistics_nor_dictionary(config, tmp_pa
     """Written by the batch writer (sessions) and by the derived views (turns, messages): free text
     (``schema.FREE_TEXT``) without statistics or dictionary, ids and numbers with statistics."""
     from convhub import registry, schema
-    from convhub.build import build_source
+    from convhub.engine.build import build_source
 
     build_source("locomo", tmp_path / "out", registry.get("locomo").sample_dir(), [config], None)
     [path] = sorted((tmp_path / "out" / config).glob("*.parquet"))
@@ -131,8 +132,8 @@ def test_a_shard_rewritten_without_duplicates_is_written_like_every_shard(tmp_pa
     import pyarrow.parquet as pq
 
     from convhub import registry
-    from convhub.build import build_source
-    from convhub.duplicate_ids import write_shard
+    from convhub.engine.build import build_source
+    from convhub.engine.duplicate_ids import write_shard
 
     build_source("locomo", tmp_path / "out", registry.get("locomo").sample_dir(), ["sessions"], None)
     [built] = sorted((tmp_path / "out" / "sessions").glob("*.parquet"))

@@ -1,4 +1,4 @@
-"""Views derived from ``sessions`` (convhub.derive) give exactly the rows the builder parses for them."""
+"""Views derived from ``sessions`` (convhub.views.derive) give exactly the rows the builder parses for them."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import datasets
 import pytest
 
 from convhub import registry
-from convhub.derive import DERIVERS
+from convhub.engine.stats import Report
 from convhub.errors import Notes, SourceError
-from convhub.staging import MARKER
-from convhub.stats import Report
+from convhub.storage.staging import MARKER
+from convhub.views.derive import DERIVERS
 
 #: Every view a build derives from ``sessions``: the shared ones Arrow flattens, and each source's own views of
 #: the record (LoCoMo's observations and events, ConvLab's dialogues), which run on the records read back.
@@ -40,7 +40,7 @@ def test_derived_view_equals_builder_view(sample_builds, tmp_path, source, view)
 
 
 def test_build_of_a_derived_view_alone_parses_once_and_writes_only_that_view(tmp_path):
-    from convhub.build import build_source
+    from convhub.engine.build import build_source
 
     builder_cls = registry.get("locomo")
     result = build_source("locomo", tmp_path / "out", data_dir=builder_cls.sample_dir(), configs=["qa"])
@@ -52,7 +52,7 @@ def test_build_of_a_derived_view_alone_parses_once_and_writes_only_that_view(tmp
 
 @pytest.mark.parametrize("source", ["mnbvc", "gigamemory"])
 def test_derive_in_worker_processes_gives_the_rows_of_one_process(sample_builds, tmp_path, source):
-    from convhub.build import build_source
+    from convhub.engine.build import build_source
 
     builder_cls = registry.get(source)
     result = build_source(source, tmp_path / "out", data_dir=builder_cls.sample_dir(), num_proc=2)
@@ -70,7 +70,7 @@ def test_derive_in_worker_processes_gives_the_rows_of_one_process(sample_builds,
 
 
 def test_a_build_of_source_configs_only_derives_nothing(tmp_path):
-    from convhub.build import build_source
+    from convhub.engine.build import build_source
 
     builder_cls = registry.get("locomo")
     result = build_source("locomo", tmp_path / "out", data_dir=builder_cls.sample_dir(), configs=["events"])

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from convhub import registry
-from convhub.build import build_source
-from convhub.push import push_folder
+from convhub.engine.build import build_source
+from convhub.publish.push import push_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = registry.names()
@@ -53,7 +53,16 @@ def test_a_second_build_from_a_copy_of_the_input_is_byte_identical(source, sampl
 def test_a_build_in_another_process_with_another_hash_seed_is_byte_identical(sample_builds, tmp_path):
     seed = "4242" if os.environ.get("PYTHONHASHSEED") != "4242" else "2424"
     environment = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "convhub.cli", "build", "--all", "--sample", "--output", str(tmp_path)]
+    command = [
+        sys.executable,
+        "-m",
+        "convhub.cli.main",
+        "build",
+        "--all",
+        "--sample",
+        "--output",
+        str(tmp_path),
+    ]
     finished = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=ROOT, timeout=300)
     assert finished.returncode == 0, finished.stderr
 

@@ -21,10 +21,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convhub import registry, schema
-from convhub.build import build_source, check_source
 from convhub.cards import templates_dir
-from convhub.export import export_source, exporter
-from convhub.views import SHARED_VIEWS
+from convhub.engine.build import build_source, check_source
+from convhub.export.exporter import export_source, exporter
+from convhub.views.definitions import SHARED_VIEWS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 

@@ -28,10 +28,10 @@ from export_checks import (
     zip_json,
 )
 
+from builders.convlab.builder import DEFAULT_SUBSETS as CONVLAB_DATASETS
 from convhub import registry
-from convhub.convlab.builder import DEFAULT_SUBSETS as CONVLAB_DATASETS
-from convhub.export import differences
-from convhub.staging import MARKER
+from convhub.export.exporter import differences
+from convhub.storage.staging import MARKER
 
 # -- the comparison itself --------------------------------------------------------------------------------
 

@@ -19,16 +19,17 @@ from export_checks import (
     export,
 )
 
-from convhub import cli, registry
-from convhub.build import build_source
-from convhub.export import ExportError, LocalBuild, export_source
-from convhub.staging import MARKER
+from convhub import registry
+from convhub.cli import main as cli
+from convhub.engine.build import build_source
+from convhub.export.exporter import ExportError, LocalBuild, export_source
+from convhub.storage.staging import MARKER
 
 # -- Hub repos, the command line, failures ------------------------------------------------------------------
 
 
 def test_export_from_a_hub_repo(hub, sample_builds, tmp_path):
-    from convhub.push import push_folder
+    from convhub.publish.push import push_folder
 
     folder = tmp_path / "convlab-unified"
     shutil.copytree(sample_builds["convlab"].output, folder)
@@ -43,7 +44,7 @@ def test_export_from_a_hub_repo(hub, sample_builds, tmp_path):
 
 
 def test_cli_export_from_a_hub_repo_streamed(hub, sample_builds, tmp_path, capsys):
-    from convhub.push import push_folder
+    from convhub.publish.push import push_folder
 
     folder = tmp_path / "locomo-unified"
     shutil.copytree(sample_builds["locomo"].output, folder)

@@ -38,8 +38,9 @@ from hostile_sources import (
     record_marker,
 )
 
-from convhub import cli, duplicate_ids, quarantine
-from convhub.build import build_source, check_source
+from convhub.cli import main as cli
+from convhub.engine import duplicate_ids, quarantine
+from convhub.engine.build import build_source, check_source
 from convhub.errors import SourceError
 
 # -- one test per hostile input, for every source -------------------------------------------------------
@@ -259,7 +260,7 @@ def test_a_gzipped_locomo_file_is_named_not_utf8(tmp_path):
 HUGE_LINE_SCRIPT = textwrap.dedent(
     """
     import json, os, resource, sys, time
-    from convhub.build import build_source
+    from convhub.engine.build import build_source
     from convhub.errors import SourceError
 
     def measure(name, data_dir, output, policy):

@@ -19,8 +19,9 @@ from hostile_sources import (
     read_quarantine,
 )
 
-from convhub import cli, quarantine
-from convhub.build import build_source, check_source
+from convhub.cli import main as cli
+from convhub.engine import quarantine
+from convhub.engine.build import build_source, check_source
 from convhub.errors import SourceError
 
 # -- skip: the good records are built, the bad ones are quarantined, the card counts them -----------------

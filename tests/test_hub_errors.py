@@ -9,9 +9,9 @@ import pytest
 from conftest import HUB_TOKEN
 from test_mix import numbered, write_source
 
-from convhub.cli import main
-from convhub.hub_errors import redact
-from convhub.push import push_folder
+from convhub.cli.main import main
+from convhub.publish.hub_errors import redact
+from convhub.publish.push import push_folder
 
 
 def one_redacted_line(capsys) -> str:

@@ -16,10 +16,10 @@ import datasets.config
 import pytest
 from huggingface_hub import constants, get_session
 
-import convhub.push as push
-from convhub.cli import main
-from convhub.hub_client import TIMEOUT_ENV, use_timeouts
-from convhub.push import RetryPolicy
+import convhub.publish.push as push
+from convhub.cli.main import main
+from convhub.publish.hub_client import TIMEOUT_ENV, use_timeouts
+from convhub.publish.push import RetryPolicy
 
 REPO = "org/locomo-unified"
 

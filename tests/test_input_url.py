@@ -1,7 +1,7 @@
 """``--data-dir`` at a URL (``hdfs://``, ``s3a://``, any fsspec URL), every registered source the same way: the
 rows of a local build, and of a stream from the local folder. Each source's own URL tests (what it opens where, and
 the files its errors name) live with its other tests (``tests/<source>/test_<source>_url.py``, MNBVC's in
-``tests/mnbvc/test_mnbvc_formats.py``); ``convhub.folders.local_copy``, which two of them use, is tested here.
+``tests/mnbvc/test_mnbvc_formats.py``); ``convhub.storage.folders.local_copy``, which two of them use, is tested here.
 
 fsspec's in-memory file system stands in for a remote one: its URLs are no local paths, so a step that opened
 the file on the local disk fails here. ``tests/test_spark.py`` has Spark's tasks read a ``file://`` URL.
@@ -17,8 +17,8 @@ import pytest
 from conftest import tables, uploaded
 
 from convhub import registry
-from convhub.build import build_source, check_source
-from convhub.folders import local_copy
+from convhub.engine.build import build_source, check_source
+from convhub.storage.folders import local_copy
 
 
 @pytest.mark.parametrize("source", registry.names())

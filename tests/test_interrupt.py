@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from convhub.locomo.builder import LocomoBuilder
+from builders.locomo.builder import LocomoBuilder
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES, COPIES = 4, 4000  # about 10 s of building on one core: long enough to be stopped in the middle
@@ -52,7 +52,7 @@ def interrupted_build(data: Path, output: Path, *options: str) -> tuple[int, str
     log = output.parent / f"{output.name}.stderr"
     with open(log, "w+", encoding="utf-8") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "convhub.cli", "build", "locomo", "--data-dir", str(data), "--config", "sessions",
+            [sys.executable, "-m", "convhub.cli.main", "build", "locomo", "--data-dir", str(data), "--config", "sessions",
              "--output", str(output), *options],
             stdout=subprocess.DEVNULL, stderr=stderr, env=env, cwd=output.parent, start_new_session=True,
         )  # fmt: skip

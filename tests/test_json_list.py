@@ -1,4 +1,4 @@
-"""``convhub.json_list``: a top-level JSON list read one element at a time gives ``json.loads``'s values, exact
+"""``convhub.engine.json_list``: a top-level JSON list read one element at a time gives ``json.loads``'s values, exact
 byte ranges, and errors that name the file's byte, whatever the chunk a read cuts."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from convhub.engine.json_list import scan_json_array
 from convhub.errors import SourceError
-from convhub.json_list import scan_json_array
 
 CHUNK_SIZES = (1, 7, 64, 1 << 22)
 

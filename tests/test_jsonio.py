@@ -1,4 +1,4 @@
-"""``convhub.jsonio``: every source's JSON read with ``json``'s values, through orjson where the two agree."""
+"""``convhub.engine.jsonio``: every source's JSON read with ``json``'s values, through orjson where the two agree."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from convhub.engine.jsonio import INEXACT, load_object, loads_exact, may_hold_long_integer, orjson_exact
 from convhub.errors import SourceError
-from convhub.jsonio import INEXACT, load_object, loads_exact, may_hold_long_integer, orjson_exact
 
 
 @pytest.mark.parametrize(

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from huggingface_hub import HfApi
 
-from convhub.push import MANIFEST
+from convhub.publish.push import MANIFEST
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "local_hub.py"
-CONVHUB = [sys.executable, "-c", "import sys; from convhub.cli import main; sys.exit(main())"]
+CONVHUB = [sys.executable, "-c", "import sys; from convhub.cli.main import main; sys.exit(main())"]
 REPO = "me/locomo-unified"
 
 

@@ -11,8 +11,8 @@ import pytest
 from conftest import shared_data
 
 from convhub import registry
-from convhub.build import build_source
-from convhub.chat import (
+from convhub.engine.build import build_source
+from convhub.views.chat import (
     EMPTY_LEFT_OUT,
     LATE_SYSTEM,
     NO_ASSISTANT,

@@ -23,7 +23,8 @@ from mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse 
     write_source,
 )
 
-from convhub import cli, mix
+from convhub import mix
+from convhub.cli import main as cli
 
 # -- 1. split names --------------------------------------------------------------------------------
 
@@ -202,7 +203,7 @@ def test_an_unreachable_hub_is_one_line_naming_the_endpoint(tmp_path):
         reserved.bind(("127.0.0.1", 0))
         endpoint = f"http://127.0.0.1:{reserved.getsockname()[1]}"
         finished = subprocess.run(
-            [sys.executable, "-m", "convhub.cli", "mix", "recipe.yaml", "--output", "out"],
+            [sys.executable, "-m", "convhub.cli.main", "mix", "recipe.yaml", "--output", "out"],
             cwd=tmp_path,
             env={**os.environ, "HF_ENDPOINT": endpoint},
             capture_output=True,
@@ -219,7 +220,7 @@ def test_an_unreachable_hub_is_one_line_naming_the_endpoint(tmp_path):
 
 
 def test_a_missing_hub_repo_or_revision_names_its_key(hub, tmp_path):
-    from convhub.push import push_folder
+    from convhub.publish.push import push_folder
 
     push_folder(write_source(tmp_path / "a", numbered("a", 3)), "org/a-unified")
     with pytest.raises(mix.RecipeError, match="cannot read org/nothing") as caught:

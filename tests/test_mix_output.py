@@ -19,8 +19,9 @@ from mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse 
     write_source,
 )
 
-from convhub import cli, mix, schema
-from convhub.staging import MARKER
+from convhub import mix, schema
+from convhub.cli import main as cli
+from convhub.storage.staging import MARKER
 
 # -- the mixture folder ---------------------------------------------------------------------------
 
@@ -185,7 +186,7 @@ def test_mixing_the_sample_build_of_every_registered_source(sample_builds, tmp_p
 
 
 def test_sources_from_hub_repos_streamed_and_the_mixture_pushed(hub, tmp_path):
-    from convhub.push import push_folder
+    from convhub.publish.push import push_folder
 
     push_folder(write_source(tmp_path / "a", numbered("a", 30)), "org/a-unified")
     push_folder(write_source(tmp_path / "b", numbered("b", 20), license="cc-by-nc-4.0"), "org/b-unified")

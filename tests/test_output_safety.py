@@ -11,13 +11,14 @@ from pathlib import Path
 import datasets
 import pytest
 
-from convhub import registry, staging
-from convhub.build import build_source
-from convhub.cli import main
-from convhub.export import export_source
+from convhub import registry
+from convhub.cli.main import main
+from convhub.engine.build import build_source
+from convhub.export.exporter import export_source
 from convhub.mix import load_recipe, write_mixture
-from convhub.push import local_files
-from convhub.staging import MARKER, OutputError, _exchange, check_output, made_by_convhub
+from convhub.publish.push import local_files
+from convhub.storage import staging
+from convhub.storage.staging import MARKER, OutputError, _exchange, check_output, made_by_convhub
 
 LOCOMO_SAMPLE = Path(registry.get("locomo").sample_dir())
 

@@ -18,12 +18,15 @@ from hostile_sources import SOURCES, hostile_mix
 from mix_sources import numbered, write_source
 from mix_sources import recipe as mix_recipe
 
-from convhub import cli, mix, quarantine, registry, staging
-from convhub.build import ENGINE_WORK, build_source
+from convhub import mix, registry
+from convhub.cli import main as cli
+from convhub.engine import quarantine
+from convhub.engine.build import ENGINE_WORK, build_source
 from convhub.errors import SourceError
-from convhub.export import export_source
-from convhub.folders import folder_at, read_parquet, text_of
-from convhub.staging import MARKER, OutputError, check_output
+from convhub.export.exporter import export_source
+from convhub.storage import staging
+from convhub.storage.folders import folder_at, read_parquet, text_of
+from convhub.storage.staging import MARKER, OutputError, check_output
 
 
 def files_under(folder) -> list[str]:

@@ -18,8 +18,8 @@ import datasets
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from convhub.build import build_source
-from convhub.export import differences, export_source
+from convhub.engine.build import build_source
+from convhub.export.exporter import differences, export_source
 
 EXAMPLES = settings(
     max_examples=20,

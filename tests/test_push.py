@@ -21,11 +21,11 @@ from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
 from convhub import registry
-from convhub.build import build_source
-from convhub.cli import main
-from convhub.push import MANIFEST, PushError, RetryPolicy, looks_managed, push_folder
-from convhub.shards import shard_path
-from convhub.staging import MARKER
+from convhub.cli.main import main
+from convhub.engine.build import build_source
+from convhub.engine.shards import shard_path
+from convhub.publish.push import MANIFEST, PushError, RetryPolicy, looks_managed, push_folder
+from convhub.storage.staging import MARKER
 
 REPO = "org/locomo-unified"
 ROOT = Path(__file__).resolve().parents[1]
@@ -167,7 +167,7 @@ def test_a_repo_without_convhubs_list_gets_no_deletion_and_a_warning(hub, folder
     smaller = tmp_path / "smaller" / "locomo-unified"
     build_source("locomo", smaller, data_dir=registry.get("locomo").sample_dir(), configs=["sessions"])
 
-    with caplog.at_level(logging.WARNING, logger="convhub.push"):
+    with caplog.at_level(logging.WARNING, logger="convhub.publish.push"):
         result = push_folder(smaller, REPO, verify=False)
 
     stale = sorted(pushed_files(folder) - pushed_files(smaller))
@@ -259,7 +259,7 @@ def test_create_pr_opens_a_pull_request_and_leaves_main_alone(hub, folder):
 
 def test_a_concurrent_commit_fails_the_push_instead_of_mixing_builds(hub, folder, monkeypatch):
     """The commit names the head the plan compared against; the double answers 412 when that moved."""
-    import convhub.push as push
+    import convhub.publish.push as push
 
     push_folder(folder, REPO, verify=False)
     (folder / "README.md").write_text(
@@ -384,7 +384,7 @@ def test_a_card_whose_row_counts_disagree_with_its_parquet_is_refused_before_any
 
 
 def test_a_load_back_failure_after_the_commit_says_which_commit_landed(hub, folder, monkeypatch, capsys):
-    import convhub.push as push
+    import convhub.publish.push as push
 
     monkeypatch.setattr(push, "_load_back", lambda *args: {"test": 0})
 
@@ -397,7 +397,7 @@ def test_a_load_back_failure_after_the_commit_says_which_commit_landed(hub, fold
 
 
 def test_a_hub_error_is_reported_on_stderr_with_exit_status_1(hub, folder, capsys, monkeypatch):
-    import convhub.push as push
+    import convhub.publish.push as push
 
     waits = []
     monkeypatch.setattr(push, "DEFAULT_RETRY", RetryPolicy(sleep=waits.append))

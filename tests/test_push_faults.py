@@ -19,12 +19,12 @@ from conftest import HUB_TOKEN
 from huggingface_hub import HfApi
 from huggingface_hub.utils import _http
 
-import convhub.push as push
+import convhub.publish.push as push
 from convhub import registry
-from convhub.build import build_source
-from convhub.cli import main
-from convhub.push import MANIFEST, PushError, RetryPolicy, push_folder
-from convhub.staging import MARKER
+from convhub.cli.main import main
+from convhub.engine.build import build_source
+from convhub.publish.push import MANIFEST, PushError, RetryPolicy, push_folder
+from convhub.storage.staging import MARKER
 
 REPO = "org/locomo-unified"
 

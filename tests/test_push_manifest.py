@@ -15,10 +15,10 @@ import pytest
 from huggingface_hub import HfApi
 
 from convhub import registry
-from convhub.build import build_source
-from convhub.cli import main
-from convhub.push import MANIFEST, PushError, push_folder
-from convhub.push_local import file_digests
+from convhub.cli.main import main
+from convhub.engine.build import build_source
+from convhub.publish.local_files import file_digests
+from convhub.publish.push import MANIFEST, PushError, push_folder
 
 REPO = "org/locomo-unified"
 HAND_MADE = b"a shard I made by hand\n"

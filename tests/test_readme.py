@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from convhub import cli
+from convhub.cli import main as cli
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

@@ -1,4 +1,4 @@
-"""The embedded engine's group-by (``convhub.regroup``), with keyed rows the tests make themselves: every
+"""The embedded engine's group-by (``convhub.engine.regroup``), with keyed rows the tests make themselves: every
 conversation comes out whole and in key order, whatever the writers, partitions and slices; the order of the
 groups is Python's; the first error is a serial pass's."""
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convhub import regroup
+from convhub.engine import regroup
 from convhub.errors import SourceError
 
 #: Texts that stress byte order: a prefix, a zero character, a lone surrogate, past the BMP, the private use area.

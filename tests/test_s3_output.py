@@ -20,9 +20,9 @@ import pyarrow.parquet as pq
 from conftest import HUB_TOKEN, tables
 
 from convhub import registry
-from convhub.build import build_source
-from convhub.cli import main
-from convhub.staging import MARKER
+from convhub.cli.main import main
+from convhub.engine.build import build_source
+from convhub.storage.staging import MARKER
 
 LOCOMO_SAMPLE = Path(registry.get("locomo").sample_dir())
 REPO = "me/locomo-from-s3"

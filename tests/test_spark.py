@@ -18,18 +18,19 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import shared_data
 
-from convhub import duplicate_ids, registry
-from convhub.build import build_source
+from convhub import registry
+from convhub.engine import duplicate_ids
+from convhub.engine.build import build_source
 from convhub.errors import SourceError
-from convhub.export import export_source
+from convhub.export.exporter import export_source
 
 pytest.importorskip("pyspark", reason='PySpark is the "spark" extra: pip install ".[spark]"')
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import oracle
 
-from convhub import spark as spark_module
-from convhub.spark import SparkEngine
+from convhub.engine import spark as spark_module
+from convhub.engine.spark import SparkEngine
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,7 @@ def test_mnbvc_conversations_spread_over_many_partitions_come_out_in_the_local_o
     spark, tmp_path, monkeypatch
 ):
     """Partitions of 300 bytes: the sample's multi-turn rows go to several partitions, moved by Spark's shuffle."""
-    from convhub.mnbvc.builder import MnbvcBuilder
+    from builders.mnbvc.builder import MnbvcBuilder
 
     monkeypatch.setattr(MnbvcBuilder, "PARTITION_BYTES", 300, raising=False)
     monkeypatch.setattr(MnbvcBuilder, "SLICE_BYTES", 300, raising=False)
@@ -72,7 +73,7 @@ def test_mnbvc_conversations_spread_over_many_partitions_come_out_in_the_local_o
 def gigamemory_engine_tasks(monkeypatch) -> list[int]:
     """The number of engine tasks of each GigaMemory pass 1 that hands its dialogues to an engine, which every
     plain file now does, however small (a test's files are far below ``PARALLEL_INDEX_BYTES``)."""
-    from convhub.gigamemory import scan
+    from builders.gigamemory import scan
 
     monkeypatch.setattr(scan, "PARALLEL_INDEX_BYTES", 0)
     tasks: list[int] = []
@@ -88,7 +89,7 @@ def test_gigamemory_parses_its_dialogues_in_spark_tasks_and_builds_as_locally(
 ):
     """Pass 1's distinct dialogues are parsed and hashed by Spark's tasks (one per span here), not on the
     driver; the index, and so the build, is the local one."""
-    from convhub.gigamemory import index, scan
+    from builders.gigamemory import index, scan
 
     monkeypatch.setattr(scan, "ENGINE_TASK_BYTES", 1)
     tasks = gigamemory_engine_tasks
@@ -104,7 +105,7 @@ def test_gigamemory_parses_its_dialogues_in_spark_tasks_and_builds_as_locally(
 
 def _mnbvc_with_bad_rows(folder: Path) -> Path:
     """The MNBVC sample plus a multi-turn file with a line that is not JSON and a row of neither 问 nor 答."""
-    from convhub.mnbvc.builder import MnbvcBuilder
+    from builders.mnbvc.builder import MnbvcBuilder
 
     shutil.copytree(MnbvcBuilder.sample_dir(), folder)
     good = {"问": "你好", "答": "你好！", "来源": "bad-test", "元数据": {"会话": "c1", "多轮序号": 1}}
@@ -158,7 +159,7 @@ def test_real_files_build_on_spark_as_they_build_locally(source, parts, spark, t
 
 
 def test_the_cli_builds_on_spark_and_says_what_it_needs(tmp_path):
-    convhub = [sys.executable, "-m", "convhub.cli"]
+    convhub = [sys.executable, "-m", "convhub.cli.main"]
     wrong = subprocess.run(
         [
             *convhub,
@@ -251,7 +252,7 @@ def test_mnbvc_files_under_a_url_are_read_by_the_tasks_where_they_are(spark, sam
     result = build_source("mnbvc", tmp_path / "from-url", sample.as_uri(), engine=spark)
     assert_same_build(sample_builds["mnbvc"].output, result.output)
     assert result.notes == sample_builds["mnbvc"].notes
-    from convhub.folders import fsspec_url as _fsspec_url
+    from convhub.storage.folders import fsspec_url as _fsspec_url
 
     assert (
         _fsspec_url("s3a://bucket/dialogue/a.jsonl") == "s3://bucket/dialogue/a.jsonl"
@@ -263,7 +264,7 @@ def test_a_spark_build_writes_straight_to_a_url(source, spark, sample_builds, tm
     """``--output`` a URL (here ``file://``; ``hdfs://``, ``s3a://`` alike through fsspec): the tasks write in the
     staging folder at the URL, not in a local work folder, and the rows are the local build's. MNBVC's rows go
     through Spark's shuffle; ConvLab's files are then split by subset on the driver."""
-    from convhub.spark import SparkEngine
+    from convhub.engine.spark import SparkEngine
 
     works = []
     write_config = SparkEngine.write_config
@@ -345,7 +346,7 @@ def test_the_oracle_names_what_differs(sample_builds):
 
 def _locomo_with_a_bad_record(folder: Path) -> Path:
     """The LoCoMo sample with a speaker that is a number: its task fails on an executor."""
-    from convhub.locomo.builder import LocomoBuilder
+    from builders.locomo.builder import LocomoBuilder
 
     samples = json.loads(
         (Path(LocomoBuilder.sample_dir()) / "locomo_sample.json").read_text(encoding="utf-8")
@@ -360,7 +361,7 @@ def test_a_bad_record_on_spark_is_convhubs_line_alone_unless_verbose(tmp_path):
     """Spark's own output (JVM start-up notes, the executor's ERROR log with the task's traceback) came before
     convhub's line; it is silenced, and ``--verbose`` shows it again."""
     data = _locomo_with_a_bad_record(tmp_path / "data")
-    command = [sys.executable, "-m", "convhub.cli", "build", "locomo", "--data-dir", str(data), "--config",
+    command = [sys.executable, "-m", "convhub.cli.main", "build", "locomo", "--data-dir", str(data), "--config",
                "sessions", "--engine", "spark", "--spark-master", "local[1]", "--output", str(tmp_path / "out")]  # fmt: skip
     quiet = subprocess.run(command, capture_output=True, text=True, check=False)
     line = (

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from convhub import registry
-from convhub.views import SHARED_VIEWS
+from convhub.views.definitions import SHARED_VIEWS
 
 CASES = [(source, view.name) for source in registry.names() for view in SHARED_VIEWS]
 
@@ -99,8 +99,8 @@ def test_streaming_features_are_the_configs_features(source):
 
 def test_locomo_streams_without_reading_every_file_first_and_still_refuses_a_duplicate_id(tmp_path):
     """Streaming checks sample_id across files as it goes (the build checks before any shard)."""
+    from builders.locomo.builder import LocomoBuilder
     from convhub.errors import SourceError
-    from convhub.locomo.builder import LocomoBuilder
 
     sample = next(Path(LocomoBuilder.sample_dir()).glob("*.json"))
     (tmp_path / "a.json").write_bytes(sample.read_bytes())

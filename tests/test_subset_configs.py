@@ -5,7 +5,7 @@ from __future__ import annotations
 import datasets
 
 from convhub import registry
-from convhub.build import build_source
+from convhub.engine.build import build_source
 
 
 def test_a_build_of_one_subset_moves_its_files_and_loads_alone_and_whole(tmp_path):

@@ -12,7 +12,7 @@ import datasets.config
 import huggingface_hub.constants
 import pytest
 
-from convhub import cli
+from convhub.cli import main as cli
 
 COMMANDS = ("build", "check")
 

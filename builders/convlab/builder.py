@@ -1,13 +1,13 @@
 """ConvLab-3 unified datasets: MultiWOZ, SGD, Taskmaster, CamRest, WOZ, KVRET, CrossWOZ... in one format.
 
 Each ConvLab dataset is a ``subset``: ``DIR/<name>/data.zip``, its extracted ``data/`` folder, or its
-``dummy_data.json`` (``convhub.convlab.files``); ``DIR`` may also be one dataset's own folder. Without
+``dummy_data.json`` (``builders.convlab.files``); ``DIR`` may also be one dataset's own folder. Without
 ``--data-dir`` each default subset's ``data.zip`` is downloaded from the Hub. Configs: the shared views,
 plus ``dialogues`` (ConvLab's dialogue-level fields), ``ontology`` and ``database``.
 
-A subset's ``dialogues.json`` is scanned once per process (``convhub.convlab.scan``) for each dialogue's
+A subset's ``dialogues.json`` is scanned once per process (``builders.convlab.scan``) for each dialogue's
 split and byte range; a shard is a run of consecutive ranges one worker reads with forward seeks, and the
-records come from ``convhub.convlab.parse``.
+records come from ``builders.convlab.parse``.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from typing import ClassVar
 
 from datasets import Features, List, Value
 
+from builders.convlab import parse, scan
+from builders.convlab.files import DIALOGUES, ONTOLOGY, SubsetInput, copied_here, find_inputs
 from convhub import schema
-from convhub.base import ConversationBuilder, download_folder
-from convhub.convlab import parse, scan
-from convhub.convlab.files import DIALOGUES, ONTOLOGY, SubsetInput, copied_here, find_inputs
+from convhub.engine.builder import ConversationBuilder, download_folder
 from convhub.errors import Notes, SourceError
-from convhub.views import View
+from convhub.views.definitions import View
 
 __all__ = ["ConvLabBuilder", "SubsetInput", "find_inputs"]
 

@@ -1,4 +1,4 @@
-"""Canonical ConvLab records and rows → ConvLab-3 unified files again: the inverse of ``convhub.convlab.parse``.
+"""Canonical ConvLab records and rows → ConvLab-3 unified files again: the inverse of ``builders.convlab.parse``.
 
 ``dialogue_from_record`` inverts ``parse_dialogue``, ``ontology_from_row`` inverts ``ontology_row`` and
 ``database_from_rows`` inverts ``database_rows``; the parser checks its typed acts, state and ontology
@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from convhub.convlab.builder import DATABASE_VIEW, DIALOGUES, ONTOLOGY, ONTOLOGY_VIEW, ordered_splits
-from convhub.convlab.parse import (
+from builders.convlab.builder import DATABASE_VIEW, DIALOGUES, ONTOLOGY, ONTOLOGY_VIEW, ordered_splits
+from builders.convlab.parse import (
     ACT_KINDS,
     ACT_KINDS_KEY,
     ACTS_ABSENT,
@@ -29,8 +29,8 @@ from convhub.convlab.parse import (
     state_to_source,
     unescape_turn_key,
 )
-from convhub.export import SESSIONS, Build, as_object, source_rows
-from convhub.export_files import ExportError, JsonListWriter, safe_join, write_json
+from convhub.export.exporter import SESSIONS, Build, as_object, source_rows
+from convhub.export.files import ExportError, JsonListWriter, safe_join, write_json
 
 BATCH_ROWS = 256
 

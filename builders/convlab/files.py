@@ -28,7 +28,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from convhub.errors import SourceError
-from convhub.folders import fsspec_url, local_copy
+from convhub.storage.folders import fsspec_url, local_copy
 
 DIALOGUES, ONTOLOGY, DUMMY = "dialogues.json", "ontology.json", "dummy_data.json"
 #: A zip member may inflate to at most this many times its compressed size once it inflates to more than

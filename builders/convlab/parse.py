@@ -3,11 +3,11 @@
 Pure functions. Every ConvLab dialogue becomes one canonical record with one session; every field is
 reachable: typed where the shared schema has a place (acts, state, speaker, utterance), raw in an
 ``extra`` otherwise. Each ``*_to_source`` function is the exact inverse of its parser, so that ``convhub
-export`` (``convhub.convlab.export``) rebuilds ``dialogues.json`` and ``ontology.json`` as equal JSON values;
+export`` (``builders.convlab.export``) rebuilds ``dialogues.json`` and ``ontology.json`` as equal JSON values;
 the parsers check that inverse on every value and keep the raw value in ``extra`` whenever the typed form
 would not give it back.
 
-Reading ``dialogues.json`` a shard at a time is ``convhub.convlab.scan``'s part.
+Reading ``dialogues.json`` a shard at a time is ``builders.convlab.scan``'s part.
 """
 
 from __future__ import annotations

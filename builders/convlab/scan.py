@@ -19,11 +19,11 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
-from convhub.convlab.files import DIALOGUES, SubsetInput
+from builders.convlab.files import DIALOGUES, SubsetInput
+from convhub.engine.json_list import CHUNK_BYTES, scan_json_array
+from convhub.engine.jsonio import loads_exact
+from convhub.engine.shards import RESERVED_SPLITS, SPLIT_NAME
 from convhub.errors import Reject, SourceError, raise_error, require
-from convhub.json_list import CHUNK_BYTES, scan_json_array
-from convhub.jsonio import loads_exact
-from convhub.shards import RESERVED_SPLITS, SPLIT_NAME
 
 Ranges = list[tuple[int, int, int]]  # (start byte, end byte, position in the file) of each dialogue
 #: A zipped ``dialogues.json`` at least this large is inflated to one copy before it is scanned (``dialogue_index``).

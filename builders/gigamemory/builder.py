@@ -6,10 +6,10 @@ import glob
 import os
 from typing import ClassVar
 
-from convhub.base import ConversationBuilder, download_folder
+from builders.gigamemory import index, parse, read
+from convhub.engine.builder import ConversationBuilder, download_folder
 from convhub.errors import SourceError
-from convhub.folders import local_copy, url_files
-from convhub.gigamemory import index, parse, read
+from convhub.storage.folders import local_copy, url_files
 
 #: The public sample; the contest's evaluation sets are closed.
 URL = "https://raw.githubusercontent.com/ai-forever/memory_aij2025/main/data/format_example.jsonl"

@@ -7,8 +7,8 @@ random placeholder in the span's place, which must come out as the value of the 
 a span is parsed on first sight, so it is one JSON value. Then the line is the object with that value
 put back, exactly what parsing the whole line gives. Any other line is parsed whole, as before.
 
-What is made here depends on its line alone (:class:`PreparedLine`): :mod:`convhub.gigamemory.scan` reads a file
-into prepared lines, :mod:`convhub.gigamemory.index` groups them, and pass 2 checks with :func:`line_fingerprint`
+What is made here depends on its line alone (:class:`PreparedLine`): :mod:`builders.gigamemory.scan` reads a file
+into prepared lines, :mod:`builders.gigamemory.index` groups them, and pass 2 checks with :func:`line_fingerprint`
 that it re-read the very line pass 1 indexed.
 """
 
@@ -20,9 +20,9 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from builders.gigamemory.read import decode_line, dialogue_digest, id_as_text, where
+from convhub.engine.jsonio import INEXACT, orjson_exact
 from convhub.errors import SourceError
-from convhub.gigamemory.read import decode_line, dialogue_digest, id_as_text, where
-from convhub.jsonio import INEXACT, orjson_exact
 
 _SESSIONS_KEY = re.compile(rb'"sessions"[ \t\r\n]*:[ \t\r\n]*')
 _WHITESPACE = b" \t\r\n"
@@ -90,7 +90,7 @@ def line_fingerprint(raw, span: tuple[int, int] | None, span_sha256: str | None 
 @dataclass
 class PreparedLine:
     """What indexing one line needs that depends on no other line (its dialogue's digest may come later, from
-    the first line with the same span: :mod:`convhub.gigamemory.scan`)."""
+    the first line with the same span: :mod:`builders.gigamemory.scan`)."""
 
     number: int
     offset: int

@@ -1,4 +1,4 @@
-"""Canonical GigaMemory records → GigaMemory JSONL lines again: the inverse of ``convhub.gigamemory.parse``.
+"""Canonical GigaMemory records → GigaMemory JSONL lines again: the inverse of ``builders.gigamemory.parse``.
 
 One record is one dialogue and every question asked about it; each question's ``extra`` names its file and
 line and keeps the raw ``id``, ``ans_session_ids`` (and a numeric ``ans``) and, where it differs from the real
@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from convhub.export import Build, as_object, source_rows
-from convhub.export_files import LineSpool
-from convhub.gigamemory.parse import MESSAGE_KEYS, RECORD_KEYS, SESSION_KEYS
+from builders.gigamemory.parse import MESSAGE_KEYS, RECORD_KEYS, SESSION_KEYS
+from convhub.export.exporter import Build, as_object, source_rows
+from convhub.export.files import LineSpool
 
 #: ``sessions`` rows per Arrow batch: each is a whole dialogue.
 BATCH_ROWS = 16

@@ -2,8 +2,8 @@
 (:func:`plan_shards`).
 
 Per line the index keeps only its position, the hash of its ``sessions`` and its small question fields (why:
-:mod:`convhub.gigamemory.parse`). How a line is cut is :mod:`convhub.gigamemory.cut`, how a file is read for
-it :mod:`convhub.gigamemory.scan`; this module puts the prepared lines in their groups, in file order, and
+:mod:`builders.gigamemory.parse`). How a line is cut is :mod:`builders.gigamemory.cut`, how a file is read for
+it :mod:`builders.gigamemory.scan`; this module puts the prepared lines in their groups, in file order, and
 says which lines are bad.
 """
 
@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from builders.gigamemory.cut import PreparedLine, line_fingerprint
+from builders.gigamemory.read import iter_lines, subset_of, where
+from builders.gigamemory.scan import TaskRunner, prepared_lines
+from convhub.engine.jsonio import array_line_problem, json_document_problem
 from convhub.errors import Notes, Reject, SourceError, raise_error
-from convhub.gigamemory.cut import PreparedLine, line_fingerprint
-from convhub.gigamemory.read import iter_lines, subset_of, where
-from convhub.gigamemory.scan import TaskRunner, prepared_lines
-from convhub.jsonio import array_line_problem, json_document_problem
 
 
 @dataclass

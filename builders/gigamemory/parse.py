@@ -4,11 +4,11 @@ Each GigaMemory line is one question *and* the whole dialogue it is asked about 
 several lines can share one dialogue. Loading a file whole, or keeping every dialogue to find the shared
 ones, would not scale to files of thousands of such lines, so:
 
-1. :func:`~convhub.gigamemory.index.index_file` reads a file once (a plain file mapped, a ``.gz`` line by
+1. :func:`~builders.gigamemory.index.index_file` reads a file once (a plain file mapped, a ``.gz`` line by
    line), and keeps per line only its position, the hash of
    its ``sessions`` (canonical JSON → sha256) and its small question fields. Lines with the same hash are
    one *group*: one conversation carrying all their questions.
-2. :func:`~convhub.gigamemory.index.plan_shards` cuts each file's groups (in order of first appearance) into
+2. :func:`~builders.gigamemory.index.plan_shards` cuts each file's groups (in order of first appearance) into
    shards of a bounded size; :func:`parse_shard` re-reads only the first line of each group by byte offset and
    emits one canonical record per group. A shard's offsets only increase, so a ``.jsonl.gz`` is read with
    forward seeks in a single decompression pass.
@@ -29,12 +29,12 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
+from builders.gigamemory.cut import line_fingerprint
+from builders.gigamemory.index import Group, Line
+from builders.gigamemory.read import decode_line, id_as_text, open_shard_file, where
 from convhub import schema
+from convhub.engine.jsonio import INEXACT, orjson_exact
 from convhub.errors import Notes, Reject, SourceError, raise_error
-from convhub.gigamemory.cut import line_fingerprint
-from convhub.gigamemory.index import Group, Line
-from convhub.gigamemory.read import decode_line, id_as_text, open_shard_file, where
-from convhub.jsonio import INEXACT, orjson_exact
 
 #: The four question types of the contest, in the order of its format document.
 QUESTION_TYPES = ("fact_equal_session", "info_consolidation", "info_updating", "no_info")

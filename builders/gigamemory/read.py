@@ -2,7 +2,7 @@
 fly), each line's JSON with ``json``'s values and errors (through orjson where the two agree), how an error
 names a line and an id, and the sha256 that names a dialogue.
 
-Pass 1 (:mod:`convhub.gigamemory.index`) and pass 2 (:mod:`convhub.gigamemory.parse`) must read a line alike,
+Pass 1 (:mod:`builders.gigamemory.index`) and pass 2 (:mod:`builders.gigamemory.parse`) must read a line alike,
 or pass 2 would not find the line pass 1 indexed: what reading a line means is said here, once.
 """
 
@@ -19,9 +19,9 @@ from typing import Any
 
 import orjson
 
+from convhub.engine.jsonio import holds_float, load_object
 from convhub.errors import SourceError
-from convhub.folders import open_url
-from convhub.jsonio import holds_float, load_object
+from convhub.storage.folders import open_url
 
 SUFFIXES = (".jsonl.gz", ".jsonl")
 

@@ -1,4 +1,4 @@
-"""Pass 1's read of a whole file into prepared lines (:mod:`convhub.gigamemory.cut`), in file order.
+"""Pass 1's read of a whole file into prepared lines (:mod:`builders.gigamemory.cut`), in file order.
 
 A ``.gz`` is read line by line. A plain file is memory-mapped: each line is cut where it lies (its dialogue is
 never copied), a dialogue span seen before is known by a cheap key (its length and the crc32 of its ends) and
@@ -9,7 +9,7 @@ This is where pass 1's speed is bought, for the bench target "``sessions`` at le
 ``load_dataset('json')``": 1.01x with one process and 1.36x with two on the 1 GB input (2026-11-24). A
 restructure that read every file line by line, without the map, the key and the workers, made that build
 0.86x as fast with one process and 0.79x with two (reverted in 98c901f). The grouping of the prepared lines
-is :mod:`convhub.gigamemory.index`.
+is :mod:`builders.gigamemory.index`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from convhub.folders import open_url
-from convhub.gigamemory.cut import (
+from builders.gigamemory.cut import (
     PreparedLine,
     prepare_line,
     prepare_whole_line,
@@ -31,7 +30,8 @@ from convhub.gigamemory.cut import (
     take_cut,
     usable_id,
 )
-from convhub.gigamemory.read import iter_lines
+from builders.gigamemory.read import iter_lines
+from convhub.storage.folders import open_url
 
 #: A plain file smaller than this has its dialogues digested in-process whatever ``processes`` says.
 PARALLEL_INDEX_BYTES = 32 * 2**20

@@ -19,12 +19,12 @@ import orjson
 from datasets import Features, List, Value
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 
+from builders.locomo import evidence, parse
 from convhub import schema
-from convhub.base import ConversationBuilder
+from convhub.engine.builder import ConversationBuilder
 from convhub.errors import Notes, SourceError
-from convhub.folders import url_files
-from convhub.locomo import evidence, parse
-from convhub.views import View
+from convhub.storage.folders import url_files
+from convhub.views.definitions import View
 
 URL = "https://raw.githubusercontent.com/snap-research/LoCoMo/main/data/locomo10.json"
 
@@ -148,7 +148,7 @@ class LocomoBuilder(ConversationBuilder):
         data_dir = self.config.data_dir
         if data_dir is None:
             files = [dl_manager.download(URL)]
-        elif "://" in data_dir:  # each task opens its file there (convhub.folders.open_file)
+        elif "://" in data_dir:  # each task opens its file there (convhub.storage.folders.open_file)
             files = [url for _, url in url_files(data_dir, (".json",))]
             if not files:
                 raise FileNotFoundError(f"no LoCoMo *.json file in {data_dir}")

@@ -1,4 +1,4 @@
-"""Canonical LoCoMo records → LoCoMo samples again: the inverse of ``convhub.locomo.parse``.
+"""Canonical LoCoMo records → LoCoMo samples again: the inverse of ``builders.locomo.parse``.
 
 Pure functions from a ``sessions`` row (Json columns decoded, or JSON text as the parser writes them) to
 the sample it was parsed from, equal to it as a JSON value (integer answers come back integers, absent
@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from convhub.export import Build, as_object, source_rows
-from convhub.export_files import JsonListWriter, safe_join
-from convhub.locomo.parse import SESSION_TABLES, SPEAKER_KEYS
+from builders.locomo.parse import SESSION_TABLES, SPEAKER_KEYS
+from convhub.export.exporter import Build, as_object, source_rows
+from convhub.export.files import JsonListWriter, safe_join
 
 
 def sample_from_record(record: dict[str, Any]) -> dict[str, Any]:

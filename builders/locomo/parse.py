@@ -18,10 +18,10 @@ from typing import Any
 
 from dateutil import parser as dateparser
 
+from builders.locomo.evidence import parse_evidence, parse_observations, session_ids_of
+from builders.locomo.read import iter_samples
 from convhub import schema
 from convhub.errors import Notes, Reject, SourceError, raise_error, require
-from convhub.locomo.evidence import parse_evidence, parse_observations, session_ids_of
-from convhub.locomo.read import iter_samples
 
 #: LoCoMo's own evaluation code (task_eval/evaluation.py) and most published results use these names.
 #: The format document in shared/seeds calls 1 single-hop, 3 multi-hop and 4 open-domain instead.

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from convhub.engine.json_list import OnBreak, scan_json_array
 from convhub.errors import SourceError
-from convhub.folders import open_file
-from convhub.json_list import OnBreak, scan_json_array
+from convhub.storage.folders import open_file
 
 
 def iter_samples(path: str | Path, on_break: OnBreak | None = None) -> Iterator[tuple[int, Any]]:

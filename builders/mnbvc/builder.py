@@ -7,7 +7,7 @@ format is detected from its first rows, or given with the config's ``source_form
 
 Shards: a 问答 or 论坛 file is one shard (one row = one conversation), or, when it is plain JSONL bigger
 than ``RANGE_BYTES``, one shard per line-aligned byte range of it (rows, order and line numbers as one).
-多轮对话 files are one ``group_shard``, regrouped by the engine (``convhub.regroup`` on one machine, partitioned by
+多轮对话 files are one ``group_shard``, regrouped by the engine (``convhub.engine.regroup`` on one machine, partitioned by
 conversation; each slice of a partition is a shard), so a conversation whose rows are spread over files still comes
 out whole. When streaming
 (``as_streaming_dataset``), shards are read once from their URLs: 问答 and 论坛 stream as they are, and a
@@ -22,11 +22,11 @@ from typing import Any, ClassVar
 
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 
-from convhub import regroup
-from convhub.base import ConversationBuilder, group_shard
+from builders.mnbvc import files, multiturn, parse
+from convhub.engine import regroup
+from convhub.engine.builder import ConversationBuilder, group_shard
 from convhub.errors import Notes, SourceError
-from convhub.folders import open_url
-from convhub.mnbvc import files, multiturn, parse
+from convhub.storage.folders import open_url
 
 DEFAULT_REPO = "liwu/MNBVC"
 DEFAULT_PATTERN = "forum/**/*.jsonl.gz"

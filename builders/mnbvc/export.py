@@ -1,4 +1,4 @@
-"""Canonical MNBVC records → MNBVC JSONL rows again: the inverse of ``convhub.mnbvc.parse``.
+"""Canonical MNBVC records → MNBVC JSONL rows again: the inverse of ``builders.mnbvc.parse``.
 
 The turn a source row starts (a Q/A pair's question, a forum thread's topic post) keeps in its ``extra``
 the file, the line, the row without its text fields (every value with its JSON type, the raw ``扩展字段``
@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from convhub.export import Build, as_object, source_rows
-from convhub.export_files import LineSpool
-from convhub.mnbvc.parse import FORUM
+from builders.mnbvc.parse import FORUM
+from convhub.export.exporter import Build, as_object, source_rows
+from convhub.export.files import LineSpool
 
 BATCH_ROWS = 512
 

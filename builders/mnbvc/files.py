@@ -14,9 +14,9 @@ from typing import Any, BinaryIO
 
 from datasets.utils.file_utils import xopen
 
+from convhub.engine.jsonio import load_object, refuse_json_document
 from convhub.errors import Reject, SourceError, raise_error
-from convhub.folders import url_files
-from convhub.jsonio import load_object, refuse_json_document
+from convhub.storage.folders import url_files
 
 SUFFIXES = (".jsonl", ".jsonl.gz")
 

@@ -53,7 +53,7 @@ def _script_counts(sample: str) -> tuple[int, int, int, int]:
 
     The same counts as the ``KANA``/``HANGUL``/``CJK``/``LATIN_WORD`` patterns, on code units with numpy:
     one table lookup per character and one count per class; four regex scans per conversation were 8%
-    of an MNBVC build. Kept, as the dates' fast path is (``convhub.mnbvc.dates.date_iso``), for the bench
+    of an MNBVC build. Kept, as the dates' fast path is (``builders.mnbvc.dates.date_iso``), for the bench
     target MNBVC is furthest from: ``sessions`` as fast as the generic loader (0.18x with two processes).
     """
     classes = _script_classes(sample)

@@ -1,6 +1,6 @@
 """多轮对话: one row per question/answer pair; the rows of one conversation share a 来源 and a ``会话``.
 
-A build regroups the rows of each conversation wherever they are, on either engine (``convhub.regroup`` on one
+A build regroups the rows of each conversation wherever they are, on either engine (``convhub.engine.regroup`` on one
 machine, Spark's shuffle on a cluster): ``keyed_rows`` gives each row its sort key and converts it, in the pass
 that reads the files; ``records_from_sorted`` turns a conversation's sorted rows into its record. A stream reads
 each file once and cannot regroup: ``multiturn_runs`` takes each run of adjacent rows as a conversation.
@@ -16,12 +16,9 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import Any, BinaryIO
 
-from convhub import schema
-from convhub.errors import Notes, Reject, SourceError, raise_error
-from convhub.jsonio import refuse_json_document
-from convhub.mnbvc import files, turn_columns
-from convhub.mnbvc.extension import Extension, parse_extension
-from convhub.mnbvc.parse import (
+from builders.mnbvc import files, turn_columns
+from builders.mnbvc.extension import Extension, parse_extension
+from builders.mnbvc.parse import (
     MULTITURN,
     ConvertedPair,
     Pair,
@@ -36,8 +33,11 @@ from convhub.mnbvc.parse import (
     source_name,
     subset_wanted,
 )
-from convhub.mnbvc.turn_columns import columnar_turns
-from convhub.regroup import KeyedRow, SortKey
+from builders.mnbvc.turn_columns import columnar_turns
+from convhub import schema
+from convhub.engine.jsonio import refuse_json_document
+from convhub.engine.regroup import KeyedRow, SortKey
+from convhub.errors import Notes, Reject, SourceError, raise_error
 
 #: A gap in 多轮序号 of at most this many numbers is listed number by number (``missing_多轮序号``);
 #: beyond, as [first, last] ranges (``missing_多轮序号_ranges``). The raw 多轮序号 of every row is kept either way.
@@ -200,7 +200,7 @@ def keyed_rows(
     reject: Reject = raise_error,
 ) -> Iterator[KeyedRow]:
     """(sort key, converted row, bytes of the source line) of each wanted Q/A row of file ``file_index`` of
-    ``inputs`` ((name, path) pairs), for an engine to regroup (``convhub.regroup``, Spark).
+    ``inputs`` ((name, path) pairs), for an engine to regroup (``convhub.engine.regroup``, Spark).
 
     The sort key's group is (来源, how, key), which names the conversation; its order is (rank, number, text,
     file index, line): ``sequence_number`` orders a conversation's rows, and file and line its duplicates. A line

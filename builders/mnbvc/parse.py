@@ -20,11 +20,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from builders.mnbvc.dates import date_iso, parse_date
+from builders.mnbvc.extension import Extension, parse_extension
+from builders.mnbvc.language import detect_language
 from convhub import schema
 from convhub.errors import Notes, Reject, SourceError, raise_error
-from convhub.mnbvc.dates import date_iso, parse_date
-from convhub.mnbvc.extension import Extension, parse_extension
-from convhub.mnbvc.language import detect_language
 
 logger = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from builders.mnbvc.parse import ANSWER_SPEAKER, QUESTION_SPEAKER, ConvertedPair
 from convhub import schema
-from convhub.datasets_adapter import ArrowList
-from convhub.mnbvc.parse import ANSWER_SPEAKER, QUESTION_SPEAKER, ConvertedPair
+from convhub.engine.datasets_adapter import ArrowList
 
 #: A conversation of at least this many Q/A rows has its turns made as Arrow columns. Below it, dicts: a few
 #: Arrow arrays per conversation would cost more than the dicts of a short one.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from convhub.convlab.builder import ConvLabBuilder, find_inputs
+from builders.convlab.builder import ConvLabBuilder, find_inputs
 
 SAMPLE = Path(ConvLabBuilder.sample_dir())
 

@@ -15,10 +15,10 @@ import pytest
 from conftest import shared_data
 from convlab_samples import SAMPLE, sample_dialogues, turn_extra
 
-from convhub import cli
-from convhub.build import build_source, check_source
-from convhub.convlab import export, scan
-from convhub.convlab.builder import ConvLabBuilder, SubsetInput, find_inputs
+from builders.convlab import export, scan
+from builders.convlab.builder import ConvLabBuilder, SubsetInput, find_inputs
+from convhub.cli import main as cli
+from convhub.engine.build import build_source, check_source
 from convhub.errors import Notes, SourceError
 
 REAL_DATASETS = ConvLabBuilder.DEFAULT_SUBSETS

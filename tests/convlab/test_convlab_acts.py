@@ -8,7 +8,7 @@ from convlab_samples import turn_extra
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from convhub.convlab import export, parse
+from builders.convlab import export, parse
 from convhub.errors import Notes
 
 # -- acts and state that do not fit the typed lists ------------------------------------------

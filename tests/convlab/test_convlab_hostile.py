@@ -16,10 +16,11 @@ from pathlib import Path
 import datasets
 import pytest
 
-from convhub import cli, json_list
-from convhub.build import build_source
-from convhub.convlab import files, scan
-from convhub.export import export_source
+from builders.convlab import files, scan
+from convhub.cli import main as cli
+from convhub.engine import json_list
+from convhub.engine.build import build_source
+from convhub.export.exporter import export_source
 
 
 def dialogue(i: int, split: str = "train", subset: str = "toy") -> dict:

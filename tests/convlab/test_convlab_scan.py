@@ -15,9 +15,9 @@ from convlab_samples import sample_dialogues
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convhub.build import build_source, check_source
-from convhub.convlab import scan
-from convhub.convlab.builder import ConvLabBuilder
+from builders.convlab import scan
+from builders.convlab.builder import ConvLabBuilder
+from convhub.engine.build import build_source, check_source
 from convhub.errors import SourceError
 
 # -- streaming -----------------------------------------------------------------------------------
@@ -58,7 +58,7 @@ def test_read_ranges_gives_json_values_where_orjson_reads_differently():
 
 
 def test_shards_are_consecutive_even_and_balanced_by_bytes():
-    from convhub.convlab.builder import MIN_DIALOGUES_PER_SHARD, shard_ranges
+    from builders.convlab.builder import MIN_DIALOGUES_PER_SHARD, shard_ranges
 
     def ranges(count, size=lambda i: 100 + i % 7 * 50):
         starts = [0]

@@ -14,8 +14,8 @@ import datasets
 import pytest
 from conftest import tables, uploaded
 
-from convhub.build import build_source, check_source
-from convhub.convlab.builder import ConvLabBuilder
+from builders.convlab.builder import ConvLabBuilder
+from convhub.engine.build import build_source, check_source
 from convhub.errors import Notes, SourceError
 
 

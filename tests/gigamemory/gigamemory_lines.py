@@ -8,8 +8,8 @@ import gzip
 import json
 from pathlib import Path
 
+from builders.gigamemory import export, index, parse
 from convhub.errors import Notes
-from convhub.gigamemory import export, index, parse
 
 # -- fixture writers ----------------------------------------------------------------------------------
 
@@ -61,7 +61,7 @@ def extra(value):
     return json.loads(value) if isinstance(value, str) else (value or {})
 
 
-# -- the round trip `convhub export` makes (convhub.gigamemory.export) ----------------------------------
+# -- the round trip `convhub export` makes (builders.gigamemory.export) ----------------------------------
 
 
 def rebuild_lines(records) -> dict[tuple[str, int], dict]:

@@ -27,11 +27,11 @@ from gigamemory_lines import (
     write_jsonl,
 )
 
-from convhub import cli
-from convhub.build import build_source, check_source
+from builders.gigamemory import index, parse, read
+from builders.gigamemory.builder import GigamemoryBuilder
+from convhub.cli import main as cli
+from convhub.engine.build import build_source, check_source
 from convhub.errors import SourceError
-from convhub.gigamemory import index, parse, read
-from convhub.gigamemory.builder import GigamemoryBuilder
 
 REAL_COUNTS = {"conversations": 4, "questions": 4, "sessions": 149, "messages": 1900}
 
@@ -353,7 +353,7 @@ def test_cli_check_and_build(tmp_path, capsys):
 
 
 def test_default_download_is_the_public_sample():
-    from convhub.gigamemory import builder
+    from builders.gigamemory import builder
 
     assert builder.URL.endswith("ai-forever/memory_aij2025/main/data/format_example.jsonl")
     assert read.subset_of(builder.URL) == "format_example"

@@ -20,11 +20,11 @@ from gigamemory_lines import (
     write_jsonl,
 )
 
-from convhub import jsonio
-from convhub.build import build_source
+from builders.gigamemory import cut, index, parse, read, scan
+from builders.gigamemory.builder import GigamemoryBuilder
+from convhub.engine import jsonio
+from convhub.engine.build import build_source
 from convhub.errors import Notes, SourceError
-from convhub.gigamemory import cut, index, parse, read, scan
-from convhub.gigamemory.builder import GigamemoryBuilder
 
 # -- grouping and ids ---------------------------------------------------------------------------------
 

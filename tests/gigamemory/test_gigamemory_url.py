@@ -13,11 +13,12 @@ import datasets
 import pytest
 from conftest import uploaded
 
-from convhub import quarantine, registry
-from convhub.build import check_source
+from builders.gigamemory import parse, scan
+from builders.gigamemory.builder import GigamemoryBuilder
+from convhub import registry
+from convhub.engine import quarantine
+from convhub.engine.build import check_source
 from convhub.errors import Notes, SourceError
-from convhub.gigamemory import parse, scan
-from convhub.gigamemory.builder import GigamemoryBuilder
 
 
 def gigamemory_shards(url: str) -> list[dict]:

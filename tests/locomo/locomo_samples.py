@@ -7,9 +7,9 @@ from pathlib import Path
 
 import datasets
 
+from builders.locomo import parse
+from builders.locomo.builder import LocomoBuilder
 from convhub.errors import Notes
-from convhub.locomo import parse
-from convhub.locomo.builder import LocomoBuilder
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = Path(LocomoBuilder.sample_dir()) / "locomo_sample.json"

@@ -18,11 +18,11 @@ import yaml
 from huggingface_hub import DatasetCard
 from locomo_samples import ALL_CONFIGS, ROOT, SAMPLE, extra, load, tiny_sample
 
-from convhub import cli
-from convhub.build import build_source, check_source
+from builders.locomo.builder import LocomoBuilder
+from convhub.cli import main as cli
+from convhub.engine.build import build_source, check_source
 from convhub.errors import SourceError
-from convhub.locomo.builder import LocomoBuilder
-from convhub.staging import MARKER
+from convhub.storage.staging import MARKER
 
 # -- the packaged sample -----------------------------------------------------------------------------------
 

@@ -10,10 +10,10 @@ from datetime import datetime
 import pytest
 from locomo_samples import extra, parse_tiny, question, tiny_sample, turn
 
+from builders.locomo import evidence as locomo_evidence
+from builders.locomo import parse
+from builders.locomo.export import sample_from_record
 from convhub.errors import Notes, SourceError
-from convhub.locomo import evidence as locomo_evidence
-from convhub.locomo import parse
-from convhub.locomo.export import sample_from_record
 
 # -- questions: answers and categories ---------------------------------------------------------------------
 

@@ -8,8 +8,8 @@ import json
 import pytest
 from locomo_samples import tiny_sample
 
+from builders.locomo import parse, read
 from convhub.errors import Notes, SourceError
-from convhub.locomo import parse, read
 
 # -- values ------------------------------------------------------------------------------------------------
 

@@ -11,10 +11,10 @@ from datetime import datetime
 import pytest
 from locomo_samples import extra, load
 
-from convhub.build import build_source, check_source
+from builders.locomo import parse, read
+from convhub.engine.build import build_source, check_source
 from convhub.errors import Notes
-from convhub.export import LocalBuild
-from convhub.locomo import parse, read
+from convhub.export.exporter import LocalBuild
 
 REAL_COUNTS = {"conversations": 10, "sessions": 272, "turns": 5882, "questions": 1986}
 REAL_CATEGORIES = {

@@ -7,8 +7,8 @@ from __future__ import annotations
 from conftest import tables, uploaded
 
 from convhub import registry
-from convhub.build import build_source
-from convhub.folders import folder_at
+from convhub.engine.build import build_source
+from convhub.storage.folders import folder_at
 
 
 def test_a_locomo_url_to_one_file_and_a_subset_of_a_folder(bucket, sample_builds, tmp_path):

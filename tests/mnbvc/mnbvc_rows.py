@@ -9,10 +9,10 @@ import json
 from functools import partial
 from pathlib import Path
 
-from convhub import regroup
+from builders.mnbvc import files, multiturn
+from builders.mnbvc.builder import MnbvcBuilder
+from convhub.engine import regroup
 from convhub.errors import Notes, raise_error
-from convhub.mnbvc import files, multiturn
-from convhub.mnbvc.builder import MnbvcBuilder
 
 SAMPLE = Path(MnbvcBuilder.sample_dir())
 
@@ -103,7 +103,7 @@ def extra(value):
     return json.loads(value) if isinstance(value, str) else value
 
 
-# -- the source rows as they are (rebuilt by convhub.mnbvc.export, `convhub export`) ---------------
+# -- the source rows as they are (rebuilt by builders.mnbvc.export, `convhub export`) ---------------
 
 
 def source_rows(folder: Path) -> dict[tuple[str, int], dict]:

@@ -8,12 +8,12 @@ import datasets
 import pytest
 from mnbvc_rows import by_id, extra, pair, questions, records, reply, texts, thread, write_shard
 
-from convhub import cli
+from builders.mnbvc import builder as builder_module
+from builders.mnbvc import language as languages
+from builders.mnbvc import parse
+from builders.mnbvc.builder import MnbvcBuilder
+from convhub.cli import main as cli
 from convhub.errors import Notes, SourceError
-from convhub.mnbvc import builder as builder_module
-from convhub.mnbvc import language as languages
-from convhub.mnbvc import parse
-from convhub.mnbvc.builder import MnbvcBuilder
 
 # -- 问答 -------------------------------------------------------------------------------------------------------
 

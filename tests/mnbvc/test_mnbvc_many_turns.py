@@ -16,12 +16,13 @@ import pyarrow.parquet as pq
 import pytest
 from mnbvc_rows import pair
 
-from convhub import cli, schema
-from convhub.datasets_adapter import ArrowList, rows_table
+from builders.mnbvc import turn_columns
+from builders.mnbvc.multiturn import multiturn_record
+from builders.mnbvc.parse import ConvertedPair
+from convhub import schema
+from convhub.cli import main as cli
+from convhub.engine.datasets_adapter import ArrowList, rows_table
 from convhub.errors import Notes
-from convhub.mnbvc import turn_columns
-from convhub.mnbvc.multiturn import multiturn_record
-from convhub.mnbvc.parse import ConvertedPair
 
 #: benchmarks/large_record.py's line: peak memory above a tiny build's within this multiple of the input.
 TARGET_MULTIPLE = 6.0
@@ -105,7 +106,7 @@ def test_columnar_build_equals_the_dict_build(tmp_path, monkeypatch):
 PEAK = textwrap.dedent(
     """
     import resource, subprocess, sys
-    subprocess.run([sys.executable, "-m", "convhub.cli", *sys.argv[1:]], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "convhub.cli.main", *sys.argv[1:]], check=True, capture_output=True)
     print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     """
 )

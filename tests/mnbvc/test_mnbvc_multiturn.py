@@ -22,12 +22,12 @@ from mnbvc_rows import (
     write_shard,
 )
 
-from convhub import regroup
-from convhub.build import build_source
+from builders.mnbvc import files, multiturn, parse
+from builders.mnbvc.builder import MnbvcBuilder
+from builders.mnbvc.extension import parse_extension
+from convhub.engine import regroup
+from convhub.engine.build import build_source
 from convhub.errors import Notes, SourceError
-from convhub.mnbvc import files, multiturn, parse
-from convhub.mnbvc.builder import MnbvcBuilder
-from convhub.mnbvc.extension import parse_extension
 
 # -- multi-turn regrouping -------------------------------------------------------------------------------
 
@@ -164,7 +164,7 @@ def test_unreadable_extension_warnings_follow_conversation_order_and_the_cap(tmp
     shard = write_shard(tmp_path / "m.jsonl", rows)
     partitioned = partition([("m.jsonl", str(shard))], str(tmp_path), 1)
     notes = Notes()
-    with caplog.at_level(logging.WARNING, logger="convhub.mnbvc.parse"):
+    with caplog.at_level(logging.WARNING, logger="builders.mnbvc.parse"):
         found = list(partition_records(partitioned, 0, ["m.jsonl"], notes))
     assert len(found) == 2
     lines = [
@@ -366,7 +366,7 @@ def test_unreadable_extension_is_logged_with_file_and_line_and_kept_raw(tmp_path
         tmp_path / "m.jsonl", [pair("z", 1, "好"), pair(None, None, "坏", row_id="md5-b", extension=broken)]
     )
     notes = Notes()
-    with caplog.at_level(logging.WARNING, logger="convhub.mnbvc.parse"):
+    with caplog.at_level(logging.WARNING, logger="builders.mnbvc.parse"):
         found = by_id(records(tmp_path, notes=notes))
     assert any("m.jsonl, line 2, 元数据.扩展字段: unreadable" in message for message in caplog.messages)
     assert notes["元数据.扩展字段 unreadable (raw string kept)"] == 1

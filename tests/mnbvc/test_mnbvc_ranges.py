@@ -11,10 +11,10 @@ import datasets
 import pytest
 from mnbvc_rows import records, reply, thread, write_shard
 
-from convhub.build import build_source
+from builders.mnbvc import files
+from builders.mnbvc.builder import MnbvcBuilder
+from convhub.engine.build import build_source
 from convhub.errors import Notes, SourceError
-from convhub.mnbvc import files
-from convhub.mnbvc.builder import MnbvcBuilder
 
 
 def qa_row(number, question, source="wikihow"):

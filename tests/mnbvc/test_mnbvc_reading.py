@@ -13,10 +13,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mnbvc_rows import pair, records, thread, write_shard
 
+from builders.mnbvc import dates, files
+from builders.mnbvc import extension as extension_module
+from builders.mnbvc.extension import parse_extension
 from convhub.errors import Notes, SourceError
-from convhub.mnbvc import dates, files
-from convhub.mnbvc import extension as extension_module
-from convhub.mnbvc.extension import parse_extension
 
 # -- 扩展字段 ---------------------------------------------------------------------------------------------
 

@@ -21,12 +21,12 @@ from mnbvc_rows import (
     write_shard,
 )
 
-from convhub import cli
-from convhub.build import build_source, check_source
+from builders.mnbvc import export
+from builders.mnbvc import language as languages
+from builders.mnbvc.builder import MnbvcBuilder
+from convhub.cli import main as cli
+from convhub.engine.build import build_source, check_source
 from convhub.errors import SourceError
-from convhub.mnbvc import export
-from convhub.mnbvc import language as languages
-from convhub.mnbvc.builder import MnbvcBuilder
 
 # -- the packaged sample: nothing lost, the build, the card, the CLI -----------------------------------------
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from convhub import registry
-from convhub.build import build_source
-from convhub.export import open_build
+from convhub.engine.build import build_source
+from convhub.export.exporter import open_build
 from convhub.score import command
 
 

@@ -1,0 +1,1 @@
+"""The `convhub` command: options, one-line errors, exit codes."""

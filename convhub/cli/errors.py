@@ -1,0 +1,105 @@
+"""How the ``convhub`` command fails: one line, ``convhub COMMAND: error: ...``, and an exit status that says
+what kind of failure it was; never a traceback for a user's mistake, bad data, a full disk or Ctrl-C.
+
+- ``USAGE`` (2): the command line cannot run as given (argparse's own status for its errors);
+  :class:`UsageError` carries such a problem found after parsing (a config a source does not have).
+- ``DATA`` (1): the data, the files or the machine stopped the command (a bad record, a full disk).
+- ``INTERRUPTED`` (130, as a shell reports a process stopped by SIGINT): Ctrl-C.
+
+A library error often arrives wrapped: ``datasets`` raises ``DatasetGenerationError`` from the real cause, and
+its worker pool, interrupted, raises a ``TimeoutError`` while it handles the ``KeyboardInterrupt``. So the
+cause is looked for along the whole exception chain (``__cause__`` and ``__context__``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import sys
+from collections.abc import Iterator
+
+from convhub.errors import in_chain
+
+USAGE, DATA, INTERRUPTED = 2, 1, 130
+
+#: The commands whose output is staged and removed on failure: after Ctrl-C nothing of theirs is left.
+STAGED = ("build", "check")
+
+
+class UsageError(Exception):
+    """A command line that cannot run as given, found after parsing: one line and exit status 2."""
+
+
+def _no_space(error: BaseException) -> bool:
+    return isinstance(error, OSError) and error.errno == errno.ENOSPC
+
+
+def describe(error: BaseException) -> str:
+    """The text of one error line: a ``KeyError``'s message without the quotes ``str`` adds, an ``OSError`` as
+    what went wrong and where (a full disk in the same words whatever raised it: pyarrow's ``strerror`` is
+    "Error writing bytes to file. Detail: [errno 28] No space left on device")."""
+    if isinstance(error, KeyError) and len(error.args) == 1 and isinstance(error.args[0], str):
+        return error.args[0]
+    if isinstance(error, OSError) and error.strerror:
+        where = f": {error.filename}" if error.filename else ""
+        return f"{'no space left on device' if error.errno == errno.ENOSPC else error.strerror}{where}"
+    return str(error)
+
+
+def _reportable(error: BaseException) -> bool:
+    """An error a user can act on from its message (not a bug, whose traceback is the report)."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from convhub.errors import EngineError, SourceError
+
+    return isinstance(error, (SourceError, ValueError, OSError, KeyError, HfHubHTTPError, EngineError))
+
+
+def exit_status(command: str, error: BaseException, token=None) -> int | None:
+    """Print ``error`` as the one line a user sees and return the exit status; None for a bug (re-raise it)."""
+    from convhub.publish import hub_errors
+
+    if in_chain(error, lambda each: isinstance(each, KeyboardInterrupt)):
+        kept = "; nothing was written" if command in STAGED else ""
+        print(f"convhub {command}: interrupted{kept}", file=sys.stderr)
+        return INTERRUPTED
+    if isinstance(error, UsageError):
+        hub_errors.report(command, error, token)
+        return USAGE
+    full = in_chain(error, _no_space)
+    if full is not None:
+        kept = "; nothing was written" if command in STAGED else ""
+        hub_errors.report(command, f"{describe(full)} (the disk is full){kept}", token)
+        return DATA
+    if not _reportable(error):  # a wrapper (DatasetGenerationError): its cause, if a user can act on it
+        error = in_chain(error, _reportable)
+        if error is None:
+            return None
+    hub_errors.report(command, describe(error), token)
+    return DATA
+
+
+@contextlib.contextmanager
+def interrupt_in_main_process_only() -> Iterator[None]:
+    """While the command runs, Ctrl-C raises ``KeyboardInterrupt`` in this process only.
+
+    The terminal sends SIGINT to the whole process group: ``datasets``' worker processes (``--num-proc``) each
+    printed a traceback of their own. They are forked with this handler, which ignores the signal in any other
+    process, so the command reports the interruption once and its pool stops the workers."""
+    main_pid = os.getpid()
+
+    def handler(signum, frame) -> None:
+        if os.getpid() == main_pid:
+            raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread of the main interpreter: signals are not ours to handle
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

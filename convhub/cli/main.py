@@ -1,0 +1,482 @@
+"""The ``convhub`` command: build, check, push, export, mix and score conversation datasets.
+
+Every subcommand is a thin layer over functions in ``builders`` so that scripts and tests call the same
+code the command runs. A failure is one line, ``convhub COMMAND: error: ...``, with exit status 2 for a usage
+error, 1 for a data error and 130 for Ctrl-C (``cli_errors``); options are checked before any work
+(``cli_checks``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from convhub import console, registry
+from convhub.cli import checks as cli_checks
+from convhub.cli import errors as cli_errors
+from convhub.cli.errors import UsageError
+from convhub.engine.stats import markdown_table
+from convhub.publish import hub_errors
+from convhub.storage.folders import folder_at, local_output, text_of
+
+
+def rows(count: int) -> str:
+    """ "1 row", "2,000 rows"."""
+    return f"{count:,} row{'' if count == 1 else 's'}"
+
+
+def _add_source_options(parser: argparse.ArgumentParser, bad_records_go: str) -> None:
+    parser.add_argument(
+        "--data-dir",
+        help="read the source from this folder or file, not the download: a local path, or a URL (hdfs://, s3a://, "
+        "any fsspec URL)",
+    )
+    parser.add_argument("--subset", action="append", dest="subsets", help="only this subset (repeatable)")
+    parser.add_argument(
+        "--format",
+        dest="source_format",
+        choices=cli_checks.formats(),
+        help="the file format, where a source has several (MNBVC; default: found from each file)",
+    )
+    parser.add_argument(
+        "--on-bad-record",
+        choices=("raise", "skip"),
+        default="raise",
+        help="a bad source record stops with an error naming it (raise, the default), or is left out and "
+        f"listed with its reason in {bad_records_go} (skip)",
+    )
+
+
+def _add_overwrite_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace OUTPUT even if convhub did not write it (never '.', '/', the home folder or an input); "
+        "without it, only a new or empty folder or an earlier convhub output is replaced",
+    )
+
+
+def _positive_int(text: str) -> int:
+    """``--num-proc``: 0 or fewer processes would fail deep inside ``datasets``; say so at parse time."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
+DESCRIPTION = "Conversation and long-term-memory datasets as typed, mixable Hugging Face datasets."
+EPILOG = "Run `convhub COMMAND --help` for a command's options and examples."
+
+#: Examples shown under each command's help.
+EXAMPLES = {
+    "build": """\
+examples:
+  convhub build --all --sample --output out
+  convhub build locomo --data-dir ../shared/data/locomo --output out/locomo-unified
+  convhub build locomo --data-dir DIR --output out/locomo-unified --repo-id my-org/locomo-unified
+  convhub build mnbvc --data-dir DIR --output out/mnbvc --config turns --num-proc 2""",
+    "check": """\
+examples:
+  convhub check locomo --sample
+  convhub check convlab --data-dir DIR --on-bad-record skip --quarantine bad.jsonl""",
+    "push": """\
+examples:
+  convhub push locomo --repo-id ORG/locomo-unified --folder out/locomo-unified --dry-run
+  convhub push locomo --repo-id ORG/locomo-unified --folder out/locomo-unified --revision v2 --create-pr""",
+    "export": """\
+examples:
+  convhub export locomo --from out/locomo-unified --output locomo-again
+  convhub export gigamemory --from ORG/gigamemory-unified --output DIR --streaming""",
+    "mix": """\
+examples:
+  convhub mix examples/recipe.yaml --output out/my-mix
+  convhub mix recipe.yaml --output out/my-mix --push --repo-id ORG/my-mix""",
+    "score": """\
+examples:
+  convhub score locomo --data out/locomo-unified --predictions answers.jsonl --output report.json
+  convhub score locomo --data ORG/locomo-unified --predictions answers.jsonl --output report.json --evidence normalized
+  convhub score gigamemory --data out/gigamemory-unified --predictions answers.jsonl --output report.json \\
+      --judge-url http://127.0.0.1:8000/v1 --judge-model MODEL""",
+}
+
+
+def _command(commands, name: str, help: str) -> argparse.ArgumentParser:
+    return commands.add_parser(
+        name,
+        help=help,
+        description=help[0].upper() + help[1:] + ".",
+        epilog=EXAMPLES[name],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("convhub")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one line like every other error of the command
+    (``convhub build: error: ...``, exit status 2), not the usage block then the line."""
+
+    def error(self, message: str):
+        self.exit(cli_errors.USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="convhub",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"convhub {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+
+    build = _command(commands, "build", "build a source into a Hub-ready folder (Parquet + card)")
+    build.add_argument(
+        "source", nargs="?", choices=registry.names(), help="the source to build (or --all for every one)"
+    )
+    build.add_argument("--all", action="store_true", help="build every registered source into OUTPUT/<name>")
+    build.add_argument("--sample", action="store_true", help="use the sample files that ship with convhub")
+    build.add_argument(
+        "--output",
+        required=True,
+        type=folder_at,
+        help="the folder to write (with --all: one folder per source in it); a URL too (hdfs://, s3a://, any "
+        "fsspec URL), which --engine spark's tasks write to directly",
+    )
+    _add_overwrite_option(build)
+    build.add_argument(
+        "--repo-id",
+        help="the Hub repo the card's code loads (default ORG/<the source's name>, e.g. ORG/locomo-unified; "
+        "push writes the card for the repo it pushes to)",
+    )
+    build.add_argument("--config", action="append", dest="configs", help=cli_checks.config_help())
+    build.add_argument(
+        "--num-proc",
+        type=_positive_int,
+        default=None,
+        help=f"build shards in N processes (default: one per core, here {os.cpu_count()}; 1 with --sample; never "
+        "more than a split has shards, e.g. 1 for a one-file source); the rows do not depend on N, the split of "
+        "a config into Parquet files does",
+    )
+    build.add_argument(
+        "--engine",
+        choices=["local", "spark"],
+        default="local",
+        help="what runs the build: local (datasets, --num-proc processes) or spark (Apache Spark; pip install "
+        '"convhub[spark]"); the rows are the same',
+    )
+    build.add_argument(
+        "--spark-master",
+        type=cli_checks.spark_master,
+        help=f"with --engine spark: the Spark master URL, {cli_checks.MASTER_FORMS} (default: Spark's own "
+        f"configuration, else local[*]); local[N] takes 1 to {cli_checks.max_local_threads()} here",
+    )
+    build.add_argument(
+        "--verbose",
+        action="store_true",
+        help="with --engine spark: show Spark's own log (its driver's and executors' output), which is "
+        "silenced by default so that an error is convhub's one line",
+    )
+    _add_source_options(build, "OUTPUT.quarantine.jsonl beside the output folder")
+
+    check = _command(commands, "check", "validate a source and print its statistics and normalizations")
+    check.add_argument("source", choices=registry.names(), help="the source to check")
+    check.add_argument("--sample", action="store_true", help="check the sample files that ship with convhub")
+    _add_source_options(check, "--quarantine")
+    check.add_argument(
+        "--quarantine",
+        type=Path,
+        help="with --on-bad-record skip: write the rejected records here "
+        "(default: SOURCE.quarantine.jsonl in the current folder)",
+    )
+
+    mix = _command(commands, "mix", "mix built sources by a recipe into one Hub-ready training folder")
+    mix.add_argument("recipe", type=Path, help="the recipe YAML (see examples/recipe.yaml)")
+    mix.add_argument(
+        "--output", required=True, type=local_output, help="the folder to write the mixture into"
+    )
+    _add_overwrite_option(mix)
+    mix.add_argument(
+        "--streaming", action="store_true", help="stream the sources instead of downloading them"
+    )
+    mix.add_argument("--max-shard-size", default="500MB", help="largest Parquet shard (default 500MB)")
+    mix.add_argument(
+        "--repo-id", help="the Hub repo the card's loading code names (default ORG/<recipe name>)"
+    )
+    mix.add_argument(
+        "--push", action="store_true", help="then publish the folder to --repo-id (as convhub push)"
+    )
+    mix.add_argument(
+        "--token", help="a Hugging Face token for --push (default: HF_TOKEN or the stored login)"
+    )
+
+    from convhub.publish import push  # registers its own options
+
+    push.add_arguments(_command(commands, "push", "publish a built folder to the Hub in one commit"))
+    from convhub.export import exporter as export  # registers its own options
+
+    export.add_arguments(
+        _command(commands, "export", "rebuild a source's own files from a build folder or Hub repo")
+    )
+    from convhub.score import command as score  # registers its own options
+
+    score.add_arguments(
+        _command(commands, "score", "score a system's answers with a memory benchmark's own evaluation")
+    )
+    return parser
+
+
+def run_build(args) -> int:
+    if args.all == bool(args.source):
+        raise UsageError("give a SOURCE or --all (not both)")
+    if args.all and args.repo_id:
+        raise UsageError("--repo-id names one repo: give it with one SOURCE, not --all")
+    if args.spark_master and args.engine != "spark":
+        raise UsageError("--spark-master needs --engine spark")
+    sources = registry.names() if args.all else [args.source]
+    problem = cli_checks.config_error(sources, args.configs) or cli_checks.output_name_error(args.output)
+    if problem:
+        raise UsageError(problem)
+    with contextlib.ExitStack() as stack:
+        engine = args.engine
+        if engine == "spark":  # one Spark session for every source, quiet unless --verbose
+            from convhub.engine.spark import SparkEngine
+
+            engine = SparkEngine(args.spark_master, verbose=args.verbose)
+            stack.callback(engine.stop)
+        for source in sources:
+            _build_one(args, source, engine)
+    return 0
+
+
+def _build_one(args, source: str, engine) -> None:
+    """Build one source as the arguments say, print what was made."""
+    from convhub.engine.build import build_source
+
+    builder_cls = registry.get(source)
+    data_dir = builder_cls.sample_dir() if args.sample else args.data_dir
+    output = args.output / builder_cls.HUB_NAME if args.all else args.output
+    # the sample files hold odd records on purpose: one line for them, `check --sample` has the details
+    quirks = console.quirks_counted(source) if args.sample else contextlib.nullcontext()
+    with quirks as counted:
+        result = build_source(
+            source,
+            output,
+            data_dir,
+            args.configs,
+            args.num_proc or (1 if args.sample else os.cpu_count()),
+            args.subsets,
+            source_format=args.source_format,
+            on_bad_record=args.on_bad_record,
+            overwrite=args.overwrite,
+            repo_id=args.repo_id,
+            engine=engine,
+            spark_master=args.spark_master,
+        )
+    print_build(result)
+    ran = getattr(result, "processes", None)
+    if args.num_proc and ran and ran < args.num_proc:  # asked for more processes than there is work for
+        shards = f"{ran} shard{'' if ran == 1 else 's'}"
+        print(
+            f"note: {source}: built in {ran} process{'' if ran == 1 else 'es'}, not the {args.num_proc} asked for "
+            f"(--num-proc): no split of this input has more than {shards}, and a shard is one process's work",
+            file=sys.stderr,
+        )
+    if counted is not None and counted.count.value:
+        print(console.quirk_summary(source, counted.count.value), file=sys.stderr)
+
+
+def print_build(result) -> None:
+    print(f"{result.source}: {text_of(result.output)}")
+    for name, built in result.configs.items():
+        splits = ", ".join(f"{split} {rows(info.num_examples)}" for split, info in built.splits.items())
+        files = sum(len(paths) for paths in built.files.values())
+        print(f"  {name:<14} {splits}  ({files} Parquet file{'s' if files != 1 else ''})")
+    if getattr(result, "skipped", 0):
+        print(
+            f"warning: {result.skipped:,} bad record(s) skipped, each with its reason in {result.quarantine}",
+            file=sys.stderr,
+        )
+    elif getattr(result, "quarantine", None):  # a break in a file that held no record (a missing comma)
+        print(
+            f"warning: no record lost, but a file was read around a break: see {result.quarantine}",
+            file=sys.stderr,
+        )
+
+
+def run_check(args) -> int:
+    from convhub.engine import quarantine
+    from convhub.engine.build import check_source
+
+    data_dir = registry.get(args.source).sample_dir() if args.sample else args.data_dir
+    target = args.quarantine or Path(f"{args.source}{quarantine.SUFFIX}")
+    if args.on_bad_record == "skip":
+        quarantine.check_replaceable(target)
+    with tempfile.TemporaryDirectory(prefix="convhub-check-") as folder:
+        notes, statistics = check_source(
+            args.source,
+            data_dir,
+            args.subsets,
+            args.source_format,
+            on_bad_record=args.on_bad_record,
+            quarantine_dir=folder,
+        )
+        rejected = quarantine.collect(folder)
+    notes.update(quarantine.counts(rejected))
+    if rejected:
+        quarantine.save(rejected, target)
+    lost = quarantine.records_lost(rejected)
+    skipped = f" after skipping {lost:,} bad record(s), each with its reason in {target}"
+    if not lost:
+        skipped = f" with no record lost, after reading around a break in a file: see {target}"
+    print(f"{args.source}: OK" + (skipped if rejected else ""))
+    print(markdown_table(statistics.table()))
+    print("\nnormalizations:")
+    for kind, count in notes.as_sorted_list() or [("none", 0)]:
+        print(f"  {count:>8,}  {kind}")
+    return 0
+
+
+def run_mix(args) -> int:
+    if args.push and not args.repo_id:
+        raise UsageError("--push needs --repo-id ORG/NAME")
+    if not args.recipe.is_file():
+        raise UsageError(
+            f"recipe {args.recipe} does not exist"
+            if not args.recipe.exists()
+            else f"recipe {args.recipe} is not a file"
+        )
+    from convhub import mix
+
+    try:
+        result = mix.write_mixture(
+            mix.load_recipe(args.recipe),
+            args.output,
+            args.streaming,
+            args.max_shard_size,
+            args.repo_id,
+            overwrite=args.overwrite,
+        )
+    except mix.RecipeError as error:
+        return hub_errors.report("mix", f"{args.recipe}: {error}", args.token)
+    print(f"{result.recipe.name}: {result.output} ({rows(result.rows)}, {result.tokens:,} tokens)")
+    if result.eval_rows:
+        print(f"  held out as {result.recipe.eval_split}: {rows(result.eval_rows)}")
+    for report in result.reports:
+        print(
+            f"  {report.entry.name:<20} {report.rows:>10,} rows {report.tokens:>12,} tokens  "
+            f"{mix.passes(report)} passes  {report.license}"
+        )
+    for warning in result.warnings():
+        print(f"warning: {warning}", file=sys.stderr)
+    return _push_mixture(result.output, args) if args.push else 0
+
+
+def _push_mixture(folder: Path, args) -> int:
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from convhub.publish import push
+
+    try:
+        push.print_result(push.push_folder(folder, args.repo_id, token=args.token))
+    except (push.PushError, HfHubHTTPError) as error:
+        return hub_errors.report("mix", f"push: {error}", args.token)
+    return 0
+
+
+def source_options_error(args) -> str | None:
+    """What is wrong with a build's or check's source options, checked before any work (None: nothing):
+    each of these would otherwise fail late, with a traceback or a misleading message."""
+    if args.sample and args.data_dir:
+        return "--sample and --data-dir contradict each other: give one"
+    sources = registry.names() if getattr(args, "all", False) else [args.source] if args.source else []
+    for source in sources:
+        formats = registry.get(source).FORMATS
+        if args.source_format and not formats:
+            return f"--format: source {source!r} has no formats (only a source with several file formats takes one)"
+    if args.data_dir and "://" not in args.data_dir and not os.path.exists(args.data_dir):
+        return f"--data-dir {args.data_dir} does not exist"
+    if sources and not args.sample and not args.data_dir and _offline():
+        return (
+            "the source must be downloaded and offline mode is on (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE): "
+            "pass --data-dir DIR or --sample"
+        )
+    return None
+
+
+def _talks_to_the_hub(args) -> bool:
+    """push, export and mix may; build and check when they download the source."""
+    if args.command in ("build", "check"):
+        return not args.sample and not args.data_dir
+    return True
+
+
+def _offline() -> bool:
+    """Offline as ``datasets`` sees it (it reads the environment once, at import)."""
+    import datasets.config
+    import huggingface_hub.constants
+
+    return bool(datasets.config.HF_HUB_OFFLINE or huggingface_hub.constants.HF_HUB_OFFLINE)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; a failure a user can act on is one line on stderr and its exit status
+    (``cli_errors``: 2 usage, 1 data, 130 Ctrl-C), a bug keeps its traceback."""
+    console.setup_logging()
+    args = build_parser().parse_args(argv)
+    try:
+        with cli_errors.interrupt_in_main_process_only():
+            return _run(args)
+    except Exception as error:
+        status = cli_errors.exit_status(args.command, error, getattr(args, "token", None))
+        if status is None:
+            raise
+        return status
+    except KeyboardInterrupt as error:  # Ctrl-C outside a library's own handling of it
+        return cli_errors.exit_status(args.command, error)
+
+
+def _run(args) -> int:
+    if args.command in ("build", "check"):
+        problem = source_options_error(args)
+        if problem:
+            raise UsageError(problem)
+    if _talks_to_the_hub(args):
+        from convhub.publish.hub_client import use_timeouts
+
+        use_timeouts()  # a Hub that accepts a connection and never answers would hang the command
+    if args.command == "build":
+        return run_build(args)
+    if args.command == "check":
+        return run_check(args)
+    if args.command == "mix":
+        return run_mix(args)
+    if args.command == "export":
+        from convhub.export import exporter as export
+
+        return export.run(args)
+    if args.command == "score":
+        from convhub.score import command as score
+
+        return score.run(args)
+    from convhub.publish import push
+
+    return push.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,423 @@
+"""Build a source into a Hub-ready folder: Parquet shards per config and split, and the dataset card.
+
+The source is parsed once, by the builder's ``sessions`` config (the canonical records); ``turns``, ``qa``
+and ``messages`` are then flattened from those Parquet shards with Arrow (``convhub.views.derive``), and only a
+source's own extra configs run the builder again. The folder is assembled in a hidden staging folder beside
+the output and renamed into place only when everything succeeded, so a failed build leaves no partial output.
+The output may be a URL (``hdfs://``, ``s3a://``: ``convhub.storage.folders``), where an engine's tasks write directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import tempfile
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import datasets
+from datasets.utils.tqdm import tqdm as hf_tqdm
+from huggingface_hub.utils import validate_repo_id
+
+from convhub import registry
+from convhub.console import phases
+from convhub.engine import quarantine
+from convhub.engine.datasets_cache import card_configs, forget_cached_copies
+from convhub.engine.duplicate_ids import drop_duplicate_ids, drop_rows_of_duplicates, forget
+from convhub.engine.shards import SHARD_NAME, ConfigBuild, shard_path, split_by_subset
+from convhub.engine.stats import Report, Statistics
+from convhub.errors import Notes, SourceError
+from convhub.storage.abandoned import MarkedTemporaryDirectory
+from convhub.storage.folders import folder_at, move, parquet_file, remove_tree
+from convhub.storage.staging import staged_folder
+from convhub.views.definitions import SESSIONS
+from convhub.views.derive import DERIVERS, derive_views
+
+
+@dataclass
+class BuildResult:
+    source: str
+    output: Path  # or a UPath, for a folder at a URL
+    configs: dict[str, ConfigBuild]
+    notes: Notes
+    statistics: Statistics
+    #: Records left out under ``on_bad_record="skip"`` and the file listing them (beside ``output``).
+    skipped: int = 0
+    quarantine: Path | None = None
+    #: The most processes the local build ran a split in (``num_proc``, less where a split had fewer shards);
+    #: None on another engine.
+    processes: int | None = None
+
+
+def check_source(
+    source: str,
+    data_dir: str | None = None,
+    subsets=None,
+    source_format: str | None = None,
+    on_bad_record: str = "raise",
+    quarantine_dir: str | None = None,
+) -> tuple[Notes, Statistics]:
+    """Parse every record as the build would; return the normalization counts and the statistics.
+
+    Conversation ids must be unique across files and subsets too. With ``on_bad_record="skip"`` the
+    rejected records are counted in the notes (and written to ``quarantine_dir`` when given).
+    """
+    with tempfile.TemporaryDirectory(prefix="convhub-check-") as scratch:
+        folder = quarantine_dir or scratch
+        builder = registry.get(source)(
+            data_dir=data_dir,
+            subsets=_tuple(subsets),
+            source_format=source_format,
+            on_bad_record=quarantine.check_policy(on_bad_record),
+            quarantine_dir=folder,
+        )
+        notes, statistics = Notes(), Statistics()
+        first_seen: dict[str, str] = {}
+        for split, record in builder.iter_records(notes):
+            place = f"{split} split, subset {record['subset']!r}"
+            conversation_id = record["conversation_id"]
+            if conversation_id in first_seen:
+                problem = f"duplicate conversation_id {conversation_id!r}, also in the {first_seen[conversation_id]}"
+                builder.reject(SourceError(place, conversation_id, "conversation_id", problem), record)
+                continue
+            first_seen[conversation_id] = place
+            statistics.add(split, record)
+        if quarantine_dir is None:  # else the caller counts its folder
+            notes.update(quarantine.counts(quarantine.collect(folder)))
+    return notes, statistics
+
+
+def build_source(
+    source: str,
+    output: str | os.PathLike,
+    data_dir: str | None = None,
+    configs: list[str] | None = None,
+    num_proc: int | None = None,
+    subsets: list[str] | None = None,
+    source_format: str | None = None,
+    on_bad_record: str = "raise",
+    overwrite: bool = False,
+    repo_id: str | None = None,
+    engine: str | Any = "local",
+    spark_master: str | None = None,
+) -> BuildResult:
+    """Build ``configs`` (all by default) of ``source`` into ``output``, replacing it only on success.
+
+    ``engine``: ``local`` (``datasets``' builder, ``num_proc`` processes) or ``spark`` (``convhub.engine.spark``,
+    on ``spark_master``); or an engine object to reuse (a ``SparkEngine``, which the caller stops).
+
+    ``repo_id`` is the Hub repo the card's code loads (``ORG/<hub name>`` when not given).
+
+    ``output`` may be new, empty or an earlier convhub output; another folder only with ``overwrite``
+    (``staging.check_output`` says which folders never). It may not be or lie inside ``data_dir``. It may be a
+    URL (``hdfs://``, ``s3a://``, any fsspec URL), which the engine's tasks write to.
+
+    ``on_bad_record="skip"``: bad source records are left out, listed with their reason in
+    ``<output>.quarantine.jsonl`` beside the folder, and counted in the card's normalizations.
+    """
+    from convhub.cards import write_card  # the card module imports Jinja2; keep `check` light
+
+    builder_cls = registry.get(source)
+    if repo_id is not None:
+        validate_repo_id(repo_id)  # a ValueError naming what is wrong, before any work
+    configs = list(dict.fromkeys(configs or [view.name for view in builder_cls.views()]))  # each once
+    for name in configs:
+        builder_cls.view_named(name)  # fail on a misspelt config before any work
+    quarantine.check_policy(on_bad_record)
+    output = folder_at(output)
+    quarantine.check_replaceable(quarantine.path_beside(output))
+    old_configs = card_configs(output)
+    runner = _engine(engine, spark_master)
+    with contextlib.ExitStack() as stack:
+        if runner is not None and isinstance(engine, str):
+            stack.callback(runner.stop)
+        staging = stack.enter_context(staged_folder(output, overwrite, inputs=[data_dir]))
+        with MarkedTemporaryDirectory(prefix="convhub-work-", dir=os.environ.get("CONVHUB_TMPDIR")) as work:
+            run = _Run(builder_cls, data_dir, _tuple(subsets), num_proc, Path(work), staging, source_format)
+            run.on_bad_record = on_bad_record  # (a keyword of _Run: kept apart from the positional ones)
+            run.engine = runner
+            built = run.build_all(configs)
+            notes, statistics = run.report(source, subsets)
+            rejected = quarantine.collect(run.quarantine_dir)
+            notes.update(quarantine.counts(rejected))
+            for config, split in run.left_out:
+                notes.add(f"split with no row left out of the build: {config}/{split}")
+        if rejected and (not built or (run.sessions is not None and not run.sessions.splits)):
+            quarantine.save(rejected, quarantine.path_beside(output))
+            raise SourceError(
+                data_dir or source,
+                None,
+                None,
+                f"no record left to build: all {len(rejected)} rejected ({quarantine.path_beside(output)})",
+            )
+        if not built:  # a card with no config could not be loaded, nor a folder without one published
+            raise ValueError(
+                f"{source}: nothing to build: {', '.join(configs)} had no row in this data "
+                "(a config with no row is left out of a build)"
+            )
+        result = BuildResult(
+            source, output, built, notes, statistics, skipped=quarantine.records_lost(rejected)
+        )
+        result.processes = run.processes or None
+        phases.info("%s: writing the dataset card", source)
+        write_card(result, staging, repo_id)
+        phases.info("%s: moving the build into place at %s", source, output)
+    forget_cached_copies(output, old_configs | card_configs(output))
+    _place_quarantine(result, rejected)
+    return result
+
+
+ENGINES = ("local", "spark")
+#: The engine's hidden work folder in the staging folder (``_Run.engine_work``).
+ENGINE_WORK = ".convhub-work"
+
+
+def _engine(engine: str | Any, spark_master: str | None):
+    """None for the local build (``datasets``' own), else the engine that runs the build's jobs."""
+    if not isinstance(engine, str):
+        return engine
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}: one of {', '.join(ENGINES)}")
+    if engine == "local":
+        if spark_master:
+            raise ValueError("--spark-master needs --engine spark")
+        return None
+    from convhub.engine.spark import SparkEngine  # PySpark is an extra
+
+    return SparkEngine(spark_master)
+
+
+def _place_quarantine(result: BuildResult, rejected: list[dict]) -> None:
+    """Write the build's rejections beside its folder, or remove a file an earlier build left there."""
+    target = quarantine.path_beside(result.output)
+    if rejected:
+        quarantine.save(rejected, target)
+        result.quarantine = target
+    else:
+        target.unlink(missing_ok=True)
+
+
+@dataclass
+class _Run:
+    """One build: where things go, and the sessions build every derived view reads."""
+
+    builder_cls: type
+    data_dir: str | None
+    subsets: tuple[str, ...] | None
+    num_proc: int | None
+    work: Path
+    staging: Path
+    source_format: str | None = None
+    sessions: ConfigBuild | None = None
+    sessions_root: Path | None = None
+    left_out: list[tuple[str, str]] = field(default_factory=list)
+    on_bad_record: str = "raise"
+    #: Sessions rows left out as later duplicates of a conversation_id (skip mode): (split, row as a dict, the
+    #: subset of the row kept).
+    duplicates: list[tuple[str, dict, str]] = field(default_factory=list)
+    #: What the derived views left out or merged (``messages``: sessions no chat template takes), for the card.
+    derive_notes: Counter = field(default_factory=Counter)
+    #: None: ``datasets``' builder in ``num_proc`` processes; else an engine (``convhub.engine.spark.SparkEngine``).
+    engine: Any = None
+    #: The most processes a split of the local build ran in (``BatchWriting.processes_run``).
+    processes: int = 0
+
+    @property
+    def engine_work(self) -> Path:
+        """Where an engine's tasks write before their files are placed: a hidden folder in the staging folder,
+        so that on a cluster it is wherever the output is (a URL, a shared file system), which every executor
+        reaches; renaming from there into the layout stays on one file system. Removed before the card."""
+        return self.staging / ENGINE_WORK
+
+    @property
+    def quarantine_dir(self) -> Path:
+        folder = self.work / "quarantine"
+        folder.mkdir(exist_ok=True)
+        return folder
+
+    def derivable(self, name: str) -> bool:
+        """Whether ``name`` comes from the built ``sessions`` shards, not from parsing the source again: the
+        shared flattened views (Arrow, ``derive.DERIVERS``) and a source's own views of the record (LoCoMo's
+        ``observations`` and ``events``, ConvLab's ``dialogues``), which are functions of the canonical record."""
+        view = self.builder_cls.view_named(name)
+        return name != SESSIONS.name and (name in DERIVERS or view.rows_from_record is not None)
+
+    def build_all(self, configs: list[str]) -> dict[str, ConfigBuild]:
+        if any(name == SESSIONS.name or self.derivable(name) for name in configs):
+            keep = SESSIONS.name in configs
+            work = self.work if self.engine is None else self.engine_work
+            self.sessions_root = self.staging if keep else work / "sessions-only"
+            self.sessions_root.mkdir(parents=True, exist_ok=True)
+            self.sessions = self.run_builder(SESSIONS.name, self.sessions_root, report=True)
+            phases.info("%s: checking that every conversation_id is unique", self.builder_cls.SOURCE)
+            self.duplicates = drop_duplicate_ids(
+                self.sessions_root, self.sessions, self.on_bad_record, self.quarantine_dir, self.engine
+            )
+        derived = self.derive([name for name in configs if self.derivable(name)])
+        built = {}
+        for name in configs:
+            if name == SESSIONS.name:
+                config = self.sessions
+            elif name in derived:
+                config = derived[name]
+            else:
+                config = self.run_builder(name, self.staging, report=False)
+                drop_rows_of_duplicates(config, self.staging, self.duplicates)
+            if self.drop_empty_splits(config):
+                built[name] = config
+        remove_tree(self.engine_work)
+        if self.builder_cls.SUBSET_CONFIGS:
+            phases.info("%s: one config per subset: splitting the files by subset", self.builder_cls.SOURCE)
+            for config in built.values():
+                split_by_subset(self.staging, config)
+        return built
+
+    def run_builder(self, name: str, root: Path, report: bool) -> ConfigBuild:
+        report_dir = self.work / "reports"
+        report_dir.mkdir(exist_ok=True)
+        builder = self.builder_cls(
+            config_name=name,
+            data_dir=self.data_dir,
+            subsets=self.subsets,
+            source_format=self.source_format,
+            report_dir=str(report_dir) if report else None,
+            on_bad_record=self.on_bad_record,
+            quarantine_dir=str(self.quarantine_dir),
+            cache_dir=str(self.work / "cache"),
+        )
+        if self.engine is not None:
+            return self.run_on_engine(builder, name, root)
+        try:
+            builder.download_and_prepare(file_format="parquet", num_proc=self.num_proc)
+        except datasets.exceptions.DatasetGenerationError as error:
+            if isinstance(error.__cause__, SourceError):
+                raise error.__cause__ from None  # the message names file, record and field
+            raise
+        self.processes = max(self.processes, builder.processes_run)
+        built = ConfigBuild(name, builder.info.features)
+        shards: dict[str, list[str]] = {}
+        for path in glob.glob(os.path.join(builder.cache_dir, "*.parquet")):
+            split = SHARD_NAME.search(os.path.basename(path)).group("split")
+            shards.setdefault(split, []).append(path)
+        (root / name).mkdir()
+        for split, paths in sorted(shards.items()):
+            paths.sort()
+            built.splits[split] = builder.info.splits[split]
+            built.files[split] = []
+            for index, path in enumerate(paths):
+                relative = shard_path(name, split, index, len(paths))
+                move(path, root / relative)
+                built.files[split].append(relative)
+        return built
+
+    def run_on_engine(self, builder, name: str, root: Path) -> ConfigBuild:
+        """``name`` written by the engine's tasks, then placed as the local build places its files; the
+        tasks' reports and rejected records go where the local build's workers put theirs."""
+        written = self.engine.write_config(builder, self.engine_work / f"engine-{name}")
+        built = ConfigBuild(name, builder.info.features)
+        (root / name).mkdir()
+        for split, results in sorted(written.items()):  # as the local build lists them
+            for result in results:
+                for text in result.reports:
+                    fd, _ = tempfile.mkstemp(prefix="report-", suffix=".json", dir=self.work / "reports")
+                    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                        handle.write(text)
+                if result.quarantine:
+                    with open(self.quarantine_dir / "quarantine-engine.jsonl", "a", encoding="utf-8") as part:
+                        part.writelines(line + "\n" for line in result.quarantine)
+            files = [path for result in results for path in result.files]
+            kept = [path for path in files if parquet_file(path).metadata.num_rows] or files[:1]
+            built.splits[split] = datasets.SplitInfo(
+                split, sum(result.num_bytes for result in results), sum(result.rows for result in results)
+            )
+            built.files[split] = []
+            for index, path in enumerate(kept):
+                relative = shard_path(name, split, index, len(kept))
+                move(path, root / relative)
+                built.files[split].append(relative)
+        return built
+
+    def derive(self, names: list[str]) -> dict[str, ConfigBuild]:
+        """Derive ``names`` (``derivable``) from the sessions shards: one read of each shard writes every view,
+        and with ``num_proc`` the shards are shared between processes."""
+        if not names:
+            return {}
+        built = {name: ConfigBuild(name, self.builder_cls.view_named(name).features) for name in names}
+        tasks = []
+        for name in names:
+            (self.staging / name).mkdir()
+        for split, sessions_files in self.sessions.files.items():
+            for index, sessions_file in enumerate(sessions_files):
+                outputs = {}
+                for name, config in built.items():
+                    relative = shard_path(name, split, index, len(sessions_files))
+                    config.files.setdefault(split, []).append(relative)
+                    rows_from_record = (
+                        None if name in DERIVERS else self.builder_cls.view_named(name).rows_from_record
+                    )
+                    outputs[name] = (config.features, self.staging / relative, rows_from_record)
+                tasks.append((split, outputs, self.sessions_root / sessions_file))
+        label = f"{self.builder_cls.SOURCE} {', '.join(names)} (from sessions)"
+        with contextlib.ExitStack() as stack:
+            bar = stack.enter_context(hf_tqdm(total=len(tasks), desc=label, unit=" shards"))
+            if self.engine is not None:
+                done = self.engine.map(_derive_task, [(o, p) for _, o, p in tasks])
+            elif (self.num_proc or 1) > 1 and len(tasks) > 1:
+                pool = stack.enter_context(ProcessPoolExecutor(min(self.num_proc, len(tasks))))
+                done = pool.map(derive_views, *zip(*[(o, p) for _, o, p in tasks], strict=True))
+            else:
+                done = (derive_views(outputs, path) for _, outputs, path in tasks)
+            counts = []
+            for shard_counts in done:  # in task order, as each finishes
+                counts.append(shard_counts)
+                bar.update()
+        for (split, _, _), (shard_counts, notes) in zip(tasks, counts, strict=True):
+            self.derive_notes.update(notes)
+            for name, (rows, size) in shard_counts.items():
+                info = built[name].splits.get(split) or datasets.SplitInfo(split, 0, 0)
+                built[name].splits[split] = datasets.SplitInfo(
+                    split, info.num_bytes + size, info.num_examples + rows
+                )
+        return built
+
+    def drop_empty_splits(self, built: ConfigBuild) -> bool:
+        """Remove splits with no row (``load_dataset`` cannot load them); False when none is left."""
+        for split, info in list(built.splits.items()):
+            if info.num_examples == 0:
+                for relative in built.files.pop(split):
+                    (self.staging / relative).unlink(missing_ok=True)
+                del built.splits[split]
+                self.left_out.append((built.name, split))
+        if not built.splits:
+            remove_tree(self.staging / built.name)
+        return bool(built.splits)
+
+    def report(self, source: str, subsets) -> tuple[Notes, Statistics]:
+        """The workers' merged notes and statistics; a checking pass only if no config parsed records."""
+        report = Report.load_all(str(self.work / "reports")) if self.sessions else None
+        if report is None:
+            return check_source(
+                source,
+                self.data_dir,
+                subsets,
+                self.source_format,
+                self.on_bad_record,
+                str(self.quarantine_dir),
+            )
+        for split, row, _ in self.duplicates:
+            forget(report.statistics, split, row)
+        report.notes.update(self.derive_notes)
+        return report.notes, report.statistics
+
+
+def _derive_task(task: tuple[dict, Path]):
+    """``derive_views`` of one sessions shard, as an engine's task."""
+    return derive_views(*task)
+
+
+def _tuple(values) -> tuple[str, ...] | None:
+    return tuple(values) if values else None

@@ -1,0 +1,221 @@
+"""``--on-bad-record skip``: rejected source records go to a quarantine file, never silently away.
+
+By default (``raise``) the first bad record stops the build with a :class:`~convhub.errors.SourceError`
+naming file, record and field. With ``skip``, every rejection is appended as one JSON line to a part file of
+the process that saw it (``quarantine-<pid>.jsonl`` in a work folder: ``num_proc`` workers never share a
+file); the build merges the parts into ``<output>.quarantine.jsonl`` *beside* the output folder (so
+``convhub push``, which uploads the folder, can never publish it) and counts the rejections per kind in the
+build's notes, which the card lists.
+
+An entry: ``file``, ``record`` (as the error names it), ``line`` (when the record names one), ``field``,
+``reason``, ``kind`` (the reason without its values, for counting), ``scope`` (``record``; ``file`` when
+the rest of a file from that point could not be read; ``span`` when a stretch of a file could not be read
+and reading went on after it: then ``records`` says how many source records it held, 0 or more) and ``raw``: the record's source text (or its JSON),
+cut to :data:`RAW_LIMIT` characters (``raw_truncated``, ``raw_size``), base64 when it is not UTF-8.
+Several builder runs of one build (one per config) may reject the same record: the merge keeps it once.
+"""
+
+from __future__ import annotations
+
+import base64
+import glob
+import hashlib
+import json
+import logging
+import os
+import re
+import stat
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from convhub.engine.jsonio import unencodable_field
+from convhub.errors import SourceError
+from convhub.storage.folders import folder_at, is_url, move
+from convhub.storage.staging import OutputError
+
+ON_BAD_RECORD = ("raise", "skip")
+RAW_LIMIT = 64 * 1024
+PART_PATTERN = "quarantine-*.jsonl"
+SUFFIX = ".quarantine.jsonl"
+NOTE_PREFIX = "bad record skipped (--on-bad-record skip; listed in the quarantine file)"
+
+logger = logging.getLogger("convhub.engine.quarantine")
+
+_LINE = re.compile(r"\bline (\d+)\b")
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+_NUMBER = re.compile(r"\d+")
+
+
+def check_policy(on_bad_record: str) -> str:
+    if on_bad_record not in ON_BAD_RECORD:
+        raise ValueError(f"on_bad_record must be one of {', '.join(ON_BAD_RECORD)}, not {on_bad_record!r}")
+    return on_bad_record
+
+
+def path_beside(output: str | os.PathLike) -> Path:
+    """``<output>.quarantine.jsonl``, in the output's parent folder (outside what push uploads; a URL for a
+    folder at a URL)."""
+    output = folder_at(output)
+    return output.parent / f"{output.name}{SUFFIX}"
+
+
+def kind_of(error: SourceError) -> str:
+    """The reason without the values in it, so that rejections of one kind count together.
+
+    ``sessions[3].messages[0].role: unknown role 'x'`` → ``sessions[N].messages[N].role: unknown role …``.
+    """
+    problem = error.problem.split(": ", 1)[0] if error.problem.startswith("not valid") else error.problem
+    problem = _NUMBER.sub("N", _QUOTED.sub("…", problem))
+    problem = problem.split(", also in ", 1)[0].split(" (first at ", 1)[0]
+    field = _NUMBER.sub("N", error.field) if error.field else "(the record)"
+    return f"{field}: {problem}"[:160]
+
+
+def _utf8_head(head: bytes, cut: bool) -> str | None:
+    """``head`` as text, or None when it is not UTF-8 (a character cut at the limit does not count)."""
+    for end in range(len(head), max(len(head) - 4, -1) if cut else len(head) - 1, -1):
+        try:
+            return head[:end].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return None
+
+
+def _raw_fields(raw: Any) -> dict[str, Any]:
+    if raw is None:
+        return {"raw": None}
+    if isinstance(raw, (bytes, bytearray)):
+        size = len(raw)
+        text = _utf8_head(bytes(raw[:RAW_LIMIT]), cut=size > RAW_LIMIT)
+        entry = {"raw": text, "raw_size": size}
+        if text is None:
+            entry.update(raw=base64.b64encode(raw[:RAW_LIMIT]).decode("ascii"), raw_encoding="base64")
+    else:
+        text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, default=repr)
+        size = len(text)
+        entry = {"raw": text[:RAW_LIMIT], "raw_size": size}
+    if size > RAW_LIMIT:
+        entry["raw_truncated"] = True
+    return entry
+
+
+def entry(
+    error: SourceError, raw: Any = None, scope: str = "record", records: int | None = None
+) -> dict[str, Any]:
+    line = _LINE.search(str(error.record)) if error.record is not None else None
+    counted = {} if records is None else {"records": records}
+    return {
+        "file": error.path,
+        "record": error.record,
+        "line": int(line.group(1)) if line else None,
+        "field": error.field,
+        "reason": error.problem,
+        "kind": kind_of(error),
+        "scope": scope,
+        **counted,
+        **_raw_fields(raw),
+    }
+
+
+def write(
+    folder: str | None, error: SourceError, raw: Any = None, scope: str = "record", records: int | None = None
+) -> None:
+    """Append one rejection to this process's part file in ``folder`` (logged when there is no folder)."""
+    if folder is None:
+        logger.warning("bad record skipped: %s", error)
+        return
+    line = _json_text(entry(error, raw, scope, records)) + "\n"
+    with open(os.path.join(folder, f"quarantine-{os.getpid()}.jsonl"), "a", encoding="utf-8") as part:
+        part.write(line)
+
+
+def _natural(value: Any) -> tuple:
+    text = "" if value is None else str(value)
+    return tuple(
+        (0, int(piece), "") if piece.isdigit() else (1, 0, piece) for piece in re.split(r"(\d+)", text)
+    )
+
+
+def collect(folder: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every worker's rejections, each once, sorted by file and record."""
+    unique: dict[str, dict[str, Any]] = {}
+    for path in sorted(glob.glob(os.path.join(folder, PART_PATTERN))):
+        with open(path, encoding="utf-8") as part:
+            for line in part:
+                item = json.loads(line)
+                key = _json_text(
+                    [item["file"], item["record"], item["field"], item["reason"], item["scope"], item["raw"]]
+                )
+                unique.setdefault(hashlib.sha256(key.encode()).hexdigest(), item)
+    return sorted(unique.values(), key=lambda item: (item["file"], _natural(item["record"])))
+
+
+def records_lost(entries: list[dict[str, Any]]) -> int:
+    """How many source records the rejections stand for (an entry is one, unless it says ``records``)."""
+    return sum(item.get("records", 1) for item in entries)
+
+
+def counts(entries: list[dict[str, Any]]) -> Counter:
+    """Rejections per kind, as the build's notes (and so the card) list them."""
+    return Counter(f"{NOTE_PREFIX}: {item['kind']}" for item in entries)
+
+
+def _json_text(value: Any) -> str:
+    """JSON text that a UTF-8 file can hold: readable characters, escapes only where a lone surrogate (which
+    UTF-8 cannot encode) is in ``value``; ``json.loads`` gives back the same value either way."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if unencodable_field(text) is None else json.dumps(value)
+
+
+#: The most characters of a quarantine file's first line :func:`check_replaceable` reads. A line convhub writes
+#: holds at most ``RAW_LIMIT`` characters of ``raw`` (under 1 MB even escaped) beside a few short fields, so a first
+#: line longer than this is no rejection convhub wrote; reading it whole would have no limit.
+FIRST_LINE_LIMIT = 4 * 2**20
+
+
+def check_replaceable(target: str | os.PathLike) -> None:
+    """Refuse a quarantine path that holds a file convhub did not write (its first line is no rejection).
+
+    Only a regular file is read, and only its first line up to :data:`FIRST_LINE_LIMIT` characters: a device
+    (``/dev/zero``), a FIFO or a link is refused unread, and a huge file without a newline cannot fill memory.
+    """
+    target = folder_at(target)
+    if not target.exists() and not target.is_symlink():
+        return
+    refused = OutputError(f"{target} is not a quarantine file convhub wrote: refusing to replace it")
+    if target.is_symlink() or not _regular_file(target):
+        raise refused
+    try:
+        with target.open(encoding="utf-8") as handle:
+            line = handle.readline(FIRST_LINE_LIMIT + 1)
+        first = json.loads(line) if len(line) <= FIRST_LINE_LIMIT else None
+        ours = isinstance(first, dict) and {"file", "reason", "kind", "scope"} <= first.keys()
+    except (OSError, ValueError):
+        ours = False
+    if not ours:
+        raise refused
+
+
+def _regular_file(target: Path) -> bool:
+    """Whether ``target`` is a regular file, asked without opening it (a FIFO's open would wait for a writer)."""
+    if is_url(target):
+        return target.is_file()  # (an fsspec file system has no devices or FIFOs)
+    try:
+        return stat.S_ISREG(os.lstat(target).st_mode)
+    except OSError:
+        return False
+
+
+def save(entries: list[dict[str, Any]], target: str | os.PathLike) -> None:
+    """Write the quarantine file whole (through a temporary name, so a reader never sees half of it)."""
+    target = folder_at(target)
+    partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    with partial.open("w", encoding="utf-8") as handle:
+        for item in entries:
+            handle.write(_json_text(item) + "\n")
+    if is_url(target):
+        target.unlink(missing_ok=True)  # (fsspec's move does not replace a file everywhere)
+        move(partial, target)
+    else:
+        os.replace(partial, target)

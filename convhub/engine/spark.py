@@ -1,0 +1,372 @@
+"""Builds on Apache Spark: ``convhub build SOURCE --engine spark [--spark-master URL]``.
+
+The engine moves the data; convhub's parsers stay what they are. A build config becomes Spark tasks:
+
+- each shard of the builder (``engine_shards``: a LoCoMo or ConvLab file, a GigaMemory slice, an MNBVC forum or
+  Q&A file) is one task, which parses it with the builder's own ``records_of`` and writes its Parquet with the
+  builder's own writer (``_write_split``: ``datasets``' ParquetWriter, the same ``Features`` and metadata);
+- a group shard (MNBVC's multi-turn files, whose rows of one conversation may lie in any file) is a shuffle: one
+  task per file turns its rows into (sort key, payload) with the builder's ``keyed_rows``, Spark moves each row to
+  its partition (``regroup.partition_of``, the embedded engine's) and sorts the partition by key
+  (``RDD.repartitionAndSortWithinPartitions``, which spills to disk), and one task per partition turns the
+  conversations into records (``grouped_records``) and writes them. The partitions and the order are the
+  embedded engine's (``convhub.engine.regroup``), so the conversations come out in the local build's order;
+- derived views (``turns``, ``messages``, ``qa``) are one task per ``sessions`` shard (``derive.derive_views``).
+- a source whose listing is heavy work of its own gets the engine's ``map`` in ``engine_shards``: GigaMemory's
+  pass 1 parses and hashes each distinct dialogue in these tasks, and groups the lines on the driver.
+
+A task returns what the driver needs (its files, rows and bytes, its statistics report and quarantined
+records) instead of writing them beside the build, so a retried task counts once. The files it writes go to a
+work folder inside the build's staging folder, so on a cluster they are wherever the output is: a URL
+(``hdfs://``, ``s3a://``: ``convhub.storage.folders``) or a shared file system, which every executor reaches.
+
+PySpark is an extra: ``pip install "convhub[spark]"`` (and Java 17).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+import re
+import socket
+import subprocess
+import sys
+import urllib.parse
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import datasets
+from datasets.utils.py_utils import convert_file_size_to_int
+
+from convhub.console import phases
+from convhub.engine.builder import fewer_collections, is_group_shard, sorted_partition
+from convhub.engine.regroup import partition_of
+from convhub.errors import EngineError, SourceError
+from convhub.storage.abandoned import MarkedTemporaryDirectory
+from convhub.storage.folders import text_of
+
+#: Marks a SourceError inside the text of Spark's error, for the driver to raise it again as itself.
+_ERROR_MARK = "convhub source error: "
+
+
+@dataclass
+class TaskResult:
+    """What one task wrote: Parquet files (in order) with rows and bytes, reports and quarantine lines."""
+
+    files: list[str] = field(default_factory=list)
+    rows: int = 0
+    num_bytes: int = 0
+    reports: list[str] = field(default_factory=list)
+    quarantine: list[str] = field(default_factory=list)
+
+
+def spark_session(master: str | None = None, verbose: bool = False):
+    """A SparkSession: ``master``, else Spark's own configuration (``spark-submit``, spark-defaults.conf),
+    else ``local[*]``. A local master binds to the loopback address and runs its Python workers with this
+    interpreter (the one that has convhub).
+
+    Unless ``verbose``, Spark's own output is silenced, so that a build's errors are convhub's one line: the
+    JVM this process starts (driver, and in local mode the executors and their Python workers) writes its
+    stdout and stderr to nowhere (``launch_gateway``'s ``popen_kwargs``), its log4j level is OFF, PySpark's
+    and py4j's Python loggers show no warning and PySpark's own ``FutureWarning`` s are not printed. A
+    ``spark://`` master that does not answer fails at once (``check_reachable``), not after Spark's retries."""
+    try:
+        from pyspark import SparkConf, SparkContext
+        from pyspark.java_gateway import launch_gateway
+        from pyspark.sql import SparkSession
+    except ImportError as error:
+        raise EngineError(
+            '--engine spark needs PySpark: pip install "convhub[spark]" (and Java 17 or later)'
+        ) from error
+    master = master or SparkConf().get("spark.master", None) or "local[*]"
+    check_reachable(master)
+    conf = SparkConf().setAppName("convhub").setMaster(master).set("spark.ui.showConsoleProgress", "false")
+    if master.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # read when the context starts
+        conf = (
+            conf.set("spark.driver.host", "127.0.0.1")
+            .set("spark.driver.bindAddress", "127.0.0.1")
+            .set("spark.ui.enabled", "false")
+            .set("spark.pyspark.python", sys.executable)
+            .set("spark.pyspark.driver.python", sys.executable)
+        )
+    with warnings.catch_warnings():
+        if not verbose:
+            warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
+            for name in ("py4j", "pyspark"):
+                logging.getLogger(name).setLevel(logging.CRITICAL)
+            if SparkSession.getActiveSession() is None:
+                quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+                SparkContext(conf=conf, gateway=launch_gateway(conf, popen_kwargs=quiet))
+        session = SparkSession.builder.config(conf=conf).getOrCreate()
+    session.sparkContext.setLogLevel("ERROR" if verbose else "OFF")
+    return session
+
+
+#: How long ``check_reachable`` waits for a Spark master to accept a connection.
+CONNECT_SECONDS = 5.0
+
+
+def check_reachable(master: str) -> None:
+    """For a ``spark://HOST:PORT[,HOST:PORT...]`` master: at least one of its hosts accepts a TCP connection,
+    else an ``EngineError`` naming them (Spark itself retries for over a minute before it gives up)."""
+    if not master.startswith("spark://"):
+        return
+    reasons = []
+    for place in master[len("spark://") :].split(","):
+        host, _, port = place.rpartition(":") if ":" in place else (place, ":", "7077")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS):
+                return
+        except (OSError, ValueError) as error:
+            reasons.append(f"{place}: {getattr(error, 'strerror', None) or error}")
+    raise EngineError(f"--spark-master {master}: no Spark master answers ({'; '.join(reasons)})")
+
+
+class SparkEngine:
+    """Runs a build's configs and derived views as Spark jobs (see the module docstring)."""
+
+    name = "spark"
+
+    def __init__(self, master: str | None = None, verbose: bool = False):
+        self.master = master
+        self.verbose = verbose  # Spark's own log on stderr (``spark_session``)
+        self._session = None
+
+    @property
+    def context(self):
+        if self._session is None:
+            self._session = spark_session(self.master, self.verbose)
+        return self._session.sparkContext
+
+    def stop(self) -> None:
+        if self._session is not None:
+            self._session.stop()
+            self._session = None
+
+    def map(self, function: Callable, tasks: list) -> list:
+        """``function`` of each task, one Spark task each, results in the tasks' order."""
+        if not tasks:
+            return []
+        return _collect(self.context.parallelize(tasks, len(tasks)).map(function))
+
+    def repeated_rows(self, paths: list[str], column: str, columns: list[str]) -> list[dict]:
+        """Each row of the Parquet files at ``paths`` whose ``column`` holds a value found in another row too: its
+        ``column`` and ``columns``, its file (a place in ``paths``) and its row in that file. Spark counts the
+        values and finds their rows, so the driver reads no file and holds only these rows."""
+        if not paths:
+            return []
+        from pyspark.sql import functions
+
+        self.context  # noqa: B018 - starts the session
+        table = self._session.read.parquet(*paths)
+        counted = table.select(column).groupBy(column).count().filter("count > 1")
+        repeated = [row[0] for row in counted.collect()]
+        if not repeated:  # a clean build: one pass over the column
+            return []
+        places = table.filter(functions.col(column).isin(repeated)).select(
+            column,
+            *columns,
+            functions.col("_metadata.file_path").alias("file"),
+            functions.col("_metadata.row_index").alias("row"),
+        )
+        rows = [row.asDict() for row in places.collect()]
+        named = {spark_path: _place_in(paths, spark_path) for spark_path in {row["file"] for row in rows}}
+        for row in rows:
+            row["file"] = named[row["file"]]
+        return rows
+
+    def write_config(self, builder, work) -> dict[str, tuple[TaskResult, ...]]:
+        """Every split of ``builder``'s config as Parquet files under ``work`` (a ``Path``, or a ``UPath`` at a
+        URL): split → the task results, in the order the local build writes the same rows."""
+        download = datasets.DownloadManager(dataset_name=builder.SOURCE, data_dir=builder.config.data_dir)
+        with fewer_collections():  # the driver lists the shards (GigaMemory's pass 1 parses in our tasks)
+            by_split = builder.engine_shards(download, self.map)
+        max_shard_size = convert_file_size_to_int(datasets.config.MAX_SHARD_SIZE)
+        work.mkdir(parents=True, exist_ok=True)
+        written: dict[str, tuple[TaskResult, ...]] = {}
+        for split, shards in by_split.items():
+            results: list[TaskResult] = []
+            plain: list[Any] = []
+            for shard in [*shards, None]:
+                if shard is not None and not is_group_shard(shard):
+                    plain.append(shard)
+                    continue
+                if plain:
+                    tasks = [(len(results) + n, shard) for n, shard in enumerate(plain)]
+                    phases.info(
+                        "%s %s %s: %d shard%s on Spark",
+                        builder.SOURCE,
+                        builder.config.name,
+                        split,
+                        len(tasks),
+                        "" if len(tasks) == 1 else "s",
+                    )
+                    results += self.map(_ShardTask(builder, split, work, max_shard_size), tasks)
+                    plain = []
+                if shard is not None:
+                    results += self._regroup(builder, split, shard, work, max_shard_size, len(results))
+            written[split] = tuple(results)
+        return written
+
+    def _regroup(self, builder, split: str, shard: dict, work, max_shard_size: int, first: int):
+        """A group shard: read every file (one task each), move and sort the rows by partition and key, write
+        one result per partition."""
+        files, count = shard["files"], shard["partitions"]
+        phases.info(
+            "%s %s %s: regrouping %d files into %d partitions on Spark",
+            builder.SOURCE,
+            builder.config.name,
+            split,
+            len(files),
+            count,
+        )
+        keyed = self.context.parallelize(range(len(files)), len(files)).flatMap(_KeyedRows(builder, shard))
+        moved = keyed.repartitionAndSortWithinPartitions(
+            count + 1, partitionFunc=_partition_of, keyfunc=_sort_key_of
+        )
+        return _collect(
+            moved.mapPartitionsWithIndex(_PartitionTask(builder, split, shard, work, max_shard_size, first))
+        )
+
+
+def _partition_of(key: tuple[int, tuple]) -> int:
+    return key[0]
+
+
+def _sort_key_of(key: tuple[int, tuple]) -> tuple:
+    return key[1]
+
+
+def _collect(rdd) -> list:
+    """``rdd.collect()``, a SourceError raised in a task raised here again as itself."""
+    try:
+        return rdd.collect()
+    except Exception as error:
+        found = re.search(re.escape(_ERROR_MARK) + r"(\[.*?\])(?:\n|$)", str(error))
+        if found:
+            raise SourceError(*json.loads(found.group(1))) from None
+        raise
+
+
+def _reraisable(error: SourceError) -> RuntimeError:
+    """A SourceError as an error whose text the driver finds in Spark's own (see ``_collect``)."""
+    fields = [error.path, error.record, error.field, error.problem]
+    return RuntimeError(_ERROR_MARK + json.dumps(fields, ensure_ascii=True))
+
+
+class _Scratch:
+    """A task's own report and quarantine folders, read back into its result: whatever the task saves
+    there reaches the driver only if the task succeeds."""
+
+    def __init__(self, builder):
+        self.builder = builder
+
+    def __enter__(self) -> _Scratch:
+        self.folder = MarkedTemporaryDirectory(prefix="convhub-spark-task-")
+        root = self.folder.name
+        self.reports, self.quarantine = os.path.join(root, "reports"), os.path.join(root, "quarantine")
+        os.mkdir(self.reports)
+        os.mkdir(self.quarantine)
+        config = self.builder.config
+        self.saved = config.report_dir, config.quarantine_dir
+        config.report_dir = self.reports if config.report_dir else None
+        config.quarantine_dir = self.quarantine
+        return self
+
+    def collect(self, result: TaskResult) -> TaskResult:
+        result.reports = [_read(path) for path in sorted(glob.glob(os.path.join(self.reports, "*.json")))]
+        for path in sorted(glob.glob(os.path.join(self.quarantine, "*.jsonl"))):
+            result.quarantine += _read(path).splitlines()
+        return result
+
+    def __exit__(self, *exc_info) -> None:
+        self.builder.config.report_dir, self.builder.config.quarantine_dir = self.saved
+        self.folder.cleanup()
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def _write_records(builder, split: str, shard, prefix: str, max_shard_size: int) -> TaskResult:
+    """The builder's own parse and write of one shard (``_write_split``) into ``prefix-NNNNN.parquet``."""
+    with _Scratch(builder) as scratch:
+        generation = builder._write_split(
+            {"shards": [shard], "split": split}, f"{prefix}-SSSSS.parquet", "parquet", max_shard_size, None, 0
+        )
+        try:
+            summary = next(content for _, done, content in generation if done)
+        except datasets.exceptions.DatasetGenerationError as error:
+            if isinstance(error.__cause__, SourceError):
+                raise _reraisable(error.__cause__) from None
+            raise
+        rows, num_bytes, _, file_count = summary[:4]
+        files = [f"{prefix}-{index:05d}.parquet" for index in range(file_count)]
+        return scratch.collect(TaskResult(files, rows, num_bytes))
+
+
+class _ShardTask:
+    """One source shard: parsed and written on an executor."""
+
+    def __init__(self, builder, split: str, work, max_shard_size: int):
+        self.builder, self.split, self.work, self.max_shard_size = builder, split, work, max_shard_size
+
+    def __call__(self, task: tuple[int, Any]) -> TaskResult:
+        number, shard = task
+        prefix = text_of(self.work / f"{self.split}-{number:05d}")
+        with fewer_collections():
+            return _write_records(self.builder, self.split, shard, prefix, self.max_shard_size)
+
+
+class _KeyedRows:
+    """One file of a group shard: ((partition, sort key), payload) per row. Records it rejects (under
+    ``--on-bad-record skip``) travel as rows of the extra last partition, whose task hands them to the driver."""
+
+    def __init__(self, builder, shard: dict):
+        self.builder, self.shard = builder, shard
+
+    def __call__(self, file_index: int) -> Iterator[tuple[tuple[int, tuple], bytes]]:
+        rejected = TaskResult()
+        with _Scratch(self.builder) as scratch, fewer_collections():
+            try:
+                count = self.shard["partitions"]
+                for key, payload, _ in self.builder.keyed_rows(self.shard, file_index):
+                    yield (partition_of(key[0], count), key), payload
+            except SourceError as error:
+                raise _reraisable(error) from None
+            scratch.collect(rejected)
+        for number, line in enumerate(rejected.quarantine):
+            yield (self.shard["partitions"], (file_index, number)), line.encode("utf-8")
+
+
+class _PartitionTask:
+    """One partition of a group shard, its rows sorted: records built and written on an executor."""
+
+    def __init__(self, builder, split: str, shard: dict, work, max_shard_size: int, first: int):
+        self.builder, self.split, self.shard = builder, split, shard
+        self.work, self.max_shard_size, self.first = work, max_shard_size, first
+
+    def __call__(self, index: int, rows: Iterable) -> Iterator[TaskResult]:
+        if index == self.shard["partitions"]:  # the rejected rows of the files
+            yield TaskResult(quarantine=[payload.decode("utf-8") for _, payload in rows])
+            return
+        prefix = text_of(self.work / f"{self.split}-{self.first + index:05d}")
+        partition = sorted_partition(self.shard, ((key, payload) for (_, key), payload in rows))
+        with fewer_collections():
+            yield _write_records(self.builder, self.split, partition, prefix, self.max_shard_size)
+
+
+def _place_in(paths: list[str], spark_path: str) -> int:
+    """Which of ``paths`` Spark names ``spark_path`` (qualified, as ``file:/x``, and URL-encoded): the one whose
+    path it ends with (they share the build's folder, so one does)."""
+    name = urllib.parse.unquote(spark_path)
+    places = [place for place, path in enumerate(paths) if name.endswith(path.split("://", 1)[-1])]
+    if not places:
+        raise RuntimeError(f"Spark read {spark_path}, which is none of the files it was given")
+    return max(places, key=lambda place: len(paths[place]))

@@ -1,0 +1,172 @@
+"""What ``convhub score`` reads: a build's questions and a system's predictions, checked against each other.
+
+Both inputs are a user's files, so every problem is a :class:`ScoreError` whose message is one line naming
+the file, the line and the field (the command prints it as ``convhub score: error: ...``). A prediction for
+a question the build does not hold is an error, never ignored; a question with no prediction is *missing*:
+the benchmark modules score it as an empty answer with an empty ranking (0 on every figure) and count it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from convhub.export.exporter import Build, ExportError, open_build
+
+Row = dict[str, Any]
+QA = "qa"
+
+
+class ScoreError(Exception):
+    """Input ``convhub score`` cannot score: the message is one line naming file, line and field."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One line of the predictions file: the system's answer and, optionally, what it retrieved, best first."""
+
+    question_id: str
+    prediction: str
+    retrieved: tuple[str, ...] | None
+    line: int
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A question of the build with its prediction (``None``: missing, scored as an empty answer)."""
+
+    question: Row
+    prediction: Prediction | None
+
+    @property
+    def answer_text(self) -> str:
+        return self.prediction.prediction if self.prediction else ""
+
+    @property
+    def retrieved(self) -> tuple[str, ...] | None:
+        """The ranking; a missing question's is empty (it retrieved nothing), a prediction without one None."""
+        return self.prediction.retrieved if self.prediction else ()
+
+
+def read_predictions(path: str | os.PathLike) -> dict[str, Prediction]:
+    """The predictions file (JSON Lines: ``question_id``, ``prediction``, optional ``retrieved``) by id."""
+    name = os.fspath(path)
+    try:
+        with open(path, "rb") as file:
+            lines = file.read().splitlines()
+    except OSError as error:
+        raise ScoreError(f"predictions {name}: cannot read it: {error.strerror or error}") from None
+    found: dict[str, Prediction] = {}
+    for number, text in enumerate(lines, 1):
+        if not text.strip():
+            continue
+        where = f"{name} line {number}"
+        try:
+            record = orjson.loads(text)
+        except orjson.JSONDecodeError as error:
+            raise ScoreError(f"{where}: not JSON Lines (each line one JSON object): {error}") from None
+        if not isinstance(record, dict):
+            raise ScoreError(f"{where}: expected a JSON object, got {type(record).__name__}")
+        prediction = _prediction(record, where, number)
+        if prediction.question_id in found:
+            first = found[prediction.question_id].line
+            raise ScoreError(
+                f"{where}, field 'question_id': {prediction.question_id!r} is predicted twice "
+                f"(first on line {first})"
+            )
+        found[prediction.question_id] = prediction
+    return found
+
+
+def _prediction(record: dict[str, Any], where: str, number: int) -> Prediction:
+    question_id = record.get("question_id")
+    if not isinstance(question_id, str):
+        raise ScoreError(
+            f"{where}, field 'question_id': expected a string, got {_kind(record, 'question_id')}"
+        )
+    answer = record.get("prediction")
+    if not isinstance(answer, str):
+        raise ScoreError(f"{where}, field 'prediction': expected a string, got {_kind(record, 'prediction')}")
+    retrieved = record.get("retrieved")
+    if retrieved is not None:
+        if not isinstance(retrieved, list) or not all(isinstance(item, str) for item in retrieved):
+            raise ScoreError(f"{where}, field 'retrieved': expected a list of turn or session ids (strings)")
+        retrieved = tuple(retrieved)
+    return Prediction(question_id, answer, retrieved, number)
+
+
+def _kind(record: dict[str, Any], key: str) -> str:
+    return "nothing (the field is missing)" if key not in record else type(record[key]).__name__
+
+
+def open_data(location: str | os.PathLike, revision: str | None = None, token: str | None = None) -> Build:
+    """The build at ``location`` (a folder ``convhub build`` wrote, or a Hub repo id), as ``export`` reads it."""
+    try:
+        return open_build(location, revision, token)
+    except ExportError as error:
+        raise ScoreError(str(error)) from None
+
+
+def config_rows(build: Build, config: str) -> list[Row]:
+    """Every row of one config of the build (JSON text decoded), all splits."""
+    try:
+        build.require(config)
+        return [row for _, row in build.all_rows(config, batch_rows=1024)]
+    except ExportError as error:
+        raise ScoreError(str(error)) from None
+
+
+def read_questions(build: Build, benchmark: str) -> list[Row]:
+    """The ``qa`` rows of a build, all of ``benchmark``'s source, each question id once."""
+    rows = config_rows(build, QA)
+    if not rows:
+        raise ScoreError(f"{build.location}: its {QA!r} config holds no questions")
+    seen: dict[str, str] = {}
+    for row in rows:
+        if row.get("source") != benchmark:
+            raise ScoreError(
+                f"{build.location} holds {row.get('source')!r} questions, not {benchmark!r} ones "
+                f"(question {row.get('question_id')!r}): score it as {row.get('source')}"
+            )
+        question_id, conversation = row["question_id"], row["conversation_id"]
+        if question_id in seen:
+            raise ScoreError(
+                f"{build.location}: question id {question_id!r} is in conversations {seen[question_id]!r} and "
+                f"{conversation!r}: a prediction's question_id could not say which"
+            )
+        seen[question_id] = conversation
+    return rows
+
+
+def pair(questions: list[Row], predictions: dict[str, Prediction], predictions_file: str) -> list[Scored]:
+    """Each question with its prediction; a prediction that names no question of the build is an error."""
+    known = {row["question_id"] for row in questions}
+    for prediction in predictions.values():
+        if prediction.question_id not in known:
+            raise ScoreError(
+                f"{predictions_file} line {prediction.line}, field 'question_id': {prediction.question_id!r} "
+                "is not a question of the data"
+            )
+    return [Scored(row, predictions.get(row["question_id"])) for row in questions]
+
+
+def data_hash(questions: Iterable[Row]) -> str:
+    """sha256 of the questions scored against (every field, keys sorted, rows in id order): the report's
+    proof of which data its figures are about, whatever the order of the build's files."""
+    digest = hashlib.sha256()
+    for row in sorted(questions, key=lambda row: (row["conversation_id"], row["question_id"])):
+        # json, not orjson: a decoded ``extra`` may hold integers past 64 bits, which orjson refuses
+        digest.update(json.dumps(row, sort_keys=True, ensure_ascii=False, default=str).encode())
+        digest.update(b"\n")
+    return "sha256:" + digest.hexdigest()
+
+
+def mean(values: list[float]) -> float | None:
+    """The mean, or None for no values (a figure over no question is not 0)."""
+    return sum(values) / len(values) if values else None

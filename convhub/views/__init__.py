@@ -1,0 +1,1 @@
+"""The configs every source publishes (sessions, turns, qa, messages), each defined once."""

@@ -1,0 +1,194 @@
+"""Derive views from built ``sessions`` Parquet, without re-parsing the source.
+
+``turns``, ``qa`` and ``messages`` are defined here, once, as Arrow functions of a batch of canonical records:
+a build flattens its ``sessions`` Parquet with them, and ``convhub.views.definitions`` runs the same functions on one record
+for a stream or a plain ``datasets`` build of a view. Parsing the source again for each view would cost a full
+parse per view; flattening the nested columns with Arrow kernels costs a fraction of that. A source's
+own views of the record (LoCoMo's ``observations`` and ``events``, ConvLab's ``dialogues``) run their Python
+function on the records read back (``record_view_table``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from convhub import schema
+from convhub.engine.datasets_adapter import LARGE_TABLE_BYTES, ParquetWriter, give_back_pages
+from convhub.storage.folders import parquet_file, text_of
+from convhub.views.chat import chat_messages, turn_content
+
+IDS = list(schema.CONVERSATION_IDS)
+BATCH_ROWS = 64  # conversations per batch: bounds memory on very long conversations
+
+
+def _positions(lists: pa.ListArray) -> tuple[pa.Array, pa.Array]:
+    """For each element of the flattened lists: the index of its parent list and its index inside it."""
+    parents = pc.list_parent_indices(lists)
+    offsets = lists.offsets.to_numpy()
+    starts = offsets[:-1][parents.to_numpy()] if len(parents) else np.array([], dtype=np.int64)
+    inside = np.arange(offsets[0], offsets[0] + len(parents), dtype=np.int64) - starts
+    return parents, pa.array(inside.astype(np.int32), pa.int32())
+
+
+def _struct_fields(array: pa.StructArray) -> dict[str, pa.Array]:
+    """Child arrays by name, aligned with the struct's rows (``flatten`` honours offsets)."""
+    return {field.name: child for field, child in zip(array.type, array.flatten(), strict=True)}
+
+
+def _flat(lists: pa.ListArray) -> pa.Array:
+    """The values of a list array as its rows see them (respecting slicing and offsets)."""
+    return pc.list_flatten(lists)
+
+
+def _sessions(batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array, dict[str, pa.Array]]:
+    """Every session of the batch: its conversation's row, its index in the conversation, its fields."""
+    sessions = batch.column("sessions")
+    session_parent, session_index = _positions(sessions)
+    return session_parent, session_index, _struct_fields(_flat(sessions))
+
+
+def turns_table(batch: pa.RecordBatch) -> pa.Table:
+    session_parent, session_index, session_fields = _sessions(batch)
+    turns = session_fields["turns"]
+    turn_rows = _flat(turns)
+    turn_session, turn_index = _positions(turns)
+    turn_conversation = session_parent.take(turn_session)
+    columns = {name: batch.column(name).take(turn_conversation) for name in IDS}
+    columns["session_id"] = session_fields["session_id"].take(turn_session)
+    columns["session_index"] = session_index.take(turn_session)
+    columns["turn_index"] = turn_index
+    columns["date_time"] = session_fields["date_time"].take(turn_session)
+    columns["timestamp"] = session_fields["timestamp"].take(turn_session)
+    columns.update(_struct_fields(turn_rows))
+    return pa.table(columns)
+
+
+def qa_table(batch: pa.RecordBatch) -> pa.Table:
+    questions = batch.column("questions")
+    parents, _ = _positions(questions)
+    columns = {name: batch.column(name).take(parents) for name in IDS}
+    columns.update(_struct_fields(_flat(questions)))
+    return pa.table(columns)
+
+
+def messages_table(batch: pa.RecordBatch, notes: Counter) -> pa.Table:
+    """Arrow moves the columns; the rule that makes a session a valid chat is ``chat.chat_messages``, in Python
+    on only the four turn fields it reads (speaker, role, text, image captions)."""
+    session_parent, session_index, session_fields = _sessions(batch)
+    turns = session_fields["turns"]
+    turn_fields = _struct_fields(_flat(turns))
+    speakers, roles, texts = (turn_fields[name].to_pylist() for name in ("speaker", "role", "text"))
+    captions = pc.struct_field(_flat(turn_fields["images"]), "caption").to_pylist()
+    caption_offsets = pc.subtract(turn_fields["images"].offsets, turn_fields["images"].offsets[0]).to_pylist()
+    offsets = pc.subtract(turns.offsets, turns.offsets[0]).to_pylist()
+    parents = session_parent.to_pylist()
+    sources, conversation_speakers = batch.column("source").to_pylist(), batch.column("speakers").to_pylist()
+    date_times = session_fields["date_time"].to_pylist()
+    kept, messages = [], []
+    for session, parent in enumerate(parents):
+        first, last = offsets[session], offsets[session + 1]
+        if first == last:
+            continue  # sessions with turns only
+        session_turns = [
+            (
+                speakers[i],
+                roles[i],
+                turn_content(texts[i], captions[caption_offsets[i] : caption_offsets[i + 1]]),
+            )
+            for i in range(first, last)
+        ]
+        chat = chat_messages(
+            sources[parent], conversation_speakers[parent], date_times[session], session_turns, notes
+        )
+        if chat is not None:
+            kept.append(session)
+            messages.append(chat)
+    kept_array = pa.array(kept, pa.int64())
+    columns = {name: batch.column(name).take(session_parent.take(kept_array)) for name in IDS}
+    columns["session_id"] = session_fields["session_id"].take(kept_array)
+    columns["session_index"] = session_index.take(kept_array)
+    columns["messages"] = pa.array(messages, schema.MESSAGES_FEATURES.arrow_schema.field("messages").type)
+    return pa.table(columns)
+
+
+DERIVERS = {"turns": turns_table, "qa": qa_table, "messages": messages_table}
+#: The derivers that count what they leave out or rewrite (into the build's normalizations).
+COUNTING = frozenset({"messages"})
+
+#: Derived rows are written in row groups of at least this many rows (or ``FLUSH_BYTES``): one row group
+#: per 64-conversation batch made hundreds of tiny groups, and writing them cost a quarter of the derive.
+FLUSH_ROWS = 1000
+FLUSH_BYTES = 64 * 2**20
+
+
+class _BufferedWriter:
+    """A ``datasets`` ParquetWriter fed derived tables, written once enough rows are buffered."""
+
+    def __init__(self, features, path: Path):
+        self.schema = features.arrow_schema
+        self.writer = ParquetWriter(features=features, path=text_of(path))
+        self.pending: list[pa.Table] = []
+        self.rows = self.bytes = 0
+
+    def add(self, table: pa.Table) -> None:
+        self.pending.append(table.select(self.schema.names).cast(self.schema))
+        self.rows += table.num_rows
+        self.bytes += table.nbytes
+        if self.rows >= FLUSH_ROWS or self.bytes >= FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.writer.write_table(pa.concat_tables(self.pending))
+        written, self.pending, self.rows, self.bytes = self.bytes, [], 0, 0
+        if written >= LARGE_TABLE_BYTES:
+            give_back_pages()
+
+    def finalize(self) -> tuple[int, int]:
+        self.flush()
+        return self.writer.finalize()
+
+
+def record_view_table(records: list[dict], rows_from_record, schema: pa.Schema) -> pa.Table:
+    """A source's own view of the record (LoCoMo's ``observations``, ConvLab's ``dialogues``) from the
+    records of a sessions batch: its Python function on each record as the ``sessions`` row holds it, which
+    is the canonical record the parser made (the ``sessions`` config writes it as it is)."""
+    return pa.Table.from_pylist(
+        [row for record in records for row in rows_from_record(record)], schema=schema
+    )
+
+
+def derive_views(
+    views: dict[str, tuple[object, Path, object]], sessions_path: Path
+) -> tuple[dict[str, tuple[int, int]], Counter]:
+    """Write every view of ``views`` from one read of a sessions shard. ``views``: name → (features, output
+    path, the view's function of a record, or None for a shared view that Arrow flattens: ``DERIVERS``).
+
+    Returns name → (rows, bytes) as ``datasets`` counts them, and the counts of what the views left out or merged.
+    """
+    notes: Counter = Counter()
+    writers = {name: _BufferedWriter(features, path) for name, (features, path, _) in views.items()}
+    try:
+        # pre_buffer=False: a pre-buffering reader keeps every column chunk it read until it is closed,
+        # so memory grew with the file (the whole compressed sessions shard); this holds one row group.
+        for batch in parquet_file(sessions_path, pre_buffer=False).iter_batches(batch_size=BATCH_ROWS):
+            records = None  # the batch as Python records, made once for the views that need them
+            for name, writer in writers.items():
+                rows_from_record = views[name][2]
+                if rows_from_record is not None:
+                    records = batch.to_pylist() if records is None else records
+                    writer.add(record_view_table(records, rows_from_record, writer.schema))
+                elif name in COUNTING:
+                    writer.add(DERIVERS[name](batch, notes))
+                else:
+                    writer.add(DERIVERS[name](batch))
+        return {name: writer.finalize() for name, writer in writers.items()}, notes
+    finally:
+        for writer in writers.values():
+            writer.writer.close()
+        give_back_pages()
