@@ -1,7 +1,7 @@
 """Any JSON value in any field of any source: ``build`` then ``export`` gives it back exactly, or the build
 stops with one line naming file, record and field. Never a traceback, never a silent change.
 
-Hypothesis takes a valid record of each source (``test_hostile_input.SOURCES``), puts an arbitrary JSON value
+Hypothesis takes a valid record of each source (``hostile_sources.SOURCES``), puts an arbitrary JSON value
 at one of its places (or under a new key of one of its objects), and runs ``convhub build`` and ``convhub
 export`` as a user would. The values include every string Python's ``json`` reads (lone surrogates too),
 integers far past 64 bits, floats, and nesting past Python's JSON reader (thousands of levels).
@@ -14,9 +14,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from hostile_sources import SOURCES
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from test_hostile_input import SOURCES
 
 from convhub.cli import main as cli
 from convhub.export.exporter import differences

@@ -48,3 +48,18 @@ def test_the_packages_sit_in_folders_of_their_names():
     assert [Path(module.__file__).parent.name for module in (convhub, builders, dataset_cards)] == list(
         PACKAGES
     )
+
+
+def test_no_test_module_imports_another():
+    """Shared fixtures live in helper modules (``tests/*_sources.py``, ``hub_double.py``...), never in a test module
+    another one imports: a test module can move or be deleted alone."""
+    import ast
+
+    test_modules = {path.stem for path in (ROOT / "tests").rglob("test_*.py")}
+    imports = {}
+    for path in (ROOT / "tests").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+            names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            imports.update({str(path.relative_to(ROOT)): n for n in names if n.split(".")[0] in test_modules})
+    assert imports == {}

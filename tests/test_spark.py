@@ -203,7 +203,7 @@ def test_the_cli_builds_on_spark_and_says_what_it_needs(tmp_path):
 def test_a_duplicate_conversation_id_is_found_by_spark_as_locally(spark, tmp_path, monkeypatch):
     """Spark counts the ids and finds the rows of repeated ones (the driver reads no file's ids): the same error,
     the same drop."""
-    from test_hostile_input import SOURCES, convlab_record
+    from hostile_sources import SOURCES, convlab_record
 
     data = tmp_path / "data"
     source = SOURCES["convlab"]

@@ -21,7 +21,7 @@ from huggingface_hub import HfApi
 
 from convhub.publish.push import MANIFEST
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "local_hub.py"
 CONVHUB = [sys.executable, "-c", "import sys; from convhub.cli.main import main; sys.exit(main())"]
 REPO = "me/locomo-unified"

@@ -28,7 +28,7 @@ from convhub.publish.push import MANIFEST, PushError, RetryPolicy, looks_managed
 from convhub.storage.staging import MARKER
 
 REPO = "org/locomo-unified"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 from conftest import HUB_TOKEN
-from test_mix import numbered, write_source
+from mix_sources import numbered, write_source
 
 from convhub.cli.main import main
 from convhub.publish.hub_errors import redact

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SUMMARY_LINE = re.compile(r"^  (?P<config>\S+) ")
 QUIRK_SUMMARY = re.compile(r"^(?P<source>\w+): the sample holds (?P<count>\d+) deliberate quirks? ")
 

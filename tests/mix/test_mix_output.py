@@ -225,7 +225,7 @@ def test_cli_mix_push(hub, tmp_path, capsys):
 def test_example_recipe_names_the_sample_build_of_registered_sources():
     from convhub import registry
 
-    example = Path(__file__).resolve().parent.parent / "examples" / "recipe.yaml"
+    example = Path(__file__).resolve().parents[2] / "examples" / "recipe.yaml"
     parsed = mix.load_recipe(example)
     hub_names = {registry.get(name).HUB_NAME for name in registry.names()}
     assert parsed.interleaved and parsed.stopping_strategy == "all_exhausted_without_replacement"
@@ -237,7 +237,7 @@ def test_example_recipe_names_the_sample_build_of_registered_sources():
 def test_the_example_recipe_mixes_the_sample_builds_with_no_row_repeated(sample_builds, tmp_path):
     """Under ``all_exhausted`` the example drew ConvLab-3's 2 sample dialogues again and again (40% of the
     mixture, with ``deduplicate: true``); every row is now in the mixture once, and nothing is oversampled."""
-    example = Path(__file__).resolve().parent.parent / "examples" / "recipe.yaml"
+    example = Path(__file__).resolve().parents[2] / "examples" / "recipe.yaml"
     document = yaml.safe_load(example.read_text(encoding="utf-8"))
     builds = {build.output.name: build.output for build in sample_builds.values()}
     for source in document["sources"]:
