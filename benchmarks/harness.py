@@ -158,9 +158,10 @@ class TreeMemory:
         return 0, 0
 
 
-def run_case(code: str, args: list[str]) -> tuple[float, float, int | dict]:
+def run_case(code: str, args: list[str], code_root: str | None = None) -> tuple[float, float, int | dict]:
     """Seconds, peak memory in MiB (the case's whole process tree, see ``TreeMemory``) and the rows printed
-    (or, for a streaming case, the JSON it printed)."""
+    (or, for a streaming case, the JSON it printed). ``code_root``: a checkout whose convhub the case imports
+    instead of the installed one (``bench.py --baseline-code``: yesterday's code, measured in the same run)."""
     with tempfile.TemporaryDirectory(prefix="convhub-bench-cache-") as cache:
         # a cold datasets cache per case: no case reuses what an earlier one left (e.g. GigaMemory's index)
         env = {
@@ -168,6 +169,8 @@ def run_case(code: str, args: list[str]) -> tuple[float, float, int | dict]:
             "HF_DATASETS_OFFLINE": "1",
             "HF_DATASETS_CACHE": cache,
         }
+        if code_root is not None:
+            env["PYTHONPATH"] = os.pathsep.join([code_root, *filter(None, [os.environ.get("PYTHONPATH")])])
         start = time.perf_counter()
         process = subprocess.Popen(
             [sys.executable, "-c", code, *args],
