@@ -9,7 +9,7 @@ from builders.longmemeval import parse
 from convhub.engine.builder import ConversationBuilder
 from convhub.storage.folders import url_files
 
-#: Without ``--data-dir``: the oracle file (evidence sessions only, 15 MB) of the Hub repo, which has no extension.
+#: Without ``--data-dir``: the Hub repo's oracle file (evidence sessions only, 15 MB; no extension there).
 URL = "https://huggingface.co/datasets/xiaowu0162/longmemeval/resolve/main/longmemeval_oracle"
 
 
@@ -26,9 +26,7 @@ class LongMemEvalBuilder(ConversationBuilder):
     LANGUAGES = ("en",)
     HOMEPAGE = "https://github.com/xiaowu0162/LongMemEval"
     SOURCE_DATASETS = ("extended|xiaowu0162/longmemeval",)
-    DESCRIPTION = (
-        "Questions about a user's long chat history with an assistant, one haystack of sessions each."
-    )
+    DESCRIPTION = "Questions on a user's long chat history with an assistant, a haystack of sessions each."
     ROLE_MAPPING: ClassVar[dict[str, str]] = dict(parse.ROLES)
     CITATION = """@inproceedings{wu2025longmemeval,
   title     = {{LongMemEval}: Benchmarking Chat Assistants on Long-Term Interactive Memory},
@@ -36,14 +34,12 @@ class LongMemEvalBuilder(ConversationBuilder):
   booktitle = {The Thirteenth International Conference on Learning Representations},
   year      = {2025}
 }"""
-    #: A ``sessions`` row is a whole haystack: ~0.5 MB in ``_s``, ~5.5 MB in ``_m``; datasets' batch of 1,000
-    #: rows would hold a whole ``_m`` file (2.75 GB) in memory.
+    #: A ``sessions`` row is a haystack (~5.5 MB in ``_m``): 1,000 a batch would hold a whole 2.75 GB file.
     WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {"sessions": 10}
 
     def shards(self, dl_manager):
-        """One split, ``test``; one shard per file (``{"path", "name"}``), its subset the name without ``.json``.
-        Two files of one subset (``longmemeval_s`` and ``longmemeval_s.json``) are an error; ``--subset``
-        keeps some subsets."""
+        """One split, ``test``; one shard (``{"path", "name"}``) per file, its subset the name without ``.json``:
+        two files of one subset (``longmemeval_s`` and ``longmemeval_s.json``) are an error."""
         data_dir = self.config.data_dir
         if data_dir is None:
             files = [(dl_manager.download(URL), "longmemeval_oracle")]
@@ -52,24 +48,19 @@ class LongMemEvalBuilder(ConversationBuilder):
         elif os.path.isfile(data_dir):
             files = [(data_dir, os.path.basename(data_dir))]
         else:
-            names = sorted(name for name in os.listdir(data_dir) if is_data_file(name))
+            names = [name for name in sorted(os.listdir(data_dir)) if is_data_file(name)]
             files = [
                 (os.path.join(data_dir, n), n) for n in names if os.path.isfile(os.path.join(data_dir, n))
             ]
-        if not files:
-            raise FileNotFoundError(
-                f"no LongMemEval file (*.json, or a name without extension) in {data_dir}"
-            )
-        by_subset: dict[str, str] = {}
+        subsets: dict[str, str] = {}
         for path, name in files:
-            first = by_subset.setdefault(parse.subset_of(name), path)
-            if first != path:
-                raise FileNotFoundError(f"{first} and {path} are both subset {parse.subset_of(name)!r}")
-        wanted = self.config.subsets
-        unknown = set(wanted or ()) - set(by_subset)
-        if unknown:
-            raise FileNotFoundError(f"no LongMemEval file for subset(s) {', '.join(sorted(unknown))}")
-        kept = [(p, n) for p, n in files if not wanted or parse.subset_of(n) in wanted]
+            if subsets.setdefault(parse.subset_of(name), path) != path:
+                raise FileNotFoundError(f"{subsets[parse.subset_of(name)]} and {path} are one subset")
+        missing = set(self.config.subsets or ()) - set(subsets)
+        if not files or missing:
+            wanted = f"for subset(s) {', '.join(sorted(missing))} " if missing else ""
+            raise FileNotFoundError(f"no LongMemEval file (*.json, or no extension) {wanted}in {data_dir}")
+        kept = [(p, n) for p, n in files if parse.subset_of(n) in (self.config.subsets or subsets)]
         return {"test": [{"path": path, "name": name} for path, name in kept]}
 
     def parse_shard(self, shard, notes):

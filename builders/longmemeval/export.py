@@ -1,16 +1,12 @@
-"""Canonical LongMemEval records → LongMemEval files again: the inverse of ``builders.longmemeval.parse``.
-
-Each file comes back under its own name (with ``.json`` or without, as read), equal to the original as JSON:
-key order and number types too (a numeric answer is its raw number again, a key order that is not the
-documented one is kept in the question's ``extra``).
-"""
+"""Canonical LongMemEval records → LongMemEval files again: the inverse of ``builders.longmemeval.parse``. Each file
+comes back under its own name (with or without ``.json``), equal to the original as JSON, key order and number
+types included (a numeric answer and a key order other than the documented one are kept in the question's extra)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from builders.longmemeval.parse import TURN_KEYS
 from convhub.export.exporter import Build, as_object, source_rows
 from convhub.export.files import JsonListWriter, safe_join
 
@@ -19,8 +15,7 @@ def instance_from_record(record: dict[str, Any]) -> dict[str, Any]:
     """One ``sessions`` row → the LongMemEval instance it was parsed from."""
     question = record["questions"][0]
     extra = as_object(question["extra"])
-    turn_orders = extra.get("turn_key_orders", {})
-    sessions = record["sessions"]
+    orders, sessions = extra.get("turn_key_orders", {}), record["sessions"]
     values = {
         "question_id": question["question_id"],
         "question_type": question["category"],
@@ -29,7 +24,7 @@ def instance_from_record(record: dict[str, Any]) -> dict[str, Any]:
         "question_date": extra["question_date"],
         "haystack_session_ids": [session["session_id"] for session in sessions],
         "haystack_dates": [session["date_time"] for session in sessions],
-        "haystack_sessions": [[turn_from_record(t, turn_orders) for t in s["turns"]] for s in sessions],
+        "haystack_sessions": [[turn_from_record(t, orders) for t in s["turns"]] for s in sessions],
         "answer_session_ids": extra.get("answer_session_ids", question["evidence_session_ids"]),
         **as_object(record["extra"]).get("other_keys", {}),
     }
@@ -37,7 +32,8 @@ def instance_from_record(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def turn_from_record(turn: dict[str, Any], key_orders: dict[str, list[str]]) -> dict[str, Any]:
-    values = dict(zip(TURN_KEYS, (turn["speaker"], turn["text"]), strict=True)) | as_object(turn["extra"])
+    """A turn → ``role`` (its speaker), ``content`` (its text), its other keys, in the source's key order."""
+    values = {"role": turn["speaker"], "content": turn["text"], **as_object(turn["extra"])}
     return {key: values[key] for key in key_orders.get(turn["turn_id"], values)}
 
 

@@ -1,16 +1,13 @@
-"""LongMemEval instances → canonical conversation records: one record per question, its haystack the sessions.
-
-Pure functions, one instance in, one record out, run by the engine's per-record loop (``convert_records``), which
-names the file and the record when a conversion raises :class:`FieldError`. Every field of an instance is
-reachable in the record: typed where the schema has a place, raw in the question's ``extra`` otherwise (the
-question date, a numeric answer, key orders that are not the documented one), unknown keys in the
-conversation's ``extra.other_keys``. The question's ``extra`` holds only names convhub claims, so no key of the
-source can be mistaken for one of convhub's.
-"""
+"""LongMemEval instances → canonical records, one per question (its haystack the sessions), run by the engine's
+per-record loop (``convert_records``: a :class:`FieldError` names the field, the loop the file and the record).
+Every field is reachable: typed where the schema has a place, raw otherwise, in the question's ``extra`` (question
+date, numeric answer, key orders other than the documented one: names convhub claims, so none is mistaken for a
+source key) or, unknown keys, in the conversation's ``extra.other_keys``."""
 
 from __future__ import annotations
 
 import posixpath
+from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 from functools import partial
@@ -23,27 +20,8 @@ from convhub.errors import FieldError, Notes, Reject, SourceError, raise_error
 from convhub.storage.folders import open_file
 
 #: The instance's keys in the order LongMemEval's README documents them; another order is kept in ``key_order``.
-KEYS = (
-    "question_id",
-    "question_type",
-    "question",
-    "answer",
-    "question_date",
-    "haystack_session_ids",
-    "haystack_dates",
-    "haystack_sessions",
-    "answer_session_ids",
-)
-QUESTION_TYPES = frozenset(
-    {
-        "single-session-user",
-        "single-session-assistant",
-        "single-session-preference",
-        "temporal-reasoning",
-        "knowledge-update",
-        "multi-session",
-    }
-)
+FIRST_KEYS = ("question_id", "question_type", "question", "answer", "question_date")
+KEYS = (*FIRST_KEYS, "haystack_session_ids", "haystack_dates", "haystack_sessions", "answer_session_ids")
 ROLES = {"user": "user", "assistant": "assistant"}
 TURN_KEYS = ("role", "content")
 #: ``2023/05/20 (Sat) 02:21``: the weekday is read (``%a``), not checked against the date.
@@ -62,39 +40,27 @@ def parse_file(path: str, name: str, notes: Notes, reject: Reject = raise_error)
 
 
 def read_instances(path: str) -> Iterator[tuple[str | int, Any]]:
-    """(how an error names it, instance) of each instance, one at a time: an ``_m`` file is 2.75 GB."""
-    read = 0
+    """(position, instance) of each instance, one at a time (an ``_m`` file is 2.75 GB); an error names the
+    instance by its position in the file, as LoCoMo's do."""
+    position = None
     with open_file(path) as handle:
         for _, _, position, instance in scan_json_array(handle, str(path), element="instance"):
-            read += 1
-            question_id = instance.get("question_id") if isinstance(instance, dict) else None
-            yield (f"{position} ({question_id})" if isinstance(question_id, str) else position), instance
-    if not read:
+            yield position, instance
+    if position is None:  # an empty file would have no record to keep its name for the export
         raise SourceError(path, None, None, "no instances: the list is empty")
 
 
-def _required(instance: dict, key: str, kind: type | tuple[type, ...], what: str) -> Any:
-    if key not in instance:
-        raise FieldError(key, "missing")
-    value = instance[key]
+def _required(instance: dict, key: str, kind: type | tuple, what: str, items: type | None = None) -> Any:
+    """``instance[key]`` if of ``kind`` (a bool is no number), its items of ``items``; else the FieldError."""
+    value = instance.get(key)
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise FieldError(key, f"expected {what}, got {type(value).__name__}")
-    return value
-
-
-def _strings(instance: dict, key: str) -> list[str]:
-    value = _required(instance, key, list, "a list of strings")
-    for index, item in enumerate(value):
-        if not isinstance(item, str):
+        raise FieldError(
+            key, f"expected {what}, got {type(value).__name__ if key in instance else 'nothing'}"
+        )
+    for index, item in enumerate(value if items else ()):
+        if not isinstance(item, items):
             raise FieldError(f"{key}[{index}]", f"expected a string, got {type(item).__name__}")
     return value
-
-
-def parse_date(text: str, field: str) -> datetime:
-    try:
-        return datetime.strptime(text, DATE_FORMAT)
-    except ValueError:
-        raise FieldError(field, f"{text!r} is not a date like '2023/05/20 (Sat) 02:21'") from None
 
 
 def convert_instance(instance: Any, notes: Notes, subset: str, file: str) -> dict[str, Any]:
@@ -102,19 +68,15 @@ def convert_instance(instance: Any, notes: Notes, subset: str, file: str) -> dic
     if not isinstance(instance, dict):
         raise FieldError(None, f"expected an object, got {type(instance).__name__}")
     question_id = _required(instance, "question_id", str, "a string")
-    session_ids = _strings(instance, "haystack_session_ids")
-    dates = _strings(instance, "haystack_dates")
+    session_ids = _required(instance, "haystack_session_ids", list, "a list", str)
+    dates = _required(instance, "haystack_dates", list, "a list", str)
     haystack = _required(instance, "haystack_sessions", list, "a list of sessions")
     if not len(session_ids) == len(dates) == len(haystack):
-        raise FieldError(
-            "haystack_dates",
-            f"{len(session_ids)} session ids, {len(dates)} dates and {len(haystack)} sessions: not one each",
-        )
-    seen: set[str] = set()
-    for index, session_id in enumerate(session_ids):
-        if session_id in seen:
-            raise FieldError(f"haystack_session_ids[{index}]", f"{session_id!r} twice in one haystack")
-        seen.add(session_id)
+        counts = f"{len(session_ids)} ids, {len(dates)} dates, {len(haystack)} sessions"
+        raise FieldError("haystack_dates", f"{counts}: not one of each per session")
+    repeated = sorted(key for key, count in Counter(session_ids).items() if count > 1)
+    if repeated:
+        raise FieldError("haystack_session_ids", f"{repeated[0]!r} twice in one haystack")
     turn_key_orders: dict[str, list[str]] = {}
     sessions, evidence_turns = [], []
     for index, (session_id, date, turns) in enumerate(zip(session_ids, dates, haystack, strict=True)):
@@ -134,7 +96,6 @@ def convert_instance(instance: Any, notes: Notes, subset: str, file: str) -> dic
     other_keys = {key: value for key, value in instance.items() if key not in KEYS}
     if other_keys:
         notes.add("instance key LongMemEval does not document (kept in extra.other_keys)", len(other_keys))
-    record_extra = {"file": file, **({"other_keys": other_keys} if other_keys else {})}
     speakers = {turn["speaker"]: None for session in sessions for turn in session["turns"]}
     return {
         "conversation_id": f"{subset}:{question_id}",
@@ -144,43 +105,35 @@ def convert_instance(instance: Any, notes: Notes, subset: str, file: str) -> dic
         "speakers": list(speakers),
         "sessions": sessions,
         "questions": [question],
-        "extra": schema.to_json(record_extra),
+        "extra": schema.to_json({"file": file, **({"other_keys": other_keys} if other_keys else {})}),
     }
 
 
 def parse_question(
     instance: dict, question_id: str, evidence_turns: list[str], sessions: list[dict], notes: Notes
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The question (``category``: the question type) and its ``extra``: ``question_date``, ``abstention`` (an id
-    ending ``_abs``), the raw ``answer`` when it is a number, the raw ``answer_session_ids`` when some name no
-    session of the haystack (those go to ``unresolved_evidence``)."""
+    """The question (``category``: its type) and its ``extra``: ``question_date``, ``abstention`` (id ending ``_abs``),
+    the raw ``answer`` if a number, the raw ``answer_session_ids`` if some name no haystack session."""
     question = schema.empty_question(question_id, _required(instance, "question", str, "a string"))
     question["category"] = _required(instance, "question_type", str, "a string")
-    if question["category"] not in QUESTION_TYPES:
-        notes.add("question_type LongMemEval does not document (kept as the category)")
-    extra: dict[str, Any] = {
-        "question_date": _required(instance, "question_date", str, "a string"),
-        "abstention": question_id.endswith("_abs"),
-    }
-    if extra["abstention"]:
-        notes.add("abstention question (id ending _abs; extra.abstention true)")
+    extra = {"question_date": _required(instance, "question_date", str, "a string")}
+    extra["abstention"] = question_id.endswith("_abs")
     answer = _required(instance, "answer", (str, int, float), "a string or a number")
     if not isinstance(answer, str):
         notes.add(f"{type(answer).__name__} answer → string (raw kept in the question's extra.answer)")
         extra["answer"] = answer
     question["answer"] = str(answer)
-    answer_sessions = _strings(instance, "answer_session_ids")
-    haystack = {session["session_id"]: session for session in sessions}
+    answer_sessions = _required(instance, "answer_session_ids", list, "a list", str)
+    haystack = {session["session_id"] for session in sessions}
     question["evidence_session_ids"] = [s for s in answer_sessions if s in haystack]
     question["unresolved_evidence"] = [s for s in answer_sessions if s not in haystack]
     if question["unresolved_evidence"]:
         notes.add("answer session id naming no haystack session (in unresolved_evidence)")
         extra["answer_session_ids"] = answer_sessions
     question["evidence_turn_ids"] = evidence_turns
-    evidence_sessions = {turn_id.rsplit("_", 1)[0] for turn_id in evidence_turns}
-    for session_id in question["evidence_session_ids"]:
-        if session_id not in evidence_sessions:
-            notes.add("answer session with no has_answer turn (LongMemEval's retrieval calls it noans)")
+    unmarked = set(question["evidence_session_ids"]) - {turn.rsplit("_", 1)[0] for turn in evidence_turns}
+    if unmarked:
+        notes.add("answer session with no has_answer turn (LongMemEval's retrieval: noans)", len(unmarked))
     return question, extra
 
 
@@ -200,7 +153,10 @@ def parse_session(
             evidence.append(turn_id)
     session = schema.empty_session(session_id, records)
     session["date_time"] = date
-    session["timestamp"] = parse_date(date, f"haystack_dates[{index}]")
+    try:
+        session["timestamp"] = datetime.strptime(date, DATE_FORMAT)
+    except ValueError:
+        raise FieldError(f"haystack_dates[{index}]", f"{date!r} is not YYYY/MM/DD (Ddd) HH:MM") from None
     return session, evidence
 
 
@@ -210,7 +166,7 @@ def parse_turn(turn: Any, turn_id: str, field: str, key_orders: dict[str, list[s
     if not isinstance(turn, dict):
         raise FieldError(field, f"expected an object, got {type(turn).__name__}")
     role, content = turn.get("role"), turn.get("content")
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:
         raise FieldError(f"{field}.role", f"expected 'user' or 'assistant', got {role!r}")
     if not isinstance(content, str):
         raise FieldError(f"{field}.content", f"expected a string, got {type(content).__name__}")
