@@ -106,15 +106,19 @@ def save(reference: Path, sources: list[str], scale: float) -> int:
 
 
 def against(reference: Path, sources: list[str]) -> int:
-    """Build and export the inputs kept in ``reference`` again and compare with the builds and exports kept there."""
+    """Build and export the inputs kept in ``reference`` again and compare with the builds and exports kept there.
+    A source ``reference`` holds no build of (one added since ``--save``) is skipped, with a line saying so."""
     different = 0
     print("| source | input | config/split | rows | now vs saved |")
     print("|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="convhub-oracle-") as temp:
         for source in sources:
             saved = sorted((reference / "output" / source).glob("*"))
-            if not saved:
-                raise SystemExit(f"{reference} holds no saved build of {source}: run --save first")
+            if not saved:  # a source registered after the --save (a new one): nothing to compare it with
+                print(
+                    f"| {source} | (none saved) | skipped: {reference} holds no build of it | | |", flush=True
+                )
+                continue
             for folder in saved:
                 data_dir = kept_input(reference, source, folder.name)
                 build, exported = build_and_export(source, data_dir, Path(temp) / source / folder.name)

@@ -11,6 +11,7 @@ BUILDERS = {
     "gigamemory": "builders.gigamemory.builder:GigamemoryBuilder",
     "convlab": "builders.convlab.builder:ConvLabBuilder",
     "mnbvc": "builders.mnbvc.builder:MnbvcBuilder",
+    "longmemeval": "builders.longmemeval.builder:LongMemEvalBuilder",
 }
 
 

@@ -1,0 +1,1 @@
+"""LongMemEval (Wu et al., ICLR 2025): one conversation per question, its haystack of dated chat sessions."""

@@ -1,0 +1,180 @@
+"""LongMemEval instances → canonical records, one per question (its haystack the sessions), run by the engine's
+per-record loop (``convert_records``: a :class:`FieldError` names the field, the loop the file and the record).
+Every field is reachable: typed where the schema has a place, raw otherwise, in the question's ``extra`` (question
+date, numeric answer, key orders other than the documented one: names convhub claims, so none is mistaken for a
+source key) or, unknown keys, in the conversation's ``extra.other_keys``."""
+
+from __future__ import annotations
+
+import posixpath
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+from convhub import schema
+from convhub.engine.json_list import scan_json_array
+from convhub.engine.records import convert_records
+from convhub.errors import FieldError, Notes, Reject, SourceError, raise_error
+from convhub.storage.folders import open_file
+
+#: The instance's keys in the order LongMemEval's README documents them; another order is kept in ``key_order``.
+FIRST_KEYS = ("question_id", "question_type", "question", "answer", "question_date")
+KEYS = (*FIRST_KEYS, "haystack_session_ids", "haystack_dates", "haystack_sessions", "answer_session_ids")
+ROLES = {"user": "user", "assistant": "assistant"}
+TURN_KEYS = ("role", "content")
+#: ``2023/05/20 (Sat) 02:21``: the weekday is read (``%a``), not checked against the date.
+DATE_FORMAT = "%Y/%m/%d (%a) %H:%M"
+
+
+def subset_of(name: str) -> str:
+    """A file's subset: its name without ``.json`` (the Hub's ``longmemeval_s`` and ``longmemeval_s.json`` alike)."""
+    return posixpath.basename(name).removesuffix(".json")
+
+
+def parse_file(path: str, name: str, notes: Notes, reject: Reject = raise_error) -> Iterator[dict[str, Any]]:
+    """The records of one file (``name``: its file name, kept for the export), in file order."""
+    convert = partial(convert_instance, subset=subset_of(name), file=posixpath.basename(name))
+    return convert_records(str(path), read_instances(path), convert, notes, reject)
+
+
+def read_instances(path: str) -> Iterator[tuple[str | int, Any]]:
+    """(position, instance) of each instance, one at a time (an ``_m`` file is 2.75 GB); an error names the
+    instance by its position in the file, as LoCoMo's do."""
+    position = None
+    with open_file(path) as handle:
+        for _, _, position, instance in scan_json_array(handle, str(path), element="instance"):
+            yield position, instance
+    if position is None:  # an empty file would have no record to keep its name for the export
+        raise SourceError(path, None, None, "no instances: the list is empty")
+
+
+def _required(instance: dict, key: str, kind: type | tuple, what: str, items: type | None = None) -> Any:
+    """``instance[key]`` if of ``kind`` (a bool is no number), its items of ``items``; else the FieldError."""
+    value = instance.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise FieldError(
+            key, f"expected {what}, got {type(value).__name__ if key in instance else 'nothing'}"
+        )
+    for index, item in enumerate(value if items else ()):
+        if not isinstance(item, items):
+            raise FieldError(f"{key}[{index}]", f"expected a string, got {type(item).__name__}")
+    return value
+
+
+def convert_instance(instance: Any, notes: Notes, subset: str, file: str) -> dict[str, Any]:
+    """One instance → one canonical record: ``conversation_id`` ``<subset>:<question_id>``, one question."""
+    if not isinstance(instance, dict):
+        raise FieldError(None, f"expected an object, got {type(instance).__name__}")
+    question_id = _required(instance, "question_id", str, "a string")
+    session_ids = _required(instance, "haystack_session_ids", list, "a list", str)
+    dates = _required(instance, "haystack_dates", list, "a list", str)
+    haystack = _required(instance, "haystack_sessions", list, "a list of sessions")
+    if not len(session_ids) == len(dates) == len(haystack):
+        counts = f"{len(session_ids)} ids, {len(dates)} dates, {len(haystack)} sessions"
+        raise FieldError("haystack_dates", f"{counts}: not one of each per session")
+    repeated = sorted(key for key, count in Counter(session_ids).items() if count > 1)
+    if repeated:
+        raise FieldError("haystack_session_ids", f"{repeated[0]!r} twice in one haystack")
+    turn_key_orders: dict[str, list[str]] = {}
+    sessions, evidence_turns = [], []
+    for index, (session_id, date, turns) in enumerate(zip(session_ids, dates, haystack, strict=True)):
+        session, evidence = parse_session(session_id, date, turns, index, turn_key_orders)
+        sessions.append(session)
+        evidence_turns.extend(evidence)
+    timestamps = [session["timestamp"] for session in sessions]
+    if timestamps != sorted(timestamps):
+        notes.add("haystack not sorted by date (kept in the file's order)")
+    question, question_extra = parse_question(instance, question_id, evidence_turns, sessions, notes)
+    expected_order = [*KEYS, *(key for key in instance if key not in KEYS)]
+    if list(instance) != expected_order:
+        question_extra["key_order"] = list(instance)
+    if turn_key_orders:
+        question_extra["turn_key_orders"] = turn_key_orders
+    question["extra"] = schema.to_json(question_extra)
+    other_keys = {key: value for key, value in instance.items() if key not in KEYS}
+    if other_keys:
+        notes.add("instance key LongMemEval does not document (kept in extra.other_keys)", len(other_keys))
+    speakers = {turn["speaker"]: None for session in sessions for turn in session["turns"]}
+    return {
+        "conversation_id": f"{subset}:{question_id}",
+        "source": "longmemeval",
+        "subset": subset,
+        "language": "en",
+        "speakers": list(speakers),
+        "sessions": sessions,
+        "questions": [question],
+        "extra": schema.to_json({"file": file, **({"other_keys": other_keys} if other_keys else {})}),
+    }
+
+
+def parse_question(
+    instance: dict, question_id: str, evidence_turns: list[str], sessions: list[dict], notes: Notes
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The question (``category``: its type) and its ``extra``: ``question_date``, ``abstention`` (id ending ``_abs``),
+    the raw ``answer`` if a number, the raw ``answer_session_ids`` if some name no haystack session."""
+    question = schema.empty_question(question_id, _required(instance, "question", str, "a string"))
+    question["category"] = _required(instance, "question_type", str, "a string")
+    extra = {"question_date": _required(instance, "question_date", str, "a string")}
+    extra["abstention"] = question_id.endswith("_abs")
+    answer = _required(instance, "answer", (str, int, float), "a string or a number")
+    if not isinstance(answer, str):
+        notes.add(f"{type(answer).__name__} answer → string (raw kept in the question's extra.answer)")
+        extra["answer"] = answer
+    question["answer"] = str(answer)
+    answer_sessions = _required(instance, "answer_session_ids", list, "a list", str)
+    haystack = {session["session_id"] for session in sessions}
+    question["evidence_session_ids"] = [s for s in answer_sessions if s in haystack]
+    question["unresolved_evidence"] = [s for s in answer_sessions if s not in haystack]
+    if question["unresolved_evidence"]:
+        notes.add("answer session id naming no haystack session (in unresolved_evidence)")
+        extra["answer_session_ids"] = answer_sessions
+    question["evidence_turn_ids"] = evidence_turns
+    unmarked = set(question["evidence_session_ids"]) - {turn.rsplit("_", 1)[0] for turn in evidence_turns}
+    if unmarked:
+        notes.add("answer session with no has_answer turn (LongMemEval's retrieval: noans)", len(unmarked))
+    return question, extra
+
+
+def parse_session(
+    session_id: str, date: str, turns: Any, index: int, key_orders: dict[str, list[str]]
+) -> tuple[dict[str, Any], list[str]]:
+    """One haystack session (dated, its turns ``<session id>_<n>`` from 1, as LongMemEval's retrieval names
+    them) and the ids of its ``has_answer`` turns."""
+    field = f"haystack_sessions[{index}]"
+    if not isinstance(turns, list):
+        raise FieldError(field, f"expected a list of turns, got {type(turns).__name__}")
+    records, evidence = [], []
+    for number, turn in enumerate(turns, 1):
+        turn_id = f"{session_id}_{number}"
+        records.append(parse_turn(turn, turn_id, f"{field}[{number - 1}]", key_orders))
+        if turn.get("has_answer") is True:
+            evidence.append(turn_id)
+    session = schema.empty_session(session_id, records)
+    session["date_time"] = date
+    try:
+        session["timestamp"] = datetime.strptime(date, DATE_FORMAT)
+    except ValueError:
+        raise FieldError(f"haystack_dates[{index}]", f"{date!r} is not YYYY/MM/DD (Ddd) HH:MM") from None
+    return session, evidence
+
+
+def parse_turn(turn: Any, turn_id: str, field: str, key_orders: dict[str, list[str]]) -> dict[str, Any]:
+    """``role`` and ``content`` typed (role as speaker and, mapped, as role); ``has_answer`` and any other key in
+    the turn's ``extra``; a key order other than ``role, content, ...`` noted in ``key_orders``."""
+    if not isinstance(turn, dict):
+        raise FieldError(field, f"expected an object, got {type(turn).__name__}")
+    role, content = turn.get("role"), turn.get("content")
+    if not isinstance(role, str) or role not in ROLES:
+        raise FieldError(f"{field}.role", f"expected 'user' or 'assistant', got {role!r}")
+    if not isinstance(content, str):
+        raise FieldError(f"{field}.content", f"expected a string, got {type(content).__name__}")
+    if not isinstance(turn.get("has_answer", False), bool):
+        raise FieldError(f"{field}.has_answer", f"expected true or false, got {turn['has_answer']!r}")
+    record = schema.empty_turn(turn_id, role, ROLES[role], content)
+    if len(turn) > 2:
+        record["extra"] = schema.to_json({key: value for key, value in turn.items() if key not in TURN_KEYS})
+    if tuple(turn)[:2] != TURN_KEYS:
+        key_orders[turn_id] = list(turn)
+    return record
