@@ -10,18 +10,14 @@ import re
 from itertools import repeat
 from typing import Any
 
-from convhub.errors import Notes, SourceError
+from convhub.errors import FieldError, Notes
 
 EVIDENCE_ID = re.compile(r"D:?(\d+):(\d+)")
-#: An id exactly as ``_normalize_evidence`` writes it ("D8:6"): most of the real files' evidence.
-NORMALIZED_EVIDENCE_ID = re.compile(r"D(?:0|[1-9][0-9]*):(?:0|[1-9][0-9]*)")
 
 
 def parse_evidence(
     evidence: Any,
     notes: Notes,
-    path: str,
-    where: str,
     field: str = "evidence",
     label: str = "QA evidence",
     unreadable_kept_in: str = "unresolved_evidence",
@@ -38,15 +34,11 @@ def parse_evidence(
     if isinstance(evidence, str):
         evidence = [evidence]
     if not isinstance(evidence, list) or not all(map(isinstance, evidence, repeat(str))):
-        raise SourceError(path, where, field, f"expected a string or a list of strings, got {evidence!r}")
+        raise FieldError(field, f"expected a string or a list of strings, got {evidence!r}")
     if not evidence:
         notes.add(f"{label} empty")
         return [], []
-    if all(map(NORMALIZED_EVIDENCE_ID.fullmatch, evidence)):
-        # already as _normalize_evidence would write them: the real files' ids (part of parse_turn's 1.35x)
-        ids, unreadable = evidence, []
-    else:
-        ids, unreadable = _normalize_evidence(evidence, notes, label, unreadable_kept_in)
+    ids, unreadable = _normalize_evidence(evidence, notes, label, unreadable_kept_in)
     unique = list(dict.fromkeys(ids))
     if len(unique) < len(ids):
         notes.add(f"{label} id repeated in one evidence list, deduplicated", len(ids) - len(unique))
@@ -78,32 +70,24 @@ def session_ids_of(turn_ids: list[str]) -> list[str]:
     return list(dict.fromkeys("session_" + turn_id[1 : turn_id.index(":")] for turn_id in turn_ids))
 
 
-def parse_observations(
-    entry: Any, turn_ids: set[str], notes: Notes, path: str, sample_id: str, field: str
-) -> list[dict[str, Any]]:
+def parse_observations(entry: Any, turn_ids: set[str], notes: Notes, field: str) -> list[dict[str, Any]]:
     """One session's ``observation`` entry ({speaker: [[text, evidence], ...]}) → typed rows.
 
     Evidence is normalized as QA evidence is; the raw evidence is returned beside the ids. Ids that name
     no turn are counted and left out of ``evidence_turn_ids`` (the raw evidence still holds them).
     """
     if not isinstance(entry, dict):
-        raise SourceError(
-            path, sample_id, field, f"expected an object of speakers, got {type(entry).__name__}"
-        )
+        raise FieldError(field, f"expected an object of speakers, got {type(entry).__name__}")
     rows = []
     for speaker, observations in entry.items():
         if not isinstance(observations, list):
-            raise SourceError(
-                path, sample_id, f"{field}.{speaker}", "expected a list of [text, evidence] pairs"
-            )
+            raise FieldError(f"{field}.{speaker}", "expected a list of [text, evidence] pairs")
         for position, pair in enumerate(observations):
             where = f"{field}.{speaker}[{position}]"
             if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
-                raise SourceError(path, sample_id, where, f"expected a [text, evidence] pair, got {pair!r}")
+                raise FieldError(where, f"expected a [text, evidence] pair, got {pair!r}")
             text, evidence = pair
-            ids, _ = parse_evidence(
-                evidence, notes, path, sample_id, where, "observation evidence", "the raw evidence"
-            )
+            ids, _ = parse_evidence(evidence, notes, where, "observation evidence", "the raw evidence")
             missing = [turn_id for turn_id in ids if turn_id not in turn_ids]
             if missing:
                 notes.add("observation evidence id that names no turn (raw evidence kept)", len(missing))
