@@ -1,9 +1,7 @@
 """LoCoMo: very long two-person conversations with memory questions (Maharana et al., ACL 2024).
 
-The source's declaration: where its files are (``shards``), how a file's samples become records (the engine's
-list reader and per-record loop around :func:`parse.parse_sample`), and its own configs, ``observations`` and
-``events``.
-"""
+Where its files are (``shards``), how a file's samples become records (the engine's list reader and per-record
+loop around :func:`parse.parse_sample`), and its own configs, ``observations`` and ``events``."""
 
 from __future__ import annotations
 
@@ -36,84 +34,67 @@ def samples_of(path: str, reject: Reject | None = None) -> Iterator[tuple[str | 
     memory follows one sample, not the file. A sample is named by ``parse.record_name``. Given ``reject``
     (``--on-bad-record skip``), a break in the list goes to it with the bytes skipped (scope ``span``) and
     costs only the samples they held. A list without a sample is an error, as an empty file is."""
-    lost = 0
+    count = 0  # samples read or lost to a break: a list whose every sample a break lost is not an empty one
 
     def on_break(error: SourceError, raw: bytes, held: int) -> None:
-        nonlocal lost
-        lost += held
+        nonlocal count
+        count += held
         reject(error, raw, "span", records=held)
 
-    read = 0
     with open_file(path) as handle:
-        scan = scan_json_array(
+        for _, _, position, sample in scan_json_array(
             handle, str(path), on_break=reject and on_break, element="sample", key="sample_id"
-        )
-        for _, _, position, sample in scan:
-            read += 1
+        ):
+            count += 1
             yield parse.record_name(position, sample), sample
-    if not read and not lost:  # (a list whose every sample a break lost is not an empty one)
+    if not count:
         raise SourceError(path, None, None, "no samples: the list is empty")
 
 
 # -- the configs of LoCoMo's own side tables ----------------------------------------------------------------
 
-_IDS = {**schema.CONVERSATION_IDS, "session_id": Value("string"), "speaker": Value("string")}
 
-
-def _side_table_entries(record: dict, name: str) -> Iterator[tuple[dict, dict]]:
-    """(session, raw ``observation`` or ``event_summary`` entry) of each session that has one: the parser
-    keeps the entry, validated, in the session's extra."""
+def _side_table_rows(record: dict, name: str, rows) -> Iterator[dict]:
+    """The rows ``rows(entry, field)`` makes of each session's ``observation`` or ``event_summary`` entry (which
+    the parser validated and kept raw in the session's extra), with the conversation's ids and the session's."""
+    ids = {name: record[name] for name in schema.CONVERSATION_IDS}
     for session in record["sessions"]:
         entry = json.loads(session["extra"] or "{}").get(name)
         if entry is not None:
-            yield session, entry
+            for row in rows(entry, f"{name}.{session['session_id']}"):
+                yield {**ids, "session_id": session["session_id"], **row}
 
 
 def observation_rows(record: dict) -> Iterator[dict]:
-    """One row per observation, its evidence normalized like QA evidence (the raw evidence kept).
-
-    The parser validated these entries and counted their normalizations: this reading counts into a
-    throwaway ``Notes``.
-    """
-    ids = {name: record[name] for name in schema.CONVERSATION_IDS}
+    """One row per observation, its evidence normalized like QA evidence (the raw evidence kept as JSON); the
+    parser counted the normalizations already, so this reading counts into a throwaway ``Notes``."""
     turn_ids = {turn["turn_id"] for session in record["sessions"] for turn in session["turns"]}
-    for session, entry in _side_table_entries(record, "observation"):
-        number = session["session_id"].removeprefix("session_")
-        field = f"observation.session_{number}_observation"
-        for row in evidence.parse_observations(entry, turn_ids, Notes(), field):
-            yield {
-                **ids,
-                "session_id": session["session_id"],
-                **row,
-                "evidence": schema.to_json(row["evidence"]),
-            }
+
+    def rows(entry: Any, field: str) -> list[dict]:
+        return evidence.parse_observations(entry, turn_ids, Notes(), field)
+
+    for row in _side_table_rows(record, "observation", rows):
+        yield {**row, "evidence": schema.to_json(row["evidence"])}
 
 
 def event_rows(record: dict) -> Iterator[dict]:
     """One row per event of ``event_summary``, with the date LoCoMo gives for that session's events."""
-    ids = {name: record[name] for name in schema.CONVERSATION_IDS}
-    for session, entry in _side_table_entries(record, "event_summary"):
-        for row in parse.parse_events(entry, "event_summary"):
-            yield {**ids, "session_id": session["session_id"], **row}
+    return _side_table_rows(record, "event_summary", parse.parse_events)
 
 
+STRING = Value("string")
+_KEYS = {**schema.CONVERSATION_IDS, "session_id": STRING, "speaker": STRING, "position": Value("int32")}
 OBSERVATIONS = View(
     "observations",
     Features(
-        {
-            **_IDS,
-            "position": Value("int32"),
-            "observation": Value("string"),
-            "evidence_turn_ids": List(Value("string")),
-            "evidence": schema.json_text(),
-        }
+        {**_KEYS, "observation": STRING, "evidence_turn_ids": List(STRING), "evidence": schema.json_text()}
     ),
     "LoCoMo's per-session observations about each speaker, with evidence turn ids.",
     observation_rows,
 )
 EVENTS = View(
     "events",
-    Features({**_IDS, "position": Value("int32"), "event": Value("string"), "date": Value("string")}),
+    Features({**_KEYS, "event": STRING, "date": STRING}),
     "LoCoMo's event_summary: the events of each speaker's life per session.",
     event_rows,
 )
@@ -165,22 +146,16 @@ class LocomoBuilder(ConversationBuilder):
             files = sorted(glob.glob(os.path.join(data_dir, "*.json")))
         if not files:
             raise FileNotFoundError(f"no LoCoMo *.json file in {data_dir}")
-        streaming = isinstance(dl_manager, StreamingDownloadManager)
-        self._first_files = {} if streaming or self.config.on_bad_record == "raise" else None
-        return {"test": self._only_subsets(files)}
-
-    def _only_subsets(self, files: list[str]) -> list[str]:
-        wanted = self.config.subsets
-        if not wanted:
-            return files
-        kept = [path for path in files if Path(path).stem in wanted]
-        unknown = set(wanted) - {Path(path).stem for path in kept}
+        wanted = set(self.config.subsets or ())
+        unknown = wanted - {Path(path).stem for path in files}
         if unknown:
             known = ", ".join(Path(path).stem for path in files)
             raise FileNotFoundError(
                 f"no LoCoMo file for subset(s) {', '.join(sorted(unknown))}; files: {known}"
             )
-        return kept
+        streaming = isinstance(dl_manager, StreamingDownloadManager)
+        self._first_files = {} if streaming or self.config.on_bad_record == "raise" else None
+        return {"test": [path for path in files if not wanted or Path(path).stem in wanted]}
 
     def parse_shard(self, shard, notes):
         """The records of one file, through the engine's per-record loop. A sample_id seen before in this file,

@@ -260,7 +260,12 @@ def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set, notes:
         notes.add(f"{type(value).__name__} {key} → string (raw kept in extra.{key})")
         extra[key] = value
         question[key] = str(value)
-    _count_answers(question, notes)
+    if category_id == ADVERSARIAL and question["answer"] is None:
+        notes.add("adversarial question without answer (answer null)")
+    elif category_id == ADVERSARIAL:
+        notes.add("adversarial question with both answer and adversarial_answer (both kept)")
+    elif question["answer"] is None:
+        notes.add("non-adversarial question without answer (answer null)")
     ids, unreadable = parse_evidence(qa.get("evidence"), notes, f"{field}.evidence")
     found = [turn_id for turn_id in ids if turn_id in turn_ids]
     missing = [turn_id for turn_id in ids if turn_id not in turn_ids]
@@ -272,16 +277,6 @@ def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set, notes:
     extra.update((key, value) for key, value in qa.items() if key not in QA_KEYS)
     question["extra"] = schema.to_json(extra) if extra else None
     return question
-
-
-def _count_answers(question: dict, notes: Notes) -> None:
-    if question["category_id"] == ADVERSARIAL:
-        if question["answer"] is None:
-            notes.add("adversarial question without answer (answer null)")
-        else:
-            notes.add("adversarial question with both answer and adversarial_answer (both kept)")
-    elif question["answer"] is None:
-        notes.add("non-adversarial question without answer (answer null)")
 
 
 def parse_events(entry: Any, field: str) -> list[dict[str, Any]]:
