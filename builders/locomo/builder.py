@@ -1,113 +1,105 @@
 """LoCoMo: very long two-person conversations with memory questions (Maharana et al., ACL 2024).
 
-Where the files are (``shards``), the configs (the shared ones plus ``observations`` and ``events``), and
-the one rule that spans files: a ``sample_id`` names one sample in the whole dataset.
-"""
+Where its files are (``shards``), how a file's samples become records (the engine's list reader and per-record
+loop around :func:`parse.parse_sample`), and its own configs, ``observations`` and ``events``."""
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
-import orjson
 from datasets import Features, List, Value
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 
 from builders.locomo import evidence, parse
 from convhub import schema
 from convhub.engine.builder import ConversationBuilder
-from convhub.errors import Notes, SourceError
-from convhub.storage.folders import url_files
+from convhub.engine.json_list import scan_json_array
+from convhub.engine.records import convert_records
+from convhub.errors import Notes, Reject, SourceError
+from convhub.storage.folders import open_file, url_files
 from convhub.views.definitions import View
 
 URL = "https://raw.githubusercontent.com/snap-research/LoCoMo/main/data/locomo10.json"
 
+# -- reading a file ------------------------------------------------------------------------------------------
+
+
+def samples_of(path: str, reject: Reject | None = None) -> Iterator[tuple[str | int, Any]]:
+    """(name, sample) of each sample of one file (one JSON list), read one at a time by the engine's reader:
+    memory follows one sample, not the file. A sample is named by ``parse.record_name``. Given ``reject``
+    (``--on-bad-record skip``), a break in the list goes to it with the bytes skipped (scope ``span``) and
+    costs only the samples they held. A list without a sample is an error, as an empty file is."""
+    count = 0  # samples read or lost to a break: a list whose every sample a break lost is not an empty one
+
+    def on_break(error: SourceError, raw: bytes, held: int) -> None:
+        nonlocal count
+        count += held
+        reject(error, raw, "span", records=held)
+
+    with open_file(path) as handle:
+        for _, _, position, sample in scan_json_array(
+            handle, str(path), on_break=reject and on_break, element="sample", key="sample_id"
+        ):
+            count += 1
+            yield parse.record_name(position, sample), sample
+    if not count:
+        raise SourceError(path, None, None, "no samples: the list is empty")
+
+
 # -- the configs of LoCoMo's own side tables ----------------------------------------------------------------
 
-_IDS = {**schema.CONVERSATION_IDS, "session_id": Value("string"), "speaker": Value("string")}
 
-
-def _side_table_entries(record: dict, name: str) -> Iterator[tuple[dict, dict]]:
-    """(session, raw ``observation`` or ``event_summary`` entry) of each session that has one: the parser
-    keeps the entry, validated, in the session's extra."""
+def _side_table_rows(record: dict, name: str, rows) -> Iterator[dict]:
+    """The rows ``rows(entry, field)`` makes of each session's ``observation`` or ``event_summary`` entry (which
+    the parser validated and kept raw in the session's extra), with the conversation's ids and the session's."""
+    ids = {name: record[name] for name in schema.CONVERSATION_IDS}
     for session in record["sessions"]:
         entry = json.loads(session["extra"] or "{}").get(name)
         if entry is not None:
-            yield session, entry
+            for row in rows(entry, f"{name}.{session['session_id']}"):
+                yield {**ids, "session_id": session["session_id"], **row}
 
 
 def observation_rows(record: dict) -> Iterator[dict]:
-    """One row per observation, its evidence normalized like QA evidence (the raw evidence kept).
-
-    The parser validated these entries and counted their normalizations: this reading counts into a
-    throwaway ``Notes``.
-    """
-    ids = {name: record[name] for name in schema.CONVERSATION_IDS}
+    """One row per observation, its evidence normalized like QA evidence (the raw evidence kept as JSON); the
+    parser counted the normalizations already, so this reading counts into a throwaway ``Notes``."""
     turn_ids = {turn["turn_id"] for session in record["sessions"] for turn in session["turns"]}
-    for session, entry in _side_table_entries(record, "observation"):
-        number = session["session_id"].removeprefix("session_")
-        field = f"observation.session_{number}_observation"
-        for row in evidence.parse_observations(
-            entry, turn_ids, Notes(), "<record>", ids["conversation_id"], field
-        ):
-            yield {
-                **ids,
-                "session_id": session["session_id"],
-                **row,
-                "evidence": schema.to_json(row["evidence"]),
-            }
+
+    def rows(entry: Any, field: str) -> list[dict]:
+        return evidence.parse_observations(entry, turn_ids, Notes(), field)
+
+    for row in _side_table_rows(record, "observation", rows):
+        yield {**row, "evidence": schema.to_json(row["evidence"])}
 
 
 def event_rows(record: dict) -> Iterator[dict]:
     """One row per event of ``event_summary``, with the date LoCoMo gives for that session's events."""
-    ids = {name: record[name] for name in schema.CONVERSATION_IDS}
-    for session, entry in _side_table_entries(record, "event_summary"):
-        for row in parse.parse_events(entry, "<record>", ids["conversation_id"], "event_summary"):
-            yield {**ids, "session_id": session["session_id"], **row}
+    return _side_table_rows(record, "event_summary", parse.parse_events)
 
 
+STRING = Value("string")
+_KEYS = {**schema.CONVERSATION_IDS, "session_id": STRING, "speaker": STRING, "position": Value("int32")}
 OBSERVATIONS = View(
     "observations",
     Features(
-        {
-            **_IDS,
-            "position": Value("int32"),
-            "observation": Value("string"),
-            "evidence_turn_ids": List(Value("string")),
-            "evidence": schema.json_text(),
-        }
+        {**_KEYS, "observation": STRING, "evidence_turn_ids": List(STRING), "evidence": schema.json_text()}
     ),
     "LoCoMo's per-session observations about each speaker, with evidence turn ids.",
     observation_rows,
 )
 EVENTS = View(
     "events",
-    Features({**_IDS, "position": Value("int32"), "event": Value("string"), "date": Value("string")}),
+    Features({**_KEYS, "event": STRING, "date": STRING}),
     "LoCoMo's event_summary: the events of each speaker's life per session.",
     event_rows,
 )
 
 # -- the builder --------------------------------------------------------------------------------------------
-
-
-class FirstFileOfEachSampleId:
-    """``sample_id`` is the dataset's key, so it must be unique across files, not only within one (a repeat
-    inside one file is :func:`parse.parse_indexed`'s to report): the first file naming an id keeps it, and
-    a later file naming it again gets an error naming both (tests/locomo check the message)."""
-
-    def __init__(self):
-        self.first: dict[str, str] = {}
-
-    def check(self, sample_id: str, path: str, index: int) -> None:
-        first = self.first.setdefault(sample_id, path)
-        if first != path:
-            raise SourceError(path, index, "sample_id", f"duplicate sample_id {sample_id!r}, also in {first}")
 
 
 class LocomoBuilder(ConversationBuilder):
@@ -128,16 +120,14 @@ class LocomoBuilder(ConversationBuilder):
   year      = {2024}
 }"""
     EXTRA_VIEWS = (OBSERVATIONS, EVENTS)
-    #: A ``sessions`` row is a whole conversation (~200 KB of JSON, ~1 MB as Python objects): datasets'
-    #: default batch of 1,000 rows held every conversation of the benchmark's 1,000-conversation build in
-    #: memory, past its peak-memory target (1 GiB); with 50 the build peaks at 427 MiB.
+    #: A ``sessions`` row is a whole conversation (~200 KB of JSON, ~1 MB as Python objects): datasets' default
+    #: batch of 1,000 rows held every conversation of the benchmark's input in memory, past its 1 GiB target.
     WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {"sessions": 50}
 
-    #: During a build with ``on_bad_record="raise"``: source file → where the worker parsing it writes its
-    #: ``[[index, sample_id], ...]``, checked once every worker is done (workers share no memory, but a folder).
-    _sample_id_files: dict[str, str] | None = None
-    #: Else, where one process reads every file in order (streaming, ``convhub check``): ids checked as read.
-    _seen_sample_ids: FirstFileOfEachSampleId | None = None
+    #: sample_id → the file that named it first, where one process reads every file in order (a stream,
+    #: ``convhub check``, each worker of a build that raises). A repeat across workers, and across files in a
+    #: build that skips, is the build's own conversation_id check's (``convhub.engine.duplicate_ids``).
+    _first_files: dict[str, str] | None = None
 
     def shards(self, dl_manager):
         """One split, ``test``: the downloaded locomo10.json, or the ``*.json`` files of ``--data-dir``.
@@ -150,74 +140,36 @@ class LocomoBuilder(ConversationBuilder):
             files = [dl_manager.download(URL)]
         elif "://" in data_dir:  # each task opens its file there (convhub.storage.folders.open_file)
             files = [url for _, url in url_files(data_dir, (".json",))]
-            if not files:
-                raise FileNotFoundError(f"no LoCoMo *.json file in {data_dir}")
         elif os.path.isfile(data_dir):
             files = [data_dir]
         else:
             files = sorted(glob.glob(os.path.join(data_dir, "*.json")))
-            if not files:
-                raise FileNotFoundError(f"no LoCoMo *.json file in {data_dir}")
-        # With skip, a build leaves sample_id across files to the build's own conversation_id check, which
-        # drops the later record; a build that raises checks in _prepare_split.
-        streaming = isinstance(dl_manager, StreamingDownloadManager)
-        checked_as_read = streaming or self.config.on_bad_record == "raise"
-        self._seen_sample_ids = FirstFileOfEachSampleId() if checked_as_read else None
-        return {"test": self._only_subsets(files)}
-
-    def _only_subsets(self, files: list[str]) -> list[str]:
-        wanted = self.config.subsets
-        if not wanted:
-            return files
-        kept = [path for path in files if Path(path).stem in wanted]
-        unknown = set(wanted) - {Path(path).stem for path in kept}
+        if not files:
+            raise FileNotFoundError(f"no LoCoMo *.json file in {data_dir}")
+        wanted = set(self.config.subsets or ())
+        unknown = wanted - {Path(path).stem for path in files}
         if unknown:
             known = ", ".join(Path(path).stem for path in files)
             raise FileNotFoundError(
                 f"no LoCoMo file for subset(s) {', '.join(sorted(unknown))}; files: {known}"
             )
-        return kept
+        streaming = isinstance(dl_manager, StreamingDownloadManager)
+        self._first_files = {} if streaming or self.config.on_bad_record == "raise" else None
+        return {"test": [path for path in files if not wanted or Path(path).stem in wanted]}
 
     def parse_shard(self, shard, notes):
-        records = parse.parse_indexed(shard, notes, self.reject, self.config.on_bad_record == "skip")
-        if self._sample_id_files is not None:
-            ids = []
-            for index, record in records:
-                ids.append((index, record["conversation_id"]))
-                yield record
-            Path(self._sample_id_files[shard]).write_bytes(orjson.dumps(ids))
-            return
-        for index, record in records:
-            try:
-                if self._seen_sample_ids is not None:
-                    self._seen_sample_ids.check(record["conversation_id"], shard, index)
-            except SourceError as error:
-                self.reject(error, None)
+        """The records of one file, through the engine's per-record loop. A sample_id seen before in this file,
+        or first in another file this process read (``_first_files``; reading the same file again, as a stream
+        does on each pass, repeats nothing), is rejected."""
+        subset, skip, seen_here = Path(shard).stem, self.config.on_bad_record == "skip", set()
+        samples = samples_of(shard, self.reject if skip else None)
+        convert = lambda sample, counted: parse.parse_sample(sample, subset, counted)  # noqa: E731
+        for record in convert_records(shard, samples, convert, notes, self.reject):
+            sample_id = record["conversation_id"]
+            first = shard if self._first_files is None else self._first_files.setdefault(sample_id, shard)
+            if sample_id in seen_here or first != shard:
+                problem = f"duplicate sample_id {sample_id!r}, also in {first}"
+                self.reject(SourceError(shard, sample_id, "sample_id", problem), None)
                 continue
+            seen_here.add(sample_id)
             yield record
-
-    @contextlib.contextmanager
-    def preparing_split(self, split_generator) -> Iterator[None]:
-        """Around ``datasets``' parse-and-write of one split (over ``num_proc`` workers): then the sample_id check
-        across files, in file order, on the ids the workers wrote: the same first duplicate, named the same
-        way, whatever the workers, and no second reading of the source.
-
-        A duplicate raises here, before ``download_and_prepare`` keeps anything (datasets removes its
-        unfinished folder), like any SourceError of a worker.
-        """
-        if self.config.on_bad_record != "raise":
-            with super().preparing_split(split_generator):
-                yield
-            return
-        files = split_generator.gen_kwargs["shards"]
-        with tempfile.TemporaryDirectory(prefix="convhub-locomo-ids-") as folder:
-            self._sample_id_files = {path: os.path.join(folder, f"{i}.json") for i, path in enumerate(files)}
-            try:
-                with super().preparing_split(split_generator):
-                    yield
-            finally:
-                id_files, self._sample_id_files = self._sample_id_files, None
-            seen = FirstFileOfEachSampleId()
-            for path, id_file in id_files.items():
-                for index, sample_id in orjson.loads(Path(id_file).read_bytes()):
-                    seen.check(sample_id, path, index)

@@ -1,76 +1,52 @@
-"""LoCoMo's evidence: the turn ids ("D8:6") that a question or a session's observation points at.
-
-The raw evidence is written by hand and varies ("D8:6; D9:17", "D30:05", "D:4:2", "D"); it is normalized
-into ids a reader can join on turns, and the caller keeps the raw evidence beside them.
-"""
+"""LoCoMo's evidence: the turn ids ("D8:6") a question or an observation points at. Written by hand, it varies
+("D8:6; D9:17", "D30:05", "D:4:2", "D"): it is normalized into ids a reader can join on turns, and the caller
+keeps the raw evidence beside them."""
 
 from __future__ import annotations
 
 import re
-from itertools import repeat
 from typing import Any
 
-from convhub.errors import Notes, SourceError
+from convhub.errors import FieldError, Notes
 
 EVIDENCE_ID = re.compile(r"D:?(\d+):(\d+)")
-#: An id exactly as ``_normalize_evidence`` writes it ("D8:6"): most of the real files' evidence.
-NORMALIZED_EVIDENCE_ID = re.compile(r"D(?:0|[1-9][0-9]*):(?:0|[1-9][0-9]*)")
 
 
 def parse_evidence(
-    evidence: Any,
-    notes: Notes,
-    path: str,
-    where: str,
-    field: str = "evidence",
-    label: str = "QA evidence",
-    unreadable_kept_in: str = "unresolved_evidence",
+    evidence: Any, notes: Notes, field: str = "evidence", label: str = "QA evidence", kept_in: str = ""
 ) -> tuple[list[str], list[str]]:
     """Evidence strings → normalized turn ids ("D8:6; D9:17" → two ids, "D30:05" → "D30:5").
 
     ``evidence`` is a list of strings or one string (observations write "D4:17, D4:19"). Returns the ids
-    (deduplicated, in order) and the pieces that hold no id at all (e.g. "D"). ``label`` names the kind
-    of evidence in the normalization counts, ``unreadable_kept_in`` where the caller keeps unreadable pieces.
+    (deduplicated, in order) and the pieces that hold no id at all (e.g. "D"). ``label`` names the kind of
+    evidence in the normalization counts, ``kept_in`` where the caller keeps unreadable pieces.
     """
     if evidence is None:
         notes.add(f"{label} absent")
         return [], []
     if isinstance(evidence, str):
         evidence = [evidence]
-    if not isinstance(evidence, list) or not all(map(isinstance, evidence, repeat(str))):
-        raise SourceError(path, where, field, f"expected a string or a list of strings, got {evidence!r}")
+    if not isinstance(evidence, list) or not all(isinstance(item, str) for item in evidence):
+        raise FieldError(field, f"expected a string or a list of strings, got {evidence!r}")
     if not evidence:
         notes.add(f"{label} empty")
         return [], []
-    if all(map(NORMALIZED_EVIDENCE_ID.fullmatch, evidence)):
-        # already as _normalize_evidence would write them: the real files' ids (part of parse_turn's 1.35x)
-        ids, unreadable = evidence, []
-    else:
-        ids, unreadable = _normalize_evidence(evidence, notes, label, unreadable_kept_in)
+    ids: list[str] = []
+    unreadable: list[str] = []
+    for item in evidence:
+        found = [f"D{int(session)}:{int(turn)}" for session, turn in EVIDENCE_ID.findall(item)]
+        if not found:
+            notes.add(f"{label} string with no turn id (kept in {kept_in or 'unresolved_evidence'})")
+            unreadable.append(item)
+        elif len(found) > 1:
+            notes.add(f"{label} string holding several ids, split")
+        elif found[0] != item:
+            notes.add(f"{label} id rewritten (leading zero, stray colon or spaces)")
+        ids.extend(found)
     unique = list(dict.fromkeys(ids))
     if len(unique) < len(ids):
         notes.add(f"{label} id repeated in one evidence list, deduplicated", len(ids) - len(unique))
     return unique, unreadable
-
-
-def _normalize_evidence(
-    evidence: list[str], notes: Notes, label: str, unreadable_kept_in: str
-) -> tuple[list[str], list[str]]:
-    ids: list[str] = []
-    unreadable: list[str] = []
-    for item in evidence:
-        found = EVIDENCE_ID.findall(item)
-        if not found:
-            notes.add(f"{label} string with no turn id (kept in {unreadable_kept_in})")
-            unreadable.append(item)
-            continue
-        normalized = [f"D{int(session)}:{int(turn)}" for session, turn in found]
-        if len(found) > 1:
-            notes.add(f"{label} string holding several ids, split")
-        elif normalized[0] != item:
-            notes.add(f"{label} id rewritten (leading zero, stray colon or spaces)")
-        ids.extend(normalized)
-    return ids, unreadable
 
 
 def session_ids_of(turn_ids: list[str]) -> list[str]:
@@ -78,42 +54,33 @@ def session_ids_of(turn_ids: list[str]) -> list[str]:
     return list(dict.fromkeys("session_" + turn_id[1 : turn_id.index(":")] for turn_id in turn_ids))
 
 
-def parse_observations(
-    entry: Any, turn_ids: set[str], notes: Notes, path: str, sample_id: str, field: str
-) -> list[dict[str, Any]]:
+def parse_observations(entry: Any, turn_ids: set[str], notes: Notes, field: str) -> list[dict[str, Any]]:
     """One session's ``observation`` entry ({speaker: [[text, evidence], ...]}) → typed rows.
 
     Evidence is normalized as QA evidence is; the raw evidence is returned beside the ids. Ids that name
     no turn are counted and left out of ``evidence_turn_ids`` (the raw evidence still holds them).
     """
     if not isinstance(entry, dict):
-        raise SourceError(
-            path, sample_id, field, f"expected an object of speakers, got {type(entry).__name__}"
-        )
+        raise FieldError(field, f"expected an object of speakers, got {type(entry).__name__}")
     rows = []
     for speaker, observations in entry.items():
         if not isinstance(observations, list):
-            raise SourceError(
-                path, sample_id, f"{field}.{speaker}", "expected a list of [text, evidence] pairs"
-            )
+            raise FieldError(f"{field}.{speaker}", "expected a list of [text, evidence] pairs")
         for position, pair in enumerate(observations):
             where = f"{field}.{speaker}[{position}]"
             if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
-                raise SourceError(path, sample_id, where, f"expected a [text, evidence] pair, got {pair!r}")
-            text, evidence = pair
-            ids, _ = parse_evidence(
-                evidence, notes, path, sample_id, where, "observation evidence", "the raw evidence"
-            )
-            missing = [turn_id for turn_id in ids if turn_id not in turn_ids]
-            if missing:
-                notes.add("observation evidence id that names no turn (raw evidence kept)", len(missing))
-            rows.append(
-                {
-                    "speaker": speaker,
-                    "position": position,
-                    "observation": text,
-                    "evidence_turn_ids": [turn_id for turn_id in ids if turn_id in turn_ids],
-                    "evidence": evidence,
-                }
-            )
+                raise FieldError(where, f"expected a [text, evidence] pair, got {pair!r}")
+            ids, _ = parse_evidence(pair[1], notes, where, "observation evidence", "the raw evidence")
+            found = [turn_id for turn_id in ids if turn_id in turn_ids]
+            if len(found) < len(ids):
+                notes.add(
+                    "observation evidence id that names no turn (raw evidence kept)", len(ids) - len(found)
+                )
+            row = {
+                "speaker": speaker,
+                "position": position,
+                "observation": pair[0],
+                "evidence_turn_ids": found,
+            }
+            rows.append({**row, "evidence": pair[1]})
     return rows

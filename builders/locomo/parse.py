@@ -1,27 +1,22 @@
-"""LoCoMo (``locomo10.json``) → canonical conversation records.
+"""LoCoMo (``locomo10.json``) → canonical conversation records: pure functions, one sample in, one record out.
 
-Pure functions: one LoCoMo sample in, one canonical record out. Every field of the sample is reachable
-in the record: typed where the schema has a place for it, raw in an ``extra`` otherwise, and every
-rewritten value (integer answers, split or zero-padded evidence ids) keeps its raw form in ``extra``.
-Malformed input raises :class:`SourceError` naming the file, the sample (and turn or question) and the
-field, so that ``convhub check`` fails before a build writes anything.
+Every field of a sample is reachable in its record: typed where the schema has a place for it, raw in an
+``extra`` otherwise, and every rewritten value (integer answers, split or zero-padded evidence ids) keeps its
+raw form in ``extra``. A malformed sample raises :class:`FieldError` naming the field as a path into the sample
+(``qa[3].category``, ``conversation.session_1[2].dia_id``); the engine's per-record loop adds file and record.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import datetime
-from itertools import repeat
-from pathlib import Path
 from typing import Any
 
 from dateutil import parser as dateparser
 
 from builders.locomo.evidence import parse_evidence, parse_observations, session_ids_of
-from builders.locomo.read import iter_samples
 from convhub import schema
-from convhub.errors import Notes, Reject, SourceError, raise_error, require
+from convhub.errors import FieldError, Notes
 
 #: LoCoMo's own evaluation code (task_eval/evaluation.py) and most published results use these names.
 #: The format document in shared/seeds calls 1 single-hop, 3 multi-hop and 4 open-domain instead.
@@ -32,8 +27,7 @@ ADVERSARIAL = 5
 SESSION_KEY = re.compile(r"^session_([1-9]\d*)$")
 SESSION_DATE_KEY = re.compile(r"^session_([1-9]\d*)_date_time$")
 IMAGE_KEYS = frozenset({"img_url", "blip_caption", "query"})
-PLAIN_TURN_KEYS = frozenset({"speaker", "dia_id", "text"})
-TURN_KEYS = PLAIN_TURN_KEYS | IMAGE_KEYS
+TURN_KEYS = frozenset({"speaker", "dia_id", "text"}) | IMAGE_KEYS
 QA_KEYS = {"question", "answer", "adversarial_answer", "evidence", "category"}
 SESSION_TABLES = {
     "event_summary": "events_session_{}",
@@ -44,68 +38,34 @@ SAMPLE_KEYS = {"sample_id", "conversation", "qa", *SESSION_TABLES}
 SPEAKER_KEYS = ("speaker_a", "speaker_b")
 
 
-def parse_file(path: str | Path, notes: Notes, reject: Reject = raise_error) -> Iterator[dict[str, Any]]:
-    """Canonical records of one file, in file order; the file's stem is their ``subset``.
-
-    A bad sample goes to ``reject`` with the sample itself (which raises by default); its normalization
-    counts are kept only when it converts.
-    """
-    return (record for _, record in parse_indexed(path, notes, reject))
+def record_name(position: int, sample: Any) -> str | int:
+    """How an error names a sample: by its ``sample_id`` where it has one, else by its position in the file."""
+    sample_id = sample.get("sample_id") if isinstance(sample, dict) else None
+    return sample_id if isinstance(sample_id, str) and sample_id else position
 
 
-def parse_indexed(
-    path: str | Path, notes: Notes, reject: Reject = raise_error, recover: bool = False
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """:func:`parse_file`'s records with their sample's position in the file (errors name a sample by it
-    where its id cannot be trusted). With ``recover`` a break in the file's list goes to ``reject`` with the
-    bytes it skipped (scope ``"span"``, and ``records``: the samples they held), and reading goes on."""
-    subset = Path(path).stem
-    seen: set[str] = set()
-
-    def on_break(error: SourceError, raw: bytes, held: int) -> None:
-        reject(error, raw, "span", records=held)
-
-    for index, sample in iter_samples(path, on_break if recover else None):
-        counted = Notes()
-        try:
-            if not isinstance(sample, dict):
-                raise SourceError(path, index, None, f"expected an object, got {type(sample).__name__}")
-            record = parse_sample(sample, subset, counted, path=str(path), index=index)
-            if record["conversation_id"] in seen:
-                raise SourceError(
-                    path, index, "sample_id", f"duplicate sample_id {record['conversation_id']!r}"
-                )
-        except SourceError as error:
-            reject(error, sample)
-            continue
-        seen.add(record["conversation_id"])
-        notes.update(counted)
-        yield index, record
+def _typed(value: Any, kind: type, field: str) -> Any:
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise FieldError(field, f"expected {kind.__name__}, got {type(value).__name__}")
+    return value
 
 
-def _optional(
-    mapping: dict, key: str, kind: type, path: str, record: str | int, field: str | None = None
-) -> Any:
-    return require(mapping, key, kind, path, record, field) if key in mapping else None
+def _required(mapping: dict, key: str, kind: type, parent: str = "") -> Any:
+    """``mapping[key]`` when present and of ``kind`` (a bool is no int); else a FieldError naming ``parent.key``."""
+    field = f"{parent}.{key}" if parent else key
+    if key not in mapping:
+        raise FieldError(field, "missing")
+    return _typed(mapping[key], kind, field)
 
 
-#: How every date_time of locomo10.json is written. ``strptime`` reads it in 22 µs, dateutil in 240 µs: over
-#: the 5,440 sessions of the benchmark's scale-0.2 input, 1.2 s of a 10-14 s sessions build.
-LOCOMO_DATE_FORMAT = "%I:%M %p on %d %B, %Y"
+def _optional(mapping: dict, key: str, kind: type, parent: str = "") -> Any:
+    return _required(mapping, key, kind, parent) if key in mapping else None
 
 
 def parse_timestamp(date_time: str | None, notes: Notes) -> datetime | None:
-    """LoCoMo writes "1:56 pm on 8 May, 2023"; anything unreadable stays null (the raw string is kept).
-
-    The exact format is tried first; dateutil reads every other spelling (and gives the same datetime
-    for the exact one: tests/locomo checks it on every date of the real file).
-    """
+    """LoCoMo writes "1:56 pm on 8 May, 2023"; anything unreadable stays null (the raw string is kept)."""
     if not date_time:
         return None
-    try:
-        return datetime.strptime(date_time, LOCOMO_DATE_FORMAT)
-    except ValueError:
-        pass
     try:
         return dateparser.parse(date_time.replace(" on ", " "), dayfirst=True)
     except (ValueError, OverflowError):
@@ -113,29 +73,27 @@ def parse_timestamp(date_time: str | None, notes: Notes) -> datetime | None:
         return None
 
 
-def parse_sample(sample: dict, subset: str, notes: Notes, path: str = "<memory>", index: int = 0) -> dict:
+def parse_sample(sample: Any, subset: str, notes: Notes) -> dict:
     """One LoCoMo sample → one canonical record: its sessions, questions and whatever no field claims."""
-    sample_id = require(sample, "sample_id", str, path, index)
-    conversation = require(sample, "conversation", dict, path, sample_id)
-    speakers = [
-        require(conversation, key, str, path, sample_id, f"conversation.{key}") for key in SPEAKER_KEYS
-    ]
+    if not isinstance(sample, dict):
+        raise FieldError(None, f"expected an object, got {type(sample).__name__}")
+    sample_id = _required(sample, "sample_id", str)
+    conversation = _required(sample, "conversation", dict)
+    speakers = [_required(conversation, key, str, "conversation") for key in SPEAKER_KEYS]
     if speakers[0] == speakers[1]:
-        raise SourceError(
-            path, sample_id, "conversation.speaker_b", f"same name as speaker_a ({speakers[0]!r})"
-        )
+        raise FieldError("conversation.speaker_b", f"same name as speaker_a ({speakers[0]!r})")
     roles = {speakers[0]: "user", speakers[1]: "assistant"}
-    tables = {name: _optional(sample, name, dict, path, sample_id) for name in SESSION_TABLES}
-    sessions = parse_sessions(conversation, tables, roles, notes, path, sample_id)
+    tables = {name: _optional(sample, name, dict) for name in SESSION_TABLES}
+    sessions = parse_sessions(conversation, tables, roles, notes)
     turn_ids = {turn["turn_id"] for session in sessions for turn in session["turns"]}
     observations = tables["observation"] or {}
     for session in sessions:  # once every turn id is known: an observation may cite a later session
         key = SESSION_TABLES["observation"].format(session["session_id"].removeprefix("session_"))
         if key in observations:
-            parse_observations(observations[key], turn_ids, notes, path, sample_id, f"observation.{key}")
+            parse_observations(observations[key], turn_ids, notes, f"observation.{key}")
     questions = [
-        parse_question(qa, sample_id, position, turn_ids, notes, path)
-        for position, qa in enumerate(require(sample, "qa", list, path, sample_id))
+        parse_question(qa, sample_id, position, turn_ids, notes)
+        for position, qa in enumerate(_required(sample, "qa", list))
     ]
     leftovers = {key: value for key, value in sample.items() if key not in SAMPLE_KEYS}
     leftovers.update(_unclaimed_session_entries(tables, sessions, notes))
@@ -172,51 +130,37 @@ def _conversation_leftovers(conversation: dict, sessions: list[dict], notes: Not
     return leftovers
 
 
-def _session_numbers(conversation: dict) -> list[int]:
-    numbers = set()
-    for key in conversation:
-        match = SESSION_KEY.match(key) or SESSION_DATE_KEY.match(key)
-        if match:
-            numbers.add(int(match.group(1)))
-    return sorted(numbers)
-
-
 def parse_sessions(
-    conversation: dict, tables: dict[str, dict | None], roles: dict, notes: Notes, path: str, sample_id: str
+    conversation: dict, tables: dict[str, dict | None], roles: dict, notes: Notes
 ) -> list[dict]:
     """One session per ``session_N`` key, in numeric order, with its date, summary and raw side tables."""
     events = tables.get("event_summary") or {}
     observations = tables.get("observation") or {}
     summaries = tables.get("session_summary") or {}
+    numbers = {int(match.group(1)) for key in conversation if (match := SESSION_KEY.match(key))}
     sessions = []
-    for number in _session_numbers(conversation):
+    for number in sorted(numbers):
         body_key, date_key = f"session_{number}", f"session_{number}_date_time"
-        if body_key not in conversation:
-            continue  # a date with no session body (conv-26): kept in the conversation's extra
-        body = require(conversation, body_key, list, path, sample_id, f"conversation.{body_key}")
+        body = _required(conversation, body_key, list, "conversation")
         extra: dict[str, Any] = {}
         if date_key not in conversation:
             notes.add("session without date_time")
             extra["has_date_time"] = False
         event_key = SESSION_TABLES["event_summary"].format(number)
         if event_key in events:
-            parse_events(events[event_key], path, sample_id, f"event_summary.{event_key}")
+            parse_events(events[event_key], f"event_summary.{event_key}")
             extra["event_summary"] = events[event_key]
         observation_key = SESSION_TABLES["observation"].format(number)
         if observation_key in observations:
             extra["observation"] = observations[observation_key]
-        session = schema.empty_session(
-            body_key,
-            [parse_turn(turn, roles, notes, path, sample_id, body_key, i) for i, turn in enumerate(body)],
-        )
-        session["date_time"] = _optional(
-            conversation, date_key, str, path, sample_id, f"conversation.{date_key}"
-        )
+        turns = [
+            parse_turn(turn, roles, notes, f"conversation.{body_key}[{i}]") for i, turn in enumerate(body)
+        ]
+        session = schema.empty_session(body_key, turns)
+        session["date_time"] = _optional(conversation, date_key, str, "conversation")
         session["timestamp"] = parse_timestamp(session["date_time"], notes)
         summary_key = SESSION_TABLES["session_summary"].format(number)
-        session["summary"] = _optional(
-            summaries, summary_key, str, path, sample_id, f"session_summary.{summary_key}"
-        )
+        session["summary"] = _optional(summaries, summary_key, str, "session_summary")
         session["extra"] = schema.to_json(extra) if extra else None
         sessions.append(session)
     return sessions
@@ -246,53 +190,27 @@ def _unclaimed_session_entries(tables: dict[str, dict | None], sessions: list[di
     return unclaimed
 
 
-def parse_turn(turn: Any, roles: dict, notes: Notes, path: str, sample_id: str, session_id: str, i: int):
-    """One turn: speaker, dia_id and text typed; image keys into ``images``; any other key (LoCoMo's
-    undocumented ``re-download``) and an empty ``img_url`` kept in the turn's extra.
-
-    Most turns are a speaker, a dia_id and a text, nothing else: they take no error-message string and no
-    look at their other keys. A build parses millions; without this path LoCoMo's sessions build of the
-    benchmark's input took 1.35x as long (5.3-5.6 s against 3.9-4.1 s for one 55 MB file).
-    """
-    try:
-        speaker, turn_id, text = turn["speaker"], turn["dia_id"], turn["text"]
-        role = roles[speaker]  # a str: roles' keys are the two speakers' names
-    except (KeyError, TypeError):  # a key missing, or not a dict: _checked_turn names what is wrong
-        role = None
-    if role is not None and isinstance(turn, dict) and isinstance(turn_id, str) and isinstance(text, str):
-        record = schema.empty_turn(turn_id, speaker, role, text)
-    else:
-        record = _checked_turn(turn, roles, path, f"{sample_id} {session_id} turn {i}")
-    if turn.keys() <= PLAIN_TURN_KEYS:
-        return record
-    where = f"{sample_id} {session_id} turn {i}"
-    record["images"] = parse_images(turn, notes, path, where)
+def parse_turn(turn: Any, roles: dict, notes: Notes, field: str) -> dict:
+    """One turn (at ``field``): speaker, dia_id and text typed; image keys into ``images``; any other key
+    (LoCoMo's undocumented ``re-download``) and an empty ``img_url`` kept in the turn's extra."""
+    if not isinstance(turn, dict):
+        raise FieldError(field, f"expected an object, got {type(turn).__name__}")
+    speaker = _required(turn, "speaker", str, field)
+    if speaker not in roles:
+        raise FieldError(f"{field}.speaker", f"{speaker!r} is neither speaker_a nor speaker_b")
+    dia_id, text = _required(turn, "dia_id", str, field), _required(turn, "text", str, field)
+    record = schema.empty_turn(dia_id, speaker, roles[speaker], text)
+    record["images"] = parse_images(turn, notes, field)
     rest = {key: value for key, value in turn.items() if key not in TURN_KEYS}
     if "img_url" in turn and turn["img_url"] in ([], None):
         rest["img_url"] = turn["img_url"]  # no image to hold it: keep the empty list (or null) itself
     if "re-download" in rest:
         notes.add("turn key 're-download' (undocumented) kept in the turn's extra")
-    if rest:
-        record["extra"] = schema.to_json(rest)
+    record["extra"] = schema.to_json(rest) if rest else None
     return record
 
 
-def _checked_turn(turn: Any, roles: dict, path: str, where: str) -> dict:
-    """The turn's record, or the SourceError naming what is wrong with it (checked in this order)."""
-    if not isinstance(turn, dict):
-        raise SourceError(path, where, None, f"expected an object, got {type(turn).__name__}")
-    speaker = require(turn, "speaker", str, path, where)
-    if speaker not in roles:
-        raise SourceError(path, where, "speaker", f"{speaker!r} is neither speaker_a nor speaker_b")
-    return schema.empty_turn(
-        require(turn, "dia_id", str, path, where),
-        speaker,
-        roles[speaker],
-        require(turn, "text", str, path, where),
-    )
-
-
-def parse_images(turn: dict, notes: Notes, path: str, where: str) -> list[dict[str, Any]]:
+def parse_images(turn: dict, notes: Notes, field: str) -> list[dict[str, Any]]:
     """``img_url`` (a list), ``blip_caption`` and ``query`` → one image per URL, or one without a URL.
 
     ``text`` is left as the speaker wrote it: the caption is not inlined.
@@ -300,10 +218,10 @@ def parse_images(turn: dict, notes: Notes, path: str, where: str) -> list[dict[s
     if turn.keys().isdisjoint(IMAGE_KEYS):
         return []
     urls = turn.get("img_url")
-    if urls is not None and not (isinstance(urls, list) and all(map(isinstance, urls, repeat(str)))):
-        raise SourceError(path, where, "img_url", f"expected a list of strings, got {urls!r}")
-    caption = _optional(turn, "blip_caption", str, path, where)
-    query = _optional(turn, "query", str, path, where)
+    if urls is not None and not (isinstance(urls, list) and all(isinstance(url, str) for url in urls)):
+        raise FieldError(f"{field}.img_url", f"expected a list of strings, got {urls!r}")
+    caption = _optional(turn, "blip_caption", str, field)
+    query = _optional(turn, "query", str, field)
     if not urls:
         if caption is None and query is None:
             notes.add("empty img_url with no caption or query (kept in the turn's extra)")
@@ -315,33 +233,40 @@ def parse_images(turn: dict, notes: Notes, path: str, where: str) -> list[dict[s
     return [{"url": url, "caption": caption, "query": query} for url in urls]
 
 
-def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set, notes: Notes, path: str) -> dict:
-    where = f"{sample_id} qa {position}"
+def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set, notes: Notes) -> dict:
+    """``qa[position]`` → a question: the category named, answers as strings (a number's raw value kept in
+    extra), evidence normalized into the turn ids it names and the pieces that name none."""
+    field = f"qa[{position}]"
     if not isinstance(qa, dict):
-        raise SourceError(path, where, None, f"expected an object, got {type(qa).__name__}")
-    category_id = require(qa, "category", int, path, where)
+        raise FieldError(field, f"expected an object, got {type(qa).__name__}")
+    category_id = _required(qa, "category", int, field)
     if category_id not in CATEGORY_NAMES:
-        raise SourceError(path, where, "category", f"unknown category {category_id!r}")
-    question = schema.empty_question(f"{sample_id}:qa{position}", require(qa, "question", str, path, where))
+        raise FieldError(f"{field}.category", f"unknown category {category_id!r}")
+    question = schema.empty_question(f"{sample_id}:qa{position}", _required(qa, "question", str, field))
     question["category_id"] = category_id
     question["category"] = CATEGORY_NAMES[category_id]
     extra: dict[str, Any] = {}
     if "evidence" in qa:
         extra["evidence"] = qa["evidence"]
-    for field in ("answer", "adversarial_answer"):
-        if field not in qa:
+    for key in ("answer", "adversarial_answer"):
+        if key not in qa:
             continue
-        value = qa[field]
+        value = qa[key]
         if isinstance(value, str):
-            question[field] = value
+            question[key] = value
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SourceError(path, where, field, f"expected a string or number, got {type(value).__name__}")
-        notes.add(f"{type(value).__name__} {field} → string (raw kept in extra.{field})")
-        extra[field] = value
-        question[field] = str(value)
-    _count_answers(question, notes)
-    ids, unreadable = parse_evidence(qa.get("evidence"), notes, path, where)
+            raise FieldError(f"{field}.{key}", f"expected a string or number, got {type(value).__name__}")
+        notes.add(f"{type(value).__name__} {key} → string (raw kept in extra.{key})")
+        extra[key] = value
+        question[key] = str(value)
+    if category_id == ADVERSARIAL and question["answer"] is None:
+        notes.add("adversarial question without answer (answer null)")
+    elif category_id == ADVERSARIAL:
+        notes.add("adversarial question with both answer and adversarial_answer (both kept)")
+    elif question["answer"] is None:
+        notes.add("non-adversarial question without answer (answer null)")
+    ids, unreadable = parse_evidence(qa.get("evidence"), notes, f"{field}.evidence")
     found = [turn_id for turn_id in ids if turn_id in turn_ids]
     missing = [turn_id for turn_id in ids if turn_id not in turn_ids]
     if missing:
@@ -354,31 +279,17 @@ def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set, notes:
     return question
 
 
-def _count_answers(question: dict, notes: Notes) -> None:
-    if question["category_id"] == ADVERSARIAL:
-        if question["answer"] is None:
-            notes.add("adversarial question without answer (answer null)")
-        else:
-            notes.add("adversarial question with both answer and adversarial_answer (both kept)")
-    elif question["answer"] is None:
-        notes.add("non-adversarial question without answer (answer null)")
-
-
-def parse_events(entry: Any, path: str, sample_id: str, field: str) -> list[dict[str, Any]]:
+def parse_events(entry: Any, field: str) -> list[dict[str, Any]]:
     """One session's ``event_summary`` entry ({speaker: [event, ...], "date": str}) → typed rows."""
     if not isinstance(entry, dict):
-        raise SourceError(
-            path, sample_id, field, f"expected an object of speakers, got {type(entry).__name__}"
-        )
-    date = _optional(entry, "date", str, path, sample_id, f"{field}.date")
+        raise FieldError(field, f"expected an object of speakers, got {type(entry).__name__}")
+    date = _optional(entry, "date", str, field)
     rows = []
     for speaker, events in entry.items():
         if speaker == "date":
             continue
         if not (isinstance(events, list) and all(isinstance(event, str) for event in events)):
-            raise SourceError(
-                path, sample_id, f"{field}.{speaker}", f"expected a list of strings, got {events!r}"
-            )
+            raise FieldError(f"{field}.{speaker}", f"expected a list of strings, got {events!r}")
         rows.extend(
             {"speaker": speaker, "position": position, "event": event, "date": date}
             for position, event in enumerate(events)

@@ -9,6 +9,7 @@ import datasets
 
 from builders.locomo import parse
 from builders.locomo.builder import LocomoBuilder
+from convhub.engine.records import convert_one
 from convhub.errors import Notes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,13 +49,22 @@ def tiny_sample(sample_id: str = "conv-t1", **changes) -> dict:
 
 
 def parse_tiny(sample: dict, notes: Notes | None = None) -> dict:
-    return parse.parse_sample(sample, "tiny", notes if notes is not None else Notes(), path="tiny.json")
+    """``sample`` through the engine's per-record loop, as the file ``tiny.json`` (errors name file and record)."""
+    where = parse.record_name(0, sample)
+    convert = lambda raw, counted: parse.parse_sample(raw, "tiny", counted)  # noqa: E731
+    return convert_one("tiny.json", where, sample, convert, notes if notes is not None else Notes())
 
 
 def question(qa: dict, turn_ids=("D1:1", "D1:2", "D2:1", "D2:2"), notes: Notes | None = None) -> dict:
-    return parse.parse_question(
-        qa, "conv-t1", 0, set(turn_ids), notes if notes is not None else Notes(), "t.json"
-    )
+    """``qa`` as the first question of sample conv-t1 of ``t.json``."""
+    convert = lambda raw, counted: parse.parse_question(raw, "conv-t1", 0, set(turn_ids), counted)  # noqa: E731
+    return convert_one("t.json", "conv-t1", qa, convert, notes if notes is not None else Notes())
+
+
+def records_of(path, notes: Notes | None = None) -> list[dict]:
+    """The canonical records of one file, as a build parses them."""
+    builder = LocomoBuilder(config_name="sessions")
+    return list(builder.parse_shard(str(path), notes if notes is not None else Notes()))
 
 
 def extra(value) -> object:

@@ -225,7 +225,7 @@ def test_convhub_check_names_both_files_of_a_sample_id_they_share(tmp_path):
     with pytest.raises(SourceError) as caught:
         check_source("locomo", str(data_dir))
     assert str(caught.value) == (
-        f"{data_dir / 'part_c.json'}, record 0, field 'sample_id': "
+        f"{data_dir / 'part_c.json'}, record conv-s1, field 'sample_id': "
         f"duplicate sample_id 'conv-s1', also in {data_dir / 'part_a.json'}"
     )
 
@@ -339,7 +339,9 @@ def test_sessions_rows_are_written_50_a_batch(tmp_path):
 @pytest.mark.parametrize("num_proc", [1, 2])
 def test_the_first_duplicate_across_files_names_both_files_whatever_the_workers(tmp_path, num_proc):
     """Three files over two workers: [a, b] and [c]. The error is the first repeat in file order (c's
-    second sample repeats b's), not whichever a worker meets first, and the build leaves nothing."""
+    second sample repeats b's), not whichever a worker meets first, and the build leaves nothing. One process
+    sees both files and names them; across workers the build's own conversation_id check names both subsets
+    (a file's stem) and rows."""
     data_dir = split_sample(tmp_path / "data")
     first = json.loads((data_dir / "part_a.json").read_text(encoding="utf-8"))[0]
     second = json.loads((data_dir / "part_b.json").read_text(encoding="utf-8"))[0]
@@ -348,10 +350,15 @@ def test_the_first_duplicate_across_files_names_both_files_whatever_the_workers(
     out = tmp_path / "out"
     with pytest.raises(SourceError) as caught:
         build_source("locomo", out / "locomo-unified", data_dir=str(data_dir), num_proc=num_proc)
-    assert str(caught.value) == (
-        f"{data_dir / 'part_c.json'}, record 1, field 'sample_id': "
+    one_process = (
+        f"{data_dir / 'part_c.json'}, record conv-s2, field 'sample_id': "
         f"duplicate sample_id 'conv-s2', also in {data_dir / 'part_b.json'}"
     )
+    workers = (
+        "sessions/test-00001-of-00002.parquet, record row 1 (subset 'part_c'), field 'conversation_id': "
+        "duplicate conversation_id 'conv-s2', also in sessions/test-00000-of-00002.parquet row 1 (subset 'part_b')"
+    )
+    assert str(caught.value) == (one_process if num_proc == 1 else workers)
     assert list(out.iterdir()) == []
 
 
@@ -387,10 +394,13 @@ def bad_files(kind: str) -> dict[str, str]:
     ("kind", "message"),
     [
         ("invalid json", "bad.json, record 1: not valid JSON: Unterminated string starting at byte"),
-        ("missing field", "bad.json, record conv-s2 session_1 turn 2, field 'dia_id': missing"),
-        ("wrong type", "bad.json, record conv-s1 qa 3, field 'category': expected int, got str"),
-        ("duplicate sample_id", "bad.json, record 1, field 'sample_id': duplicate sample_id 'conv-s1'"),
-        ("duplicate across files", "bad.json, record 0, field 'sample_id': duplicate sample_id 'conv-s1'"),
+        ("missing field", "bad.json, record conv-s2, field 'conversation.session_1[2].dia_id': missing"),
+        ("wrong type", "bad.json, record conv-s1, field 'qa[3].category': expected int, got str"),
+        ("duplicate sample_id", "bad.json, record conv-s1, field 'sample_id': duplicate sample_id 'conv-s1'"),
+        (
+            "duplicate across files",
+            "bad.json, record conv-s1, field 'sample_id': duplicate sample_id 'conv-s1'",
+        ),
     ],
 )
 def test_bad_input_raises_source_error_and_leaves_no_output(tmp_path, kind, message):
@@ -414,7 +424,7 @@ def test_bad_input_through_the_command(tmp_path, capsys):
         cli.main(["build", "locomo", "--data-dir", str(data_dir), "--output", str(tmp_path / "out" / "x")])
         == 1
     )
-    assert "field 'category': expected int, got str" in capsys.readouterr().err
+    assert "field 'qa[3].category': expected int, got str" in capsys.readouterr().err
     assert list((tmp_path / "out").iterdir()) == []
 
 

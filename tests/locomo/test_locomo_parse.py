@@ -13,7 +13,7 @@ from locomo_samples import extra, parse_tiny, question, tiny_sample, turn
 from builders.locomo import evidence as locomo_evidence
 from builders.locomo import parse
 from builders.locomo.export import sample_from_record
-from convhub.errors import Notes, SourceError
+from convhub.errors import FieldError, Notes, SourceError
 
 # -- questions: answers and categories ---------------------------------------------------------------------
 
@@ -71,8 +71,8 @@ def test_bad_category_names_file_question_and_field(category, problem):
         question({"question": "Q?", "answer": "A", "evidence": [], "category": category})
     assert (caught.value.path, caught.value.record, caught.value.field) == (
         "t.json",
-        "conv-t1 qa 0",
-        "category",
+        "conv-t1",
+        "qa[0].category",
     )
     assert problem in caught.value.problem
 
@@ -112,14 +112,14 @@ def test_repeated_question_gets_distinct_ids_and_both_are_kept():
 )
 def test_evidence_strings_become_normalized_turn_ids(evidence, ids, unreadable, kind):
     notes = Notes()
-    assert locomo_evidence.parse_evidence(evidence, notes, "t.json", "conv-t1 qa 0") == (ids, unreadable)
+    assert locomo_evidence.parse_evidence(evidence, notes) == (ids, unreadable)
     assert notes == {kind: 1}
 
 
 def test_plain_evidence_is_not_counted_as_a_normalization():
     notes = Notes()
-    assert locomo_evidence.parse_evidence(["D1:3", "D2:1"], notes, "t.json", "q") == (["D1:3", "D2:1"], [])
-    assert locomo_evidence.parse_evidence(["D0:0", "D10:20"], notes, "t.json", "q") == (
+    assert locomo_evidence.parse_evidence(["D1:3", "D2:1"], notes) == (["D1:3", "D2:1"], [])
+    assert locomo_evidence.parse_evidence(["D0:0", "D10:20"], notes) == (
         ["D0:0", "D10:20"],
         [],
     )
@@ -128,8 +128,8 @@ def test_plain_evidence_is_not_counted_as_a_normalization():
 
 def test_evidence_of_the_wrong_type_names_the_field():
     with pytest.raises(SourceError) as caught:
-        locomo_evidence.parse_evidence([3], Notes(), "t.json", "conv-t1 qa 2")
-    assert (caught.value.record, caught.value.field) == ("conv-t1 qa 2", "evidence")
+        question({"question": "Q?", "answer": "A", "evidence": [3], "category": 1})
+    assert (caught.value.record, caught.value.field) == ("conv-t1", "qa[0].evidence")
 
 
 def test_evidence_naming_no_turn_is_counted_and_kept_apart():
@@ -258,7 +258,7 @@ def images_of(**optional) -> tuple[dict, Notes]:
     notes = Notes()
     roles = {"Ana": "user", "Bo": "assistant"}
     parsed = parse.parse_turn(
-        turn("D1:3", "Ana", "Look!", **optional), roles, notes, "t.json", "conv-t1", "s1", 2
+        turn("D1:3", "Ana", "Look!", **optional), roles, notes, "conversation.session_1[2]"
     )
     return parsed, notes
 
@@ -299,9 +299,9 @@ def test_several_urls_give_several_images_and_an_empty_url_list_is_kept():
 
 
 def test_bad_img_url_names_turn_and_field():
-    with pytest.raises(SourceError) as caught:
+    with pytest.raises(FieldError) as caught:
         images_of(img_url="https://x/a.jpg")
-    assert (caught.value.record, caught.value.field) == ("conv-t1 s1 turn 2", "img_url")
+    assert caught.value.field == "conversation.session_1[2].img_url"
 
 
 # -- observations and events -------------------------------------------------------------------------------
@@ -313,9 +313,7 @@ def test_observation_evidence_as_list_string_and_comma_joined_string():
         "Bo": [["Bo asks for news.", "D2:1, D1:2"]],
     }
     notes = Notes()
-    rows = locomo_evidence.parse_observations(
-        entry, {"D1:1", "D1:2", "D2:1", "D2:2"}, notes, "t.json", "conv-t1", "obs"
-    )
+    rows = locomo_evidence.parse_observations(entry, {"D1:1", "D1:2", "D2:1", "D2:2"}, notes, "obs")
     assert [(r["speaker"], r["position"], r["evidence_turn_ids"], r["evidence"]) for r in rows] == [
         ("Ana", 0, ["D2:2", "D2:1"], ["D2:2", "D2:1"]),
         ("Ana", 1, ["D1:1"], "D1:1"),
@@ -326,9 +324,7 @@ def test_observation_evidence_as_list_string_and_comma_joined_string():
 
 def test_observation_evidence_naming_no_turn_is_counted():
     notes = Notes()
-    rows = locomo_evidence.parse_observations(
-        {"Ana": [["x", "D1:1, D7:7"]]}, {"D1:1"}, notes, "t.json", "conv-t1", "obs"
-    )
+    rows = locomo_evidence.parse_observations({"Ana": [["x", "D1:1, D7:7"]]}, {"D1:1"}, notes, "obs")
     assert rows[0]["evidence_turn_ids"] == ["D1:1"]
     assert rows[0]["evidence"] == "D1:1, D7:7"
     assert notes["observation evidence id that names no turn (raw evidence kept)"] == 1
@@ -336,9 +332,7 @@ def test_observation_evidence_naming_no_turn_is_counted():
 
 def test_observation_evidence_with_no_id_is_counted_and_kept_raw():
     notes = Notes()
-    rows = locomo_evidence.parse_observations(
-        {"Bo": [["x", ["D", "D1:1"]]]}, {"D1:1"}, notes, "t.json", "conv-t1", "obs"
-    )
+    rows = locomo_evidence.parse_observations({"Bo": [["x", ["D", "D1:1"]]]}, {"D1:1"}, notes, "obs")
     assert (rows[0]["evidence_turn_ids"], rows[0]["evidence"]) == (["D1:1"], ["D", "D1:1"])
     assert notes == {"observation evidence string with no turn id (kept in the raw evidence)": 1}
 
@@ -376,7 +370,7 @@ def test_malformed_event_summary_names_the_field(event_summary, field):
 
 def test_events_rows_carry_the_session_date():
     entry = {"Ana": ["Ana moves.", "Ana paints."], "Bo": ["Bo runs."], "date": "8 May, 2023"}
-    assert parse.parse_events(entry, "t.json", "conv-t1", "ev") == [
+    assert parse.parse_events(entry, "ev") == [
         {"speaker": "Ana", "position": 0, "event": "Ana moves.", "date": "8 May, 2023"},
         {"speaker": "Ana", "position": 1, "event": "Ana paints.", "date": "8 May, 2023"},
         {"speaker": "Bo", "position": 0, "event": "Bo runs.", "date": "8 May, 2023"},
@@ -400,13 +394,17 @@ def test_events_rows_carry_the_session_date():
             "conv-t1",
             "conversation.session_1_date_time",
         ),
-        (lambda s: s["conversation"]["session_1"][1].pop("text"), "conv-t1 session_1 turn 1", "text"),
+        (
+            lambda s: s["conversation"]["session_1"][1].pop("text"),
+            "conv-t1",
+            "conversation.session_1[1].text",
+        ),
         (
             lambda s: s["conversation"]["session_1"][1].update(speaker="Cy"),
-            "conv-t1 session_1 turn 1",
-            "speaker",
+            "conv-t1",
+            "conversation.session_1[1].speaker",
         ),
-        (lambda s: s["qa"][0].update(answer=["Porto"]), "conv-t1 qa 0", "answer"),
+        (lambda s: s["qa"][0].update(answer=["Porto"]), "conv-t1", "qa[0].answer"),
         (
             lambda s: s["session_summary"].update(session_1_summary=None),
             "conv-t1",
@@ -433,7 +431,7 @@ def test_question_key_named_like_convhub_bookkeeping_comes_back_on_export(key):
     namespace with the question's unknown keys: each such key comes back with its value."""
     qa = {"question": "q?", "answer": 7, "evidence": ["D", "D9:9"], "category": 1, key: {"k": [5]}}
     sample = {"sample_id": "conv-x", "conversation": {"speaker_a": "A", "speaker_b": "B"}, "qa": [qa]}
-    record = parse.parse_sample(sample, "s", Notes(), path="f.json")
+    record = parse.parse_sample(sample, "s", Notes())
     assert record["questions"][0]["unresolved_evidence"] == ["D9:9", "D"]
     assert sample_from_record(record)["qa"] == [qa]
 
@@ -442,5 +440,5 @@ def test_question_key_named_like_convhub_bookkeeping_comes_back_on_export(key):
 def test_sample_key_named_like_convhub_bookkeeping_comes_back_on_export(key):
     sample = {"sample_id": "conv-x", "conversation": {"speaker_a": "A", "speaker_b": "B"}, "qa": []}
     sample[key] = True
-    record = parse.parse_sample(sample, "s", Notes(), path="f.json")
+    record = parse.parse_sample(sample, "s", Notes())
     assert sample_from_record(record) == sample

@@ -6,9 +6,9 @@ import gc
 import json
 
 import pytest
-from locomo_samples import tiny_sample
+from locomo_samples import records_of, tiny_sample
 
-from builders.locomo import parse, read
+from builders.locomo.builder import LocomoBuilder, samples_of
 from convhub.errors import Notes, SourceError
 
 # -- values ------------------------------------------------------------------------------------------------
@@ -19,7 +19,7 @@ def test_an_integer_beyond_64_bits_in_an_unknown_key_is_kept_exactly(tmp_path):
     sample["qa"][0]["big"] = 123456789012345678901234567890
     path = tmp_path / "big.json"
     path.write_text(json.dumps([sample]), encoding="utf-8")
-    [record] = parse.parse_file(path, Notes())
+    [record] = records_of(path)
     assert '"big": 123456789012345678901234567890' in record["questions"][0]["extra"]
 
 
@@ -27,14 +27,14 @@ def test_the_parser_leaves_the_cycle_collector_as_the_caller_set_it(tmp_path):
     """A caller that holds a record, stops iterating or raises finds the collector as it left it."""
     path = tmp_path / "two.json"
     path.write_text(json.dumps([tiny_sample("conv-1"), tiny_sample("conv-2")]), encoding="utf-8")
-    records = parse.parse_indexed(path, Notes())
+    records = LocomoBuilder(config_name="sessions").records_of(str(path), Notes())
     next(records)
     assert gc.isenabled()
-    assert [index for index, _ in records] == [1]
+    assert [record["conversation_id"] for record in records] == ["conv-2"]
     assert gc.isenabled()
     gc.disable()  # a caller that runs without the collector keeps it off
     try:
-        assert len(list(parse.parse_file(path, Notes()))) == 2
+        assert len(records_of(path)) == 2
         assert not gc.isenabled()
     finally:
         gc.enable()
@@ -55,7 +55,7 @@ def test_the_parser_leaves_the_cycle_collector_as_the_caller_set_it(tmp_path):
 def test_samples_are_read_one_at_a_time_as_json_loads_reads_them(tmp_path, text):
     path = tmp_path / "f.json"
     path.write_text(text, encoding="utf-8")
-    assert repr([sample for _, sample in read.iter_samples(path)]) == repr(json.loads(text))
+    assert repr([sample for _, sample in samples_of(str(path))]) == repr(json.loads(text))
 
 
 @pytest.mark.parametrize(
@@ -71,7 +71,7 @@ def test_a_file_that_is_not_a_list_of_samples_is_named(tmp_path, text, problem):
     path = tmp_path / "f.json"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(SourceError, match=f"f.json: {problem}"):
-        list(read.iter_samples(path))
+        list(samples_of(str(path)))
 
 
 def test_samples_come_before_the_end_of_the_file_is_read(tmp_path):
@@ -79,7 +79,7 @@ def test_samples_come_before_the_end_of_the_file_is_read(tmp_path):
     further on, and the break is named by its byte."""
     path = tmp_path / "broken.json"
     path.write_text(json.dumps([tiny_sample("conv-1"), tiny_sample("conv-2")])[:-1] + ", {", encoding="utf-8")
-    records = parse.parse_indexed(path, Notes())
-    assert [next(records)[1]["conversation_id"], next(records)[1]["conversation_id"]] == ["conv-1", "conv-2"]
+    records = LocomoBuilder(config_name="sessions").parse_shard(str(path), Notes())
+    assert [next(records)["conversation_id"], next(records)["conversation_id"]] == ["conv-1", "conv-2"]
     with pytest.raises(SourceError, match=r"broken.json, record 2: not valid JSON: .* at byte \d+"):
         next(records)

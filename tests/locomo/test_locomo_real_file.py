@@ -9,9 +9,10 @@ from collections import Counter
 from datetime import datetime
 
 import pytest
-from locomo_samples import extra, load
+from locomo_samples import extra, load, records_of
 
-from builders.locomo import parse, read
+from builders.locomo import parse
+from builders.locomo.builder import samples_of
 from convhub.engine.build import build_source, check_source
 from convhub.errors import Notes
 from convhub.export.exporter import LocalBuild
@@ -63,7 +64,7 @@ def test_real_file_counts_and_normalizations(real_file):
 
 
 def test_real_file_quirks_land_where_the_card_says(real_file):
-    records = {record["conversation_id"]: record for record in parse.parse_file(real_file, Notes())}
+    records = {record["conversation_id"]: record for record in records_of(real_file)}
     assert len(records) == 10
     conv26 = extra(records["conv-26"]["extra"])["conversation"]
     assert sorted(conv26) == sorted(f"session_{n}_date_time" for n in range(20, 36))
@@ -140,7 +141,7 @@ def _raw_leaves(value, values: set, keys: set) -> None:
 
 def test_real_file_every_turn_and_question_in_order(real_file):
     samples = json.loads(real_file.read_text(encoding="utf-8"))
-    records = list(parse.parse_file(real_file, Notes()))
+    records = records_of(real_file)
     for sample, record in zip(samples, records, strict=True):
         conversation = sample["conversation"]
         for session in record["sessions"]:
@@ -186,8 +187,9 @@ def test_real_observations_and_events_configs(real_file, tmp_path):
     assert all(row["evidence_turn_ids"] for row in rows)  # every observation's evidence names turns
 
 
-def test_date_fast_path_gives_dateutils_datetime_on_every_real_date():
-    """parse_timestamp reads LoCoMo's own format with strptime: the same datetime dateutil gives."""
+def test_every_real_date_is_read_as_its_exact_format_says():
+    """parse_timestamp (dateutil) gives, on every date of the real file, the datetime LoCoMo's own format
+    ("1:56 pm on 8 May, 2023") says."""
     from conftest import shared_data
     from dateutil import parser as dateparser
 
@@ -199,9 +201,9 @@ def test_date_fast_path_gives_dateutils_datetime_on_every_real_date():
         assert (
             parse.parse_timestamp(date_time, Notes())
             == slow
-            == datetime.strptime(date_time, parse.LOCOMO_DATE_FORMAT)
+            == datetime.strptime(date_time, "%I:%M %p on %d %B, %Y")
         )
-    for other in ("1:56 PM on 8 Sept, 2023", "13:05 on 8 May 2023"):  # not the exact format: dateutil
+    for other in ("1:56 PM on 8 Sept, 2023", "13:05 on 8 May 2023"):  # other spellings
         assert parse.parse_timestamp(other, Notes()) == dateparser.parse(
             other.replace(" on ", " "), dayfirst=True
         )
@@ -209,6 +211,6 @@ def test_date_fast_path_gives_dateutils_datetime_on_every_real_date():
 
 def test_every_sample_of_the_real_file_streams_as_json_reads_it(real_file):
     """The real file holds emoji written as surrogate pairs."""
-    assert repr([sample for _, sample in read.iter_samples(real_file)]) == repr(
+    assert repr([sample for _, sample in samples_of(str(real_file))]) == repr(
         json.loads(real_file.read_text(encoding="utf-8"))
     )
