@@ -7,7 +7,8 @@ export`` (``builders.convlab.export``) rebuilds ``dialogues.json`` and ``ontolog
 the parsers check that inverse on every value and keep the raw value in ``extra`` whenever the typed form
 would not give it back.
 
-Reading ``dialogues.json`` a shard at a time is ``builders.convlab.scan``'s part.
+Reading ``dialogues.json`` a shard at a time is the engine's part (``convhub.engine.inputs_ranges``); what its
+index needs of each dialogue is :func:`split_checker`'s.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from convhub import schema
+from convhub.engine.shards import RESERVED_SPLITS, SPLIT_NAME
 from convhub.errors import Notes, SourceError, require
 
 ACT_KINDS = ("categorical", "non-categorical", "binary")
@@ -37,6 +39,32 @@ _ESCAPE = "\\"
 
 
 # -- dialogues ---------------------------------------------------------------------------------
+
+
+def split_checker(path: str) -> Callable[[Any, int], str]:
+    """What the index of one ``dialogues.json`` needs of each dialogue, as ``(dialogue, position) → its split``: an
+    object with a usable split and a ``dialogue_id`` no earlier dialogue of the file has (else a SourceError)."""
+    seen: set[str] = set()
+
+    def split_of(dialogue: Any, position: int) -> str:
+        if not isinstance(dialogue, dict):
+            problem = f"expected a dialogue object, got {type(dialogue).__name__}"
+            raise SourceError(path, position, None, problem)
+        split = require(dialogue, "data_split", str, path, position)
+        if not SPLIT_NAME.fullmatch(split):
+            raise SourceError(path, position, "data_split", f"{split!r} is not a usable split name")
+        if split.lower() in RESERVED_SPLITS:
+            named = dialogue.get("dialogue_id")
+            named = f"dialogue {named!r}: " if isinstance(named, str) else ""
+            problem = f"{named}{split!r} is a split name datasets reserves (the union of every split)"
+            raise SourceError(path, position, "data_split", problem)
+        dialogue_id = require(dialogue, "dialogue_id", str, path, position)
+        if dialogue_id in seen:
+            raise SourceError(path, position, "dialogue_id", f"duplicate dialogue_id {dialogue_id!r}")
+        seen.add(dialogue_id)
+        return split
+
+    return split_of
 
 
 def parse_dialogue(
