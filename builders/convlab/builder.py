@@ -1,13 +1,11 @@
 """ConvLab-3 unified datasets: MultiWOZ, SGD, Taskmaster, CamRest, WOZ, KVRET, CrossWOZ... in one format.
 
 Each ConvLab dataset is a ``subset``: ``DIR/<name>/data.zip``, its extracted ``data/`` folder, or its
-``dummy_data.json`` (``LAYOUTS``, read by ``convhub.engine.inputs``); ``DIR`` may also be one dataset's own folder,
-and a URL. Without ``--data-dir`` each default subset's ``data.zip`` is downloaded from the Hub. Configs: the
-shared views, plus ``dialogues`` (ConvLab's dialogue-level fields), ``ontology`` and ``database``.
-
-A subset's ``dialogues.json`` is one JSON list, indexed once per process for each dialogue's split and byte range
-(``convhub.engine.inputs_ranges``); a shard is a run of consecutive ranges one worker reads with forward seeks,
-and the records come from ``builders.convlab.parse``.
+``dummy_data.json`` (``LAYOUTS``); ``DIR`` may also be one dataset's own folder, and a URL. Without ``--data-dir``
+each default subset's ``data.zip`` is downloaded from the Hub. Configs: the shared views, plus ``dialogues``
+(ConvLab's dialogue-level fields), ``ontology`` and ``database``. The engine reads the files
+(``convhub.engine.inputs``) and each ``dialogues.json`` by byte ranges, one split's shard at a time
+(``convhub.engine.inputs_ranges``); ``builders.convlab.parse`` turns them into records and rows.
 """
 
 from __future__ import annotations
@@ -21,9 +19,9 @@ from builders.convlab import parse
 from convhub import schema
 from convhub.engine import inputs_ranges
 from convhub.engine.builder import ConversationBuilder, download_folder
-from convhub.engine.inputs import DataInput, Layout, copied_here, inputs_in
+from convhub.engine.inputs import DataInput, Layout, copied_here, inputs_in, listable
 from convhub.engine.records import convert_records
-from convhub.errors import Notes, SourceError
+from convhub.errors import Notes
 from convhub.views.definitions import View
 
 __all__ = ["ConvLabBuilder", "DataInput", "find_inputs"]
@@ -198,73 +196,34 @@ class ConvLabBuilder(ConversationBuilder):
     def shards(self, dl_manager):
         """Ontology and database: one shard per subset that has them. Sessions: each split's dialogues,
         subset after subset, cut by ``inputs_ranges.shard_ranges``."""
-        inputs = self._listable(self.inputs(dl_manager))
+        inputs = listable(self.inputs(dl_manager), self.reject)
         if self.config.name == ONTOLOGY_VIEW.name:
-            return {
-                "train": [
-                    {"input": source, "table": "ontology", "path": source.label(ONTOLOGY)}
-                    for source in inputs
-                    if ONTOLOGY in source.members()
-                ]
-            }
+            found = [source for source in inputs if ONTOLOGY in source.members()]
+            return {"train": [{"input": s, "table": "ontology", "path": s.label(ONTOLOGY)} for s in found]}
         if self.config.name == DATABASE_VIEW.name:
-            return {
-                "train": [
-                    {"input": source, "table": "database"} for source in inputs if database_files(source)
-                ]
-            }
-        by_split: dict[str, list[dict]] = {}
-        for source in inputs:
-            path = source.label(DIALOGUES)  # the file an error names, not the data folder
-            try:  # with --on-bad-record skip the scan reads on after a break in the list
-                index, copy = inputs_ranges.indexed(
-                    source,
-                    DIALOGUES,
-                    parse.split_checker(path),
-                    self.reject,
-                    recover=self.config.on_bad_record == "skip",
-                    element="dialogue",
-                    key="dialogue_id",
-                )
-            except SourceError as error:  # an unreadable file: with --on-bad-record skip, the others go on
-                self.reject(error, None, scope="file")
-                continue
-            first = True
-            for split in ordered_splits(index):
-                for ranges in inputs_ranges.shard_ranges(
-                    index[split], DIALOGUES_PER_SHARD, MIN_DIALOGUES_PER_SHARD
-                ):
-                    shard = {"input": source, "ranges": ranges, "first": first, "copy": copy, "path": path}
-                    by_split.setdefault(split, []).append(shard)
-                    first = False
-        return {split: by_split[split] for split in ordered_splits(by_split)}
-
-    def _listable(self, inputs: list[DataInput]) -> list[DataInput]:
-        """The inputs whose files can be listed; a corrupt data.zip is an error (skipped under skip)."""
-        listable = []
-        for source in inputs:
-            try:
-                source.members()
-            except SourceError as error:
-                self.reject(error, None, scope="file")
-                continue
-            listable.append(source)
-        return listable
+            return {"train": [{"input": s, "table": "database"} for s in inputs if database_files(s)]}
+        return inputs_ranges.ranged_shards(
+            inputs,
+            DIALOGUES,
+            parse.split_checker,
+            self.reject,
+            recover=self.config.on_bad_record == "skip",  # the scan then reads on after a break in the list
+            element="dialogue",
+            key="dialogue_id",
+            sizes=(DIALOGUES_PER_SHARD, MIN_DIALOGUES_PER_SHARD),
+            order=ordered_splits,
+        )
 
     def parse_shard(self, shard, notes: Notes):
-        source: DataInput = shard["input"].here()
+        source: DataInput = shard["input"]
+        path = shard["path"]  # the file an error names: the dialogues.json (at its URL), not the data folder
         if shard["first"] and source.kind == "file":
             notes.add("subset read from dummy_data.json (its first dialogues only, no ontology or database)")
-        path = source.label(DIALOGUES)
-        with inputs_ranges.opened(source, DIALOGUES, shard.get("copy")) as stream:
-            dialogues = inputs_ranges.read_ranges(stream, shard["ranges"], path)
-            yield from convert_records(
-                path,
-                dialogues,
-                lambda dialogue, counted: parse.parse_dialogue(dialogue, source.name, counted, path),
-                notes,
-                self.reject,
-            )
+
+        def convert(dialogue: dict, counted: Notes) -> dict:
+            return parse.parse_dialogue(dialogue, source.name, counted, path)
+
+        yield from convert_records(path, inputs_ranges.read_shard(shard), convert, notes, self.reject)
 
     def table_rows(self, view: View, shard):
         source: DataInput = shard["input"].here()

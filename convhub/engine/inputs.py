@@ -25,7 +25,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from convhub.engine import zips
 from convhub.engine.jsonio import loads_exact
-from convhub.errors import SourceError
+from convhub.errors import Reject, SourceError
 from convhub.storage.folders import fsspec_url, local_copy
 
 #: Characters a card's ``data_files`` read as a pattern: a subset named ``x[1]`` would load ``x1``'s files.
@@ -180,6 +180,19 @@ def inputs_in(data_dir: str, layouts: Iterable[Layout], what: str) -> dict[str, 
         if candidate is not None:
             found[entry] = candidate
     zips.refuse_same_names(data_dir, sorted(found), "dataset folders")
+    return found
+
+
+def listable(inputs: Iterable[DataInput], reject: Reject) -> list[DataInput]:
+    """The inputs whose files can be listed; one that cannot (a corrupt zip) goes to ``reject`` (scope ``file``)."""
+    found = []
+    for source in inputs:
+        try:
+            source.members()
+        except SourceError as error:
+            reject(error, None, scope="file")
+            continue
+        found.append(source)
     return found
 
 

@@ -4,7 +4,8 @@ with forward seeks.
 :func:`index_list` walks the list once (``convhub.engine.json_list``: one chunk and one element in memory) and
 groups each element's byte range by what the source's ``place`` says of it (its split); :func:`shard_ranges`
 cuts a group into consecutive shards of about equal bytes, and each worker reads its shard with
-:func:`read_ranges`, so ``num_proc`` workers share one file.
+:func:`read_ranges`, so ``num_proc`` workers share one file. :func:`ranged_shards` and :func:`read_shard` are the
+two together, for a source's ``shards`` and ``parse_shard``.
 
 A zipped list of ``EXTRACT_MIN_BYTES`` or more is first inflated to one temporary copy, which the scan and every
 shard then read: a zip member cannot seek, so each shard would otherwise inflate it again from its start, a cost
@@ -170,3 +171,44 @@ def shard_ranges(ranges: list[Range], per_shard: int, min_per_shard: int) -> lis
         cuts.append(min(max(cut, cuts[-1] + 1), len(ranges) - (count - share)))
     cuts.append(len(ranges))
     return [ranges[low:high] for low, high in itertools.pairwise(cuts)]
+
+
+def ranged_shards(
+    inputs: Iterable[DataInput],
+    member: str,
+    place_for: Callable[[str], Place],
+    reject: Reject = raise_error,
+    recover: bool = False,
+    element: str = "element",
+    key: str | None = None,
+    sizes: tuple[int, int] = (1000, 100),
+    order: Callable[[Iterable[str]], list[str]] = sorted,
+) -> dict[str, list[dict]]:
+    """Group → its shards, input after input: each input's list ``member`` indexed (:func:`indexed`, with
+    ``place_for(the file an error names)``) and each group cut by :func:`shard_ranges` (``sizes``: its
+    ``per_shard`` and ``min_per_shard``), groups in ``order``. A shard is a dict :func:`read_shard` reads: its
+    ``input``, ``member``, ``ranges``, ``copy``, ``path`` (the file errors name) and ``first`` (whether it is its
+    input's first). An input whose list cannot be read at all goes to ``reject`` (scope ``file``)."""
+    shards: dict[str, list[dict]] = {}
+    for source in inputs:
+        path = source.label(member)
+        try:
+            index, copy = indexed(source, member, place_for(path), reject, recover, element, key)
+        except SourceError as error:  # an unreadable file: with a skipping reject, the others go on
+            reject(error, None, scope="file")
+            continue
+        first = True
+        for group in order(index):
+            for ranges in shard_ranges(index[group], *sizes):
+                shard = {"input": source, "member": member, "ranges": ranges, "copy": copy, "path": path}
+                shards.setdefault(group, []).append({**shard, "first": first})
+                first = False
+    return {group: shards[group] for group in order(shards)}
+
+
+def read_shard(shard: dict) -> Iterator[tuple[int, Any]]:
+    """(position, value) of each element of a shard of :func:`ranged_shards`, on any machine: the input is
+    copied here where the driver's copy is not (``DataInput.here``)."""
+    source = shard["input"].here()
+    with opened(source, shard["member"], shard.get("copy")) as stream:
+        yield from read_ranges(stream, shard["ranges"], shard["path"])
