@@ -1,60 +1,48 @@
 """ConvLab-3 unified datasets: MultiWOZ, SGD, Taskmaster, CamRest, WOZ, KVRET, CrossWOZ... in one format.
 
 Each ConvLab dataset is a ``subset``: ``DIR/<name>/data.zip``, its extracted ``data/`` folder, or its
-``dummy_data.json`` (``builders.convlab.files``); ``DIR`` may also be one dataset's own folder. Without
-``--data-dir`` each default subset's ``data.zip`` is downloaded from the Hub. Configs: the shared views,
-plus ``dialogues`` (ConvLab's dialogue-level fields), ``ontology`` and ``database``.
-
-A subset's ``dialogues.json`` is scanned once per process (``builders.convlab.scan``) for each dialogue's
-split and byte range; a shard is a run of consecutive ranges one worker reads with forward seeks, and the
-records come from ``builders.convlab.parse``.
+``dummy_data.json`` (``LAYOUTS``); ``DIR`` may also be one dataset's own folder, and a URL. Without ``--data-dir``
+each default subset's ``data.zip`` is downloaded from the Hub. Configs: the shared views, plus ``dialogues``
+(ConvLab's dialogue-level fields), ``ontology`` and ``database``. The engine reads the files
+(``convhub.engine.inputs``) and each ``dialogues.json`` by byte ranges, one split's shard at a time
+(``convhub.engine.inputs_ranges``); ``builders.convlab.parse`` turns them into records and rows.
 """
 
 from __future__ import annotations
 
-import bisect
-import itertools
-import math
-import os
 import re
 from typing import ClassVar
 
 from datasets import Features, List, Value
 
-from builders.convlab import parse, scan
-from builders.convlab.files import DIALOGUES, ONTOLOGY, SubsetInput, copied_here, find_inputs
+from builders.convlab import parse
 from convhub import schema
+from convhub.engine import inputs_ranges
 from convhub.engine.builder import ConversationBuilder, download_folder
-from convhub.errors import Notes, SourceError
+from convhub.engine.inputs import DataInput, Layout, copied_here, inputs_in, listable
+from convhub.engine.records import convert_records
+from convhub.errors import Notes
 from convhub.views.definitions import View
 
-__all__ = ["ConvLabBuilder", "SubsetInput", "find_inputs"]
+__all__ = ["ConvLabBuilder", "DataInput", "find_inputs"]
+
+DIALOGUES, ONTOLOGY, DUMMY = "dialogues.json", "ontology.json", "dummy_data.json"
+#: Where a dataset's files are, in this order of preference: ConvLab's ``data.zip``, its extracted ``data/``
+#: folder, or ``dummy_data.json`` (ConvLab's ten-dialogue sample: dialogues only).
+LAYOUTS = (
+    Layout("zip", "data.zip", inner="data/"),
+    Layout("folder", "data", marker=DIALOGUES),
+    Layout("file", DUMMY, inner=DIALOGUES),
+)
 
 URL = "https://huggingface.co/datasets/ConvLab/{name}/resolve/main/data.zip"
 #: The ConvLab-3 unified datasets convhub has checked (their dummy_data.json parse in the tests).
-DEFAULT_SUBSETS = (
-    "camrest",
-    "crosswoz",
-    "dailydialog",
-    "kvret",
-    "metalwoz",
-    "multiwoz21",
-    "sgd",
-    "sgd1",
-    "sgd2",
-    "sgd3",
-    "sgd4",
-    "sgd5",
-    "tm1",
-    "tm2",
-    "tm3",
-    "woz",
-)
+DEFAULT_SUBSETS = ("camrest", "crosswoz", "dailydialog", "kvret", "metalwoz", "multiwoz21", "sgd", "sgd1")
+DEFAULT_SUBSETS += ("sgd2", "sgd3", "sgd4", "sgd5", "tm1", "tm2", "tm3", "woz")
 SUBSET_NAME = re.compile(r"^[\w.-]+$")
 SPLIT_ORDER = ("train", "validation", "test")
-#: At most this many dialogues per shard; a split of ``2 * MIN_DIALOGUES_PER_SHARD`` dialogues or more is
-#: cut into an even number of shards of about equal bytes, so that ``num_proc=2`` gives both workers
-#: work on every split (the shards do not depend on ``num_proc``: the rows and their order never do).
+#: At most about this many dialogues per shard (``inputs_ranges.shard_ranges``: a split of
+#: ``2 * MIN_DIALOGUES_PER_SHARD`` dialogues or more is cut into an even number of shards of about equal bytes).
 DIALOGUES_PER_SHARD = 1000
 MIN_DIALOGUES_PER_SHARD = 100
 
@@ -84,26 +72,19 @@ SUBSET_LICENSES: dict[str, tuple[str, str]] = {
 
 # -- views of their own ------------------------------------------------------------------------
 
-_IDS = dict(schema.CONVERSATION_IDS)
-GOAL = {
-    "description": Value("string"),
-    "inform": List(schema.STATE_SLOT),
-    "request": List(schema.STATE_SLOT),
-}
+
+def _strings(*names: str) -> dict[str, Value]:
+    return {name: Value("string") for name in names}
 
 
-DB_RESULT = {
-    "turn_id": Value("string"),
-    "turn_index": Value("int32"),
-    "domain": Value("string"),
-    "rank": Value("int32"),
-    "entity": schema.json_text(),
-}
+GOAL = {**_strings("description"), "inform": List(schema.STATE_SLOT), "request": List(schema.STATE_SLOT)}
+DB_RESULT = {"turn_id": Value("string"), "turn_index": Value("int32"), **_strings("domain")}
+DB_RESULT |= {"rank": Value("int32"), "entity": schema.json_text()}
 DIALOGUES_VIEW = View(
     "dialogues",
     Features(
         {
-            **_IDS,
+            **dict(schema.CONVERSATION_IDS),
             "original_id": Value("string"),
             "domains": List(Value("string")),
             "goal": GOAL,
@@ -115,37 +96,20 @@ DIALOGUES_VIEW = View(
     "database entities its system turns' db_results list, typed.",
     parse.dialogue_rows,
 )
+SLOT = {
+    **_strings("name", "description"),
+    "is_categorical": Value("bool"),
+    "possible_values": List(Value("string")),
+}
+ACT = {**_strings("type", "intent", "domain", "slot"), "user": Value("bool"), "system": Value("bool")}
 ONTOLOGY_VIEW = View(
     "ontology",
     Features(
         {
-            "subset": Value("string"),
-            "domains": List(
-                {
-                    "name": Value("string"),
-                    "description": Value("string"),
-                    "slots": List(
-                        {
-                            "name": Value("string"),
-                            "description": Value("string"),
-                            "is_categorical": Value("bool"),
-                            "possible_values": List(Value("string")),
-                        }
-                    ),
-                }
-            ),
-            "intents": List({"name": Value("string"), "description": Value("string")}),
-            "dialogue_acts": List(
-                {
-                    "type": Value("string"),
-                    "intent": Value("string"),
-                    "domain": Value("string"),
-                    "slot": Value("string"),
-                    "user": Value("bool"),
-                    "system": Value("bool"),
-                    "raw": Value("string"),
-                }
-            ),
+            **_strings("subset"),
+            "domains": List({**_strings("name", "description"), "slots": List(SLOT)}),
+            "intents": List(_strings("name", "description")),
+            "dialogue_acts": List({**ACT, **_strings("raw")}),
             "state": List(schema.STATE_SLOT),
             "extra": schema.json_text(),
         }
@@ -156,10 +120,7 @@ DATABASE_VIEW = View(
     "database",
     Features(
         {
-            "subset": Value("string"),
-            "file": Value("string"),
-            "key": Value("string"),
-            "domain": Value("string"),
+            **_strings("subset", "file", "key", "domain"),
             "entity_index": Value("int32"),
             "entity": schema.json_text(),
         }
@@ -218,7 +179,7 @@ class ConvLabBuilder(ConversationBuilder):
             for name in subsets
         ]
 
-    def inputs(self, dl_manager) -> list[SubsetInput]:
+    def inputs(self, dl_manager) -> list[DataInput]:
         subsets = self.config.subsets
         for name in subsets or ():
             if not SUBSET_NAME.match(name):
@@ -228,112 +189,77 @@ class ConvLabBuilder(ConversationBuilder):
         if self.config.data_dir:
             return find_inputs(self.config.data_dir, subsets)
         return [
-            SubsetInput(name, "zip", dl_manager.download(URL.format(name=name)))
+            DataInput(name, "zip", dl_manager.download(URL.format(name=name)), inner="data/")
             for name in subsets or DEFAULT_SUBSETS
         ]
 
     def shards(self, dl_manager):
         """Ontology and database: one shard per subset that has them. Sessions: each split's dialogues,
-        subset after subset, cut by :func:`shard_ranges`."""
-        inputs = self._listable(self.inputs(dl_manager))
+        subset after subset, cut by ``inputs_ranges.shard_ranges``."""
+        inputs = listable(self.inputs(dl_manager), self.reject)
         if self.config.name == ONTOLOGY_VIEW.name:
-            return {
-                "train": [
-                    {"input": source, "table": "ontology", "path": source.label(ONTOLOGY)}
-                    for source in inputs
-                    if ONTOLOGY in source.members()
-                ]
-            }
+            found = [source for source in inputs if ONTOLOGY in source.members()]
+            return {"train": [{"input": s, "table": "ontology", "path": s.label(ONTOLOGY)} for s in found]}
         if self.config.name == DATABASE_VIEW.name:
-            return {
-                "train": [
-                    {"input": source, "table": "database"} for source in inputs if source.database_files()
-                ]
-            }
-        by_split: dict[str, list[dict]] = {}
-        for source in inputs:
-            try:  # with --on-bad-record skip the scan reads on after a break in the list
-                index, copy = scan.dialogue_index(
-                    source, self.reject, recover=self.config.on_bad_record == "skip"
-                )
-            except SourceError as error:  # an unreadable file: with --on-bad-record skip, the others go on
-                self.reject(error, None, scope="file")
-                continue
-            first = True
-            for split in ordered_splits(index):
-                for ranges in shard_ranges(index[split]):
-                    by_split.setdefault(split, []).append(
-                        {
-                            "input": source,
-                            "ranges": ranges,
-                            "first": first,
-                            "copy": copy,
-                            "path": source.label(DIALOGUES),  # the file an error names, not the data folder
-                        }
-                    )
-                    first = False
-        return {split: by_split[split] for split in ordered_splits(by_split)}
-
-    def _listable(self, inputs: list[SubsetInput]) -> list[SubsetInput]:
-        """The inputs whose files can be listed; a corrupt data.zip is an error (skipped under skip)."""
-        listable = []
-        for source in inputs:
-            try:
-                source.members()
-            except SourceError as error:
-                self.reject(error, None, scope="file")
-                continue
-            listable.append(source)
-        return listable
+            return {"train": [{"input": s, "table": "database"} for s in inputs if database_files(s)]}
+        return inputs_ranges.ranged_shards(
+            inputs,
+            DIALOGUES,
+            parse.split_checker,
+            self.reject,
+            recover=self.config.on_bad_record == "skip",  # the scan then reads on after a break in the list
+            element="dialogue",
+            key="dialogue_id",
+            sizes=(DIALOGUES_PER_SHARD, MIN_DIALOGUES_PER_SHARD),
+            order=ordered_splits,
+        )
 
     def parse_shard(self, shard, notes: Notes):
-        source: SubsetInput = shard["input"].here()
-        if shard["first"] and source.kind == "dummy":
+        source: DataInput = shard["input"]
+        path = shard["path"]  # the file an error names: the dialogues.json (at its URL), not the data folder
+        if shard["first"] and source.kind == "file":
             notes.add("subset read from dummy_data.json (its first dialogues only, no ontology or database)")
-        path = source.label(DIALOGUES)
-        copy = shard.get("copy")  # the scan's inflated copy, unless this task runs where the scan did not
-        with open(copy, "rb") if copy and os.path.exists(copy) else source.open(DIALOGUES) as stream:
-            for position, dialogue in scan.read_ranges(stream, shard["ranges"], path):
-                counted = Notes()
-                try:
-                    record = parse.parse_dialogue(dialogue, source.name, counted, path, position)
-                except SourceError as error:
-                    self.reject(error, dialogue)
-                    continue
-                notes.update(counted)
-                yield record
+
+        def convert(dialogue: dict, counted: Notes) -> dict:
+            return parse.parse_dialogue(dialogue, source.name, counted, path)
+
+        yield from convert_records(path, inputs_ranges.read_shard(shard), convert, notes, self.reject)
 
     def table_rows(self, view: View, shard):
-        source: SubsetInput = shard["input"].here()
+        source: DataInput = shard["input"].here()
         if shard["table"] == "ontology":
             yield parse.ontology_row(source.read_json(ONTOLOGY), source.name, Notes(), source.label(ONTOLOGY))
             return
-        domains = source.ontology_domains()
-        for member in source.database_files():
+        domains = source.read_json(ONTOLOGY).get("domains") if ONTOLOGY in source.members() else None
+        domains = list(domains) if isinstance(domains, dict) else []
+        for member in database_files(source):
             yield from parse.database_rows(
                 source.read_json(member), source.name, member, parse.database_domain(member, domains)
             )
 
 
-def shard_ranges(ranges: list[tuple[int, int, int]]) -> list[list[tuple[int, int, int]]]:
-    """One split's dialogue ranges (file order) → consecutive shards; see ``DIALOGUES_PER_SHARD``.
+def find_inputs(data_dir: str, subsets: tuple[str, ...] | None) -> list[DataInput]:
+    """Every ConvLab dataset under ``data_dir`` (or ``data_dir`` itself), restricted to ``subsets``; at a URL,
+    their paths are URLs (``copied_here`` makes local copies)."""
+    found = inputs_in(data_dir, LAYOUTS, "ConvLab data dir")
+    if not subsets:
+        if not found:
+            raise FileNotFoundError(
+                f"no ConvLab dataset in {data_dir} (no <name>/data.zip, data/ or {DUMMY})"
+            )
+        return list(found.values())
+    missing = [name for name in subsets if name not in found]
+    if missing:
+        raise FileNotFoundError(
+            f"no ConvLab dataset {', '.join(missing)} in {data_dir} "
+            f"(looked for <name>/data.zip, <name>/data/{DIALOGUES}, <name>/{DUMMY}); found: {sorted(found)}"
+        )
+    return [found[name] for name in subsets]
 
-    A split too small for two shards of ``MIN_DIALOGUES_PER_SHARD`` stays one shard (a second process
-    would cost more than it saves). Otherwise the count is rounded up to an even number and the cuts fall
-    where the running byte total crosses each equal share, so the shards take about equal time.
-    """
-    if len(ranges) < 2 * MIN_DIALOGUES_PER_SHARD:
-        return [ranges] if ranges else []
-    count = math.ceil(len(ranges) / DIALOGUES_PER_SHARD)
-    count += count % 2
-    running = list(itertools.accumulate(end - start for start, end, _ in ranges))  # bytes up to each
-    total = running[-1]
-    cuts = [0]
-    for share in range(1, count):
-        cut = bisect.bisect_left(running, total * share / count) + 1
-        cuts.append(min(max(cut, cuts[-1] + 1), len(ranges) - (count - share)))
-    cuts.append(len(ranges))
-    return [ranges[low:high] for low, high in itertools.pairwise(cuts)]
+
+def database_files(source: DataInput) -> list[str]:
+    """Every JSON file of ``data/`` besides the dialogues and the ontology: ConvLab's database files."""
+    return [name for name in source.members() if name.endswith(".json") and name not in (DIALOGUES, ONTOLOGY)]
 
 
 def ordered_splits(splits) -> list[str]:

@@ -1,14 +1,10 @@
 """Canonical ConvLab records and rows → ConvLab-3 unified files again: the inverse of ``builders.convlab.parse``.
 
-``dialogue_from_record`` inverts ``parse_dialogue``, ``ontology_from_row`` inverts ``ontology_row`` and
-``database_from_rows`` inverts ``database_rows``; the parser checks its typed acts, state and ontology
-sections against the ``*_to_source`` functions of ``parse`` and keeps the raw value whenever they would not
-give it back, so every dialogue, ontology and database file comes back equal as a JSON value.
-
-:func:`write_files` writes ``<subset>/data/dialogues.json`` (dialogues split by split: train, validation,
-test, then any other, each in file order, which is how ConvLab's own files are laid out), ``ontology.json``
-where the build has an ``ontology`` row and every database file of the ``database`` config. Dialogues
-are streamed into their files one at a time.
+``dialogue_from_record``, ``ontology_from_row`` and ``database_from_rows`` invert ``parse_dialogue``,
+``ontology_row`` and ``database_rows``, so every dialogue, ontology and database file comes back equal as a JSON
+value. :func:`write_files` writes ``<subset>/data/dialogues.json`` (split by split: train, validation, test, then
+any other, each in file order, as ConvLab lays its files out; one dialogue in memory at a time), ``ontology.json``
+and every database file the build has.
 """
 
 from __future__ import annotations

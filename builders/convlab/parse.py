@@ -1,13 +1,10 @@
 """ConvLab-3 unified datasets (``dialogues.json``, ``ontology.json``, databases) → canonical records and rows.
 
-Pure functions. Every ConvLab dialogue becomes one canonical record with one session; every field is
-reachable: typed where the shared schema has a place (acts, state, speaker, utterance), raw in an
-``extra`` otherwise. Each ``*_to_source`` function is the exact inverse of its parser, so that ``convhub
-export`` (``builders.convlab.export``) rebuilds ``dialogues.json`` and ``ontology.json`` as equal JSON values;
-the parsers check that inverse on every value and keep the raw value in ``extra`` whenever the typed form
-would not give it back.
-
-Reading ``dialogues.json`` a shard at a time is ``builders.convlab.scan``'s part.
+Pure functions. Every ConvLab dialogue becomes one canonical record with one session; every field is reachable:
+typed where the shared schema has a place (acts, state, speaker, utterance), raw in an ``extra`` otherwise. Each
+``*_to_source`` function is the exact inverse of its parser, so that ``convhub export`` (``builders.convlab.export``)
+rebuilds ``dialogues.json`` and ``ontology.json`` as equal JSON values; the parsers check that inverse on every
+value and keep the raw value in ``extra`` whenever the typed form would not give it back.
 """
 
 from __future__ import annotations
@@ -15,10 +12,11 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from convhub import schema
+from convhub.engine.shards import RESERVED_SPLITS, SPLIT_NAME
 from convhub.errors import Notes, SourceError, require
 
 ACT_KINDS = ("categorical", "non-categorical", "binary")
@@ -39,15 +37,37 @@ _ESCAPE = "\\"
 # -- dialogues ---------------------------------------------------------------------------------
 
 
-def parse_dialogue(
-    dialogue: Any, subset: str, notes: Notes, path: str = "<memory>", position: int = 0
-) -> dict:
-    """One ConvLab dialogue → one canonical record (one session holding every turn)."""
-    if not isinstance(dialogue, dict):
-        raise SourceError(path, position, None, f"expected a dialogue object, got {type(dialogue).__name__}")
-    dialogue_id = require(dialogue, "dialogue_id", str, path, position)
+def split_checker(path: str) -> Callable[[Any, int], str]:
+    """What the index of one ``dialogues.json`` needs of each dialogue, as ``(dialogue, position) → its split``: an
+    object with a usable split and a ``dialogue_id`` no earlier dialogue of the file has (else a SourceError)."""
+    seen: set[str] = set()
+
+    def split_of(dialogue: Any, position: int) -> str:
+        if not isinstance(dialogue, dict):
+            problem = f"expected a dialogue object, got {type(dialogue).__name__}"
+            raise SourceError(path, position, None, problem)
+        split = require(dialogue, "data_split", str, path, position)
+        if not SPLIT_NAME.fullmatch(split):
+            raise SourceError(path, position, "data_split", f"{split!r} is not a usable split name")
+        if split.lower() in RESERVED_SPLITS:
+            named = dialogue.get("dialogue_id")
+            named = f"dialogue {named!r}: " if isinstance(named, str) else ""
+            problem = f"{named}{split!r} is a split name datasets reserves (the union of every split)"
+            raise SourceError(path, position, "data_split", problem)
+        dialogue_id = require(dialogue, "dialogue_id", str, path, position)
+        if dialogue_id in seen:
+            raise SourceError(path, position, "dialogue_id", f"duplicate dialogue_id {dialogue_id!r}")
+        seen.add(dialogue_id)
+        return split
+
+    return split_of
+
+
+def parse_dialogue(dialogue: dict, subset: str, notes: Notes, path: str = "<memory>") -> dict:
+    """One ConvLab dialogue (an object with a string id and split: :func:`split_checker` read it) → one canonical
+    record (one session holding every turn)."""
+    dialogue_id = dialogue["dialogue_id"]
     dataset = require(dialogue, "dataset", str, path, dialogue_id)
-    require(dialogue, "data_split", str, path, dialogue_id)
     raw_turns = require(dialogue, "turns", list, path, dialogue_id)
     turns = [parse_turn(turn, notes, path, dialogue_id, index) for index, turn in enumerate(raw_turns)]
     extra = {key: value for key, value in dialogue.items() if key not in DIALOGUE_KEYS}
@@ -101,12 +121,9 @@ def parse_turn(turn: Any, notes: Notes, path: str, dialogue_id: str, index: int)
 
 def escape_turn_key(key: str) -> str:
     """A source turn key as the turn's ``extra`` holds it: a marker's name, after any number of ``\\``, gets
-    one ``\\`` more (``state_empty_domains`` → ``\\state_empty_domains``), every other key stays as it is.
-
-    So the markers (bare) and the source keys never share a name in ``extra``, whatever a source holds, and
-    :func:`unescape_turn_key` gives every source key back; no key is refused. Normal ConvLab turns have no
-    such key: their ``extra`` is unchanged.
-    """
+    one ``\\`` more (``state_empty_domains`` → ``\\state_empty_domains``), every other key stays as it is. So
+    markers (bare) and source keys never share a name in ``extra``, and :func:`unescape_turn_key` gives every
+    source key back; no key is refused (normal ConvLab turns have none such: their ``extra`` is unchanged)."""
     return _ESCAPE + key if key.lstrip(_ESCAPE) in TURN_MARKERS else key
 
 
@@ -207,12 +224,8 @@ def parse_act_string(text: str) -> dict:
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         value = None
     value = value if isinstance(value, dict) else {}
-    fields = {
-        key: value.get(key) if isinstance(value.get(key), str) else None
-        for key in ("intent", "domain", "slot")
-    }
-    flags = {key: value.get(key) if isinstance(value.get(key), bool) else None for key in ("user", "system")}
-    return {**fields, **flags}
+    fields = {key: _text(value.get(key)) for key in ("intent", "domain", "slot")}
+    return {**fields, **{key: _bool(value.get(key)) for key in ("user", "system")}}
 
 
 def ontology_row(ontology: Any, subset: str, notes: Notes, path: str) -> dict:
@@ -246,6 +259,10 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _bool(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
 def _domains_to_typed(domains: dict) -> list[dict]:
     return [
         {
@@ -255,9 +272,7 @@ def _domains_to_typed(domains: dict) -> list[dict]:
                 {
                     "name": slot_name,
                     "description": _text(slot.get("description")),
-                    "is_categorical": slot.get("is_categorical")
-                    if isinstance(slot.get("is_categorical"), bool)
-                    else None,
+                    "is_categorical": _bool(slot.get("is_categorical")),
                     "possible_values": [
                         value for value in slot.get("possible_values", []) if isinstance(value, str)
                     ],
@@ -287,9 +302,7 @@ def _domains_to_source(typed: list[dict]) -> dict:
 
 
 def _intents_to_typed(intents: dict) -> list[dict]:
-    return [
-        {"name": name, "description": _text(intent.get("description"))} for name, intent in intents.items()
-    ]
+    return [{"name": name, "description": _text(value.get("description"))} for name, value in intents.items()]
 
 
 def _intents_to_source(typed: list[dict]) -> dict:
@@ -330,6 +343,9 @@ ONTOLOGY_SECTIONS = {
 # -- the dialogues config: a record's ConvLab-only fields, typed ---------------------------------------
 
 
+GOAL_KEYS = ("description", "inform", "request")
+
+
 def _loads(text: str | None) -> Any:
     return json.loads(text) if text else {}
 
@@ -359,9 +375,8 @@ def dialogue_rows(record: dict) -> Iterator[dict]:
         "domains": [d for d in domains if isinstance(d, str)] if isinstance(domains, list) else [],
         "goal": (
             {
-                "description": goal.get("description") if isinstance(goal.get("description"), str) else None,
-                "inform": _slots(goal.get("inform")),
-                "request": _slots(goal.get("request")),
+                key: _slots(goal.get(key)) if key != "description" else _text(goal.get(key))
+                for key in GOAL_KEYS
             }
             if isinstance(goal, dict)
             else None
@@ -378,13 +393,8 @@ def _db_results(turn: dict, turn_index: int) -> Iterator[dict]:
         return
     for domain, entities in results.items():
         for rank, entity in enumerate(entities if isinstance(entities, list) else []):
-            yield {
-                "turn_id": turn["turn_id"],
-                "turn_index": turn_index,
-                "domain": domain,
-                "rank": rank,
-                "entity": schema.to_json(entity),
-            }
+            place = {"turn_id": turn["turn_id"], "turn_index": turn_index, "domain": domain, "rank": rank}
+            yield {**place, "entity": schema.to_json(entity)}
 
 
 # -- database ----------------------------------------------------------------------------------
@@ -415,10 +425,5 @@ def database_rows(content: Any, subset: str, file_name: str, domain: str) -> Ite
         return
     for key, group_domain, entities in groups:
         for index, entity in enumerate(entities):
-            yield {
-                **base,
-                "key": key,
-                "domain": group_domain,
-                "entity_index": index,
-                "entity": schema.to_json(entity),
-            }
+            place = {"key": key, "domain": group_domain, "entity_index": index}
+            yield {**base, **place, "entity": schema.to_json(entity)}

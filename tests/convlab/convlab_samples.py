@@ -1,12 +1,17 @@
 """The project's ConvLab-3 sample (``builders/convlab/sample/``): where it is and its dialogues as read; a turn's
-``extra``."""
+``extra``; the index the build makes of a ``dialogues.json``."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import IO
 
+from builders.convlab import parse
 from builders.convlab.builder import ConvLabBuilder, find_inputs
+from convhub.engine import inputs_ranges
+from convhub.engine.json_list import CHUNK_BYTES
+from convhub.errors import Reject, raise_error
 
 SAMPLE = Path(ConvLabBuilder.sample_dir())
 
@@ -19,3 +24,17 @@ def sample_dialogues(name: str) -> list[dict]:
 def turn_extra(turn: dict) -> dict:
     """A built turn's ``extra`` JSON as a dict (``{}`` when it has none)."""
     return json.loads(turn["extra"]) if turn["extra"] else {}
+
+
+def index_dialogues(
+    stream: IO[bytes],
+    path: str,
+    reject: Reject = raise_error,
+    recover: bool = False,
+    chunk_size: int = CHUNK_BYTES,
+) -> dict[str, list[inputs_ranges.Range]]:
+    """Split → the byte ranges of its dialogues in a ``dialogues.json`` stream, as the builder's ``shards`` index it."""
+    checker = parse.split_checker(path)
+    return inputs_ranges.index_list(
+        stream, path, checker, reject, recover, "dialogue", "dialogue_id", chunk_size
+    )

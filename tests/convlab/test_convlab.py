@@ -13,10 +13,10 @@ from pathlib import Path
 import datasets
 import pytest
 from conftest import shared_data
-from convlab_samples import SAMPLE, sample_dialogues, turn_extra
+from convlab_samples import SAMPLE, index_dialogues, sample_dialogues, turn_extra
 
-from builders.convlab import export, scan
-from builders.convlab.builder import ConvLabBuilder, SubsetInput, find_inputs
+from builders.convlab import export
+from builders.convlab.builder import ConvLabBuilder, DataInput, find_inputs
 from convhub.cli import main as cli
 from convhub.engine.build import build_source, check_source
 from convhub.errors import Notes, SourceError
@@ -175,7 +175,7 @@ def test_every_sample_dialogue_rebuilds_exactly(sample_records):
 )
 def test_bad_dialogues_file_names_file_and_record(text, problem):
     with pytest.raises(SourceError, match=problem) as error:
-        scan.index_dialogues(io.BytesIO(text), "bad/dialogues.json")
+        index_dialogues(io.BytesIO(text), "bad/dialogues.json")
     assert "bad/dialogues.json" in str(error.value)
 
 
@@ -380,7 +380,7 @@ def test_real_ontology_and_database(real_build):
 def test_real_zip_dialogues_rebuild_exactly():
     records, _, _ = records_by_id(shared_data("convlab"), ("camrest", "woz"))
     for name in ("camrest", "woz"):
-        source = SubsetInput(name, "zip", str(shared_data("convlab", name, "data.zip")))
+        source = DataInput(name, "zip", str(shared_data("convlab", name, "data.zip")), inner="data/")
         for dialogue in source.read_json("dialogues.json"):
             assert (
                 export.dialogue_from_record(records[dialogue["dialogue_id"]], dialogue["data_split"])

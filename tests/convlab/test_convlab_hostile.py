@@ -15,10 +15,10 @@ from pathlib import Path
 
 import datasets
 import pytest
+from convlab_samples import index_dialogues
 
-from builders.convlab import files, scan
 from convhub.cli import main as cli
-from convhub.engine import json_list
+from convhub.engine import json_list, zips
 from convhub.engine.build import build_source
 from convhub.export.exporter import export_source
 
@@ -156,7 +156,7 @@ def test_a_zip_bomb_is_refused_before_it_is_inflated(command, tmp_path, capsys):
     """200 MB of spaces in a ~1 MB zip: before, the build inflated all of it (a 1 GB one took minutes and
     2.2 GB of memory) and built two dialogues; now the declared size is refused, in bounded memory."""
     archive = write_bomb(tmp_path / "in" / "toy" / "data.zip", 200 << 20)
-    assert archive.stat().st_size < (200 << 20) // files.ZIP_MAX_RATIO
+    assert archive.stat().st_size < (200 << 20) // zips.ZIP_MAX_RATIO
     tracemalloc.start()
     try:
         started = time.perf_counter()
@@ -179,7 +179,7 @@ def test_a_member_that_compresses_less_than_the_limit_still_builds(tmp_path):
     write_zip(tmp_path / "in" / "toy" / "data.zip", [("data/dialogues.json", padded)])
     with zipfile.ZipFile(tmp_path / "in" / "toy" / "data.zip") as archive:
         info = archive.getinfo("data/dialogues.json")
-        assert info.file_size > files.ZIP_MAX_RATIO * info.compress_size
+        assert info.file_size > zips.ZIP_MAX_RATIO * info.compress_size
     assert run("build", tmp_path / "in", tmp_path) == 0
 
 
@@ -372,7 +372,7 @@ def test_a_long_run_of_spaces_is_skipped_at_c_speed_by_both_indexes():
     raw = b"[" + first + b"," + b" " * spaces + second + b"]"
     started = time.perf_counter()
     ranges = [(start, end) for start, end, *_ in json_list.scan_json_array(io.BytesIO(raw), "f.json")]
-    index = scan.index_dialogues(io.BytesIO(raw), "f.json")  # (the bytes-level index is gone: the scan's)
+    index = index_dialogues(io.BytesIO(raw), "f.json")  # (the bytes-level index is gone: the scan's)
     elapsed = time.perf_counter() - started
     assert ranges == [(1, 1 + len(first)), (len(raw) - 1 - len(second), len(raw) - 1)]
     assert [(start, end) for start, end, _ in index["train"]] == ranges
@@ -421,7 +421,7 @@ def test_reading_on_after_a_break_keeps_memory_to_a_chunk_not_the_file(tmp_path)
     tracemalloc.start()
     try:
         with path.open("rb") as stream:
-            index = scan.index_dialogues(stream, str(path), lambda *a, **k: lost.append(k), recover=True)
+            index = index_dialogues(stream, str(path), lambda *a, **k: lost.append(k), recover=True)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -37,7 +37,7 @@ def test_convlab_reads_a_zip_a_data_folder_and_a_dummy_file_at_a_url_from_local_
     inputs = {shard["input"].name: shard["input"] for shard in convlab_shards(url)}
     assert {name: source.kind for name, source in inputs.items()} == {
         "toychat": "folder",
-        "toydummy": "dummy",
+        "toydummy": "file",
         "toyhotel": "zip",
     }
     assert inputs["toyhotel"].origin == f"{url}/toyhotel/data.zip"

@@ -1,7 +1,11 @@
-"""Writes builders/convlab/sample: two invented ConvLab-3 unified datasets covering SOURCES.md's quirks.
+"""Writes ConvLab's sample (``builders/convlab/sample``): two invented ConvLab-3 unified datasets holding
+the quirks tests/convlab checks. A development tool, so it lives here and not in the installed package.
 
-Run from the project root: ``python builders/convlab/sample/make_sample.py builders/convlab/sample``.
+    python scripts/make_convlab_sample.py            # rewrites builders/convlab/sample/toyhotel and toychat
+    python scripts/make_convlab_sample.py OUT        # writes OUT/toyhotel and OUT/toychat instead
+
 ``toyhotel`` is a ``data.zip`` (ontology, dialogues, two database files); ``toychat`` an extracted ``data/`` folder.
+The output is the same bytes on every run (the zip's members carry a fixed date), so a diff shows any change.
 """
 
 import json
@@ -10,9 +14,10 @@ import shutil
 import sys
 import zipfile
 
-out = sys.argv[1]
-for name in ("toyhotel", "toychat"):
-    shutil.rmtree(os.path.join(out, name), ignore_errors=True)
+#: The sample's folder in the checkout, where the builder finds it.
+SAMPLE_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "builders", "convlab", "sample"
+)
 
 
 def act(intent, domain, slot, value=None, start=None, end=None):
@@ -329,18 +334,6 @@ def dump(value):
     return json.dumps(value, ensure_ascii=False, indent=2)
 
 
-os.makedirs(f"{out}/toyhotel")
-with zipfile.ZipFile(f"{out}/toyhotel/data.zip", "w", zipfile.ZIP_DEFLATED) as archive:
-    for name, value in [
-        ("ontology.json", ontology),
-        ("dialogues.json", dialogues),
-        ("hotel_db.json", hotel_db),
-        ("attraction_db.json", attraction_db),
-    ]:
-        info = zipfile.ZipInfo(f"data/{name}", date_time=(2024, 1, 1, 0, 0, 0))
-        info.compress_type = zipfile.ZIP_DEFLATED
-        archive.writestr(info, dump(value))
-
 # toychat: an extracted data/ folder; chit-chat with no goal and no dialogue_acts on any turn (like MetaLWOZ),
 # emotion/persona/topic keys, train and test only, a dialogue that starts with the system and ends with the user.
 chat = [
@@ -395,7 +388,28 @@ chat_ontology = {
     "state": {},
     "dialogue_acts": {"categorical": [], "non-categorical": [], "binary": []},
 }
-os.makedirs(f"{out}/toychat/data")
-for name, value in [("ontology.json", chat_ontology), ("dialogues.json", chat)]:
-    with open(f"{out}/toychat/data/{name}", "w", encoding="utf-8") as handle:
-        handle.write(dump(value) + "\n")
+
+
+def write_sample(out: str) -> None:
+    """``out/toyhotel/data.zip`` and ``out/toychat/data/``, each replacing what was there (only these two)."""
+    for name in ("toyhotel", "toychat"):
+        shutil.rmtree(os.path.join(out, name), ignore_errors=True)
+    os.makedirs(f"{out}/toyhotel")
+    with zipfile.ZipFile(f"{out}/toyhotel/data.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, value in [
+            ("ontology.json", ontology),
+            ("dialogues.json", dialogues),
+            ("hotel_db.json", hotel_db),
+            ("attraction_db.json", attraction_db),
+        ]:
+            info = zipfile.ZipInfo(f"data/{name}", date_time=(2024, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, dump(value))
+    os.makedirs(f"{out}/toychat/data")
+    for name, value in [("ontology.json", chat_ontology), ("dialogues.json", chat)]:
+        with open(f"{out}/toychat/data/{name}", "w", encoding="utf-8") as handle:
+            handle.write(dump(value) + "\n")
+
+
+if __name__ == "__main__":
+    write_sample(sys.argv[1] if len(sys.argv) > 1 else SAMPLE_DIR)

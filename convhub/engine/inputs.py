@@ -1,0 +1,205 @@
+"""Where a source's files are and opening them: a set of files given as a zip, a folder or one lone file, found in a
+local ``--data-dir`` or at any fsspec URL, read from local copies.
+
+A source names its layouts (``Layout``: "``<name>/data.zip``, else ``<name>/data/``, else ``<name>/dummy.json``")
+and gets one :class:`DataInput` per dataset folder; the input lists and opens its files whichever form they take,
+zips within the bounds of ``convhub.engine.zips``. A ``--data-dir`` at a URL is read from local copies made once
+per version (a zip is read by seeking, which a local file does at no cost and a URL with a request each); errors
+name the URL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import posixpath
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+from convhub.engine import zips
+from convhub.engine.jsonio import loads_exact
+from convhub.errors import Reject, SourceError
+from convhub.storage.folders import fsspec_url, local_copy
+
+#: Characters a card's ``data_files`` read as a pattern: a subset named ``x[1]`` would load ``x1``'s files.
+PATTERN_CHARACTERS = frozenset("[]*?")
+#: Where a local ``--data-dir`` is listed: the same calls list a URL's file system.
+LOCAL = LocalFileSystem()
+
+
+@dataclass(frozen=True)
+class DataInput:
+    """One dataset's files. ``kind`` is ``zip`` (``path`` is the archive, its members the files under ``inner``,
+    e.g. ``data/``), ``folder`` (``path`` is the folder, its members every file below it) or ``file`` (``path``
+    is one file standing for the member named ``inner``).
+
+    ``origin``: the URL ``path`` is a local copy of. Errors name it, and a task on a machine without the copy
+    (a Spark executor elsewhere) makes its own (:meth:`here`).
+    """
+
+    name: str
+    kind: str
+    path: str
+    inner: str = ""
+    origin: str | None = None
+
+    def here(self) -> DataInput:
+        """This input with a ``path`` on this machine: a copy of ``origin`` made here when the driver's is not."""
+        if self.origin is None or os.path.exists(self.path):
+            return self
+        return dataclasses.replace(self, path=local_copy(self.origin, tempfile.gettempdir()))
+
+    @property
+    def shown(self) -> str:
+        """The file or folder an error message names: the URL for a copy."""
+        return self.origin or self.path
+
+    def label(self, member: str) -> str:
+        """The file an error message names."""
+        if self.kind == "zip":
+            return f"{self.shown}:{self.inner}{member}"
+        return self.shown if self.kind == "file" else f"{self.shown}/{member}"
+
+    def members(self) -> list[str]:
+        """The files, relative and sorted; two that are one file once normalized are refused."""
+        if self.kind == "file":
+            return [self.inner]
+        if self.kind == "zip":
+            return zips.member_names(self.path, self.inner, self.shown)
+        found = [
+            os.path.relpath(os.path.join(root, name), self.path)
+            for root, _, files in os.walk(self.path)
+            for name in files
+        ]
+        names = sorted(name.replace(os.sep, "/") for name in found)
+        zips.refuse_same_names(self.shown, names, f"files of {posixpath.basename(self.path)}/")
+        return names
+
+    def member_size(self, member: str) -> int:
+        """A member's size in bytes (inflated, for a zip; 0 when absent)."""
+        if self.kind == "zip":
+            return zips.member_size(self.path, self.inner + member, self.shown)
+        path = self._file(member)
+        return os.path.getsize(path) if os.path.isfile(path) else 0
+
+    @contextlib.contextmanager
+    def open(self, member: str) -> Iterator[IO[bytes]]:
+        """A member as a binary stream; a damaged zip member raises a SourceError naming it."""
+        if self.kind == "zip":
+            with zips.open_member(self.path, self.inner + member, self.shown) as stream:
+                yield stream
+            return
+        with open(self._file(member), "rb") as stream:
+            yield stream
+
+    def read_json(self, member: str) -> Any:
+        """A member's JSON value, exactly ``json.loads``'s; invalid text is a SourceError naming the member."""
+        with self.open(member) as stream:
+            data = stream.read()
+        try:
+            return loads_exact(data)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise SourceError(self.label(member), None, None, f"not valid UTF-8 JSON: {error}") from error
+
+    def stat_key(self, member: str) -> tuple:
+        """Identifies a member as it is now (a cache key): the stat of its file, or of the zip holding it."""
+        stat = os.stat(self.path if self.kind == "zip" else self._file(member))
+        return (self.kind, os.path.realpath(self.path), member, stat.st_size, stat.st_mtime_ns)
+
+    def _file(self, member: str) -> str:
+        return self.path if self.kind == "file" else os.path.join(self.path, member)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One form a dataset's files may take in its folder: ``kind`` and ``inner`` as :class:`DataInput`'s,
+    ``relative`` the archive, folder or file in the dataset's folder, and ``marker`` a member whose presence
+    makes a ``folder`` one (the folder alone may hold anything)."""
+
+    kind: str
+    relative: str
+    inner: str = ""
+    marker: str = ""
+
+
+def data_dir_files(data_dir: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The file system ``data_dir`` (a local path or an fsspec URL, ``s3a://`` included) is on, and its path there."""
+    if "://" in data_dir:
+        return fsspec.core.url_to_fs(fsspec_url(data_dir))
+    return LOCAL, data_dir
+
+
+def input_in(
+    folder: str, layouts: Iterable[Layout], fs: fsspec.AbstractFileSystem = LOCAL
+) -> DataInput | None:
+    """The first of ``layouts`` present in one dataset's ``folder``, named after the folder, or None.
+
+    A folder name a card's ``data_files`` would read as a wildcard is refused: its subset would load another's
+    files."""
+    name = posixpath.basename(posixpath.normpath(folder))
+    for layout in layouts:
+        path = posixpath.join(folder, layout.relative)
+        if fs.isfile(posixpath.join(path, layout.marker) if layout.marker else path):
+            break
+    else:
+        return None
+    wildcards = sorted(PATTERN_CHARACTERS.intersection(name))
+    if wildcards:
+        raise SourceError(
+            folder,
+            None,
+            None,
+            f"the dataset folder name {name!r} holds {' '.join(wildcards)}, which the card's data_files "
+            "read as a wildcard (its subset would load another's files): rename the folder",
+        )
+    return DataInput(name, layout.kind, path, layout.inner)
+
+
+def inputs_in(data_dir: str, layouts: Iterable[Layout], what: str) -> dict[str, DataInput]:
+    """Dataset name → its input: ``data_dir`` itself when it is one dataset's folder, else each of its folders
+    that holds one of ``layouts`` (sorted). ``what`` names the data in errors ("ConvLab data dir")."""
+    layouts = tuple(layouts)
+    fs, root = data_dir_files(data_dir)
+    if not fs.isdir(root):
+        raise FileNotFoundError(f"{what} {data_dir} is not a folder")
+    itself = input_in(data_dir, layouts, fs)
+    if itself is not None:
+        return {itself.name: itself}
+    entries = sorted(posixpath.basename(entry.rstrip("/")) for entry in fs.ls(root, detail=False))
+    found = {}
+    for entry in entries:
+        folder = posixpath.join(data_dir, entry)
+        candidate = input_in(folder, layouts, fs) if fs.isdir(folder) else None
+        if candidate is not None:
+            found[entry] = candidate
+    zips.refuse_same_names(data_dir, sorted(found), "dataset folders")
+    return found
+
+
+def listable(inputs: Iterable[DataInput], reject: Reject) -> list[DataInput]:
+    """The inputs whose files can be listed; one that cannot (a corrupt zip) goes to ``reject`` (scope ``file``)."""
+    found = []
+    for source in inputs:
+        try:
+            source.members()
+        except SourceError as error:
+            reject(error, None, scope="file")
+            continue
+        found.append(source)
+    return found
+
+
+def copied_here(inputs: list[DataInput], folder: str) -> list[DataInput]:
+    """Inputs at URLs as local copies in ``folder`` (each file or folder copied once per version), their URLs kept
+    as their ``origin``."""
+    return [
+        dataclasses.replace(source, path=local_copy(source.path, folder), origin=source.path)
+        for source in inputs
+    ]

@@ -1,0 +1,214 @@
+"""A member that is one large JSON list, read by byte ranges: indexed once, cut into shards by bytes, read back
+with forward seeks.
+
+:func:`index_list` walks the list once (``convhub.engine.json_list``: one chunk and one element in memory) and
+groups each element's byte range by what the source's ``place`` says of it (its split); :func:`shard_ranges`
+cuts a group into consecutive shards of about equal bytes, and each worker reads its shard with
+:func:`read_ranges`, so ``num_proc`` workers share one file. :func:`ranged_shards` and :func:`read_shard` are the
+two together, for a source's ``shards`` and ``parse_shard``.
+
+A zipped list of ``EXTRACT_MIN_BYTES`` or more is first inflated to one temporary copy, which the scan and every
+shard then read: a zip member cannot seek, so each shard would otherwise inflate it again from its start, a cost
+that grows with the square of the file. The index and the copy are kept per file and process, so the streams of
+several configs and a build after them scan and copy once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import bisect
+import contextlib
+import itertools
+import json
+import math
+import os
+import posixpath
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, Any
+
+from convhub.engine.inputs import DataInput
+from convhub.engine.json_list import CHUNK_BYTES, scan_json_array
+from convhub.engine.jsonio import loads_exact
+from convhub.errors import Reject, SourceError, raise_error
+
+Range = tuple[int, int, int]  # (start byte, end byte, position in the list) of one element
+#: A zipped list at least this large is inflated to one copy before it is scanned.
+EXTRACT_MIN_BYTES = 8 << 20
+#: What the index needs of one element (value, position) → the group it goes to; raises a SourceError for a bad one.
+Place = Callable[[Any, int], str]
+
+#: (stat key of the member) → (group → ranges, the copy of a large zipped member or None)
+_INDEX_CACHE: dict[tuple, tuple[dict[str, list[Range]], str | None]] = {}
+_TEMP_DIR: list = []  # [folder, pid of the process that made it]
+
+
+def indexed(
+    source: DataInput,
+    member: str,
+    place: Place,
+    reject: Reject = raise_error,
+    recover: bool = False,
+    element: str = "element",
+    key: str | None = None,
+) -> tuple[dict[str, list[Range]], str | None]:
+    """(group → the byte ranges of its elements, the copy to read them from) of the JSON list ``member``, scanned
+    and copied once per file and process. Bad elements go to ``reject``; an index that rejected some is not kept,
+    so that each build reports them. ``recover``, ``element`` and ``key``: as :func:`index_list`'s."""
+    cache_key = source.stat_key(member)
+    if cache_key in _INDEX_CACHE:
+        return _INDEX_CACHE[cache_key]
+    rejected = []
+
+    def counting_reject(error, raw=None, scope="record", records=None):
+        rejected.append(error)
+        reject(error, raw, scope, records=records)
+
+    copy = None
+    if source.kind == "zip" and source.member_size(member) >= EXTRACT_MIN_BYTES:
+        copy = _copy_path(f"{source.name}-{posixpath.basename(member)}")
+        with source.open(member) as stream, open(copy, "wb") as written:
+            shutil.copyfileobj(stream, written, 16 << 20)
+    with opened(source, member, copy) as stream:
+        index = index_list(stream, source.label(member), place, counting_reject, recover, element, key)
+    if not rejected:
+        _INDEX_CACHE[cache_key] = (index, copy)
+    return index, copy
+
+
+def opened(source: DataInput, member: str, copy: str | None) -> contextlib.AbstractContextManager[IO[bytes]]:
+    """The member's stream: its copy where this process has it (a task elsewhere reads the member itself)."""
+    return open(copy, "rb") if copy and os.path.exists(copy) else source.open(member)
+
+
+def _copy_path(suffix: str) -> str:
+    """A new file in this process's temporary folder (under ``$CONVHUB_TMPDIR`` when set), removed at exit."""
+    if not _TEMP_DIR or _TEMP_DIR[1] != os.getpid():
+        folder = tempfile.mkdtemp(prefix="convhub-inputs-", dir=os.environ.get("CONVHUB_TMPDIR"))
+        _TEMP_DIR[:] = [folder, os.getpid()]
+        atexit.register(_remove_temp_dir, *_TEMP_DIR)
+    handle, path = tempfile.mkstemp(dir=_TEMP_DIR[0], suffix=f"-{suffix}")
+    os.close(handle)
+    return path
+
+
+def _remove_temp_dir(folder: str, pid: int) -> None:
+    if os.getpid() == pid:  # a forked worker inherits the hook: only the process that made it removes it
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def index_list(
+    stream: IO[bytes],
+    path: str,
+    place: Place,
+    reject: Reject = raise_error,
+    recover: bool = False,
+    element: str = "element",
+    key: str | None = None,
+    chunk_size: int = CHUNK_BYTES,
+) -> dict[str, list[Range]]:
+    """Group (``place(value, position)``) → the ranges of its elements, in file order.
+
+    A bad element (``place`` raises) goes to ``reject`` with its value (raising by default). When the list itself
+    breaks, the rest of the file goes there once; ``element`` names an element in errors. With ``recover`` (and ``key``, a key every element has once and
+    nothing inside one has) the scan reads on after the break and ``reject`` gets the break's bytes, scope
+    ``"span"`` and ``records``, the elements it held. (Invalid UTF-8 still ends the scan.) A position counts the
+    elements lost before it, so positions stay positions in the file.
+    """
+    groups: dict[str, list[Range]] = {}
+
+    def on_break(error: SourceError, raw: bytes, lost: int) -> None:
+        reject(error, raw, "span", records=lost)
+
+    scan = scan_json_array(stream, path, chunk_size, on_break if recover else None, element=element, key=key)
+    while True:
+        try:
+            start, end, position, value = next(scan)
+        except StopIteration:
+            break
+        except SourceError as error:
+            reject(error, None, "file")
+            break
+        try:
+            group = place(value, position)
+        except SourceError as error:
+            reject(error, value)
+            continue
+        groups.setdefault(group, []).append((start, end, position))
+    return groups
+
+
+def read_ranges(stream: IO[bytes], ranges: Iterable[Range], path: str) -> Iterator[tuple[int, Any]]:
+    """(position, value) for each byte range, read in file order with forward seeks only, values exactly
+    ``json.loads``'s."""
+    for start, end, position in sorted(ranges):
+        stream.seek(start)
+        data = stream.read(end - start)
+        try:
+            yield position, loads_exact(data)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise SourceError(path, position, None, f"not valid JSON: {error}") from error
+
+
+def shard_ranges(ranges: list[Range], per_shard: int, min_per_shard: int) -> list[list[Range]]:
+    """One group's ranges (file order) → consecutive shards of at most about ``per_shard`` elements.
+
+    A group too small for two shards of ``min_per_shard`` stays one shard (a second process would cost more
+    than it saves). Otherwise the count is rounded up to an even number, so that ``num_proc=2`` gives both
+    workers work on every split, and the cuts fall where the running byte total crosses each equal share, so the
+    shards take about equal time. The shards never depend on ``num_proc``: the rows and their order never do.
+    """
+    if len(ranges) < 2 * min_per_shard:
+        return [ranges] if ranges else []
+    count = math.ceil(len(ranges) / per_shard)
+    count += count % 2
+    running = list(itertools.accumulate(end - start for start, end, _ in ranges))  # bytes up to each
+    total = running[-1]
+    cuts = [0]
+    for share in range(1, count):
+        cut = bisect.bisect_left(running, total * share / count) + 1
+        cuts.append(min(max(cut, cuts[-1] + 1), len(ranges) - (count - share)))
+    cuts.append(len(ranges))
+    return [ranges[low:high] for low, high in itertools.pairwise(cuts)]
+
+
+def ranged_shards(
+    inputs: Iterable[DataInput],
+    member: str,
+    place_for: Callable[[str], Place],
+    reject: Reject = raise_error,
+    recover: bool = False,
+    element: str = "element",
+    key: str | None = None,
+    sizes: tuple[int, int] = (1000, 100),
+    order: Callable[[Iterable[str]], list[str]] = sorted,
+) -> dict[str, list[dict]]:
+    """Group → its shards, input after input: each input's list ``member`` indexed (:func:`indexed`, with
+    ``place_for(the file an error names)``) and each group cut by :func:`shard_ranges` (``sizes``: its
+    ``per_shard`` and ``min_per_shard``), groups in ``order``. A shard is a dict :func:`read_shard` reads: its
+    ``input``, ``member``, ``ranges``, ``copy``, ``path`` (the file errors name) and ``first`` (whether it is its
+    input's first). An input whose list cannot be read at all goes to ``reject`` (scope ``file``)."""
+    shards: dict[str, list[dict]] = {}
+    for source in inputs:
+        path = source.label(member)
+        try:
+            index, copy = indexed(source, member, place_for(path), reject, recover, element, key)
+        except SourceError as error:  # an unreadable file: with a skipping reject, the others go on
+            reject(error, None, scope="file")
+            continue
+        first = True
+        for group in order(index):
+            for ranges in shard_ranges(index[group], *sizes):
+                shard = {"input": source, "member": member, "ranges": ranges, "copy": copy, "path": path}
+                shards.setdefault(group, []).append({**shard, "first": first})
+                first = False
+    return {group: shards[group] for group in order(shards)}
+
+
+def read_shard(shard: dict) -> Iterator[tuple[int, Any]]:
+    """(position, value) of each element of a shard of :func:`ranged_shards`, on any machine: the input is
+    copied here where the driver's copy is not (``DataInput.here``)."""
+    source = shard["input"].here()
+    with opened(source, shard["member"], shard.get("copy")) as stream:
+        yield from read_ranges(stream, shard["ranges"], shard["path"])
