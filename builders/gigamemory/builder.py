@@ -6,7 +6,8 @@ import glob
 import os
 from typing import ClassVar
 
-from builders.gigamemory import index, parse, read
+from builders.gigamemory import groups
+from builders.gigamemory.parse import SUFFIXES, subset_of
 from convhub.engine.builder import ConversationBuilder, download_folder
 from convhub.errors import SourceError
 from convhub.storage.folders import local_copy, url_files
@@ -34,7 +35,7 @@ class GigamemoryBuilder(ConversationBuilder):
   year         = {2025},
   howpublished = {\\url{https://github.com/ai-forever/memory_aij2025}}
 }"""
-    #: Dialogue bytes per shard: several shards give ``num_proc`` work on a large file.
+    #: First-line bytes per shard: several shards give ``num_proc`` work on a large file.
     SHARD_BYTES = 64 * 1024 * 1024
     #: The same for a plain ``.jsonl`` (a ``.gz`` shard decompresses from the file's start to its first line).
     PLAIN_SHARD_BYTES = 8 * 1024 * 1024
@@ -52,20 +53,20 @@ class GigamemoryBuilder(ConversationBuilder):
         if data_dir is None:
             files = [(dl_manager.download(URL), URL.rsplit("/", 1)[-1])]
         elif "://" in data_dir:
-            files = [(url, name) for name, url in url_files(data_dir, read.SUFFIXES)]
+            files = [(url, name) for name, url in url_files(data_dir, SUFFIXES)]
             if not files:
                 raise FileNotFoundError(f"no GigaMemory *.jsonl or *.jsonl.gz file in {data_dir}")
         elif os.path.isfile(data_dir):
             files = [(data_dir, os.path.basename(data_dir))]
         else:
             pattern = os.path.join(glob.escape(data_dir), "*")
-            paths = sorted(path for suffix in read.SUFFIXES for path in glob.glob(pattern + suffix))
+            paths = sorted(path for suffix in SUFFIXES for path in glob.glob(pattern + suffix))
             if not paths:
                 raise FileNotFoundError(f"no GigaMemory *.jsonl or *.jsonl.gz file in {data_dir}")
             files = [(path, os.path.basename(path)) for path in paths]
         by_subset: dict[str, str] = {}
         for path, name in files:
-            subset = read.subset_of(name)
+            subset = subset_of(name)
             if subset in by_subset:
                 raise SourceError(
                     path, None, None, f"same subset {subset!r} as {by_subset[subset]}; rename one"
@@ -78,52 +79,25 @@ class GigamemoryBuilder(ConversationBuilder):
                 raise KeyError(
                     f"gigamemory has no subset {', '.join(unknown)}; subsets: {', '.join(by_subset)}"
                 )
-            files = [(path, name) for path, name in files if read.subset_of(name) in wanted]
+            files = [(path, name) for path, name in files if subset_of(name) in wanted]
         return files
 
-    #: Processes for pass 1 (the index) where no build says its ``num_proc``: pass 1 parses every distinct
-    #: dialogue before the first row, so a stream uses the cores, up to this many.
-    STREAM_INDEX_PROCESSES = 8
-
-    def shards(self, dl_manager, run=None):
-        """Each file's dialogues (pass 1's groups) in shards; with ``run``, an engine's map, pass 1 parses and
-        hashes the distinct dialogues in the engine's tasks.
-
-        A file at a URL is downloaded for pass 1, which maps it whole on this machine; its shards name the URL,
-        and a task where that copy is not (an executor on another machine) reads its lines there."""
+    def shards(self, dl_manager):
+        """Each file's groups of lines (:mod:`builders.gigamemory.groups`) in shards. A file at a URL is copied here
+        for pass 1; its shards name the URL, which a task where that copy is not (another machine) reads."""
         shards = []
         for path, file_name in self.source_files(dl_manager):
-            url = path if "://" in path else None
-            local = local_copy(url, download_folder(dl_manager)) if url else path
-            reject = self.reject if url is None else _naming_the_url(self.reject, local, url)
+            local = local_copy(path, download_folder(dl_manager)) if "://" in path else path
             try:
-                processes = self._build_processes or min(os.cpu_count() or 1, self.STREAM_INDEX_PROCESSES)
-                file_index = index.index_file(local, reject, processes, run, url)
+                file_groups, notes = groups.index_file(local, path, self.reject)
             except SourceError as error:  # an empty file: with --on-bad-record skip, the others go on
-                reject(error, None, scope="file")
+                self.reject(error, None, scope="file")
                 continue
             shard_bytes = self.SHARD_BYTES
             if not path.endswith(".gz"):  # seeks are free: smaller shards balance num_proc workers
                 shard_bytes = min(shard_bytes, self.PLAIN_SHARD_BYTES)
-            planned = index.plan_shards(file_index, shard_bytes, file_name)
-            for shard in planned if url else ():
-                shard.update(path=url, local=local)
-            shards.extend(planned)
+            shards += groups.plan_shards(file_groups, notes, path, file_name, shard_bytes, local)
         return {SPLIT: shards}
 
-    def engine_shards(self, dl_manager, run=None):
-        return self.shards(dl_manager, run)
-
     def parse_shard(self, shard, notes):
-        return parse.parse_shard(shard, notes, self.reject)
-
-
-def _naming_the_url(reject, local: str, url: str):
-    """``reject`` of pass 1's errors, each naming the file at its URL instead of the copy pass 1 read."""
-
-    def renamed(error: SourceError, *args, **kwargs):
-        if error.path == local:
-            error = SourceError(url, error.record, error.field, error.problem)
-        return reject(error, *args, **kwargs)
-
-    return renamed
+        return groups.parse_shard(shard, notes, self.reject)
