@@ -1,25 +1,17 @@
 """GigaMemory's JSON values → canonical records: pure functions that raise ``FieldError`` for a bad field.
 
-A GigaMemory line is one question and the whole dialogue it is asked about; lines with the same dialogue (the
-same ``dialogue_digest``) make one conversation with all their questions (:mod:`builders.gigamemory.groups`
-reads the lines). Every field of every line stays reachable with its raw JSON type: a question's ``extra``
-holds its line's file, number, raw ``id`` and ``ans_session_ids`` (and any other key), a session's its raw
-``id``, and key order is kept where it differs from the real file's: enough to rebuild each line
-(:mod:`builders.gigamemory.export`).
+Every field of every line stays reachable with its raw JSON type: a question's ``extra`` holds its line's file,
+number, raw ``id`` and ``ans_session_ids`` (and any other key), a session's its raw ``id``, and key order is kept
+where it differs from the real file's: enough to rebuild each line (:mod:`builders.gigamemory.export`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import Any
 
-import orjson
-
 from convhub import schema
-from convhub.engine.jsonio import holds_float
+from convhub.engine.json_lines_groups import KeyOf, canonical_digest
 from convhub.errors import FieldError, Notes
 
 #: The four question types of the contest, in the order of its format document.
@@ -32,22 +24,15 @@ MESSAGE_KEYS = ("role", "content")
 ROLES = ("user", "assistant", "system")
 #: A dialogue id is the file stem plus this many hex digits of the dialogue's sha256.
 DIGEST_DIGITS = 16
-SUFFIXES = (".jsonl.gz", ".jsonl")
 
 
 @dataclass
 class Line:
-    """What a conversation keeps of one line besides its dialogue: its number and its question fields."""
+    """What a conversation keeps of one line besides its dialogue: its number and its keys in order, with their
+    values but for ``sessions`` (None)."""
 
     number: int
-    fields: dict[str, Any]  # every key but ``sessions``
-    keys: list[str]  # every key, in the line's order
-
-
-def subset_of(name: str) -> str:
-    """A file's subset is its name without ``.jsonl`` / ``.jsonl.gz``."""
-    path = PurePosixPath(name)
-    return next((path.name[: -len(end)] for end in SUFFIXES if path.name.endswith(end)), path.stem)
+    fields: dict[str, Any]
 
 
 def where(line_number: int, record_id: Any = None) -> str:
@@ -62,28 +47,33 @@ def id_as_text(value: Any, field: str) -> str:
     return str(value)
 
 
-def dialogue_digest(sessions: Any) -> str:
-    """sha256 of ``json.dumps(sessions, ensure_ascii=False, separators=(",", ":"))`` in UTF-8: equal exactly
-    when the dialogues are, ids' types too. ``orjson.dumps`` writes those bytes for a float-free value, much
-    faster; it refuses what it would write otherwise (integers past 64 bits, lone surrogates), which json writes
-    (a lone surrogate through ``surrogatepass``: the record is then rejected by name, as Parquet cannot hold it)."""
-    data = None
-    if not holds_float(sessions):
-        try:
-            data = orjson.dumps(sessions)
-        except TypeError:  # orjson.JSONEncodeError
-            data = None
-    if data is None:
-        text = json.dumps(sessions, ensure_ascii=False, separators=(",", ":"))
-        data = text.encode("utf-8", "surrogatepass")
-    return hashlib.sha256(data).hexdigest()
+def line_place(number: int, record: dict[str, Any]) -> str:
+    """How an error names a line whose id may be bad: by its id only when the id is one."""
+    record_id = record.get("id")
+    return where(number, record_id if type(record_id) in (int, str) else None)
+
+
+def line_key() -> KeyOf:
+    """The key of a file's lines: the digest of its dialogue (``canonical_digest``: conversation ids derive from
+    it); kept of each line is its :class:`Line`. Ids are unique in a file."""
+    first_lines: dict[str, int] = {}
+
+    def key_of(number: int, record: dict[str, Any]) -> tuple[str, Line]:
+        id_text = id_as_text(_required(record, "id"), "id")
+        if id_text in first_lines:
+            raise FieldError("id", f"duplicate id {id_text!r} (first at line {first_lines[id_text]})")
+        _required(record, "sessions")
+        first_lines[id_text] = number
+        return canonical_digest(record["sessions"]), Line(number, {**record, "sessions": None})
+
+    return key_of
 
 
 def conversation(sessions: Any, notes: Notes, digest: str, subset: str) -> dict[str, Any]:
     """The conversation of one dialogue, its ``questions`` still empty."""
-    if not isinstance(sessions, list):
-        raise FieldError("sessions", f"expected a list, got {type(sessions).__name__}")
-    parsed = [parse_session(session, i, notes) for i, session in enumerate(sessions)]
+    parsed = [
+        parse_session(session, i, notes) for i, session in enumerate(_expect(sessions, list, "sessions"))
+    ]
     session_ids = [session["session_id"] for session in parsed]
     if len(set(session_ids)) != len(session_ids):
         duplicate = next(sid for sid in session_ids if session_ids.count(sid) > 1)
@@ -113,20 +103,26 @@ def _leftovers(item: dict, standard: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _expect(value: Any, kind: type, field: str) -> Any:
+    """``value``, if it is a ``kind``."""
     if not isinstance(value, kind):
-        names = {list: "a list", dict: "an object", str: "a string"}
-        raise FieldError(field, f"expected {names[kind]}, got {type(value).__name__}")
+        article = {list: "a list", dict: "an object", str: "a string"}[kind]
+        raise FieldError(field, f"expected {article}, got {type(value).__name__}")
     return value
+
+
+def _required(item: dict, key: str, prefix: str = "") -> Any:
+    """``item[key]``; its absence names the field ``prefix`` + ``key``."""
+    if key not in item:
+        raise FieldError(prefix + key, "missing")
+    return item[key]
 
 
 def parse_session(session: Any, index: int, notes: Notes) -> dict[str, Any]:
     name = f"sessions[{index}]"
-    _expect(session, dict, name)
-    for key in SESSION_KEYS:
-        if key not in session:
-            raise FieldError(f"{name}.{key}", "missing")
-    session_id = id_as_text(session["id"], f"{name}.id")
-    messages = _expect(session["messages"], list, f"{name}.messages")
+    session = _expect(session, dict, name)
+    raw_id, messages = (_required(session, key, f"{name}.") for key in SESSION_KEYS)
+    session_id = id_as_text(raw_id, f"{name}.id")
+    _expect(messages, list, f"{name}.messages")
     if not messages:
         notes.add("session with no messages (no row in the messages config)")
     turns = [parse_message(message, session_id, i, name) for i, message in enumerate(messages)]
@@ -135,30 +131,19 @@ def parse_session(session: Any, index: int, notes: Notes) -> dict[str, Any]:
     if turns and turns[-1]["role"] == "user":
         notes.add("session ending on a user message (kept as is)")
     extra = _leftovers(session, SESSION_KEYS)
-    if not isinstance(session["id"], str):
-        extra["id"] = session["id"]
+    if not isinstance(raw_id, str):
+        extra["id"] = raw_id
     result = schema.empty_session(session_id, turns)
     result["extra"] = schema.to_json(extra) if extra else None
     return result
 
 
 def parse_message(message: Any, session_id: str, index: int, session_name: str) -> dict[str, Any]:
-    """One message → one turn. A message of the real file's shape (``role``, ``content``, both strings, a
-    known role) takes the short way; any other is checked key by key and named in the error."""
-    if (
-        type(message) is dict
-        and tuple(message) == MESSAGE_KEYS
-        and type(message["content"]) is str
-        and message["role"] in ROLES
-    ):
-        role = message["role"]
-        return schema.empty_turn(f"{session_id}:{index}", role, role, message["content"])
+    """One message → one turn; a bad key is named in the error."""
     name = f"{session_name}.messages[{index}]"
-    _expect(message, dict, name)
+    message = _expect(message, dict, name)
     for key in MESSAGE_KEYS:
-        if key not in message:
-            raise FieldError(f"{name}.{key}", "missing")
-        _expect(message[key], str, f"{name}.{key}")
+        _expect(_required(message, key, f"{name}."), str, f"{name}.{key}")
     role = message["role"]
     if role not in ROLES:
         raise FieldError(f"{name}.role", f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
@@ -168,13 +153,12 @@ def parse_message(message: Any, session_id: str, index: int, session_name: str) 
     return turn
 
 
-def parse_question(line: Line, session_ids: set[str], file_name: str, notes: Notes) -> dict[str, Any]:
+def parse_question(line: Line, notes: Notes, session_ids: set[str], file_name: str) -> dict[str, Any]:
     """The question of one line, its evidence resolved against the sessions of its dialogue."""
     fields = line.fields
-    if "question" not in fields:
-        raise FieldError("question", "missing")
-    text = _expect(fields["question"], str, "question")
-    question = schema.empty_question(str(fields["id"]), text)
+    question = schema.empty_question(
+        str(fields["id"]), _expect(_required(fields, "question"), str, "question")
+    )
     extra: dict[str, Any] = {"file": file_name, "line": line.number, "id": fields["id"]}
     question["category"] = _question_type(fields, notes)
     question["answer"] = _answer(fields, extra, notes)
@@ -183,11 +167,7 @@ def parse_question(line: Line, session_ids: set[str], file_name: str, notes: Not
     question["unresolved_evidence"] = [sid for sid in evidence if sid not in session_ids]
     if question["category"] == "no_info" and evidence:
         notes.add("no_info question that still lists answer sessions (kept)")
-    leftovers = _leftovers({key: None for key in line.keys}, RECORD_KEYS)
-    if "fields" in leftovers:
-        leftovers["fields"] = {key: fields[key] for key in leftovers["fields"]}
-    extra.update(leftovers)
-    question["extra"] = schema.to_json(extra)
+    question["extra"] = schema.to_json({**extra, **_leftovers(fields, RECORD_KEYS)})
     return question
 
 
@@ -225,8 +205,7 @@ def _evidence(fields: dict, extra: dict, session_ids: set[str], notes: Notes) ->
         return []
     raw = extra["ans_session_ids"] = _expect(fields["ans_session_ids"], list, "ans_session_ids")
     ids = [id_as_text(value, f"ans_session_ids[{i}]") for i, value in enumerate(raw)]
-    missing = sum(sid not in session_ids for sid in ids)
-    if missing:
+    if missing := sum(sid not in session_ids for sid in ids):
         notes.add(
             "ans_session_ids entry naming no session of the dialogue (kept in unresolved_evidence)", missing
         )

@@ -10,18 +10,21 @@ each is still the very line the first pass read.
 
 from __future__ import annotations
 
+import glob
 import gzip
 import hashlib
 import os
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import PurePosixPath
 from typing import Any
 
 from convhub.engine.jsonio import load_object, refuse_json_document
 from convhub.errors import Notes, Reject, SourceError, raise_error
-from convhub.storage.folders import open_url
+from convhub.storage.folders import open_url, url_files
 
+SUFFIXES = (".jsonl", ".jsonl.gz")
 #: Read buffer of a plain file: ``readline`` would gather a long line (hundreds of KB) 8 KB at a time.
 READ_BUFFER_BYTES = 2**20
 BYTE_ORDER_MARK = b"\xef\xbb\xbf"
@@ -32,6 +35,46 @@ LineSpot = tuple[int, int, int, str]
 def line_place(number: int) -> str:
     """How an error names a line by default: ``record line 3``."""
     return f"line {number}"
+
+
+def find_files(data_dir: str, source: str, suffixes: tuple[str, ...] = SUFFIXES) -> list[tuple[str, str]]:
+    """(local path or URL, file name) of every JSON Lines file directly in the folder ``data_dir``, in path order,
+    or of that one file; ``data_dir`` may be a URL (``hdfs://``, ``s3a://``, any fsspec URL). Finding none is an
+    error naming what ``source`` reads."""
+    if "://" in data_dir:
+        files = [(url, name) for name, url in url_files(data_dir, suffixes)]
+    elif os.path.isfile(data_dir):
+        files = [(data_dir, os.path.basename(data_dir))]
+    else:
+        pattern = os.path.join(glob.escape(data_dir), "*")
+        paths = sorted(path for suffix in suffixes for path in glob.glob(pattern + suffix))
+        files = [(path, os.path.basename(path)) for path in paths]
+    if not files:
+        kinds = " or ".join(f"*{suffix}" for suffix in suffixes)
+        raise FileNotFoundError(f"no {source} {kinds} file in {data_dir}")
+    return files
+
+
+def file_stem(name: str) -> str:
+    """A file's name without its folder and ``.jsonl`` / ``.jsonl.gz`` (or its last suffix): its subset."""
+    path = PurePosixPath(name)
+    return next((path.name[: -len(end)] for end in SUFFIXES[::-1] if path.name.endswith(end)), path.stem)
+
+
+def files_by_stem(
+    files: list[tuple[str, str]], wanted: Iterable[str] | None, source: str
+) -> list[tuple[str, str]]:
+    """The (path, name) of ``files`` whose stems (:func:`file_stem`: one subset per file) are ``wanted`` (all when
+    None). Two files of one stem are a SourceError; a wanted stem without a file a KeyError naming the stems."""
+    by_stem: dict[str, str] = {}
+    for path, name in files:
+        first = by_stem.setdefault(file_stem(name), path)
+        if first != path:
+            raise SourceError(path, None, None, f"same subset {file_stem(name)!r} as {first}; rename one")
+    unknown = sorted(set(wanted or ()) - set(by_stem))
+    if unknown:
+        raise KeyError(f"{source} has no subset {', '.join(unknown)}; subsets: {', '.join(by_stem)}")
+    return [(path, name) for path, name in files if file_stem(name) in (wanted or by_stem)]
 
 
 def open_binary(path: str | os.PathLike):

@@ -26,9 +26,10 @@ from gigamemory_lines import (
     write_jsonl,
 )
 
-from builders.gigamemory import groups, parse
+from builders.gigamemory import builder, parse
 from builders.gigamemory.builder import GigamemoryBuilder
 from convhub.cli import main as cli
+from convhub.engine import json_lines
 from convhub.engine.build import build_source, check_source
 from convhub.errors import SourceError
 
@@ -257,7 +258,7 @@ def test_bad_json_in_a_gz_names_the_line(tmp_path):
     with gzip.open(path, "wt", encoding="utf-8") as handle:
         handle.write(good + "\n" + good.replace('"id": 1', '"id": 2') + "\n" + '{"id": 3, "question": \n')
     with pytest.raises(SourceError, match=r"broken\.jsonl\.gz, record at line 3: not valid JSON"):
-        groups.index_file(str(path))
+        builder.index_file(str(path))
 
 
 def test_bad_field_in_a_gz_names_line_and_field(tmp_path):
@@ -273,7 +274,7 @@ def test_truncated_gz_is_a_source_error(tmp_path):
     )
     path.write_bytes(path.read_bytes()[:-30])
     with pytest.raises(SourceError, match=r"t\.jsonl\.gz, record at line \d+: cannot read the file"):
-        groups.index_file(str(path))
+        builder.index_file(str(path))
 
 
 @pytest.mark.parametrize("content", [b"", b"\n\n"])
@@ -281,7 +282,7 @@ def test_empty_file_is_a_clear_error(tmp_path, content):
     path = tmp_path / "empty.jsonl"
     path.write_bytes(content)
     with pytest.raises(SourceError, match="no records: the file is empty"):
-        groups.index_file(str(path))
+        builder.index_file(str(path))
 
 
 @pytest.mark.parametrize(
@@ -355,7 +356,7 @@ def test_default_download_is_the_public_sample():
     from builders.gigamemory import builder
 
     assert builder.URL.endswith("ai-forever/memory_aij2025/main/data/format_example.jsonl")
-    assert parse.subset_of(builder.URL) == "format_example"
+    assert json_lines.file_stem(builder.URL) == "format_example"
 
 
 def test_a_stream_gives_the_rows_of_a_build(tmp_path):

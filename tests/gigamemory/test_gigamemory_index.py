@@ -21,9 +21,10 @@ from gigamemory_lines import (
     write_jsonl,
 )
 
-from builders.gigamemory import groups, parse
+from builders.gigamemory import builder
 from builders.gigamemory.builder import GigamemoryBuilder
 from convhub.engine.build import build_source
+from convhub.engine.json_lines_groups import canonical_digest
 from convhub.errors import Notes, SourceError
 
 # -- grouping and ids ---------------------------------------------------------------------------------
@@ -40,7 +41,7 @@ def test_non_adjacent_lines_with_one_dialogue_become_one_conversation(tmp_path):
     )
     records, notes = parse_path(path)
     assert [[q["question_id"] for q in r["questions"]] for r in records] == [["10", "12"], ["11"]]
-    digest = parse.dialogue_digest(DIALOGUE_A)
+    digest = canonical_digest(DIALOGUE_A)
     assert records[0]["conversation_id"] == f"val:{digest[:16]}"
     assert json.loads(records[0]["extra"]) == {"dialogue_sha256": digest}
     assert notes["line sharing its dialogue with an earlier line (one conversation, several questions)"] == 1
@@ -66,9 +67,9 @@ def test_index_keeps_no_dialogue(tmp_path):
     path = write_jsonl(
         tmp_path / "a.jsonl", [line(1, "no_info", DIALOGUE_A, []), line(2, "no_info", DIALOGUE_A, [])]
     )
-    file_groups, _ = groups.index_file(str(path))
-    assert len(file_groups) == 1 and len(file_groups[0].lines) == 2
-    assert all("sessions" not in item.fields for item in file_groups[0].lines)
+    file_groups, _ = builder.index_file(str(path))
+    assert len(file_groups) == 1 and len(file_groups[0].kept) == 2
+    assert all(item.fields["sessions"] is None for item in file_groups[0].kept)
 
 
 def tricky_lines() -> list[bytes]:
@@ -108,7 +109,7 @@ def test_tricky_lines_index_and_parse_as_json_reads_them(tmp_path):
 
     notes = Notes()
     shards = shards_of(path, reject=reject)
-    records = [r for shard in shards for r in groups.parse_shard(shard, notes, reject)]
+    records = [r for shard in shards for r in builder.parse_shard(shard, notes, reject)]
     file_groups = [group for shard in shards for group in shard["groups"]]
     assert [[q["question_id"] for q in r["questions"]] for r in records] == [
         ["1", "2", "8"],
@@ -117,7 +118,7 @@ def test_tricky_lines_index_and_parse_as_json_reads_them(tmp_path):
         ["5", "9", "12"],
         ["7"],
     ]
-    assert [x.number for x in file_groups[3].lines] == [5, 6, 9, 10, 12]  # the last "sessions" key wins
+    assert [x.number for x in file_groups[3].kept] == [5, 6, 9, 10, 12]  # the last "sessions" key wins
     assert [error.split(", ")[1] for error in rejected] == [
         "record 6 at line 6",
         "record 10 at line 10",
@@ -127,12 +128,12 @@ def test_tricky_lines_index_and_parse_as_json_reads_them(tmp_path):
     assert json.loads(records[1]["questions"][0]["extra"])["ans"] == 2**70
     floats = json.loads(tricky_lines()[2])["sessions"]
     canonical = json.dumps(floats, ensure_ascii=False, separators=(",", ":")).encode()
-    assert file_groups[1].digest == hashlib.sha256(canonical).hexdigest()
+    assert file_groups[1].key == hashlib.sha256(canonical).hexdigest()
 
 
 def _index_figures(path, reject=lambda *args, **kwargs: None) -> tuple:
-    file_groups, notes = groups.index_file(str(path), reject=reject)
-    figures = [(g.digest, g.spot, [(x.number, x.fields, x.keys) for x in g.lines]) for g in file_groups]
+    file_groups, notes = builder.index_file(str(path), reject=reject)
+    figures = [(g.key, g.spot, [(x.number, x.fields) for x in g.kept]) for g in file_groups]
     return figures, dict(notes)
 
 
@@ -201,7 +202,7 @@ def test_a_file_changed_between_the_passes_is_refused(tmp_path):
     [shard] = shards_of(path)
     path.write_bytes(path.read_bytes().replace("Иван".encode(), "Пётр".encode()))
     with pytest.raises(SourceError, match="changed while it was being converted"):
-        list(groups.parse_shard(shard, Notes()))
+        list(builder.parse_shard(shard, Notes()))
 
 
 def test_several_shards_of_a_gz_give_the_same_records_as_one(tmp_path):
@@ -211,7 +212,7 @@ def test_several_shards_of_a_gz_give_the_same_records_as_one(tmp_path):
     whole, _ = parse_path(path)
     shards = shards_of(path, shard_bytes=1)
     assert len(shards) == 7
-    pieces = [record for shard in shards for record in groups.parse_shard(shard, Notes())]
+    pieces = [record for shard in shards for record in builder.parse_shard(shard, Notes())]
     assert pieces == whole
     assert [len(record["questions"]) for record in whole] == [2, 2, 2, 2, 2, 1, 1]
 

@@ -13,7 +13,7 @@ import datasets
 import pytest
 from conftest import uploaded
 
-from builders.gigamemory import groups
+from builders.gigamemory import builder
 from builders.gigamemory.builder import GigamemoryBuilder
 from convhub import registry
 from convhub.engine import quarantine
@@ -39,11 +39,11 @@ def test_a_gigamemory_task_without_the_local_copy_reads_its_lines_at_the_url(buc
     url = uploaded(folder, bucket)
     shards = gigamemory_shards(url)
     assert shards and all(shard["path"].startswith("memory://") and "local" in shard for shard in shards)
-    here = [record for shard in shards for record in groups.parse_shard(shard, Notes())]
+    here = [record for shard in shards for record in builder.parse_shard(shard, Notes())]
     elsewhere = [
         record
         for shard in shards
-        for record in groups.parse_shard({**shard, "local": str(tmp_path / "not-on-this-machine")}, Notes())
+        for record in builder.parse_shard({**shard, "local": str(tmp_path / "not-on-this-machine")}, Notes())
     ]
     assert here == elsewhere and len(here) == 2  # the two dialogues of the file
 
@@ -51,8 +51,8 @@ def test_a_gigamemory_task_without_the_local_copy_reads_its_lines_at_the_url(buc
 def test_gigamemory_pass_one_reads_a_file_at_its_url_as_its_local_copy(bucket, tmp_path):
     sample = Path(registry.get("gigamemory").sample_dir()) / "dialogues.jsonl"
     url = uploaded(sample.parent, bucket) + "/dialogues.jsonl"
-    at_url, url_notes = groups.index_file(url)
-    here, notes = groups.index_file(str(sample))
+    at_url, url_notes = builder.index_file(url)
+    here, notes = builder.index_file(str(sample))
     assert at_url == here and url_notes == notes and len(here) == 2
 
 
