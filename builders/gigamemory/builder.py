@@ -1,9 +1,7 @@
 """GigaMemory: the long-term-memory benchmark of the AI Journey 2025 contest (ai-forever/memory_aij2025).
 
-Each line is one question and the whole dialogue it is asked about (~350k characters), and lines far apart can
-share one dialogue: the engine reads a file in two passes (``convhub.engine.json_lines_groups``), lines grouped by
-their dialogue's digest; each group is one conversation with the questions of all its lines (:mod:`.parse`).
-"""
+Each line is a question and the whole dialogue it asks about, and lines far apart can share one: a file is read in
+two passes (``convhub.engine.json_lines_groups``), its lines grouped by dialogue, one conversation per group."""
 
 from __future__ import annotations
 
@@ -50,9 +48,8 @@ class GigamemoryBuilder(ConversationBuilder):
     WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {"sessions": 32}
 
     def source_files(self, dl_manager) -> list[tuple[str, str]]:
-        """(local path or URL, file name) of every ``*.jsonl`` / ``*.jsonl.gz`` of ``--data-dir`` (a folder, a file
-        or a URL), or of the public sample, downloaded. Each file is a subset named by its stem; ``--subset``
-        keeps some of them."""
+        """(local path or URL, name) of every ``*.jsonl`` / ``*.jsonl.gz`` of ``--data-dir`` (a folder, a file or a URL)
+        or of the public sample, downloaded; a file is a subset named by its stem (``--subset`` keeps some)."""
         data_dir = self.config.data_dir
         if data_dir is None:
             files = [(dl_manager.download(URL), URL.rsplit("/", 1)[-1])]
@@ -87,9 +84,8 @@ class GigamemoryBuilder(ConversationBuilder):
 def index_file(path: str, name: str | None = None, reject: Reject = raise_error):
     """Pass 1 over one file (``name``: the URL ``path`` is a copy of): its groups and notes."""
     shared = "line sharing its dialogue with an earlier line (one conversation, several questions)"
-    key_of = parse.line_key()
     return json_lines_groups.index_groups(
-        path, "GigaMemory", key_of, name, reject, where, parse.line_place, shared
+        path, "GigaMemory", parse.line_key(), name, reject, where, where, shared
     )
 
 
@@ -111,12 +107,12 @@ def _conversation(group, raw: bytes, shard: dict[str, Any], notes: Notes, reject
     sessions = load_object(raw, name, where(first.number))["sessions"]
     convert = partial(parse.conversation, digest=group.key, subset=shard["subset"])
     try:
-        record = convert_one(name, where(first.number, first.fields["id"]), sessions, convert, notes)
+        record = convert_one(name, where(first.number, first.fields), sessions, convert, notes)
     except SourceError as error:
         reject(error, raw)
         for line in group.kept[1:]:
             shared = f"{error.problem} (in the dialogue this line shares with line {first.number})"
-            line_error = SourceError(name, where(line.number, line.fields["id"]), error.field, shared)
+            line_error = SourceError(name, where(line.number, line.fields), error.field, shared)
             reject(line_error, {**line.fields, "sessions": f"<the sessions of line {first.number}>"})
         return None
     session_ids = {session["session_id"] for session in record["sessions"]}
@@ -127,6 +123,6 @@ def _conversation(group, raw: bytes, shard: dict[str, Any], notes: Notes, reject
             error, raw if line is first else {**line.fields, "sessions": "<not kept: the dialogue is valid>"}
         )
 
-    lines = ((where(line.number, line.fields["id"]), line) for line in group.kept)
+    lines = ((where(line.number, line.fields), line) for line in group.kept)
     record["questions"] = list(convert_records(name, lines, question, notes, reject_line))
     return record

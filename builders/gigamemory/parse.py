@@ -28,16 +28,16 @@ DIGEST_DIGITS = 16
 
 @dataclass
 class Line:
-    """What a conversation keeps of one line besides its dialogue: its number and its keys in order, with their
-    values but for ``sessions`` (None)."""
+    """What is kept of a line besides its dialogue: its number, its keys in order and their values (sessions: None)."""
 
     number: int
     fields: dict[str, Any]
 
 
-def where(line_number: int, record_id: Any = None) -> str:
-    """How an error names a line: ``record 5 at line 3``, or ``record at line 3`` before its id is known."""
-    return f"at line {line_number}" if record_id is None else f"{record_id!r} at line {line_number}"
+def where(number: int, record: dict[str, Any] | None = None) -> str:
+    """How an error names a line: ``record 5 at line 3`` by its id, where it has one, else ``record at line 3``."""
+    record_id = (record or {}).get("id")
+    return f"{record_id!r} at line {number}" if type(record_id) in (int, str) else f"at line {number}"
 
 
 def id_as_text(value: Any, field: str) -> str:
@@ -45,12 +45,6 @@ def id_as_text(value: Any, field: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise FieldError(field, f"expected an integer or a string, got {type(value).__name__}")
     return str(value)
-
-
-def line_place(number: int, record: dict[str, Any]) -> str:
-    """How an error names a line whose id may be bad: by its id only when the id is one."""
-    record_id = record.get("id")
-    return where(number, record_id if type(record_id) in (int, str) else None)
 
 
 def line_key() -> KeyOf:
@@ -92,14 +86,10 @@ def conversation(sessions: Any, notes: Notes, digest: str, subset: str) -> dict[
 
 def _leftovers(item: dict, standard: tuple[str, ...]) -> dict[str, Any]:
     """Key order where it differs from the real file's, and keys the format does not name."""
-    extra: dict[str, Any] = {}
     if tuple(item) == standard:  # the common case: nothing to keep
-        return extra
-    extra["key_order"] = list(item)
+        return {}
     unknown = {key: value for key, value in item.items() if key not in standard}
-    if unknown:
-        extra["fields"] = unknown
-    return extra
+    return {"key_order": list(item), **({"fields": unknown} if unknown else {})}
 
 
 def _expect(value: Any, kind: type, field: str) -> Any:
@@ -156,9 +146,8 @@ def parse_message(message: Any, session_id: str, index: int, session_name: str) 
 def parse_question(line: Line, notes: Notes, session_ids: set[str], file_name: str) -> dict[str, Any]:
     """The question of one line, its evidence resolved against the sessions of its dialogue."""
     fields = line.fields
-    question = schema.empty_question(
-        str(fields["id"]), _expect(_required(fields, "question"), str, "question")
-    )
+    text = _expect(_required(fields, "question"), str, "question")
+    question = schema.empty_question(str(fields["id"]), text)
     extra: dict[str, Any] = {"file": file_name, "line": line.number, "id": fields["id"]}
     question["category"] = _question_type(fields, notes)
     question["answer"] = _answer(fields, extra, notes)
@@ -172,12 +161,10 @@ def parse_question(line: Line, notes: Notes, session_ids: set[str], file_name: s
 
 
 def _question_type(fields: dict, notes: Notes) -> str | None:
-    if "question_type" not in fields:
-        notes.add("line without question_type (category null)")
-        return None
-    value = fields["question_type"]
+    value = fields.get("question_type")
     if value is None:
-        notes.add("question_type null (category null)")
+        absent = "question_type null" if "question_type" in fields else "line without question_type"
+        notes.add(f"{absent} (category null)")
         return None
     if _expect(value, str, "question_type") not in QUESTION_TYPES:
         notes.add(f"question_type outside the four of the contest: {value!r}")
