@@ -1,15 +1,21 @@
-"""GigaMemory: the long-term-memory benchmark of the AI Journey 2025 contest (ai-forever/memory_aij2025)."""
+"""GigaMemory: the long-term-memory benchmark of the AI Journey 2025 contest (ai-forever/memory_aij2025).
+
+Each line is a question and the whole dialogue it asks about, and lines far apart can share one: a file is read in
+two passes (``convhub.engine.json_lines_groups``), its lines grouped by dialogue, one conversation per group."""
 
 from __future__ import annotations
 
-import glob
-import os
-from typing import ClassVar
+from functools import partial
+from typing import Any, ClassVar
 
-from builders.gigamemory import index, parse, read
+from builders.gigamemory import parse
+from builders.gigamemory.parse import Line, where
+from convhub.engine import json_lines, json_lines_groups
 from convhub.engine.builder import ConversationBuilder, download_folder
-from convhub.errors import SourceError
-from convhub.storage.folders import local_copy, url_files
+from convhub.engine.jsonio import load_object
+from convhub.engine.records import convert_one, convert_records
+from convhub.errors import Notes, Reject, SourceError, raise_error
+from convhub.storage.folders import local_copy
 
 #: The public sample; the contest's evaluation sets are closed.
 URL = "https://raw.githubusercontent.com/ai-forever/memory_aij2025/main/data/format_example.jsonl"
@@ -34,7 +40,7 @@ class GigamemoryBuilder(ConversationBuilder):
   year         = {2025},
   howpublished = {\\url{https://github.com/ai-forever/memory_aij2025}}
 }"""
-    #: Dialogue bytes per shard: several shards give ``num_proc`` work on a large file.
+    #: First-line bytes per shard: several shards give ``num_proc`` work on a large file.
     SHARD_BYTES = 64 * 1024 * 1024
     #: The same for a plain ``.jsonl`` (a ``.gz`` shard decompresses from the file's start to its first line).
     PLAIN_SHARD_BYTES = 8 * 1024 * 1024
@@ -42,88 +48,81 @@ class GigamemoryBuilder(ConversationBuilder):
     WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {"sessions": 32}
 
     def source_files(self, dl_manager) -> list[tuple[str, str]]:
-        """(local path or URL, file name) of every ``*.jsonl`` / ``*.jsonl.gz`` of ``--data-dir`` (or that one
-        file); ``--data-dir`` may be a URL (``hdfs://``, ``s3a://``, any fsspec URL).
-
-        Without ``--data-dir``: the public sample, downloaded (the cache names it by a hash, hence the name).
-        Each file is a subset named by its stem; ``--subset`` keeps some of them.
-        """
+        """(local path or URL, name) of every ``*.jsonl`` / ``*.jsonl.gz`` of ``--data-dir`` (a folder, a file or a URL)
+        or of the public sample, downloaded; a file is a subset named by its stem (``--subset`` keeps some)."""
         data_dir = self.config.data_dir
         if data_dir is None:
             files = [(dl_manager.download(URL), URL.rsplit("/", 1)[-1])]
-        elif "://" in data_dir:
-            files = [(url, name) for name, url in url_files(data_dir, read.SUFFIXES)]
-            if not files:
-                raise FileNotFoundError(f"no GigaMemory *.jsonl or *.jsonl.gz file in {data_dir}")
-        elif os.path.isfile(data_dir):
-            files = [(data_dir, os.path.basename(data_dir))]
         else:
-            pattern = os.path.join(glob.escape(data_dir), "*")
-            paths = sorted(path for suffix in read.SUFFIXES for path in glob.glob(pattern + suffix))
-            if not paths:
-                raise FileNotFoundError(f"no GigaMemory *.jsonl or *.jsonl.gz file in {data_dir}")
-            files = [(path, os.path.basename(path)) for path in paths]
-        by_subset: dict[str, str] = {}
-        for path, name in files:
-            subset = read.subset_of(name)
-            if subset in by_subset:
-                raise SourceError(
-                    path, None, None, f"same subset {subset!r} as {by_subset[subset]}; rename one"
-                )
-            by_subset[subset] = path
-        wanted = self.config.subsets
-        if wanted:
-            unknown = sorted(set(wanted) - set(by_subset))
-            if unknown:
-                raise KeyError(
-                    f"gigamemory has no subset {', '.join(unknown)}; subsets: {', '.join(by_subset)}"
-                )
-            files = [(path, name) for path, name in files if read.subset_of(name) in wanted]
-        return files
+            files = json_lines.find_files(data_dir, "GigaMemory")
+        return json_lines.files_by_stem(files, self.config.subsets, self.SOURCE)
 
-    #: Processes for pass 1 (the index) where no build says its ``num_proc``: pass 1 parses every distinct
-    #: dialogue before the first row, so a stream uses the cores, up to this many.
-    STREAM_INDEX_PROCESSES = 8
-
-    def shards(self, dl_manager, run=None):
-        """Each file's dialogues (pass 1's groups) in shards; with ``run``, an engine's map, pass 1 parses and
-        hashes the distinct dialogues in the engine's tasks.
-
-        A file at a URL is downloaded for pass 1, which maps it whole on this machine; its shards name the URL,
-        and a task where that copy is not (an executor on another machine) reads its lines there."""
+    def shards(self, dl_manager):
+        """Each file's groups of lines in shards. A file at a URL is copied here for pass 1; its shards name the
+        URL, which a task where that copy is not (another machine) reads."""
         shards = []
         for path, file_name in self.source_files(dl_manager):
-            url = path if "://" in path else None
-            local = local_copy(url, download_folder(dl_manager)) if url else path
-            reject = self.reject if url is None else _naming_the_url(self.reject, local, url)
+            local = local_copy(path, download_folder(dl_manager)) if "://" in path else path
             try:
-                processes = self._build_processes or min(os.cpu_count() or 1, self.STREAM_INDEX_PROCESSES)
-                file_index = index.index_file(local, reject, processes, run, url)
+                groups, notes = index_file(local, path, self.reject)
             except SourceError as error:  # an empty file: with --on-bad-record skip, the others go on
-                reject(error, None, scope="file")
+                self.reject(error, None, scope="file")
                 continue
-            shard_bytes = self.SHARD_BYTES
-            if not path.endswith(".gz"):  # seeks are free: smaller shards balance num_proc workers
-                shard_bytes = min(shard_bytes, self.PLAIN_SHARD_BYTES)
-            planned = index.plan_shards(file_index, shard_bytes, file_name)
-            for shard in planned if url else ():
-                shard.update(path=url, local=local)
-            shards.extend(planned)
+            # a plain file's seeks are free: smaller shards balance num_proc workers
+            gz = path.endswith(".gz")
+            shard_bytes = self.SHARD_BYTES if gz else min(self.SHARD_BYTES, self.PLAIN_SHARD_BYTES)
+            subset = json_lines.file_stem(file_name)
+            shards += json_lines_groups.group_shards(
+                groups, notes, shard_bytes, path, local, file_name=file_name, subset=subset
+            )
         return {SPLIT: shards}
 
-    def engine_shards(self, dl_manager, run=None):
-        return self.shards(dl_manager, run)
-
     def parse_shard(self, shard, notes):
-        return parse.parse_shard(shard, notes, self.reject)
+        return parse_shard(shard, notes, self.reject)
 
 
-def _naming_the_url(reject, local: str, url: str):
-    """``reject`` of pass 1's errors, each naming the file at its URL instead of the copy pass 1 read."""
+def index_file(path: str, name: str | None = None, reject: Reject = raise_error):
+    """Pass 1 over one file (``name``: the URL ``path`` is a copy of): its groups and notes."""
+    shared = "line sharing its dialogue with an earlier line (one conversation, several questions)"
+    return json_lines_groups.index_groups(
+        path, "GigaMemory", parse.line_key(), name, reject, where, where, shared
+    )
 
-    def renamed(error: SourceError, *args, **kwargs):
-        if error.path == local:
-            error = SourceError(url, error.record, error.field, error.problem)
-        return reject(error, *args, **kwargs)
 
-    return renamed
+def parse_shard(shard: dict[str, Any], notes: Notes, reject: Reject = raise_error):
+    """Pass 2: one conversation per group of lines, from its first line read again; none when ``reject`` took
+    every line of it. Normalizations are counted only for what is kept."""
+    for group, raw in json_lines_groups.first_lines(shard, notes, where):
+        counted = Notes()
+        record = _conversation(group, raw, shard, counted, reject)
+        if record is not None and record["questions"]:
+            notes.update(counted)
+            yield record
+
+
+def _conversation(group, raw: bytes, shard: dict[str, Any], notes: Notes, reject: Reject) -> dict | None:
+    """The conversation of a group; a bad dialogue rejects every line that shares it (each named by its own
+    line), a bad question only its line."""
+    name, first = shard["path"], group.kept[0]
+    sessions = load_object(raw, name, where(first.number))["sessions"]
+    convert = partial(parse.conversation, digest=group.key, subset=shard["subset"])
+    try:
+        record = convert_one(name, where(first.number, first.fields), sessions, convert, notes)
+    except SourceError as error:
+        reject(error, raw)
+        for line in group.kept[1:]:
+            shared = f"{error.problem} (in the dialogue this line shares with line {first.number})"
+            line_error = SourceError(name, where(line.number, line.fields), error.field, shared)
+            reject(line_error, {**line.fields, "sessions": f"<the sessions of line {first.number}>"})
+        return None
+    session_ids = {session["session_id"] for session in record["sessions"]}
+    question = partial(parse.parse_question, session_ids=session_ids, file_name=shard["file_name"])
+
+    def reject_line(error: SourceError, line: Line) -> None:
+        reject(
+            error, raw if line is first else {**line.fields, "sessions": "<not kept: the dialogue is valid>"}
+        )
+
+    lines = ((where(line.number, line.fields), line) for line in group.kept)
+    record["questions"] = list(convert_records(name, lines, question, notes, reject_line))
+    return record

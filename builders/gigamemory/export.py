@@ -1,11 +1,9 @@
 """Canonical GigaMemory records → GigaMemory JSONL lines again: the inverse of ``builders.gigamemory.parse``.
 
-One record is one dialogue and every question asked about it; each question's ``extra`` names its file and
-line and keeps the raw ``id``, ``ans_session_ids`` (and a numeric ``ans``) and, where it differs from the real
-file's, the line's key order. So every line comes back whole, in its file at its line number, and written as
-``json.dumps(line, ensure_ascii=False)`` it is byte for byte the line of the public file. :func:`write_files`
-streams: a ~350k-character line is spooled to disk as soon as it is rebuilt (``LineSpool``), never held
-with the others.
+Each question's ``extra`` names its file and line and keeps what the canonical fields do not (raw ids, a numeric
+``ans``, key order), so every line comes back whole, at its place: written as ``json.dumps(line,
+ensure_ascii=False)`` it is byte for byte the line of the public file. A rebuilt ~350k-character line is spooled
+to disk at once (``LineSpool``), never held with the others.
 """
 
 from __future__ import annotations

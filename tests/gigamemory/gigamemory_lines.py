@@ -8,8 +8,9 @@ import gzip
 import json
 from pathlib import Path
 
-from builders.gigamemory import export, index, parse
-from convhub.errors import Notes
+from builders.gigamemory import builder, export
+from convhub.engine import json_lines, json_lines_groups
+from convhub.errors import Notes, raise_error
 
 # -- fixture writers ----------------------------------------------------------------------------------
 
@@ -52,8 +53,16 @@ def write_jsonl(path: Path, records, gz: bool = False, newline: str = "\n") -> P
 def parse_path(path: Path, shard_bytes: int = 1 << 30) -> tuple[list[dict], Notes]:
     """Canonical records of one file through both passes, as the builder runs them."""
     notes = Notes()
-    shards = index.plan_shards(index.index_file(path), shard_bytes)
-    return [record for shard in shards for record in parse.parse_shard(shard, notes)], notes
+    return [
+        record for shard in shards_of(path, shard_bytes) for record in builder.parse_shard(shard, notes)
+    ], notes
+
+
+def shards_of(path: Path, shard_bytes: int = 1 << 30, reject=raise_error) -> list[dict]:
+    """Pass 1 over one file and its shards, as the builder plans them."""
+    file_groups, notes = builder.index_file(str(path), reject=reject)
+    fields = {"file_name": path.name, "subset": json_lines.file_stem(path.name)}
+    return json_lines_groups.group_shards(file_groups, notes, shard_bytes, str(path), **fields)
 
 
 def extra(value):

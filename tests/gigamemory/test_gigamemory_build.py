@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 from pathlib import Path
 
 import datasets
@@ -27,9 +26,10 @@ from gigamemory_lines import (
     write_jsonl,
 )
 
-from builders.gigamemory import index, parse, read
+from builders.gigamemory import builder, parse
 from builders.gigamemory.builder import GigamemoryBuilder
 from convhub.cli import main as cli
+from convhub.engine import json_lines
 from convhub.engine.build import build_source, check_source
 from convhub.errors import SourceError
 
@@ -258,7 +258,7 @@ def test_bad_json_in_a_gz_names_the_line(tmp_path):
     with gzip.open(path, "wt", encoding="utf-8") as handle:
         handle.write(good + "\n" + good.replace('"id": 1', '"id": 2') + "\n" + '{"id": 3, "question": \n')
     with pytest.raises(SourceError, match=r"broken\.jsonl\.gz, record at line 3: not valid JSON"):
-        index.index_file(path)
+        builder.index_file(str(path))
 
 
 def test_bad_field_in_a_gz_names_line_and_field(tmp_path):
@@ -274,7 +274,7 @@ def test_truncated_gz_is_a_source_error(tmp_path):
     )
     path.write_bytes(path.read_bytes()[:-30])
     with pytest.raises(SourceError, match=r"t\.jsonl\.gz, record at line \d+: cannot read the file"):
-        index.index_file(path)
+        builder.index_file(str(path))
 
 
 @pytest.mark.parametrize("content", [b"", b"\n\n"])
@@ -282,7 +282,7 @@ def test_empty_file_is_a_clear_error(tmp_path, content):
     path = tmp_path / "empty.jsonl"
     path.write_bytes(content)
     with pytest.raises(SourceError, match="no records: the file is empty"):
-        index.index_file(path)
+        builder.index_file(str(path))
 
 
 @pytest.mark.parametrize(
@@ -356,28 +356,21 @@ def test_default_download_is_the_public_sample():
     from builders.gigamemory import builder
 
     assert builder.URL.endswith("ai-forever/memory_aij2025/main/data/format_example.jsonl")
-    assert read.subset_of(builder.URL) == "format_example"
+    assert json_lines.file_stem(builder.URL) == "format_example"
 
 
-def test_a_stream_indexes_with_the_cores_and_a_build_with_its_num_proc(tmp_path, monkeypatch):
-    """Pass 1 parses every distinct dialogue before row one: a stream, which has no num_proc, runs it in
-    the cores' processes (up to STREAM_INDEX_PROCESSES); a build in its own num_proc."""
+def test_a_stream_gives_the_rows_of_a_build(tmp_path):
+    """A stream runs pass 1 before its first row, as a build does, and gives the same rows."""
     (tmp_path / "data").mkdir()
     write_jsonl(tmp_path / "data" / "s.jsonl", [line(1, "no_info", DIALOGUE_A, [1])])
-    asked = []
-    real_index_file = index.index_file
-    monkeypatch.setattr(index, "index_file", lambda *args: asked.append(args[2]) or real_index_file(*args))
-    # (a stream replaces the builder module's ``os`` with datasets' patched copy: cpu_count cannot be faked)
-    monkeypatch.setattr(GigamemoryBuilder, "STREAM_INDEX_PROCESSES", 3)
     builder = GigamemoryBuilder(config_name="sessions", data_dir=str(tmp_path / "data"))
     rows = [row for dataset in builder.as_streaming_dataset().values() for row in dataset]
     assert [row["questions"][0]["question_id"] for row in rows] == ["1"]
-    assert asked == [min(os.cpu_count() or 1, 3)]
-    asked.clear()
-    build_source(
-        "gigamemory", tmp_path / "out", data_dir=str(tmp_path / "data"), configs=["sessions"], num_proc=1
+    built = build_source(
+        "gigamemory", tmp_path / "out", data_dir=str(tmp_path / "data"), configs=["sessions"]
     )
-    assert asked and set(asked) == {1}
+    loaded = datasets.load_dataset(str(built.output), "sessions", split="test")
+    assert [row["conversation_id"] for row in rows] == loaded["conversation_id"]
 
 
 def test_sessions_rows_are_written_32_a_batch(tmp_path):

@@ -1,4 +1,4 @@
-"""GigaMemory's ``--data-dir`` at a URL: pass 1 maps a local copy of each file (made once per version), and a task
+"""GigaMemory's ``--data-dir`` at a URL: pass 1 reads a local copy of each file (made once per version), and a task
 where that copy is not reads its lines at the URL; errors name the URL. ``tests/test_input_url.py`` builds and
 streams every source from a URL the same way.
 """
@@ -13,7 +13,7 @@ import datasets
 import pytest
 from conftest import uploaded
 
-from builders.gigamemory import parse, scan
+from builders.gigamemory import builder
 from builders.gigamemory.builder import GigamemoryBuilder
 from convhub import registry
 from convhub.engine import quarantine
@@ -39,22 +39,21 @@ def test_a_gigamemory_task_without_the_local_copy_reads_its_lines_at_the_url(buc
     url = uploaded(folder, bucket)
     shards = gigamemory_shards(url)
     assert shards and all(shard["path"].startswith("memory://") and "local" in shard for shard in shards)
-    here = [record for shard in shards for record in parse.parse_shard(shard, Notes())]
+    here = [record for shard in shards for record in builder.parse_shard(shard, Notes())]
     elsewhere = [
         record
         for shard in shards
-        for record in parse.parse_shard({**shard, "local": str(tmp_path / "not-on-this-machine")}, Notes())
+        for record in builder.parse_shard({**shard, "local": str(tmp_path / "not-on-this-machine")}, Notes())
     ]
     assert here == elsewhere and len(here) == 2  # the two dialogues of the file
 
 
-def test_gigamemory_pass_one_tasks_read_their_spans_at_the_url(bucket, tmp_path):
+def test_gigamemory_pass_one_reads_a_file_at_its_url_as_its_local_copy(bucket, tmp_path):
     sample = Path(registry.get("gigamemory").sample_dir()) / "dialogues.jsonl"
     url = uploaded(sample.parent, bucket) + "/dialogues.jsonl"
-    size = sample.stat().st_size
-    jobs = [(str(sample), 0, 100), (str(sample), 50, size - 50)]
-    at_url = [(url, offset, length) for _, offset, length in jobs]
-    assert scan._digest_spans_at(at_url) == scan._digest_spans_at(jobs)
+    at_url, url_notes = builder.index_file(url)
+    here, notes = builder.index_file(str(sample))
+    assert at_url == here and url_notes == notes and len(here) == 2
 
 
 def test_a_bad_gigamemory_line_at_a_url_is_named_by_its_url_not_the_local_copy(bucket, tmp_path):
