@@ -69,40 +69,6 @@ def test_mnbvc_conversations_spread_over_many_partitions_come_out_in_the_local_o
     assert_same_build(local.output, on_spark.output)
 
 
-@pytest.fixture
-def gigamemory_engine_tasks(monkeypatch) -> list[int]:
-    """The number of engine tasks of each GigaMemory pass 1 that hands its dialogues to an engine, which every
-    plain file now does, however small (a test's files are far below ``PARALLEL_INDEX_BYTES``)."""
-    from builders.gigamemory import scan
-
-    monkeypatch.setattr(scan, "PARALLEL_INDEX_BYTES", 0)
-    tasks: list[int] = []
-    engine_tasks = scan._engine_tasks
-    monkeypatch.setattr(
-        scan, "_engine_tasks", lambda jobs: tasks.append(len(made := engine_tasks(jobs))) or made
-    )
-    return tasks
-
-
-def test_gigamemory_parses_its_dialogues_in_spark_tasks_and_builds_as_locally(
-    spark, sample_builds, tmp_path, monkeypatch, gigamemory_engine_tasks
-):
-    """Pass 1's distinct dialogues are parsed and hashed by Spark's tasks (one per span here), not on the
-    driver; the index, and so the build, is the local one."""
-    from builders.gigamemory import index, scan
-
-    monkeypatch.setattr(scan, "ENGINE_TASK_BYTES", 1)
-    tasks = gigamemory_engine_tasks
-    sample = registry.get("gigamemory").sample_dir()
-    result = build_source("gigamemory", tmp_path / "spark", sample, engine=spark)
-    assert tasks and tasks[0] > 1  # the plain file's spans, one task each (the .gz is read line by line)
-    assert_same_build(sample_builds["gigamemory"].output, result.output)
-    path = Path(sample) / "dialogues.jsonl"
-    groups = [(g.digest, [line.number for line in g.lines]) for g in index.index_file(path).groups]
-    in_tasks = index.index_file(path, run=spark.map).groups
-    assert [(g.digest, [line.number for line in g.lines]) for g in in_tasks] == groups
-
-
 def _mnbvc_with_bad_rows(folder: Path) -> Path:
     """The MNBVC sample plus a multi-turn file with a line that is not JSON and a row of neither 问 nor 答."""
     from builders.mnbvc.builder import MnbvcBuilder
@@ -301,20 +267,14 @@ def test_a_spark_build_of_derived_views_alone_reads_its_sessions_at_the_url(spar
 
 
 @pytest.mark.parametrize("source", ["locomo", "gigamemory", "convlab"])
-def test_files_under_a_url_are_read_by_spark_tasks(
-    source, spark, sample_builds, tmp_path, gigamemory_engine_tasks
-):
-    """``--data-dir`` a URL for LoCoMo (each task opens its file there), GigaMemory (pass 1 reads a copy on the
-    driver, its Spark tasks and the parsing tasks read the file at the URL) and ConvLab (a task reads the driver's
-    copy, or makes its own): the rows of the local build."""
+def test_files_under_a_url_are_read_by_spark_tasks(source, spark, sample_builds, tmp_path):
+    """``--data-dir`` a URL for LoCoMo (each task opens its file there), GigaMemory (pass 1 on the driver, the
+    parsing tasks read the file at the URL) and ConvLab (a task reads the driver's copy, or makes its own): the
+    rows of the local build."""
     sample = Path(registry.get(source).sample_dir())
     result = build_source(source, tmp_path / "from-url", sample.as_uri(), engine=spark)
     assert_same_build(sample_builds[source].output, result.output)
     assert result.notes == sample_builds[source].notes
-    if source == "gigamemory":
-        assert gigamemory_engine_tasks == [
-            1
-        ]  # the plain file's pass 1 ran on Spark (a .gz is read line by line)
 
 
 def test_the_oracle_script_compares_a_scaled_input_built_by_both_engines(capsys):
@@ -325,12 +285,9 @@ def test_the_oracle_script_compares_a_scaled_input_built_by_both_engines(capsys)
     assert "0 difference(s)" in output
 
 
-def test_the_oracle_compares_the_gigamemory_index_spark_tasks_make(capsys, gigamemory_engine_tasks):
-    """The Spark build of the comparison runs its own pass 1 (in Spark tasks)."""
-    tasks = gigamemory_engine_tasks
+def test_the_oracle_compares_a_gigamemory_build_of_both_engines(capsys):
     assert oracle.main(["--scale", "0.002", "--source", "gigamemory", "--engine", "spark:local[2]"]) == 0
     assert "| gigamemory | sessions/test | 1 | equal |" in capsys.readouterr().out
-    assert tasks == [1]  # the Spark build's pass 1: one task for the input's one distinct dialogue
 
 
 def test_the_oracle_names_what_differs(sample_builds):
