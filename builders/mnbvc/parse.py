@@ -18,101 +18,57 @@ import logging
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from builders.mnbvc.dates import date_iso, parse_date
 from builders.mnbvc.extension import Extension, parse_extension
 from builders.mnbvc.language import detect_language
 from convhub import schema
+from convhub.engine.formats import Formats
+from convhub.engine.jsonl import convert_rows
 from convhub.errors import Notes, Reject, SourceError, raise_error
 
 logger = logging.getLogger(__name__)
 
 MULTITURN, QA, FORUM = "multiturn", "qa", "forum"
 FORMATS = (MULTITURN, QA, FORUM)
-#: Names a user may give for a format (``--format``), MNBVC's own names included.
-FORMAT_ALIASES = {
-    MULTITURN: MULTITURN,
-    "multi-turn": MULTITURN,
-    "dialogue": MULTITURN,
-    "多轮对话": MULTITURN,
-    QA: QA,
-    "问答": QA,
-    "问答语料": QA,
-    FORUM: FORUM,
-    "论坛": FORUM,
-    "论坛语料": FORUM,
-}
 
 QUESTION_SPEAKER, ANSWER_SPEAKER = "问", "答"
 TOPIC_SPEAKER = "楼主"
 #: Forum speakers that name the thread's author (树洞 boards write 洞主): their replies map to ``user``.
 THREAD_AUTHOR_NAMES = frozenset({"楼主", "洞主"})
 TOPIC_TURN_ID = "topic"
-DETECT_ROWS = 50
 MAX_WARNINGS_PER_FILE = 20
 
 
-def normalize_format(name: str) -> str:
-    try:
-        return FORMAT_ALIASES[name.strip().lower()]
-    except KeyError:
-        raise ValueError(f"unknown MNBVC format {name!r}; formats: {', '.join(FORMATS)}") from None
-
-
-# -- format detection -------------------------------------------------------------------------------
-
-
-def row_format(row: dict[str, Any]) -> str | None:
-    """The format one row looks like: forum, a Q/A-shaped row (qa), or None."""
+def row_format(row: dict[str, Any]) -> tuple[str, bool] | None:
+    """(format, final) of one row: a forum thread, a multi-turn Q/A row (one with 会话/多轮序号), both final, a
+    plain Q/A row (qa: a later row of the file may still be multi-turn), or None."""
     if "回复" in row or "主题" in row:
-        return FORUM
+        return FORUM, True
     if "问" in row or "答" in row:
-        return QA
+        extension = parse_extension(row_metadata(row).get("扩展字段"))
+        multiturn = bool(extension.value) and ("会话" in extension.value or "多轮序号" in extension.value)
+        return (MULTITURN, True) if multiturn else (QA, False)
     return None
 
 
-def is_multiturn_row(row: dict[str, Any]) -> bool:
-    extension = parse_extension(row_metadata(row).get("扩展字段"))
-    return bool(extension.value) and ("会话" in extension.value or "多轮序号" in extension.value)
-
-
-def detect_format(
-    rows: Iterable[tuple[int, dict[str, Any]]], path: str, tolerant: bool = False
-) -> str | None:
-    """A shard's format from its first rows: forum, multiturn (Q/A rows with 会话/多轮序号) or qa.
-
-    ``None`` for a shard with no row. A first row of no dialogue format is a SourceError that asks for
-    ``--format``; ``tolerant`` (``--on-bad-record skip``) passes over such rows (the format's parser
-    rejects them later) and fails only when no row has a format.
-    """
-    found = None
-    formatless = None
-    for seen, (number, row) in enumerate(rows):
-        kind = row_format(row)
-        if kind is None and tolerant:
-            formatless = formatless or (number, row)
-            continue
-        if kind is None:
-            raise SourceError(
-                path,
-                f"line {number}",
-                "问",
-                "missing: not an MNBVC dialogue row (no 问/答, no 主题/回复); keys "
-                f"{list(row)[:8]}; give the format with --format",
-            )
-        if kind == FORUM:
-            return FORUM
-        if is_multiturn_row(row):
-            return MULTITURN
-        found = QA
-        if seen + 1 >= DETECT_ROWS:
-            break
-    if found is None and formatless is not None:
-        number, row = formatless
-        problem = f"missing: no MNBVC dialogue row (no 问/答, no 主题/回复) in the first {DETECT_ROWS} rows"
-        raise SourceError(path, f"line {number}", "问", f"{problem}; keys {list(row)[:8]}; give --format")
-    return found
+FILE_FORMATS = Formats(
+    "MNBVC",
+    FORMATS,
+    row_format,
+    "an MNBVC dialogue row (no 问/答, no 主题/回复)",
+    "问",
+    aliases={
+        "multi-turn": MULTITURN,
+        "dialogue": MULTITURN,
+        "多轮对话": MULTITURN,
+        "问答": QA,
+        "问答语料": QA,
+    }
+    | {"论坛": FORUM, "论坛语料": FORUM},
+)
 
 
 def row_metadata(row: dict[str, Any]) -> dict[str, Any]:
@@ -348,35 +304,21 @@ def _id_string(value: Any, notes: Notes, field: str) -> str | None:
     return json.dumps(value, ensure_ascii=False)
 
 
-def qa_records(
+def row_records(
+    kind: str,
     rows: Iterable[tuple[int, dict[str, Any]]],
     file: str,
     notes: Notes,
     subsets=None,
     reject: Reject = raise_error,
 ) -> Iterator[dict[str, Any]]:
-    """问答语料: each row is one conversation of one Q/A pair, identified by file and line."""
-    return _one_record_per_row(rows, QA, qa_record, file, notes, subsets, reject)
+    """问答 and 论坛 rows, each a conversation by itself (its id the file and the line), of the wanted subsets."""
+    wanted = ((line, row) for line, row in rows if subset_wanted(subsets, kind, source_name(row)))
+    convert = partial(qa_record if kind == QA else forum_record, file=file, warnings=Warnings(file))
+    return convert_rows(file, wanted, convert, notes, reject)
 
 
-def _one_record_per_row(rows, kind: str, make_record, file: str, notes: Notes, subsets, reject: Reject):
-    """Rows that are conversations by themselves (问答, 论坛): a bad row is rejected alone, and its
-    normalization counts are kept only when it converts."""
-    warnings = Warnings(file)
-    for line, row in rows:
-        if not subset_wanted(subsets, kind, source_name(row)):
-            continue
-        counted = Notes()
-        try:
-            record = make_record(row, file, line, counted, warnings)
-        except SourceError as error:
-            reject(error, row)
-            continue
-        notes.update(counted)
-        yield record
-
-
-def qa_record(row: dict[str, Any], file: str, line: int, notes: Notes, warnings: Warnings) -> dict[str, Any]:
+def qa_record(line: int, row: dict[str, Any], notes: Notes, file: str, warnings: Warnings) -> dict[str, Any]:
     pair = read_pair(file, line, row, notes, warnings)
     session_id = _id_string(row.get("id"), notes, "id") or f"line {line}"
     session = schema.empty_session(session_id, converted_turns(convert_pair(pair, notes), ""))
@@ -387,18 +329,8 @@ def qa_record(row: dict[str, Any], file: str, line: int, notes: Notes, warnings:
 # -- 论坛语料: a thread is a conversation ------------------------------------------------------------------
 
 
-def forum_records(
-    rows: Iterable[tuple[int, dict[str, Any]]],
-    file: str,
-    notes: Notes,
-    subsets=None,
-    reject: Reject = raise_error,
-) -> Iterator[dict[str, Any]]:
-    return _one_record_per_row(rows, FORUM, forum_record, file, notes, subsets, reject)
-
-
 def forum_record(
-    row: dict[str, Any], file: str, line: int, notes: Notes, warnings: Warnings
+    line: int, row: dict[str, Any], notes: Notes, file: str, warnings: Warnings
 ) -> dict[str, Any]:
     """The topic post and each reply as turns; ``reply_to`` from 引用ID, speaker from 回复人.
 
