@@ -1,14 +1,14 @@
 """多轮对话: one row per question/answer pair; the rows of one conversation share a 来源 and a ``会话``.
 
-A build regroups the rows of each conversation wherever they are, on either engine (``convhub.engine.regroup`` on one
-machine, Spark's shuffle on a cluster): ``keyed_rows`` gives each row its sort key and converts it, in the pass
-that reads the files; ``records_from_sorted`` turns a conversation's sorted rows into its record. A stream reads
+A build regroups the rows of each conversation wherever they are, on either engine (``convhub.engine.keyed``):
+``key_row`` gives each row its sort key and converts it, in the pass that reads the files;
+``records_from_sorted`` turns a conversation's sorted rows into its record. A stream reads
 each file once and cannot regroup: ``multiturn_runs`` takes each run of adjacent rows as a conversation.
 """
 
 from __future__ import annotations
 
-import json
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -20,6 +20,7 @@ from builders.mnbvc.parse import (
     ConvertedPair,
     Pair,
     Warnings,
+    as_text,
     conversation_record,
     convert_pair,
     converted_turns,
@@ -51,10 +52,9 @@ def conversation_key(row: dict[str, Any], extension: Extension, file: str, line:
     """
     session = (extension.value or {}).get("会话")
     if session is not None and session != "":
-        return "会话", session if isinstance(session, str) else json.dumps(session, ensure_ascii=False)
+        return "会话", as_text(session)
     if row.get("id") is not None and row.get("id") != "":
-        value = row["id"]
-        return "id", value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        return "id", as_text(row["id"])
     return "line", f"{file}:{line}"
 
 
@@ -146,44 +146,40 @@ def multiturn_runs(
     subsets=None,
     reject: Reject = raise_error,
 ) -> Iterator[dict[str, Any]]:
-    """多轮对话 without regrouping: each run of adjacent rows with one key is a conversation.
-
-    Used when streaming, where a shard is read once from its URL. A conversation whose rows are not
-    adjacent in the file comes out in pieces (``#2``, ``#3`` appended to the id) and is counted; rows
-    spread over several files cannot be joined here: build (not stream) for those.
-    """
-    warnings = Warnings(file)
-    pieces: dict[str, int] = {}
-    run: list[Pair] = []
-    run_group: tuple[str, str, str] | None = None
-
-    def finish() -> dict[str, Any]:
-        source, how, key = run_group
+    """多轮对话 without regrouping, when streaming (a file is read once from its URL): each run of adjacent rows of
+    one group is a conversation. One whose rows are not adjacent comes out in pieces (``#2``, ``#3`` appended to
+    the id, counted); rows spread over several files cannot be joined here: build (not stream) for those."""
+    pieces: Counter[str] = Counter()
+    for (source, how, key), run in itertools.groupby(
+        _grouped_pairs(rows, file, notes, subsets, reject), _group
+    ):
         conversation_id = group_id(source, how, key)
-        pieces[conversation_id] = pieces.get(conversation_id, 0) + 1
+        pieces[conversation_id] += 1
         if pieces[conversation_id] > 1:
             notes.add("streamed multi-turn conversation whose rows are not adjacent (emitted in pieces)")
             conversation_id += f"#{pieces[conversation_id]}"
-        ordered = sorted(run, key=lambda pair: (sequence_number(pair.extension), pair.line))
+        ordered = sorted(
+            (pair for _, pair in run), key=lambda pair: (sequence_number(pair.extension), pair.line)
+        )
         converted = [convert_pair(pair, notes) for pair in ordered]
-        return multiturn_record(converted, source, how, key, conversation_id, notes)
+        yield multiturn_record(converted, source, how, key, conversation_id, notes)
 
+
+def _grouped_pairs(rows, file: str, notes: Notes, subsets, reject: Reject) -> Iterator[tuple[tuple, Pair]]:
+    """(group, pair) of each wanted Q/A row; a row ``read_pair`` refuses goes to ``reject``."""
+    warnings = Warnings(file)
     for line, row in rows:
-        if not subset_wanted(subsets, MULTITURN, source_name(row)):
-            continue
-        try:
-            pair = read_pair(file, line, row, notes, warnings)
-        except SourceError as error:
-            reject(error, row)
-            continue
-        group = (source_name(row), *conversation_key(row, pair.extension, file, line))
-        if run and group != run_group:
-            yield finish()
-            run = []
-        run.append(pair)
-        run_group = group
-    if run:
-        yield finish()
+        if subset_wanted(subsets, MULTITURN, source_name(row)):
+            try:
+                pair = read_pair(file, line, row, notes, warnings)
+            except SourceError as error:
+                reject(error, row)
+                continue
+            yield (source_name(row), *conversation_key(row, pair.extension, file, line)), pair
+
+
+def _group(item: tuple[tuple, Pair]) -> tuple:
+    return item[0]
 
 
 # -- regrouped by an engine ------------------------------------------------------------------------------
@@ -207,17 +203,6 @@ def key_row(name: str, line: int, row: dict[str, Any], raw: bytes, subsets=None)
     return group, order, keyed.payload(_converted_row, raw, name, line, row, extension, order)
 
 
-class _WarningLog:
-    """Stands for ``parse.Warnings`` in the pass that keys the rows: keeps a row's unreadable-扩展字段 problems,
-    which ``records_from_sorted`` logs in its own order, under its own per-file limit."""
-
-    def __init__(self):
-        self.problems: list[str] = []
-
-    def unreadable(self, number: int, where: str, extension: Extension) -> None:
-        self.problems.append(extension.problems[0])
-
-
 #: The ``dated`` of a conversation's rows after its first, which ``multiturn_record`` does not read.
 _NOT_FIRST: dict = {}
 
@@ -225,10 +210,14 @@ _NOT_FIRST: dict = {}
 def _converted_row(name: str, line: int, row: dict, extension: Extension, order: tuple) -> tuple:
     """The row converted (``convert_pair``) with the normalizations it counted and the warnings it would log, as
     plain values: each row is converted once, in the pass that reads the files (its processes or Spark tasks)."""
-    notes, warnings = Notes(), _WarningLog()
+    notes, problems = (
+        Notes(),
+        [],
+    )  # its unreadable 扩展字段, logged in conversation order by ``records_from_sorted``
+    warnings = lambda number, where, problem: problems.append(problem)  # noqa: E731
     converted = convert_pair(read_pair(name, line, row, notes, warnings, extension), notes, order)
     fields = (converted.sequence, converted.question, converted.extra, converted.answer, converted.dated)
-    return (*fields, converted.create_time, tuple(notes.items()), tuple(warnings.problems))
+    return (*fields, converted.create_time, tuple(notes.items()), tuple(problems))
 
 
 def records_from_sorted(
@@ -248,7 +237,7 @@ def records_from_sorted(
             for kind, count in row_notes:
                 counted[kind] += count
             for problem in problems:
-                warnings[name].unreadable_problem(line, "元数据.扩展字段", problem)
+                warnings[name](line, "元数据.扩展字段", problem)
             if pairs:  # only the first row's date is the session's: the others' are let go at once
                 dated, create_time = _NOT_FIRST, None
             order = (rank, value, text)

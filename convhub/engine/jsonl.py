@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import logging
 import mmap
 import os
 import zlib
@@ -234,3 +235,26 @@ def convert_rows(
             continue
         notes.update(counted)
         yield record
+
+
+class LineWarnings:
+    """Logs what rows of one file hold that the build keeps raw but a user should hear of (``what``, e.g.
+    unreadable JSON strings in a field), each with the file, line and field, up to ``limit`` per file; past it,
+    one line says the rest are counted in the normalizations, so that a bad file cannot flood the log."""
+
+    def __init__(self, path: str, logger: logging.Logger, limit: int, what: str):
+        self.path, self.logger, self.limit, self.what = path, logger, limit, what
+        self.count = 0
+
+    def __call__(self, number: int, where: str, problem: str) -> None:
+        self.count += 1
+        if self.count <= self.limit:
+            self.logger.warning("%s, line %d, %s: %s (raw string kept)", self.path, number, where, problem)
+        elif self.count == self.limit + 1:
+            self.logger.warning("%s: more %s; counted in the normalizations", self.path, self.what)
+
+
+def rebuilt_row(keys: list[str], kept: dict[str, Any], texts: dict[str, Any]) -> dict[str, Any]:
+    """A source row again, for an export: its ``keys`` in their order, each value from ``kept`` (the row as a
+    record keeps it, its text fields taken out) or else from ``texts`` (the fields the record holds as turns)."""
+    return {key: kept[key] if key in kept else texts[key] for key in keys if key in kept or key in texts}
