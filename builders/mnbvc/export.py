@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from builders.mnbvc.parse import FORUM
+from convhub.engine.jsonl import rebuilt_row
 from convhub.export.exporter import Build, as_object, source_rows
 from convhub.export.files import LineSpool
 
@@ -39,34 +40,20 @@ def rows_from_record(record: dict[str, Any]) -> list[tuple[str, int, dict[str, A
 def pair_row(question: dict[str, Any], answer: dict[str, Any] | None) -> tuple[str, int, dict[str, Any]]:
     """A 问答 or 多轮对话 row from its question turn and its answer turn (None: 答 was ``""``)."""
     kept = as_object(question["extra"])
-    row = {}
-    for key in kept["keys"]:
-        if key in kept["row"]:
-            row[key] = kept["row"][key]
-        elif key == "问":
-            row[key] = question["text"]
-        elif key == "答":
-            row[key] = answer["text"] if answer else ""
-    return kept["file"], kept["line"], row
+    texts = {"问": question["text"], "答": answer["text"] if answer else ""}
+    return kept["file"], kept["line"], rebuilt_row(kept["keys"], kept["row"], texts)
 
 
 def forum_row(turns: list[dict[str, Any]]) -> tuple[str, int, dict[str, Any]]:
     """A 论坛 row from its topic turn and reply turns."""
     topic = as_object(turns[0]["extra"])
-    row = {}
-    for key in topic["keys"]:
-        if key in topic["row"]:
-            row[key] = topic["row"][key]
-        elif key == "主题":
-            row[key] = turns[0]["text"]
-        elif key == "回复":
-            row[key] = [reply_from_turn(turn) for turn in turns[1:]]
-    return topic["file"], topic["line"], row
+    texts = {"主题": turns[0]["text"], "回复": [reply_from_turn(turn) for turn in turns[1:]]}
+    return topic["file"], topic["line"], rebuilt_row(topic["keys"], topic["row"], texts)
 
 
 def reply_from_turn(turn: dict[str, Any]) -> dict[str, Any]:
     kept = as_object(turn["extra"])
-    return {key: kept["reply"][key] if key in kept["reply"] else turn["text"] for key in kept["keys"]}
+    return rebuilt_row(kept["keys"], kept["reply"], {"回复": turn["text"]})
 
 
 def write_files(build: Build, folder: Path) -> list[str]:

@@ -52,9 +52,8 @@ def _script_counts(sample: str) -> tuple[int, int, int, int]:
     """Kana, Hangul and CJK characters and Latin words (runs of A-Z/a-z) of ``sample``.
 
     The same counts as the ``KANA``/``HANGUL``/``CJK``/``LATIN_WORD`` patterns, on code units with numpy:
-    one table lookup per character and one count per class; four regex scans per conversation were 8%
-    of an MNBVC build. Kept, as the dates' fast path is (``builders.mnbvc.dates.date_iso``), for the bench
-    target MNBVC is furthest from: ``sessions`` as fast as the generic loader (0.18x with two processes).
+    one table lookup per character and one count per class (four regex scans per conversation were 8% of an
+    MNBVC build).
     """
     classes = _script_classes(sample)
     counts = np.bincount(classes, minlength=5)

@@ -1,28 +1,26 @@
 """多轮对话: one row per question/answer pair; the rows of one conversation share a 来源 and a ``会话``.
 
-A build regroups the rows of each conversation wherever they are, on either engine (``convhub.engine.regroup`` on one
-machine, Spark's shuffle on a cluster): ``keyed_rows`` gives each row its sort key and converts it, in the pass
-that reads the files; ``records_from_sorted`` turns a conversation's sorted rows into its record. A stream reads
+A build regroups the rows of each conversation wherever they are, on either engine (``convhub.engine.keyed``):
+``key_row`` gives each row its sort key and converts it, in the pass that reads the files;
+``records_from_sorted`` turns a conversation's sorted rows into its record. A stream reads
 each file once and cannot regroup: ``multiturn_runs`` takes each run of adjacent rows as a conversation.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-import marshal
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from functools import partial
-from typing import Any, BinaryIO
+from collections.abc import Iterable, Iterator
+from typing import Any
 
-from builders.mnbvc import files, turn_columns
+from builders.mnbvc import turn_columns
 from builders.mnbvc.extension import Extension, parse_extension
 from builders.mnbvc.parse import (
     MULTITURN,
     ConvertedPair,
     Pair,
     Warnings,
+    as_text,
     conversation_record,
     convert_pair,
     converted_turns,
@@ -35,8 +33,8 @@ from builders.mnbvc.parse import (
 )
 from builders.mnbvc.turn_columns import columnar_turns
 from convhub import schema
-from convhub.engine.jsonio import refuse_json_document
-from convhub.engine.regroup import KeyedRow, SortKey
+from convhub.engine import keyed
+from convhub.engine.regroup import SortKey
 from convhub.errors import Notes, Reject, SourceError, raise_error
 
 #: A gap in 多轮序号 of at most this many numbers is listed number by number (``missing_多轮序号``);
@@ -54,10 +52,9 @@ def conversation_key(row: dict[str, Any], extension: Extension, file: str, line:
     """
     session = (extension.value or {}).get("会话")
     if session is not None and session != "":
-        return "会话", session if isinstance(session, str) else json.dumps(session, ensure_ascii=False)
+        return "会话", as_text(session)
     if row.get("id") is not None and row.get("id") != "":
-        value = row["id"]
-        return "id", value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        return "id", as_text(row["id"])
     return "line", f"{file}:{line}"
 
 
@@ -149,162 +146,104 @@ def multiturn_runs(
     subsets=None,
     reject: Reject = raise_error,
 ) -> Iterator[dict[str, Any]]:
-    """多轮对话 without regrouping: each run of adjacent rows with one key is a conversation.
-
-    Used when streaming, where a shard is read once from its URL. A conversation whose rows are not
-    adjacent in the file comes out in pieces (``#2``, ``#3`` appended to the id) and is counted; rows
-    spread over several files cannot be joined here: build (not stream) for those.
-    """
-    warnings = Warnings(file)
-    pieces: dict[str, int] = {}
-    run: list[Pair] = []
-    run_group: tuple[str, str, str] | None = None
-
-    def finish() -> dict[str, Any]:
-        source, how, key = run_group
+    """多轮对话 without regrouping, when streaming (a file is read once from its URL): each run of adjacent rows of
+    one group is a conversation. One whose rows are not adjacent comes out in pieces (``#2``, ``#3`` appended to
+    the id, counted); rows spread over several files cannot be joined here: build (not stream) for those."""
+    pieces: Counter[str] = Counter()
+    for (source, how, key), run in itertools.groupby(
+        _grouped_pairs(rows, file, notes, subsets, reject), _group
+    ):
         conversation_id = group_id(source, how, key)
-        pieces[conversation_id] = pieces.get(conversation_id, 0) + 1
+        pieces[conversation_id] += 1
         if pieces[conversation_id] > 1:
             notes.add("streamed multi-turn conversation whose rows are not adjacent (emitted in pieces)")
             conversation_id += f"#{pieces[conversation_id]}"
-        ordered = sorted(run, key=lambda pair: (sequence_number(pair.extension), pair.line))
+        ordered = sorted(
+            (pair for _, pair in run), key=lambda pair: (sequence_number(pair.extension), pair.line)
+        )
         converted = [convert_pair(pair, notes) for pair in ordered]
-        return multiturn_record(converted, source, how, key, conversation_id, notes)
+        yield multiturn_record(converted, source, how, key, conversation_id, notes)
 
+
+def _grouped_pairs(rows, file: str, notes: Notes, subsets, reject: Reject) -> Iterator[tuple[tuple, Pair]]:
+    """(group, pair) of each wanted Q/A row; a row ``read_pair`` refuses goes to ``reject``."""
+    warnings = Warnings(file)
     for line, row in rows:
-        if not subset_wanted(subsets, MULTITURN, source_name(row)):
-            continue
-        try:
-            pair = read_pair(file, line, row, notes, warnings)
-        except SourceError as error:
-            reject(error, row)
-            continue
-        group = (source_name(row), *conversation_key(row, pair.extension, file, line))
-        if run and group != run_group:
-            yield finish()
-            run = []
-        run.append(pair)
-        run_group = group
-    if run:
-        yield finish()
+        if subset_wanted(subsets, MULTITURN, source_name(row)):
+            try:
+                pair = read_pair(file, line, row, notes, warnings)
+            except SourceError as error:
+                reject(error, row)
+                continue
+            yield (source_name(row), *conversation_key(row, pair.extension, file, line)), pair
+
+
+def _group(item: tuple[tuple, Pair]) -> tuple:
+    return item[0]
 
 
 # -- regrouped by an engine ------------------------------------------------------------------------------
 
 
-def keyed_rows(
-    inputs: list[tuple[str, str]],
-    file_index: int,
-    opener: Callable[[str], BinaryIO] | None = None,
-    subsets: Iterable[str] | None = None,
-    reject: Reject = raise_error,
-) -> Iterator[KeyedRow]:
-    """(sort key, converted row, bytes of the source line) of each wanted Q/A row of file ``file_index`` of
-    ``inputs`` ((name, path) pairs), for an engine to regroup (``convhub.engine.regroup``, Spark).
+def key_row(name: str, line: int, row: dict[str, Any], raw: bytes, subsets=None) -> keyed.Keyed | None:
+    """(group, order, payload) of a wanted Q/A row, for an engine to regroup (``convhub.engine.keyed``).
 
-    The sort key's group is (来源, how, key), which names the conversation; its order is (rank, number, text,
-    file index, line): ``sequence_number`` orders a conversation's rows, and file and line its duplicates. A line
-    that is not a JSON object or not a Q/A row goes to ``reject`` here; a row that ``read_pair`` refuses is
-    converted to its error, which ``records_from_sorted`` hands to ``reject`` (a row is rejected alone, in
-    conversation order).
+    The group (来源, how, key) names the conversation; ``sequence_number`` orders its rows. A row that is not a
+    Q/A row is refused here; one that ``read_pair`` refuses travels as its error (``keyed.payload``), which
+    ``records_from_sorted`` hands to ``reject`` alone, in conversation order.
     """
-    name, path = inputs[file_index]
-    lines = files.open_lines(partial(opener or files.open_local, path), name)
-    notes, warnings = Notes(), _WarningLog()  # emptied for each row
-    for line, raw in refuse_json_document(files.readable_lines(lines, reject), name, "MNBVC"):
-        try:
-            row = files.load_row(raw, name, line)
-            if row is not None and "问" not in row and "答" not in row:
-                problem = "missing (neither 问 nor 答: not a Q/A row)"
-                raise SourceError(name, f"line {line}", "问", problem)
-        except SourceError as error:
-            reject(error, raw)
-            continue
-        if row is None:
-            continue
-        source = source_name(row)
-        if not subset_wanted(subsets, MULTITURN, source):
-            continue
-        extension = parse_extension(row_metadata(row).get("扩展字段"))
-        how, key = conversation_key(row, extension, name, line)
-        order = sequence_number(extension)
-        converted = _converted_row(name, line, raw, row, extension, order, notes, warnings)
-        yield ((source, how, key), (*order, file_index, line)), converted, len(raw) + 1
+    if "问" not in row and "答" not in row:
+        raise SourceError(name, f"line {line}", "问", "missing (neither 问 nor 答: not a Q/A row)")
+    source = source_name(row)
+    if not subset_wanted(subsets, MULTITURN, source):
+        return None
+    extension = parse_extension(row_metadata(row).get("扩展字段"))
+    order = sequence_number(extension)
+    group = (source, *conversation_key(row, extension, name, line))
+    return group, order, keyed.payload(_converted_row, raw, name, line, row, extension, order)
 
 
-class _WarningLog:
-    """Stands for ``parse.Warnings`` in the pass that keys the rows: keeps a row's unreadable-扩展字段 problems,
-    which ``records_from_sorted`` logs in its own order, under its own per-file limit."""
-
-    def __init__(self):
-        self.problems: list[str] = []
-
-    def unreadable(self, number: int, where: str, extension: Extension) -> None:
-        self.problems.append(extension.problems[0])
-
-
-_CONVERTED, _REJECTED = 0, 1
 #: The ``dated`` of a conversation's rows after its first, which ``multiturn_record`` does not read.
 _NOT_FIRST: dict = {}
 
 
-def _converted_row(
-    name: str,
-    line: int,
-    raw: bytes,
-    row: dict,
-    extension: Extension,
-    order: tuple,
-    notes: Notes,
-    warnings: _WarningLog,
-) -> bytes:
-    """``marshal`` of the row converted (``convert_pair``) with the normalizations it counted and the warnings
-    it would log; or of the SourceError that rejects it and its raw line. Each row is converted once, in the
-    pass that reads the files (in its processes or Spark tasks); marshal is the fastest exact round trip of
-    these plain values."""
-    notes.clear()
-    warnings.problems.clear()
-    try:
-        pair = read_pair(name, line, row, notes, warnings, extension)
-    except SourceError as error:
-        return marshal.dumps((_REJECTED, (error.path, error.record, error.field, error.problem), raw))
-    converted = convert_pair(pair, notes, order)
+def _converted_row(name: str, line: int, row: dict, extension: Extension, order: tuple) -> tuple:
+    """The row converted (``convert_pair``) with the normalizations it counted and the warnings it would log, as
+    plain values: each row is converted once, in the pass that reads the files (its processes or Spark tasks)."""
+    notes, problems = (
+        Notes(),
+        [],
+    )  # its unreadable 扩展字段, logged in conversation order by ``records_from_sorted``
+    warnings = lambda number, where, problem: problems.append(problem)  # noqa: E731
+    converted = convert_pair(read_pair(name, line, row, notes, warnings, extension), notes, order)
     fields = (converted.sequence, converted.question, converted.extra, converted.answer, converted.dated)
-    return marshal.dumps(
-        (_CONVERTED, *fields, converted.create_time, tuple(notes.items()), tuple(warnings.problems))
-    )
+    return (*fields, converted.create_time, tuple(notes.items()), tuple(problems))
 
 
 def records_from_sorted(
     rows: Iterable[tuple[SortKey, bytes]], names: list[str], notes: Notes, reject: Reject = raise_error
 ) -> Iterator[dict[str, Any]]:
-    """Canonical records from (sort key, converted row) pairs sorted by key: one conversation per run of one
-    group. The pure step that turns a conversation's rows into its record, whichever engine brought them
-    together; a row converted to its error goes to ``reject`` alone, and its conversation is built from the
-    others."""
+    """Canonical records from (sort key, payload) pairs sorted by key (``keyed.grouped_rows``): one conversation
+    per group, whichever engine brought its rows together; a refused row goes to ``reject`` alone, and its
+    conversation is built from the others."""
     warnings = {name: Warnings(name) for name in names}
     counted = Notes()  # one conversation's normalizations, emptied for each
-    for (source, how, key), run in itertools.groupby(rows, key=lambda row: row[0][0]):
+    for (source, how, key), run in keyed.grouped_rows(rows, reject):
         pairs = []
         counted.clear()
-        for (_, (rank, value, text, file_index, line)), payload in run:
-            row = marshal.loads(payload)
-            if row[0] == _REJECTED:
-                reject(SourceError(*row[1]), row[2])
-                continue
-            _, sequence, question, extra, answer, dated, create_time, row_notes, problems = row
+        for (rank, value, text, file_index, line), converted in run:
+            sequence, question, extra, answer, dated, create_time, row_notes, problems = converted
             name = names[file_index]
             for kind, count in row_notes:
                 counted[kind] += count
             for problem in problems:
-                warnings[name].unreadable_problem(line, "元数据.扩展字段", problem)
-            order = (rank, value, text)
+                warnings[name](line, "元数据.扩展字段", problem)
             if pairs:  # only the first row's date is the session's: the others' are let go at once
                 dated, create_time = _NOT_FIRST, None
+            order = (rank, value, text)
             pairs.append(ConvertedPair(name, order, sequence, question, extra, answer, dated, create_time))
         if pairs:
-            conversation_id = group_id(source, how, key)
-            record = multiturn_record(pairs, source, how, key, conversation_id, counted)
+            record = multiturn_record(pairs, source, how, key, group_id(source, how, key), counted)
             notes.update(counted)
             pairs = None  # not kept while the record is written: the record holds what it needs of them
             yield record

@@ -16,108 +16,83 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from builders.mnbvc.dates import date_iso, parse_date
 from builders.mnbvc.extension import Extension, parse_extension
 from builders.mnbvc.language import detect_language
 from convhub import schema
-from convhub.errors import Notes, Reject, SourceError, raise_error
+from convhub.engine.formats import Formats
+from convhub.engine.jsonl import LineWarnings, convert_rows
+from convhub.errors import FieldError, Notes, Reject, SourceError, raise_error
 
 logger = logging.getLogger(__name__)
 
 MULTITURN, QA, FORUM = "multiturn", "qa", "forum"
 FORMATS = (MULTITURN, QA, FORUM)
-#: Names a user may give for a format (``--format``), MNBVC's own names included.
-FORMAT_ALIASES = {
-    MULTITURN: MULTITURN,
-    "multi-turn": MULTITURN,
-    "dialogue": MULTITURN,
-    "多轮对话": MULTITURN,
-    QA: QA,
-    "问答": QA,
-    "问答语料": QA,
-    FORUM: FORUM,
-    "论坛": FORUM,
-    "论坛语料": FORUM,
-}
 
 QUESTION_SPEAKER, ANSWER_SPEAKER = "问", "答"
 TOPIC_SPEAKER = "楼主"
 #: Forum speakers that name the thread's author (树洞 boards write 洞主): their replies map to ``user``.
 THREAD_AUTHOR_NAMES = frozenset({"楼主", "洞主"})
 TOPIC_TURN_ID = "topic"
-DETECT_ROWS = 50
 MAX_WARNINGS_PER_FILE = 20
 
 
-def normalize_format(name: str) -> str:
-    try:
-        return FORMAT_ALIASES[name.strip().lower()]
-    except KeyError:
-        raise ValueError(f"unknown MNBVC format {name!r}; formats: {', '.join(FORMATS)}") from None
-
-
-# -- format detection -------------------------------------------------------------------------------
-
-
-def row_format(row: dict[str, Any]) -> str | None:
-    """The format one row looks like: forum, a Q/A-shaped row (qa), or None."""
+def row_format(row: dict[str, Any]) -> tuple[str, bool] | None:
+    """(format, final) of one row: a forum thread, a multi-turn Q/A row (one with 会话/多轮序号), both final, a
+    plain Q/A row (qa: a later row of the file may still be multi-turn), or None."""
     if "回复" in row or "主题" in row:
-        return FORUM
+        return FORUM, True
     if "问" in row or "答" in row:
-        return QA
+        extension = parse_extension(row_metadata(row).get("扩展字段"))
+        multiturn = bool(extension.value) and ("会话" in extension.value or "多轮序号" in extension.value)
+        return (MULTITURN, True) if multiturn else (QA, False)
     return None
 
 
-def is_multiturn_row(row: dict[str, Any]) -> bool:
-    extension = parse_extension(row_metadata(row).get("扩展字段"))
-    return bool(extension.value) and ("会话" in extension.value or "多轮序号" in extension.value)
-
-
-def detect_format(
-    rows: Iterable[tuple[int, dict[str, Any]]], path: str, tolerant: bool = False
-) -> str | None:
-    """A shard's format from its first rows: forum, multiturn (Q/A rows with 会话/多轮序号) or qa.
-
-    ``None`` for a shard with no row. A first row of no dialogue format is a SourceError that asks for
-    ``--format``; ``tolerant`` (``--on-bad-record skip``) passes over such rows (the format's parser
-    rejects them later) and fails only when no row has a format.
-    """
-    found = None
-    formatless = None
-    for seen, (number, row) in enumerate(rows):
-        kind = row_format(row)
-        if kind is None and tolerant:
-            formatless = formatless or (number, row)
-            continue
-        if kind is None:
-            raise SourceError(
-                path,
-                f"line {number}",
-                "问",
-                "missing: not an MNBVC dialogue row (no 问/答, no 主题/回复); keys "
-                f"{list(row)[:8]}; give the format with --format",
-            )
-        if kind == FORUM:
-            return FORUM
-        if is_multiturn_row(row):
-            return MULTITURN
-        found = QA
-        if seen + 1 >= DETECT_ROWS:
-            break
-    if found is None and formatless is not None:
-        number, row = formatless
-        problem = f"missing: no MNBVC dialogue row (no 问/答, no 主题/回复) in the first {DETECT_ROWS} rows"
-        raise SourceError(path, f"line {number}", "问", f"{problem}; keys {list(row)[:8]}; give --format")
-    return found
+FILE_FORMATS = Formats(
+    "MNBVC",
+    FORMATS,
+    row_format,
+    "an MNBVC dialogue row (no 问/答, no 主题/回复)",
+    "问",
+    aliases=dict.fromkeys(("multi-turn", "dialogue", "多轮对话"), MULTITURN)
+    | dict.fromkeys(("问答", "问答语料"), QA)
+    | dict.fromkeys(("论坛", "论坛语料"), FORUM),
+)
 
 
 def row_metadata(row: dict[str, Any]) -> dict[str, Any]:
     metadata = row.get("元数据")
     return metadata if isinstance(metadata, dict) else {}
+
+
+def checked_metadata(row: dict[str, Any], file: str, line: int) -> dict[str, Any]:
+    """The row's 元数据 (``{}`` when absent); one that is not an object is a SourceError."""
+    metadata = row.get("元数据")
+    if metadata is not None and not isinstance(metadata, dict):
+        problem = f"expected an object, got {type(metadata).__name__}"
+        raise SourceError(file, f"line {line}", "元数据", problem)
+    return metadata or {}
+
+
+def as_text(value: Any) -> str:
+    """A value as text: a string as it is, anything else as its JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def with_extension(extra: dict[str, Any], extension: Extension, **following: Any) -> dict[str, Any]:
+    """``extra`` with the parsed ``扩展字段``, the ``following`` fields, then its problems when it had some (the
+    order of the keys is the order of the Json text)."""
+    extra["扩展字段"] = extension.value
+    extra.update(following)
+    if extension.problems:
+        extra["扩展字段_problems"] = list(extension.problems)
+    return extra
 
 
 def source_name(row: dict[str, Any]) -> str:
@@ -132,35 +107,22 @@ def subset_wanted(subsets: Iterable[str] | None, kind: str, source: str) -> bool
     return any(wanted in (kind, source, f"{kind}/{source}") for wanted in subsets)
 
 
-class Warnings:
-    """Logs each unreadable ``扩展字段`` with its file and line, up to a limit per file."""
-
-    def __init__(self, path: str):
-        self.path = path
-        self.count = 0
-
-    def unreadable(self, number: int, where: str, extension: Extension) -> None:
-        self.unreadable_problem(number, where, extension.problems[0])
-
-    def unreadable_problem(self, number: int, where: str, problem: str) -> None:
-        self.count += 1
-        if self.count <= MAX_WARNINGS_PER_FILE:
-            logger.warning("%s, line %d, %s: %s (raw string kept)", self.path, number, where, problem)
-        elif self.count == MAX_WARNINGS_PER_FILE + 1:
-            logger.warning("%s: more unreadable 扩展字段 strings; counted in the normalizations", self.path)
+#: Logs each unreadable ``扩展字段`` of a file (``Warnings(file)``) with its line, up to a limit per file.
+Warnings = partial(
+    LineWarnings, logger=logger, limit=MAX_WARNINGS_PER_FILE, what="unreadable 扩展字段 strings"
+)
+#: What takes such a warning: (line number, field, problem).
+WarnLine = Callable[[int, str, str], None]
 
 
-def read_extension(raw: Any, where: str, number: int, notes: Notes, warnings: Warnings) -> Extension:
-    """Parse a ``扩展字段`` and count what was odd about it; an unreadable one is logged with file and line."""
-    return count_extension(parse_extension(raw), where, number, notes, warnings)
-
-
-def count_extension(extension: Extension, where: str, number: int, notes: Notes, warnings) -> Extension:
-    """``read_extension`` of an already parsed ``扩展字段``."""
+def count_extension(
+    extension: Extension, where: str, number: int, notes: Notes, warnings: WarnLine
+) -> Extension:
+    """Count what was odd about a parsed ``扩展字段``; an unreadable one goes to ``warnings`` with its line."""
     for problem in extension.problems:
         if problem.startswith("unreadable") or not extension.readable:
             notes.add(f"{where} unreadable (raw string kept)")
-            warnings.unreadable(number, where, extension)
+            warnings(number, where, extension.problems[0])
         else:
             notes.add(f"{where}: {problem}")
     return extension
@@ -187,11 +149,7 @@ def conversation_record(conversation_id: str, kind: str, source: str, sessions: 
     language = detect_language(texts)
     if language != "zh":
         notes.add(f"conversation detected as {language}, not zh")
-    speakers: list[str] = []
-    for session in sessions:
-        for turn in session["turns"]:
-            if turn["speaker"] not in speakers:
-                speakers.append(turn["speaker"])
+    speakers = list(dict.fromkeys(turn["speaker"] for session in sessions for turn in session["turns"]))
     return {
         "conversation_id": conversation_id,
         "source": "mnbvc",
@@ -236,19 +194,15 @@ def read_pair(
     line: int,
     row: dict[str, Any],
     notes: Notes,
-    warnings: Warnings,
+    warnings: WarnLine,
     extension: Extension | None = None,
 ) -> Pair:
     """The row as a Pair, its ``扩展字段`` counted (``extension``: already parsed from this row)."""
     if "问" not in row and "答" not in row:
         raise SourceError(file, f"line {line}", "问", "missing (neither 问 nor 答: not a Q/A row)")
-    metadata = row.get("元数据")
-    if metadata is not None and not isinstance(metadata, dict):
-        raise SourceError(
-            file, f"line {line}", "元数据", f"expected an object, got {type(metadata).__name__}"
-        )
+    metadata = checked_metadata(row, file, line)
     if extension is None:
-        extension = parse_extension(row_metadata(row).get("扩展字段"))
+        extension = parse_extension(metadata.get("扩展字段"))
     count_extension(extension, "元数据.扩展字段", line, notes, warnings)
     return Pair(file, line, row, extension)
 
@@ -301,10 +255,8 @@ def convert_pair(pair: Pair, notes: Notes, order: tuple[int, int, str] | None = 
         "line": pair.line,
         "keys": list(row),
         "row": _row_without(row, {"问": str, "答": str}),
-        "扩展字段": pair.extension.value,
     }
-    if pair.extension.problems:
-        extra["扩展字段_problems"] = list(pair.extension.problems)
+    with_extension(extra, pair.extension)
     create_time = metadata.get("create_time")
     created_iso = date_iso(create_time, "create_time", notes)
     if created_iso is not None:
@@ -345,38 +297,24 @@ def _id_string(value: Any, notes: Notes, field: str) -> str | None:
     if isinstance(value, str):
         return value
     notes.add(f"{type(value).__name__} {field} → string (raw type kept in the row)")
-    return json.dumps(value, ensure_ascii=False)
+    return as_text(value)
 
 
-def qa_records(
+def row_records(
+    kind: str,
     rows: Iterable[tuple[int, dict[str, Any]]],
     file: str,
     notes: Notes,
     subsets=None,
     reject: Reject = raise_error,
 ) -> Iterator[dict[str, Any]]:
-    """问答语料: each row is one conversation of one Q/A pair, identified by file and line."""
-    return _one_record_per_row(rows, QA, qa_record, file, notes, subsets, reject)
+    """问答 and 论坛 rows, each a conversation by itself (its id the file and the line), of the wanted subsets."""
+    wanted = ((line, row) for line, row in rows if subset_wanted(subsets, kind, source_name(row)))
+    convert = partial(qa_record if kind == QA else forum_record, file=file, warnings=Warnings(file))
+    return convert_rows(file, wanted, convert, notes, reject)
 
 
-def _one_record_per_row(rows, kind: str, make_record, file: str, notes: Notes, subsets, reject: Reject):
-    """Rows that are conversations by themselves (问答, 论坛): a bad row is rejected alone, and its
-    normalization counts are kept only when it converts."""
-    warnings = Warnings(file)
-    for line, row in rows:
-        if not subset_wanted(subsets, kind, source_name(row)):
-            continue
-        counted = Notes()
-        try:
-            record = make_record(row, file, line, counted, warnings)
-        except SourceError as error:
-            reject(error, row)
-            continue
-        notes.update(counted)
-        yield record
-
-
-def qa_record(row: dict[str, Any], file: str, line: int, notes: Notes, warnings: Warnings) -> dict[str, Any]:
+def qa_record(line: int, row: dict[str, Any], notes: Notes, file: str, warnings: WarnLine) -> dict[str, Any]:
     pair = read_pair(file, line, row, notes, warnings)
     session_id = _id_string(row.get("id"), notes, "id") or f"line {line}"
     session = schema.empty_session(session_id, converted_turns(convert_pair(pair, notes), ""))
@@ -387,18 +325,8 @@ def qa_record(row: dict[str, Any], file: str, line: int, notes: Notes, warnings:
 # -- 论坛语料: a thread is a conversation ------------------------------------------------------------------
 
 
-def forum_records(
-    rows: Iterable[tuple[int, dict[str, Any]]],
-    file: str,
-    notes: Notes,
-    subsets=None,
-    reject: Reject = raise_error,
-) -> Iterator[dict[str, Any]]:
-    return _one_record_per_row(rows, FORUM, forum_record, file, notes, subsets, reject)
-
-
 def forum_record(
-    row: dict[str, Any], file: str, line: int, notes: Notes, warnings: Warnings
+    line: int, row: dict[str, Any], notes: Notes, file: str, warnings: WarnLine
 ) -> dict[str, Any]:
     """The topic post and each reply as turns; ``reply_to`` from 引用ID, speaker from 回复人.
 
@@ -406,49 +334,40 @@ def forum_record(
     ``洞主`` (the thread's author on 树洞 boards) are ``user`` turns like the topic, other replies
     ``assistant`` turns.
     """
-    where = f"line {line}"
     replies = row.get("回复", [])
     if not isinstance(replies, list):
-        raise SourceError(file, where, "回复", f"expected a list of replies, got {type(replies).__name__}")
-    metadata = row.get("元数据")
-    if metadata is not None and not isinstance(metadata, dict):
-        raise SourceError(file, where, "元数据", f"expected an object, got {type(metadata).__name__}")
-    metadata = row_metadata(row)
+        raise FieldError("回复", f"expected a list of replies, got {type(replies).__name__}")
+    metadata = checked_metadata(row, file, line)
     topic_text = _text(row.get("主题", ""), "主题", notes)
     if "主题" not in row:
         notes.add("forum thread without 主题 (empty topic turn)")
     elif topic_text == "":
         notes.add("forum thread with an empty 主题 (kept as an empty topic turn)")
-    extension = read_extension(metadata.get("扩展字段"), "元数据.扩展字段", line, notes, warnings)
+    extension = count_extension(
+        parse_extension(metadata.get("扩展字段")), "元数据.扩展字段", line, notes, warnings
+    )
     topic = schema.empty_turn(TOPIC_TURN_ID, TOPIC_SPEAKER, "user", topic_text)
     posted_iso = date_iso(metadata.get("发帖时间"), "发帖时间", notes)
-    topic_extra: dict[str, Any] = {
+    kept = {
         "file": file,
         "line": line,
         "keys": list(row),
         "row": _row_without(row, {"主题": str, "回复": list}),
-        "扩展字段": extension.value,
-        "timestamp": posted_iso,
     }
-    if extension.problems:
-        topic_extra["扩展字段_problems"] = list(extension.problems)
-    topic["extra"] = schema.to_json(topic_extra)
-    turns = [topic]
-    for index, reply in enumerate(replies):
-        turns.append(forum_reply(reply, index, file, line, notes, warnings))
-    _check_turn_ids(turns, file, where, notes)
+    topic["extra"] = schema.to_json(with_extension(kept, extension, timestamp=posted_iso))
+    turns = [topic] + [
+        forum_reply(reply, index, line, notes, warnings) for index, reply in enumerate(replies)
+    ]
+    _check_turn_ids(turns, notes)
     session_id = _id_string(row.get("ID", row.get("id")), notes, "ID") or f"line {line}"
     session = schema.empty_session(session_id, turns)
     set_session_date(session, row, "发帖时间", metadata.get("发帖时间"), notes)
     return conversation_record(f"{file}:{line}", FORUM, source_name(row), [session], notes)
 
 
-def forum_reply(
-    reply: Any, index: int, file: str, line: int, notes: Notes, warnings: Warnings
-) -> dict[str, Any]:
-    where = f"line {line}"
+def forum_reply(reply: Any, index: int, line: int, notes: Notes, warnings: WarnLine) -> dict[str, Any]:
     if not isinstance(reply, dict):
-        raise SourceError(file, where, f"回复[{index}]", f"expected an object, got {type(reply).__name__}")
+        raise FieldError(f"回复[{index}]", f"expected an object, got {type(reply).__name__}")
     floor = reply.get("楼ID")
     if type(floor) is str and floor:  # the usual 楼ID, as _id_string gives it
         turn_id = floor
@@ -457,32 +376,27 @@ def forum_reply(
         turn_id = f"#{index + 1}"
     else:
         turn_id = _id_string(floor, notes, "楼ID")
-    extension = read_extension(reply.get("扩展字段"), "回复.扩展字段", line, notes, warnings)
+    extension = count_extension(
+        parse_extension(reply.get("扩展字段")), "回复.扩展字段", line, notes, warnings
+    )
     details = extension.value or {}
     speaker = details.get("回复人")
     if speaker is None or speaker == "":
         notes.add("forum reply without 回复人 (speaker empty)")
         speaker = ""
-    speaker = speaker if isinstance(speaker, str) else json.dumps(speaker, ensure_ascii=False)
+    speaker = as_text(speaker)
     role = "user" if speaker in THREAD_AUTHOR_NAMES else "assistant"
     turn = schema.empty_turn(turn_id, speaker, role, _text(reply.get("回复", ""), "回复.回复", notes))
     quoted = details.get("引用ID")
     if quoted is not None and quoted != "":
-        turn["reply_to"] = quoted if isinstance(quoted, str) else json.dumps(quoted, ensure_ascii=False)
+        turn["reply_to"] = as_text(quoted)
     replied_iso = date_iso(details.get("回复时间"), "回复时间", notes)
-    extra: dict[str, Any] = {
-        "keys": list(reply),
-        "reply": _row_without(reply, {"回复": str}),
-        "扩展字段": extension.value,
-        "timestamp": replied_iso,
-    }
-    if extension.problems:
-        extra["扩展字段_problems"] = list(extension.problems)
-    turn["extra"] = schema.to_json(extra)
+    kept = {"keys": list(reply), "reply": _row_without(reply, {"回复": str})}
+    turn["extra"] = schema.to_json(with_extension(kept, extension, timestamp=replied_iso))
     return turn
 
 
-def _check_turn_ids(turns: list[dict], file: str, where: str, notes: Notes) -> None:
+def _check_turn_ids(turns: list[dict], notes: Notes) -> None:
     """楼ID should be unique in a thread; a repeated one is made unique (``~2``) and counted."""
     seen: dict[str, int] = {}
     for turn in turns:

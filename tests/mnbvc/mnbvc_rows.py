@@ -9,9 +9,9 @@ import json
 from functools import partial
 from pathlib import Path
 
-from builders.mnbvc import files, multiturn
+from builders.mnbvc import multiturn
 from builders.mnbvc.builder import MnbvcBuilder
-from convhub.engine import regroup
+from convhub.engine import jsonl, keyed, regroup
 from convhub.errors import Notes, raise_error
 
 SAMPLE = Path(MnbvcBuilder.sample_dir())
@@ -21,11 +21,18 @@ SAMPLE = Path(MnbvcBuilder.sample_dir())
 
 
 def partition(inputs, folder, count: int, processes: int = 1, subsets=None, reject=raise_error):
-    """MNBVC's multi-turn files keyed (``multiturn.keyed_rows``) and partitioned by the embedded engine, as a
+    """MNBVC's multi-turn files keyed (``multiturn.key_row``) and partitioned by the embedded engine, as a
     build does."""
-    keyed = partial(multiturn.keyed_rows, inputs, opener=None, subsets=subsets, reject=reject)
+    keyed_rows = partial(keyed_file, inputs, subsets, reject)
     sizes = [Path(path).stat().st_size for _, path in inputs]
-    return regroup.write_partitions(keyed, sizes, str(folder), count, processes)
+    return regroup.write_partitions(keyed_rows, sizes, str(folder), count, processes)
+
+
+def keyed_file(inputs, subsets, reject, file_index: int):
+    """The keyed rows of one multi-turn file, as ``MnbvcBuilder.keyed_rows`` gives them."""
+    name, path = inputs[file_index]
+    rows = jsonl.numbered_rows(jsonl.open_lines(partial(jsonl.open_local, path), name), name, "MNBVC", reject)
+    return keyed.keyed_file_rows(rows, file_index, partial(multiturn.key_row, name, subsets=subsets), reject)
 
 
 def partition_records(partitioned, number: int, names, notes, reject=raise_error, part=(0, 1)):
@@ -110,7 +117,7 @@ def source_rows(folder: Path) -> dict[tuple[str, int], dict]:
     rows = {}
     for path in sorted(folder.rglob("*.jsonl*")):
         name = path.relative_to(folder).as_posix()
-        for number, line in files.open_lines(partial(files.open_local, str(path))):
+        for number, line in jsonl.open_lines(partial(jsonl.open_local, str(path))):
             if line.strip():
                 rows[(name, number)] = json.loads(line)
     return rows

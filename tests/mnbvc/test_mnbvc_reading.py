@@ -13,9 +13,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mnbvc_rows import pair, records, thread, write_shard
 
-from builders.mnbvc import dates, files
+from builders.mnbvc import dates
 from builders.mnbvc import extension as extension_module
 from builders.mnbvc.extension import parse_extension
+from convhub.engine import jsonl
 from convhub.errors import Notes, SourceError
 
 # -- 扩展字段 ---------------------------------------------------------------------------------------------
@@ -171,7 +172,7 @@ def test_lines_of_gzipped_and_crlf_shards(tmp_path):
     plain = write_shard(tmp_path / "a.jsonl", rows, crlf=True)
     zipped = write_shard(tmp_path / "b.jsonl.gz", rows, gz=True, crlf=True)
     for path in (plain, zipped):
-        lines = list(files.open_lines(partial(files.open_local, str(path))))
+        lines = list(jsonl.open_lines(partial(jsonl.open_local, str(path))))
         assert [number for number, _ in lines] == [1, 2]
         assert all(not line.endswith(b"\r") for _, line in lines)
         assert [json.loads(line)["问"] for _, line in lines] == ["你好", "再见"]
@@ -180,7 +181,8 @@ def test_lines_of_gzipped_and_crlf_shards(tmp_path):
 def test_gzip_is_recognized_by_content_not_name(tmp_path):
     path = write_shard(tmp_path / "named-plain.jsonl", [pair("a", 1, "你好")], gz=True)
     assert [
-        r["问"] for _, r in files.iter_rows(files.open_lines(partial(files.open_local, str(path))), "x")
+        r["问"]
+        for _, r in jsonl.iter_rows(jsonl.open_lines(partial(jsonl.open_local, str(path))), "x", "MNBVC")
     ] == ["你好"]
 
 

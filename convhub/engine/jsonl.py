@@ -1,21 +1,24 @@
-"""MNBVC's shards: finding them (a local folder, a file, or an fsspec URL), opening them (plain or gzipped, LF
-or CRLF), cutting a big plain file into line-aligned byte ranges, and reading each line as JSON exactly as
-``json`` would."""
+"""JSON Lines files for any source: finding them (a local folder, a file, or an fsspec URL), opening them (plain
+or gzipped, LF or CRLF), cutting a big plain file into line-aligned byte ranges, and reading each line as JSON
+exactly as ``json`` would, numbered from 1 so that every error names the file and the line."""
 
 from __future__ import annotations
 
 import gzip
 import io
+import logging
 import mmap
 import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any, BinaryIO
 
 from datasets.utils.file_utils import xopen
 
 from convhub.engine.jsonio import load_object, refuse_json_document
-from convhub.errors import Reject, SourceError, raise_error
+from convhub.engine.records import convert_one
+from convhub.errors import Notes, Reject, SourceError, raise_error
 from convhub.storage.folders import url_files
 
 SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -51,11 +54,12 @@ def local_shard_paths(data_dir: str) -> list[str]:
     return found
 
 
-def url_inputs(url: str) -> list[tuple[str, str]]:
-    """(name, URL) of every shard under ``url``, named as ``--data-dir`` names local ones, not downloaded."""
+def url_inputs(url: str, reader: str) -> list[tuple[str, str]]:
+    """(name, URL) of every shard under ``url``, named as ``--data-dir`` names local ones, not downloaded;
+    ``reader`` names the source in the error when there is none."""
     found = url_files(url, SUFFIXES, recursive=True)
     if not found:
-        raise FileNotFoundError(f"no MNBVC *.jsonl or *.jsonl.gz shard under {url}")
+        raise FileNotFoundError(f"no {reader} *.jsonl or *.jsonl.gz shard under {url}")
     return found
 
 
@@ -184,17 +188,73 @@ def readable_lines(lines: Iterable[tuple[int, bytes]], reject: Reject) -> Iterat
             return
 
 
-def iter_rows(
-    lines: Iterable[tuple[int, bytes]], path: str, reject: Reject = raise_error
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, row) of each JSON object line; a bad line goes to ``reject`` (raising by default),
-    and a file that cannot be read on from some line goes there once (its earlier rows stay). A file that
-    is one JSON document (an array or object over many lines) is one SourceError naming the file."""
-    for number, line in refuse_json_document(readable_lines(lines, reject), path, "MNBVC"):
+def numbered_rows(
+    lines: Iterable[tuple[int, bytes]],
+    path: str,
+    reader: str,
+    reject: Reject = raise_error,
+) -> Iterator[tuple[int, dict[str, Any], bytes]]:
+    """(line number, row, the line's bytes) of each JSON object line; a bad line goes to ``reject`` (raising by
+    default), and a file that cannot be read on from some line goes there once (its earlier rows stay). A file
+    that is one JSON document (an array or object over many lines) is one SourceError naming the file and what
+    ``reader`` (the source) reads instead."""
+    for number, line in refuse_json_document(readable_lines(lines, reject), path, reader):
         try:
             row = load_row(line, path, number)
         except SourceError as error:
             reject(error, line)
             continue
         if row is not None:
-            yield number, row
+            yield number, row, line
+
+
+def iter_rows(
+    lines: Iterable[tuple[int, bytes]], path: str, reader: str, reject: Reject = raise_error
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, row) of each JSON object line, as ``numbered_rows`` reads them."""
+    for number, row, _ in numbered_rows(lines, path, reader, reject):
+        yield number, row
+
+
+def convert_rows(
+    path: str,
+    rows: Iterable[tuple[int, dict[str, Any]]],
+    convert: Callable[[int, dict[str, Any], Notes], Any],
+    notes: Notes,
+    reject: Reject = raise_error,
+) -> Iterator[Any]:
+    """The per-record loop (``convhub.engine.records``) over (line number, row) pairs of a file whose rows are
+    records by themselves: ``convert(number, row, notes)``, its errors naming the line, a bad row rejected alone
+    and its normalizations counted only when it converts."""
+    for number, row in rows:
+        counted = Notes()
+        try:
+            record = convert_one(path, f"line {number}", row, partial(convert, number), counted)
+        except SourceError as error:
+            reject(error, row)
+            continue
+        notes.update(counted)
+        yield record
+
+
+class LineWarnings:
+    """Logs what rows of one file hold that the build keeps raw but a user should hear of (``what``, e.g.
+    unreadable JSON strings in a field), each with the file, line and field, up to ``limit`` per file; past it,
+    one line says the rest are counted in the normalizations, so that a bad file cannot flood the log."""
+
+    def __init__(self, path: str, logger: logging.Logger, limit: int, what: str):
+        self.path, self.logger, self.limit, self.what = path, logger, limit, what
+        self.count = 0
+
+    def __call__(self, number: int, where: str, problem: str) -> None:
+        self.count += 1
+        if self.count <= self.limit:
+            self.logger.warning("%s, line %d, %s: %s (raw string kept)", self.path, number, where, problem)
+        elif self.count == self.limit + 1:
+            self.logger.warning("%s: more %s; counted in the normalizations", self.path, self.what)
+
+
+def rebuilt_row(keys: list[str], kept: dict[str, Any], texts: dict[str, Any]) -> dict[str, Any]:
+    """A source row again, for an export: its ``keys`` in their order, each value from ``kept`` (the row as a
+    record keeps it, its text fields taken out) or else from ``texts`` (the fields the record holds as turns)."""
+    return {key: kept[key] if key in kept else texts[key] for key in keys if key in kept or key in texts}

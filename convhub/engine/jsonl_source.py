@@ -1,0 +1,207 @@
+"""The builder of a source whose input is JSON Lines files (``*.jsonl``, ``*.jsonl.gz``), in one format or several:
+the engine layer that lists the files, tells each one's format, shards them and reads them, so that a source
+declares what it is (``READER``, ``FILE_FORMATS``, ``DEFAULT_REPO``) and gives pure functions of rows.
+
+Inputs: any number of files under ``--data-dir`` (searched recursively; a local folder or file, or an fsspec URL),
+or by default the files matching ``DEFAULT_PATTERN`` in the Hugging Face dataset ``DEFAULT_REPO``. Each file's
+format is detected from its first rows (``Formats.detect``), or given with the config's ``source_format``.
+
+Shards: a file of a row format is one shard, read by the source's ``format_records``; when it is plain JSON Lines
+bigger than ``RANGE_BYTES``, one shard per line-aligned byte range of it (rows, order and line numbers as one), so
+workers get even shares. The files of a ``GROUPED_FORMATS`` format (conversations spread over rows and files) are
+one ``group_shard``: the engine keys their rows with the source's ``key_row`` and regroups them
+(``convhub.engine.keyed``). When streaming (``as_streaming_dataset``), every file is read once from its URL by
+``format_records``, the grouped formats' too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from functools import partial
+from typing import Any, ClassVar
+
+from datasets.download.streaming_download_manager import StreamingDownloadManager
+
+from convhub.engine import jsonl, keyed, regroup
+from convhub.engine.builder import ConversationBuilder, group_shard
+from convhub.engine.formats import Formats
+from convhub.errors import Notes, SourceError
+from convhub.storage.folders import open_url
+
+#: Where a shard of each kind is opened from: a local file, a file ``datasets`` streams, a URL an engine's task opens.
+OPENERS = {"rows": jsonl.open_local, "stream": jsonl.open_streamed, "url": open_url}
+
+
+def hub_files(repo: str, pattern: str) -> list[str]:
+    """``hf://`` paths of the files of the Hub dataset ``repo`` that match ``pattern`` (needs the network)."""
+    from huggingface_hub import HfFileSystem
+
+    found = HfFileSystem().glob(f"datasets/{repo}/{pattern}")
+    return [f"hf://{path}" for path in sorted(found)]
+
+
+class JsonLinesBuilder(ConversationBuilder):
+    """Shards and reading of JSON Lines files; a source sets the class attributes and the row hooks."""
+
+    #: How errors name the source's reader ("MNBVC reads one JSON object per line").
+    READER: ClassVar[str]
+    FILE_FORMATS: ClassVar[Formats]
+    #: Formats whose conversations span rows anywhere in the files: regrouped (``key_row``, ``grouped_records``).
+    GROUPED_FORMATS: ClassVar[frozenset[str]] = frozenset()
+    DEFAULT_REPO: ClassVar[str]
+    DEFAULT_PATTERN: ClassVar[str]
+    SPLIT: ClassVar[str] = "train"
+    #: A plain file of a row format bigger than this is read as line-aligned byte ranges, one shard each.
+    RANGE_BYTES: ClassVar[int] = regroup.SLICE_BYTES
+
+    # -- hooks a source implements -------------------------------------------------------------------
+
+    def default_files(self) -> list[str]:
+        """URLs of the files a build without ``--data-dir`` reads."""
+        return hub_files(self.DEFAULT_REPO, self.DEFAULT_PATTERN)
+
+    def format_records(self, kind: str, rows: Iterable[tuple[int, dict[str, Any]]], name: str, notes: Notes):
+        """Canonical records of the (line number, row) pairs of file ``name``, of format ``kind``."""
+        raise NotImplementedError
+
+    def key_row(self, name: str, number: int, row: dict[str, Any], raw: bytes) -> keyed.Keyed | None:
+        """(group, order, ``keyed.payload``) of a row of a grouped format; None: not wanted."""
+        raise NotImplementedError(f"{self.SOURCE} has no grouped format")
+
+    # -- where the shards are ----------------------------------------------------------------------
+
+    def shards(self, dl_manager) -> dict[str, list[dict[str, Any]]]:
+        """Streamed: every file read once, as it comes. Built: the grouped files as one group shard (an engine
+        regroups their rows), then the others as row shards."""
+        typed = self._typed_inputs(dl_manager)
+        if isinstance(dl_manager, StreamingDownloadManager):
+            return {self.SPLIT: [{"kind": "stream", "format": k, "name": n, "path": p} for n, p, k in typed]}
+        return self._listed(typed, self._row_shards, jsonl.open_local)
+
+    def engine_shards(self, dl_manager, run=None) -> dict[str, list[dict[str, Any]]]:
+        """As ``shards``, but a URL ``--data-dir`` is read where it is, by the engine's tasks (no download)."""
+        data_dir = self.config.data_dir or ""
+        if "://" not in data_dir:
+            return self.shards(dl_manager)
+        typed = self._typed(jsonl.url_inputs(data_dir, self.READER), open_url)
+        return self._listed(typed, _url_shards, open_url)
+
+    def _listed(self, typed, row_shards, opener) -> dict[str, list[dict[str, Any]]]:
+        """The grouped files of ``typed`` as one group shard (sized through ``opener``), then the others'
+        ``row_shards(name, path, format)``."""
+        grouped = [(name, path) for name, path, kind in typed if kind in self.GROUPED_FORMATS]
+        rows = [
+            shard
+            for n, p, kind in typed
+            if kind not in self.GROUPED_FORMATS
+            for shard in row_shards(n, p, kind)
+        ]
+        if not grouped:
+            return {self.SPLIT: rows}
+        sizes = [jsonl.uncompressed_size(path, opener) for _, path in grouped]
+        return {self.SPLIT: [group_shard(grouped, sizes, self.PARTITION_BYTES), *rows]}
+
+    def _typed_inputs(self, dl_manager) -> list[tuple[str, str, str]]:
+        """(name, path, format) of every input file the build reads."""
+        self._download_config = getattr(dl_manager, "download_config", None)
+        if isinstance(dl_manager, StreamingDownloadManager):
+            opener = partial(jsonl.open_streamed, download_config=self._download_config)
+        else:
+            opener = jsonl.open_local
+        return self._typed(self._inputs(dl_manager), opener)
+
+    def _typed(self, inputs: list[tuple[str, str]], opener) -> list[tuple[str, str, str]]:
+        typed = [(name, path, self._format_of(name, path, opener)) for name, path in inputs]
+        wanted = self.FILE_FORMATS.wanted
+        return [
+            (name, path, kind) for name, path, kind in typed if kind and wanted(kind, self.config.subsets)
+        ]
+
+    def _row_shards(self, name: str, path: str, kind: str) -> list[dict[str, Any]]:
+        """A file of a row format as shards: a plain file bigger than ``RANGE_BYTES`` as line-aligned byte ranges,
+        a gzipped one whole (it cannot be entered mid-way)."""
+        shard = {"kind": "rows", "format": kind, "name": name, "path": path}
+        if os.path.getsize(path) <= self.RANGE_BYTES or jsonl.is_gzip(path):
+            return [shard]
+        return [
+            {**shard, "range": list(byte_range)} for byte_range in jsonl.line_ranges(path, self.RANGE_BYTES)
+        ]
+
+    def _inputs(self, dl_manager) -> list[tuple[str, str]]:
+        """(name, path) of every input file; a name is the path relative to ``data_dir``."""
+        data_dir = self.config.data_dir
+        if data_dir is None:
+            return self._default_inputs(dl_manager)
+        if "://" in data_dir:  # streamed, or downloaded first
+            found = jsonl.url_inputs(data_dir, self.READER)
+            paths = dl_manager.download([url for _, url in found])
+            return [(name, path) for (name, _), path in zip(found, paths, strict=True)]
+        if os.path.isfile(data_dir):
+            return [(os.path.basename(data_dir), data_dir)]
+        if not os.path.isdir(data_dir):
+            raise FileNotFoundError(f"--data-dir {data_dir} is neither a folder nor a file")
+        found = jsonl.local_shard_paths(data_dir)
+        if not found:
+            raise FileNotFoundError(f"no {self.READER} *.jsonl or *.jsonl.gz shard under {data_dir}")
+        return [(os.path.relpath(path, data_dir).replace(os.sep, "/"), path) for path in found]
+
+    def _default_inputs(self, dl_manager) -> list[tuple[str, str]]:
+        """The files of ``default_files``, downloaded."""
+        repo, pattern = self.DEFAULT_REPO, self.DEFAULT_PATTERN
+        try:
+            urls = self.default_files()
+        except Exception as error:  # any network or Hub failure: the message says what to do
+            raise FileNotFoundError(
+                f"could not list {self.READER}'s {pattern} files in the Hugging Face dataset {repo} "
+                f"({type(error).__name__}: {error}); download them yourself and pass --data-dir DIR"
+            ) from error
+        if not urls:
+            raise FileNotFoundError(f"no {pattern} file found in {repo}; pass --data-dir DIR with its files")
+        paths = dl_manager.download(urls)
+        return [(url.split(f"{repo}/", 1)[1], path) for url, path in zip(urls, paths, strict=True)]
+
+    def _format_of(self, name: str, path: str, open_path) -> str | None:
+        """The file's format; None for a file left out (under ``--on-bad-record skip``: unreadable, empty)."""
+        forced = self.config.source_format
+        if forced:
+            return self.FILE_FORMATS.normalize(forced)
+        lines = jsonl.open_lines(partial(open_path, path), name)
+        try:
+            rows = jsonl.iter_rows(lines, name, self.READER, self.reject)
+            kind = self.FILE_FORMATS.detect(rows, name, tolerant=self.config.on_bad_record == "skip")
+            if kind is None:
+                raise SourceError(
+                    name, None, None, f"no row: the file is empty ({self.READER} files are JSON lines)"
+                )
+            return kind
+        except SourceError as error:
+            self.reject(error, None, scope="file")
+            return None
+        finally:
+            lines.close()
+
+    # -- one shard → canonical records ----------------------------------------------------------
+
+    def parse_shard(self, shard: dict[str, Any], notes: Notes) -> Iterator[dict[str, Any]]:
+        if "range" in shard:
+            lines = jsonl.range_lines(shard["path"], shard["name"], *shard["range"])
+        else:
+            opener = OPENERS[shard["kind"]]
+            if shard["kind"] == "stream":
+                opener = partial(opener, download_config=getattr(self, "_download_config", None))
+            lines = jsonl.open_lines(partial(opener, shard["path"]), shard["name"])
+        rows = jsonl.iter_rows(lines, shard["name"], self.READER, self.reject)
+        return self.format_records(shard["format"], rows, shard["name"], notes)
+
+    def keyed_rows(self, shard: dict[str, Any], file_index: int) -> Iterator[regroup.KeyedRow]:
+        """The rows of a grouped file keyed by ``key_row``, for the engine's group-by."""
+        name, path = shard["files"][file_index]
+        lines = jsonl.open_lines(partial(open_url if "://" in path else jsonl.open_local, path), name)
+        rows = jsonl.numbered_rows(lines, name, self.READER, self.reject)
+        return keyed.keyed_file_rows(rows, file_index, partial(self.key_row, name), self.reject)
+
+
+def _url_shards(name: str, url: str, kind: str) -> list[dict[str, Any]]:
+    """A file of a row format an engine's task reads at its URL: one shard."""
+    return [{"kind": "url", "format": kind, "name": name, "path": url}]
