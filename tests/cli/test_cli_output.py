@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from convhub import registry
+
 ROOT = Path(__file__).resolve().parents[2]
 SUMMARY_LINE = re.compile(r"^  (?P<config>\S+) ")
 QUIRK_SUMMARY = re.compile(r"^(?P<source>\w+): the sample holds (?P<count>\d+) deliberate quirks? ")
@@ -93,7 +95,7 @@ def test_the_sample_build_prints_no_line_twice(sample_build):
 
 def test_progress_names_source_and_each_built_config_with_a_total(sample_build):
     configs = built_configs(sample_build.stdout)
-    assert set(configs) == {"locomo", "gigamemory", "convlab", "mnbvc"}
+    assert set(configs) == set(registry.names())
     bars = [segment for segment in re.split(r"[\r\n]", sample_build.stderr) if "|" in segment]
     for source, names in configs.items():
         for name in names:

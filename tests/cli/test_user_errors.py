@@ -12,6 +12,7 @@ import datasets.config
 import huggingface_hub.constants
 import pytest
 
+from convhub import registry
 from convhub.cli import main as cli
 
 COMMANDS = ("build", "check")
@@ -44,7 +45,7 @@ def test_offline_without_data_dir_says_pass_data_dir_or_sample(command, tmp_path
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-@pytest.mark.parametrize("source", ["locomo", "gigamemory", "convlab", "mnbvc"])
+@pytest.mark.parametrize("source", registry.names())
 def test_missing_data_dir_does_not_exist(command, source, tmp_path, capsys):
     missing = tmp_path / "nowhere"
     assert run(command, [source, "--data-dir", str(missing)], tmp_path) != 0
