@@ -158,7 +158,13 @@ def run_job(
     return result
 
 
-def write_config(builder, folder: Path, num_proc: int | None, download_dir: str) -> dict[str, SplitWritten]:
+def write_config(
+    builder,
+    folder: Path,
+    num_proc: int | None,
+    download_dir: str,
+    max_shard_bytes: int | None = MAX_SHARD_BYTES,
+) -> dict[str, SplitWritten]:
     """Every split of ``builder``'s config as Parquet files in ``folder``; a URL the source reads is downloaded
     into ``download_dir``. Sets ``builder.processes_run``: the most processes a split ran in."""
     from convhub.engine.builder import fewer_collections
@@ -179,7 +185,7 @@ def write_config(builder, folder: Path, num_proc: int | None, download_dir: str)
         builder.processes_run = max(builder.processes_run, processes)
         template = os.path.join(folder, f"{split_generator.name}-{{job:05d}}-{{file:05d}}.parquet")
         with builder.preparing_split(split_generator):
-            results = _write_split(builder, split_generator, template, processes)
+            results = _write_split(builder, split_generator, template, processes, max_shard_bytes)
         files = [path for result in results for path in result.files]
         info = datasets.SplitInfo(
             split_generator.name,
@@ -193,7 +199,9 @@ def write_config(builder, folder: Path, num_proc: int | None, download_dir: str)
     return written
 
 
-def _write_split(builder, split_generator, template: str, processes: int) -> list[JobResult]:
+def _write_split(
+    builder, split_generator, template: str, processes: int, max_shard_bytes: int | None
+) -> list[JobResult]:
     """The jobs of one split, in this process or in ``processes`` workers, under its progress bar."""
     label = f"{builder.SOURCE} {builder.config.name} {split_generator.name}"
     shard_count = len(split_generator.gen_kwargs.get("shards") or ())
@@ -202,13 +210,13 @@ def _write_split(builder, split_generator, template: str, processes: int) -> lis
     with progress.ShardBar(label=label, shards=shard_count) as bar:
         if len(cut) == 1:
             results = []
-            for item in write_job(builder, cut[0], templates[0]):
+            for item in write_job(builder, cut[0], templates[0], max_shard_bytes):
                 if isinstance(item, JobResult):
                     results.append(item)
                 else:
                     bar.update(item)
             return results
-        return _in_workers(builder, list(zip(cut, templates, strict=True)), bar)
+        return _in_workers(builder, list(zip(cut, templates, strict=True)), max_shard_bytes, bar)
 
 
 #: A worker's queue of progress updates (set when the worker starts: a queue cannot travel with a task).
@@ -222,9 +230,11 @@ def _start_worker(updates) -> None:
     _updates = updates
 
 
-def _job_in_worker(builder, gen_kwargs: dict[str, Any], template: str) -> JobResult:
+def _job_in_worker(
+    builder, gen_kwargs: dict[str, Any], template: str, max_shard_bytes: int | None
+) -> JobResult:
     try:
-        for item in write_job(builder, gen_kwargs, template):
+        for item in write_job(builder, gen_kwargs, template, max_shard_bytes):
             if isinstance(item, JobResult):
                 return item
             _updates.put((int(item), item.shards))
@@ -233,7 +243,9 @@ def _job_in_worker(builder, gen_kwargs: dict[str, Any], template: str) -> JobRes
     raise RuntimeError("a job ended without its result")
 
 
-def _in_workers(builder, cut: list[tuple[dict[str, Any], str]], bar) -> list[JobResult]:
+def _in_workers(
+    builder, cut: list[tuple[dict[str, Any], str]], max_shard_bytes: int | None, bar
+) -> list[JobResult]:
     """Each job in a worker process; the updates reach the bar as they come, the results return in job order.
     The first job that fails stops the others (the pool is terminated) and its error is raised here."""
     import multiprocess  # datasets' dependency: pickles the builder (and a test's local class) with dill
@@ -244,7 +256,8 @@ def _in_workers(builder, cut: list[tuple[dict[str, Any], str]], bar) -> list[Job
             multiprocess.Pool(len(cut), initializer=_start_worker, initargs=(updates,))
         )
         pending = [
-            pool.apply_async(_job_in_worker, (builder, gen_kwargs, template)) for gen_kwargs, template in cut
+            pool.apply_async(_job_in_worker, (builder, gen_kwargs, template, max_shard_bytes))
+            for gen_kwargs, template in cut
         ]
         done = 0
         while done < len(pending):
