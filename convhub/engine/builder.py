@@ -133,7 +133,8 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
 
     BUILDER_CONFIG_CLASS = ConvHubConfig
     DEFAULT_CONFIG_NAME = DEFAULT_VIEW
-    #: The build's ``num_proc`` (``download_and_prepare``); None where nothing is built (a stream, ``check``).
+    #: The build's ``num_proc`` (``local_build.write_config``, ``download_and_prepare``); None where nothing is
+    #: built (a stream, ``check``).
     _build_processes: int | None = None
     #: The most processes a split was written in by the local engine (``local_build.write_config``).
     processes_run: int = 0

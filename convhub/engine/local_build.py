@@ -23,7 +23,6 @@ which pickles the builder with ``dill`` as ``datasets`` did).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import queue
 import time
@@ -97,7 +96,6 @@ def write_job(
     features = builder.info.features
     arrow_schema = features.arrow_schema
     batch_rows = getattr(builder, "writer_batch_rows", None)
-    storage_options = getattr(getattr(builder, "_fs", None), "storage_options", None)
     shard_count = len(gen_kwargs.get("shards") or ())
     result = JobResult()
     since_update, shards_reported, shard_index, last_update = 0, 0, 0, time.time()
@@ -111,7 +109,7 @@ def write_job(
     def new_writer() -> ParquetWriter:
         path = path_template.format(file=len(result.files))
         result.files.append(path)
-        return ParquetWriter(features, path, writer_batch_size=batch_rows, storage_options=storage_options)
+        return ParquetWriter(features, path, writer_batch_size=batch_rows)
 
     def close(writer: ParquetWriter) -> None:
         rows, num_bytes = writer.finalize()
@@ -251,10 +249,7 @@ def _in_workers(
     import multiprocess  # datasets' dependency: pickles the builder (and a test's local class) with dill
 
     updates = multiprocess.Queue()
-    with contextlib.ExitStack() as stack:
-        pool = stack.enter_context(
-            multiprocess.Pool(len(cut), initializer=_start_worker, initargs=(updates,))
-        )
+    with multiprocess.Pool(len(cut), initializer=_start_worker, initargs=(updates,)) as pool:
         pending = [
             pool.apply_async(_job_in_worker, (builder, gen_kwargs, template, max_shard_bytes))
             for gen_kwargs, template in cut
