@@ -1,8 +1,8 @@
-"""The batch writer of ``convhub.engine.builder`` writes exactly what ``datasets``' per-example writer writes.
+"""The local engine (``convhub.engine.local_build``) writes exactly what ``datasets``' own per-example writer writes.
 
-Every config of every source is prepared twice from its sample: once by the builder as it is, once by a
-subclass that puts back ``datasets``' own ``GeneratorBasedBuilder._prepare_split_single``. Tables and row
-counts must be equal.
+Every config of every source is prepared twice from its sample: once by the local engine, once by ``datasets``'
+own ``download_and_prepare`` of the same builder (a plain ``GeneratorBasedBuilder``). Tables and row counts must be
+equal.
 """
 
 from __future__ import annotations
@@ -10,49 +10,58 @@ from __future__ import annotations
 import glob
 import os
 
-import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from convhub import registry
+from convhub.engine.local_build import MAX_SHARD_BYTES, jobs, write_config
 from convhub.errors import Notes
 
 
-def _prepared(
-    builder_cls, config: str, data_dir: str, cache_dir, max_shard_size=None, **options
-) -> tuple[dict[str, pa.Table], dict]:
-    builder = builder_cls(config_name=config, data_dir=data_dir, cache_dir=str(cache_dir), **options)
-    builder.download_and_prepare(file_format="parquet", max_shard_size=max_shard_size)
+def _by_split(paths) -> dict[str, pa.Table]:
     tables: dict[str, list[pa.Table]] = {}
-    for path in sorted(glob.glob(os.path.join(builder.cache_dir, "*.parquet"))):
-        split = os.path.basename(path).split("-")[1].split(".")[0]
+    for split, path in paths:
         tables.setdefault(split, []).append(pq.read_table(path))
+    return {split: pa.concat_tables(parts) for split, parts in tables.items()}
+
+
+def _written(
+    builder_cls, config: str, data_dir: str, folder, max_shard_bytes=MAX_SHARD_BYTES, num_proc=None, **options
+) -> tuple[dict[str, pa.Table], dict, list[str]]:
+    """The local engine's build: tables by split, (rows, bytes) by split, and the files in order."""
+    builder = builder_cls(config_name=config, data_dir=data_dir, cache_dir=str(folder / "cache"), **options)
+    written = write_config(builder, folder / "out", num_proc, str(folder / "downloads"), max_shard_bytes)
+    paths = [(split, path) for split, part in written.items() for path in part.files]
+    sizes = {split: (part.info.num_examples, part.info.num_bytes) for split, part in written.items()}
+    return _by_split(paths), sizes, [path for _, path in paths]
+
+
+def _prepared(builder_cls, config: str, data_dir: str, cache_dir) -> tuple[dict[str, pa.Table], dict]:
+    """``datasets``' own build of the same builder."""
+    builder = builder_cls(config_name=config, data_dir=data_dir, cache_dir=str(cache_dir))
+    builder.download_and_prepare(file_format="parquet")
+    paths = [
+        (os.path.basename(path).split("-")[1].split(".")[0], path)
+        for path in sorted(glob.glob(os.path.join(builder.cache_dir, "*.parquet")))
+    ]
     sizes = {name: (info.num_examples, info.num_bytes) for name, info in builder.info.splits.items()}
-    return {split: pa.concat_tables(parts) for split, parts in tables.items()}, sizes
-
-
-def _with_datasets_writer(builder_cls):
-    return type(
-        f"{builder_cls.__name__}PerExample",
-        (builder_cls,),
-        {"_prepare_split_single": datasets.GeneratorBasedBuilder._prepare_split_single},
-    )
+    return _by_split(paths), sizes
 
 
 @pytest.mark.parametrize(
     ("source", "config"),
     [(name, view.name) for name in registry.names() for view in registry.get(name).views()],
 )
-def test_batch_writer_equals_datasets_per_example_writer(source, config, tmp_path):
+def test_local_engine_equals_datasets_per_example_writer(source, config, tmp_path):
     builder_cls = registry.get(source)
     sample = builder_cls.sample_dir()
-    batch, batch_sizes = _prepared(builder_cls, config, sample, tmp_path / "batch")
-    per_example = _with_datasets_writer(builder_cls)
-    reference, reference_sizes = _prepared(per_example, config, sample, tmp_path / "reference")
+    batch, batch_sizes, _ = _written(builder_cls, config, sample, tmp_path / "batch")
+    reference, reference_sizes = _prepared(builder_cls, config, sample, tmp_path / "reference")
     assert batch.keys() == reference.keys()
     for split, table in reference.items():
         assert batch[split].schema == table.schema, split
+        assert batch[split].schema.metadata == table.schema.metadata, split
         assert batch[split].equals(table), f"{source}/{config}/{split} differs from datasets' own writer"
     # num_bytes is Arrow's in-memory size: the two conversions may allocate a validity bitmap differently
     assert batch_sizes.keys() == reference_sizes.keys()
@@ -61,19 +70,43 @@ def test_batch_writer_equals_datasets_per_example_writer(source, config, tmp_pat
         assert batch_sizes[split][1] == pytest.approx(size, rel=0.02)
 
 
-def test_batch_writer_starts_new_shards_past_max_shard_size_with_the_same_rows(tmp_path):
+def test_the_local_engine_starts_new_files_past_the_shard_size_with_the_same_rows(tmp_path):
     mnbvc = registry.get("mnbvc")
-    tiny = {"max_shard_size": 1, "writer_batch_size": 4}  # a new Parquet file after every batch
-    batch, sizes = _prepared(mnbvc, "sessions", mnbvc.sample_dir(), tmp_path / "batch", **tiny)
-    whole, whole_sizes = _prepared(mnbvc, "sessions", mnbvc.sample_dir(), tmp_path / "whole")
-    files = glob.glob(os.path.join(tmp_path / "batch", "**", "*.parquet"), recursive=True)
-    assert len(files) > 2
+    tiny = {"max_shard_bytes": 1, "writer_batch_size": 4}  # a new Parquet file after every batch
+    batch, sizes, files = _written(mnbvc, "sessions", mnbvc.sample_dir(), tmp_path / "batch", **tiny)
+    whole, whole_sizes, whole_files = _written(mnbvc, "sessions", mnbvc.sample_dir(), tmp_path / "whole")
+    assert len(files) > len(whole_files) and len(files) > 2
+    assert all(pq.read_metadata(path).num_rows <= 4 for path in files)
     assert {split: table.to_pylist() for split, table in batch.items()} == {
         split: table.to_pylist() for split, table in whole.items()
     }
     assert {split: rows for split, (rows, _) in sizes.items()} == {
         split: rows for split, (rows, _) in whole_sizes.items()
     }
+
+
+def test_worker_processes_write_the_rows_one_process_writes_in_the_same_order(tmp_path):
+    """``num_proc=2``: jobs of consecutive shards in worker processes, their files in job order."""
+    mnbvc = registry.get("mnbvc")
+    one, one_sizes, one_files = _written(mnbvc, "sessions", mnbvc.sample_dir(), tmp_path / "one")
+    two, two_sizes, two_files = _written(mnbvc, "sessions", mnbvc.sample_dir(), tmp_path / "two", num_proc=2)
+    assert len(one_files) == 1 and len(two_files) == 2
+    assert {split: table.to_pylist() for split, table in two.items()} == {
+        split: table.to_pylist() for split, table in one.items()
+    }
+    assert {split: rows for split, (rows, _) in two_sizes.items()} == {
+        split: rows for split, (rows, _) in one_sizes.items()
+    }
+
+
+def test_jobs_are_runs_of_consecutive_shards_the_first_ones_longer():
+    kwargs = {"shards": list("abcde"), "split": "train"}
+    assert [job["shards"] for job in jobs(kwargs, 2)] == [list("abc"), list("de")]
+    assert [job["shards"] for job in jobs(kwargs, 9)] == [[shard] for shard in "abcde"]
+    assert jobs(kwargs, 1) == [kwargs] and jobs({"shards": ["a"], "split": "x"}, 4) == [
+        {"shards": ["a"], "split": "x"}
+    ]
+    assert all(job["split"] == "train" for job in jobs(kwargs, 3))
 
 
 def test_no_column_of_any_view_is_an_extension_type():
@@ -108,7 +141,7 @@ def test_the_cycle_collector_runs_less_often_while_parsing_and_is_restored(tmp_p
     builder = Probe(
         config_name="sessions", data_dir=registry.get("locomo").sample_dir(), cache_dir=str(tmp_path)
     )
-    builder.download_and_prepare(file_format="parquet")
+    write_config(builder, tmp_path / "out", None, str(tmp_path / "downloads"))
     assert seen and all(threshold >= GC_YOUNG_THRESHOLD for threshold in seen)
     assert gc.get_threshold() == before
 

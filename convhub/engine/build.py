@@ -10,7 +10,6 @@ The output may be a URL (``hdfs://``, ``s3a://``: ``convhub.storage.folders``), 
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import tempfile
 from collections import Counter
@@ -28,7 +27,8 @@ from convhub.console import phases
 from convhub.engine import quarantine
 from convhub.engine.datasets_cache import card_configs, forget_cached_copies
 from convhub.engine.duplicate_ids import drop_duplicate_ids, drop_rows_of_duplicates, forget
-from convhub.engine.shards import SHARD_NAME, ConfigBuild, shard_path, split_by_subset
+from convhub.engine.local_build import write_config
+from convhub.engine.shards import ConfigBuild, shard_path, split_by_subset
 from convhub.engine.stats import Report, Statistics
 from convhub.errors import Notes, SourceError
 from convhub.storage.abandoned import MarkedTemporaryDirectory
@@ -107,7 +107,7 @@ def build_source(
 ) -> BuildResult:
     """Build ``configs`` (all by default) of ``source`` into ``output``, replacing it only on success.
 
-    ``engine``: ``local`` (``datasets``' builder, ``num_proc`` processes) or ``spark`` (``convhub.engine.spark``,
+    ``engine``: ``local`` (``convhub.engine.local_build``, ``num_proc`` processes) or ``spark`` (``convhub.engine.spark``,
     on ``spark_master``); or an engine object to reuse (a ``SparkEngine``, which the caller stops).
 
     ``repo_id`` is the Hub repo the card's code loads (``ORG/<hub name>`` when not given).
@@ -177,7 +177,7 @@ ENGINE_WORK = ".convhub-work"
 
 
 def _engine(engine: str | Any, spark_master: str | None):
-    """None for the local build (``datasets``' own), else the engine that runs the build's jobs."""
+    """None for the local build (``convhub.engine.local_build``), else the engine that runs the build's jobs."""
     if not isinstance(engine, str):
         return engine
     if engine not in ENGINES:
@@ -221,9 +221,10 @@ class _Run:
     duplicates: list[tuple[str, dict, str]] = field(default_factory=list)
     #: What the derived views left out or merged (``messages``: sessions no chat template takes), for the card.
     derive_notes: Counter = field(default_factory=Counter)
-    #: None: ``datasets``' builder in ``num_proc`` processes; else an engine (``convhub.engine.spark.SparkEngine``).
+    #: None: the local engine (``convhub.engine.local_build``, ``num_proc`` processes); else an engine
+    #: (``convhub.engine.spark.SparkEngine``).
     engine: Any = None
-    #: The most processes a split of the local build ran in (``BatchWriting.processes_run``).
+    #: The most processes a split of the local build ran in (``ConversationBuilder.processes_run``).
     processes: int = 0
 
     @property
@@ -291,25 +292,17 @@ class _Run:
         )
         if self.engine is not None:
             return self.run_on_engine(builder, name, root)
-        try:
-            builder.download_and_prepare(file_format="parquet", num_proc=self.num_proc)
-        except datasets.exceptions.DatasetGenerationError as error:
-            if isinstance(error.__cause__, SourceError):
-                raise error.__cause__ from None  # the message names file, record and field
-            raise
+        written = write_config(
+            builder, self.work / f"local-{name}", self.num_proc, str(self.work / "cache" / "downloads")
+        )
         self.processes = max(self.processes, builder.processes_run)
         built = ConfigBuild(name, builder.info.features)
-        shards: dict[str, list[str]] = {}
-        for path in glob.glob(os.path.join(builder.cache_dir, "*.parquet")):
-            split = SHARD_NAME.search(os.path.basename(path)).group("split")
-            shards.setdefault(split, []).append(path)
         (root / name).mkdir()
-        for split, paths in sorted(shards.items()):
-            paths.sort()
-            built.splits[split] = builder.info.splits[split]
+        for split, split_written in sorted(written.items()):
+            built.splits[split] = split_written.info
             built.files[split] = []
-            for index, path in enumerate(paths):
-                relative = shard_path(name, split, index, len(paths))
+            for index, path in enumerate(split_written.files):
+                relative = shard_path(name, split, index, len(split_written.files))
                 move(path, root / relative)
                 built.files[split].append(relative)
         return built

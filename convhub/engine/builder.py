@@ -19,8 +19,7 @@ from typing import Any, ClassVar
 import datasets
 from datasets.builder import Key
 
-from convhub.engine import progress, quarantine, regroup
-from convhub.engine.datasets_adapter import BatchWriting
+from convhub.engine import quarantine, regroup
 from convhub.engine.jsonio import unencodable_field
 from convhub.engine.stats import Report
 from convhub.errors import NESTED_TOO_DEEPLY, Notes, SourceError
@@ -101,7 +100,7 @@ class ConvHubConfig(datasets.BuilderConfig):
     quarantine_dir: str | None = None
 
 
-class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
+class ConversationBuilder(datasets.GeneratorBasedBuilder):
     """Shared views for one source; subclasses set the class attributes and the two parse hooks."""
 
     SOURCE: ClassVar[str]
@@ -134,8 +133,11 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
 
     BUILDER_CONFIG_CLASS = ConvHubConfig
     DEFAULT_CONFIG_NAME = DEFAULT_VIEW
-    #: The build's ``num_proc`` (``download_and_prepare``); None where nothing is built (a stream, ``check``).
+    #: The build's ``num_proc`` (``local_build.write_config``, ``download_and_prepare``); None where nothing is
+    #: built (a stream, ``check``).
     _build_processes: int | None = None
+    #: The most processes a split was written in by the local engine (``local_build.write_config``).
+    processes_run: int = 0
     #: The sizes of the regrouping of a ``group_shard`` (``convhub.engine.regroup``); tests make them tiny.
     PARTITION_BYTES: ClassVar[int] = regroup.PARTITION_BYTES
     SLICE_BYTES: ClassVar[int] = regroup.SLICE_BYTES
@@ -143,9 +145,13 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
     def __init__(self, *args, data_dir=None, **kwargs):
         # a pathlib.Path is welcome; parsers compare and join strings (datasets sets it after __post_init__)
         super().__init__(*args, data_dir=None if data_dir is None else os.fspath(data_dir), **kwargs)
-        rows = self.WRITER_BATCH_SIZES.get(self.config.name)
-        if rows is not None and kwargs.get("writer_batch_size") is None:
-            self._writer_batch_size = rows
+        #: Rows per writer batch: the one given, else the config's ``WRITER_BATCH_SIZES``, else None (the
+        #: writer's default). ``datasets``' own ``download_and_prepare`` is told it too.
+        self.writer_batch_rows = kwargs.get("writer_batch_size") or self.WRITER_BATCH_SIZES.get(
+            self.config.name
+        )
+        if self.writer_batch_rows is not None and kwargs.get("writer_batch_size") is None:
+            self._writer_batch_size = self.writer_batch_rows
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -337,22 +343,19 @@ class ConversationBuilder(BatchWriting, datasets.GeneratorBasedBuilder):
             report.save(self.config.report_dir)
 
     def download_and_prepare(self, *args, num_proc: int | None = None, **kwargs):
-        """``datasets``' build, its ``num_proc`` noted for the work a source does before its shards are read (the
-        regrouping writers, GigaMemory's pass 1), with fewer cycle collections: ``shards()`` may read a whole
-        source."""
+        """``datasets``' own build (convhub builds with ``convhub.engine.local_build`` instead), its ``num_proc``
+        noted for the work a source does before its shards are read (the regrouping writers, GigaMemory's pass 1),
+        with fewer cycle collections: ``shards()`` may read a whole source."""
         self._build_processes = num_proc or 1
         with fewer_collections():
             return super().download_and_prepare(*args, num_proc=num_proc, **kwargs)
 
     @contextlib.contextmanager
     def preparing_split(self, split_generator: datasets.SplitGenerator) -> Iterator[None]:
-        """Around ``datasets``' preparation of one split (``datasets_adapter.BatchWriting``): a progress bar that
-        names source, config and split and counts shards against their total, with the rows written so far
-        beside it (``progress.ShardBar``)."""
-        label = f"{self.SOURCE} {self.config.name} {split_generator.name}"
-        total = len(split_generator.gen_kwargs.get("shards") or ())
-        with progress.shard_bars(label, total):
-            yield
+        """What a builder does around the writing of one split by the local engine (``local_build``), over all
+        its worker processes: nothing here. A source may check there what its workers left (LoCoMo's sample ids
+        across files); an error raised there fails the build."""
+        yield
 
     # -- used by `convhub check` and the card --------------------------------------------------
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from convhub.engine import quarantine
-from convhub.engine.datasets_adapter import write_parquet
+from convhub.engine.parquet_writer import write_parquet
 from convhub.engine.shards import ConfigBuild
 from convhub.engine.stats import SplitStats, Statistics
 from convhub.errors import SourceError
@@ -185,6 +185,6 @@ def forget(statistics: Statistics, split: str, record: dict) -> None:
 
 
 def write_shard(path: Path, table: pa.Table) -> None:
-    """Write a shard's kept rows back as every shard is written (``datasets_adapter.write_parquet``), the
+    """Write a shard's kept rows back as every shard is written (``parquet_writer.write_parquet``), the
     features read from the shard's own, not with pyarrow's defaults."""
     write_parquet(text_of(path), datasets.Features.from_arrow_schema(table.schema), lambda _: [table])

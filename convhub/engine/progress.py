@@ -1,21 +1,16 @@
 """Progress bars that say what they count: ``locomo sessions test: 100%|██| 1/1 shards [00:00, 2 rows]``.
 
 ``datasets`` draws one bar per split, ``Generating train split: 0 examples``: no source, no config, and no
-total (a split's row count is unknown until it is written). Its bar is ``datasets.builder.hf_tqdm``
-(``datasets.utils.tqdm.tqdm``, which ``datasets.disable_progress_bars()`` turns off); while a convhub
-builder prepares a split, ``shard_bars`` puts ``ShardBar``, a subclass of it, in its place. The bar counts
-the split's shards against their total and shows the rows written beside them.
+total (a split's row count is unknown until it is written). The local engine (``convhub.engine.local_build``)
+draws a ``ShardBar`` per split instead: the split's shards counted against their total, the rows written so far
+beside them. It is a ``datasets.utils.tqdm.tqdm``, so ``datasets.disable_progress_bars()`` turns it off too.
 
-Its updates are what the builder's ``_prepare_split_single`` yields, passed on by ``datasets`` from each
-worker: a ``Progress``, the int of rows ``datasets``' own bar adds up, that also carries the shards finished.
+Its updates are what each job of the split yields: a ``Progress``, the rows written since the last update, that
+also carries the shards finished since then.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
-import datasets.builder
 from datasets.utils.tqdm import tqdm as hf_tqdm
 
 
@@ -33,7 +28,7 @@ class Progress(int):
         update.shards = shards
         return update
 
-    def __reduce__(self):  # from a worker process to the bar, through datasets' queue
+    def __reduce__(self):  # a worker's update, pickled on its way to the bar
         return Progress, (int(self), self.shards)
 
 
@@ -50,20 +45,3 @@ class ShardBar(hf_tqdm):
         self.rows += int(n or 0)
         self.set_postfix_str(rows(self.rows), refresh=False)
         return super().update(getattr(n, "shards", 0))
-
-
-@contextlib.contextmanager
-def shard_bars(label: str, shards: int) -> Iterator[None]:
-    """While the block runs, ``datasets``' split bar is a ``ShardBar`` for ``label``."""
-
-    def bar(*args, **kwargs) -> ShardBar:
-        for generic in ("desc", "total", "unit"):  # "Generating train split", None, " examples"
-            kwargs.pop(generic, None)
-        return ShardBar(*args, label=label, shards=shards, **kwargs)
-
-    previous = datasets.builder.hf_tqdm
-    datasets.builder.hf_tqdm = bar
-    try:
-        yield
-    finally:
-        datasets.builder.hf_tqdm = previous

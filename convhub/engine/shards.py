@@ -13,7 +13,7 @@ import datasets
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from convhub.engine.datasets_adapter import ParquetWriter
+from convhub.engine.parquet_writer import ParquetWriter
 from convhub.storage.folders import move, parquet_file, read_parquet, text_of
 
 #: A split name every reader takes: word characters, parts joined by single dots (``fullmatch``): it becomes part
@@ -21,9 +21,6 @@ from convhub.storage.folders import move, parquet_file, read_parquet, text_of
 SPLIT_NAME = re.compile(r"\w+(\.\w+)*")
 #: Split names ``datasets`` keeps for itself (``all`` is the union of every split, in any case).
 RESERVED_SPLITS = frozenset(("all",))
-
-#: The split (and shard number) in the name of a file ``datasets`` wrote: ``<name>-<split>[-NNNNN-of-NNNNN].parquet``.
-SHARD_NAME = re.compile(r"-(?P<split>[^-]+?)(?:-(?P<index>\d{5})-of-(?P<total>\d{5}))?\.parquet$")
 
 
 @dataclass

@@ -4,7 +4,8 @@ The engine moves the data; convhub's parsers stay what they are. A build config 
 
 - each shard of the builder (``engine_shards``: a LoCoMo or ConvLab file, a GigaMemory slice, an MNBVC forum or
   Q&A file) is one task, which parses it with the builder's own ``records_of`` and writes its Parquet with the
-  builder's own writer (``_write_split``: ``datasets``' ParquetWriter, the same ``Features`` and metadata);
+  local engine's writer (``local_build.run_job``: ``parquet_writer.ParquetWriter``, the same ``Features`` and
+  metadata);
 - a group shard (MNBVC's multi-turn files, whose rows of one conversation may lie in any file) is a shuffle: one
   task per file turns its rows into (sort key, payload) with the builder's ``keyed_rows``, Spark moves each row to
   its partition (``regroup.partition_of``, the embedded engine's) and sorts the partition by key
@@ -40,10 +41,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import datasets
-from datasets.utils.py_utils import convert_file_size_to_int
 
 from convhub.console import phases
 from convhub.engine.builder import fewer_collections, is_group_shard, sorted_partition
+from convhub.engine.local_build import MAX_SHARD_BYTES, run_job
 from convhub.engine.regroup import partition_of
 from convhub.errors import EngineError, SourceError
 from convhub.storage.abandoned import MarkedTemporaryDirectory
@@ -186,7 +187,7 @@ class SparkEngine:
         download = datasets.DownloadManager(dataset_name=builder.SOURCE, data_dir=builder.config.data_dir)
         with fewer_collections():  # the driver lists the shards (GigaMemory's pass 1 parses in our tasks)
             by_split = builder.engine_shards(download, self.map)
-        max_shard_size = convert_file_size_to_int(datasets.config.MAX_SHARD_SIZE)
+        max_shard_size = MAX_SHARD_BYTES
         work.mkdir(parents=True, exist_ok=True)
         written: dict[str, tuple[TaskResult, ...]] = {}
         for split, shards in by_split.items():
@@ -295,20 +296,15 @@ def _read(path: str) -> str:
 
 
 def _write_records(builder, split: str, shard, prefix: str, max_shard_size: int) -> TaskResult:
-    """The builder's own parse and write of one shard (``_write_split``) into ``prefix-NNNNN.parquet``."""
+    """The local engine's parse and write of one shard (``local_build.run_job``) into ``prefix-NNNNN.parquet``."""
     with _Scratch(builder) as scratch:
-        generation = builder._write_split(
-            {"shards": [shard], "split": split}, f"{prefix}-SSSSS.parquet", "parquet", max_shard_size, None, 0
-        )
         try:
-            summary = next(content for _, done, content in generation if done)
-        except datasets.exceptions.DatasetGenerationError as error:
-            if isinstance(error.__cause__, SourceError):
-                raise _reraisable(error.__cause__) from None
-            raise
-        rows, num_bytes, _, file_count = summary[:4]
-        files = [f"{prefix}-{index:05d}.parquet" for index in range(file_count)]
-        return scratch.collect(TaskResult(files, rows, num_bytes))
+            written = run_job(
+                builder, {"shards": [shard], "split": split}, prefix + "-{file:05d}.parquet", max_shard_size
+            )
+        except SourceError as error:
+            raise _reraisable(error) from None
+        return scratch.collect(TaskResult(written.files, written.rows, written.num_bytes))
 
 
 class _ShardTask:

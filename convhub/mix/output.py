@@ -26,7 +26,7 @@ from convhub.cards import (
     template,
     tidy,
 )
-from convhub.engine.datasets_adapter import write_parquet
+from convhub.engine.parquet_writer import write_parquet
 from convhub.engine.shards import shard_path
 from convhub.engine.stats import markdown_table
 from convhub.mix.pipeline import Mixer, SourceReport

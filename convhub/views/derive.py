@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from convhub import schema
-from convhub.engine.datasets_adapter import LARGE_TABLE_BYTES, ParquetWriter, give_back_pages
+from convhub.engine.parquet_writer import LARGE_TABLE_BYTES, ParquetWriter, give_back_pages
 from convhub.storage.folders import parquet_file, text_of
 from convhub.views.chat import chat_messages, turn_content
 
@@ -127,7 +127,8 @@ FLUSH_BYTES = 64 * 2**20
 
 
 class _BufferedWriter:
-    """A ``datasets`` ParquetWriter fed derived tables, written once enough rows are buffered."""
+    """A ``ParquetWriter`` (``convhub.engine.parquet_writer``) fed derived tables, written once enough rows are
+    buffered."""
 
     def __init__(self, features, path: Path):
         self.schema = features.arrow_schema

@@ -1,0 +1,101 @@
+"""Rows held partly as Arrow arrays: ``ArrowList``, a list of a record kept as one Arrow array (a very long
+conversation's turns), and ``rows_table``, which makes a writer batch's table from rows that may hold one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+
+class ArrowList(Sequence):
+    """A list of a record held as one Arrow array (a very long conversation's turns), for a parser that would
+    otherwise make a Python dict of each element: about 700 bytes of Python objects for a tiny turn of 100 bytes.
+
+    Read as a sequence of plain values (``as_py``, a slice at a time), so whatever walks a record (statistics,
+    language detection, ``datasets``' encoding, ``pa.Table.from_pylist``) sees what a list would hold; the writer
+    (``rows_table``) puts the array into the table as it is. It holds no string UTF-8 cannot encode: Arrow
+    refuses one when the array is made (``__arrow_array__`` is pyarrow's protocol, which ``jsonio`` knows too).
+    """
+
+    #: Elements made Python values at a time while iterating.
+    CHUNK = 1024
+
+    def __init__(self, array: pa.Array):
+        self.array = array
+
+    def __arrow_array__(self, type=None):
+        return self.array if type is None else self.array.cast(type)
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[position] for position in range(*index.indices(len(self)))]
+        return self.array[index].as_py()
+
+    def __iter__(self) -> Iterator[Any]:
+        for start in range(0, len(self.array), self.CHUNK):
+            yield from self.array.slice(start, self.CHUNK).to_pylist()
+
+    def __repr__(self) -> str:
+        return f"ArrowList({len(self)} {self.array.type})"
+
+
+def has_arrow_turns(row: dict) -> bool:
+    """Whether some session of ``row`` (a ``sessions`` row) holds its turns as an ``ArrowList``."""
+    sessions = row.get("sessions")
+    return isinstance(sessions, list) and any(
+        isinstance(session, dict) and isinstance(session.get("turns"), ArrowList) for session in sessions
+    )
+
+
+def rows_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
+    """``pa.Table.from_pylist(rows, schema=schema)``, but a row whose turns are an ``ArrowList`` becomes a table
+    of its own around that array (``_arrow_turns_table``), not Python dicts: the same values, rows and types."""
+    if not any(has_arrow_turns(row) for row in rows):
+        return pa.Table.from_pylist(rows, schema=schema)
+    tables, run = [], []
+    for row in rows:
+        if has_arrow_turns(row):
+            if run:
+                tables.append(pa.Table.from_pylist(run, schema=schema))
+                run = []
+            tables.append(_arrow_turns_table(row, schema))
+        else:
+            run.append(row)
+    if run:
+        tables.append(pa.Table.from_pylist(run, schema=schema))
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+
+def _arrow_turns_table(row: dict, schema: pa.Schema) -> pa.Table:
+    """One ``sessions`` row as a table: everything but the turns by ``from_pylist``, then each session's turns
+    (its ``ArrowList``, or a list converted here) put in as one list array."""
+    sessions = row["sessions"]
+    shell = {**row, "sessions": [{**session, "turns": []} for session in sessions]}
+    table = pa.Table.from_pylist([shell], schema=schema)
+    index = schema.get_field_index("sessions")
+    column = table.column(index).combine_chunks()
+    session_type = column.type.value_type
+    turns_type = session_type.field("turns").type
+    values = [
+        session["turns"].array
+        if isinstance(session["turns"], ArrowList)
+        else pa.array(session["turns"], turns_type.value_type)
+        for session in sessions
+    ]
+    lengths = [len(value) for value in values]
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32), pa.int32())
+    joined = values[0] if len(values) == 1 else pa.concat_arrays(values)  # one session: no copy
+    turns = pa.ListArray.from_arrays(offsets, joined, type=turns_type)
+    structs = column.values  # one row, one list: its values are the row's sessions
+    fields = [turns if field.name == "turns" else structs.field(i) for i, field in enumerate(session_type)]
+    rebuilt = pa.StructArray.from_arrays(fields, fields=list(session_type))
+    return table.set_column(
+        index, schema.field(index), pa.ListArray.from_arrays(column.offsets, rebuilt, type=column.type)
+    )

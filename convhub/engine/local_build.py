@@ -1,0 +1,270 @@
+"""The local engine: one config of a builder written as Parquet files, its shards shared between ``num_proc``
+processes.
+
+The builder is a plain ``datasets.GeneratorBasedBuilder``; this module calls its documented hooks
+(``_split_generators`` for the splits and their shards, ``_generate_examples`` for the rows of some shards) and
+writes the rows itself, instead of ``datasets``' ``download_and_prepare``, for three reasons:
+
+- speed: ``datasets`` encodes each example on its own (``Features.encode_example``, then a ``TypedSequence`` per
+  column), which took a quarter of a build. Our rows are already in the features' shape (JSON text made by
+  ``schema.to_json`` where the features hold free-form values), so one table per writer batch
+  (``arrow_rows.rows_table``) builds the same table about 20 times faster;
+- the files: ``parquet_writer.ParquetWriter`` leaves statistics and dictionaries out of free-text columns, which
+  bounds the memory of one very large record;
+- around each split: the builder's ``preparing_split`` (LoCoMo checks its sample ids across the workers' files
+  there) and a progress bar that counts shards (``progress.ShardBar``).
+
+The work is cut as ``datasets`` cuts it, so the files are the ones it wrote: a split of N shards runs as
+``min(num_proc, N)`` jobs of consecutive shards (``jobs``), each job writes its rows in order into files of at most
+about ``MAX_SHARD_BYTES`` (Arrow bytes), and the split's files are the jobs' files in job order. A job runs in this
+process where there is one, else in a pool of worker processes (``multiprocess``, ``datasets``' own dependency,
+which pickles the builder with ``dill`` as ``datasets`` did).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import datasets
+from datasets.builder import Key
+
+from convhub.engine import progress
+from convhub.engine.arrow_rows import rows_table
+from convhub.engine.parquet_writer import LARGE_TABLE_BYTES, ParquetWriter, give_back_pages
+
+#: A job starts a new file once the one it writes holds more than this many Arrow bytes (``datasets``' 500MB).
+MAX_SHARD_BYTES = 500 * 10**6
+#: Seconds between two progress updates of a job.
+UPDATE_SECONDS = 0.05
+
+
+@dataclass
+class JobResult:
+    """What one job wrote: its files in order, the rows of each, and its rows and Arrow bytes in all."""
+
+    files: list[str] = field(default_factory=list)
+    file_rows: list[int] = field(default_factory=list)
+    rows: int = 0
+    num_bytes: int = 0
+
+
+@dataclass
+class SplitWritten:
+    """A split of a config as written: its files in order and its ``SplitInfo`` (rows, Arrow bytes)."""
+
+    info: datasets.SplitInfo
+    files: list[str]
+
+
+def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
+    """``gen_kwargs`` cut into at most ``processes`` jobs: each list of it (the shards) into runs of consecutive
+    items, the first runs one item longer where they do not divide evenly; other values go to every job."""
+    lists = {name: value for name, value in gen_kwargs.items() if isinstance(value, list)}
+    lengths = {len(value) for value in lists.values()}
+    if len(lengths) > 1:
+        raise ValueError(f"the lists of gen_kwargs differ in length: {sorted(lengths)}")
+    count = lengths.pop() if lengths else 0
+    if processes <= 1 or count <= 1:
+        return [gen_kwargs]
+    cut, start = [], 0
+    for job in range(min(processes, count)):
+        size = count // processes + (job < count % processes)
+        cut.append({**gen_kwargs, **{name: value[start : start + size] for name, value in lists.items()}})
+        start += size
+    return cut
+
+
+def processes_for(gen_kwargs: dict[str, Any], num_proc: int | None) -> int:
+    """The processes a split runs in: ``num_proc``, no more than it has shards, at least 1."""
+    return len(jobs(gen_kwargs, num_proc or 1))
+
+
+def write_job(
+    builder, gen_kwargs: dict[str, Any], path_template: str, max_shard_bytes: int | None = MAX_SHARD_BYTES
+) -> Iterator[progress.Progress | JobResult]:
+    """The rows of ``builder._generate_examples(**gen_kwargs)`` written a writer batch at a time into files named
+    ``path_template.format(file=N)``: ``progress.Progress`` updates as it goes, then the ``JobResult``."""
+    from convhub.engine.builder import fewer_collections  # (builder imports this module)
+
+    features = builder.info.features
+    arrow_schema = features.arrow_schema
+    batch_rows = getattr(builder, "writer_batch_rows", None)
+    shard_count = len(gen_kwargs.get("shards") or ())
+    result = JobResult()
+    since_update, shards_reported, shard_index, last_update = 0, 0, 0, time.time()
+
+    def update(finished: int) -> progress.Progress:
+        nonlocal since_update, shards_reported
+        report = progress.Progress(since_update, finished - shards_reported)
+        since_update, shards_reported = 0, finished
+        return report
+
+    def new_writer() -> ParquetWriter:
+        path = path_template.format(file=len(result.files))
+        result.files.append(path)
+        return ParquetWriter(features, path, writer_batch_size=batch_rows)
+
+    def close(writer: ParquetWriter) -> None:
+        rows, num_bytes = writer.finalize()
+        writer.close()
+        give_back_pages()
+        result.file_rows.append(rows)
+        result.rows += rows
+        result.num_bytes += num_bytes
+
+    with fewer_collections():
+        writer = new_writer()
+        try:
+            examples = builder._generate_examples(**gen_kwargs)
+            while batch := list(islice(examples, writer.writer_batch_size)):
+                if max_shard_bytes is not None and writer.num_bytes > max_shard_bytes:
+                    close(writer)
+                    writer = new_writer()
+                table = rows_table([row for _, row in batch], arrow_schema)
+                writer.write_table(table)
+                if table.nbytes >= LARGE_TABLE_BYTES:
+                    table = None
+                    give_back_pages()
+                last_key = batch[-1][0]
+                if isinstance(last_key, Key):
+                    shard_index = last_key.original_shard_id
+                since_update += len(batch)
+                if time.time() > last_update + UPDATE_SECONDS:
+                    last_update = time.time()
+                    yield update(shard_index)  # the shards before this one are done
+        except BaseException:
+            # no update is yielded here: a generator closed by Ctrl-C (GeneratorExit) may not yield again
+            writer.close()
+            raise
+        close(writer)
+    yield update(shard_count)
+    yield result
+
+
+def run_job(
+    builder, gen_kwargs: dict[str, Any], path_template: str, max_shard_bytes: int | None
+) -> JobResult:
+    """``write_job`` to its end, its updates dropped: a job whose progress nobody shows (a Spark task)."""
+    *_, result = write_job(builder, gen_kwargs, path_template, max_shard_bytes)
+    return result
+
+
+def write_config(
+    builder,
+    folder: Path,
+    num_proc: int | None,
+    download_dir: str,
+    max_shard_bytes: int | None = MAX_SHARD_BYTES,
+) -> dict[str, SplitWritten]:
+    """Every split of ``builder``'s config as Parquet files in ``folder``; a URL the source reads is downloaded
+    into ``download_dir``. Sets ``builder.processes_run``: the most processes a split ran in."""
+    from convhub.engine.builder import fewer_collections
+
+    builder._build_processes = num_proc or 1
+    download_config = datasets.DownloadConfig(cache_dir=download_dir, num_proc=num_proc)
+    dl_manager = datasets.DownloadManager(
+        dataset_name=builder.dataset_name, data_dir=builder.config.data_dir, download_config=download_config
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    written = {}
+    with (
+        fewer_collections()
+    ):  # a source's listing may parse it whole (ConvLab's index scan, GigaMemory's pass 1)
+        split_generators = builder._split_generators(dl_manager)
+    for split_generator in split_generators:
+        processes = processes_for(split_generator.gen_kwargs, num_proc)
+        builder.processes_run = max(builder.processes_run, processes)
+        template = os.path.join(folder, f"{split_generator.name}-{{job:05d}}-{{file:05d}}.parquet")
+        with builder.preparing_split(split_generator):
+            results = _write_split(builder, split_generator, template, processes, max_shard_bytes)
+        files = [path for result in results for path in result.files]
+        info = datasets.SplitInfo(
+            split_generator.name,
+            num_bytes=sum(result.num_bytes for result in results),
+            num_examples=sum(result.rows for result in results),
+            shard_lengths=[rows for result in results for rows in result.file_rows],
+            dataset_name=builder.dataset_name,
+        )
+        written[split_generator.name] = SplitWritten(info, files)
+        give_back_pages()
+    return written
+
+
+def _write_split(
+    builder, split_generator, template: str, processes: int, max_shard_bytes: int | None
+) -> list[JobResult]:
+    """The jobs of one split, in this process or in ``processes`` workers, under its progress bar."""
+    label = f"{builder.SOURCE} {builder.config.name} {split_generator.name}"
+    shard_count = len(split_generator.gen_kwargs.get("shards") or ())
+    cut = jobs(split_generator.gen_kwargs, processes)
+    templates = [template.replace("{job:05d}", f"{job:05d}") for job in range(len(cut))]
+    with progress.ShardBar(label=label, shards=shard_count) as bar:
+        if len(cut) == 1:
+            results = []
+            for item in write_job(builder, cut[0], templates[0], max_shard_bytes):
+                if isinstance(item, JobResult):
+                    results.append(item)
+                else:
+                    bar.update(item)
+            return results
+        return _in_workers(builder, list(zip(cut, templates, strict=True)), max_shard_bytes, bar)
+
+
+#: A worker's queue of progress updates (set when the worker starts: a queue cannot travel with a task).
+_updates = None
+#: What a worker puts on the queue when its job is done, after its last update.
+_JOB_DONE = "job done"
+
+
+def _start_worker(updates) -> None:
+    global _updates
+    _updates = updates
+
+
+def _job_in_worker(
+    builder, gen_kwargs: dict[str, Any], template: str, max_shard_bytes: int | None
+) -> JobResult:
+    try:
+        for item in write_job(builder, gen_kwargs, template, max_shard_bytes):
+            if isinstance(item, JobResult):
+                return item
+            _updates.put((int(item), item.shards))
+    finally:
+        _updates.put(_JOB_DONE)
+    raise RuntimeError("a job ended without its result")
+
+
+def _in_workers(
+    builder, cut: list[tuple[dict[str, Any], str]], max_shard_bytes: int | None, bar
+) -> list[JobResult]:
+    """Each job in a worker process; the updates reach the bar as they come, the results return in job order.
+    The first job that fails stops the others (the pool is terminated) and its error is raised here."""
+    import multiprocess  # datasets' dependency: pickles the builder (and a test's local class) with dill
+
+    updates = multiprocess.Queue()
+    with multiprocess.Pool(len(cut), initializer=_start_worker, initargs=(updates,)) as pool:
+        pending = [
+            pool.apply_async(_job_in_worker, (builder, gen_kwargs, template, max_shard_bytes))
+            for gen_kwargs, template in cut
+        ]
+        done = 0
+        while done < len(pending):
+            for job in pending:
+                if job.ready() and not job.successful():
+                    job.get()  # raises the job's error; leaving the block terminates the pool
+            try:
+                item = updates.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if item == _JOB_DONE:
+                done += 1
+            else:
+                bar.update(progress.Progress(*item))
+        return [job.get() for job in pending]

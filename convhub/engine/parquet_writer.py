@@ -1,0 +1,175 @@
+"""convhub's Parquet writer: every Parquet file a build, a derived view, a subset split, a duplicate drop or a mix
+writes, with pyarrow directly.
+
+The files are those ``datasets``' own Parquet writer made before (the schema of the ``Features`` with their
+``huggingface`` metadata, so ``load_dataset`` reads the same types back; content-defined chunking; a page index;
+Snappy; one row group per writer batch), with one difference: free-text columns (``schema.FREE_TEXT``) get neither
+min/max statistics nor a dictionary. For a long value Parquet copies it about five times to compute statistics and
+once more into the dictionary it then abandons, and a reader decodes that dictionary page too; leaving both out
+bounds the memory of one very large record (``benchmarks/large_record.py`` measures a whole build). Every other
+column keeps both, so DuckDB, Polars and pyarrow still skip row groups on ids, indices and timestamps.
+
+Writing with pyarrow rather than through ``datasets``' ``ParquetWriter`` means no private method of ``datasets`` is
+overridden to get those column options, so a ``datasets`` release cannot change them under convhub.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import datasets
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from convhub import schema as convhub_schema
+
+#: Rows per writer batch (and Parquet row group) where a caller names none: ``datasets``' default batch.
+DEFAULT_BATCH_ROWS = 1000
+
+#: Parquet's content-defined chunking, as ``datasets`` turns it on for the files it writes (its
+#: ``DEFAULT_CDC_OPTIONS``): pages cut where the content says, so the Hub's storage deduplicates a rebuild's
+#: unchanged rows. Kept here, not read from ``datasets``, so the files do not change with its defaults.
+CONTENT_DEFINED_CHUNKING = {"min_chunk_size": 256 * 1024, "max_chunk_size": 1024 * 1024, "norm_level": 0}
+
+#: A table at least this large has its memory given back to the system once written (``give_back_pages``).
+LARGE_TABLE_BYTES = 16 * 2**20
+
+
+def give_back_pages() -> None:
+    """Hand the free pages of Arrow's memory pool back to the system: after a split or view is written, and
+    after any table of ``LARGE_TABLE_BYTES`` or more.
+
+    pyarrow's default pool (mimalloc) keeps freed pages for reuse, so the memory of one very large record stayed
+    with the process through every later step: a 32 MB record's ``turns`` build peaked 256 MB above a small
+    record's, all of it free pages of the pool (``benchmarks/large_record.py``). Ordinary writer batches are far
+    smaller than ``LARGE_TABLE_BYTES`` and keep the pool's reuse; the call costs about a microsecond when there is
+    nothing to give back.
+    """
+    pa.default_memory_pool().release_unused()
+
+
+def leaf_paths(arrow_schema: pa.Schema) -> list[str]:
+    """Parquet's leaf column paths (``sessions.list.element.turns.list.element.text``), as its options name them."""
+
+    def leaves(path: str, pa_type: pa.DataType):
+        if pa.types.is_struct(pa_type):
+            for field in pa_type:
+                yield from leaves(f"{path}.{field.name}", field.type)
+        elif (
+            pa.types.is_list(pa_type)
+            or pa.types.is_large_list(pa_type)
+            or pa.types.is_fixed_size_list(pa_type)
+        ):
+            yield from leaves(f"{path}.list.element", pa_type.value_type)
+        else:
+            yield path
+
+    return [path for field in arrow_schema for path in leaves(field.name, field.type)]
+
+
+def is_free_text(leaf_path: str) -> bool:
+    return leaf_path.rsplit(".", 1)[-1] in convhub_schema.FREE_TEXT
+
+
+def column_options(arrow_schema: pa.Schema) -> dict:
+    """``pq.ParquetWriter``'s per-column options: Snappy everywhere; a dictionary and min/max statistics for every
+    column but free text."""
+    leaves = leaf_paths(arrow_schema)
+    kept = [leaf for leaf in leaves if not is_free_text(leaf)]
+    return {
+        "compression": dict.fromkeys(leaves, "snappy"),
+        "use_dictionary": kept,
+        "write_statistics": kept,
+    }
+
+
+class ParquetWriter:
+    """One Parquet file of ``features``' rows at ``path`` (a local path or an fsspec URL), written a table at a
+    time (``write_table``), each table cut into row groups of ``writer_batch_size`` rows.
+
+    ``finalize`` returns (rows, bytes), the bytes being the tables' Arrow size in memory: what ``datasets`` counts
+    as a split's ``num_bytes``. ``close`` releases the file whatever happened (after an error too).
+    """
+
+    def __init__(
+        self,
+        features: datasets.Features,
+        path: str,
+        writer_batch_size: int | None = None,
+        storage_options: dict | None = None,
+    ):
+        self.features = features
+        self.schema = (
+            features.arrow_schema
+        )  # the types, with the ``huggingface`` metadata ``load_dataset`` reads
+        self.path = str(path)
+        self.writer_batch_size = writer_batch_size or DEFAULT_BATCH_ROWS
+        self.num_rows = self.num_bytes = 0
+        self._stream = None
+        if "://" in self.path:
+            file_system, inner = fsspec.core.url_to_fs(self.path, **(storage_options or {}))
+            self._stream = file_system.open(inner, "wb")
+        try:
+            self._writer = pq.ParquetWriter(
+                self._stream if self._stream is not None else self.path,
+                self.schema,
+                use_content_defined_chunking=CONTENT_DEFINED_CHUNKING,
+                write_page_index=True,
+                **column_options(self.schema),
+            )
+        except BaseException:
+            self.close()
+            raise
+        self._writer.add_key_value_metadata(
+            {"content_defined_chunking": json.dumps(CONTENT_DEFINED_CHUNKING)}
+        )
+
+    def write_table(self, table: pa.Table) -> None:
+        table = self._conformed(table.combine_chunks())
+        self.num_bytes += table.nbytes
+        self.num_rows += table.num_rows
+        self._writer.write_table(table, self.writer_batch_size)
+
+    def _conformed(self, table: pa.Table) -> pa.Table:
+        """``table`` with the writer's columns in its order and types (a reader's table may differ in metadata,
+        a derived one in column order)."""
+        if table.schema.equals(self.schema, check_metadata=False):
+            return table
+        if table.column_names != self.schema.names:
+            table = table.select(self.schema.names)
+        return table.cast(self.schema)
+
+    def finalize(self) -> tuple[int, int]:
+        """Close the file; (rows, bytes) written."""
+        self._writer.close()
+        if self._stream is not None:
+            self._stream.close()
+        return self.num_rows, self.num_bytes
+
+    def close(self) -> None:
+        writer = getattr(self, "_writer", None)
+        if writer is not None and writer.is_open:
+            # closing after a failed write: the error that matters is already raised
+            with contextlib.suppress(Exception):
+                writer.close()
+        if self._stream is not None and not self._stream.closed:
+            self._stream.close()
+
+
+def write_parquet(
+    path: str | Path, features: datasets.Features, batches: Callable[[int], Iterable[pa.Table]]
+) -> tuple[int, int]:
+    """One Parquet file as every shard is written (``ParquetWriter``); ``batches(size)`` gives the tables to write,
+    ``size`` being the writer's batch size, so a caller that reads rows in batches makes the row groups a build
+    would make. Returns (rows, bytes)."""
+    writer = ParquetWriter(features=features, path=str(path))
+    try:
+        for table in batches(writer.writer_batch_size):
+            writer.write_table(table)
+        return writer.finalize()
+    finally:
+        writer.close()
