@@ -121,7 +121,7 @@ CONVERSATION_IDS = {
 }
 
 #: The fields whose values are free text of the source's own length (turns, summaries, answers, JSON leftovers).
-#: Parquet writes them with neither min/max statistics nor a dictionary (``datasets_adapter.ParquetWriter``): no
+#: Parquet writes them with neither min/max statistics nor a dictionary (``convhub.engine.parquet_writer.ParquetWriter``): no
 #: filter prunes on them, they rarely repeat, and both would copy a very long value several times.
 FREE_TEXT = frozenset(
     {"text", "summary", "caption", "question", "answer", "adversarial_answer", "content", "extra"}

@@ -13,7 +13,7 @@ import os
 import pytest
 
 from convhub.cli import main as cli
-from convhub.engine import datasets_adapter
+from convhub.engine import parquet_writer
 
 
 def fails(capsys, arguments: list[str], status: int) -> str:
@@ -150,7 +150,7 @@ def test_a_full_disk_says_so_and_leaves_nothing(strerror, filename, where, tmp_p
     def full(self, *args, **kwargs):
         raise OSError(errno.ENOSPC, strerror, filename)
 
-    monkeypatch.setattr(datasets_adapter.ParquetWriter, "write_table", full)
+    monkeypatch.setattr(parquet_writer.ParquetWriter, "write_table", full)
     output = tmp_path / "o"
     text = fails(capsys, ["build", "locomo", "--sample", "--config", "sessions", "--output", str(output)], 1)
     assert text == f"no space left on device{where} (the disk is full); nothing was written"
