@@ -1,7 +1,5 @@
-"""LoCoMo: very long two-person conversations with memory questions (Maharana et al., ACL 2024).
-
-Where its files are, how a file's samples become records (the engine's list reader and per-record loop around
-:func:`parse.parse_sample`), and its own configs, ``observations`` and ``events``."""
+"""LoCoMo (Maharana et al., ACL 2024): where its files are, how a file's samples become records (the engine's list
+reader and per-record loop around :func:`parse.parse_sample`), and its own ``observations`` and ``events``."""
 
 from __future__ import annotations
 
@@ -101,12 +99,10 @@ class LocomoBuilder(ConversationBuilder):
   year      = {2024}
 }"""
     EXTRA_VIEWS = (OBSERVATIONS, EVENTS)
-    #: A ``sessions`` row is a whole conversation (~1 MB as Python objects): datasets' default batch of 1,000 rows
-    #: held every conversation of the benchmark's input in memory, past its 1 GiB target.
+    #: A ``sessions`` row is a whole conversation (~1 MB as Python objects): 1,000 a batch would pass 1 GiB.
     WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {"sessions": 50}
-    #: sample_id → the file that named it first, where one process reads every file in order (a stream,
-    #: ``convhub check``, a build that raises). Repeats across workers, or across files in a build that skips,
-    #: are the build's own conversation_id check's (``convhub.engine.duplicate_ids``).
+    #: sample_id → the file naming it first, where one process reads every file (a stream, ``convhub check``, a
+    #: build that raises); other repeats are the build's conversation_id check's (``engine.duplicate_ids``).
     _first_files: dict[str, str] | None = None
 
     def shards(self, dl_manager):

@@ -67,11 +67,14 @@ def parse_observations(entry: Any, turn_ids: set[str], notes: Notes, field: str)
             found = [turn_id for turn_id in ids if turn_id in turn_ids]
             if missing := len(ids) - len(found):
                 notes.add("observation evidence id that names no turn (raw evidence kept)", missing)
-            row = {
-                "speaker": speaker,
-                "position": position,
-                "observation": pair[0],
-                "evidence_turn_ids": found,
-            }
-            rows.append({**row, "evidence": pair[1]})
+            text, raw = pair
+            rows.append(
+                dict(
+                    speaker=speaker,
+                    position=position,
+                    observation=text,
+                    evidence_turn_ids=found,
+                    evidence=raw,
+                )
+            )
     return rows

@@ -24,18 +24,14 @@ def sample_from_record(record: dict[str, Any]) -> dict[str, Any]:
         if session_extra.get("has_date_time", True):
             conversation[f"session_{number}_date_time"] = session["date_time"]
         conversation[session["session_id"]] = [turn_from_record(turn) for turn in session["turns"]]
-        entries = {
-            **session_extra,
-            "session_summary": session["summary"],
-        }  # events and observations are objects
+        # a null summary is no summary (an event or observation entry is an object, never null)
+        entries = {**session_extra, "session_summary": session["summary"]}
         for name, key_format in SESSION_TABLES.items():
             if entries.get(name) is not None:
                 tables[name][key_format.format(number)] = entries[name]
     conversation.update(extra.pop("conversation", {}))
-    sample = {
-        "qa": [qa_from_question(question) for question in record["questions"]],
-        "conversation": conversation,
-    }
+    questions = [qa_from_question(question) for question in record["questions"]]
+    sample = {"qa": questions, "conversation": conversation}
     for name, table in tables.items():
         unclaimed = extra.pop(name, {})  # null: the sample had no such table
         if unclaimed is not None:

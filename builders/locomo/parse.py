@@ -1,9 +1,7 @@
-"""LoCoMo samples → canonical records: pure functions, one sample in, one record out.
-
-Every field of a sample is reachable in its record: typed where the schema has a place, raw in an ``extra``
-otherwise, rewritten values (integer answers, split or zero-padded evidence ids) raw there too. A malformed
-sample raises :class:`FieldError` naming a path into it (``qa[3].category``); the engine adds file and record.
-"""
+"""LoCoMo samples → canonical records, one sample in, one record out. Every field of a sample is reachable in
+its record: typed where the schema has a place, raw in an ``extra`` otherwise (rewritten values too: integer
+answers, split or zero-padded evidence ids). A malformed sample raises :class:`FieldError` naming a path into
+it (``qa[3].category``); the engine's per-record loop adds file and record."""
 
 from __future__ import annotations
 
@@ -99,9 +97,7 @@ def _conversation_leftovers(conversation: dict, sessions: list[dict], notes: Not
     return leftovers
 
 
-def parse_sessions(
-    conversation: dict, tables: dict[str, dict | None], roles: dict, notes: Notes
-) -> list[dict]:
+def parse_sessions(conversation: dict, tables: dict, roles: dict, notes: Notes) -> list[dict]:
     """One session per ``session_N`` key, in numeric order, with its date, summary and raw side tables."""
     events, observations, summaries = (table or {} for table in tables.values())
     numbers = {int(match.group(1)) for key in conversation if (match := SESSION_KEY.match(key))}
@@ -176,9 +172,8 @@ def parse_images(turn: dict, notes: Notes, field: str) -> list[dict[str, Any]]:
     urls = turn.get("img_url")
     if urls is not None and not (isinstance(urls, list) and all(isinstance(url, str) for url in urls)):
         raise FieldError(f"{field}.img_url", f"expected a list of strings, got {urls!r}")
-    caption, query = (
-        require_field(turn, key, str, field, optional=True) for key in ("blip_caption", "query")
-    )
+    caption = require_field(turn, "blip_caption", str, field, optional=True)
+    query = require_field(turn, "query", str, field, optional=True)
     if not urls:
         if caption is None and query is None:
             notes.add("empty img_url with no caption or query (kept in the turn's extra)")
@@ -219,14 +214,10 @@ def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set, notes:
         notes.add("non-adversarial question without answer (answer null)")
     ids, unreadable = parse_evidence(qa.get("evidence"), notes, f"{field}.evidence")
     found = [turn_id for turn_id in ids if turn_id in turn_ids]
-    missing = [turn_id for turn_id in ids if turn_id not in turn_ids]
-    if missing:
+    if missing := [turn_id for turn_id in ids if turn_id not in turn_ids]:
         notes.add("QA evidence id that names no turn (moved to unresolved_evidence)", len(missing))
-    question.update(
-        unresolved_evidence=missing + unreadable,
-        evidence_turn_ids=found,
-        evidence_session_ids=session_ids_of(found),
-    )
+    question["unresolved_evidence"] = missing + unreadable
+    question["evidence_turn_ids"], question["evidence_session_ids"] = found, session_ids_of(found)
     extra.update((key, value) for key, value in qa.items() if key not in QA_KEYS)
     question["extra"] = schema.to_json(extra) if extra else None
     return question
