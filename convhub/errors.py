@@ -67,6 +67,20 @@ def require(mapping: dict, key: str, kind: type, path, record, field: str | None
     return value
 
 
+def require_field(mapping: dict, key: str, kind: type, parent: str = "", optional: bool = False) -> Any:
+    """:func:`require` for a pure conversion: ``mapping[key]`` when present and of ``kind`` (a bool is no int),
+    else a :class:`FieldError` naming ``parent.key``; an absent ``optional`` key is None."""
+    field = f"{parent}.{key}" if parent else key
+    if key not in mapping:
+        if optional:
+            return None
+        raise FieldError(field, "missing")
+    value = mapping[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise FieldError(field, f"expected {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
 class Notes(Counter):
     """Counts of normalizations and oddities by kind, e.g. ``notes.add("integer answer → string")``."""
 

@@ -15,12 +15,9 @@ EVIDENCE_ID = re.compile(r"D:?(\d+):(\d+)")
 def parse_evidence(
     evidence: Any, notes: Notes, field: str = "evidence", label: str = "QA evidence", kept_in: str = ""
 ) -> tuple[list[str], list[str]]:
-    """Evidence strings → normalized turn ids ("D8:6; D9:17" → two ids, "D30:05" → "D30:5").
-
-    ``evidence`` is a list of strings or one string (observations write "D4:17, D4:19"). Returns the ids
-    (deduplicated, in order) and the pieces that hold no id at all (e.g. "D"). ``label`` names the kind of
-    evidence in the normalization counts, ``kept_in`` where the caller keeps unreadable pieces.
-    """
+    """Evidence (a list of strings, or one string as observations write "D4:17, D4:19") → the normalized turn ids
+    it names, deduplicated, in order ("D8:6; D9:17" → two ids, "D30:05" → "D30:5"), and its pieces that hold no id
+    (e.g. "D"). ``label`` names the evidence in the normalization counts, ``kept_in`` where unreadable pieces go."""
     if evidence is None:
         notes.add(f"{label} absent")
         return [], []
@@ -31,8 +28,7 @@ def parse_evidence(
     if not evidence:
         notes.add(f"{label} empty")
         return [], []
-    ids: list[str] = []
-    unreadable: list[str] = []
+    ids, unreadable = [], []
     for item in evidence:
         found = [f"D{int(session)}:{int(turn)}" for session, turn in EVIDENCE_ID.findall(item)]
         if not found:
@@ -55,11 +51,8 @@ def session_ids_of(turn_ids: list[str]) -> list[str]:
 
 
 def parse_observations(entry: Any, turn_ids: set[str], notes: Notes, field: str) -> list[dict[str, Any]]:
-    """One session's ``observation`` entry ({speaker: [[text, evidence], ...]}) → typed rows.
-
-    Evidence is normalized as QA evidence is; the raw evidence is returned beside the ids. Ids that name
-    no turn are counted and left out of ``evidence_turn_ids`` (the raw evidence still holds them).
-    """
+    """One session's ``observation`` entry ({speaker: [[text, evidence], ...]}) → rows, evidence normalized as QA
+    evidence is and returned raw beside the ids; ids that name no turn are counted and left out of the ids."""
     if not isinstance(entry, dict):
         raise FieldError(field, f"expected an object of speakers, got {type(entry).__name__}")
     rows = []
@@ -72,15 +65,16 @@ def parse_observations(entry: Any, turn_ids: set[str], notes: Notes, field: str)
                 raise FieldError(where, f"expected a [text, evidence] pair, got {pair!r}")
             ids, _ = parse_evidence(pair[1], notes, where, "observation evidence", "the raw evidence")
             found = [turn_id for turn_id in ids if turn_id in turn_ids]
-            if len(found) < len(ids):
-                notes.add(
-                    "observation evidence id that names no turn (raw evidence kept)", len(ids) - len(found)
+            if missing := len(ids) - len(found):
+                notes.add("observation evidence id that names no turn (raw evidence kept)", missing)
+            text, raw = pair
+            rows.append(
+                dict(
+                    speaker=speaker,
+                    position=position,
+                    observation=text,
+                    evidence_turn_ids=found,
+                    evidence=raw,
                 )
-            row = {
-                "speaker": speaker,
-                "position": position,
-                "observation": pair[0],
-                "evidence_turn_ids": found,
-            }
-            rows.append({**row, "evidence": pair[1]})
+            )
     return rows

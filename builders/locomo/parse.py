@@ -1,10 +1,7 @@
-"""LoCoMo (``locomo10.json``) → canonical conversation records: pure functions, one sample in, one record out.
-
-Every field of a sample is reachable in its record: typed where the schema has a place for it, raw in an
-``extra`` otherwise, and every rewritten value (integer answers, split or zero-padded evidence ids) keeps its
-raw form in ``extra``. A malformed sample raises :class:`FieldError` naming the field as a path into the sample
-(``qa[3].category``, ``conversation.session_1[2].dia_id``); the engine's per-record loop adds file and record.
-"""
+"""LoCoMo samples → canonical records, one sample in, one record out. Every field of a sample is reachable in
+its record: typed where the schema has a place, raw in an ``extra`` otherwise (rewritten values too: integer
+answers, split or zero-padded evidence ids). A malformed sample raises :class:`FieldError` naming a path into
+it (``qa[3].category``); the engine's per-record loop adds file and record."""
 
 from __future__ import annotations
 
@@ -16,50 +13,33 @@ from dateutil import parser as dateparser
 
 from builders.locomo.evidence import parse_evidence, parse_observations, session_ids_of
 from convhub import schema
-from convhub.errors import FieldError, Notes
+from convhub.errors import FieldError, Notes, require_field
 
 #: LoCoMo's own evaluation code (task_eval/evaluation.py) and most published results use these names.
 #: The format document in shared/seeds calls 1 single-hop, 3 multi-hop and 4 open-domain instead.
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 ADVERSARIAL = 5
-
 #: ``session_01`` is not a LoCoMo session key: it stays, untouched, in the conversation's extra.
 SESSION_KEY = re.compile(r"^session_([1-9]\d*)$")
 SESSION_DATE_KEY = re.compile(r"^session_([1-9]\d*)_date_time$")
 IMAGE_KEYS = frozenset({"img_url", "blip_caption", "query"})
 TURN_KEYS = frozenset({"speaker", "dia_id", "text"}) | IMAGE_KEYS
 QA_KEYS = {"question", "answer", "adversarial_answer", "evidence", "category"}
+#: Each per-session side table and how it names a session's entry (in this order: events, observations, summary).
 SESSION_TABLES = {
     "event_summary": "events_session_{}",
     "observation": "session_{}_observation",
     "session_summary": "session_{}_summary",
 }
 SAMPLE_KEYS = {"sample_id", "conversation", "qa", *SESSION_TABLES}
-SPEAKER_KEYS = ("speaker_a", "speaker_b")
+ROLES = {"speaker_a": "user", "speaker_b": "assistant"}
+SPEAKER_KEYS = tuple(ROLES)
 
 
 def record_name(position: int, sample: Any) -> str | int:
     """How an error names a sample: by its ``sample_id`` where it has one, else by its position in the file."""
     sample_id = sample.get("sample_id") if isinstance(sample, dict) else None
     return sample_id if isinstance(sample_id, str) and sample_id else position
-
-
-def _typed(value: Any, kind: type, field: str) -> Any:
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise FieldError(field, f"expected {kind.__name__}, got {type(value).__name__}")
-    return value
-
-
-def _required(mapping: dict, key: str, kind: type, parent: str = "") -> Any:
-    """``mapping[key]`` when present and of ``kind`` (a bool is no int); else a FieldError naming ``parent.key``."""
-    field = f"{parent}.{key}" if parent else key
-    if key not in mapping:
-        raise FieldError(field, "missing")
-    return _typed(mapping[key], kind, field)
-
-
-def _optional(mapping: dict, key: str, kind: type, parent: str = "") -> Any:
-    return _required(mapping, key, kind, parent) if key in mapping else None
 
 
 def parse_timestamp(date_time: str | None, notes: Notes) -> datetime | None:
@@ -77,28 +57,24 @@ def parse_sample(sample: Any, subset: str, notes: Notes) -> dict:
     """One LoCoMo sample → one canonical record: its sessions, questions and whatever no field claims."""
     if not isinstance(sample, dict):
         raise FieldError(None, f"expected an object, got {type(sample).__name__}")
-    sample_id = _required(sample, "sample_id", str)
-    conversation = _required(sample, "conversation", dict)
-    speakers = [_required(conversation, key, str, "conversation") for key in SPEAKER_KEYS]
+    sample_id = require_field(sample, "sample_id", str)
+    conversation = require_field(sample, "conversation", dict)
+    speakers = [require_field(conversation, key, str, "conversation") for key in SPEAKER_KEYS]
     if speakers[0] == speakers[1]:
         raise FieldError("conversation.speaker_b", f"same name as speaker_a ({speakers[0]!r})")
-    roles = {speakers[0]: "user", speakers[1]: "assistant"}
-    tables = {name: _optional(sample, name, dict) for name in SESSION_TABLES}
-    sessions = parse_sessions(conversation, tables, roles, notes)
+    tables = {name: require_field(sample, name, dict, optional=True) for name in SESSION_TABLES}
+    sessions = parse_sessions(conversation, tables, dict(zip(speakers, ROLES.values(), strict=True)), notes)
     turn_ids = {turn["turn_id"] for session in sessions for turn in session["turns"]}
     observations = tables["observation"] or {}
     for session in sessions:  # once every turn id is known: an observation may cite a later session
         key = SESSION_TABLES["observation"].format(session["session_id"].removeprefix("session_"))
         if key in observations:
             parse_observations(observations[key], turn_ids, notes, f"observation.{key}")
-    questions = [
-        parse_question(qa, sample_id, position, turn_ids, notes)
-        for position, qa in enumerate(_required(sample, "qa", list))
-    ]
+    qas = enumerate(require_field(sample, "qa", list))
+    questions = [parse_question(qa, sample_id, position, turn_ids, notes) for position, qa in qas]
     leftovers = {key: value for key, value in sample.items() if key not in SAMPLE_KEYS}
     leftovers.update(_unclaimed_session_entries(tables, sessions, notes))
-    conversation_leftovers = _conversation_leftovers(conversation, sessions, notes)
-    if conversation_leftovers:
+    if conversation_leftovers := _conversation_leftovers(conversation, sessions, notes):
         leftovers["conversation"] = conversation_leftovers
     return {
         "conversation_id": sample_id,
@@ -114,91 +90,69 @@ def parse_sample(sample: Any, subset: str, notes: Notes) -> dict:
 
 def _conversation_leftovers(conversation: dict, sessions: list[dict], notes: Notes) -> dict[str, Any]:
     """Conversation keys no session claims, e.g. conv-26's dates of sessions that have no body."""
-    session_ids = {session["session_id"] for session in sessions}
-    leftovers = {}
-    for key, value in conversation.items():
-        date = SESSION_DATE_KEY.match(key)
-        if (
-            key in SPEAKER_KEYS
-            or SESSION_KEY.match(key)
-            or (date and f"session_{date.group(1)}" in session_ids)
-        ):
-            continue
-        if date:
-            notes.add("session date with no session body (kept in the conversation's extra)")
-        leftovers[key] = value
+    claimed = {*SPEAKER_KEYS}.union(*({s["session_id"], f"{s['session_id']}_date_time"} for s in sessions))
+    leftovers = {key: value for key, value in conversation.items() if key not in claimed}
+    if dates := sum(1 for key in leftovers if SESSION_DATE_KEY.match(key)):
+        notes.add("session date with no session body (kept in the conversation's extra)", dates)
     return leftovers
 
 
-def parse_sessions(
-    conversation: dict, tables: dict[str, dict | None], roles: dict, notes: Notes
-) -> list[dict]:
+def parse_sessions(conversation: dict, tables: dict, roles: dict, notes: Notes) -> list[dict]:
     """One session per ``session_N`` key, in numeric order, with its date, summary and raw side tables."""
-    events = tables.get("event_summary") or {}
-    observations = tables.get("observation") or {}
-    summaries = tables.get("session_summary") or {}
+    events, observations, summaries = (table or {} for table in tables.values())
     numbers = {int(match.group(1)) for key in conversation if (match := SESSION_KEY.match(key))}
     sessions = []
     for number in sorted(numbers):
         body_key, date_key = f"session_{number}", f"session_{number}_date_time"
-        body = _required(conversation, body_key, list, "conversation")
+        body = require_field(conversation, body_key, list, "conversation")
+        event_key, observation_key, summary_key = (key.format(number) for key in SESSION_TABLES.values())
         extra: dict[str, Any] = {}
         if date_key not in conversation:
             notes.add("session without date_time")
             extra["has_date_time"] = False
-        event_key = SESSION_TABLES["event_summary"].format(number)
         if event_key in events:
             parse_events(events[event_key], f"event_summary.{event_key}")
             extra["event_summary"] = events[event_key]
-        observation_key = SESSION_TABLES["observation"].format(number)
         if observation_key in observations:
             extra["observation"] = observations[observation_key]
         turns = [
             parse_turn(turn, roles, notes, f"conversation.{body_key}[{i}]") for i, turn in enumerate(body)
         ]
         session = schema.empty_session(body_key, turns)
-        session["date_time"] = _optional(conversation, date_key, str, "conversation")
+        session["date_time"] = require_field(conversation, date_key, str, "conversation", optional=True)
         session["timestamp"] = parse_timestamp(session["date_time"], notes)
-        summary_key = SESSION_TABLES["session_summary"].format(number)
-        session["summary"] = _optional(summaries, summary_key, str, "session_summary")
+        session["summary"] = require_field(summaries, summary_key, str, "session_summary", optional=True)
         session["extra"] = schema.to_json(extra) if extra else None
         sessions.append(session)
     return sessions
 
 
 def _unclaimed_session_entries(tables: dict[str, dict | None], sessions: list[dict], notes: Notes) -> dict:
-    """Summary, event or observation entries that name no session: kept whole in the record's extra, under
-    the table's own name.
-
-    An absent table is that name with ``null`` (a source table is an object, so it is never null), so that an
-    export can leave it out again. convhub writes only the source's own key names into a sample's extra, and
-    only names the parser claims: no unknown key of the sample can collide with them.
-    """
+    """Side-table entries that name no session, kept whole under the table's name; an absent table is that name
+    with null (a source table is never null), so that an export leaves it out again."""
     numbers = [session["session_id"].removeprefix("session_") for session in sessions]
     unclaimed: dict[str, Any] = {}
     for name, key_format in SESSION_TABLES.items():
-        table = tables[name]
-        if table is None:
+        if tables[name] is None:
             notes.add(f"sample without {name}")
             unclaimed[name] = None
             continue
         claimed = {key_format.format(number) for number in numbers}
-        rest = {key: value for key, value in table.items() if key not in claimed}
-        if rest:
+        if rest := {key: value for key, value in tables[name].items() if key not in claimed}:
             notes.add(f"{name} entry naming no session (kept in the conversation's extra)", len(rest))
             unclaimed[name] = rest
     return unclaimed
 
 
 def parse_turn(turn: Any, roles: dict, notes: Notes, field: str) -> dict:
-    """One turn (at ``field``): speaker, dia_id and text typed; image keys into ``images``; any other key
+    """One turn (at ``field``): speaker, dia_id and text typed, image keys into ``images``; other keys
     (LoCoMo's undocumented ``re-download``) and an empty ``img_url`` kept in the turn's extra."""
     if not isinstance(turn, dict):
         raise FieldError(field, f"expected an object, got {type(turn).__name__}")
-    speaker = _required(turn, "speaker", str, field)
+    speaker = require_field(turn, "speaker", str, field)
     if speaker not in roles:
         raise FieldError(f"{field}.speaker", f"{speaker!r} is neither speaker_a nor speaker_b")
-    dia_id, text = _required(turn, "dia_id", str, field), _required(turn, "text", str, field)
+    dia_id, text = (require_field(turn, key, str, field) for key in ("dia_id", "text"))
     record = schema.empty_turn(dia_id, speaker, roles[speaker], text)
     record["images"] = parse_images(turn, notes, field)
     rest = {key: value for key, value in turn.items() if key not in TURN_KEYS}
@@ -211,17 +165,15 @@ def parse_turn(turn: Any, roles: dict, notes: Notes, field: str) -> dict:
 
 
 def parse_images(turn: dict, notes: Notes, field: str) -> list[dict[str, Any]]:
-    """``img_url`` (a list), ``blip_caption`` and ``query`` → one image per URL, or one without a URL.
-
-    ``text`` is left as the speaker wrote it: the caption is not inlined.
-    """
+    """``img_url`` (a list), ``blip_caption`` and ``query`` → one image per URL, or one without a URL (the
+    turn's ``text`` keeps no caption)."""
     if turn.keys().isdisjoint(IMAGE_KEYS):
         return []
     urls = turn.get("img_url")
     if urls is not None and not (isinstance(urls, list) and all(isinstance(url, str) for url in urls)):
         raise FieldError(f"{field}.img_url", f"expected a list of strings, got {urls!r}")
-    caption = _optional(turn, "blip_caption", str, field)
-    query = _optional(turn, "query", str, field)
+    caption = require_field(turn, "blip_caption", str, field, optional=True)
+    query = require_field(turn, "query", str, field, optional=True)
     if not urls:
         if caption is None and query is None:
             notes.add("empty img_url with no caption or query (kept in the turn's extra)")
@@ -234,32 +186,26 @@ def parse_images(turn: dict, notes: Notes, field: str) -> list[dict[str, Any]]:
 
 
 def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set, notes: Notes) -> dict:
-    """``qa[position]`` → a question: the category named, answers as strings (a number's raw value kept in
-    extra), evidence normalized into the turn ids it names and the pieces that name none."""
+    """``qa[position]`` → a question: category named, answers as strings (a number's raw value in extra),
+    evidence normalized into the turn ids it names and the pieces that name none."""
     field = f"qa[{position}]"
     if not isinstance(qa, dict):
         raise FieldError(field, f"expected an object, got {type(qa).__name__}")
-    category_id = _required(qa, "category", int, field)
+    category_id = require_field(qa, "category", int, field)
     if category_id not in CATEGORY_NAMES:
         raise FieldError(f"{field}.category", f"unknown category {category_id!r}")
-    question = schema.empty_question(f"{sample_id}:qa{position}", _required(qa, "question", str, field))
-    question["category_id"] = category_id
-    question["category"] = CATEGORY_NAMES[category_id]
-    extra: dict[str, Any] = {}
-    if "evidence" in qa:
-        extra["evidence"] = qa["evidence"]
+    question = schema.empty_question(f"{sample_id}:qa{position}", require_field(qa, "question", str, field))
+    question.update(category_id=category_id, category=CATEGORY_NAMES[category_id])
+    extra = {"evidence": qa["evidence"]} if "evidence" in qa else {}
     for key in ("answer", "adversarial_answer"):
-        if key not in qa:
-            continue
-        value = qa[key]
-        if isinstance(value, str):
+        value = qa.get(key)
+        if key not in qa or isinstance(value, str):
             question[key] = value
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
             raise FieldError(f"{field}.{key}", f"expected a string or number, got {type(value).__name__}")
-        notes.add(f"{type(value).__name__} {key} → string (raw kept in extra.{key})")
-        extra[key] = value
-        question[key] = str(value)
+        else:
+            notes.add(f"{type(value).__name__} {key} → string (raw kept in extra.{key})")
+            question[key], extra[key] = str(value), value
     if category_id == ADVERSARIAL and question["answer"] is None:
         notes.add("adversarial question without answer (answer null)")
     elif category_id == ADVERSARIAL:
@@ -268,12 +214,10 @@ def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set, notes:
         notes.add("non-adversarial question without answer (answer null)")
     ids, unreadable = parse_evidence(qa.get("evidence"), notes, f"{field}.evidence")
     found = [turn_id for turn_id in ids if turn_id in turn_ids]
-    missing = [turn_id for turn_id in ids if turn_id not in turn_ids]
-    if missing:
+    if missing := [turn_id for turn_id in ids if turn_id not in turn_ids]:
         notes.add("QA evidence id that names no turn (moved to unresolved_evidence)", len(missing))
     question["unresolved_evidence"] = missing + unreadable
-    question["evidence_turn_ids"] = found
-    question["evidence_session_ids"] = session_ids_of(found)
+    question["evidence_turn_ids"], question["evidence_session_ids"] = found, session_ids_of(found)
     extra.update((key, value) for key, value in qa.items() if key not in QA_KEYS)
     question["extra"] = schema.to_json(extra) if extra else None
     return question
@@ -283,7 +227,7 @@ def parse_events(entry: Any, field: str) -> list[dict[str, Any]]:
     """One session's ``event_summary`` entry ({speaker: [event, ...], "date": str}) → typed rows."""
     if not isinstance(entry, dict):
         raise FieldError(field, f"expected an object of speakers, got {type(entry).__name__}")
-    date = _optional(entry, "date", str, field)
+    date = require_field(entry, "date", str, field, optional=True)
     rows = []
     for speaker, events in entry.items():
         if speaker == "date":
