@@ -371,6 +371,9 @@ def targets(rows: list[dict]) -> list[str]:
                 f"- {source}: {label} {value:.2f}{unit} (target {sign} {goal}{unit}): {'met' if met else 'MISSED'}"
             )
 
+        def shown(label: str, value: float, source=source) -> None:
+            lines.append(f"- {source}: {label} {value:.2f}x (shown, no target)")
+
         # Speed against load_dataset('json') is a target only where the data is big (issue 35: MNBVC at 0.5x
         # with num_proc=2); for the small sources it is shown, not judged (issue 34 retired that target).
         for case, how in ((SESSIONS_CASE, "num_proc=1"), (PARALLEL_CASE, "num_proc=2")):
@@ -380,7 +383,7 @@ def targets(rows: list[dict]) -> list[str]:
                 if source in SPEED_GOALS and case == PARALLEL_CASE:
                     check(label, speed, SPEED_GOALS[source], True)
                 else:
-                    lines.append(f"- {source}: {label} {speed:.2f}x (shown, no target)")
+                    shown(label, speed)
         if NATIVE_FLOOR_CASE in cases and FLOORED_BUILD_CASE in cases:
             ratio = cases[FLOORED_BUILD_CASE]["s"] / cases[NATIVE_FLOOR_CASE]["s"]
             check("sessions time, num_proc=2 / the native floor's (multi-turn files)", ratio, 1.5, False)
@@ -400,13 +403,23 @@ def targets(rows: list[dict]) -> list[str]:
         ]
         if builds:
             check("peak memory of the builds", max(row["rss"] for row in builds), 1024, False, " MiB")
+        # Flat memory and the num_proc speed-up are targets where the data is big; a small source's input is
+        # below the interpreter's fixed footprint and its build mostly fixed cost, so they are shown.
+        big = source in SPEED_GOALS
         if SESSIONS_CASE in cases and MEMORY_CASE in cases:
             growth = cases[SESSIONS_CASE]["rss"] / cases[MEMORY_CASE]["rss"]
             label = f"peak memory of build sessions, input x{MEMORY_INPUT_RATIO} vs input"
-            check(label, growth, MAX_RSS_GROWTH, False)
+            if big:
+                check(label, growth, MAX_RSS_GROWTH, False)
+            else:
+                shown(label, growth)
         if SESSIONS_CASE in cases and PARALLEL_CASE in cases:
             speedup = cases[SESSIONS_CASE]["s"] / cases[PARALLEL_CASE]["s"]
-            check("num_proc=2 speed-up on sessions", speedup, 1.6, True)
+            label = "num_proc=2 speed-up on sessions"
+            if big:
+                check(label, speedup, 1.6, True)
+            else:
+                shown(label, speedup)
         if SPARK_SESSIONS_CASE in cases and SPARK_PARALLEL_CASE in cases:
             speedup = cases[SPARK_SESSIONS_CASE]["s"] / cases[SPARK_PARALLEL_CASE]["s"]
             check("Spark local[2] speed-up over local[1] on sessions", speedup, 1.6, True)
