@@ -1,16 +1,16 @@
 """多轮对话: one row per question/answer pair; the rows of one conversation share a 来源 and a ``会话``.
 
 A build regroups the rows of each conversation wherever they are, on either engine (``convhub.engine.keyed``):
-``key_row`` gives each row its sort key and converts it, in the pass that reads the files;
-``records_from_sorted`` turns a conversation's sorted rows into its record. A stream reads
-each file once and cannot regroup: ``multiturn_runs`` takes each run of adjacent rows as a conversation.
+``key_row`` gives each row its sort key and converts it, in the pass that reads the files; ``records_from_sorted``
+turns a conversation's sorted rows into its record. A stream reads each file once: ``multiturn_runs`` regroups
+only adjacent rows.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any
 
 from builders.mnbvc import turn_columns
@@ -18,7 +18,6 @@ from builders.mnbvc.extension import Extension, parse_extension
 from builders.mnbvc.parse import (
     MULTITURN,
     ConvertedPair,
-    Pair,
     Warnings,
     as_text,
     conversation_record,
@@ -31,9 +30,9 @@ from builders.mnbvc.parse import (
     source_name,
     subset_wanted,
 )
-from builders.mnbvc.turn_columns import columnar_turns
 from convhub import schema
 from convhub.engine import keyed
+from convhub.engine.json_lines_builder import Objects
 from convhub.engine.regroup import SortKey
 from convhub.errors import Notes, Reject, SourceError, raise_error
 
@@ -129,7 +128,7 @@ def multiturn_record(
     if len(files) > 1:
         notes.add("multi-turn conversation spread over several files")
         session_extra["files"] = files
-    turns = columnar_turns(pairs) if len(pairs) >= turn_columns.COLUMNAR_PAIRS else None
+    turns = turn_columns.columnar_turns(pairs) if len(pairs) >= turn_columns.COLUMNAR_PAIRS else None
     if turns is None:
         turns = [turn for index, pair in enumerate(pairs) for turn in converted_turns(pair, f"{index}")]
     first = pairs[0]
@@ -140,46 +139,23 @@ def multiturn_record(
 
 
 def multiturn_runs(
-    rows: Iterable[tuple[int, dict[str, Any]]],
-    file: str,
-    notes: Notes,
-    subsets=None,
-    reject: Reject = raise_error,
+    objects: Objects, file: str, notes: Notes, subsets=None, reject: Reject = raise_error
 ) -> Iterator[dict[str, Any]]:
-    """多轮对话 without regrouping, when streaming (a file is read once from its URL): each run of adjacent rows of
-    one group is a conversation. One whose rows are not adjacent comes out in pieces (``#2``, ``#3`` appended to
-    the id, counted); rows spread over several files cannot be joined here: build (not stream) for those."""
+    """多轮对话 when streaming (a file is read once from its URL): each run of adjacent rows of one group, keyed and
+    sorted as a build does, is a conversation. One whose rows are apart comes out in pieces (``#2``, ``#3``
+    appended to the id, counted); rows spread over several files are joined only by a build."""
+    keyed_rows = keyed.keyed_file_rows(objects, 0, partial(key_row, file, subsets=subsets), reject)
     pieces: Counter[str] = Counter()
-    for (source, how, key), run in itertools.groupby(
-        _grouped_pairs(rows, file, notes, subsets, reject), _group
-    ):
-        conversation_id = group_id(source, how, key)
+
+    def piece_id(group: tuple[str, str, str]) -> str:
+        conversation_id = group_id(*group)
         pieces[conversation_id] += 1
-        if pieces[conversation_id] > 1:
-            notes.add("streamed multi-turn conversation whose rows are not adjacent (emitted in pieces)")
-            conversation_id += f"#{pieces[conversation_id]}"
-        ordered = sorted(
-            (pair for _, pair in run), key=lambda pair: (sequence_number(pair.extension), pair.line)
-        )
-        converted = [convert_pair(pair, notes) for pair in ordered]
-        yield multiturn_record(converted, source, how, key, conversation_id, notes)
+        if pieces[conversation_id] == 1:
+            return conversation_id
+        notes.add("streamed multi-turn conversation whose rows are not adjacent (emitted in pieces)")
+        return f"{conversation_id}#{pieces[conversation_id]}"
 
-
-def _grouped_pairs(rows, file: str, notes: Notes, subsets, reject: Reject) -> Iterator[tuple[tuple, Pair]]:
-    """(group, pair) of each wanted Q/A row; a row ``read_pair`` refuses goes to ``reject``."""
-    warnings = Warnings(file)
-    for line, row in rows:
-        if subset_wanted(subsets, MULTITURN, source_name(row)):
-            try:
-                pair = read_pair(file, line, row, notes, warnings)
-            except SourceError as error:
-                reject(error, row)
-                continue
-            yield (source_name(row), *conversation_key(row, pair.extension, file, line)), pair
-
-
-def _group(item: tuple[tuple, Pair]) -> tuple:
-    return item[0]
+    return records_from_sorted(keyed.adjacent_runs(keyed_rows), [file], notes, reject, piece_id)
 
 
 # -- regrouped by an engine ------------------------------------------------------------------------------
@@ -213,7 +189,7 @@ def _converted_row(name: str, line: int, row: dict, extension: Extension, order:
     notes, problems = (
         Notes(),
         [],
-    )  # its unreadable 扩展字段, logged in conversation order by ``records_from_sorted``
+    )  # its unreadable 扩展字段, logged in conversation order by records_from_sorted
     warnings = lambda number, where, problem: problems.append(problem)  # noqa: E731
     converted = convert_pair(read_pair(name, line, row, notes, warnings, extension), notes, order)
     fields = (converted.sequence, converted.question, converted.extra, converted.answer, converted.dated)
@@ -221,14 +197,18 @@ def _converted_row(name: str, line: int, row: dict, extension: Extension, order:
 
 
 def records_from_sorted(
-    rows: Iterable[tuple[SortKey, bytes]], names: list[str], notes: Notes, reject: Reject = raise_error
+    rows: Iterable[tuple[SortKey, bytes]],
+    names: list[str],
+    notes: Notes,
+    reject: Reject = raise_error,
+    conversation_id: Callable[[tuple], str] = lambda group: group_id(*group),
 ) -> Iterator[dict[str, Any]]:
     """Canonical records from (sort key, payload) pairs sorted by key (``keyed.grouped_rows``): one conversation
-    per group, whichever engine brought its rows together; a refused row goes to ``reject`` alone, and its
-    conversation is built from the others."""
+    per group (its id ``conversation_id(group)``), whichever engine brought its rows together; a refused row goes
+    to ``reject`` alone, and its conversation is built from the others."""
     warnings = {name: Warnings(name) for name in names}
     counted = Notes()  # one conversation's normalizations, emptied for each
-    for (source, how, key), run in keyed.grouped_rows(rows, reject):
+    for group, run in keyed.grouped_rows(rows, reject):
         pairs = []
         counted.clear()
         for (rank, value, text, file_index, line), converted in run:
@@ -243,7 +223,7 @@ def records_from_sorted(
             order = (rank, value, text)
             pairs.append(ConvertedPair(name, order, sequence, question, extra, answer, dated, create_time))
         if pairs:
-            record = multiturn_record(pairs, source, how, key, group_id(source, how, key), counted)
+            record = multiturn_record(pairs, *group, conversation_id(group), counted)
             notes.update(counted)
             pairs = None  # not kept while the record is written: the record holds what it needs of them
             yield record

@@ -26,7 +26,7 @@ from builders.mnbvc.extension import Extension, parse_extension
 from builders.mnbvc.language import detect_language
 from convhub import schema
 from convhub.engine.formats import Formats
-from convhub.engine.jsonl import LineWarnings, convert_rows
+from convhub.engine.json_lines_builder import LineWarnings, Objects, convert_rows
 from convhub.errors import FieldError, Notes, Reject, SourceError, raise_error
 
 logger = logging.getLogger(__name__)
@@ -301,15 +301,10 @@ def _id_string(value: Any, notes: Notes, field: str) -> str | None:
 
 
 def row_records(
-    kind: str,
-    rows: Iterable[tuple[int, dict[str, Any]]],
-    file: str,
-    notes: Notes,
-    subsets=None,
-    reject: Reject = raise_error,
+    kind: str, objects: Objects, file: str, notes: Notes, subsets=None, reject: Reject = raise_error
 ) -> Iterator[dict[str, Any]]:
     """问答 and 论坛 rows, each a conversation by itself (its id the file and the line), of the wanted subsets."""
-    wanted = ((line, row) for line, row in rows if subset_wanted(subsets, kind, source_name(row)))
+    wanted = ((line, row) for line, _, _, row in objects if subset_wanted(subsets, kind, source_name(row)))
     convert = partial(qa_record if kind == QA else forum_record, file=file, warnings=Warnings(file))
     return convert_rows(file, wanted, convert, notes, reject)
 

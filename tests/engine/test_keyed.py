@@ -37,7 +37,7 @@ def test_rows_keyed_regrouped_and_read_back_in_order(tmp_path):
     def reject(error, raw):
         rejected.append((error.record, error.field, raw))
 
-    numbered = [(number, row, f"raw{number}".encode()) for number, row in enumerate(ROWS, start=1)]
+    numbered = [(number, 0, f"raw{number}".encode(), row) for number, row in enumerate(ROWS, start=1)]
     keyed_rows = list(keyed.keyed_file_rows(numbered, 0, key_row, reject))
     assert [key for key, _, _ in keyed_rows] == [
         (("b",), (2, 0, 1)),
