@@ -23,7 +23,7 @@ from builders.mnbvc.parse import (
     conversation_record,
     convert_pair,
     converted_turns,
-    read_pair,
+    require_pair,
     row_metadata,
     sequence_number,
     set_session_date,
@@ -34,7 +34,7 @@ from convhub import schema
 from convhub.engine import keyed
 from convhub.engine.json_lines_builder import Objects
 from convhub.engine.regroup import SortKey
-from convhub.errors import Notes, Reject, SourceError, raise_error
+from convhub.errors import Notes, Reject, raise_error
 
 #: A gap in 多轮序号 of at most this many numbers is listed number by number (``missing_多轮序号``);
 #: beyond, as [first, last] ranges (``missing_多轮序号_ranges``). The raw 多轮序号 of every row is kept either way.
@@ -42,13 +42,9 @@ MAX_MISSING_LISTED = 1000
 
 
 def conversation_key(row: dict[str, Any], extension: Extension, file: str, line: int) -> tuple[str, str]:
-    """(how, key) that groups the rows of one conversation.
-
-    ``会话`` when it has a value (an integer and its decimal string are the same conversation); when it
-    is empty or missing, the row's ``id`` (MNBVC's md5 of the whole source conversation); when both are
-    missing, the row is its own conversation. The 来源 is part of the group (``group_key``), so two
-    producers' ``会话`` 1 never merge.
-    """
+    """(how, key) that groups the rows of one conversation: its ``会话`` when it has a value (an integer and its
+    decimal string are one conversation), else the row's ``id`` (MNBVC's md5 of the whole source conversation),
+    else the row alone. The 来源 is part of the group (``key_row``), so two producers' ``会话`` 1 never merge."""
     session = (extension.value or {}).get("会话")
     if session is not None and session != "":
         return "会话", as_text(session)
@@ -80,11 +76,8 @@ def group_id(source: str, how: str, key: str) -> str:
 
 
 def missing_ranges(numbers: Iterable[int]) -> list[tuple[int, int]]:
-    """(first, last) of each run of integers from 1 to ``max(numbers)`` that ``numbers`` lacks.
-
-    Walks the sorted distinct numbers, so its cost follows the number of rows, not the size of the
-    numbers (a hostile 多轮序号 of 2**40 must not enumerate a trillion missing values).
-    """
+    """(first, last) of each run of integers from 1 to ``max(numbers)`` that ``numbers`` lacks: a walk over the
+    sorted distinct numbers, whose cost follows the rows, not the numbers (a hostile 多轮序号 of 2**40)."""
     gaps, previous = [], 0
     for number in sorted(set(numbers)):
         if number > previous + 1:
@@ -96,12 +89,9 @@ def missing_ranges(numbers: Iterable[int]) -> list[tuple[int, int]]:
 def multiturn_record(
     pairs: list[ConvertedPair], source: str, how: str, key: str, conversation_id: str, notes: Notes
 ) -> dict[str, Any]:
-    """One conversation of the 来源 ``source`` from its converted pairs, already in (多轮序号, file,
-    line) order; each pair's own normalizations were counted when it was converted.
-
-    Gaps and duplicates in ``多轮序号`` are counted and listed in the session's ``extra``; duplicate pairs
-    are all kept, in file and line order.
-    """
+    """One conversation of the 来源 ``source`` from its converted pairs, already in (多轮序号, file, line) order
+    (each pair's own normalizations counted). Gaps and duplicates in ``多轮序号`` are counted and listed in the
+    session's ``extra``; duplicate pairs are all kept, in file and line order."""
     if how != "会话":
         notes.add(f"multi-turn row with an empty or missing 会话 (grouped by {how})", len(pairs))
     numbers = [value for rank, value, _ in (pair.order for pair in pairs) if rank == 0]
@@ -165,11 +155,10 @@ def key_row(name: str, line: int, row: dict[str, Any], raw: bytes, subsets=None)
     """(group, order, payload) of a wanted Q/A row, for an engine to regroup (``convhub.engine.keyed``).
 
     The group (来源, how, key) names the conversation; ``sequence_number`` orders its rows. A row that is not a
-    Q/A row is refused here; one that ``read_pair`` refuses travels as its error (``keyed.payload``), which
+    Q/A row is refused here; one that ``convert_pair`` refuses travels as its error (``keyed.payload``), which
     ``records_from_sorted`` hands to ``reject`` alone, in conversation order.
     """
-    if "问" not in row and "答" not in row:
-        raise SourceError(name, f"line {line}", "问", "missing (neither 问 nor 答: not a Q/A row)")
+    require_pair(row, name, line)
     source = source_name(row)
     if not subset_wanted(subsets, MULTITURN, source):
         return None
@@ -186,12 +175,9 @@ _NOT_FIRST: dict = {}
 def _converted_row(name: str, line: int, row: dict, extension: Extension, order: tuple) -> tuple:
     """The row converted (``convert_pair``) with the normalizations it counted and the warnings it would log, as
     plain values: each row is converted once, in the pass that reads the files (its processes or Spark tasks)."""
-    notes, problems = (
-        Notes(),
-        [],
-    )  # its unreadable 扩展字段, logged in conversation order by records_from_sorted
+    notes, problems = Notes(), []  # problems: its unreadable 扩展字段, logged later in conversation order
     warnings = lambda number, where, problem: problems.append(problem)  # noqa: E731
-    converted = convert_pair(read_pair(name, line, row, notes, warnings, extension), notes, order)
+    converted = convert_pair(name, line, row, notes, warnings, extension, order)
     fields = (converted.sequence, converted.question, converted.extra, converted.answer, converted.dated)
     return (*fields, converted.create_time, tuple(notes.items()), tuple(problems))
 
