@@ -10,8 +10,9 @@ from typing import Any, ClassVar
 
 from builders.gigamemory import parse
 from builders.gigamemory.parse import Line, where
-from convhub.engine import json_lines, json_lines_groups
+from convhub.engine import json_lines_groups
 from convhub.engine.builder import ConversationBuilder, download_folder
+from convhub.engine.json_lines_files import file_stem, files_by_stem, find_files
 from convhub.engine.jsonio import load_object
 from convhub.engine.records import convert_one, convert_records
 from convhub.errors import Notes, Reject, SourceError, raise_error
@@ -48,20 +49,20 @@ class GigamemoryBuilder(ConversationBuilder):
     WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {"sessions": 32}
 
     def source_files(self, dl_manager) -> list[tuple[str, str]]:
-        """(local path or URL, name) of every ``*.jsonl`` / ``*.jsonl.gz`` of ``--data-dir`` (a folder, a file or a URL)
+        """(name, local path or URL) of every ``*.jsonl`` / ``*.jsonl.gz`` of ``--data-dir`` (a folder, a file or a URL)
         or of the public sample, downloaded; a file is a subset named by its stem (``--subset`` keeps some)."""
         data_dir = self.config.data_dir
         if data_dir is None:
-            files = [(dl_manager.download(URL), URL.rsplit("/", 1)[-1])]
+            files = [(URL.rsplit("/", 1)[-1], dl_manager.download(URL))]
         else:
-            files = json_lines.find_files(data_dir, "GigaMemory")
-        return json_lines.files_by_stem(files, self.config.subsets, self.SOURCE)
+            files = find_files(data_dir, "GigaMemory")
+        return files_by_stem(files, self.config.subsets, self.SOURCE)
 
     def shards(self, dl_manager):
         """Each file's groups of lines in shards. A file at a URL is copied here for pass 1; its shards name the
         URL, which a task where that copy is not (another machine) reads."""
         shards = []
-        for path, file_name in self.source_files(dl_manager):
+        for file_name, path in self.source_files(dl_manager):
             local = local_copy(path, download_folder(dl_manager)) if "://" in path else path
             try:
                 groups, notes = index_file(local, path, self.reject)
@@ -71,7 +72,7 @@ class GigamemoryBuilder(ConversationBuilder):
             # a plain file's seeks are free: smaller shards balance num_proc workers
             gz = path.endswith(".gz")
             shard_bytes = self.SHARD_BYTES if gz else min(self.SHARD_BYTES, self.PLAIN_SHARD_BYTES)
-            subset = json_lines.file_stem(file_name)
+            subset = file_stem(file_name)
             shards += json_lines_groups.group_shards(
                 groups, notes, shard_bytes, path, local, file_name=file_name, subset=subset
             )

@@ -3,7 +3,7 @@
 Input: ``*.jsonl`` / ``*.jsonl.gz`` files under ``--data-dir`` (a folder, a file or an fsspec URL such as
 ``hf://datasets/liwu/MNBVC/forum/20230253``), by default the forum files MNBVC publishes in the Hugging Face
 dataset ``liwu/MNBVC``; each file's format detected from its first rows or given with ``--format``. The engine
-(``convhub.engine.jsonl_source``) lists, shards and reads them: a 问答 or 论坛 row is a conversation of its own
+(``convhub.engine.json_lines_builder``) lists, shards and reads them: a 问答 or 论坛 row is a conversation of its own
 (``parse``), and 多轮对话 rows are regrouped by conversation wherever they are (``multiturn``).
 """
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from builders.mnbvc import multiturn, parse
-from convhub.engine.jsonl_source import JsonLinesBuilder, hub_files
+from convhub.engine.json_lines_builder import JsonLinesBuilder
+from convhub.engine.json_lines_files import hub_files
 
 DEFAULT_REPO = "liwu/MNBVC"
 DEFAULT_PATTERN = "forum/**/*.jsonl.gz"
@@ -56,11 +57,11 @@ class MnbvcBuilder(JsonLinesBuilder):
     def default_files(self) -> list[str]:
         return list_default_shards()
 
-    def format_records(self, kind, rows, name, notes):
+    def format_records(self, kind, objects, name, notes):
         subsets, reject = self.config.subsets, self.reject
         if kind == parse.MULTITURN:
-            return multiturn.multiturn_runs(rows, name, notes, subsets, reject)
-        return parse.row_records(kind, rows, name, notes, subsets, reject)
+            return multiturn.multiturn_runs(objects, name, notes, subsets, reject)
+        return parse.row_records(kind, objects, name, notes, subsets, reject)
 
     def key_row(self, name, number, row, raw):
         return multiturn.key_row(name, number, row, raw, self.config.subsets)

@@ -13,13 +13,9 @@ DATE_TIME = re.compile(r"^(-?\d{4,})-?(\d{2})-?(\d{2})(?:[ T]?(\d{1,2}):(\d{2})(
 
 
 def parse_date(raw: Any, field: str, notes: Notes) -> datetime | None:
-    """MNBVC's ``yyyymmdd`` (``-50000101`` for 5000 BC), optionally with `` HH:MM:SS`` as ``create_time``
-    (``yyyy-mm-dd`` is read too).
-
-    A date outside Python's datetime range (BC, year 0, after 9999) or not a date at all stays null; the
-    caller keeps the raw string. Absent and empty values are null with no note (their absence is counted
-    where it matters).
-    """
+    """MNBVC's ``yyyymmdd`` (or ``yyyy-mm-dd``), optionally with `` HH:MM:SS`` as ``create_time``. A date outside
+    datetime's range (BC, year 0, after 9999) or no date is null and counted (the caller keeps the raw string); an
+    absent or empty value is null without a note (its absence is counted where it matters)."""
     return parse_date_iso(raw, field, notes)[0]
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from builders.mnbvc.parse import FORUM
-from convhub.engine.jsonl import rebuilt_row
+from convhub.engine.json_lines_builder import rebuilt_row
 from convhub.export.exporter import Build, as_object, source_rows
 from convhub.export.files import LineSpool
 

@@ -1,16 +1,16 @@
 """多轮对话: one row per question/answer pair; the rows of one conversation share a 来源 and a ``会话``.
 
 A build regroups the rows of each conversation wherever they are, on either engine (``convhub.engine.keyed``):
-``key_row`` gives each row its sort key and converts it, in the pass that reads the files;
-``records_from_sorted`` turns a conversation's sorted rows into its record. A stream reads
-each file once and cannot regroup: ``multiturn_runs`` takes each run of adjacent rows as a conversation.
+``key_row`` gives each row its sort key and converts it, in the pass that reads the files; ``records_from_sorted``
+turns a conversation's sorted rows into its record. A stream reads each file once: ``multiturn_runs`` regroups
+only adjacent rows.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any
 
 from builders.mnbvc import turn_columns
@@ -18,24 +18,23 @@ from builders.mnbvc.extension import Extension, parse_extension
 from builders.mnbvc.parse import (
     MULTITURN,
     ConvertedPair,
-    Pair,
     Warnings,
     as_text,
     conversation_record,
     convert_pair,
     converted_turns,
-    read_pair,
+    require_pair,
     row_metadata,
     sequence_number,
     set_session_date,
     source_name,
     subset_wanted,
 )
-from builders.mnbvc.turn_columns import columnar_turns
 from convhub import schema
 from convhub.engine import keyed
+from convhub.engine.json_lines_builder import Objects
 from convhub.engine.regroup import SortKey
-from convhub.errors import Notes, Reject, SourceError, raise_error
+from convhub.errors import Notes, Reject, raise_error
 
 #: A gap in 多轮序号 of at most this many numbers is listed number by number (``missing_多轮序号``);
 #: beyond, as [first, last] ranges (``missing_多轮序号_ranges``). The raw 多轮序号 of every row is kept either way.
@@ -43,13 +42,9 @@ MAX_MISSING_LISTED = 1000
 
 
 def conversation_key(row: dict[str, Any], extension: Extension, file: str, line: int) -> tuple[str, str]:
-    """(how, key) that groups the rows of one conversation.
-
-    ``会话`` when it has a value (an integer and its decimal string are the same conversation); when it
-    is empty or missing, the row's ``id`` (MNBVC's md5 of the whole source conversation); when both are
-    missing, the row is its own conversation. The 来源 is part of the group (``group_key``), so two
-    producers' ``会话`` 1 never merge.
-    """
+    """(how, key) that groups the rows of one conversation: its ``会话`` when it has a value (an integer and its
+    decimal string are one conversation), else the row's ``id`` (MNBVC's md5 of the whole source conversation),
+    else the row alone. The 来源 is part of the group (``key_row``), so two producers' ``会话`` 1 never merge."""
     session = (extension.value or {}).get("会话")
     if session is not None and session != "":
         return "会话", as_text(session)
@@ -81,11 +76,8 @@ def group_id(source: str, how: str, key: str) -> str:
 
 
 def missing_ranges(numbers: Iterable[int]) -> list[tuple[int, int]]:
-    """(first, last) of each run of integers from 1 to ``max(numbers)`` that ``numbers`` lacks.
-
-    Walks the sorted distinct numbers, so its cost follows the number of rows, not the size of the
-    numbers (a hostile 多轮序号 of 2**40 must not enumerate a trillion missing values).
-    """
+    """(first, last) of each run of integers from 1 to ``max(numbers)`` that ``numbers`` lacks: a walk over the
+    sorted distinct numbers, whose cost follows the rows, not the numbers (a hostile 多轮序号 of 2**40)."""
     gaps, previous = [], 0
     for number in sorted(set(numbers)):
         if number > previous + 1:
@@ -97,12 +89,9 @@ def missing_ranges(numbers: Iterable[int]) -> list[tuple[int, int]]:
 def multiturn_record(
     pairs: list[ConvertedPair], source: str, how: str, key: str, conversation_id: str, notes: Notes
 ) -> dict[str, Any]:
-    """One conversation of the 来源 ``source`` from its converted pairs, already in (多轮序号, file,
-    line) order; each pair's own normalizations were counted when it was converted.
-
-    Gaps and duplicates in ``多轮序号`` are counted and listed in the session's ``extra``; duplicate pairs
-    are all kept, in file and line order.
-    """
+    """One conversation of the 来源 ``source`` from its converted pairs, already in (多轮序号, file, line) order
+    (each pair's own normalizations counted). Gaps and duplicates in ``多轮序号`` are counted and listed in the
+    session's ``extra``; duplicate pairs are all kept, in file and line order."""
     if how != "会话":
         notes.add(f"multi-turn row with an empty or missing 会话 (grouped by {how})", len(pairs))
     numbers = [value for rank, value, _ in (pair.order for pair in pairs) if rank == 0]
@@ -129,7 +118,7 @@ def multiturn_record(
     if len(files) > 1:
         notes.add("multi-turn conversation spread over several files")
         session_extra["files"] = files
-    turns = columnar_turns(pairs) if len(pairs) >= turn_columns.COLUMNAR_PAIRS else None
+    turns = turn_columns.columnar_turns(pairs) if len(pairs) >= turn_columns.COLUMNAR_PAIRS else None
     if turns is None:
         turns = [turn for index, pair in enumerate(pairs) for turn in converted_turns(pair, f"{index}")]
     first = pairs[0]
@@ -140,46 +129,23 @@ def multiturn_record(
 
 
 def multiturn_runs(
-    rows: Iterable[tuple[int, dict[str, Any]]],
-    file: str,
-    notes: Notes,
-    subsets=None,
-    reject: Reject = raise_error,
+    objects: Objects, file: str, notes: Notes, subsets=None, reject: Reject = raise_error
 ) -> Iterator[dict[str, Any]]:
-    """多轮对话 without regrouping, when streaming (a file is read once from its URL): each run of adjacent rows of
-    one group is a conversation. One whose rows are not adjacent comes out in pieces (``#2``, ``#3`` appended to
-    the id, counted); rows spread over several files cannot be joined here: build (not stream) for those."""
+    """多轮对话 when streaming (a file is read once from its URL): each run of adjacent rows of one group, keyed and
+    sorted as a build does, is a conversation. One whose rows are apart comes out in pieces (``#2``, ``#3``
+    appended to the id, counted); rows spread over several files are joined only by a build."""
+    keyed_rows = keyed.keyed_file_rows(objects, 0, partial(key_row, file, subsets=subsets), reject)
     pieces: Counter[str] = Counter()
-    for (source, how, key), run in itertools.groupby(
-        _grouped_pairs(rows, file, notes, subsets, reject), _group
-    ):
-        conversation_id = group_id(source, how, key)
+
+    def piece_id(group: tuple[str, str, str]) -> str:
+        conversation_id = group_id(*group)
         pieces[conversation_id] += 1
-        if pieces[conversation_id] > 1:
-            notes.add("streamed multi-turn conversation whose rows are not adjacent (emitted in pieces)")
-            conversation_id += f"#{pieces[conversation_id]}"
-        ordered = sorted(
-            (pair for _, pair in run), key=lambda pair: (sequence_number(pair.extension), pair.line)
-        )
-        converted = [convert_pair(pair, notes) for pair in ordered]
-        yield multiturn_record(converted, source, how, key, conversation_id, notes)
+        if pieces[conversation_id] == 1:
+            return conversation_id
+        notes.add("streamed multi-turn conversation whose rows are not adjacent (emitted in pieces)")
+        return f"{conversation_id}#{pieces[conversation_id]}"
 
-
-def _grouped_pairs(rows, file: str, notes: Notes, subsets, reject: Reject) -> Iterator[tuple[tuple, Pair]]:
-    """(group, pair) of each wanted Q/A row; a row ``read_pair`` refuses goes to ``reject``."""
-    warnings = Warnings(file)
-    for line, row in rows:
-        if subset_wanted(subsets, MULTITURN, source_name(row)):
-            try:
-                pair = read_pair(file, line, row, notes, warnings)
-            except SourceError as error:
-                reject(error, row)
-                continue
-            yield (source_name(row), *conversation_key(row, pair.extension, file, line)), pair
-
-
-def _group(item: tuple[tuple, Pair]) -> tuple:
-    return item[0]
+    return records_from_sorted(keyed.adjacent_runs(keyed_rows), [file], notes, reject, piece_id)
 
 
 # -- regrouped by an engine ------------------------------------------------------------------------------
@@ -189,11 +155,10 @@ def key_row(name: str, line: int, row: dict[str, Any], raw: bytes, subsets=None)
     """(group, order, payload) of a wanted Q/A row, for an engine to regroup (``convhub.engine.keyed``).
 
     The group (来源, how, key) names the conversation; ``sequence_number`` orders its rows. A row that is not a
-    Q/A row is refused here; one that ``read_pair`` refuses travels as its error (``keyed.payload``), which
+    Q/A row is refused here; one that ``convert_pair`` refuses travels as its error (``keyed.payload``), which
     ``records_from_sorted`` hands to ``reject`` alone, in conversation order.
     """
-    if "问" not in row and "答" not in row:
-        raise SourceError(name, f"line {line}", "问", "missing (neither 问 nor 答: not a Q/A row)")
+    require_pair(row, name, line)
     source = source_name(row)
     if not subset_wanted(subsets, MULTITURN, source):
         return None
@@ -210,25 +175,26 @@ _NOT_FIRST: dict = {}
 def _converted_row(name: str, line: int, row: dict, extension: Extension, order: tuple) -> tuple:
     """The row converted (``convert_pair``) with the normalizations it counted and the warnings it would log, as
     plain values: each row is converted once, in the pass that reads the files (its processes or Spark tasks)."""
-    notes, problems = (
-        Notes(),
-        [],
-    )  # its unreadable 扩展字段, logged in conversation order by ``records_from_sorted``
+    notes, problems = Notes(), []  # problems: its unreadable 扩展字段, logged later in conversation order
     warnings = lambda number, where, problem: problems.append(problem)  # noqa: E731
-    converted = convert_pair(read_pair(name, line, row, notes, warnings, extension), notes, order)
+    converted = convert_pair(name, line, row, notes, warnings, extension, order)
     fields = (converted.sequence, converted.question, converted.extra, converted.answer, converted.dated)
     return (*fields, converted.create_time, tuple(notes.items()), tuple(problems))
 
 
 def records_from_sorted(
-    rows: Iterable[tuple[SortKey, bytes]], names: list[str], notes: Notes, reject: Reject = raise_error
+    rows: Iterable[tuple[SortKey, bytes]],
+    names: list[str],
+    notes: Notes,
+    reject: Reject = raise_error,
+    conversation_id: Callable[[tuple], str] = lambda group: group_id(*group),
 ) -> Iterator[dict[str, Any]]:
     """Canonical records from (sort key, payload) pairs sorted by key (``keyed.grouped_rows``): one conversation
-    per group, whichever engine brought its rows together; a refused row goes to ``reject`` alone, and its
-    conversation is built from the others."""
+    per group (its id ``conversation_id(group)``), whichever engine brought its rows together; a refused row goes
+    to ``reject`` alone, and its conversation is built from the others."""
     warnings = {name: Warnings(name) for name in names}
     counted = Notes()  # one conversation's normalizations, emptied for each
-    for (source, how, key), run in keyed.grouped_rows(rows, reject):
+    for group, run in keyed.grouped_rows(rows, reject):
         pairs = []
         counted.clear()
         for (rank, value, text, file_index, line), converted in run:
@@ -243,7 +209,7 @@ def records_from_sorted(
             order = (rank, value, text)
             pairs.append(ConvertedPair(name, order, sequence, question, extra, answer, dated, create_time))
         if pairs:
-            record = multiturn_record(pairs, source, how, key, group_id(source, how, key), counted)
+            record = multiturn_record(pairs, *group, conversation_id(group), counted)
             notes.update(counted)
             pairs = None  # not kept while the record is written: the record holds what it needs of them
             yield record

@@ -26,7 +26,7 @@ from builders.mnbvc.extension import Extension, parse_extension
 from builders.mnbvc.language import detect_language
 from convhub import schema
 from convhub.engine.formats import Formats
-from convhub.engine.jsonl import LineWarnings, convert_rows
+from convhub.engine.json_lines_builder import LineWarnings, Objects, convert_rows
 from convhub.errors import FieldError, Notes, Reject, SourceError, raise_error
 
 logger = logging.getLogger(__name__)
@@ -179,32 +179,10 @@ def set_session_date(
 # -- Q/A pairs: 问答 and 多轮对话 rows ------------------------------------------------------------------
 
 
-@dataclass
-class Pair:
-    """One Q/A row of a shard: where it is, the row, and the parsed ``扩展字段``."""
-
-    file: str
-    line: int
-    row: dict[str, Any]
-    extension: Extension
-
-
-def read_pair(
-    file: str,
-    line: int,
-    row: dict[str, Any],
-    notes: Notes,
-    warnings: WarnLine,
-    extension: Extension | None = None,
-) -> Pair:
-    """The row as a Pair, its ``扩展字段`` counted (``extension``: already parsed from this row)."""
+def require_pair(row: dict[str, Any], file: str, line: int) -> None:
+    """A row of neither 问 nor 答 is no Q/A row: a SourceError."""
     if "问" not in row and "答" not in row:
         raise SourceError(file, f"line {line}", "问", "missing (neither 问 nor 答: not a Q/A row)")
-    metadata = checked_metadata(row, file, line)
-    if extension is None:
-        extension = parse_extension(metadata.get("扩展字段"))
-    count_extension(extension, "元数据.扩展字段", line, notes, warnings)
-    return Pair(file, line, row, extension)
 
 
 def sequence_number(extension: Extension) -> tuple[int, int, str]:
@@ -237,26 +215,37 @@ class ConvertedPair:
     create_time: Any  # 元数据.create_time
 
 
-def convert_pair(pair: Pair, notes: Notes, order: tuple[int, int, str] | None = None) -> ConvertedPair:
-    """The question as a ``user`` turn and the answer as an ``assistant`` turn (see ``converted_turns``).
+def convert_pair(
+    file: str,
+    line: int,
+    row: dict[str, Any],
+    notes: Notes,
+    warnings: WarnLine,
+    extension: Extension | None = None,
+    order: tuple[int, int, str] | None = None,
+) -> ConvertedPair:
+    """A Q/A row as its turns need it (see ``converted_turns``), its ``扩展字段`` counted (``extension`` and
+    ``order``, its ``sequence_number``: when already known of this row).
 
-    An empty ``答`` (MNBVC keeps a question with no answer) gives no assistant turn, so chat data never
-    holds an empty assistant message; ``答`` stays in the question turn's ``row`` when it is not a string
-    and is ``""`` otherwise, so an export can write it back. ``order``: its ``sequence_number``, when
-    known.
+    An empty ``答`` (MNBVC keeps a question with no answer) gives no assistant turn, so chat data never holds an
+    empty assistant message; ``答`` stays in the question turn's ``row`` when it is not a string and is ``""``
+    otherwise, so an export can write it back.
     """
-    row = pair.row
+    require_pair(row, file, line)
+    metadata = checked_metadata(row, file, line)
+    if extension is None:
+        extension = parse_extension(metadata.get("扩展字段"))
+    count_extension(extension, "元数据.扩展字段", line, notes, warnings)
     question = _text(row.get("问"), "问", notes)
     if "问" not in row:
         notes.add("问 absent (empty question turn)")
-    metadata = row_metadata(row)
     extra: dict[str, Any] = {
-        "file": pair.file,
-        "line": pair.line,
+        "file": file,
+        "line": line,
         "keys": list(row),
         "row": _row_without(row, {"问": str, "答": str}),
     }
-    with_extension(extra, pair.extension)
+    with_extension(extra, extension)
     create_time = metadata.get("create_time")
     created_iso = date_iso(create_time, "create_time", notes)
     if created_iso is not None:
@@ -269,9 +258,9 @@ def convert_pair(pair: Pair, notes: Notes, order: tuple[int, int, str] | None = 
         answer_text = _text(answer, "答", notes)
     dated = {"时间": row["时间"]} if "时间" in row else {}
     return ConvertedPair(
-        pair.file,
-        sequence_number(pair.extension) if order is None else order,
-        (pair.extension.value or {}).get("多轮序号"),
+        file,
+        sequence_number(extension) if order is None else order,
+        (extension.value or {}).get("多轮序号"),
         question,
         schema.to_json(extra),
         answer_text,
@@ -301,23 +290,18 @@ def _id_string(value: Any, notes: Notes, field: str) -> str | None:
 
 
 def row_records(
-    kind: str,
-    rows: Iterable[tuple[int, dict[str, Any]]],
-    file: str,
-    notes: Notes,
-    subsets=None,
-    reject: Reject = raise_error,
+    kind: str, objects: Objects, file: str, notes: Notes, subsets=None, reject: Reject = raise_error
 ) -> Iterator[dict[str, Any]]:
     """问答 and 论坛 rows, each a conversation by itself (its id the file and the line), of the wanted subsets."""
-    wanted = ((line, row) for line, row in rows if subset_wanted(subsets, kind, source_name(row)))
+    wanted = ((line, row) for line, _, _, row in objects if subset_wanted(subsets, kind, source_name(row)))
     convert = partial(qa_record if kind == QA else forum_record, file=file, warnings=Warnings(file))
     return convert_rows(file, wanted, convert, notes, reject)
 
 
 def qa_record(line: int, row: dict[str, Any], notes: Notes, file: str, warnings: WarnLine) -> dict[str, Any]:
-    pair = read_pair(file, line, row, notes, warnings)
+    pair = convert_pair(file, line, row, notes, warnings)
     session_id = _id_string(row.get("id"), notes, "id") or f"line {line}"
-    session = schema.empty_session(session_id, converted_turns(convert_pair(pair, notes), ""))
+    session = schema.empty_session(session_id, converted_turns(pair, ""))
     set_session_date(session, row, "create_time", row_metadata(row).get("create_time"), notes)
     return conversation_record(f"{file}:{line}", QA, source_name(row), [session], notes)
 

@@ -3,14 +3,11 @@
 A turn dict with its id strings costs some 700 bytes of Python objects for a tiny MNBVC turn of about 100 bytes of
 input, so a conversation of a million tiny turns peaked at many times its size. From ``COLUMNAR_PAIRS`` rows on,
 ``multiturn.multiturn_record`` makes the session's turns one Arrow struct array instead (an
-``datasets_adapter.ArrowList``), with the same values ``parse.converted_turns`` gives, in the same order; the
-writer puts the array into the ``sessions`` table as it is.
+``datasets_adapter.ArrowList``), with the values ``parse.converted_turns`` gives, in the same order; the writer
+puts the array into the ``sessions`` table as it is.
 """
 
 from __future__ import annotations
-
-import itertools
-from collections.abc import Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -18,6 +15,7 @@ import pyarrow.compute as pc
 
 from builders.mnbvc.parse import ANSWER_SPEAKER, QUESTION_SPEAKER, ConvertedPair
 from convhub import schema
+from convhub.engine.arrow_structs import string_array, struct_array
 from convhub.engine.datasets_adapter import ArrowList
 
 #: A conversation of at least this many Q/A rows has its turns made as Arrow columns. Below it, dicts: a few
@@ -43,10 +41,10 @@ def columnar_turns(pairs: list[ConvertedPair]) -> ArrowList | None:
     is_answer[starts[answered] + 1] = True
     pair_of_turn = np.repeat(np.arange(len(pairs)), counts)
     try:
-        texts = _strings(
-            (text for pair in pairs for text in _with_answer(pair, pair.question, pair.answer)), total
+        texts = string_array(
+            text for pair in pairs for text in _with_answer(pair, pair.question, pair.answer)
         )
-        extras = _strings((extra for pair in pairs for extra in _with_answer(pair, pair.extra, None)), total)
+        extras = string_array(extra for pair in pairs for extra in _with_answer(pair, pair.extra, None))
     except UnicodeEncodeError:
         return None
     mask = pa.array(is_answer)
@@ -56,8 +54,7 @@ def columnar_turns(pairs: list[ConvertedPair]) -> ArrowList | None:
     # ``from_pylist`` does (the table's ``nbytes`` is the card's ``num_bytes``)
     replied = pa.array(np.flatnonzero(answered)).cast(pa.string())
     question_ids = pc.binary_join_element_wise(replied, pa.scalar("q"), "")
-    answer_rank = np.cumsum(is_answer) - 1
-    reply_index = pa.array(answer_rank, mask=~is_answer)
+    reply_index = pa.array(np.cumsum(is_answer) - 1, mask=~is_answer)
     columns = {
         "turn_id": turn_ids,
         "speaker": pc.if_else(mask, ANSWER_SPEAKER, QUESTION_SPEAKER),
@@ -66,34 +63,9 @@ def columnar_turns(pairs: list[ConvertedPair]) -> ArrowList | None:
         "reply_to": question_ids.take(reply_index),
         "extra": extras,
     }
-    arrays = [
-        columns[field.name] if field.name in columns else _empty_lists(field.type, total)
-        for field in TURN_TYPE
-    ]
-    return ArrowList(pa.StructArray.from_arrays(arrays, fields=list(TURN_TYPE)))
+    return ArrowList(struct_array(TURN_TYPE, columns, total))
 
 
 def _with_answer(pair: ConvertedPair, question, answer) -> tuple:
     """The value of a pair's question turn, then its answer turn's when it has one."""
     return (question,) if pair.answer is None else (question, answer)
-
-
-def _strings(values: Iterable[str | None], count: int) -> pa.Array:
-    """A string array of the ``count`` ``values``, encoded here ``CHUNK`` at a time. Given the texts themselves,
-    pyarrow asks each for its UTF-8, which CPython then keeps beside the text for as long as it lives: a second
-    copy of every non-ASCII text of the conversation (its 扩展字段 JSON, in each question turn's ``extra``)."""
-    chunks, values = [], iter(values)
-    while chunk := list(itertools.islice(values, CHUNK)):
-        encoded = [None if value is None else value.encode("utf-8") for value in chunk]
-        chunks.append(pa.array(encoded, pa.binary()).cast(pa.string()))
-    return pa.concat_arrays(chunks) if len(chunks) != 1 else chunks[0]
-
-
-#: Strings encoded to UTF-8 at a time by ``_strings``.
-CHUNK = 16_384
-
-
-def _empty_lists(list_type: pa.ListType, count: int) -> pa.Array:
-    """``count`` empty (not null) lists of ``list_type``."""
-    offsets = pa.array(np.zeros(count + 1, dtype=np.int32), pa.int32())
-    return pa.ListArray.from_arrays(offsets, pa.array([], list_type.value_type), type=list_type)

@@ -1,35 +1,42 @@
-"""JSON Lines files read a line at a time, plain or ``.gz``, local or at a URL: each line's number, byte offset and
-object, and the lines read again later by their offsets.
+"""JSON Lines files read a line at a time, for every source: plain or gzipped (told by the file's first bytes), local,
+at a URL or streamed by ``datasets``, LF or CRLF; each line with its number (from 1) and byte offset, a big plain
+file read as line-aligned byte ranges, each line as the object ``json.loads`` gives, and lines read again by offset.
 
-Memory follows the longest line: a line is read, parsed and handed on before the next one is read. Every value is
-the one ``json.loads`` gives (``jsonio.load_object``), and every error names the file and the line. A source
-that reads a file twice (a first pass that keeps only where each line is, a second that reads some lines
-again) gets the offsets from :func:`read_objects` and the lines back from :func:`lines_at`, which checks that
-each is still the very line the first pass read.
+Memory follows the longest line: a line is read, parsed and handed on before the next one is read. Every error
+names the file and the line. A source that reads a file twice (a first pass that keeps only where each line is, a
+second that reads some lines again) gets the offsets from :func:`read_objects` and the lines back from
+:func:`lines_at`, which checks that each is still the very line the first pass read.
 """
 
 from __future__ import annotations
 
-import glob
 import gzip
 import hashlib
+import io
+import mmap
 import os
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import PurePosixPath
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, BinaryIO
+
+from datasets.utils.file_utils import xopen
 
 from convhub.engine.jsonio import load_object, refuse_json_document
 from convhub.errors import Notes, Reject, SourceError, raise_error
-from convhub.storage.folders import open_url, url_files
+from convhub.storage.folders import open_url
 
-SUFFIXES = (".jsonl", ".jsonl.gz")
-#: Read buffer of a plain file: ``readline`` would gather a long line (hundreds of KB) 8 KB at a time.
+#: Read buffer of a local file: ``readline`` would gather a long line (hundreds of KB) 8 KB at a time.
 READ_BUFFER_BYTES = 2**20
 BYTE_ORDER_MARK = b"\xef\xbb\xbf"
+GZIP_MAGIC = b"\x1f\x8b"
 #: Where a line is, in one line's ``(number, offset, length, sha256)``: what :func:`lines_at` reads again.
 LineSpot = tuple[int, int, int, str]
+#: A part of a plain file, as :func:`line_ranges` cuts it: (start, end, number of its first line).
+Span = tuple[int, int, int]
+Opener = Callable[[str], BinaryIO]
+READ_ERRORS = (OSError, EOFError, zlib.error)
 
 
 def line_place(number: int) -> str:
@@ -37,79 +44,109 @@ def line_place(number: int) -> str:
     return f"line {number}"
 
 
-def find_files(data_dir: str, source: str, suffixes: tuple[str, ...] = SUFFIXES) -> list[tuple[str, str]]:
-    """(local path or URL, file name) of every JSON Lines file directly in the folder ``data_dir``, in path order,
-    or of that one file; ``data_dir`` may be a URL (``hdfs://``, ``s3a://``, any fsspec URL). Finding none is an
-    error naming what ``source`` reads."""
-    if "://" in data_dir:
-        files = [(url, name) for name, url in url_files(data_dir, suffixes)]
-    elif os.path.isfile(data_dir):
-        files = [(data_dir, os.path.basename(data_dir))]
-    else:
-        pattern = os.path.join(glob.escape(data_dir), "*")
-        paths = sorted(path for suffix in suffixes for path in glob.glob(pattern + suffix))
-        files = [(path, os.path.basename(path)) for path in paths]
-    if not files:
-        kinds = " or ".join(f"*{suffix}" for suffix in suffixes)
-        raise FileNotFoundError(f"no {source} {kinds} file in {data_dir}")
-    return files
-
-
-def file_stem(name: str) -> str:
-    """A file's name without its folder and ``.jsonl`` / ``.jsonl.gz`` (or its last suffix): its subset."""
-    path = PurePosixPath(name)
-    return next((path.name[: -len(end)] for end in SUFFIXES[::-1] if path.name.endswith(end)), path.stem)
-
-
-def files_by_stem(
-    files: list[tuple[str, str]], wanted: Iterable[str] | None, source: str
-) -> list[tuple[str, str]]:
-    """The (path, name) of ``files`` whose stems (:func:`file_stem`: one subset per file) are ``wanted`` (all when
-    None). Two files of one stem are a SourceError; a wanted stem without a file a KeyError naming the stems."""
-    by_stem: dict[str, str] = {}
-    for path, name in files:
-        first = by_stem.setdefault(file_stem(name), path)
-        if first != path:
-            raise SourceError(path, None, None, f"same subset {file_stem(name)!r} as {first}; rename one")
-    unknown = sorted(set(wanted or ()) - set(by_stem))
-    if unknown:
-        raise KeyError(f"{source} has no subset {', '.join(unknown)}; subsets: {', '.join(by_stem)}")
-    return [(path, name) for path, name in files if file_stem(name) in (wanted or by_stem)]
-
-
-def open_binary(path: str | os.PathLike):
-    """The bytes of a local file or one at a URL (fsspec); a ``.gz`` decompressed, so offsets count its text."""
+def open_source(path: str | os.PathLike) -> BinaryIO:
+    """The bytes of a local file or of one at a URL (fsspec: no download, seeks are range reads)."""
     text = os.fspath(path)
-    gzipped = text.endswith(".gz")
-    if "://" in text:
-        return open_url(text, compression="gzip" if gzipped else None)
-    return gzip.open(text, "rb") if gzipped else open(text, "rb", buffering=READ_BUFFER_BYTES)
+    return open_url(text) if "://" in text else open(text, "rb", buffering=READ_BUFFER_BYTES)
+
+
+def open_streamed(path: str, download_config=None) -> BinaryIO:
+    """A file ``datasets`` streams (``as_streaming_dataset``): its ``xopen`` reads URLs and fsspec paths."""
+    return xopen(path, "rb", download_config=download_config)
+
+
+@contextmanager
+def decompressed(path: str | os.PathLike, opener: Opener = open_source) -> Iterator[tuple[BinaryIO, bool]]:
+    """(the file's bytes, whether it is gzip): gunzipped when it begins as gzip does, whatever its name, so that
+    offsets count its text."""
+    with opener(path) as raw:
+        buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
+        if buffered.peek(2)[:2] != GZIP_MAGIC:
+            yield buffered, False
+            return
+        with gzip.GzipFile(fileobj=buffered) as stream:
+            yield stream, True
+
+
+def is_gzip(path: str) -> bool:
+    """Gzip by its first bytes, as :func:`decompressed` tells."""
+    with open(path, "rb") as file:
+        return file.read(2) == GZIP_MAGIC
+
+
+def uncompressed_size(path: str, opener: Opener = open_source) -> int:
+    """A file's size; for gzip, the size its trailer records (modulo 4 GiB, so at least the file's)."""
+    with opener(path) as handle:
+        head = handle.read(2)
+        size = handle.seek(0, os.SEEK_END)
+        if size < 18 or head != GZIP_MAGIC:
+            return size
+        handle.seek(-4, os.SEEK_END)
+        return max(size, int.from_bytes(handle.read(4), "little"))
 
 
 def iter_lines(
-    path: str | os.PathLike, name: str | None = None, place: Callable[[int], str] = line_place
+    path: str | os.PathLike,
+    name: str | None = None,
+    place: Callable[[int], str] = line_place,
+    opener: Opener = open_source,
+    span: Span | None = None,
 ) -> Iterator[tuple[int, int, bytes]]:
-    """(number from 1, byte offset, line without its LF or CRLF) of every line; a UTF-8 byte-order mark before line 1
-    is left out (its offset is then 3). A file that cannot be read on (a corrupt or truncated gzip) raises a
-    SourceError naming ``name`` (the path by default) and the line where reading failed."""
+    """(number, byte offset, line without its LF or CRLF) of every line, or of the lines of ``span`` (a plain
+    file's part, :func:`line_ranges`). A UTF-8 byte-order mark before line 1 is left out (its offset is then 3).
+    A file that cannot be read on (a corrupt or truncated gzip) raises a SourceError naming ``name`` (the path by
+    default) and the line where reading failed."""
     name = str(name or path)
-    number = 0
-    with open_binary(path) as handle:
-        while True:
-            offset = handle.tell()
-            try:
-                raw = handle.readline()
-            except (OSError, EOFError, zlib.error) as error:
-                kind = "corrupt or truncated gzip" if str(path).endswith(".gz") else "unreadable file"
-                problem = f"cannot read the file ({kind}): {error}"
-                raise SourceError(name, place(number + 1), None, problem) from error
-            if not raw:
-                return
-            number += 1
-            raw = raw.rstrip(b"\r\n")  # (rebound: a long line is not held twice)
-            if number == 1 and raw.startswith(BYTE_ORDER_MARK):
-                raw, offset = raw[len(BYTE_ORDER_MARK) :], offset + len(BYTE_ORDER_MARK)
-            yield number, offset, raw
+    offset, end, number = span or (0, None, 1)
+    number -= 1
+    with decompressed(path, opener) as (stream, gzipped):
+        try:
+            if offset:
+                stream.seek(offset)
+            # a plain counter, not enumerate: its reused result tuple would keep each unstripped line alive beside
+            # its stripped copy, a second copy of a very long line
+            for line in stream:
+                number += 1
+                size = len(line)
+                line = line.rstrip(b"\r\n")  # (rebound: a long line is not held twice)
+                if offset == 0 and line.startswith(BYTE_ORDER_MARK):
+                    yield number, len(BYTE_ORDER_MARK), line[len(BYTE_ORDER_MARK) :]
+                else:
+                    yield number, offset, line
+                offset += size
+                if end is not None and offset >= end:
+                    return
+        except READ_ERRORS as error:
+            kind = "corrupt or truncated gzip" if gzipped else "unreadable file"
+            problem = f"cannot read the file ({kind}): {error}"
+            raise SourceError(name, place(number + 1), None, problem) from error
+
+
+def line_ranges(path: str, range_bytes: int) -> list[Span]:
+    """Line-aligned byte ranges of about ``range_bytes`` each that cover a plain (not gzipped) file, so that
+    several workers read one big file.
+
+    Each boundary is the byte after the first LF at or after an even cut, so a range never splits a line (a cut
+    inside a line moves to its end); the line numbers count LFs, as :func:`iter_lines` does.
+    """
+    size = os.path.getsize(path)
+    count = -(-size // range_bytes) if range_bytes > 0 else 1
+    if count <= 1:
+        return [(0, size, 1)]
+    ranges, start, first_line = [], 0, 1
+    with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        for cut in (size * index // count for index in range(1, count)):
+            if cut <= start:
+                continue
+            newline = mapped.find(b"\n", cut - 1)
+            if newline < 0 or newline + 1 >= size:
+                break
+            end = newline + 1
+            ranges.append((start, end, first_line))
+            first_line += mapped[start:end].count(b"\n")
+            start = end
+    ranges.append((start, size, first_line))
+    return ranges
 
 
 def readable_lines(lines: Iterable[Any], reject: Reject) -> Iterator[Any]:
@@ -133,21 +170,23 @@ def read_objects(
     notes: Notes | None = None,
     name: str | None = None,
     place: Callable[[int], str] = line_place,
+    opener: Opener = open_source,
+    span: Span | None = None,
 ) -> Iterator[tuple[int, int, bytes, dict[str, Any]]]:
-    """(number, offset, line, object) of each line that is a JSON object; a line that is not goes to ``reject``
-    with its bytes (raising by default), and a blank line or a byte-order mark is counted in ``notes``.
+    """(number, offset, line, object) of each line (of ``span``) that is a JSON object; a line that is not goes to
+    ``reject`` with its bytes (raising by default), and a blank line or a byte-order mark is counted in ``notes``
+    when given.
 
-    A file that is one JSON document (an array or an object over many lines, ``source`` names what reads one
-    object per line) is one SourceError naming the file, not one error per line. ``name`` is what errors call
-    the file (a URL whose local copy ``path`` is).
+    A file that is one JSON document (an array or an object over many lines; ``source`` names what reads one
+    object per line) is one SourceError naming the file, not one error per line. ``name`` is what errors call the
+    file (a URL whose local copy ``path`` is).
     """
     name = str(name or path)
-    notes = Notes() if notes is None else notes
     offsets: deque[int] = deque()  # refuse_json_document gives the lines on in order, each once
 
     def numbered() -> Iterator[tuple[int, bytes]]:
-        for number, offset, raw in readable_lines(iter_lines(path, name, place), reject):
-            if number == 1 and offset == len(BYTE_ORDER_MARK):
+        for number, offset, raw in readable_lines(iter_lines(path, name, place, opener, span), reject):
+            if notes is not None and number == 1 and offset == len(BYTE_ORDER_MARK):
                 notes.add("UTF-8 byte-order mark at the start of a file (skipped)")
             offsets.append(offset)
             yield number, raw
@@ -155,7 +194,8 @@ def read_objects(
     for number, raw in refuse_json_document(numbered(), name, source):
         offset = offsets.popleft()
         if not raw or raw.isspace():  # ``not raw.strip()`` without copying a long line
-            notes.add("blank line (skipped)")
+            if notes is not None:
+                notes.add("blank line (skipped)")
             continue
         try:
             value = load_object(raw, name, place(number))
@@ -181,20 +221,20 @@ def lines_at(
     name: str | None = None,
     place: Callable[[int], str] = line_place,
 ) -> Iterator[bytes]:
-    """The line at each spot (:func:`spot_of`), read again with one seek each (forward seeks only, for a
-    ``.gz``: give the spots in file order).
+    """The line at each spot (:func:`spot_of`), read again with one seek each (forward seeks only, for a gzip: give
+    the spots in file order).
 
-    ``path`` is read where it exists, else ``name`` (the URL ``path`` was copied from: a task on another
-    machine reads there). A line that is no longer the one of its spot raises a SourceError: the file changed.
+    ``path`` is read where it exists, else ``name`` (the URL ``path`` was copied from: a task on another machine
+    reads there). A line that is no longer the one of its spot raises a SourceError: the file changed.
     """
     name = str(name or path)
     readable = path if name == str(path) or os.path.exists(path) else name
-    with open_binary(readable) as handle:
+    with decompressed(readable) as (handle, _):
         for number, offset, length, sha256 in spots:
             try:
                 handle.seek(offset)
                 raw = handle.read(length)
-            except (OSError, EOFError, zlib.error) as error:
+            except READ_ERRORS as error:
                 raise SourceError(name, place(number), None, f"cannot read the file: {error}") from error
             if len(raw) != length or line_sha256(raw) != sha256:
                 raise SourceError(name, place(number), None, "the file changed while it was being converted")

@@ -5,7 +5,8 @@ In the pass that reads the files, each row is keyed and converted at once (``key
 sort key ``(group, order)``, and its converted value as ``marshal`` bytes, the fastest exact round trip of plain
 values. A row the conversion refuses travels as its SourceError and its raw line instead, so that it is rejected
 alone, in conversation order, where the records are made. After the sort, ``grouped_rows`` hands the source each
-conversation's values in order, having rejected the refused ones.
+conversation's values in order, having rejected the refused ones. A stream, which cannot sort a whole input,
+regroups only adjacent rows (``adjacent_runs``).
 """
 
 from __future__ import annotations
@@ -35,15 +36,16 @@ def payload(convert: Callable[..., Any], raw: bytes, *arguments: Any) -> bytes:
 
 
 def keyed_file_rows(
-    rows: Iterable[tuple[int, dict[str, Any], bytes]],
+    objects: Iterable[tuple[int, int, bytes, dict[str, Any]]],
     file_index: int,
     key_row: Callable[[int, dict[str, Any], bytes], Keyed | None],
     reject: Reject = raise_error,
 ) -> Iterator[KeyedRow]:
-    """(sort key, payload, bytes of the source line) of each (line number, row, raw line) of file ``file_index``
-    that ``key_row`` keeps (None: left out). The order is followed by the file index and the line, so that rows of
-    equal order keep their input order; a SourceError ``key_row`` raises rejects the row with its line."""
-    for number, row, raw in rows:
+    """(sort key, payload, bytes of the source line) of each row of file ``file_index`` (``json_lines.read_objects``'s
+    (line number, offset, raw line, row)) that ``key_row`` keeps (None: left out). The order is followed by the file
+    index and the line, so that rows of equal order keep their input order; a SourceError ``key_row`` raises rejects
+    the row with its line."""
+    for number, _, raw, row in objects:
         try:
             keyed = key_row(number, row, raw)
         except SourceError as error:
@@ -64,7 +66,15 @@ def grouped_rows(
         yield group, _accepted(run, reject)
 
 
-def _group_of(row: tuple[SortKey, bytes]) -> tuple[str, ...]:
+def adjacent_runs(rows: Iterable[KeyedRow]) -> Iterator[tuple[SortKey, bytes]]:
+    """(sort key, payload) of keyed rows with each run of adjacent rows of one group sorted by key: the regrouping
+    a stream can do while it reads each file once (a group whose rows lie apart comes as several runs)."""
+    for _, run in itertools.groupby(rows, key=_group_of):
+        for key, payload, _ in sorted(run):
+            yield key, payload
+
+
+def _group_of(row: tuple) -> tuple[str, ...]:
     return row[0][0]
 
 

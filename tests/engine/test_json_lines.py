@@ -1,11 +1,13 @@
 """The engine's JSON Lines reader (``convhub.engine.json_lines``) and its two-pass grouping of lines
-(``convhub.engine.json_lines_groups``): line numbers and offsets, ``.gz``, URLs, errors naming file and line, the
-lines read again by their offsets, and memory that follows one line."""
+(``convhub.engine.json_lines_groups``): line numbers and offsets, gzip, CRLF, URLs, byte ranges that read as the
+whole file does, errors naming file and line, the lines read again by their offsets, and memory that follows one
+line."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 import tracemalloc
 
 import fsspec
@@ -50,9 +52,33 @@ def test_objects_skip_blank_lines_and_reject_bad_ones_by_line(tmp_path):
 def test_a_json_document_is_one_error_naming_the_file(tmp_path):
     path = tmp_path / "array.jsonl"
     path.write_text(json.dumps(ROWS, indent=2), encoding="utf-8")
-    with pytest.raises(SourceError, match="one JSON document, not JSON Lines") as raised:
+    with pytest.raises(
+        SourceError, match=r"one JSON document, not JSON Lines.*Test reads one JSON object per line"
+    ) as raised:
         list(json_lines.read_objects(path, "Test"))
     assert raised.value.record is None and raised.value.path == str(path)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_gzip_is_told_by_its_bytes_not_its_name(tmp_path, gz):
+    path = tmp_path / "f.jsonl"
+    text = b'{"a": 1}\r\n\n{"a": 2}\n'
+    path.write_bytes(gzip.compress(text) if gz else text)
+    assert [(n, raw) for n, _, raw in json_lines.iter_lines(path)] == [
+        (1, b'{"a": 1}'),
+        (2, b""),
+        (3, b'{"a": 2}'),
+    ]
+    assert json_lines.is_gzip(str(path)) is gz
+
+
+def test_byte_ranges_read_the_lines_of_the_whole_file(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_text("".join(f'{{"n": {n}, "pad": "{"x" * n}"}}\n' for n in range(40)))
+    ranges = json_lines.line_ranges(str(path), 100)
+    assert len(ranges) > 5 and ranges[0][0] == 0 and ranges[-1][1] == os.path.getsize(path)
+    read = [line for span in ranges for line in json_lines.iter_lines(path, span=span)]
+    assert read == list(json_lines.iter_lines(path))
 
 
 def test_a_truncated_gz_names_the_line_and_keeps_the_lines_before(tmp_path):
@@ -87,22 +113,6 @@ def test_a_file_at_a_url_is_read_there_and_where_its_copy_is_missing(tmp_path):
     spots = [json_lines.spot_of(number, offset, raw) for number, offset, raw in lines]
     missing_copy = str(tmp_path / "not-here.jsonl.gz")
     assert list(json_lines.lines_at(missing_copy, spots, name=url)) == [raw for _, _, raw in lines]
-
-
-def test_files_are_found_and_chosen_by_stem(tmp_path):
-    write(tmp_path / "b.jsonl.gz", ROWS)
-    write(tmp_path / "a.jsonl", ROWS)
-    (tmp_path / "notes.txt").write_text("not data")
-    files = json_lines.find_files(str(tmp_path), "Test")
-    assert [name for _, name in files] == ["a.jsonl", "b.jsonl.gz"]
-    assert json_lines.files_by_stem(files, ["b"], "test") == [(str(tmp_path / "b.jsonl.gz"), "b.jsonl.gz")]
-    with pytest.raises(KeyError, match="test has no subset c; subsets: a, b"):
-        json_lines.files_by_stem(files, ["c"], "test")
-    write(tmp_path / "a.jsonl.gz", ROWS)
-    with pytest.raises(SourceError, match="same subset 'a'"):
-        json_lines.files_by_stem(json_lines.find_files(str(tmp_path), "Test"), None, "test")
-    with pytest.raises(FileNotFoundError, match=r"no Test \*\.jsonl or \*\.jsonl\.gz file"):
-        json_lines.find_files(str(tmp_path / "notes.txt") + "-none", "Test")
 
 
 def test_lines_grouped_by_key_in_two_passes(tmp_path):

@@ -37,7 +37,7 @@ def test_rows_keyed_regrouped_and_read_back_in_order(tmp_path):
     def reject(error, raw):
         rejected.append((error.record, error.field, raw))
 
-    numbered = [(number, row, f"raw{number}".encode()) for number, row in enumerate(ROWS, start=1)]
+    numbered = [(number, 0, f"raw{number}".encode(), row) for number, row in enumerate(ROWS, start=1)]
     keyed_rows = list(keyed.keyed_file_rows(numbered, 0, key_row, reject))
     assert [key for key, _, _ in keyed_rows] == [
         (("b",), (2, 0, 1)),
@@ -55,3 +55,15 @@ def test_rows_keyed_regrouped_and_read_back_in_order(tmp_path):
         (("b",), [((1, 0, 6), ("b1-again", 6)), ((2, 0, 1), ("b2", 1))]),
     ]
     assert rejected[1] == ("line 5", "bad", b"raw5")  # rejected where its conversation is read, alone
+
+
+def test_a_stream_regroups_only_adjacent_rows():
+    """``adjacent_runs``: each run of one group sorted by key; a group whose rows lie apart comes as two runs."""
+    rows = [{"group": g, "order": o, "text": f"{g}{o}"} for g, o in [("a", 2), ("a", 1), ("b", 1), ("a", 3)]]
+    numbered = [(number, 0, b"raw", row) for number, row in enumerate(rows, start=1)]
+    runs = keyed.grouped_rows(keyed.adjacent_runs(keyed.keyed_file_rows(numbered, 0, key_row)))
+    assert [(group, [value for _, value in run]) for group, run in runs] == [
+        (("a",), [("a1", 2), ("a2", 1)]),
+        (("b",), [("b1", 3)]),
+        (("a",), [("a3", 4)]),
+    ]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from builders.mnbvc import multiturn
 from builders.mnbvc.builder import MnbvcBuilder
-from convhub.engine import jsonl, keyed, regroup
+from convhub.engine import json_lines, keyed, regroup
 from convhub.errors import Notes, raise_error
 
 SAMPLE = Path(MnbvcBuilder.sample_dir())
@@ -31,8 +31,10 @@ def partition(inputs, folder, count: int, processes: int = 1, subsets=None, reje
 def keyed_file(inputs, subsets, reject, file_index: int):
     """The keyed rows of one multi-turn file, as ``MnbvcBuilder.keyed_rows`` gives them."""
     name, path = inputs[file_index]
-    rows = jsonl.numbered_rows(jsonl.open_lines(partial(jsonl.open_local, path), name), name, "MNBVC", reject)
-    return keyed.keyed_file_rows(rows, file_index, partial(multiturn.key_row, name, subsets=subsets), reject)
+    objects = json_lines.read_objects(path, "MNBVC", reject, name=name)
+    return keyed.keyed_file_rows(
+        objects, file_index, partial(multiturn.key_row, name, subsets=subsets), reject
+    )
 
 
 def partition_records(partitioned, number: int, names, notes, reject=raise_error, part=(0, 1)):
@@ -117,7 +119,7 @@ def source_rows(folder: Path) -> dict[tuple[str, int], dict]:
     rows = {}
     for path in sorted(folder.rglob("*.jsonl*")):
         name = path.relative_to(folder).as_posix()
-        for number, line in jsonl.open_lines(partial(jsonl.open_local, str(path))):
+        for number, _, line in json_lines.iter_lines(path):
             if line.strip():
                 rows[(name, number)] = json.loads(line)
     return rows

@@ -25,8 +25,9 @@ from mnbvc_rows import (
 from builders.mnbvc import multiturn, parse
 from builders.mnbvc.builder import MnbvcBuilder
 from builders.mnbvc.extension import parse_extension
-from convhub.engine import jsonl, regroup
+from convhub.engine import regroup
 from convhub.engine.build import build_source
+from convhub.engine.jsonio import load_object
 from convhub.errors import Notes, SourceError
 
 # -- multi-turn regrouping -------------------------------------------------------------------------------
@@ -309,7 +310,7 @@ def test_integers_past_the_int_string_limit_are_bad_input_not_a_crash(tmp_path):
     and a 多轮序号 string of such digits is ordered as text."""
     digits = "9" * 5000
     with pytest.raises(SourceError, match=r"^q\.jsonl, record line 3: not valid JSON"):
-        jsonl.load_row(('{"id": ' + digits + "}").encode(), "q.jsonl", 3)
+        load_object(('{"id": ' + digits + "}").encode(), "q.jsonl", "line 3")
     assert parse_extension('{"会话": 1, "多轮序号": ' + digits + "}").value is None
     assert parse_extension("{会话: 1, 多轮序号: " + digits + "}").value is None
     write_shard(tmp_path / "m.jsonl", [pair("t", digits, "长"), pair("t", 1, "一")])

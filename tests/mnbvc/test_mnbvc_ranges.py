@@ -4,7 +4,6 @@ with the file's own line numbers, as one read of the file."""
 from __future__ import annotations
 
 import itertools
-from functools import partial
 from pathlib import Path
 
 import datasets
@@ -12,7 +11,7 @@ import pytest
 from mnbvc_rows import records, reply, thread, write_shard
 
 from builders.mnbvc.builder import MnbvcBuilder
-from convhub.engine import jsonl
+from convhub.engine import json_lines
 from convhub.engine.build import build_source
 from convhub.errors import Notes, SourceError
 
@@ -84,16 +83,22 @@ def test_line_ranges_move_a_cut_inside_a_line_to_its_end(tmp_path):
     size = path.stat().st_size  # lines start at bytes 0, 9, 10, 60, 70, 79
     assert size == 87
     # range_bytes 27: cuts at 21, 43, 65 fall inside lines 3 (→ byte 60), 3 (skipped) and 4 (→ 70)
-    assert jsonl.line_ranges(str(path), 27) == [(0, 60, 1), (60, 70, 4), (70, 87, 5)]
+    assert json_lines.line_ranges(str(path), 27) == [(0, 60, 1), (60, 70, 4), (70, 87, 5)]
     # range_bytes 10: a cut at 9, right after an LF, starts a range there
-    assert jsonl.line_ranges(str(path), 10) == [(0, 9, 1), (9, 60, 2), (60, 70, 4), (70, 79, 5), (79, 87, 6)]
-    assert jsonl.line_ranges(str(path), 10**6) == [(0, size, 1)]
-    whole = list(jsonl.open_lines(partial(jsonl.open_local, str(path)), "f.jsonl"))
+    assert json_lines.line_ranges(str(path), 10) == [
+        (0, 9, 1),
+        (9, 60, 2),
+        (60, 70, 4),
+        (70, 79, 5),
+        (79, 87, 6),
+    ]
+    assert json_lines.line_ranges(str(path), 10**6) == [(0, size, 1)]
+    whole = list(json_lines.iter_lines(path))
     for range_bytes in (1, 5, 10, 27, 44, 86, 87, 88):  # 1: cuts inside the last line
-        ranges = jsonl.line_ranges(str(path), range_bytes)
+        ranges = json_lines.line_ranges(str(path), range_bytes)
         assert ranges[0][0] == 0 and ranges[-1][1] == size
         assert all(end == start for (_, end, _), (start, _, _) in itertools.pairwise(ranges))
-        read = [line for r in ranges for line in jsonl.range_lines(str(path), "f.jsonl", *r)]
+        read = [line for span in ranges for line in json_lines.iter_lines(path, span=span)]
         assert read == whole, range_bytes
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 from datetime import datetime
-from functools import partial
 
 import pytest
 from hypothesis import example, given, settings
@@ -16,7 +15,7 @@ from mnbvc_rows import pair, records, thread, write_shard
 from builders.mnbvc import dates
 from builders.mnbvc import extension as extension_module
 from builders.mnbvc.extension import parse_extension
-from convhub.engine import jsonl
+from convhub.engine import json_lines
 from convhub.errors import Notes, SourceError
 
 # -- 扩展字段 ---------------------------------------------------------------------------------------------
@@ -172,18 +171,15 @@ def test_lines_of_gzipped_and_crlf_shards(tmp_path):
     plain = write_shard(tmp_path / "a.jsonl", rows, crlf=True)
     zipped = write_shard(tmp_path / "b.jsonl.gz", rows, gz=True, crlf=True)
     for path in (plain, zipped):
-        lines = list(jsonl.open_lines(partial(jsonl.open_local, str(path))))
-        assert [number for number, _ in lines] == [1, 2]
-        assert all(not line.endswith(b"\r") for _, line in lines)
-        assert [json.loads(line)["问"] for _, line in lines] == ["你好", "再见"]
+        lines = list(json_lines.iter_lines(path))
+        assert [number for number, _, _ in lines] == [1, 2]
+        assert all(not line.endswith(b"\r") for _, _, line in lines)
+        assert [json.loads(line)["问"] for _, _, line in lines] == ["你好", "再见"]
 
 
 def test_gzip_is_recognized_by_content_not_name(tmp_path):
     path = write_shard(tmp_path / "named-plain.jsonl", [pair("a", 1, "你好")], gz=True)
-    assert [
-        r["问"]
-        for _, r in jsonl.iter_rows(jsonl.open_lines(partial(jsonl.open_local, str(path))), "x", "MNBVC")
-    ] == ["你好"]
+    assert [row["问"] for _, _, _, row in json_lines.read_objects(path, "MNBVC")] == ["你好"]
 
 
 def test_invalid_json_line_names_file_and_line(tmp_path):

@@ -16,29 +16,24 @@ one ``group_shard``: the engine keys their rows with the source's ``key_row`` an
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import Any, ClassVar
 
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 
-from convhub.engine import jsonl, keyed, regroup
+from convhub.engine import json_lines, keyed, regroup
 from convhub.engine.builder import ConversationBuilder, group_shard
 from convhub.engine.formats import Formats
-from convhub.errors import Notes, SourceError
-from convhub.storage.folders import open_url
+from convhub.engine.json_lines_files import find_files, hub_files
+from convhub.engine.records import convert_one
+from convhub.errors import Notes, Reject, SourceError, raise_error
 
-#: Where a shard of each kind is opened from: a local file, a file ``datasets`` streams, a URL an engine's task opens.
-OPENERS = {"rows": jsonl.open_local, "stream": jsonl.open_streamed, "url": open_url}
-
-
-def hub_files(repo: str, pattern: str) -> list[str]:
-    """``hf://`` paths of the files of the Hub dataset ``repo`` that match ``pattern`` (needs the network)."""
-    from huggingface_hub import HfFileSystem
-
-    found = HfFileSystem().glob(f"datasets/{repo}/{pattern}")
-    return [f"hf://{path}" for path in sorted(found)]
+#: What ``format_records`` gets of each line that is a JSON object: ``json_lines.read_objects``'s
+#: (number, offset, line, row).
+Objects = Iterable[tuple[int, int, bytes, dict[str, Any]]]
 
 
 class JsonLinesBuilder(ConversationBuilder):
@@ -61,8 +56,8 @@ class JsonLinesBuilder(ConversationBuilder):
         """URLs of the files a build without ``--data-dir`` reads."""
         return hub_files(self.DEFAULT_REPO, self.DEFAULT_PATTERN)
 
-    def format_records(self, kind: str, rows: Iterable[tuple[int, dict[str, Any]]], name: str, notes: Notes):
-        """Canonical records of the (line number, row) pairs of file ``name``, of format ``kind``."""
+    def format_records(self, kind: str, objects: Objects, name: str, notes: Notes):
+        """Canonical records of the rows of file ``name`` (:data:`Objects`), of format ``kind``."""
         raise NotImplementedError
 
     def key_row(self, name: str, number: int, row: dict[str, Any], raw: bytes) -> keyed.Keyed | None:
@@ -77,19 +72,18 @@ class JsonLinesBuilder(ConversationBuilder):
         typed = self._typed_inputs(dl_manager)
         if isinstance(dl_manager, StreamingDownloadManager):
             return {self.SPLIT: [{"kind": "stream", "format": k, "name": n, "path": p} for n, p, k in typed]}
-        return self._listed(typed, self._row_shards, jsonl.open_local)
+        return self._listed(typed, self._row_shards)
 
     def engine_shards(self, dl_manager, run=None) -> dict[str, list[dict[str, Any]]]:
         """As ``shards``, but a URL ``--data-dir`` is read where it is, by the engine's tasks (no download)."""
         data_dir = self.config.data_dir or ""
         if "://" not in data_dir:
             return self.shards(dl_manager)
-        typed = self._typed(jsonl.url_inputs(data_dir, self.READER), open_url)
-        return self._listed(typed, _url_shards, open_url)
+        typed = self._typed(find_files(data_dir, self.READER, recursive=True), json_lines.open_source)
+        return self._listed(typed, _url_shards)
 
-    def _listed(self, typed, row_shards, opener) -> dict[str, list[dict[str, Any]]]:
-        """The grouped files of ``typed`` as one group shard (sized through ``opener``), then the others'
-        ``row_shards(name, path, format)``."""
+    def _listed(self, typed, row_shards) -> dict[str, list[dict[str, Any]]]:
+        """The grouped files of ``typed`` as one group shard, then the others' ``row_shards(name, path, format)``."""
         grouped = [(name, path) for name, path, kind in typed if kind in self.GROUPED_FORMATS]
         rows = [
             shard
@@ -99,16 +93,16 @@ class JsonLinesBuilder(ConversationBuilder):
         ]
         if not grouped:
             return {self.SPLIT: rows}
-        sizes = [jsonl.uncompressed_size(path, opener) for _, path in grouped]
+        sizes = [json_lines.uncompressed_size(path) for _, path in grouped]
         return {self.SPLIT: [group_shard(grouped, sizes, self.PARTITION_BYTES), *rows]}
 
     def _typed_inputs(self, dl_manager) -> list[tuple[str, str, str]]:
         """(name, path, format) of every input file the build reads."""
         self._download_config = getattr(dl_manager, "download_config", None)
         if isinstance(dl_manager, StreamingDownloadManager):
-            opener = partial(jsonl.open_streamed, download_config=self._download_config)
+            opener = partial(json_lines.open_streamed, download_config=self._download_config)
         else:
-            opener = jsonl.open_local
+            opener = json_lines.open_source
         return self._typed(self._inputs(dl_manager), opener)
 
     def _typed(self, inputs: list[tuple[str, str]], opener) -> list[tuple[str, str, str]]:
@@ -122,29 +116,21 @@ class JsonLinesBuilder(ConversationBuilder):
         """A file of a row format as shards: a plain file bigger than ``RANGE_BYTES`` as line-aligned byte ranges,
         a gzipped one whole (it cannot be entered mid-way)."""
         shard = {"kind": "rows", "format": kind, "name": name, "path": path}
-        if os.path.getsize(path) <= self.RANGE_BYTES or jsonl.is_gzip(path):
+        if os.path.getsize(path) <= self.RANGE_BYTES or json_lines.is_gzip(path):
             return [shard]
-        return [
-            {**shard, "range": list(byte_range)} for byte_range in jsonl.line_ranges(path, self.RANGE_BYTES)
-        ]
+        ranges = json_lines.line_ranges(path, self.RANGE_BYTES)
+        return [{**shard, "range": list(byte_range)} for byte_range in ranges]
 
     def _inputs(self, dl_manager) -> list[tuple[str, str]]:
         """(name, path) of every input file; a name is the path relative to ``data_dir``."""
         data_dir = self.config.data_dir
         if data_dir is None:
             return self._default_inputs(dl_manager)
+        found = find_files(data_dir, self.READER, recursive=True)
         if "://" in data_dir:  # streamed, or downloaded first
-            found = jsonl.url_inputs(data_dir, self.READER)
             paths = dl_manager.download([url for _, url in found])
             return [(name, path) for (name, _), path in zip(found, paths, strict=True)]
-        if os.path.isfile(data_dir):
-            return [(os.path.basename(data_dir), data_dir)]
-        if not os.path.isdir(data_dir):
-            raise FileNotFoundError(f"--data-dir {data_dir} is neither a folder nor a file")
-        found = jsonl.local_shard_paths(data_dir)
-        if not found:
-            raise FileNotFoundError(f"no {self.READER} *.jsonl or *.jsonl.gz shard under {data_dir}")
-        return [(os.path.relpath(path, data_dir).replace(os.sep, "/"), path) for path in found]
+        return found
 
     def _default_inputs(self, dl_manager) -> list[tuple[str, str]]:
         """The files of ``default_files``, downloaded."""
@@ -166,9 +152,9 @@ class JsonLinesBuilder(ConversationBuilder):
         forced = self.config.source_format
         if forced:
             return self.FILE_FORMATS.normalize(forced)
-        lines = jsonl.open_lines(partial(open_path, path), name)
+        objects = json_lines.read_objects(path, self.READER, self.reject, name=name, opener=open_path)
         try:
-            rows = jsonl.iter_rows(lines, name, self.READER, self.reject)
+            rows = ((number, row) for number, _, _, row in objects)
             kind = self.FILE_FORMATS.detect(rows, name, tolerant=self.config.on_bad_record == "skip")
             if kind is None:
                 raise SourceError(
@@ -179,29 +165,78 @@ class JsonLinesBuilder(ConversationBuilder):
             self.reject(error, None, scope="file")
             return None
         finally:
-            lines.close()
+            objects.close()
 
     # -- one shard → canonical records ----------------------------------------------------------
 
     def parse_shard(self, shard: dict[str, Any], notes: Notes) -> Iterator[dict[str, Any]]:
-        if "range" in shard:
-            lines = jsonl.range_lines(shard["path"], shard["name"], *shard["range"])
-        else:
-            opener = OPENERS[shard["kind"]]
-            if shard["kind"] == "stream":
-                opener = partial(opener, download_config=getattr(self, "_download_config", None))
-            lines = jsonl.open_lines(partial(opener, shard["path"]), shard["name"])
-        rows = jsonl.iter_rows(lines, shard["name"], self.READER, self.reject)
-        return self.format_records(shard["format"], rows, shard["name"], notes)
+        opener = json_lines.open_source
+        if shard["kind"] == "stream":
+            opener = partial(
+                json_lines.open_streamed, download_config=getattr(self, "_download_config", None)
+            )
+        objects = json_lines.read_objects(
+            shard["path"],
+            self.READER,
+            self.reject,
+            None,
+            shard["name"],
+            opener=opener,
+            span=shard.get("range"),
+        )
+        return self.format_records(shard["format"], objects, shard["name"], notes)
 
     def keyed_rows(self, shard: dict[str, Any], file_index: int) -> Iterator[regroup.KeyedRow]:
         """The rows of a grouped file keyed by ``key_row``, for the engine's group-by."""
         name, path = shard["files"][file_index]
-        lines = jsonl.open_lines(partial(open_url if "://" in path else jsonl.open_local, path), name)
-        rows = jsonl.numbered_rows(lines, name, self.READER, self.reject)
-        return keyed.keyed_file_rows(rows, file_index, partial(self.key_row, name), self.reject)
+        objects = json_lines.read_objects(path, self.READER, self.reject, name=name)
+        return keyed.keyed_file_rows(objects, file_index, partial(self.key_row, name), self.reject)
 
 
 def _url_shards(name: str, url: str, kind: str) -> list[dict[str, Any]]:
     """A file of a row format an engine's task reads at its URL: one shard."""
     return [{"kind": "url", "format": kind, "name": name, "path": url}]
+
+
+def convert_rows(
+    path: str,
+    rows: Iterable[tuple[int, dict[str, Any]]],
+    convert: Callable[[int, dict[str, Any], Notes], Any],
+    notes: Notes,
+    reject: Reject = raise_error,
+) -> Iterator[Any]:
+    """The per-record loop (``convhub.engine.records``) over (line number, row) pairs of a file whose rows are
+    records by themselves: ``convert(number, row, notes)``, its errors naming the line, a bad row rejected alone
+    and its normalizations counted only when it converts."""
+    for number, row in rows:
+        counted = Notes()
+        try:
+            record = convert_one(path, f"line {number}", row, partial(convert, number), counted)
+        except SourceError as error:
+            reject(error, row)
+            continue
+        notes.update(counted)
+        yield record
+
+
+class LineWarnings:
+    """Logs what rows of one file hold that the build keeps raw but a user should hear of (``what``, e.g.
+    unreadable JSON strings in a field), each with the file, line and field, up to ``limit`` per file; past it,
+    one line says the rest are counted in the normalizations, so that a bad file cannot flood the log."""
+
+    def __init__(self, path: str, logger: logging.Logger, limit: int, what: str):
+        self.path, self.logger, self.limit, self.what = path, logger, limit, what
+        self.count = 0
+
+    def __call__(self, number: int, where: str, problem: str) -> None:
+        self.count += 1
+        if self.count <= self.limit:
+            self.logger.warning("%s, line %d, %s: %s (raw string kept)", self.path, number, where, problem)
+        elif self.count == self.limit + 1:
+            self.logger.warning("%s: more %s; counted in the normalizations", self.path, self.what)
+
+
+def rebuilt_row(keys: list[str], kept: dict[str, Any], texts: dict[str, Any]) -> dict[str, Any]:
+    """A source row again, for an export: its ``keys`` in their order, each value from ``kept`` (the row as a
+    record keeps it, its text fields taken out) or else from ``texts`` (the fields the record holds as turns)."""
+    return {key: kept[key] if key in kept else texts[key] for key in keys if key in kept or key in texts}

@@ -1,0 +1,42 @@
+"""The row helpers of JSON Lines sources (``convhub.engine.json_lines_builder``): the per-record loop, warnings
+that stop at their limit, and a source row rebuilt in its key order."""
+
+from __future__ import annotations
+
+import logging
+
+from convhub.engine import json_lines_builder
+from convhub.errors import FieldError, Notes, SourceError
+
+
+def test_convert_rows_names_the_line_and_counts_only_converted_rows():
+    def convert(number, row, notes):
+        notes.add("seen")
+        if row.get("bad"):
+            raise FieldError("bad", "not allowed")
+        return {"line": number, **row}
+
+    notes, rejected = Notes(), []
+    rows = [(1, {"a": 1}), (2, {"bad": True}), (3, {"a": 3})]
+    reject = lambda error, raw: rejected.append(error)  # noqa: E731
+    converted = list(json_lines_builder.convert_rows("f.jsonl", rows, convert, notes, reject))
+    assert converted == [{"line": 1, "a": 1}, {"line": 3, "a": 3}]
+    assert notes == {"seen": 2}
+    assert str(rejected[0]) == str(SourceError("f.jsonl", "line 2", "bad", "not allowed"))
+
+
+def test_line_warnings_stop_at_their_limit(caplog):
+    warn = json_lines_builder.LineWarnings("f.jsonl", logging.getLogger("test.jsonl"), 2, "odd values")
+    with caplog.at_level(logging.WARNING):
+        for number in range(1, 6):
+            warn(number, "field", "odd")
+    assert [record.getMessage() for record in caplog.records] == [
+        "f.jsonl, line 1, field: odd (raw string kept)",
+        "f.jsonl, line 2, field: odd (raw string kept)",
+        "f.jsonl: more odd values; counted in the normalizations",
+    ]
+
+
+def test_rebuilt_row_keeps_the_key_order():
+    row = json_lines_builder.rebuilt_row(["id", "q", "meta", "gone"], {"id": 1, "meta": None}, {"q": "text"})
+    assert list(row.items()) == [("id", 1), ("q", "text"), ("meta", None)]
