@@ -3,7 +3,7 @@
 A turn dict with its id strings costs some 700 bytes of Python objects for a tiny MNBVC turn of about 100 bytes of
 input, so a conversation of a million tiny turns peaked at many times its size. From ``COLUMNAR_PAIRS`` rows on,
 ``multiturn.multiturn_record`` makes the session's turns one Arrow struct array instead (an
-``datasets_adapter.ArrowList``), with the values ``parse.converted_turns`` gives, in the same order; the writer
+``convhub.engine.arrow_rows.ArrowList``), with the values ``parse.converted_turns`` gives, in the same order; the writer
 puts the array into the ``sessions`` table as it is.
 """
 
@@ -15,8 +15,8 @@ import pyarrow.compute as pc
 
 from builders.mnbvc.parse import ANSWER_SPEAKER, QUESTION_SPEAKER, ConvertedPair
 from convhub import schema
+from convhub.engine.arrow_rows import ArrowList
 from convhub.engine.arrow_structs import string_array, struct_array
-from convhub.engine.datasets_adapter import ArrowList
 
 #: A conversation of at least this many Q/A rows has its turns made as Arrow columns. Below it, dicts: a few
 #: Arrow arrays per conversation would cost more than the dicts of a short one.

@@ -1,5 +1,5 @@
 """Bounded work on one MNBVC conversation of many tiny turns (issue 33): its turns are made as Arrow columns
-(``mnbvc.turn_columns``) and written as they are (``datasets_adapter.rows_table``), with the same tables as the
+(``mnbvc.turn_columns``) and written as they are (``convhub.engine.arrow_rows.rows_table``), with the same tables as the
 Python dicts gave, and the build's peak memory is held against the large-record line (6x the input)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from builders.mnbvc.multiturn import multiturn_record
 from builders.mnbvc.parse import ConvertedPair
 from convhub import schema
 from convhub.cli import main as cli
-from convhub.engine.datasets_adapter import ArrowList, rows_table
+from convhub.engine.arrow_rows import ArrowList, rows_table
 from convhub.errors import Notes
 
 #: benchmarks/large_record.py's line: peak memory above a tiny build's within this multiple of the input.
