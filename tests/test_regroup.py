@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convhub.engine import regroup
+from convhub.engine.input_shards import GroupShard, Partition
 from convhub.errors import SourceError
 
 #: Texts that stress byte order: a prefix, a zero character, a lone surrogate, past the BMP, the private use area.
@@ -47,13 +48,16 @@ def read_all(partitioned: regroup.Partitioned, slices: int = 1) -> list[list[tup
     conversations = []
     for partition in range(len(partitioned.source_bytes)):
         for number in range(slices):
-            shard = {"partitioned": partitioned, "partition": partition, "part": (number, slices)}
+            shard = Partition(GROUP, partitioned, partition, (number, slices))
             for row in regroup.read_partition(shard):
                 if not conversations or conversations[-1][-1][0][0] != row[0][0]:
                     conversations.append([])
                 conversations[-1].append((row[0], marshal.loads(row[1])))
     return conversations
 
+
+#: The group shard the partitions in these tests were regrouped from (only its name is read).
+GROUP = GroupShard(files=[("f0", "")], sizes=[0], partitions=1)
 
 SCATTERED = [
     [(("s", "c1"), (3,)), (("s", "c2"), (1,)), (("t", "c1"), (1,))],
@@ -77,7 +81,7 @@ def test_every_conversation_comes_out_whole_and_in_key_order(tmp_path, count, pr
     assert [key[1] for key, _ in by_group[("s", "c2")]] == [(0,), (1,)]
     # within a partition, conversations are in Python's order of their groups
     for partition in range(count):
-        shard = {"partitioned": written, "partition": partition, "part": (0, 1)}
+        shard = Partition(GROUP, written, partition, (0, 1))
         groups = list(dict.fromkeys(key[0] for key, _ in regroup.read_partition(shard)))
         assert groups == sorted(groups)
         assert all(regroup.partition_of(group, count) == partition for group in groups)
@@ -116,27 +120,20 @@ def test_partition_shards_slice_each_partition_by_its_source_bytes_and_remove_th
 
     class Source:
         def keyed_rows(self, group, file_index):
-            return keyed_file(group["rows"], file_index)
+            return keyed_file(files, file_index)
 
     owner = Source()
     files = [[((f"g{n}",), (n,)) for n in range(30)]]  # 300 source bytes
-    group = {
-        "kind": "group",
-        "files": [("f0", "")],
-        "sizes": [300],
-        "partitions": 2,
-        "name": "f0",
-        "rows": files,
-    }
+    group = GroupShard(files=[("f0", "")], sizes=[300], partitions=2)
     shards = regroup.partition_shards(owner, group, slice_bytes=50)
-    partitioned = shards[0]["partitioned"]
-    assert [shard["part"][1] for shard in shards] == [
+    partitioned = shards[0].partitioned
+    assert [shard.part[1] for shard in shards] == [
         regroup.slice_count(size, 50)
         for size in partitioned.source_bytes
         for _ in range(regroup.slice_count(size, 50))
     ]
     assert sum(partitioned.source_bytes) == 300
-    assert all(shard["group"] is group and shard["name"] == "f0" for shard in shards)
+    assert all(shard.group is group and shard.name == "f0" for shard in shards)
     rows = [row for shard in shards for row in regroup.read_partition(shard)]
     assert sorted(key[0] for key, _ in rows) == sorted((f"g{n}",) for n in range(30))
     assert all(os.path.exists(path) for path in partitioned.paths())

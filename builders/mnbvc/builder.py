@@ -67,5 +67,5 @@ class MnbvcBuilder(JsonLinesBuilder):
         return multiturn.key_row(name, number, row, raw, self.config.subsets)
 
     def grouped_records(self, rows, shard, notes):
-        names = [name for name, _ in shard["files"]]
+        names = [name for name, _ in shard.files]
         return multiturn.records_from_sorted(rows, names, notes, self.reject)

@@ -20,25 +20,16 @@ import datasets
 from datasets.builder import Key
 
 from convhub.engine import quarantine, regroup
+from convhub.engine.input_shards import GroupShard, Partition, Shard, SortedPartition, shard_name
 from convhub.engine.jsonio import unencodable_field
 from convhub.engine.stats import Report
 from convhub.errors import NESTED_TOO_DEEPLY, Notes, SourceError
 from convhub.views.definitions import DEFAULT_VIEW, QA, SHARED_VIEWS, Record, Row, View
 
-Shard = Any  # a path, or a dict describing a slice of the source that one worker can read alone
-
 
 def _too_deep(shard: Shard) -> SourceError:
     """Where a parser did not catch it by record: the shard is named."""
-    return SourceError(_shard_name(shard), None, None, NESTED_TOO_DEEPLY)
-
-
-def _shard_name(shard: Shard) -> str:
-    """The file a shard reads, for error messages."""
-    if isinstance(shard, dict):
-        named = shard.get("path") or shard.get("file") or shard.get("name") or shard.get("input")
-        return str(getattr(named, "path", named) or shard)
-    return str(shard)
+    return SourceError(shard_name(shard), None, None, NESTED_TOO_DEEPLY)
 
 
 def download_folder(dl_manager: datasets.DownloadManager) -> str:
@@ -48,38 +39,11 @@ def download_folder(dl_manager: datasets.DownloadManager) -> str:
     return getattr(config, "cache_dir", None) or datasets.config.DOWNLOADED_DATASETS_PATH
 
 
-def group_shard(files: list[tuple[str, str]], sizes: list[int], partition_bytes: int) -> dict[str, Any]:
+def group_shard(files: list[tuple[str, str]], sizes: list[int], partition_bytes: int) -> GroupShard:
     """Rows of ``files`` ((name, path); ``sizes``: their bytes, uncompressed) whose conversations may lie anywhere
     in them: an engine regroups them into partitions of about ``partition_bytes`` (the embedded engine in
     ``ConversationBuilder.local_shards``, Spark's shuffle in ``convhub.engine.spark``)."""
-    partitions = regroup.partition_count(sum(sizes), partition_bytes)
-    return {
-        "kind": "group",
-        "files": files,
-        "sizes": sizes,
-        "partitions": partitions,
-        "name": grouped_name(files),
-    }
-
-
-def grouped_name(files: list[tuple[str, str]] | list[str]) -> str:
-    """What an error calls the files a conversation's rows were regrouped from: the file, where there is one."""
-    names = [file if isinstance(file, str) else file[0] for file in files]
-    return names[0] if len(names) == 1 else f"the {len(names)} regrouped files ({names[0]}, ...)"
-
-
-def is_group_shard(shard: Shard) -> bool:
-    return isinstance(shard, dict) and shard.get("kind") == "group"
-
-
-def sorted_partition(group: dict[str, Any], rows: Iterator[tuple[tuple, bytes]]) -> dict[str, Any]:
-    """One partition of a group shard, its (sort key, payload) rows in order: the shard an engine hands to
-    ``records_of`` in place of a source shard."""
-    return {"kind": "sorted partition", "group": group, "rows": rows, "name": group["name"]}
-
-
-def is_sorted_partition(shard: Shard) -> bool:
-    return isinstance(shard, dict) and shard.get("kind") == "sorted partition"
+    return GroupShard(files, sizes, regroup.partition_count(sum(sizes), partition_bytes))
 
 
 @dataclass
@@ -212,13 +176,9 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
 
     # -- for an engine that moves rows itself (``convhub.engine.spark``) ---------------------------------
 
-    def engine_shards(self, dl_manager: datasets.DownloadManager, run=None) -> dict[str, list[Shard]]:
+    def engine_shards(self, dl_manager: datasets.DownloadManager) -> dict[str, list[Shard]]:
         """The shards an engine other than the local one reads: ``shards``, where a source has no reason to list
-        them otherwise (MNBVC reads a URL ``--data-dir`` in the engine's tasks, not after a download).
-
-        ``run(function, tasks)`` is the engine's map, for a source whose listing is heavy work of its own
-        (GigaMemory's pass 1 parses every distinct dialogue): ``[function(task) for task in tasks]``, run
-        as the engine's tasks."""
+        them otherwise (MNBVC reads a URL ``--data-dir`` in the engine's tasks, not after a download)."""
         return self.shards(dl_manager)
 
     def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[regroup.KeyedRow]:
@@ -250,10 +210,10 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     def records_of(self, shard: Shard, notes: Notes) -> Iterator[Record]:
         """``parse_shard`` under the bad-record policy: with ``skip``, an error the parser could not pin
         on one record (an unreadable file, a truncated gzip) quarantines the rest of the shard."""
-        if regroup.is_partition(shard):  # the embedded engine's, read here
-            shard = sorted_partition(shard["group"], regroup.read_partition(shard))
-        if is_sorted_partition(shard):
-            records = self.grouped_records(shard["rows"], shard["group"], notes)
+        if isinstance(shard, Partition):  # the embedded engine's, read here
+            shard = SortedPartition(shard.group, regroup.read_partition(shard))
+        if isinstance(shard, SortedPartition):
+            records = self.grouped_records(shard.rows, shard.group, notes)
         else:
             records = self.parse_shard(shard, notes)
         try:
@@ -282,7 +242,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         if field is None:
             return True
         problem = "holds a lone surrogate (e.g. the escape \\ud800), which UTF-8 and so Parquet cannot store"
-        self.reject(SourceError(_shard_name(shard), record, field, problem), value)
+        self.reject(SourceError(shard_name(shard), record, field, problem), value)
         return False
 
     # -- datasets plumbing ---------------------------------------------------------------------
@@ -303,7 +263,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     def local_shards(self, dl_manager: datasets.DownloadManager) -> dict[str, list[Shard]]:
         """``shards`` as the local engine reads them: each ``group_shard`` regrouped by the embedded engine
         (``convhub.engine.regroup``, in the build's ``num_proc`` processes) into one shard per slice of each partition.
-        With fewer collections: a source's listing may parse it whole (ConvLab's index scan, GigaMemory's pass 1),
+        With fewer collections: a source's listing may parse it whole (ConvLab's index scan, GigaMemory's grouping),
         before a stream's first row or a check's first record."""
         with fewer_collections():
             return {
@@ -312,7 +272,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
             }
 
     def _regrouped(self, shard: Shard) -> list[Shard]:
-        if not is_group_shard(shard):
+        if not isinstance(shard, GroupShard):
             return [shard]
         processes = self._build_processes or 1
         return regroup.partition_shards(self, shard, processes, self.SLICE_BYTES)
@@ -344,7 +304,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
 
     def download_and_prepare(self, *args, num_proc: int | None = None, **kwargs):
         """``datasets``' own build (convhub builds with ``convhub.engine.local_build`` instead), its ``num_proc``
-        noted for the work a source does before its shards are read (the regrouping writers, GigaMemory's pass 1),
+        noted for the work a source does before its shards are read (the regrouping writers, GigaMemory's grouping),
         with fewer cycle collections: ``shards()`` may read a whole source."""
         self._build_processes = num_proc or 1
         with fewer_collections():
@@ -400,11 +360,8 @@ def fewer_collections():
     Parsers allocate millions of small dicts and lists that reference counting frees (records hold no
     cycles); at the default threshold the collector ran every 700 of them and walked the survivors each
     time: 10-12% of the CPU of a ConvLab or MNBVC sessions build. At 50,000 a LoCoMo sample (hundreds of
-    thousands of objects) still went through several young passes and was promoted into full ones, which
-    LoCoMo's parser avoided by switching the collector off around each sample. At 500,000, measured on
-    2026-11-24 (``sessions``, one process, alternating runs): LoCoMo's scale-1 input 8.3-9.1 s against
-    9.8-10.7 s at 50,000, as fast as with its own pause (7.6-10.0 s; now gone), MNBVC's quarter input
-    22.7-24.2 s against 25.8-26.4 s, GigaMemory and ConvLab unchanged; peak memory unchanged.
+    thousands of objects) still went through several young passes and was promoted into full ones. 500,000
+    keeps them young (the figures: docs/performance.md, "The cycle collector").
     """
     previous = gc.get_threshold()
     gc.set_threshold(max(GC_YOUNG_THRESHOLD, previous[0]), *previous[1:])

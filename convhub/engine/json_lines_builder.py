@@ -27,6 +27,7 @@ from datasets.download.streaming_download_manager import StreamingDownloadManage
 from convhub.engine import json_lines, keyed, regroup
 from convhub.engine.builder import ConversationBuilder, group_shard
 from convhub.engine.formats import Formats
+from convhub.engine.input_shards import GroupShard
 from convhub.engine.json_lines_files import find_files, hub_files
 from convhub.engine.records import convert_one
 from convhub.errors import Notes, Reject, SourceError, raise_error
@@ -74,7 +75,7 @@ class JsonLinesBuilder(ConversationBuilder):
             return {self.SPLIT: [{"kind": "stream", "format": k, "name": n, "path": p} for n, p, k in typed]}
         return self._listed(typed, self._row_shards)
 
-    def engine_shards(self, dl_manager, run=None) -> dict[str, list[dict[str, Any]]]:
+    def engine_shards(self, dl_manager) -> dict[str, list[dict[str, Any]]]:
         """As ``shards``, but a URL ``--data-dir`` is read where it is, by the engine's tasks (no download)."""
         data_dir = self.config.data_dir or ""
         if "://" not in data_dir:
@@ -186,9 +187,9 @@ class JsonLinesBuilder(ConversationBuilder):
         )
         return self.format_records(shard["format"], objects, shard["name"], notes)
 
-    def keyed_rows(self, shard: dict[str, Any], file_index: int) -> Iterator[regroup.KeyedRow]:
+    def keyed_rows(self, shard: GroupShard, file_index: int) -> Iterator[regroup.KeyedRow]:
         """The rows of a grouped file keyed by ``key_row``, for the engine's group-by."""
-        name, path = shard["files"][file_index]
+        name, path = shard.files[file_index]
         objects = json_lines.read_objects(path, self.READER, self.reject, name=name)
         return keyed.keyed_file_rows(objects, file_index, partial(self.key_row, name), self.reject)
 

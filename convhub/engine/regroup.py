@@ -48,6 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from convhub.engine.input_shards import GroupShard, Partition
 from convhub.errors import SourceError
 
 #: A partition holds about this many bytes of source rows.
@@ -256,8 +257,8 @@ def _sql_text(text: str) -> str:
 
 
 def partition_shards(
-    builder, group: dict[str, Any], processes: int = 1, slice_bytes: int = SLICE_BYTES
-) -> list[dict[str, Any]]:
+    builder, group: GroupShard, processes: int = 1, slice_bytes: int = SLICE_BYTES
+) -> list[Partition]:
     """A ``group_shard`` partitioned (``builder.keyed_rows``, in ``processes`` writers, shared out by the group's
     ``sizes``) into a temporary folder that goes with ``builder``, as one shard per slice of each partition: what
     ``read_partition`` reads."""
@@ -265,33 +266,29 @@ def partition_shards(
     weakref.finalize(builder, shutil.rmtree, folder, True)
     try:
         partitioned = write_partitions(
-            partial(builder.keyed_rows, group), group["sizes"], folder, group["partitions"], processes
+            partial(builder.keyed_rows, group), group.sizes, folder, group.partitions, processes
         )
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    shards = []
-    for partition, source_bytes in enumerate(partitioned.source_bytes):
-        slices = slice_count(source_bytes, slice_bytes)
-        shard = {"kind": "partition", "group": group, "partitioned": partitioned, "partition": partition}
-        shards += [{**shard, "part": (number, slices), "name": group["name"]} for number in range(slices)]
-    return shards
-
-
-def is_partition(shard: Any) -> bool:
-    return isinstance(shard, dict) and shard.get("kind") == "partition"
+    return [
+        Partition(group, partitioned, partition, (number, slices))
+        for partition, source_bytes in enumerate(partitioned.source_bytes)
+        for slices in [slice_count(source_bytes, slice_bytes)]
+        for number in range(slices)
+    ]
 
 
 def remove_partitions(shards: Iterable[Any]) -> None:
     """Delete the partition files of these shards (each ``Partitioned`` once)."""
-    for partitioned in {shard["partitioned"] for shard in shards if is_partition(shard)}:
+    for partitioned in {shard.partitioned for shard in shards if isinstance(shard, Partition)}:
         partitioned.remove()
 
 
-def read_partition(shard: dict[str, Any]) -> Iterator[tuple[SortKey, bytes]]:
+def read_partition(shard: Partition) -> Iterator[tuple[SortKey, bytes]]:
     """(sort key, payload) of the rows of a partition shard's conversations, sorted; see the module docstring."""
-    partitioned = shard["partitioned"]
-    conversations = partition_keys(partitioned, shard["partition"], tuple(shard["part"]))
+    partitioned = shard.partitioned
+    conversations = partition_keys(partitioned, shard.partition, tuple(shard.part))
     with contextlib.ExitStack() as stack:
         descriptors = [stack.enter_context(open(path, "rb")).fileno() for path in partitioned.rows]
         # popped, not iterated: each row's key is let go once read, so a long conversation's keys do not all stay

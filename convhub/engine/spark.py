@@ -43,7 +43,8 @@ from typing import Any
 import datasets
 
 from convhub.console import phases
-from convhub.engine.builder import fewer_collections, is_group_shard, sorted_partition
+from convhub.engine.builder import fewer_collections
+from convhub.engine.input_shards import GroupShard, SortedPartition
 from convhub.engine.local_build import MAX_SHARD_BYTES, run_job
 from convhub.engine.regroup import partition_of
 from convhub.errors import EngineError, SourceError
@@ -186,7 +187,7 @@ class SparkEngine:
         URL): split → the task results, in the order the local build writes the same rows."""
         download = datasets.DownloadManager(dataset_name=builder.SOURCE, data_dir=builder.config.data_dir)
         with fewer_collections():  # the driver lists the shards (GigaMemory's pass 1 parses in our tasks)
-            by_split = builder.engine_shards(download, self.map)
+            by_split = builder.engine_shards(download)
         max_shard_size = MAX_SHARD_BYTES
         work.mkdir(parents=True, exist_ok=True)
         written: dict[str, tuple[TaskResult, ...]] = {}
@@ -194,7 +195,7 @@ class SparkEngine:
             results: list[TaskResult] = []
             plain: list[Any] = []
             for shard in [*shards, None]:
-                if shard is not None and not is_group_shard(shard):
+                if shard is not None and not isinstance(shard, GroupShard):
                     plain.append(shard)
                     continue
                 if plain:
@@ -214,10 +215,10 @@ class SparkEngine:
             written[split] = tuple(results)
         return written
 
-    def _regroup(self, builder, split: str, shard: dict, work, max_shard_size: int, first: int):
+    def _regroup(self, builder, split: str, shard: GroupShard, work, max_shard_size: int, first: int):
         """A group shard: read every file (one task each), move and sort the rows by partition and key, write
         one result per partition."""
-        files, count = shard["files"], shard["partitions"]
+        files, count = shard.files, shard.partitions
         phases.info(
             "%s %s %s: regrouping %d files into %d partitions on Spark",
             builder.SOURCE,
@@ -324,36 +325,36 @@ class _KeyedRows:
     """One file of a group shard: ((partition, sort key), payload) per row. Records it rejects (under
     ``--on-bad-record skip``) travel as rows of the extra last partition, whose task hands them to the driver."""
 
-    def __init__(self, builder, shard: dict):
+    def __init__(self, builder, shard: GroupShard):
         self.builder, self.shard = builder, shard
 
     def __call__(self, file_index: int) -> Iterator[tuple[tuple[int, tuple], bytes]]:
         rejected = TaskResult()
         with _Scratch(self.builder) as scratch, fewer_collections():
             try:
-                count = self.shard["partitions"]
+                count = self.shard.partitions
                 for key, payload, _ in self.builder.keyed_rows(self.shard, file_index):
                     yield (partition_of(key[0], count), key), payload
             except SourceError as error:
                 raise _reraisable(error) from None
             scratch.collect(rejected)
         for number, line in enumerate(rejected.quarantine):
-            yield (self.shard["partitions"], (file_index, number)), line.encode("utf-8")
+            yield (self.shard.partitions, (file_index, number)), line.encode("utf-8")
 
 
 class _PartitionTask:
     """One partition of a group shard, its rows sorted: records built and written on an executor."""
 
-    def __init__(self, builder, split: str, shard: dict, work, max_shard_size: int, first: int):
+    def __init__(self, builder, split: str, shard: GroupShard, work, max_shard_size: int, first: int):
         self.builder, self.split, self.shard = builder, split, shard
         self.work, self.max_shard_size, self.first = work, max_shard_size, first
 
     def __call__(self, index: int, rows: Iterable) -> Iterator[TaskResult]:
-        if index == self.shard["partitions"]:  # the rejected rows of the files
+        if index == self.shard.partitions:  # the rejected rows of the files
             yield TaskResult(quarantine=[payload.decode("utf-8") for _, payload in rows])
             return
         prefix = text_of(self.work / f"{self.split}-{self.first + index:05d}")
-        partition = sorted_partition(self.shard, ((key, payload) for (_, key), payload in rows))
+        partition = SortedPartition(self.shard, ((key, payload) for (_, key), payload in rows))
         with fewer_collections():
             yield _write_records(self.builder, self.split, partition, prefix, self.max_shard_size)
 

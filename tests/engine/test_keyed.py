@@ -4,6 +4,7 @@ engine, and handed back per conversation in order, a refused row rejected alone.
 from __future__ import annotations
 
 from convhub.engine import keyed, regroup
+from convhub.engine.input_shards import GroupShard, Partition
 from convhub.errors import SourceError
 
 
@@ -48,7 +49,8 @@ def test_rows_keyed_regrouped_and_read_back_in_order(tmp_path):
     assert keyed_rows[0][2] == len(b"raw1") + 1  # the line's bytes with its end
     assert rejected == [("line 4", "group", b"raw4")]
     partitioned = regroup.write_partitions(lambda index: keyed_rows, [1], str(tmp_path), 1)
-    rows = regroup.read_partition({"partitioned": partitioned, "partition": 0, "part": (0, 1)})
+    group = GroupShard(files=[("f", "")], sizes=[1], partitions=1)
+    rows = regroup.read_partition(Partition(group, partitioned, 0, (0, 1)))
     grouped = [(group, list(run)) for group, run in keyed.grouped_rows(rows, reject)]
     assert grouped == [
         (("a",), [((1, 0, 2), ("a1", 2))]),

@@ -12,6 +12,7 @@ from pathlib import Path
 from builders.mnbvc import multiturn
 from builders.mnbvc.builder import MnbvcBuilder
 from convhub.engine import json_lines, keyed, regroup
+from convhub.engine.input_shards import GroupShard, Partition
 from convhub.errors import Notes, raise_error
 
 SAMPLE = Path(MnbvcBuilder.sample_dir())
@@ -39,7 +40,8 @@ def keyed_file(inputs, subsets, reject, file_index: int):
 
 def partition_records(partitioned, number: int, names, notes, reject=raise_error, part=(0, 1)):
     """The records of one partition (or slice of one), as a build reads them."""
-    shard = {"partitioned": partitioned, "partition": number, "part": part}
+    group = GroupShard(files=[(name, "") for name in names], sizes=[0] * len(names), partitions=number + 1)
+    shard = Partition(group, partitioned, number, part)
     return multiturn.records_from_sorted(regroup.read_partition(shard), names, notes, reject)
 
 

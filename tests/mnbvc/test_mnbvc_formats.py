@@ -13,6 +13,7 @@ from builders.mnbvc import language as languages
 from builders.mnbvc import parse
 from builders.mnbvc.builder import MnbvcBuilder
 from convhub.cli import main as cli
+from convhub.engine.input_shards import GroupShard
 from convhub.errors import Notes, SourceError
 
 # -- 问答 -------------------------------------------------------------------------------------------------------
@@ -198,14 +199,10 @@ def test_an_engine_reads_a_url_data_dir_where_it_is(tmp_path):
     [local_group, local_forum] = MnbvcBuilder(data_dir=str(tmp_path)).shards(datasets.DownloadManager())[
         "train"
     ]
-    assert group["kind"] == local_group["kind"] == "group"
-    assert (
-        [name for name, _ in group["files"]]
-        == [name for name, _ in local_group["files"]]
-        == ["sub/m.jsonl.gz"]
-    )
-    assert group["files"][0][1].startswith("file://") and group["files"][0][1].endswith("sub/m.jsonl.gz")
-    assert group["sizes"] == local_group["sizes"] and group["partitions"] == local_group["partitions"] == 1
+    assert isinstance(group, GroupShard) and isinstance(local_group, GroupShard)
+    assert [name for name, _ in group.files] == [name for name, _ in local_group.files] == ["sub/m.jsonl.gz"]
+    assert group.files[0][1].startswith("file://") and group.files[0][1].endswith("sub/m.jsonl.gz")
+    assert group.sizes == local_group.sizes and group.partitions == local_group.partitions == 1
     assert forum["kind"] == "url" and local_forum["kind"] == "rows"
     assert forum["name"] == local_forum["name"] == "f.jsonl" and forum["path"].startswith("file://")
 

@@ -83,11 +83,11 @@ def test_slices_of_a_partition_give_its_conversations_in_the_same_order(tmp_path
     manager = datasets.DownloadManager(data_dir=str(folder))
     whole = MnbvcBuilder(data_dir=str(folder))
     [shard] = whole.local_shards(manager)["train"]
-    assert shard["part"] == (0, 1)
+    assert shard.part == (0, 1)
     monkeypatch.setattr(MnbvcBuilder, "SLICE_BYTES", 500, raising=False)
     sliced = MnbvcBuilder(data_dir=str(folder))
     shards = sliced.local_shards(manager)["train"]
-    assert [shard["part"] for shard in shards] == [(number, len(shards)) for number in range(len(shards))]
+    assert [shard.part for shard in shards] == [(number, len(shards)) for number in range(len(shards))]
     assert len(shards) > 3
     one = conversation_ids(whole, [shard])
     assert one == sorted(one) and len(one) == 7

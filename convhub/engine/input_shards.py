@@ -1,0 +1,77 @@
+"""What one worker reads: a source's shard, or one of the engine's own kinds, typed here.
+
+A source's ``shards`` gives, per split, a list of shards of its own making: a file's path, or a dict that names
+its file under ``path``, ``file``, ``name`` or ``input`` (an object with a ``path``); only the source reads
+them. Where the rows of one conversation may lie anywhere in some files, the source gives a :class:`GroupShard`
+instead, and the engine turns it into what its workers read: :class:`Partition` (the embedded engine's slice of
+a partition, ``convhub.engine.regroup``) and :class:`SortedPartition` (a partition's rows in order, which the
+source's ``grouped_records`` turns into records, on either engine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from convhub.engine.regroup import Partitioned
+
+
+@dataclass
+class GroupShard:
+    """Rows of ``files`` ((name, path)) whose conversations may lie anywhere in them, to be regrouped into
+    ``partitions`` partitions (``sizes``: each file's bytes, uncompressed, how the work is shared out)."""
+
+    files: list[tuple[str, str]]
+    sizes: list[int]
+    partitions: int
+
+    @property
+    def name(self) -> str:
+        """What an error calls the files a conversation's rows were regrouped from: the file, where there is one."""
+        names = [name for name, _ in self.files]
+        return names[0] if len(names) == 1 else f"the {len(names)} regrouped files ({names[0]}, ...)"
+
+
+@dataclass
+class Partition:
+    """The embedded engine's shard: slice ``part`` ((number, of how many)) of partition ``partition`` of a group,
+    whose rows ``partitioned`` holds on disk (``regroup.read_partition`` reads it)."""
+
+    group: GroupShard
+    partitioned: Partitioned
+    partition: int
+    part: tuple[int, int]
+
+    @property
+    def name(self) -> str:
+        return self.group.name
+
+
+@dataclass
+class SortedPartition:
+    """A partition's (sort key, payload) rows in order: what a source's ``grouped_records`` reads."""
+
+    group: GroupShard
+    rows: Iterator[tuple[tuple, bytes]]
+
+    @property
+    def name(self) -> str:
+        return self.group.name
+
+
+#: A source's own shard (a path, or a dict only the source reads) or one of the engine's kinds.
+Shard = str | dict[str, Any] | GroupShard | Partition | SortedPartition
+
+ENGINE_SHARDS = (GroupShard, Partition, SortedPartition)
+
+
+def shard_name(shard: Shard) -> str:
+    """The file a shard reads, for error messages."""
+    if isinstance(shard, ENGINE_SHARDS):
+        return shard.name
+    if isinstance(shard, dict):
+        named = shard.get("path") or shard.get("file") or shard.get("name") or shard.get("input")
+        return str(getattr(named, "path", named) or shard)
+    return str(shard)
