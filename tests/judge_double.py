@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
+
 PARTS = re.compile(
     r"\n\n(?:Correct Answer|Rubric|Explanation): (?P<gold>.*?)\n\nModel Response: (?P<response>.*?)\n\n", re.S
 )
@@ -73,3 +75,14 @@ def start(double: JudgeDouble) -> tuple[ThreadingHTTPServer, str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+@pytest.fixture
+def judge():
+    """The judge double serving on 127.0.0.1 (its base URL in ``.url``); a test module loads this module as a
+    plugin (``pytest_plugins = ["judge_double"]``) to use it."""
+    double = JudgeDouble()
+    server, double.url = start(double)
+    yield double
+    server.shutdown()
+    server.server_close()

@@ -6,12 +6,13 @@ import argparse
 import json
 from pathlib import Path
 
-import judge_double
 import pytest
 
 from builders.longmemeval.builder import LongMemEvalBuilder
 from convhub.engine.build import build_source
 from convhub.score import command
+
+pytest_plugins = ["judge_double"]  # the judge fixture
 
 
 @pytest.fixture(scope="module")
@@ -21,15 +22,6 @@ def build_s(tmp_path_factory) -> Path:
     sample = LongMemEvalBuilder.sample_dir()
     build_source("longmemeval", output, sample, ["qa", "turns"], 1, subsets=["longmemeval_s"])
     return output
-
-
-@pytest.fixture
-def judge():
-    double = judge_double.JudgeDouble()
-    server, double.url = judge_double.start(double)
-    yield double
-    server.shutdown()
-    server.server_close()
 
 
 def score(build: Path, tmp_path: Path, predictions: list[dict], *options: str) -> dict:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import judge_double
 import pytest
 from score_helpers import build
+
+pytest_plugins = ["judge_double"]  # the judge fixture, for the modules that load this plugin
 
 
 @pytest.fixture(scope="session")
@@ -18,13 +19,3 @@ def locomo_sample(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def gigamemory_sample(tmp_path_factory) -> Path:
     return build("gigamemory", tmp_path_factory.mktemp("score") / "gigamemory")
-
-
-@pytest.fixture
-def judge():
-    """The judge double serving on 127.0.0.1 (its base URL in ``.url``)."""
-    double = judge_double.JudgeDouble()
-    server, double.url = judge_double.start(double)
-    yield double
-    server.shutdown()
-    server.server_close()
