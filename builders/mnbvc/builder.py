@@ -9,9 +9,11 @@ dataset ``liwu/MNBVC``; each file's format detected from its first rows or given
 
 from __future__ import annotations
 
+import itertools
 from typing import ClassVar
 
-from builders.mnbvc import multiturn, parse
+from builders.mnbvc import converted, multiturn, parse
+from convhub.engine import keyed_columns
 from convhub.engine.json_lines_builder import JsonLinesBuilder
 from convhub.engine.json_lines_files import hub_files
 
@@ -69,3 +71,16 @@ class MnbvcBuilder(JsonLinesBuilder):
     def grouped_records(self, rows, shard, notes):
         names = [name for name, _ in shard.files]
         return multiturn.records_from_sorted(rows, names, notes, self.reject)
+
+    KEYED_VALUE_FIELDS = converted.VALUE_FIELDS
+
+    def keyed_batches(self, shard, file_index):
+        rows = iter(self.keyed_rows(shard, file_index))
+        while batch := list(itertools.islice(rows, self.KEYED_BATCH_ROWS)):
+            yield keyed_columns.python_batch(batch, converted.KEYED_SCHEMA, converted.values_of)
+
+    def grouped_tables(self, tables, shard, notes):
+        rows = (
+            pair for table in tables for pair in keyed_columns.payload_rows(table, converted.converted_of)
+        )
+        return self.grouped_records(rows, shard, notes)

@@ -11,15 +11,17 @@ from __future__ import annotations
 import contextlib
 import gc
 import inspect
+import itertools
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import datasets
+import pyarrow as pa
 from datasets.builder import Key
 
-from convhub.engine import quarantine, regroup
+from convhub.engine import keyed_columns, quarantine, regroup
 from convhub.engine.input_shards import GroupShard, Partition, Shard, SortedPartition, shard_name
 from convhub.engine.jsonio import unencodable_field
 from convhub.engine.stats import Report
@@ -192,6 +194,29 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     ) -> Iterator[Record]:
         """The records of one partition of a ``group_shard``, from its (sort key, payload) rows in key order."""
         raise NotImplementedError(f"{self.SOURCE} returns no group shard")
+
+    #: The value columns of the source's keyed batches (``keyed_columns``): none, by default, where every row
+    #: travels as its payload.
+    KEYED_VALUE_FIELDS: tuple = ()
+    #: Rows of a keyed batch made by ``keyed_batches``' default.
+    KEYED_BATCH_ROWS = 8192
+
+    def keyed_batches(self, shard: GroupShard, file_index: int) -> Iterator[pa.RecordBatch]:
+        """The rows of file ``file_index`` of a group shard as keyed batches (``convhub.engine.keyed_columns``):
+        by default ``keyed_rows``' rows, each as its payload. A source converts rows on columns here."""
+        schema = keyed_columns.keyed_schema(self.KEYED_VALUE_FIELDS)
+        rows = iter(self.keyed_rows(shard, file_index))
+        while batch := list(itertools.islice(rows, self.KEYED_BATCH_ROWS)):
+            yield keyed_columns.python_batch(batch, schema)
+
+    def grouped_tables(
+        self, tables: Iterable[pa.Table], shard: Shard, notes: Notes
+    ) -> Iterator[Record | pa.Table]:
+        """The ``sessions`` rows of one partition of a group shard, from its keyed rows sorted by conversation
+        (``keyed_columns.sort_rows``), a table of whole conversations at a time: records, or tables of
+        ``sessions`` rows. By default ``grouped_records`` of their payloads."""
+        rows = (pair for table in tables for pair in keyed_columns.payload_rows(table))
+        return self.grouped_records(rows, shard, notes)
 
     # -- bad records -----------------------------------------------------------------------------
 
