@@ -106,7 +106,6 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     processes_run: int = 0
     #: The sizes of the regrouping of a ``group_shard`` (``convhub.engine.regroup``); tests make them tiny.
     PARTITION_BYTES: ClassVar[int] = regroup.PARTITION_BYTES
-    SLICE_BYTES: ClassVar[int] = regroup.SLICE_BYTES
 
     def __init__(self, *args, data_dir=None, **kwargs):
         # a pathlib.Path is welcome; parsers compare and join strings (datasets sets it after __post_init__)
@@ -183,7 +182,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         them otherwise (MNBVC reads a URL ``--data-dir`` in the engine's tasks, not after a download)."""
         return self.shards(dl_manager)
 
-    def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[regroup.KeyedRow]:
+    def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[keyed_columns.KeyedRow]:
         """((group, order), payload, bytes of the source line) of each row of file ``file_index`` of a
         ``group_shard``: the texts that name the row's conversation, its place in it, and the row converted
         (``convhub.engine.regroup``)."""
@@ -233,17 +232,20 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         quarantine.write(self.config.quarantine_dir, error, raw, scope, records)
 
     def records_of(self, shard: Shard, notes: Notes) -> Iterator[Record]:
-        """``parse_shard`` under the bad-record policy: with ``skip``, an error the parser could not pin
-        on one record (an unreadable file, a truncated gzip) quarantines the rest of the shard."""
+        """``parse_shard`` (a partition of a group shard: ``grouped_tables``, whose records may come as tables of
+        ``sessions`` rows) under the bad-record policy: with ``skip``, an error the parser could not pin on one
+        record (an unreadable file, a truncated gzip) quarantines the rest of the shard."""
         if isinstance(shard, Partition):  # the embedded engine's, read here
             shard = SortedPartition(shard.group, regroup.read_partition(shard))
         if isinstance(shard, SortedPartition):
-            records = self.grouped_records(shard.rows, shard.group, notes)
+            records = self.grouped_tables(shard.tables, shard.group, notes)
         else:
             records = self.parse_shard(shard, notes)
         try:
             for record in each_made_with_fewer_collections(records):
-                if self._storable(record, shard, record.get("conversation_id")):
+                if isinstance(record, pa.Table) or self._storable(
+                    record, shard, record.get("conversation_id")
+                ):
                     yield record
         except SourceError as error:
             self.reject(error, None, scope="file")
@@ -300,7 +302,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         if not isinstance(shard, GroupShard):
             return [shard]
         processes = self._build_processes or 1
-        return regroup.partition_shards(self, shard, processes, self.SLICE_BYTES)
+        return regroup.partition_shards(self, shard, processes)
 
     def _split_generators(self, dl_manager):
         shards = self.local_shards(dl_manager)
@@ -310,22 +312,52 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         ]
 
     def _generate_examples(self, shards: list[Shard], split: str | None = None) -> Iterator[tuple[Key, Row]]:
+        for key, row in self.generate_parts(shards, split):
+            if isinstance(
+                row, pa.Table
+            ):  # a source's sessions rows made on columns, one at a time for datasets
+                for index, record in enumerate(row.to_pylist()):
+                    yield Key(key.original_shard_id, key.item_or_batch_id + index), record
+            else:
+                yield key, row
+
+    def generate_parts(
+        self, shards: list[Shard], split: str | None = None
+    ) -> Iterator[tuple[Key, Row | pa.Table]]:
+        """The rows of the config's view over ``shards``, as ``_generate_examples`` gives them, except that a
+        source's ``sessions`` rows made on columns (``grouped_tables``) come as the Arrow table they are, for a
+        writer that takes tables (``local_build.write_job``). A table's key is that of its first row."""
         view = self.view
         if view.name == QA.name and not self.HAS_QUESTIONS:
             return
         report = Report() if self.config.report_dir and not view.is_table else None
         for shard_index, shard in enumerate(shards):
+            row_index = 0
             if view.is_table:
-                rows = self._table_rows(view, shard)
+                parts = self._table_rows(view, shard)
             else:
                 records = self.records_of(shard, report.notes if report else Notes())
                 if report:
                     records = report.counting(split, records)
-                rows = (row for record in records for row in view.rows_from_record(record))
-            for row_index, row in enumerate(rows):
-                yield Key(shard_index, row_index), row
+                parts = self._view_parts(view, records)
+            for part in parts:
+                yield Key(shard_index, row_index), part
+                row_index += part.num_rows if isinstance(part, pa.Table) else 1
         if report:
             report.save(self.config.report_dir)
+
+    @staticmethod
+    def _view_parts(view: View, records: Iterable[Record | pa.Table]) -> Iterator[Row | pa.Table]:
+        """The view's rows of each record; a table of ``sessions`` rows as itself in the ``sessions`` view, row by
+        row through the view's function in another."""
+        for record in records:
+            if not isinstance(record, pa.Table):
+                yield from view.rows_from_record(record)
+            elif view.name == DEFAULT_VIEW:
+                yield record
+            else:
+                for row in record.to_pylist():
+                    yield from view.rows_from_record(row)
 
     def download_and_prepare(self, *args, num_proc: int | None = None, **kwargs):
         """``datasets``' own build (convhub builds with ``convhub.engine.local_build`` instead), its ``num_proc``
@@ -351,7 +383,11 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
             try:
                 for shard in shards:
                     for record in self.records_of(shard, notes):
-                        yield split, record
+                        if isinstance(record, pa.Table):
+                            for row in record.to_pylist():
+                                yield split, row
+                        else:
+                            yield split, record
             finally:
                 regroup.remove_partitions(shards)  # now, not when the builder is collected
 

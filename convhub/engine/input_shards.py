@@ -10,11 +10,13 @@ source's ``grouped_records`` turns into records, on either engine).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from convhub.engine.regroup import Partitioned
 
 
@@ -36,13 +38,12 @@ class GroupShard:
 
 @dataclass
 class Partition:
-    """The embedded engine's shard: slice ``part`` ((number, of how many)) of partition ``partition`` of a group,
-    whose rows ``partitioned`` holds on disk (``regroup.read_partition`` reads it)."""
+    """The embedded engine's shard: partition ``partition`` of a group, whose rows ``partitioned`` holds on disk
+    (``regroup.read_partition`` reads it)."""
 
     group: GroupShard
     partitioned: Partitioned
     partition: int
-    part: tuple[int, int]
 
     @property
     def name(self) -> str:
@@ -51,10 +52,11 @@ class Partition:
 
 @dataclass
 class SortedPartition:
-    """A partition's (sort key, payload) rows in order: what a source's ``grouped_records`` reads."""
+    """A partition's keyed rows in order, as tables of whole conversations (``convhub.engine.keyed_columns``):
+    what a source's ``grouped_tables`` reads."""
 
     group: GroupShard
-    rows: Iterator[tuple[tuple, bytes]]
+    tables: Iterable[pa.Table]
 
     @property
     def name(self) -> str:

@@ -2,7 +2,7 @@
 and what the engine gives back, sorted, for the source to turn into ``sessions`` rows.
 
 A batch of keyed rows has the engine's ``KEY_FIELDS`` and the source's own value columns. The key columns say
-which conversation a row belongs to (``group``: ``regroup.group_bytes`` of its texts, which sort as Python sorts
+which conversation a row belongs to (``group``: ``group_bytes`` of its texts, which sort as Python sorts
 them) and its place in it (``rank``, ``number``, ``text``, then ``file_index`` and ``line``, so that rows of
 equal order keep their input order). A row the source converts on columns has its values in the value columns
 and no ``payload``. A row only Python converts exactly (a 多轮序号 past 64 bits, a lone surrogate, a field only a
@@ -17,14 +17,37 @@ from __future__ import annotations
 
 import itertools
 import marshal
+import zlib
 from collections.abc import Callable, Iterable, Iterator
+from json.encoder import encode_basestring
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from convhub.engine.regroup import KeyedRow, SortKey, group_bytes, partition_of
+#: A row's sort key: (group, order). ``group`` is the texts naming its conversation; ``order`` is (rank, number,
+#: text, file index, line): its place in the conversation, then in the input.
+SortKey = tuple[tuple[str, ...], tuple]
+#: A row as Python keys it (``keyed.keyed_file_rows``): its sort key, its payload, its source line's bytes.
+KeyedRow = tuple[SortKey, bytes, int]
+
+
+def partition_of(group: tuple[str, ...], count: int) -> int:
+    """The partition of a conversation: crc32 of its group written as a JSON list, the same in every process,
+    run and engine (Python's ``hash`` of a text changes from one process to the next)."""
+    text = "[" + ", ".join(map(encode_basestring, group)) + "]"
+    return zlib.crc32(text.encode("utf-8", "surrogatepass")) % count
+
+
+def group_bytes(group: tuple[str, ...]) -> bytes:
+    """The group as bytes that sort as Python sorts the tuples of texts: each text's UTF-8 (a lone surrogate
+    passes as its own three bytes, so code point order is byte order), its zero characters written ``00 01``,
+    then ``00 00`` to end it. A text that is a prefix of another then sorts first, and no two groups give the
+    same bytes (the tuple encoding of ordered key-value stores)."""
+    text = "\x00\x00".join([part.replace("\x00", "\x00\x01") for part in group]) + "\x00\x00"
+    return text.encode("utf-8", "surrogatepass")
+
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -65,7 +88,7 @@ def python_batch(
     schema: pa.Schema,
     values_of: Callable[[tuple[str, ...], Any], dict[str, Any] | None] = lambda group, value: None,
 ) -> pa.RecordBatch:
-    """Keyed rows (``regroup.KeyedRow``: ((group, order + (file_index, line)), payload, size)) as a batch of
+    """Keyed rows (``KeyedRow``: ((group, order + (file_index, line)), payload, size)) as a batch of
     ``schema``, made by Python: the reference of a source's columnar pass, and the way of the rows it leaves to
     Python. ``values_of(group, converted value)`` gives a row's value columns when they say it exactly; a row
     without (None, or a refused row) keeps its payload and its exact key."""
@@ -95,13 +118,13 @@ def python_batch(
 
 
 def group_of(encoded: bytes) -> tuple[str, ...]:
-    """The texts of a group from its ``regroup.group_bytes``."""
+    """The texts of a group from its ``group_bytes``."""
     parts = encoded.decode("utf-8", "surrogatepass").split("\x00\x00")[:-1]
     return tuple(part.replace("\x00\x01", "\x00") for part in parts)
 
 
 def with_partition(batch: pa.RecordBatch, count: int) -> pa.RecordBatch:
-    """``batch`` with its ``partition`` column first: ``regroup.partition_of`` of each row's group, computed once
+    """``batch`` with its ``partition`` column first: ``partition_of`` of each row's group, computed once
     per distinct group of the batch."""
     groups = batch.column("group")
     distinct = pc.unique(groups)

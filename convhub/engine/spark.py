@@ -45,8 +45,8 @@ import datasets
 from convhub.console import phases
 from convhub.engine.builder import fewer_collections
 from convhub.engine.input_shards import GroupShard, SortedPartition
+from convhub.engine.keyed_columns import partition_of
 from convhub.engine.local_build import MAX_SHARD_BYTES, run_job
-from convhub.engine.regroup import partition_of
 from convhub.errors import EngineError, SourceError
 from convhub.storage.abandoned import MarkedTemporaryDirectory
 from convhub.storage.folders import text_of

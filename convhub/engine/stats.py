@@ -138,8 +138,12 @@ class Report:
         self.statistics = Statistics()
 
     def counting(self, split: str, records):
+        """``records`` as they come, each counted: a record, or a table of ``sessions`` rows."""
         for record in records:
-            self.statistics.add(split, record)
+            if isinstance(record, dict):
+                self.statistics.add(split, record)
+            else:
+                self.statistics.add_table(split, record)
             yield record
 
     def save(self, folder: str) -> None:
