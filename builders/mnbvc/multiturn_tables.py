@@ -194,7 +194,8 @@ def _turns(table, answer, answered, turn_counts, starts, owner) -> tuple[pa.Stru
         "extra": _array(table, "extra").take(pa.array(row_of_turn, mask=is_answer)),
     }
     turn_bounds = np.append(first_turn[starts], total)
-    return struct_array(TURN_TYPE, columns, total), turn_bounds
+    plain = {name: session_columns.without_validity(column) for name, column in columns.items()}
+    return struct_array(TURN_TYPE, plain, total), turn_bounds
 
 
 def _speakers(answered: np.ndarray, starts: np.ndarray) -> pa.ListArray:

@@ -53,7 +53,16 @@ def dated_sessions(time: pa.Array, create_time: pa.Array, notes: Notes) -> dict[
         if len(where):
             millis[where], known[where] = _read(values.take(pa.array(where)), field, notes)
     timestamp = pa.array(millis, pa.int64(), mask=~known).cast(pa.timestamp("ms"))
-    return {"date_time": date_time, "timestamp": timestamp}
+    return {"date_time": without_validity(date_time), "timestamp": timestamp}
+
+
+def without_validity(array: pa.Array) -> pa.Array:
+    """``array`` without a validity bitmap when it holds no null, as ``from_pylist`` makes it: the bytes of a
+    table are the card's ``num_bytes``, and ``if_else`` keeps a bitmap of all ones."""
+    buffers = array.buffers()
+    if array.null_count or buffers[0] is None:
+        return array
+    return pa.Array.from_buffers(array.type, len(array), [None, *buffers[1:]], 0, array.offset)
 
 
 def _read(values: pa.Array, field: str, notes: Notes) -> tuple[np.ndarray, np.ndarray]:
