@@ -19,6 +19,7 @@ from builders.mnbvc.multiturn_tables import SESSIONS_SCHEMA
 from convhub.engine import keyed_columns
 from convhub.engine.arrow_rows import ArrowList, rows_table
 from convhub.engine.input_shards import GroupShard
+from convhub.engine.stats import Statistics
 from convhub.errors import Notes
 
 
@@ -150,6 +151,15 @@ def assert_same(reference: Made, columns: Made, encodable: bool = True) -> None:
         joined = pa.concat_tables([*parts, whole.slice(0, 0)]).combine_chunks()  # copied: a writer's batch
         assert joined.equals(whole)
         assert joined.nbytes == whole.combine_chunks().nbytes  # the card's num_bytes
+    by_rows, by_tables = Statistics(), Statistics()
+    for row in records:
+        by_rows.add("train", row)
+    for item in columns.items:
+        if isinstance(item, pa.Table):
+            by_tables.add_table("train", item)
+        else:
+            by_tables.add("train", item)
+    assert by_tables.table() == by_rows.table()
     assert columns.notes == reference.notes
     assert columns.warnings == reference.warnings
     assert columns.rejected == reference.rejected
