@@ -5,8 +5,8 @@ points. When the turns of many conversations are one Arrow string array in turn 
 concatenated texts are one run of the array's data buffer: a string array over the same buffer, whose offsets are
 the conversations' bounds, holds them without a copy, and ``utf8_slice_codeunits`` cuts each to its sample in
 C++. ``detect_language`` then reads each sample, one call per conversation: that function itself, so the
-language is the reference's by construction. (A numpy version of the whole count, tried first, had to decode up
-to four bytes per sample character over all conversations and was ten times slower than these calls.)
+language is the reference's by construction. (Counting the scripts in numpy instead must decode up to four
+bytes per sample character for every conversation at once, which costs more than these calls on short samples.)
 """
 
 from __future__ import annotations

@@ -6,8 +6,11 @@ conversation whose rows were all converted on columns (``converted.values_of``) 
 it, field by field (``multiturn.multiturn_record``, ``parse.conversation_record``), the same values and the
 same ``Notes``. A conversation with a row only Python converts exactly (a ``payload``) goes the reference's way
 (``python_records``), in its place among the others; so do the warnings and the rejected rows, which only such
-rows have. What Python still does per conversation is reading each distinct first-row date once
-(``dates.parse_date``, cached).
+rows have. What Python still does per conversation: ``language.detect_language`` of its sample, which Arrow cuts
+(``language_columns``), and reading each distinct first-row date once (``dates.parse_date``).
+
+The tables given are slices of one table made per input table: a slice may keep a validity bitmap of all ones
+where ``from_pylist`` of its rows alone would have none (equal values; a writer that joins tables copies them).
 """
 
 from __future__ import annotations
@@ -80,7 +83,9 @@ class PythonConversations:
 
 
 def python_records(rows, names, notes, reject, warnings) -> Iterator[dict]:
-    """``multiturn.records_from_sorted`` with ``warnings`` (file name -> ``Warnings``) given, not made per call."""
+    """``multiturn.records_from_sorted``'s loop, line for line, with ``warnings`` (file name -> ``Warnings``)
+    given: that function makes its own per call, and a call per conversation would restart each file's limit on
+    warnings. (Its loop takes them as an argument, and this copy goes, when ``multiturn`` may change.)"""
     counted = Notes()
     for group, run in keyed.grouped_rows(rows, reject):
         pairs = []
@@ -104,6 +109,7 @@ def python_records(rows, names, notes, reject, warnings) -> Iterator[dict]:
 
 
 def _array(table: pa.Table, name: str) -> pa.Array:
+    """One column of ``table`` as one array (a table of whole conversations is several batches joined)."""
     return table.column(name).combine_chunks()
 
 
