@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from typing import ClassVar
 
-from builders.mnbvc import converted, multiturn, parse
+from builders.mnbvc import converted, multiturn, multiturn_tables, parse
 from convhub.engine import keyed_columns
 from convhub.engine.json_lines_builder import JsonLinesBuilder
 from convhub.engine.json_lines_files import hub_files
@@ -80,7 +80,7 @@ class MnbvcBuilder(JsonLinesBuilder):
             yield keyed_columns.python_batch(batch, converted.KEYED_SCHEMA, converted.values_of)
 
     def grouped_tables(self, tables, shard, notes):
-        rows = (
-            pair for table in tables for pair in keyed_columns.payload_rows(table, converted.converted_of)
-        )
-        return self.grouped_records(rows, shard, notes)
+        """Conversations converted on columns as tables of ``sessions`` rows, the others as records, in order
+        (``multiturn_tables``): equal to ``grouped_records`` of the tables' ``payload_rows``."""
+        names = [name for name, _ in shard.files]
+        return multiturn_tables.grouped_tables(tables, names, notes, self.reject)
