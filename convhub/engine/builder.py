@@ -163,8 +163,9 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     def shards(self, dl_manager: datasets.DownloadManager) -> dict[str, list[Shard]]:
         """Split name → the shards of that split (local paths after download). Files whose rows of one
         conversation may lie anywhere (MNBVC's multi-turn rows) are one ``group_shard``: each engine reads each of
-        its files with ``keyed_rows``, moves every row to its partition, sorts each partition by the rows' keys
-        and turns each conversation's rows into a record with ``grouped_records`` (``local_shards``, Spark)."""
+        its files with ``keyed_batches``, moves every row to its partition, sorts each partition by the rows' key
+        columns and turns the conversations into ``sessions`` rows with ``grouped_tables`` (``local_shards``,
+        Spark)."""
         raise NotImplementedError
 
     def parse_shard(self, shard: Shard, notes: Notes) -> Iterator[Record]:

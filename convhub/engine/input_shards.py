@@ -3,9 +3,9 @@
 A source's ``shards`` gives, per split, a list of shards of its own making: a file's path, or a dict that names
 its file under ``path``, ``file``, ``name`` or ``input`` (an object with a ``path``); only the source reads
 them. Where the rows of one conversation may lie anywhere in some files, the source gives a :class:`GroupShard`
-instead, and the engine turns it into what its workers read: :class:`Partition` (the embedded engine's slice of
-a partition, ``convhub.engine.regroup``) and :class:`SortedPartition` (a partition's rows in order, which the
-source's ``grouped_records`` turns into records, on either engine).
+instead, and the engine turns it into what its workers read: :class:`Partition` (a partition of the embedded
+engine, ``convhub.engine.regroup``) and :class:`SortedPartition` (a partition's keyed rows in order, which the
+source's ``grouped_tables`` turns into ``sessions`` rows, on either engine).
 """
 
 from __future__ import annotations

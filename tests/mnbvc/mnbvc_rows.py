@@ -9,6 +9,8 @@ import json
 from functools import partial
 from pathlib import Path
 
+import pyarrow as pa
+
 from builders.mnbvc import converted, multiturn
 from builders.mnbvc.builder import MnbvcBuilder
 from convhub.engine import json_lines, keyed, keyed_columns, regroup
@@ -60,6 +62,15 @@ def sorted_partition(partitioned, number: int, names):
     """The sorted keyed tables of one partition, as the embedded engine reads them."""
     group = GroupShard(files=[(name, "") for name in names], sizes=[0] * len(names), partitions=number + 1)
     return regroup.read_partition(Partition(group, partitioned, number))
+
+
+def record_dicts(records) -> list[dict]:
+    """Records as dicts: a table of ``sessions`` rows (``grouped_tables`` makes them on columns) row by row."""
+    return [
+        row
+        for record in records
+        for row in (record.to_pylist() if isinstance(record, pa.Table) else [record])
+    ]
 
 
 def write_shard(path: Path, rows: list, gz: bool = False, crlf: bool = False) -> Path:

@@ -18,6 +18,7 @@ from mnbvc_rows import (
     partition,
     partition_records,
     questions,
+    record_dicts,
     records,
     sorted_partition,
     spread_fixture,
@@ -58,7 +59,7 @@ def test_partitioning_gives_the_same_conversations_whatever_the_partition_count(
     assert len(shards) > 3  # one partition per ~100 bytes of input
     many = {}
     for shard in shards:
-        for record in builder.records_of(shard, Notes()):
+        for record in record_dicts(builder.records_of(shard, Notes())):
             many[record["conversation_id"]] = record
     assert many == one
 
@@ -76,7 +77,8 @@ def test_a_partition_comes_sorted_as_columns(tmp_path):
 
 
 def conversation_ids(builder: MnbvcBuilder, shards) -> list[str]:
-    return [record["conversation_id"] for shard in shards for record in builder.records_of(shard, Notes())]
+    records = (record for shard in shards for record in record_dicts(builder.records_of(shard, Notes())))
+    return [record["conversation_id"] for record in records]
 
 
 def test_a_partition_comes_as_tables_of_whole_conversations(tmp_path):
