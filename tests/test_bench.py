@@ -19,6 +19,7 @@ from convhub import registry
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import bench
+import bench_cases
 import harness
 import scaled_inputs
 
@@ -68,7 +69,7 @@ def test_every_source_and_case_has_a_row(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("engine", ["local", "spark"])
 def test_an_engine_switch_keeps_the_baselines_and_that_engines_cases(tmp_path, monkeypatch, engine):
-    monkeypatch.setattr(bench, "spark_installed", lambda: True)  # the Spark cases are listed, never run
+    monkeypatch.setattr(bench_cases, "spark_installed", lambda: True)  # the Spark cases are listed, never run
     made = scaled_inputs.make("locomo", tmp_path / "locomo", float(TINY))
     every = [name for name, _, _ in bench.cases_for("locomo", made, 10.0)]
     chosen = [name for name, _, _ in bench.cases_for("locomo", made, 10.0, engine)]
@@ -80,7 +81,7 @@ def test_an_engine_switch_keeps_the_baselines_and_that_engines_cases(tmp_path, m
 
 
 def test_repeat_alternates_rounds_and_takes_ratios_within_each(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(bench, "spark_installed", lambda: False)
+    monkeypatch.setattr(bench_cases, "spark_installed", lambda: False)
     calls: list[str] = []
     # seconds per round: the generic loader slows down over the rounds, as a drifting machine does
     seconds = {"generic": [10.0, 20.0, 40.0], "sessions 1": [5.0, 10.0, 40.0], "sessions 2": [4.0, 8.0, 8.0]}
@@ -109,7 +110,7 @@ def test_repeat_alternates_rounds_and_takes_ratios_within_each(tmp_path, monkeyp
 
 
 def test_baseline_code_runs_each_build_again_with_that_checkout_and_compares(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(bench, "spark_installed", lambda: False)
+    monkeypatch.setattr(bench_cases, "spark_installed", lambda: False)
     (tmp_path / "base" / "convhub").mkdir(parents=True)
     (tmp_path / "base" / "convhub" / "__init__.py").write_text("")
     calls: list[tuple[str, str | None]] = []
@@ -164,7 +165,7 @@ def test_mnbvc_targets_its_native_floor_and_half_the_generic_speed():
 
 
 def test_repeat_summarizes_a_stream_by_its_first_row(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(bench, "spark_installed", lambda: False)
+    monkeypatch.setattr(bench_cases, "spark_installed", lambda: False)
     firsts = iter([0.5, 0.25, 2.0])
 
     def stub(code: str, args: list[str]):
