@@ -94,33 +94,41 @@ def _gzip_chunks(stream: io.BufferedIOBase) -> Iterator[bytes]:
 
 def split_lines(data: bytes, first: int) -> tuple[pa.RecordBatch, int]:
     """(the non-blank lines of ``data`` as a batch, how many lines it holds): ``data`` ends with a LF, or is the
-    file's last line without one; its first line is line ``first`` (line 1 loses a byte-order mark)."""
+    file's last line without one; its first line is line ``first`` (line 1 loses a byte-order mark).
+
+    The lines' bytes are ``data`` without the bytes that are no line's: LFs, the CRs before them, a byte-order
+    mark and blank lines (in the usual block only LFs go, by ``bytes.replace``)."""
     text = np.frombuffer(data, dtype=np.uint8)
-    ends = np.flatnonzero(text == _LF)
-    if len(ends) == 0 or ends[-1] != len(text) - 1:
-        ends = np.append(ends, len(text))
-    starts = np.concatenate([[0], ends[:-1] + 1])
+    newlines = np.flatnonzero(text == _LF)
+    ends = newlines if len(newlines) and newlines[-1] == len(text) - 1 else np.append(newlines, len(text))
     count = len(ends)
-    numbers = np.arange(first, first + count, dtype=np.int64)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    dropped = []  # bytes other than LFs that are no line's
     while True:  # ``rstrip(b"\r\n")``: a line loses every CR before its LF
         crs = (ends > starts) & (text[np.maximum(ends - 1, 0)] == _CR)
         if not crs.any():
             break
-        ends[crs] -= 1
+        ends = np.where(crs, ends - 1, ends)
+        dropped.append(ends[crs])
     if first == 1 and ends[0] - starts[0] >= len(BYTE_ORDER_MARK) and data.startswith(BYTE_ORDER_MARK):
         starts[0] += len(BYTE_ORDER_MARK)
-    solid = np.concatenate([[0], np.cumsum(~_WHITESPACE[text], dtype=np.int64)])
-    kept = solid[ends] > solid[starts]
-    starts, ends, numbers = starts[kept], ends[kept], numbers[kept]
-    lengths = ends - starts
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    if len(starts) == 1 and starts[0] == 0 and ends[0] == len(text):
-        body = text  # one line, all of ``data``: its bytes as they are
+        dropped.append(np.arange(len(BYTE_ORDER_MARK)))
+    # a blank line is empty, or begins with whitespace and is only whitespace (few lines are looked at)
+    maybe = np.flatnonzero((ends == starts) | _WHITESPACE[text[np.minimum(starts, max(len(text) - 1, 0))]])
+    blank = [i for i in maybe.tolist() if starts[i] == ends[i] or data[starts[i] : ends[i]].isspace()]
+    kept = np.ones(count, dtype=bool)
+    kept[blank] = False
+    dropped.extend(np.arange(starts[i], ends[i]) for i in blank)
+    if dropped:
+        keep = np.ones(len(text), dtype=bool)
+        keep[newlines] = False
+        for positions in dropped:
+            keep[positions] = False
+        body = text[keep]
     else:
-        inside = np.zeros(len(text) + 1, dtype=np.int8)
-        inside[starts] += 1
-        inside[ends] -= 1
-        body = text[np.cumsum(inside[:-1]).astype(bool)]
+        body = data.replace(b"\n", b"")
+    starts, ends = starts[kept], ends[kept]
+    offsets = np.concatenate([[0], np.cumsum(ends - starts)]).astype(np.int32)
     lines = pa.Array.from_buffers(pa.binary(), len(starts), [None, pa.py_buffer(offsets), pa.py_buffer(body)])
-    batch = pa.RecordBatch.from_arrays([pa.array(numbers, pa.int64()), lines], schema=LINE_SCHEMA)
-    return batch, count
+    numbers = pa.array(np.arange(first, first + count, dtype=np.int64)[kept], pa.int64())
+    return pa.RecordBatch.from_arrays([numbers, lines], schema=LINE_SCHEMA), count
