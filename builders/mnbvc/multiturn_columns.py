@@ -94,10 +94,10 @@ WITH plain AS (
 ), row_ok AS (
   SELECT *,
     -- a key twice is once in the structure
-    len(keys[1]) = len(structure_keys[1]) AND len(keys[2]) = len(structure_keys[2])
+    structure_keys IS NOT NULL AND len(keys[1]) = len(structure_keys[1]) AND len(keys[2]) = len(structure_keys[2])
     AND t[{QUESTION}] = 'VARCHAR' AND t[{ANSWER}] = 'VARCHAR' AND t[{SOURCE}] = 'VARCHAR'
     AND coalesce(t[{TIME}], 'VARCHAR') = 'VARCHAR' AND coalesce(t[{CREATE_TIME}], 'NULL') IN ('NULL', 'VARCHAR')
-    AND t[{EXTENSION}] = 'VARCHAR' AND {_plain("e")} AS ok,
+    AND t[{EXTENSION}] = 'VARCHAR' AND {_plain("e")} AS row_ok,
     CASE WHEN regexp_full_match(ct, '[0-9]{{8}} ([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]') THEN
       CASE WHEN substr(ct, 1, 4)::INT >= 1 AND substr(ct, 5, 2)::INT BETWEEN 1 AND 12 THEN
         substr(ct, 7, 2)::INT BETWEEN 1 AND day(last_day(make_date(substr(ct, 1, 4)::INT, substr(ct, 5, 2)::INT, 1)))
@@ -106,13 +106,13 @@ WITH plain AS (
   FROM typed
 ), extension AS (
   SELECT *,
-    CASE WHEN ok THEN json_structure(e) END AS e_structure,
-    CASE WHEN ok THEN json_keys(e) END AS e_keys,
-    CASE WHEN ok THEN json_extract_string(e, ['$."会话"', '$."多轮序号"']) END AS ev,
-    CASE WHEN ok THEN json(e) END AS e_json
+    CASE WHEN row_ok THEN json_structure(e) END AS e_structure,
+    CASE WHEN row_ok THEN json_keys(e) END AS e_keys,
+    CASE WHEN row_ok THEN json_extract_string(e, ['$."会话"', '$."多轮序号"']) END AS ev,
+    CASE WHEN row_ok THEN json(e) END AS e_json
   FROM row_ok
 ), checked AS (
-  SELECT *, ok AND {_flat("e_structure", 1)}
+  SELECT *, row_ok AND {_flat("e_structure", 1)}
     AND len(e_keys) = json_array_length(json_keys(e_structure))
     AND (json_extract_string(e_structure, '$."会话"') IN ('BIGINT', 'UBIGINT')
          OR (json_extract_string(e_structure, '$."会话"') = 'VARCHAR' AND ev[1] <> ''))
