@@ -28,7 +28,9 @@ class Recording(MnbvcBuilder):
 
 def shard_of(paths: list[Path], names: list[str] | None = None) -> GroupShard:
     names = names or [path.name for path in paths]
-    return GroupShard(files=list(zip(names, map(str, paths), strict=True)), sizes=[0] * len(paths), partitions=1)
+    return GroupShard(
+        files=list(zip(names, map(str, paths), strict=True)), sizes=[0] * len(paths), partitions=1
+    )
 
 
 def _error(error: SourceError | None):
