@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -65,12 +66,12 @@ def _flat(structure: str, objects: int) -> str:
     )
 
 
-def _plain(text: str) -> str:
-    """SQL: an object from ``{`` to ``}`` that DuckDB reads as Python does (no ``TRAILING_COMMA``, no
-    ``ESCAPE``)."""
+def _plain(text: str, valid: bool = False) -> str:
+    """SQL: text from ``{`` to ``}`` that DuckDB reads as Python does (no ``TRAILING_COMMA``, no ``ESCAPE``),
+    and when ``valid``, JSON."""
     return (
         f"starts_with({text}, '{{') AND ends_with({text}, '}}') AND NOT regexp_matches({text}, $comma)"
-        f" AND NOT regexp_matches({text}, $escape) AND json_valid({text})"
+        f" AND NOT regexp_matches({text}, $escape)" + (f" AND json_valid({text})" if valid else "")
     )
 
 
@@ -80,12 +81,12 @@ def _plain(text: str) -> str:
 #: pushed down and computed twice (a third slower).
 QUERY = f"""
 WITH plain AS (
-  SELECT number, line, {_plain("line")} AS ok FROM mnbvc_lines
+  -- try: a line DuckDB cannot read is rare, and json_valid would read every line once more
+  SELECT number, line, CASE WHEN {_plain("line")} THEN try(json_structure(line)) END AS structure FROM mnbvc_lines
 ), parsed AS (
-  SELECT number, line,
-    CASE WHEN ok THEN json_structure(line) END AS structure,
-    CASE WHEN ok THEN json_keys(line, ['$', '$."元数据"']) END AS keys,
-    CASE WHEN ok THEN json_extract_string(line, {_paths(ROW_PATHS)}) END AS v
+  SELECT number, line, structure,
+    CASE WHEN structure IS NOT NULL THEN json_keys(line, ['$', '$."元数据"']) END AS keys,
+    CASE WHEN structure IS NOT NULL THEN json_extract_string(line, {_paths(ROW_PATHS)}) END AS v
   FROM plain
 ), typed AS (
   SELECT *, CASE WHEN {_flat("structure", 2)} THEN json_keys(structure, ['$', '$."元数据"']) END AS structure_keys,
@@ -97,7 +98,7 @@ WITH plain AS (
     structure_keys IS NOT NULL AND len(keys[1]) = len(structure_keys[1]) AND len(keys[2]) = len(structure_keys[2])
     AND t[{QUESTION}] = 'VARCHAR' AND t[{ANSWER}] = 'VARCHAR' AND t[{SOURCE}] = 'VARCHAR'
     AND coalesce(t[{TIME}], 'VARCHAR') = 'VARCHAR' AND coalesce(t[{CREATE_TIME}], 'NULL') IN ('NULL', 'VARCHAR')
-    AND t[{EXTENSION}] = 'VARCHAR' AND {_plain("e")} AS row_ok,
+    AND t[{EXTENSION}] = 'VARCHAR' AND {_plain("e", valid=True)} AS row_ok,
     CASE WHEN regexp_full_match(ct, '[0-9]{{8}} ([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]') THEN
       CASE WHEN substr(ct, 1, 4)::INT >= 1 AND substr(ct, 5, 2)::INT BETWEEN 1 AND 12 THEN
         substr(ct, 7, 2)::INT BETWEEN 1 AND day(last_day(make_date(substr(ct, 1, 4)::INT, substr(ct, 5, 2)::INT, 1)))
@@ -111,15 +112,15 @@ WITH plain AS (
     CASE WHEN row_ok THEN json_extract_string(e, ['$."会话"', '$."多轮序号"']) END AS ev,
     CASE WHEN row_ok THEN json(e) END AS e_json
   FROM row_ok
+), extension_types AS (
+  SELECT *, json_extract_string(e_structure, ['$."会话"', '$."多轮序号"']) AS et FROM extension
 ), checked AS (
   SELECT *, row_ok AND {_flat("e_structure", 1)}
-    AND len(e_keys) = json_array_length(json_keys(e_structure))
-    AND (json_extract_string(e_structure, '$."会话"') IN ('BIGINT', 'UBIGINT')
-         OR (json_extract_string(e_structure, '$."会话"') = 'VARCHAR' AND ev[1] <> ''))
-    AND json_extract_string(e_structure, '$."多轮序号"') IN ('BIGINT', 'UBIGINT')
-    AND try_cast(ev[2] AS BIGINT) IS NOT NULL
+    AND len(e_keys) = len(json_keys(e_structure))
+    AND (et[1] IN ('BIGINT', 'UBIGINT') OR (et[1] = 'VARCHAR' AND ev[1] <> ''))
+    AND et[2] IN ('BIGINT', 'UBIGINT') AND try_cast(ev[2] AS BIGINT) IS NOT NULL
     AND (ct IS NULL OR ct = '' OR fast_time) AS ok
-  FROM extension
+  FROM extension_types
 ), made AS (
   SELECT *,
     CASE WHEN ok THEN concat('{{"file":', $file, ',"line":', number, ',"keys":', to_json(keys[1]),
@@ -130,10 +131,13 @@ WITH plain AS (
       '}}') END AS extra
   FROM checked
 )
-SELECT number, coalesce(ok AND NOT regexp_matches(extra, $upper), false) AS columnar, v[{SOURCE}] AS source, ev[1] AS group_key, ev[2] AS sequence,
-  CASE WHEN ok THEN ev[2]::BIGINT END AS sequence_number, v[{QUESTION}] AS question,
-  nullif(v[{ANSWER}], '') AS answer, extra, v[{TIME}] AS time, ct AS create_time
-FROM made
+SELECT number, columnar,
+  CASE WHEN columnar THEN v[{SOURCE}] END AS source, CASE WHEN columnar THEN ev[1] END AS group_key,
+  CASE WHEN columnar THEN ev[2] END AS sequence, CASE WHEN columnar THEN ev[2]::BIGINT END AS sequence_number,
+  CASE WHEN columnar THEN v[{QUESTION}] END AS question, CASE WHEN columnar THEN nullif(v[{ANSWER}], '') END AS answer,
+  CASE WHEN columnar THEN extra END AS extra, CASE WHEN columnar THEN v[{TIME}] END AS time,
+  CASE WHEN columnar THEN ct END AS create_time
+FROM (SELECT *, coalesce(ok AND NOT regexp_matches(extra, $upper), false) AS columnar FROM made)
 """
 
 logger = logging.getLogger(__name__)
@@ -152,10 +156,11 @@ def connection():
     return _CONNECTION[1]
 
 
-def duckdb_errors() -> type[Exception]:
+def duckdb_errors() -> tuple[type[Exception], ...]:
+    """What DuckDB raises on data it cannot read (malformed JSON, a failed cast), not on a wrong query."""
     import duckdb
 
-    return duckdb.Error
+    return duckdb.InvalidInputException, duckdb.ConversionException
 
 
 def _texts(lines: pa.Array) -> pa.Array:
@@ -190,47 +195,70 @@ def columnar_rows(batch: pa.RecordBatch, name_json: str) -> pa.Table | None:
         database.unregister("mnbvc_lines")
 
 
-def keyed_columns_batch(
-    batch: pa.RecordBatch, file_index: int, name_json: str, wanted: Callable[[pa.Array], pa.Array] | None
-) -> tuple[pa.Table, pa.Array]:
-    """(the columnar rows of a batch of lines as a table of ``converted.KEYED_SCHEMA``, a mask of the lines left
-    to Python). A columnar row of a 来源 not ``wanted`` is left out, as ``key_row`` leaves it."""
-    rows = columnar_rows(batch, name_json)
-    if rows is None:
-        return converted.KEYED_SCHEMA.empty_table(), pa.array([True] * batch.num_rows)
-    columnar = rows.column("columnar").combine_chunks()
-    rows = rows.filter(columnar)
-    sizes = pc.add(pc.binary_length(batch.column("line").filter(columnar)), 1)
-    if wanted is not None:
-        keep = wanted(rows.column("source"))
-        rows, sizes = rows.filter(keep), sizes.filter(keep)
-    count = rows.num_rows
-    how = pa.array(["会话"] * count, pa.string())
-    group = pc.binary_join_element_wise(
-        rows.column("source"), how, rows.column("group_key"), pa.array([""] * count, pa.string()), "\x00\x00"
-    )
+def keyed_table(
+    batch: pa.RecordBatch,
+    file_index: int,
+    name_json: str,
+    wanted: Callable[[pa.Array], pa.Array] | None,
+    python: Callable[[pa.RecordBatch], pa.RecordBatch],
+) -> pa.Table:
+    """A batch of lines as a table of ``converted.KEYED_SCHEMA``, in line order: the lines DuckDB converts with
+    their values (a 来源 not ``wanted`` left out, as ``key_row`` leaves it), the others as ``python(their
+    lines)`` gives them (rows by ``keyed_columns.python_batch``). The value columns come from DuckDB as they are
+    (null on a Python row); only the key columns take the Python rows' cells."""
+    count = batch.num_rows
+    found = columnar_rows(batch, name_json)
+    if found is None:
+        found = pa.table({"columnar": pa.array([False] * count)})
+    columnar = found.column("columnar").combine_chunks()
+    routed = batch.filter(pc.invert(columnar))
+    by_python = python(routed) if routed.num_rows else converted.KEYED_SCHEMA.empty_table().to_batches()
+    if isinstance(by_python, list):
+        by_python = pa.RecordBatch.from_pylist([], schema=converted.KEYED_SCHEMA)
+    lines = batch.column("number").to_numpy()
+    places = np.searchsorted(lines, by_python.column("line").to_numpy())
+    from_python = np.zeros(count, dtype=bool)
+    from_python[places] = True
+    kept = columnar.to_numpy(zero_copy_only=False)
+    if wanted is not None and found.num_columns > 1:
+        kept = kept & wanted(found.column("source")).to_numpy(zero_copy_only=False)
+    kept = kept | from_python
+
+    def value(name: str, kind: pa.DataType) -> pa.Array:
+        return found.column(name).combine_chunks() if name in found.column_names else pa.nulls(count, kind)
+
+    def placed(columnar_values: pa.Array, name: str) -> pa.Array:
+        """``columnar_values`` with the Python rows' cells of column ``name`` in their places."""
+        if not len(places):
+            return columnar_values
+        return pc.replace_with_mask(columnar_values, pa.array(from_python), by_python.column(name))
+
+    source, key = value("source", pa.string()), value("group_key", pa.string())
+    how = pa.array(np.where(columnar.to_numpy(zero_copy_only=False), "会话", None), pa.string())
+    nothing = pa.array([""] * count, pa.string())
+    group = pc.binary_join_element_wise(source, how, key, nothing, "\x00\x00").cast(pa.binary())
+    rank = np.zeros(count, dtype=np.int8)
+    rank[places] = by_python.column("rank").to_numpy()
+    number = value("sequence_number", pa.int64()).fill_null(0).to_numpy(zero_copy_only=False).copy()
+    number[places] = by_python.column("number").to_numpy()
     columns = {
-        "group": group.cast(pa.binary()),
-        "rank": pa.array([0] * count, pa.int8()),
-        "number": rows.column("sequence_number"),
-        "text": pa.array([b""] * count, pa.binary()),
-        "file_index": pa.array([file_index] * count, pa.int32()),
-        "line": rows.column("number"),
-        "size": sizes.cast(pa.int64()),
-        "key": pa.nulls(count, pa.binary()),
-        "payload": pa.nulls(count, pa.binary()),
-        "source": rows.column("source"),
+        "group": placed(group, "group"),
+        "rank": pa.array(rank),
+        "number": pa.array(number),
+        "text": placed(nothing.cast(pa.binary()), "text"),
+        "file_index": pa.array(np.full(count, file_index, dtype=np.int32)),
+        "line": batch.column("number"),
+        "size": pc.add(pc.binary_length(batch.column("line")), 1).cast(pa.int64()),
+        "key": placed(pa.nulls(count, pa.binary()), "key"),
+        "payload": placed(pa.nulls(count, pa.binary()), "payload"),
         "how": how,
-        "group_key": rows.column("group_key"),
-        "sequence": rows.column("sequence"),
-        "question": rows.column("question"),
-        "answer": rows.column("answer"),
-        "extra": rows.column("extra"),
-        "time": rows.column("time"),
-        "create_time": rows.column("create_time"),
     }
-    arrays = [columns[f.name].cast(f.type) for f in converted.KEYED_SCHEMA]
-    return pa.Table.from_arrays(arrays, schema=converted.KEYED_SCHEMA), pc.invert(columnar)
+    arrays = [
+        columns[f.name] if f.name in columns else value(f.name, f.type).cast(f.type)
+        for f in converted.KEYED_SCHEMA
+    ]
+    table = pa.Table.from_arrays(arrays, schema=converted.KEYED_SCHEMA)
+    return table if kept.all() else table.filter(pa.array(kept))
 
 
 def wanted_sources(subsets: Iterable[str] | None) -> Callable[[pa.Array], pa.Array] | None:
@@ -314,17 +342,15 @@ def file_batches(
             yield keyed_columns.python_batch(chunk, converted.KEYED_SCHEMA, converted.values_of)
         return
     wanted = wanted_sources(subsets)
+
+    def python(lines: pa.RecordBatch) -> pa.RecordBatch:
+        pairs = zip(lines.column("number").to_pylist(), lines.column("line").to_pylist(), strict=True)
+        rows = list(python_rows(pairs, name, file_index, key_row, reject))
+        return keyed_columns.python_batch(rows, converted.KEYED_SCHEMA)
+
     batch = first
     while batch is not None:
-        table, left = keyed_columns_batch(batch, file_index, name_json, wanted)
-        routed = batch.filter(left)
-        if routed.num_rows:
-            pairs = zip(routed.column("number").to_pylist(), routed.column("line").to_pylist(), strict=True)
-            rows = list(python_rows(pairs, name, file_index, key_row, reject))
-            if rows:
-                python = pa.Table.from_batches([keyed_columns.python_batch(rows, converted.KEYED_SCHEMA)])
-                table = pa.concat_tables([table, python]).sort_by("line")
-        yield from table.combine_chunks().to_batches()
+        yield from keyed_table(batch, file_index, name_json, wanted, python).combine_chunks().to_batches()
         batch = _next(batches, reject)
 
 
