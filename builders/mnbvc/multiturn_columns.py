@@ -5,12 +5,13 @@ The columnar rows are those whose values ``converted.values_of`` gives, and exac
 usual shape (``问``, ``答`` and ``来源`` strings, ``时间`` absent or a string, ``元数据`` an object of scalars
 whose ``扩展字段`` is a flat JSON object with a ``会话`` (a non-empty string or an integer) and a 64-bit integer
 ``多轮序号``, and a ``create_time`` absent, null, empty or ``yyyymmdd HH:MM:SS``). Whatever DuckDB and Python could
-read or write differently goes to Python (``ROUTE``): trailing commas and NaN that DuckDB accepts, floats,
-integers past 64 bits, nested values, duplicate keys (DuckDB keeps them, Python one), lone surrogates, control
-characters, JSON escapes DuckDB writes in upper case (``\\u000B``) where orjson writes them in lower case, any
-other line than an object written from ``{`` to ``}``. Those rows take today's path (``json_lines.read_objects``'
-parse, ``keyed.keyed_file_rows`` with ``multiturn.key_row``), which rejects a bad one as it always did, and keep
-their payload and exact key (``keyed_columns.python_batch``, value columns null).
+read or write differently goes to Python: trailing commas and NaN that DuckDB accepts (``TRAILING_COMMA``, and
+floats), integers past 64 bits, nested values, duplicate keys (DuckDB keeps them, Python one), surrogate and
+``\\u0000`` escapes (``ESCAPE``), JSON escapes DuckDB writes in upper case where orjson writes them in lower case
+(``UPPER_ESCAPE``), any line but an object written from ``{`` to ``}``, any line that is not UTF-8. Those rows take
+today's path (``json_lines.read_objects``' parse, ``keyed.keyed_file_rows`` with ``multiturn.key_row``), which
+rejects a bad one as it always did, and keep their payload and exact key (``keyed_columns.python_batch``, value
+columns null).
 """
 
 from __future__ import annotations
@@ -183,16 +184,14 @@ def columnar_rows(batch: pa.RecordBatch, name_json: str) -> pa.Table | None:
     """DuckDB's reading of each line of a ``line_batches`` batch: ``columnar`` (whether its values say the row
     exactly) and, for a columnar row, its values; None when DuckDB failed on the batch."""
     lines = pa.table({"number": batch.column("number"), "line": _texts(batch.column("line"))})
-    database = connection()
-    database.register("mnbvc_lines", lines)
-    try:
-        parameters = {"comma": TRAILING_COMMA, "escape": ESCAPE, "upper": UPPER_ESCAPE, "file": name_json}
-        return database.sql(QUERY, params=parameters).to_arrow_table()
-    except duckdb_errors() as error:  # JSON DuckDB could not read after all: the batch goes to Python
-        logger.debug("a batch of lines left to Python: %s", error)
-        return None
-    finally:
-        database.unregister("mnbvc_lines")
+    parameters = {"comma": TRAILING_COMMA, "escape": ESCAPE, "upper": UPPER_ESCAPE, "file": name_json}
+    with connection().cursor() as database:  # a cursor of its own: the registered name is the cursor's
+        database.register("mnbvc_lines", lines)
+        try:
+            return database.sql(QUERY, params=parameters).to_arrow_table()
+        except duckdb_errors() as error:  # JSON DuckDB could not read after all: the batch goes to Python
+            logger.debug("a batch of lines left to Python: %s", error)
+            return None
 
 
 def keyed_table(

@@ -70,6 +70,7 @@ COLUMNAR = {
     "empty create_time": line(元数据={"create_time": ""}),
     "leap day": line(元数据={"create_time": "20240229 23:59:59"}),
     "escapes DuckDB writes as orjson": line(来源='a"b\\c\n\t/é\x7f\u2028', 问="\x0b\x1f"),
+    "characters past the BMP": line(来源="😀𠀀", 扩展字段={"会话": "😀"}, note="\U0010ffff"),
     "uint64 in the row": line(extra_number=2**64 - 1, negative=-(2**63), flag=True, nothing=None),
     "spaced 扩展字段": with_extension('{ "会话" : "c1" ,\n "多轮序号" : 1 }'),
     "escaped slash": line().replace('"问题明细": "q"', '"问题明细": "a\\/b"'),
