@@ -143,8 +143,9 @@ FROM (SELECT *, coalesce(ok AND NOT regexp_matches(extra, $upper), false) AS col
 
 logger = logging.getLogger(__name__)
 _CONNECTION: tuple[int, Any] | None = None
-#: Bytes of lines converted at a time: one query each (planning one is some ms).
-BLOCK_BYTES = 16 * 2**20
+#: Bytes of lines converted at a time, one query each: planning a query takes some ms, and DuckDB's memory grows
+#: with the block (its allocator keeps what a query used), so neither much less nor much more.
+BLOCK_BYTES = 8 * 2**20
 
 
 def connection():
@@ -211,9 +212,7 @@ def keyed_table(
         found = pa.table({"columnar": pa.array([False] * count)})
     columnar = found.column("columnar").combine_chunks()
     routed = batch.filter(pc.invert(columnar))
-    by_python = python(routed) if routed.num_rows else converted.KEYED_SCHEMA.empty_table().to_batches()
-    if isinstance(by_python, list):
-        by_python = pa.RecordBatch.from_pylist([], schema=converted.KEYED_SCHEMA)
+    by_python = python(routed) if routed.num_rows else pa.RecordBatch.from_pylist([], converted.KEYED_SCHEMA)
     lines = batch.column("number").to_numpy()
     places = np.searchsorted(lines, by_python.column("line").to_numpy())
     from_python = np.zeros(count, dtype=bool)
@@ -223,8 +222,9 @@ def keyed_table(
         kept = kept & wanted(found.column("source")).to_numpy(zero_copy_only=False)
     kept = kept | from_python
 
-    def value(name: str, kind: pa.DataType) -> pa.Array:
-        return found.column(name).combine_chunks() if name in found.column_names else pa.nulls(count, kind)
+    def value(name: str, kind: pa.DataType) -> pa.ChunkedArray:
+        """DuckDB's column ``name``, in its chunks (not copied into one)."""
+        return found.column(name) if name in found.column_names else pa.chunked_array([pa.nulls(count, kind)])
 
     def placed(columnar_values: pa.Array, name: str) -> pa.Array:
         """``columnar_values`` with the Python rows' cells of column ``name`` in their places."""
@@ -235,7 +235,9 @@ def keyed_table(
     source, key = value("source", pa.string()), value("group_key", pa.string())
     how = pa.array(np.where(columnar.to_numpy(zero_copy_only=False), "会话", None), pa.string())
     nothing = pa.array([""] * count, pa.string())
-    group = pc.binary_join_element_wise(source, how, key, nothing, "\x00\x00").cast(pa.binary())
+    group = (
+        pc.binary_join_element_wise(source, how, key, nothing, "\x00\x00").combine_chunks().cast(pa.binary())
+    )
     rank = np.zeros(count, dtype=np.int8)
     rank[places] = by_python.column("rank").to_numpy()
     number = value("sequence_number", pa.int64()).fill_null(0).to_numpy(zero_copy_only=False).copy()
@@ -349,7 +351,7 @@ def file_batches(
 
     batch = first
     while batch is not None:
-        yield from keyed_table(batch, file_index, name_json, wanted, python).combine_chunks().to_batches()
+        yield from keyed_table(batch, file_index, name_json, wanted, python).to_batches()
         batch = _next(batches, reject)
 
 
