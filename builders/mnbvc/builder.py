@@ -9,11 +9,10 @@ dataset ``liwu/MNBVC``; each file's format detected from its first rows or given
 
 from __future__ import annotations
 
-import itertools
+from functools import partial
 from typing import ClassVar
 
-from builders.mnbvc import converted, multiturn, multiturn_tables, parse
-from convhub.engine import keyed_columns
+from builders.mnbvc import converted, multiturn, multiturn_columns, multiturn_tables, parse
 from convhub.engine.json_lines_builder import JsonLinesBuilder
 from convhub.engine.json_lines_files import hub_files
 
@@ -75,9 +74,19 @@ class MnbvcBuilder(JsonLinesBuilder):
     KEYED_VALUE_FIELDS = converted.VALUE_FIELDS
 
     def keyed_batches(self, shard, file_index):
-        rows = iter(self.keyed_rows(shard, file_index))
-        while batch := list(itertools.islice(rows, self.KEYED_BATCH_ROWS)):
-            yield keyed_columns.python_batch(batch, converted.KEYED_SCHEMA, converted.values_of)
+        """The rows of a 多轮对话 file converted on columns, Python only for those columns cannot say exactly
+        (``multiturn_columns``): the batches ``keyed_columns.python_batch`` of ``keyed_rows`` gives, but a
+        row Python converts keeps its payload."""
+        name, path = shard.files[file_index]
+        return multiturn_columns.file_batches(
+            path,
+            name,
+            file_index,
+            partial(self.key_row, name),
+            self.reject,
+            self.config.subsets,
+            partial(self.keyed_rows, shard, file_index),
+        )
 
     def grouped_tables(self, tables, shard, notes):
         """Conversations converted on columns as tables of ``sessions`` rows, the others as records, in order
