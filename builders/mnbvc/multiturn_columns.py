@@ -33,8 +33,8 @@ from builders.mnbvc.parse import MULTITURN
 from convhub.engine import keyed, keyed_columns
 from convhub.engine.json_lines import line_place
 from convhub.engine.jsonio import load_object
+from convhub.engine.keyed_columns import KeyedRow
 from convhub.engine.line_batches import line_batches
-from convhub.engine.regroup import KeyedRow
 from convhub.errors import Reject, SourceError
 
 #: What sends a line (or a ``扩展字段``) to Python wherever it is: a trailing comma (DuckDB reads it), a
@@ -143,6 +143,9 @@ FROM (SELECT *, coalesce(ok AND NOT regexp_matches(extra, $upper), false) AS col
 
 logger = logging.getLogger(__name__)
 _CONNECTION: tuple[int, Any] | None = None
+#: Connections a forked child inherited from its parent: kept, never closed nor collected there (DuckDB's state
+#: belongs to the parent's threads; closing it in the child crashed the child).
+_INHERITED: list[tuple[int, Any]] = []
 #: Bytes of lines converted at a time, one query each: planning a query takes some ms, and DuckDB's memory grows
 #: with the block (its allocator keeps what a query used), so neither much less nor much more.
 BLOCK_BYTES = 8 * 2**20
@@ -153,6 +156,9 @@ def connection():
     global _CONNECTION
     if _CONNECTION is None or _CONNECTION[0] != os.getpid():
         import duckdb  # here: DuckDB loads in the processes that convert, not in every build
+
+        if _CONNECTION is not None:
+            _INHERITED.append(_CONNECTION)
 
         _CONNECTION = (os.getpid(), duckdb.connect(config={"threads": 1}))
     return _CONNECTION[1]
