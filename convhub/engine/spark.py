@@ -44,6 +44,7 @@ from typing import Any
 import datasets
 
 from convhub.console import phases
+from convhub.engine import keyed_columns
 from convhub.engine.builder import fewer_collections
 from convhub.engine.input_shards import GroupShard
 from convhub.engine.local_build import MAX_SHARD_BYTES, run_job
@@ -69,7 +70,9 @@ class TaskResult:
 def spark_session(master: str | None = None, verbose: bool = False):
     """A SparkSession: ``master``, else Spark's own configuration (``spark-submit``, spark-defaults.conf),
     else ``local[*]``. A local master binds to the loopback address and runs its Python workers with this
-    interpreter (the one that has convhub).
+    interpreter (the one that has convhub). ``mapInArrow`` (a regroup's tasks) gets at most
+    ``keyed_columns.TABLE_ROWS`` rows per Arrow batch, which bounds a task's memory and cuts a partition into the
+    tables the embedded engine gives the source.
 
     Unless ``verbose``, Spark's own output is silenced, so that a build's errors are convhub's one line: the
     JVM this process starts (driver, and in local mode the executors and their Python workers) writes its
@@ -86,7 +89,14 @@ def spark_session(master: str | None = None, verbose: bool = False):
         ) from error
     master = master or SparkConf().get("spark.master", None) or "local[*]"
     check_reachable(master)
-    conf = SparkConf().setAppName("convhub").setMaster(master).set("spark.ui.showConsoleProgress", "false")
+    conf = (
+        SparkConf()
+        .setAppName("convhub")
+        .setMaster(master)
+        .set("spark.ui.showConsoleProgress", "false")
+        # a regroup's tasks get a sorted partition in batches of the rows the embedded engine reads at a time
+        .set("spark.sql.execution.arrow.maxRecordsPerBatch", str(keyed_columns.TABLE_ROWS))
+    )
     if master.startswith("local"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # read when the context starts
         conf = (
