@@ -72,9 +72,10 @@ def _regroup(session, builder, split: str, shard: GroupShard, work, max_shard_si
     partitioned = pa.schema([keyed_columns.PARTITION_FIELD, *keyed])
     files = session.range(0, len(shard.files), 1, len(shard.files))
     rows = files.mapInArrow(_KeyedFiles(builder, shard, partitioned), spark_schema(partitioned))
+    # one partition per Spark partition: the sort needs no ``partition`` (its prefix is then ``group``'s bytes)
     moved = rows.repartition(
         count + 1, _slot_column(partition_slots(session, count + 1))
-    ).sortWithinPartitions("partition", *keyed_columns.SORT_COLUMNS)
+    ).sortWithinPartitions(*keyed_columns.SORT_COLUMNS)
     task = _PartitionTask(builder, split, shard, work, max_shard_size, first, keyed)
     written = _collect(moved.mapInArrow(task, spark_schema(RESULT_SCHEMA)))
     return [TaskResult(**json.loads(row.result)) for row in sorted(written, key=lambda row: row.partition)]
