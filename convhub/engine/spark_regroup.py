@@ -83,22 +83,23 @@ def _regroup(session, builder, split: str, shard: GroupShard, work, max_shard_si
 
 def partition_slots(session, count: int) -> list[int]:
     """For each Spark partition ``p`` of ``count``, an int whose Spark hash puts a row in ``p``: what
-    ``DataFrame.repartition(count, column)`` computes (``pmod(hash(column), count)``), asked of Spark itself."""
+    ``DataFrame.repartition(count, column)`` computes (``pmod(hash(column), count)``), asked of Spark itself for
+    the ints from 0 on (one task, no shuffle); the first of each ``p`` is taken."""
     from pyspark.sql import functions
 
-    candidates = 64 * count
+    candidates = 16 * count
     while True:
-        found = (
-            session.range(0, candidates)
-            .select(functions.col("id").cast("int").alias("value"))
-            .select("value", functions.expr(f"pmod(hash(value), {count})").alias("slot"))
-            .groupBy("slot")
-            .agg(functions.min("value").alias("value"))
-            .collect()
+        values = functions.col("id").cast("int")
+        slots = (
+            session.range(0, candidates, 1, 1)
+            .select(functions.pmod(functions.hash(values), functions.lit(count)).alias("slot"))
+            .toArrow()
+            .column("slot")
+            .to_numpy()
         )
-        slots = {row.slot: row.value for row in found}
-        if len(slots) == count:
-            return [slots[slot] for slot in range(count)]
+        found, first = np.unique(slots, return_index=True)
+        if len(found) == count:
+            return first.tolist()
         candidates *= 4
 
 
