@@ -140,8 +140,12 @@ def with_partition(batch: pa.RecordBatch, count: int) -> pa.RecordBatch:
 
 
 def sort_rows(table: pa.Table) -> pa.Table:
-    """A partition's rows in ``SORT_COLUMNS`` order (every conversation's rows together, in order)."""
-    return table.sort_by([(name, "ascending") for name in SORT_COLUMNS])
+    """A partition's rows in ``SORT_COLUMNS`` order (every conversation's rows together, in order); the table
+    itself when it is in that order already (one conversation read in file order), with no copy of its rows."""
+    indices = pc.sort_indices(table, [(name, "ascending") for name in SORT_COLUMNS])
+    if np.array_equal(indices.to_numpy(), np.arange(table.num_rows)):
+        return table
+    return table.take(indices)
 
 
 def conversation_starts(table: pa.Table | pa.RecordBatch) -> np.ndarray:

@@ -28,7 +28,6 @@ import shutil
 import tempfile
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -97,22 +96,17 @@ def write_partitions(
     """The keyed batches of every file (``keyed_batches(file index)``; ``sizes`` their bytes) moved into ``count``
     partitions, in ``folder``.
 
-    With ``processes`` > 1 the files are shared out among that many writer processes (by ``sizes``);
-    ``keyed_batches`` must then be picklable (a module-level function, a partial, a builder's method). A file's
-    first SourceError stops its writer; when one is raised, it is the one a single pass over the files in order
-    would raise first, whichever process met it.
+    The files are shared out among ``processes`` writers (by ``sizes``), each a forked process, one writer
+    included: what a writer's reading and converting held (DuckDB keeps the memory its queries used) goes back to
+    the system when it ends, before the partitions are read. A file's first SourceError stops its writer; when one
+    is raised, it is the one a single pass over the files in order would raise first, whichever process met it.
     """
     shares = share_files(sizes, processes) if len(sizes) > 1 and processes > 1 else [list(range(len(sizes)))]
     tasks = [
         partial(_write_keyed, writer, share, folder, count, keyed_batches)
         for writer, share in enumerate(shares)
     ]
-    if len(tasks) == 1:
-        results = [tasks[0]()]
-    else:
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(len(tasks), mp_context=context) as pool:
-            results = [future.result() for future in [pool.submit(task) for task in tasks]]
+    results = run_forked(tasks)
     failures = [result for result in results if isinstance(result, _Failure)]
     if failures:
         raise min(failures, key=lambda failure: failure.file_index).error
@@ -125,6 +119,53 @@ def write_partitions(
         for partition in range(count)
     )
     return Partitioned(files, tuple(map(sum, zip(*results, strict=True))))
+
+
+def run_forked(tasks: list[Callable[[], Any]]) -> list[Any]:
+    """Each task's result, each task run in a process of its own forked from this one, all at once: nothing is
+    pickled on the way in (a task may be a closure), its result is on the way back. An exception a task raised
+    is raised here (the first task's first); a process that died without a result is a RuntimeError."""
+    context = multiprocessing.get_context("fork")
+    started = []
+    try:
+        for task in tasks:
+            receiver, sender = context.Pipe(duplex=False)
+            process = context.Process(target=_send_result, args=(task, sender), daemon=True)
+            process.start()
+            sender.close()
+            started.append((process, receiver))
+        outcomes = []
+        for process, receiver in started:
+            try:
+                outcomes.append(receiver.recv())
+            except EOFError:
+                outcomes.append(
+                    (False, RuntimeError(f"a writer process ended with exit code {process.exitcode}"))
+                )
+            process.join()
+    finally:
+        for process, _ in started:
+            if process.is_alive():
+                process.terminate()
+                process.join()
+    for succeeded, value in outcomes:
+        if not succeeded:
+            raise value
+    return [value for _, value in outcomes]
+
+
+def _send_result(task: Callable[[], Any], sender) -> None:
+    """In a forked writer: ``task()`` sent back as (True, result), or (False, the exception it raised)."""
+    try:
+        outcome = (True, task())
+    except BaseException as error:
+        outcome = (False, error)
+    try:
+        sender.send(outcome)
+    except Exception as error:  # a result or exception that cannot be pickled
+        sender.send((False, RuntimeError(f"a writer's result could not be sent back: {error!r}")))
+    finally:
+        sender.close()
 
 
 def _partition_path(folder: str, writer: int, partition: int) -> str:
