@@ -21,7 +21,8 @@ import datasets
 import pyarrow as pa
 from datasets.builder import Key
 
-from convhub.engine import keyed_columns, quarantine, regroup
+from convhub import schema
+from convhub.engine import arrow_rows, keyed_columns, quarantine, regroup
 from convhub.engine.input_shards import GroupShard, Partition, Shard, SortedPartition, shard_name
 from convhub.engine.jsonio import unencodable_field
 from convhub.engine.stats import Report
@@ -239,9 +240,15 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         if isinstance(shard, Partition):  # the embedded engine's, read here
             shard = SortedPartition(shard.group, regroup.read_partition(shard))
         if isinstance(shard, SortedPartition):
-            records = self.grouped_tables(shard.tables, shard.group, notes)
-        else:
-            records = self.parse_shard(shard, notes)
+            stored = self._stored(self.grouped_tables(shard.tables, shard.group, notes), shard)
+            # a source's tables and records joined into tables of some thousands of rows: a conversation
+            # made in Python between two runs made on columns would otherwise cut the rows into small writes
+            sessions = schema.SESSIONS_FEATURES.arrow_schema
+            return arrow_rows.joined_tables(stored, sessions, keyed_columns.TABLE_ROWS)
+        return self._stored(self.parse_shard(shard, notes), shard)
+
+    def _stored(self, records: Iterable[Record | pa.Table], shard: Shard) -> Iterator[Record | pa.Table]:
+        """``records`` that Parquet can store, the others rejected, under the bad-record policy."""
         try:
             for record in each_made_with_fewer_collections(records):
                 if isinstance(record, pa.Table) or self._storable(
