@@ -172,12 +172,15 @@ def run_case(code: str, args: list[str], code_root: str | None = None) -> tuple[
         if code_root is not None:
             env["PYTHONPATH"] = os.pathsep.join([code_root, *filter(None, [os.environ.get("PYTHONPATH")])])
         start = time.perf_counter()
+        # in the cache folder: ``python -c`` puts its working folder first on sys.path, so a case started in a
+        # checkout would import that checkout's convhub, whatever ``code_root`` says
         process = subprocess.Popen(
             [sys.executable, "-c", code, *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
             text=True,
+            cwd=cache,
         )
         memory = TreeMemory(process.pid)
         stdout, stderr = process.communicate()

@@ -138,6 +138,17 @@ def test_baseline_code_runs_each_build_again_with_that_checkout_and_compares(tmp
     assert "build sessions num_proc=2 (baseline code)" in output
 
 
+def test_a_case_imports_the_baseline_checkouts_code_wherever_the_benchmark_runs(tmp_path, monkeypatch):
+    """``python -c`` puts its working folder first on sys.path: a case started from the project's own checkout
+    imported that convhub, not the baseline's, and compared the code with itself."""
+    (tmp_path / "base" / "convhub").mkdir(parents=True)
+    (tmp_path / "base" / "convhub" / "__init__.py").write_text("MARKER = 7\n")
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])  # the project's checkout, where README runs it
+    code = "import convhub; print(getattr(convhub, 'MARKER', 0))"
+    assert harness.run_case(code, [], str(tmp_path / "base"))[2] == 7
+    assert harness.run_case(code, [])[2] == 0  # without one, the installed convhub
+
+
 def test_baseline_code_must_be_a_checkout_of_this_layout(tmp_path, capsys):
     with pytest.raises(SystemExit):
         bench.main(["--scale", TINY, "--baseline-code", str(tmp_path)])
