@@ -32,7 +32,6 @@ import argparse
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -118,18 +117,7 @@ def bench_source(
                 row["round"] = round_number
             rows.append(row)
             print(_format(row, rows), flush=True)
-    if source in NATIVE_FLOOR_SOURCES and engine != "spark":
-        print(paths_line(made.data_dir / "multiturn"), flush=True)
     return rows
-
-
-def paths_line(multiturn: Path) -> str:
-    """``mnbvc_paths.py``'s line on ``multiturn`` (which rows are converted on columns), run in its own process."""
-    script = Path(__file__).resolve().parent / "mnbvc_paths.py"
-    done = subprocess.run([sys.executable, str(script), str(multiturn)], capture_output=True, text=True)
-    if done.returncode:
-        return f"MNBVC paths: failed: {done.stderr.strip().splitlines()[-1:]}"
-    return done.stdout.strip()
 
 
 def _run(

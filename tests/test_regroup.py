@@ -1,6 +1,6 @@
 """The embedded engine's group-by (``convhub.engine.regroup``), with keyed rows the tests make themselves: every
-conversation comes out whole and in key order, whatever the writers and partitions; the order of the groups is
-Python's; the first error is a serial pass's."""
+conversation comes out whole and in key order, whatever the writers, partitions and slices; the order of the
+groups is Python's; the first error is a serial pass's."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convhub.engine import keyed_columns, regroup
+from convhub.engine import regroup
 from convhub.engine.input_shards import GroupShard, Partition
 from convhub.errors import SourceError
 
@@ -35,39 +35,24 @@ TEXTS = [
 
 
 def keyed_file(files: list[list[tuple]], file_index: int):
-    """A stand-in for a source's ``keyed_batches``: file ``file_index`` of ``files`` holds (group, number) keys,
-    made into keyed rows by Python (``keyed_columns.python_batch``, two rows a batch); the payload says where the
-    row was, and a row whose group is ``("bad",)`` is a SourceError."""
-    rows = []
-    for line, (group, number) in enumerate(files[file_index], start=1):
+    """A stand-in for a source's ``keyed_rows``: file ``file_index`` of ``files`` holds (group, order) keys; the
+    payload says where the row was, and a row whose group is ``("bad",)`` is a SourceError."""
+    for line, (group, order) in enumerate(files[file_index], start=1):
         if group == ("bad",):
             raise SourceError(f"f{file_index}", f"line {line}", None, "bad row")
-        payload = marshal.dumps((0, (file_index, line), None))
-        rows.append(((group, (0, number, "", file_index, line)), payload, 10))
-    for start in range(0, len(rows), 2):
-        yield keyed_columns.python_batch(rows[start : start + 2], SCHEMA)
+        yield (group, order), marshal.dumps((file_index, line)), 10
 
 
-SCHEMA = keyed_columns.keyed_schema(())
-
-
-def read_rows(shard: Partition) -> list[tuple]:
-    """(sort key, payload value) of a partition's rows, in the order they come."""
-    return [
-        (key, marshal.loads(payload)[1])
-        for table in regroup.read_partition(shard, rows=3)
-        for key, payload in keyed_columns.payload_rows(table)
-    ]
-
-
-def read_all(partitioned: regroup.Partitioned) -> list[list[tuple]]:
-    """Every conversation of every partition: its (key, payload value) rows."""
+def read_all(partitioned: regroup.Partitioned, slices: int = 1) -> list[list[tuple]]:
+    """Every conversation of every partition (each read as ``slices`` slices): its (key, payload) rows."""
     conversations = []
     for partition in range(len(partitioned.source_bytes)):
-        for row in read_rows(Partition(GROUP, partitioned, partition)):
-            if not conversations or conversations[-1][-1][0][0] != row[0][0]:
-                conversations.append([])
-            conversations[-1].append(row)
+        for number in range(slices):
+            shard = Partition(GROUP, partitioned, partition, (number, slices))
+            for row in regroup.read_partition(shard):
+                if not conversations or conversations[-1][-1][0][0] != row[0][0]:
+                    conversations.append([])
+                conversations[-1].append((row[0], marshal.loads(row[1])))
     return conversations
 
 
@@ -75,9 +60,9 @@ def read_all(partitioned: regroup.Partitioned) -> list[list[tuple]]:
 GROUP = GroupShard(files=[("f0", "")], sizes=[0], partitions=1)
 
 SCATTERED = [
-    [(("s", "c1"), 3), (("s", "c2"), 1), (("t", "c1"), 1)],
-    [(("s", "c1"), 1), (("s", "c3"), 2), (("s", "c2"), 0)],
-    [(("s", "c3"), 1), (("s", "c1"), 2), (("s", "c1"), -5)],
+    [(("s", "c1"), (3,)), (("s", "c2"), (1,)), (("t", "c1"), (1,))],
+    [(("s", "c1"), (1,)), (("s", "c3"), (2,)), (("s", "c2"), (0,))],
+    [(("s", "c3"), (1,)), (("s", "c1"), (2,)), (("s", "c1"), (-5,))],
 ]
 
 
@@ -86,27 +71,39 @@ SCATTERED = [
 def test_every_conversation_comes_out_whole_and_in_key_order(tmp_path, count, processes):
     sizes = [os.path.getsize(__file__)] * len(SCATTERED)
     written = regroup.write_partitions(partial(keyed_file, SCATTERED), sizes, str(tmp_path), count, processes)
-    writers = {os.path.basename(path)[:4] for path in written.paths()}
-    assert len(writers) == min(processes, len(SCATTERED))  # each writer wrote partition files of its own
+    assert len(written.rows) == min(processes, len(SCATTERED))  # one payload file per writer
     assert sum(written.source_bytes) == 10 * 9
     conversations = read_all(written)
     by_group = {conversation[0][0][0]: conversation for conversation in conversations}
     assert len(conversations) == len(by_group) == 4  # no conversation split between partitions or runs
-    assert [key[1][1] for key, _ in by_group[("s", "c1")]] == [-5, 1, 2, 3]
+    assert [key[1] for key, _ in by_group[("s", "c1")]] == [(-5,), (1,), (2,), (3,)]
     assert [where for _, where in by_group[("s", "c1")]] == [(2, 3), (1, 1), (2, 2), (0, 1)]
-    assert [key[1][1] for key, _ in by_group[("s", "c2")]] == [0, 1]
+    assert [key[1] for key, _ in by_group[("s", "c2")]] == [(0,), (1,)]
     # within a partition, conversations are in Python's order of their groups
     for partition in range(count):
-        shard = Partition(GROUP, written, partition)
-        groups = list(dict.fromkeys(key[0] for key, _ in read_rows(shard)))
+        shard = Partition(GROUP, written, partition, (0, 1))
+        groups = list(dict.fromkeys(key[0] for key, _ in regroup.read_partition(shard)))
         assert groups == sorted(groups)
-        assert all(keyed_columns.partition_of(group, count) == partition for group in groups)
+        assert all(regroup.partition_of(group, count) == partition for group in groups)
+
+
+def test_slices_of_a_partition_cover_it_once_in_order(tmp_path):
+    files = [[((f"g{n % 11}",), (n,)) for n in range(60)]]
+    written = regroup.write_partitions(partial(keyed_file, files), [1], str(tmp_path), 1)
+    whole = read_all(written)
+    assert len(whole) == 11
+    assert read_all(written, slices=3) == whole
+    sliced = [regroup.partition_keys(written, 0, (number, 4)) for number in range(4)]
+    assert [len(part) for part in sliced] == [2, 3, 3, 3]
+    assert [entry[0] for part in sliced for conversation in part for entry in conversation] == [
+        key for conversation in whole for key, _ in conversation
+    ]
 
 
 def test_the_first_error_is_the_one_a_serial_pass_meets_first(tmp_path):
     """Writers stop at their own first bad row; the error raised is the one of the earliest file, even when the
     writer of a later file (here the first writer, which takes the biggest file) fails too."""
-    files = [[(("a",), 1), (("bad",), 2)], [(("b",), 1)], [(("bad",), 1)]]
+    files = [[(("a",), (1,)), (("bad",), (2,))], [(("b",), (1,))], [(("bad",), (1,))]]
     sizes = [20, 10, 100]
     assert regroup.share_files(sizes, 2) == [[2], [0, 1]]
     for processes in (1, 2):
@@ -116,22 +113,28 @@ def test_the_first_error_is_the_one_a_serial_pass_meets_first(tmp_path):
             regroup.write_partitions(partial(keyed_file, files), sizes, str(folder), 2, processes)
 
 
-def test_partition_shards_are_one_per_partition_and_remove_their_files(tmp_path, monkeypatch):
+def test_partition_shards_slice_each_partition_by_its_source_bytes_and_remove_their_files(
+    tmp_path, monkeypatch
+):
     monkeypatch.setenv("CONVHUB_TMPDIR", str(tmp_path))
 
     class Source:
-        def keyed_batches(self, group, file_index):
+        def keyed_rows(self, group, file_index):
             return keyed_file(files, file_index)
 
     owner = Source()
-    files = [[((f"g{n}",), n) for n in range(30)]]  # 300 source bytes
+    files = [[((f"g{n}",), (n,)) for n in range(30)]]  # 300 source bytes
     group = GroupShard(files=[("f0", "")], sizes=[300], partitions=2)
-    shards = regroup.partition_shards(owner, group)
+    shards = regroup.partition_shards(owner, group, slice_bytes=50)
     partitioned = shards[0].partitioned
-    assert [shard.partition for shard in shards] == [0, 1]
+    assert [shard.part[1] for shard in shards] == [
+        regroup.slice_count(size, 50)
+        for size in partitioned.source_bytes
+        for _ in range(regroup.slice_count(size, 50))
+    ]
     assert sum(partitioned.source_bytes) == 300
     assert all(shard.group is group and shard.name == "f0" for shard in shards)
-    rows = [row for shard in shards for row in read_rows(shard)]
+    rows = [row for shard in shards for row in regroup.read_partition(shard)]
     assert sorted(key[0] for key, _ in rows) == sorted((f"g{n}",) for n in range(30))
     assert all(os.path.exists(path) for path in partitioned.paths())
     regroup.remove_partitions(shards)
@@ -143,17 +146,15 @@ def test_partition_shards_are_one_per_partition_and_remove_their_files(tmp_path,
     st.lists(st.tuples(st.sampled_from(TEXTS) | st.text(), st.sampled_from(TEXTS) | st.text()), max_size=12)
 )
 def test_group_bytes_sort_as_python_sorts_the_texts(groups):
-    """The bytes the engine sorts give Python's order of the groups, and no two groups share their bytes; they
-    read back as the group."""
-    assert sorted(groups, key=keyed_columns.group_bytes) == sorted(groups)
-    assert len({keyed_columns.group_bytes(group) for group in groups}) == len(set(groups))
-    assert all(keyed_columns.group_of(keyed_columns.group_bytes(group)) == group for group in groups)
+    """The bytes DuckDB sorts give Python's order of the groups, and no two groups share their bytes."""
+    assert sorted(groups, key=regroup.group_bytes) == sorted(groups)
+    assert len({regroup.group_bytes(group) for group in groups}) == len(set(groups))
 
 
 def test_the_engine_sorts_groups_as_python_does(tmp_path):
-    """The engine's sort of the key columns, read back: Python's order of the groups (a zero character, a prefix,
-    a lone surrogate and characters past the BMP included)."""
+    """DuckDB's sort of the keys, read back: Python's order of the groups (a zero character, a prefix, a lone
+    surrogate and characters past the BMP included)."""
     groups = [(first, second) for first in TEXTS for second in ("x", "")]
-    files = [[(group, 0) for group in reversed(groups)]]
+    files = [[(group, (0,)) for group in reversed(groups)]]
     written = regroup.write_partitions(partial(keyed_file, files), [1], str(tmp_path), 1)
     assert [conversation[0][0][0] for conversation in read_all(written)] == sorted(groups)

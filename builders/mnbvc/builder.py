@@ -9,10 +9,9 @@ dataset ``liwu/MNBVC``; each file's format detected from its first rows or given
 
 from __future__ import annotations
 
-from functools import partial
 from typing import ClassVar
 
-from builders.mnbvc import converted, multiturn, multiturn_columns, multiturn_tables, parse
+from builders.mnbvc import multiturn, parse
 from convhub.engine.json_lines_builder import JsonLinesBuilder
 from convhub.engine.json_lines_files import hub_files
 
@@ -70,26 +69,3 @@ class MnbvcBuilder(JsonLinesBuilder):
     def grouped_records(self, rows, shard, notes):
         names = [name for name, _ in shard.files]
         return multiturn.records_from_sorted(rows, names, notes, self.reject)
-
-    KEYED_VALUE_FIELDS = converted.VALUE_FIELDS
-
-    def keyed_batches(self, shard, file_index):
-        """The rows of a 多轮对话 file converted on columns, Python only for those columns cannot say exactly
-        (``multiturn_columns``): the batches ``keyed_columns.python_batch`` of ``keyed_rows`` gives, but a
-        row Python converts keeps its payload."""
-        name, path = shard.files[file_index]
-        return multiturn_columns.file_batches(
-            path,
-            name,
-            file_index,
-            partial(self.key_row, name),
-            self.reject,
-            self.config.subsets,
-            partial(self.keyed_rows, shard, file_index),
-        )
-
-    def grouped_tables(self, tables, shard, notes):
-        """Conversations converted on columns as tables of ``sessions`` rows, the others as records, in order
-        (``multiturn_tables``): equal to ``grouped_records`` of the tables' ``payload_rows``."""
-        names = [name for name, _ in shard.files]
-        return multiturn_tables.grouped_tables(tables, names, notes, self.reject)

@@ -33,7 +33,7 @@ from builders.mnbvc.parse import (
 from convhub import schema
 from convhub.engine import keyed
 from convhub.engine.json_lines_builder import Objects
-from convhub.engine.keyed_columns import SortKey
+from convhub.engine.regroup import SortKey
 from convhub.errors import Notes, Reject, raise_error
 
 #: A gap in 多轮序号 of at most this many numbers is listed number by number (``missing_多轮序号``);

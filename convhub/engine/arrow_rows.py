@@ -1,11 +1,10 @@
 """Rows held partly as Arrow arrays: ``ArrowList``, a list of a record kept as one Arrow array (a very long
-conversation's turns), ``rows_table``, which makes a writer batch's table from rows that may hold one, and
-``joined_tables``, records and tables of rows joined into tables of some thousands of rows.
+conversation's turns), and ``rows_table``, which makes a writer batch's table from rows that may hold one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -100,31 +99,3 @@ def _arrow_turns_table(row: dict, schema: pa.Schema) -> pa.Table:
     return table.set_column(
         index, schema.field(index), pa.ListArray.from_arrays(column.offsets, rebuilt, type=column.type)
     )
-
-
-def joined_tables(parts: Iterable[dict | pa.Table], schema: pa.Schema, rows: int) -> Iterator[pa.Table]:
-    """Records and tables of ``schema``'s rows, in order, as tables of at least ``rows`` rows (the last one
-    fewer): a run of records made a table (``rows_table``), joined with the tables around it without a copy."""
-    pieces: list[pa.Table] = []
-    records: list[dict] = []
-    count = 0
-    for part in parts:
-        if isinstance(part, pa.Table):
-            if records:
-                pieces.append(rows_table(records, schema))
-                records = []
-            pieces.append(part)
-            count += part.num_rows
-        else:
-            records.append(part)
-            count += 1
-        if count >= rows:
-            if records:
-                pieces.append(rows_table(records, schema))
-                records = []
-            yield pa.concat_tables(pieces)
-            pieces, count = [], 0
-    if records:
-        pieces.append(rows_table(records, schema))
-    if pieces:
-        yield pa.concat_tables(pieces)

@@ -11,18 +11,15 @@ from __future__ import annotations
 import contextlib
 import gc
 import inspect
-import itertools
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import datasets
-import pyarrow as pa
 from datasets.builder import Key
 
-from convhub import schema
-from convhub.engine import arrow_rows, keyed_columns, quarantine, regroup
+from convhub.engine import quarantine, regroup
 from convhub.engine.input_shards import GroupShard, Partition, Shard, SortedPartition, shard_name
 from convhub.engine.jsonio import unencodable_field
 from convhub.engine.stats import Report
@@ -107,6 +104,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     processes_run: int = 0
     #: The sizes of the regrouping of a ``group_shard`` (``convhub.engine.regroup``); tests make them tiny.
     PARTITION_BYTES: ClassVar[int] = regroup.PARTITION_BYTES
+    SLICE_BYTES: ClassVar[int] = regroup.SLICE_BYTES
 
     def __init__(self, *args, data_dir=None, **kwargs):
         # a pathlib.Path is welcome; parsers compare and join strings (datasets sets it after __post_init__)
@@ -164,9 +162,8 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     def shards(self, dl_manager: datasets.DownloadManager) -> dict[str, list[Shard]]:
         """Split name → the shards of that split (local paths after download). Files whose rows of one
         conversation may lie anywhere (MNBVC's multi-turn rows) are one ``group_shard``: each engine reads each of
-        its files with ``keyed_batches``, moves every row to its partition, sorts each partition by the rows' key
-        columns and turns the conversations into ``sessions`` rows with ``grouped_tables`` (``local_shards``,
-        Spark)."""
+        its files with ``keyed_rows``, moves every row to its partition, sorts each partition by the rows' keys
+        and turns each conversation's rows into a record with ``grouped_records`` (``local_shards``, Spark)."""
         raise NotImplementedError
 
     def parse_shard(self, shard: Shard, notes: Notes) -> Iterator[Record]:
@@ -184,7 +181,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         them otherwise (MNBVC reads a URL ``--data-dir`` in the engine's tasks, not after a download)."""
         return self.shards(dl_manager)
 
-    def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[keyed_columns.KeyedRow]:
+    def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[regroup.KeyedRow]:
         """((group, order), payload, bytes of the source line) of each row of file ``file_index`` of a
         ``group_shard``: the texts that name the row's conversation, its place in it, and the row converted
         (``convhub.engine.regroup``)."""
@@ -195,29 +192,6 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     ) -> Iterator[Record]:
         """The records of one partition of a ``group_shard``, from its (sort key, payload) rows in key order."""
         raise NotImplementedError(f"{self.SOURCE} returns no group shard")
-
-    #: The value columns of the source's keyed batches (``keyed_columns``): none, by default, where every row
-    #: travels as its payload.
-    KEYED_VALUE_FIELDS: tuple = ()
-    #: Rows of a keyed batch made by ``keyed_batches``' default.
-    KEYED_BATCH_ROWS = 8192
-
-    def keyed_batches(self, shard: GroupShard, file_index: int) -> Iterator[pa.RecordBatch]:
-        """The rows of file ``file_index`` of a group shard as keyed batches (``convhub.engine.keyed_columns``):
-        by default ``keyed_rows``' rows, each as its payload. A source converts rows on columns here."""
-        schema = keyed_columns.keyed_schema(self.KEYED_VALUE_FIELDS)
-        rows = iter(self.keyed_rows(shard, file_index))
-        while batch := list(itertools.islice(rows, self.KEYED_BATCH_ROWS)):
-            yield keyed_columns.python_batch(batch, schema)
-
-    def grouped_tables(
-        self, tables: Iterable[pa.Table], shard: Shard, notes: Notes
-    ) -> Iterator[Record | pa.Table]:
-        """The ``sessions`` rows of one partition of a group shard, from its keyed rows sorted by conversation
-        (``keyed_columns.sort_rows``), a table of whole conversations at a time: records, or tables of
-        ``sessions`` rows. By default ``grouped_records`` of their payloads."""
-        rows = (pair for table in tables for pair in keyed_columns.payload_rows(table))
-        return self.grouped_records(rows, shard, notes)
 
     # -- bad records -----------------------------------------------------------------------------
 
@@ -234,26 +208,17 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         quarantine.write(self.config.quarantine_dir, error, raw, scope, records)
 
     def records_of(self, shard: Shard, notes: Notes) -> Iterator[Record]:
-        """``parse_shard`` (a partition of a group shard: ``grouped_tables``, whose records may come as tables of
-        ``sessions`` rows) under the bad-record policy: with ``skip``, an error the parser could not pin on one
-        record (an unreadable file, a truncated gzip) quarantines the rest of the shard."""
+        """``parse_shard`` under the bad-record policy: with ``skip``, an error the parser could not pin
+        on one record (an unreadable file, a truncated gzip) quarantines the rest of the shard."""
         if isinstance(shard, Partition):  # the embedded engine's, read here
             shard = SortedPartition(shard.group, regroup.read_partition(shard))
         if isinstance(shard, SortedPartition):
-            stored = self._stored(self.grouped_tables(shard.tables, shard.group, notes), shard)
-            # a source's tables and records joined into tables of some thousands of rows: a conversation
-            # made in Python between two runs made on columns would otherwise cut the rows into small writes
-            sessions = schema.SESSIONS_FEATURES.arrow_schema
-            return arrow_rows.joined_tables(stored, sessions, keyed_columns.TABLE_ROWS)
-        return self._stored(self.parse_shard(shard, notes), shard)
-
-    def _stored(self, records: Iterable[Record | pa.Table], shard: Shard) -> Iterator[Record | pa.Table]:
-        """``records`` that Parquet can store, the others rejected, under the bad-record policy."""
+            records = self.grouped_records(shard.rows, shard.group, notes)
+        else:
+            records = self.parse_shard(shard, notes)
         try:
             for record in each_made_with_fewer_collections(records):
-                if isinstance(record, pa.Table) or self._storable(
-                    record, shard, record.get("conversation_id")
-                ):
+                if self._storable(record, shard, record.get("conversation_id")):
                     yield record
         except SourceError as error:
             self.reject(error, None, scope="file")
@@ -310,7 +275,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         if not isinstance(shard, GroupShard):
             return [shard]
         processes = self._build_processes or 1
-        return regroup.partition_shards(self, shard, processes)
+        return regroup.partition_shards(self, shard, processes, self.SLICE_BYTES)
 
     def _split_generators(self, dl_manager):
         shards = self.local_shards(dl_manager)
@@ -320,52 +285,22 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         ]
 
     def _generate_examples(self, shards: list[Shard], split: str | None = None) -> Iterator[tuple[Key, Row]]:
-        for key, row in self.generate_parts(shards, split):
-            if isinstance(
-                row, pa.Table
-            ):  # a source's sessions rows made on columns, one at a time for datasets
-                for index, record in enumerate(row.to_pylist()):
-                    yield Key(key.original_shard_id, key.item_or_batch_id + index), record
-            else:
-                yield key, row
-
-    def generate_parts(
-        self, shards: list[Shard], split: str | None = None
-    ) -> Iterator[tuple[Key, Row | pa.Table]]:
-        """The rows of the config's view over ``shards``, as ``_generate_examples`` gives them, except that a
-        source's ``sessions`` rows made on columns (``grouped_tables``) come as the Arrow table they are, for a
-        writer that takes tables (``local_build.write_job``). A table's key is that of its first row."""
         view = self.view
         if view.name == QA.name and not self.HAS_QUESTIONS:
             return
         report = Report() if self.config.report_dir and not view.is_table else None
         for shard_index, shard in enumerate(shards):
-            row_index = 0
             if view.is_table:
-                parts = self._table_rows(view, shard)
+                rows = self._table_rows(view, shard)
             else:
                 records = self.records_of(shard, report.notes if report else Notes())
                 if report:
                     records = report.counting(split, records)
-                parts = self._view_parts(view, records)
-            for part in parts:
-                yield Key(shard_index, row_index), part
-                row_index += part.num_rows if isinstance(part, pa.Table) else 1
+                rows = (row for record in records for row in view.rows_from_record(record))
+            for row_index, row in enumerate(rows):
+                yield Key(shard_index, row_index), row
         if report:
             report.save(self.config.report_dir)
-
-    @staticmethod
-    def _view_parts(view: View, records: Iterable[Record | pa.Table]) -> Iterator[Row | pa.Table]:
-        """The view's rows of each record; a table of ``sessions`` rows as itself in the ``sessions`` view, row by
-        row through the view's function in another."""
-        for record in records:
-            if not isinstance(record, pa.Table):
-                yield from view.rows_from_record(record)
-            elif view.name == DEFAULT_VIEW:
-                yield record
-            else:
-                for row in record.to_pylist():
-                    yield from view.rows_from_record(row)
 
     def download_and_prepare(self, *args, num_proc: int | None = None, **kwargs):
         """``datasets``' own build (convhub builds with ``convhub.engine.local_build`` instead), its ``num_proc``
@@ -391,11 +326,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
             try:
                 for shard in shards:
                     for record in self.records_of(shard, notes):
-                        if isinstance(record, pa.Table):
-                            for row in record.to_pylist():
-                                yield split, row
-                        else:
-                            yield split, record
+                        yield split, record
             finally:
                 regroup.remove_partitions(shards)  # now, not when the builder is collected
 

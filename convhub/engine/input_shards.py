@@ -3,20 +3,18 @@
 A source's ``shards`` gives, per split, a list of shards of its own making: a file's path, or a dict that names
 its file under ``path``, ``file``, ``name`` or ``input`` (an object with a ``path``); only the source reads
 them. Where the rows of one conversation may lie anywhere in some files, the source gives a :class:`GroupShard`
-instead, and the engine turns it into what its workers read: :class:`Partition` (a partition of the embedded
-engine, ``convhub.engine.regroup``) and :class:`SortedPartition` (a partition's keyed rows in order, which the
-source's ``grouped_tables`` turns into ``sessions`` rows, on either engine).
+instead, and the engine turns it into what its workers read: :class:`Partition` (the embedded engine's slice of
+a partition, ``convhub.engine.regroup``) and :class:`SortedPartition` (a partition's rows in order, which the
+source's ``grouped_records`` turns into records, on either engine).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from convhub.engine.regroup import Partitioned
 
 
@@ -38,12 +36,13 @@ class GroupShard:
 
 @dataclass
 class Partition:
-    """The embedded engine's shard: partition ``partition`` of a group, whose rows ``partitioned`` holds on disk
-    (``regroup.read_partition`` reads it)."""
+    """The embedded engine's shard: slice ``part`` ((number, of how many)) of partition ``partition`` of a group,
+    whose rows ``partitioned`` holds on disk (``regroup.read_partition`` reads it)."""
 
     group: GroupShard
     partitioned: Partitioned
     partition: int
+    part: tuple[int, int]
 
     @property
     def name(self) -> str:
@@ -52,11 +51,10 @@ class Partition:
 
 @dataclass
 class SortedPartition:
-    """A partition's keyed rows in order, as tables of whole conversations (``convhub.engine.keyed_columns``):
-    what a source's ``grouped_tables`` reads."""
+    """A partition's (sort key, payload) rows in order: what a source's ``grouped_records`` reads."""
 
     group: GroupShard
-    tables: Iterable[pa.Table]
+    rows: Iterator[tuple[tuple, bytes]]
 
     @property
     def name(self) -> str:

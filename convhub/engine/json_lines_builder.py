@@ -29,7 +29,6 @@ from convhub.engine.builder import ConversationBuilder, group_shard
 from convhub.engine.formats import Formats
 from convhub.engine.input_shards import GroupShard
 from convhub.engine.json_lines_files import find_files, hub_files
-from convhub.engine.keyed_columns import KeyedRow
 from convhub.engine.records import convert_one
 from convhub.errors import Notes, Reject, SourceError, raise_error
 
@@ -50,7 +49,7 @@ class JsonLinesBuilder(ConversationBuilder):
     DEFAULT_PATTERN: ClassVar[str]
     SPLIT: ClassVar[str] = "train"
     #: A plain file of a row format bigger than this is read as line-aligned byte ranges, one shard each.
-    RANGE_BYTES: ClassVar[int] = regroup.RANGE_BYTES
+    RANGE_BYTES: ClassVar[int] = regroup.SLICE_BYTES
 
     # -- hooks a source implements -------------------------------------------------------------------
 
@@ -188,7 +187,7 @@ class JsonLinesBuilder(ConversationBuilder):
         )
         return self.format_records(shard["format"], objects, shard["name"], notes)
 
-    def keyed_rows(self, shard: GroupShard, file_index: int) -> Iterator[KeyedRow]:
+    def keyed_rows(self, shard: GroupShard, file_index: int) -> Iterator[regroup.KeyedRow]:
         """The rows of a grouped file keyed by ``key_row``, for the engine's group-by."""
         name, path = shard.files[file_index]
         objects = json_lines.read_objects(path, self.READER, self.reject, name=name)

@@ -16,7 +16,7 @@ import marshal
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from convhub.engine.keyed_columns import KeyedRow, SortKey
+from convhub.engine.regroup import KeyedRow, SortKey
 from convhub.errors import Reject, SourceError, raise_error
 
 _CONVERTED, _REJECTED = 0, 1

@@ -28,11 +28,11 @@ import queue
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import datasets
-import pyarrow as pa
 from datasets.builder import Key
 
 from convhub.engine import progress
@@ -122,21 +122,20 @@ def write_job(
     with fewer_collections():
         writer = new_writer()
         try:
-            for batch in _writer_batches(builder.generate_parts(**gen_kwargs), writer.writer_batch_size):
+            examples = builder._generate_examples(**gen_kwargs)
+            while batch := list(islice(examples, writer.writer_batch_size)):
                 if max_shard_bytes is not None and writer.num_bytes > max_shard_bytes:
                     close(writer)
                     writer = new_writer()
-                last_key, table = batch[-1][0], batch[0][1]
-                if not isinstance(table, pa.Table):
-                    table = rows_table([row for _, row in batch], arrow_schema)
+                table = rows_table([row for _, row in batch], arrow_schema)
                 writer.write_table(table)
-                rows = table.num_rows
                 if table.nbytes >= LARGE_TABLE_BYTES:
                     table = None
                     give_back_pages()
+                last_key = batch[-1][0]
                 if isinstance(last_key, Key):
                     shard_index = last_key.original_shard_id
-                since_update += rows
+                since_update += len(batch)
                 if time.time() > last_update + UPDATE_SECONDS:
                     last_update = time.time()
                     yield update(shard_index)  # the shards before this one are done
@@ -147,25 +146,6 @@ def write_job(
         close(writer)
     yield update(shard_count)
     yield result
-
-
-def _writer_batches(parts: Iterator[tuple[Any, Any]], rows: int) -> Iterator[list[tuple[Any, Any]]]:
-    """(key, row) pairs in lists of ``rows`` rows, each written as one table; a table a builder made (its
-    ``sessions`` rows on columns) alone in its list, after the rows before it."""
-    batch: list[tuple[Any, Any]] = []
-    for key, part in parts:
-        if isinstance(part, pa.Table):
-            if batch:
-                yield batch
-                batch = []
-            yield [(key, part)]
-            continue
-        batch.append((key, part))
-        if len(batch) == rows:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def run_job(

@@ -1,54 +1,112 @@
 """The embedded engine's group-by: the rows of one conversation, wherever they lie in the input, brought together
-on one machine, as Arrow columns. Spark's shuffle does the same on a cluster (``convhub.engine.spark``); both give
-the same partitions, sorted the same way, so the two builds write the same rows in the same order.
+on one machine. Spark's shuffle does the same on a cluster (``convhub.engine.spark``); both give the same partitions,
+sorted the same way, so the two builds write the same rows in the same order.
 
 A source with such rows (MNBVC's 多轮对话) returns a ``group_shard`` and says two things
-(``ConversationBuilder.keyed_batches`` and ``grouped_tables``): each file's rows as keyed batches
-(``convhub.engine.keyed_columns``: the texts that name a row's conversation, its place in it, and the row converted,
-on columns where the source can, else as a payload), and how a table of whole conversations in order becomes
-``sessions`` rows. Two passes:
+(``ConversationBuilder.keyed_rows`` and ``grouped_records``): for each row of a file, its sort key ``(group,
+order)`` (the texts that name its conversation, and its place in it), its payload (the row converted, as bytes) and
+the bytes of its source line; and how a conversation's sorted rows become a record. Two passes:
 
 1. ``write_partitions``: the files are shared out among ``processes`` writers (one process each, balanced by
-   size). A writer gives each row its partition (``partition_of``, a stable hash of the group, once per distinct
-   group of a batch) and appends it to that partition's Arrow IPC file of its own: columns, no Python per row.
-2. ``read_partition`` (one shard per partition, ``num_proc`` in parallel) reads a partition's files from every
-   writer, sorts the rows by conversation and place (Arrow's sort of the key columns) and gives them as tables of
-   whole conversations.
+   size). A writer appends each payload to its own ``.rows`` file and writes the row's key to a Parquet file: its
+   partition (``partition_of``, a stable hash of the group), the group as bytes that sort as Python sorts the
+   texts (``group_bytes``), the ``marshal`` of the whole key, and where its payload is. DuckDB then sorts every
+   writer's keys by (partition, group) into one Parquet file, out of core under a memory limit.
+2. ``read_partition`` (one shard per slice of a partition, ``num_proc`` in parallel) reads the keys of its
+   partition from that file (its row groups are found by their statistics), sorts each conversation's few rows
+   by their key in Python, and reads their payloads (``os.pread``). A big partition is read as several slices
+   (``slice_count``), each a run of its conversations, so the workers get similar amounts of work.
 
-A partition holds about ``PARTITION_BYTES`` of source rows, so a worker holds one partition's columns at a time.
-The order of a conversation's rows is Python's: a row whose order columns cannot say it (a 多轮序号 past 64 bits)
-carries its exact key, and its conversation is sorted again by the source (``keyed_columns.payload_rows``).
+Only keys pass through DuckDB: the payloads stay where their writer put them, so the sort's memory follows the
+number of rows, not their length (``benchmarks/engine_bakeoff.py``: sorting the payloads too, DuckDB ran out of a
+1 GB memory limit on 1,000 MiB of rows). Against the hand-made partition files this replaced, MNBVC's full-scale
+``sessions`` build took 4-9% longer (78.0-81.8 s against 75.1 s), for the keys' encoding and the sort (1.3 s for
+a million keys). The order within a conversation (MNBVC: a 多轮序号 may be an integer past 64 bits, or a text
+with a lone surrogate) is Python's, per conversation, as Spark's is.
 """
 
 from __future__ import annotations
 
+import contextlib
+import marshal
+import math
 import multiprocessing
 import os
 import shutil
 import tempfile
 import weakref
+import zlib
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
+from itertools import pairwise
+from json.encoder import encode_basestring
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from convhub.engine import keyed_columns
 from convhub.engine.input_shards import GroupShard, Partition
 from convhub.errors import SourceError
 
 #: A partition holds about this many bytes of source rows.
 PARTITION_BYTES = 64 * 2**20
-#: A plain file of a row format bigger than this is read as line-aligned byte ranges, one shard each.
-RANGE_BYTES = 16 * 2**20
+#: A partition is read as ceil(its bytes / SLICE_BYTES) shards, so that shards are of similar sizes.
+SLICE_BYTES = 16 * 2**20
+#: Keys a writer holds before writing them to its keys file.
+KEY_BATCH_ROWS = 65_536
+#: Rows of a row group of the sorted keys: a slice reads the groups its partition overlaps, so small ones (a
+#: partition of MNBVC's full-scale benchmark input is about 40,000 rows).
+SORTED_ROW_GROUP = 16_384
+#: DuckDB's memory for sorting the keys; beyond it, it spills beside the sorted file.
+SORT_MEMORY = "256MB"
+
+#: A row's sort key: (group, order). ``group`` is the texts naming its conversation; ``order`` orders the rows of
+#: one conversation and may hold any value ``marshal`` writes (Python compares them).
+SortKey = tuple[tuple[str, ...], tuple]
+#: What a source gives for each row of a group shard's file: its sort key, its payload, its source line's bytes.
+KeyedRow = tuple[SortKey, bytes, int]
+
+#: One row's key as the writers store it. ``conversation`` is ``group_bytes(group)``, what DuckDB sorts; ``key``
+#: the ``marshal`` of the sort key, which Python reads back; ``writer``, ``offset`` and ``length`` say where the
+#: payload is.
+KEY_SCHEMA = pa.schema(
+    [
+        ("partition", pa.int32()),
+        ("conversation", pa.binary()),
+        ("key", pa.binary()),
+        ("writer", pa.int32()),
+        ("offset", pa.int64()),
+        ("length", pa.int64()),
+    ]
+)
 
 
 def partition_count(total_bytes: int, partition_bytes: int = PARTITION_BYTES) -> int:
     """Partitions of about ``partition_bytes`` of input each."""
-    return max(1, -(-total_bytes // partition_bytes))
+    return max(1, math.ceil(total_bytes / partition_bytes))
+
+
+def slice_count(partition_bytes: int, slice_bytes: int = SLICE_BYTES) -> int:
+    return max(1, math.ceil(partition_bytes / slice_bytes))
+
+
+def partition_of(group: tuple[str, ...], count: int) -> int:
+    """The partition of a conversation: crc32 of its group written as a JSON list, the same in every process,
+    run and engine (Python's ``hash`` of a text changes from one process to the next)."""
+    text = "[" + ", ".join(map(encode_basestring, group)) + "]"
+    return zlib.crc32(text.encode("utf-8", "surrogatepass")) % count
+
+
+def group_bytes(group: tuple[str, ...]) -> bytes:
+    """The group as bytes that sort as Python sorts the tuples of texts: each text's UTF-8 (a lone surrogate
+    passes as its own three bytes, so code point order is byte order), its zero characters written ``00 01``,
+    then ``00 00`` to end it. A text that is a prefix of another then sorts first, and no two groups give the
+    same bytes (the tuple encoding of ordered key-value stores)."""
+    text = "\x00\x00".join([part.replace("\x00", "\x00\x01") for part in group]) + "\x00\x00"
+    return text.encode("utf-8", "surrogatepass")
 
 
 # -- pass 1: the writers -------------------------------------------------------------------------------
@@ -56,14 +114,15 @@ def partition_count(total_bytes: int, partition_bytes: int = PARTITION_BYTES) ->
 
 @dataclass(frozen=True)
 class Partitioned:
-    """What ``write_partitions`` wrote: each partition's Arrow IPC files (one per writer that had rows of it),
-    and the bytes of source rows in each partition."""
+    """What ``write_partitions`` wrote: the keys sorted by the engine, each writer's payloads, and the bytes of
+    source rows in each partition (so that a partition's slices follow the input's size)."""
 
-    files: tuple[tuple[str, ...], ...]
+    keys: str
+    rows: tuple[str, ...]
     source_bytes: tuple[int, ...]
 
     def paths(self) -> list[str]:
-        return [path for files in self.files for path in files]
+        return [self.keys, *self.rows]
 
     def remove(self) -> None:
         """Delete the files now (``convhub check`` reads the partitions once; a build's folder goes with it)."""
@@ -87,89 +146,43 @@ def share_files(sizes: list[int], processes: int) -> list[list[int]]:
 
 
 def write_partitions(
-    keyed_batches: Callable[[int], Iterable[pa.RecordBatch]],
+    keyed_rows: Callable[[int], Iterable[KeyedRow]],
     sizes: list[int],
     folder: str,
     count: int,
     processes: int = 1,
 ) -> Partitioned:
-    """The keyed batches of every file (``keyed_batches(file index)``; ``sizes`` their bytes) moved into ``count``
-    partitions, in ``folder``.
+    """The rows of every file (``keyed_rows(file index)``; ``sizes`` their bytes) keyed into ``count`` partitions,
+    in ``folder``.
 
-    The files are shared out among ``processes`` writers (by ``sizes``), each a forked process, one writer
-    included: what a writer's reading and converting held (DuckDB keeps the memory its queries used) goes back to
-    the system when it ends, before the partitions are read. A file's first SourceError stops its writer; when one
-    is raised, it is the one a single pass over the files in order would raise first, whichever process met it.
+    With ``processes`` > 1 the files are shared out among that many writer processes (by ``sizes``);
+    ``keyed_rows`` must then be picklable (a module-level function, a partial, a builder's method). A file's
+    first SourceError stops its writer; when one is raised, it is the one a single pass over the files in order
+    would raise first, whichever process met it. Nothing is sorted then.
     """
     shares = share_files(sizes, processes) if len(sizes) > 1 and processes > 1 else [list(range(len(sizes)))]
     tasks = [
-        partial(_write_keyed, writer, share, folder, count, keyed_batches)
-        for writer, share in enumerate(shares)
+        partial(_write_keyed, writer, share, folder, count, keyed_rows) for writer, share in enumerate(shares)
     ]
-    results = run_forked(tasks)
+    if len(tasks) == 1:
+        results = [tasks[0]()]
+    else:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(len(tasks), mp_context=context) as pool:
+            results = [future.result() for future in [pool.submit(task) for task in tasks]]
     failures = [result for result in results if isinstance(result, _Failure)]
     if failures:
         raise min(failures, key=lambda failure: failure.file_index).error
-    files = tuple(
-        tuple(
-            path
-            for path in (_partition_path(folder, writer, partition) for writer in range(len(tasks)))
-            if os.path.exists(path)
-        )
-        for partition in range(count)
-    )
-    return Partitioned(files, tuple(map(sum, zip(*results, strict=True))))
+    keys = [_writer_path(folder, writer, "keys.parquet") for writer in range(len(tasks))]
+    sorted_keys = sort_keys(keys, os.path.join(folder, "keys.parquet"), threads=len(tasks))
+    for path in keys:
+        os.remove(path)
+    rows = tuple(_writer_path(folder, writer, "rows") for writer in range(len(tasks)))
+    return Partitioned(sorted_keys, rows, tuple(map(sum, zip(*results, strict=True))))
 
 
-def run_forked(tasks: list[Callable[[], Any]]) -> list[Any]:
-    """Each task's result, each task run in a process of its own forked from this one, all at once: nothing is
-    pickled on the way in (a task may be a closure), its result is on the way back. An exception a task raised
-    is raised here (the first task's first); a process that died without a result is a RuntimeError."""
-    context = multiprocessing.get_context("fork")
-    started = []
-    try:
-        for task in tasks:
-            receiver, sender = context.Pipe(duplex=False)
-            process = context.Process(target=_send_result, args=(task, sender), daemon=True)
-            process.start()
-            sender.close()
-            started.append((process, receiver))
-        outcomes = []
-        for process, receiver in started:
-            try:
-                outcomes.append(receiver.recv())
-            except EOFError:
-                outcomes.append(
-                    (False, RuntimeError(f"a writer process ended with exit code {process.exitcode}"))
-                )
-            process.join()
-    finally:
-        for process, _ in started:
-            if process.is_alive():
-                process.terminate()
-                process.join()
-    for succeeded, value in outcomes:
-        if not succeeded:
-            raise value
-    return [value for _, value in outcomes]
-
-
-def _send_result(task: Callable[[], Any], sender) -> None:
-    """In a forked writer: ``task()`` sent back as (True, result), or (False, the exception it raised)."""
-    try:
-        outcome = (True, task())
-    except BaseException as error:
-        outcome = (False, error)
-    try:
-        sender.send(outcome)
-    except Exception as error:  # a result or exception that cannot be pickled
-        sender.send((False, RuntimeError(f"a writer's result could not be sent back: {error!r}")))
-    finally:
-        sender.close()
-
-
-def _partition_path(folder: str, writer: int, partition: int) -> str:
-    return os.path.join(folder, f"w{writer:03d}-p{partition:05d}.arrow")
+def _writer_path(folder: str, writer: int, suffix: str) -> str:
+    return os.path.join(folder, f"w{writer:03d}.{suffix}")
 
 
 @dataclass
@@ -182,68 +195,88 @@ class _Failure:
 
 
 def _write_keyed(
-    writer: int,
-    share: list[int],
-    folder: str,
-    count: int,
-    keyed_batches: Callable[[int], Iterable[pa.RecordBatch]],
+    writer: int, share: list[int], folder: str, count: int, keyed_rows: Callable[[int], Iterable[KeyedRow]]
 ) -> _Failure | list[int]:
-    """One writer: each row of the files in ``share`` appended to its partition's file; returns the bytes of
-    source rows each partition got."""
+    """One writer: the payloads of the files in ``share`` into its ``.rows`` file, their keys into its keys file;
+    returns the bytes of source rows each partition got."""
     source_bytes = [0] * count
-    streams: dict[int, pa.ipc.RecordBatchStreamWriter] = {}
-    try:
+    keys: list[tuple] = []
+    offset = 0
+    with (
+        open(_writer_path(folder, writer, "rows"), "wb", buffering=1 << 20) as rows,
+        pq.ParquetWriter(_writer_path(folder, writer, "keys.parquet"), KEY_SCHEMA) as keys_file,
+    ):
         for file_index in share:
             try:
-                for batch in keyed_batches(file_index):
-                    _append(keyed_columns.with_partition(batch, count), streams, source_bytes, folder, writer)
+                for sort_key, payload, size in keyed_rows(file_index):
+                    group = sort_key[0]
+                    partition = partition_of(group, count)
+                    keys.append(
+                        (partition, group_bytes(group), marshal.dumps(sort_key), offset, len(payload))
+                    )
+                    rows.write(payload)
+                    offset += len(payload)
+                    source_bytes[partition] += size
+                    if len(keys) == KEY_BATCH_ROWS:
+                        keys_file.write_batch(_key_batch(writer, keys))
+                        keys.clear()
             except SourceError as error:
                 return _Failure(error, file_index)
-    finally:
-        for stream in streams.values():
-            stream.close()
+        keys_file.write_batch(_key_batch(writer, keys))
     return source_bytes
 
 
-def _append(batch: pa.RecordBatch, streams: dict, source_bytes: list[int], folder: str, writer: int) -> None:
-    """The rows of ``batch`` (its ``partition`` column first) appended to their partitions' files, a run of rows
-    of one partition at a time."""
-    if batch.num_rows == 0:
-        return
-    partitions = batch.column(0).to_numpy()
-    order = np.argsort(partitions, kind="stable")
-    ordered = batch.take(pa.array(order)).drop_columns(["partition"])
-    sorted_partitions = partitions[order]
-    bounds = np.flatnonzero(np.diff(sorted_partitions)) + 1
-    sizes = ordered.column("size")
-    for begin, end in zip([0, *bounds.tolist()], [*bounds.tolist(), batch.num_rows], strict=True):
-        partition = int(sorted_partitions[begin])
-        run = ordered.slice(begin, end - begin)
-        stream = streams.get(partition)
-        if stream is None:
-            stream = pa.ipc.new_stream(_partition_path(folder, writer, partition), run.schema)
-            streams[partition] = stream
-        stream.write_batch(run)
-        source_bytes[partition] += pc.sum(sizes.slice(begin, end - begin)).as_py() or 0
+def _key_batch(writer: int, keys: list[tuple]) -> pa.RecordBatch:
+    partition, conversation, key, offset, length = zip(*keys, strict=True) if keys else ((),) * 5
+    columns = [partition, conversation, key, [writer] * len(keys), offset, length]
+    arrays = [pa.array(values, field.type) for values, field in zip(columns, KEY_SCHEMA, strict=True)]
+    return pa.RecordBatch.from_arrays(arrays, schema=KEY_SCHEMA)
+
+
+def sort_keys(paths: list[str], target: str, threads: int = 1) -> str:
+    """The keys in ``paths`` (Parquet files of ``KEY_SCHEMA``) sorted by (partition, conversation) into
+    ``target``, by DuckDB: out of core, in ``SORT_MEMORY``, spilling beside ``target``."""
+    import duckdb  # here, not above: every build imports this module (60 ms for DuckDB), few sources regroup
+
+    config = {"memory_limit": SORT_MEMORY, "threads": max(1, threads), "temp_directory": f"{target}.spill"}
+    listed = ", ".join(_sql_text(path) for path in paths)
+    query = f"SELECT * FROM read_parquet([{listed}]) ORDER BY partition, conversation"
+    with duckdb.connect(config=config) as connection:
+        connection.execute("SET enable_progress_bar = false")
+        connection.execute(
+            f"COPY ({query}) TO {_sql_text(target)} (FORMAT parquet, ROW_GROUP_SIZE {SORTED_ROW_GROUP})"
+        )
+    return target
+
+
+def _sql_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 # -- the shards of a group shard, and pass 2 -------------------------------------------------------------
 
 
-def partition_shards(builder, group: GroupShard, processes: int = 1) -> list[Partition]:
-    """A ``group_shard`` partitioned (``builder.keyed_batches``, in ``processes`` writers, shared out by the
-    group's ``sizes``) into a temporary folder that goes with ``builder``, as one shard per partition: what
+def partition_shards(
+    builder, group: GroupShard, processes: int = 1, slice_bytes: int = SLICE_BYTES
+) -> list[Partition]:
+    """A ``group_shard`` partitioned (``builder.keyed_rows``, in ``processes`` writers, shared out by the group's
+    ``sizes``) into a temporary folder that goes with ``builder``, as one shard per slice of each partition: what
     ``read_partition`` reads."""
     folder = tempfile.mkdtemp(prefix="convhub-partitions-", dir=os.environ.get("CONVHUB_TMPDIR"))
     weakref.finalize(builder, shutil.rmtree, folder, True)
     try:
         partitioned = write_partitions(
-            partial(builder.keyed_batches, group), group.sizes, folder, group.partitions, processes
+            partial(builder.keyed_rows, group), group.sizes, folder, group.partitions, processes
         )
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    return [Partition(group, partitioned, partition) for partition in range(len(partitioned.source_bytes))]
+    return [
+        Partition(group, partitioned, partition, (number, slices))
+        for partition, source_bytes in enumerate(partitioned.source_bytes)
+        for slices in [slice_count(source_bytes, slice_bytes)]
+        for number in range(slices)
+    ]
 
 
 def remove_partitions(shards: Iterable[Any]) -> None:
@@ -252,12 +285,52 @@ def remove_partitions(shards: Iterable[Any]) -> None:
         partitioned.remove()
 
 
-def read_partition(shard: Partition, rows: int = keyed_columns.TABLE_ROWS) -> Iterator[pa.Table]:
-    """The rows of a partition sorted by conversation and place (``keyed_columns.sort_rows``), as tables of whole
-    conversations of about ``rows`` rows (``keyed_columns.whole_conversations``)."""
-    tables = [pa.ipc.open_stream(path).read_all() for path in shard.partitioned.files[shard.partition]]
-    if not tables:
-        return
-    table = keyed_columns.sort_rows(pa.concat_tables(tables))
-    del tables
-    yield from keyed_columns.whole_conversations(table.to_batches(max_chunksize=rows), rows)
+def read_partition(shard: Partition) -> Iterator[tuple[SortKey, bytes]]:
+    """(sort key, payload) of the rows of a partition shard's conversations, sorted; see the module docstring."""
+    partitioned = shard.partitioned
+    conversations = partition_keys(partitioned, shard.partition, tuple(shard.part))
+    with contextlib.ExitStack() as stack:
+        descriptors = [stack.enter_context(open(path, "rb")).fileno() for path in partitioned.rows]
+        # popped, not iterated: each row's key is let go once read, so a long conversation's keys do not all stay
+        # beside the rows made of them
+        conversations.reverse()
+        while conversations:
+            conversation = conversations.pop()
+            conversation.reverse()
+            while conversation:
+                key, writer, offset, length = conversation.pop()
+                yield key, os.pread(descriptors[writer], length, offset)
+
+
+def partition_keys(
+    partitioned: Partitioned, partition: int, part: tuple[int, int] = (0, 1)
+) -> list[list[tuple[SortKey, int, int, int]]]:
+    """The j-th of n equal runs (``part``) of a partition's conversations: per conversation, its rows as (sort
+    key, writer, offset, length), sorted.
+
+    The sorted keys' row groups outside the partition are skipped by their statistics; only the run's keys
+    become Python values. One thread: Arrow's pool threads kept some 25 MB more in each worker, for nothing a
+    slice's few row groups need."""
+    table = pq.read_table(partitioned.keys, filters=[("partition", "=", partition)], use_threads=False)
+    starts = _conversation_starts(table)
+    number, parts = part
+    first, stop = len(starts) * number // parts, len(starts) * (number + 1) // parts
+    if first >= stop:
+        return []
+    end = starts[stop] if stop < len(starts) else table.num_rows
+    run = table.slice(starts[first], end - starts[first])
+    keys = [marshal.loads(key) for key in run.column("key").to_pylist()]
+    columns = [run.column(name).to_pylist() for name in ("writer", "offset", "length")]
+    entries = list(zip(keys, *columns, strict=True))
+    bounds = [start - starts[first] for start in starts[first:stop]] + [len(entries)]
+    return [sorted(entries[begin:end]) for begin, end in pairwise(bounds)]
+
+
+def _conversation_starts(table: pa.Table) -> list[int]:
+    """The rows where a new conversation begins, in a table sorted by them (computed by Arrow, so that a slice
+    turns only its own keys into Python values)."""
+    if table.num_rows == 0:
+        return []
+    column = table.column("conversation")
+    changed = pc.not_equal(column.slice(1), column.slice(0, table.num_rows - 1))
+    return [0, *(index + 1 for index in pc.indices_nonzero(changed).to_pylist())]

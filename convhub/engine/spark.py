@@ -6,13 +6,12 @@ The engine moves the data; convhub's parsers stay what they are. A build config 
   Q&A file) is one task, which parses it with the builder's own ``records_of`` and writes its Parquet with the
   local engine's writer (``local_build.run_job``: ``parquet_writer.ParquetWriter``, the same ``Features`` and
   metadata);
-- a group shard (MNBVC's multi-turn files, whose rows of one conversation may lie in any file) is a shuffle of
-  Arrow columns over DataFrames (``convhub.engine.spark_regroup``): ``mapInArrow`` turns each file's rows into
-  the builder's keyed batches (``keyed_batches``, with the embedded engine's ``partition``), Spark moves each
-  row to its partition and sorts the partition by the key columns (spilling to disk), and ``mapInArrow`` over
-  each sorted partition gives the builder tables of whole conversations (``grouped_tables``) and writes its
-  records. The partitions and the order are the embedded engine's (``convhub.engine.regroup``), so the
-  conversations come out in the local build's order;
+- a group shard (MNBVC's multi-turn files, whose rows of one conversation may lie in any file) is a shuffle: one
+  task per file turns its rows into (sort key, payload) with the builder's ``keyed_rows``, Spark moves each row to
+  its partition (``regroup.partition_of``, the embedded engine's) and sorts the partition by key
+  (``RDD.repartitionAndSortWithinPartitions``, which spills to disk), and one task per partition turns the
+  conversations into records (``grouped_records``) and writes them. The partitions and the order are the
+  embedded engine's (``convhub.engine.regroup``), so the conversations come out in the local build's order;
 - derived views (``turns``, ``messages``, ``qa``) are one task per ``sessions`` shard (``derive.derive_views``).
 - a source whose listing is heavy work of its own gets the engine's ``map`` in ``engine_shards``: GigaMemory's
   pass 1 parses and hashes each distinct dialogue in these tasks, and groups the lines on the driver.
@@ -37,17 +36,17 @@ import subprocess
 import sys
 import urllib.parse
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import datasets
 
 from convhub.console import phases
-from convhub.engine import keyed_columns
 from convhub.engine.builder import fewer_collections
-from convhub.engine.input_shards import GroupShard
+from convhub.engine.input_shards import GroupShard, SortedPartition
 from convhub.engine.local_build import MAX_SHARD_BYTES, run_job
+from convhub.engine.regroup import partition_of
 from convhub.errors import EngineError, SourceError
 from convhub.storage.abandoned import MarkedTemporaryDirectory
 from convhub.storage.folders import text_of
@@ -70,9 +69,7 @@ class TaskResult:
 def spark_session(master: str | None = None, verbose: bool = False):
     """A SparkSession: ``master``, else Spark's own configuration (``spark-submit``, spark-defaults.conf),
     else ``local[*]``. A local master binds to the loopback address and runs its Python workers with this
-    interpreter (the one that has convhub). ``mapInArrow`` (a regroup's tasks) gets at most
-    ``keyed_columns.TABLE_ROWS`` rows per Arrow batch, which bounds a task's memory and cuts a partition into the
-    tables the embedded engine gives the source.
+    interpreter (the one that has convhub).
 
     Unless ``verbose``, Spark's own output is silenced, so that a build's errors are convhub's one line: the
     JVM this process starts (driver, and in local mode the executors and their Python workers) writes its
@@ -89,14 +86,7 @@ def spark_session(master: str | None = None, verbose: bool = False):
         ) from error
     master = master or SparkConf().get("spark.master", None) or "local[*]"
     check_reachable(master)
-    conf = (
-        SparkConf()
-        .setAppName("convhub")
-        .setMaster(master)
-        .set("spark.ui.showConsoleProgress", "false")
-        # a regroup's tasks get a sorted partition in batches of the rows the embedded engine reads at a time
-        .set("spark.sql.execution.arrow.maxRecordsPerBatch", str(keyed_columns.TABLE_ROWS))
-    )
+    conf = SparkConf().setAppName("convhub").setMaster(master).set("spark.ui.showConsoleProgress", "false")
     if master.startswith("local"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # read when the context starts
         conf = (
@@ -227,7 +217,7 @@ class SparkEngine:
 
     def _regroup(self, builder, split: str, shard: GroupShard, work, max_shard_size: int, first: int):
         """A group shard: read every file (one task each), move and sort the rows by partition and key, write
-        one result per partition, in partition order (``spark_regroup.regroup``)."""
+        one result per partition."""
         files, count = shard.files, shard.partitions
         phases.info(
             "%s %s %s: regrouping %d files into %d partitions on Spark",
@@ -237,18 +227,27 @@ class SparkEngine:
             len(files),
             count,
         )
-        self.context  # noqa: B018 - starts the session
-        from convhub.engine import spark_regroup  # (it imports this module)
-
-        return spark_regroup.regroup(
-            self._session, builder, split, shard, work, max_shard_size, first, self.verbose
+        keyed = self.context.parallelize(range(len(files)), len(files)).flatMap(_KeyedRows(builder, shard))
+        moved = keyed.repartitionAndSortWithinPartitions(
+            count + 1, partitionFunc=_partition_of, keyfunc=_sort_key_of
+        )
+        return _collect(
+            moved.mapPartitionsWithIndex(_PartitionTask(builder, split, shard, work, max_shard_size, first))
         )
 
 
-def _collect(data) -> list:
-    """``data.collect()`` (an RDD or a DataFrame), a SourceError raised in a task raised here again as itself."""
+def _partition_of(key: tuple[int, tuple]) -> int:
+    return key[0]
+
+
+def _sort_key_of(key: tuple[int, tuple]) -> tuple:
+    return key[1]
+
+
+def _collect(rdd) -> list:
+    """``rdd.collect()``, a SourceError raised in a task raised here again as itself."""
     try:
-        return data.collect()
+        return rdd.collect()
     except Exception as error:
         found = re.search(re.escape(_ERROR_MARK) + r"(\[.*?\])(?:\n|$)", str(error))
         if found:
@@ -320,6 +319,44 @@ class _ShardTask:
         prefix = text_of(self.work / f"{self.split}-{number:05d}")
         with fewer_collections():
             return _write_records(self.builder, self.split, shard, prefix, self.max_shard_size)
+
+
+class _KeyedRows:
+    """One file of a group shard: ((partition, sort key), payload) per row. Records it rejects (under
+    ``--on-bad-record skip``) travel as rows of the extra last partition, whose task hands them to the driver."""
+
+    def __init__(self, builder, shard: GroupShard):
+        self.builder, self.shard = builder, shard
+
+    def __call__(self, file_index: int) -> Iterator[tuple[tuple[int, tuple], bytes]]:
+        rejected = TaskResult()
+        with _Scratch(self.builder) as scratch, fewer_collections():
+            try:
+                count = self.shard.partitions
+                for key, payload, _ in self.builder.keyed_rows(self.shard, file_index):
+                    yield (partition_of(key[0], count), key), payload
+            except SourceError as error:
+                raise _reraisable(error) from None
+            scratch.collect(rejected)
+        for number, line in enumerate(rejected.quarantine):
+            yield (self.shard.partitions, (file_index, number)), line.encode("utf-8")
+
+
+class _PartitionTask:
+    """One partition of a group shard, its rows sorted: records built and written on an executor."""
+
+    def __init__(self, builder, split: str, shard: GroupShard, work, max_shard_size: int, first: int):
+        self.builder, self.split, self.shard = builder, split, shard
+        self.work, self.max_shard_size, self.first = work, max_shard_size, first
+
+    def __call__(self, index: int, rows: Iterable) -> Iterator[TaskResult]:
+        if index == self.shard.partitions:  # the rejected rows of the files
+            yield TaskResult(quarantine=[payload.decode("utf-8") for _, payload in rows])
+            return
+        prefix = text_of(self.work / f"{self.split}-{self.first + index:05d}")
+        partition = SortedPartition(self.shard, ((key, payload) for (_, key), payload in rows))
+        with fewer_collections():
+            yield _write_records(self.builder, self.split, partition, prefix, self.max_shard_size)
 
 
 def _place_in(paths: list[str], spark_path: str) -> int:

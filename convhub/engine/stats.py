@@ -9,10 +9,6 @@ import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from convhub.errors import Notes
 
 
@@ -105,12 +101,6 @@ class Statistics:
     def add(self, split: str, record: dict) -> None:
         self.by_split_subset[(split, record["subset"])].add(record)
 
-    def add_table(self, split: str, table: pa.Table) -> None:
-        """``add(split, row)`` for every row of a table of ``sessions`` rows, counted on columns (a writer given
-        a table, not records, makes no Python dict of its rows for the card's statistics)."""
-        for subset, stats in table_stats(table).items():
-            self.by_split_subset[(split, subset)].merge(stats)
-
     def total(self) -> SplitStats:
         total = SplitStats()
         for stats in self.by_split_subset.values():
@@ -125,88 +115,6 @@ class Statistics:
 
     def sorted(self):
         return sorted(self.by_split_subset.items())
-
-
-def table_stats(table: pa.Table) -> dict:
-    """The ``SplitStats`` of each subset of a table of ``sessions`` rows, as ``SplitStats.add`` of its rows would
-    count them: a turn's characters are its text's code points, a counter's keys come in the order the rows
-    first give them (as adding row by row inserts them)."""
-    if table.num_rows == 0:
-        return {}
-    subsets, subset_of_row = _codes(table.column("subset").combine_chunks())
-    sessions = table.column("sessions").combine_chunks()
-    session_row = _parents(sessions)
-    turns_lists = pc.struct_field(pc.list_flatten(sessions), "turns")
-    turns = pc.list_flatten(turns_lists)
-    turn_row = session_row[_parents(turns_lists)]
-    questions = table.column("questions").combine_chunks()
-    question_row = _parents(questions)
-    by_turn = subset_of_row[turn_row]
-    count = len(subsets)
-    stats = {subset: SplitStats() for subset in subsets}
-    sums = {
-        "conversations": np.bincount(subset_of_row, minlength=count),
-        "sessions": np.bincount(subset_of_row[session_row], minlength=count),
-        "questions": np.bincount(subset_of_row[question_row], minlength=count),
-        "turns": np.bincount(by_turn, minlength=count),
-        "characters": _sums(by_turn, pc.utf8_length(pc.struct_field(turns, "text")), count),
-    }
-    for name, kind in (
-        ("turns_with_acts", "dialogue_acts"),
-        ("turns_with_state", "state"),
-        ("turns_with_images", "images"),
-    ):
-        held = pc.fill_null(pc.greater(pc.list_value_length(pc.struct_field(turns, kind)), 0), False)
-        sums[name] = np.bincount(by_turn[held.to_numpy(zero_copy_only=False)], minlength=count)
-    for name, values in sums.items():
-        for subset, value in zip(subsets, values.tolist(), strict=True):
-            setattr(stats[subset], name, value)
-    counted = (
-        ("languages", subset_of_row, table.column("language").combine_chunks()),
-        ("roles", by_turn, pc.struct_field(turns, "role")),
-        ("categories", subset_of_row[question_row], pc.struct_field(pc.list_flatten(questions), "category")),
-    )
-    for name, owner, values in counted:
-        for subset, counter in _counters(subsets, owner, values).items():
-            getattr(stats[subset], name).update(counter)
-    return stats
-
-
-def _codes(values: pa.Array) -> tuple[list, np.ndarray]:
-    """The distinct values (a null too) and each element's index among them."""
-    encoded = values.dictionary_encode(null_encoding="encode")
-    return encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-
-
-def _parents(lists: pa.Array) -> np.ndarray:
-    """The list of each element of ``lists``' values (a null list has none)."""
-    return pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
-
-
-def _sums(owner: np.ndarray, values: pa.Array, count: int) -> np.ndarray:
-    """The sum of ``values`` (a null as 0) of each owner, exact in integers."""
-    numbers = pc.fill_null(values, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    order = np.argsort(owner, kind="stable")
-    totals = np.zeros(count, dtype=np.int64)
-    if len(order):
-        starts = np.searchsorted(owner[order], np.arange(count))
-        present = np.bincount(owner, minlength=count) > 0
-        totals[present] = np.add.reduceat(numbers[order], starts[present])
-    return totals
-
-
-def _counters(subsets: list, owner: np.ndarray, values: pa.Array) -> dict:
-    """A Counter of ``values`` for each subset (``owner``: the subset of each value), keys in first-seen order."""
-    if len(values) == 0:
-        return {}
-    names, codes = _codes(values)
-    keys = owner * len(names) + codes
-    distinct, first, times = np.unique(keys, return_index=True, return_counts=True)
-    counters: dict = defaultdict(Counter)
-    for position in np.argsort(first, kind="stable").tolist():
-        key = int(distinct[position])
-        counters[subsets[key // len(names)]][names[key % len(names)]] += int(times[position])
-    return counters
 
 
 def markdown_table(rows: list[dict]) -> str:
@@ -230,12 +138,8 @@ class Report:
         self.statistics = Statistics()
 
     def counting(self, split: str, records):
-        """``records`` as they come, each counted: a record, or a table of ``sessions`` rows."""
         for record in records:
-            if isinstance(record, dict):
-                self.statistics.add(split, record)
-            else:
-                self.statistics.add_table(split, record)
+            self.statistics.add(split, record)
             yield record
 
     def save(self, folder: str) -> None:

@@ -3,7 +3,7 @@ engine, and handed back per conversation in order, a refused row rejected alone.
 
 from __future__ import annotations
 
-from convhub.engine import keyed, keyed_columns, regroup
+from convhub.engine import keyed, regroup
 from convhub.engine.input_shards import GroupShard, Partition
 from convhub.errors import SourceError
 
@@ -19,7 +19,7 @@ def key_row(number, row, raw):
         return None
     if "group" not in row:
         raise SourceError("f.jsonl", f"line {number}", "group", "missing")
-    return (row["group"],), (0, row["order"], ""), keyed.payload(convert, raw, number, row)
+    return (row["group"],), (row["order"],), keyed.payload(convert, raw, number, row)
 
 
 ROWS = [
@@ -41,23 +41,20 @@ def test_rows_keyed_regrouped_and_read_back_in_order(tmp_path):
     numbered = [(number, 0, f"raw{number}".encode(), row) for number, row in enumerate(ROWS, start=1)]
     keyed_rows = list(keyed.keyed_file_rows(numbered, 0, key_row, reject))
     assert [key for key, _, _ in keyed_rows] == [
-        (("b",), (0, 2, "", 0, 1)),
-        (("a",), (0, 1, "", 0, 2)),
-        (("b",), (0, 1, "", 0, 5)),
-        (("b",), (0, 1, "", 0, 6)),
+        (("b",), (2, 0, 1)),
+        (("a",), (1, 0, 2)),
+        (("b",), (1, 0, 5)),
+        (("b",), (1, 0, 6)),
     ]
     assert keyed_rows[0][2] == len(b"raw1") + 1  # the line's bytes with its end
     assert rejected == [("line 4", "group", b"raw4")]
-    schema = keyed_columns.keyed_schema(())
-    batches = lambda index: [keyed_columns.python_batch(keyed_rows, schema)]  # noqa: E731
-    partitioned = regroup.write_partitions(batches, [1], str(tmp_path), 1)
+    partitioned = regroup.write_partitions(lambda index: keyed_rows, [1], str(tmp_path), 1)
     group = GroupShard(files=[("f", "")], sizes=[1], partitions=1)
-    tables = regroup.read_partition(Partition(group, partitioned, 0))
-    rows = (pair for table in tables for pair in keyed_columns.payload_rows(table))
+    rows = regroup.read_partition(Partition(group, partitioned, 0, (0, 1)))
     grouped = [(group, list(run)) for group, run in keyed.grouped_rows(rows, reject)]
     assert grouped == [
-        (("a",), [((0, 1, "", 0, 2), ("a1", 2))]),
-        (("b",), [((0, 1, "", 0, 6), ("b1-again", 6)), ((0, 2, "", 0, 1), ("b2", 1))]),
+        (("a",), [((1, 0, 2), ("a1", 2))]),
+        (("b",), [((1, 0, 6), ("b1-again", 6)), ((2, 0, 1), ("b2", 1))]),
     ]
     assert rejected[1] == ("line 5", "bad", b"raw5")  # rejected where its conversation is read, alone
 

@@ -9,11 +9,9 @@ import json
 from functools import partial
 from pathlib import Path
 
-import pyarrow as pa
-
-from builders.mnbvc import converted, multiturn
+from builders.mnbvc import multiturn
 from builders.mnbvc.builder import MnbvcBuilder
-from convhub.engine import json_lines, keyed, keyed_columns, regroup
+from convhub.engine import json_lines, keyed, regroup
 from convhub.engine.input_shards import GroupShard, Partition
 from convhub.errors import Notes, raise_error
 
@@ -26,16 +24,9 @@ SAMPLE = Path(MnbvcBuilder.sample_dir())
 def partition(inputs, folder, count: int, processes: int = 1, subsets=None, reject=raise_error):
     """MNBVC's multi-turn files keyed (``multiturn.key_row``) and partitioned by the embedded engine, as a
     build does."""
-    keyed_batches = partial(reference_batches, inputs, subsets, reject)
+    keyed_rows = partial(keyed_file, inputs, subsets, reject)
     sizes = [Path(path).stat().st_size for _, path in inputs]
-    return regroup.write_partitions(keyed_batches, sizes, str(folder), count, processes)
-
-
-def reference_batches(inputs, subsets, reject, file_index: int):
-    """The keyed batch of one multi-turn file made by Python (``keyed_columns.python_batch``), the reference of
-    MNBVC's columnar pass."""
-    rows = list(keyed_file(inputs, subsets, reject, file_index))
-    yield keyed_columns.python_batch(rows, converted.KEYED_SCHEMA, converted.values_of)
+    return regroup.write_partitions(keyed_rows, sizes, str(folder), count, processes)
 
 
 def keyed_file(inputs, subsets, reject, file_index: int):
@@ -47,30 +38,11 @@ def keyed_file(inputs, subsets, reject, file_index: int):
     )
 
 
-def partition_records(partitioned, number: int, names, notes, reject=raise_error):
-    """The records of one partition, as Python makes them from its sorted rows (the reference of MNBVC's
-    columnar ``grouped_tables``)."""
-    rows = (
-        pair
-        for table in sorted_partition(partitioned, number, names)
-        for pair in keyed_columns.payload_rows(table, converted.converted_of)
-    )
-    return multiturn.records_from_sorted(rows, names, notes, reject)
-
-
-def sorted_partition(partitioned, number: int, names):
-    """The sorted keyed tables of one partition, as the embedded engine reads them."""
+def partition_records(partitioned, number: int, names, notes, reject=raise_error, part=(0, 1)):
+    """The records of one partition (or slice of one), as a build reads them."""
     group = GroupShard(files=[(name, "") for name in names], sizes=[0] * len(names), partitions=number + 1)
-    return regroup.read_partition(Partition(group, partitioned, number))
-
-
-def record_dicts(records) -> list[dict]:
-    """Records as dicts: a table of ``sessions`` rows (``grouped_tables`` makes them on columns) row by row."""
-    return [
-        row
-        for record in records
-        for row in (record.to_pylist() if isinstance(record, pa.Table) else [record])
-    ]
+    shard = Partition(group, partitioned, number, part)
+    return multiturn.records_from_sorted(regroup.read_partition(shard), names, notes, reject)
 
 
 def write_shard(path: Path, rows: list, gz: bool = False, crlf: bool = False) -> Path:

@@ -123,9 +123,9 @@ def build_peak_mib(data: Path, output: Path) -> float:
 @pytest.mark.skipif(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss == 0, reason="no ru_maxrss here")
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 33, open: 166,667 tiny turns (32 MiB) peak 10x their size above a 1-row build (12x before the "
-    "columnar conversion); what remains: multiturn_tables.sessions_table's copies of the text columns "
-    "(combine_chunks, the concatenation and take of the texts, the take of the extras) beside the keyed table",
+    reason="issue 33, open: 166,667 tiny turns (32 MiB) peak 12x their size above a 1-row build (17x before the "
+    "Arrow turns); what remains: the regrouping's Python keys and rows (regroup.partition_keys, "
+    "multiturn.records_from_sorted) and the writer pass 1 (regroup.write_partitions)",
 )
 def test_many_tiny_turns_stay_within_6x_the_input(tmp_path):
     tiny = write_conversation(tmp_path / "tiny" / "multiturn", 1)

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from datetime import datetime
 
 import datasets
-import pyarrow as pa
 import pytest
 from mnbvc_rows import (
     by_id,
@@ -18,18 +16,16 @@ from mnbvc_rows import (
     partition,
     partition_records,
     questions,
-    record_dicts,
     records,
-    sorted_partition,
     spread_fixture,
     texts,
     write_shard,
 )
 
-from builders.mnbvc import converted, multiturn, parse
+from builders.mnbvc import multiturn, parse
 from builders.mnbvc.builder import MnbvcBuilder
 from builders.mnbvc.extension import parse_extension
-from convhub.engine import keyed_columns, regroup
+from convhub.engine import regroup
 from convhub.engine.build import build_source
 from convhub.engine.jsonio import load_object
 from convhub.errors import Notes, SourceError
@@ -59,46 +55,46 @@ def test_partitioning_gives_the_same_conversations_whatever_the_partition_count(
     assert len(shards) > 3  # one partition per ~100 bytes of input
     many = {}
     for shard in shards:
-        for record in record_dicts(builder.records_of(shard, Notes())):
+        for record in builder.records_of(shard, Notes()):
             many[record["conversation_id"]] = record
     assert many == one
 
 
-def test_a_partition_comes_sorted_as_columns(tmp_path):
-    """A partition's rows come back sorted by place, as columns: the values of a row columns can say, no payload."""
+def test_partition_memory_holds_offsets_not_rows(tmp_path):
+    """The sorted index of a partition keeps (group, order, offset) per row, never the row's text."""
     long_answer = "长" * 5000
     shard = write_shard(tmp_path / "m.jsonl", [pair("c", n, f"q{n}", answer=long_answer) for n in (2, 1)])
     partitioned = partition([("m.jsonl", str(shard))], str(tmp_path), 1)
-    [table] = sorted_partition(partitioned, 0, ["m.jsonl"])
-    assert table.column("number").to_pylist() == [1, 2]
-    assert table.column("question").to_pylist() == ["q1", "q2"]
-    assert table.column("answer").to_pylist() == [long_answer] * 2
-    assert table.column("payload").null_count == 2
+    [index] = regroup.partition_keys(partitioned, 0)
+    assert [entry[0][1][1] for entry in index] == [1, 2]
+    assert all(len(repr(entry)) < 200 for entry in index)
 
 
 def conversation_ids(builder: MnbvcBuilder, shards) -> list[str]:
-    records = (record for shard in shards for record in record_dicts(builder.records_of(shard, Notes())))
-    return [record["conversation_id"] for record in records]
+    return [record["conversation_id"] for shard in shards for record in builder.records_of(shard, Notes())]
 
 
-def test_a_partition_comes_as_tables_of_whole_conversations(tmp_path):
-    """A partition read a few rows at a time gives tables that each hold whole conversations, together the rows
-    one read gives, sorted; the records are the same."""
+def test_slices_of_a_partition_give_its_conversations_in_the_same_order(tmp_path, monkeypatch):
+    """A partition read as n slices (shards of similar size) gives the conversations one read gives."""
     folder = tmp_path / "data"
     rows = [pair(f"c{n % 7}", n // 7, f"q{n}") for n in range(40)]
     write_shard(folder / "a.jsonl", rows[::2])
     write_shard(folder / "b.jsonl", rows[1::2])
     manager = datasets.DownloadManager(data_dir=str(folder))
-    builder = MnbvcBuilder(data_dir=str(folder))
-    [shard] = builder.local_shards(manager)["train"]
-    [whole] = regroup.read_partition(shard)
-    tables = list(regroup.read_partition(shard, rows=4))
-    assert len(tables) > 3
-    assert pa.concat_tables(tables).equals(whole)
-    conversations = [table.column("group").unique().to_pylist() for table in tables]
-    assert sum(len(groups) for groups in conversations) == 7  # no conversation in two tables
-    one = conversation_ids(builder, [shard])
+    whole = MnbvcBuilder(data_dir=str(folder))
+    [shard] = whole.local_shards(manager)["train"]
+    assert shard.part == (0, 1)
+    monkeypatch.setattr(MnbvcBuilder, "SLICE_BYTES", 500, raising=False)
+    sliced = MnbvcBuilder(data_dir=str(folder))
+    shards = sliced.local_shards(manager)["train"]
+    assert [shard.part for shard in shards] == [(number, len(shards)) for number in range(len(shards))]
+    assert len(shards) > 3
+    one = conversation_ids(whole, [shard])
     assert one == sorted(one) and len(one) == 7
+    assert conversation_ids(sliced, shards) == one
+    assert conversation_ids(sliced, shards[::-1]) == [
+        i for shard in shards[::-1] for i in conversation_ids(sliced, [shard])
+    ]
 
 
 def test_partition_writers_in_several_processes_write_the_same_partitions(tmp_path):
@@ -112,8 +108,7 @@ def test_partition_writers_in_several_processes_write_the_same_partitions(tmp_pa
         folder = tmp_path / f"p{processes}"
         folder.mkdir()
         written = partition(files, str(folder), 3, processes=processes)
-        writers = {os.path.basename(path)[:4] for path in written.paths()}
-        assert len(writers) == min(processes, 3)  # each writer wrote partition files of its own
+        assert len(written.rows) == min(processes, 3)  # one file of converted rows per writer
         return [
             [
                 record["conversation_id"] + str(questions(record))
@@ -189,17 +184,15 @@ def test_keys_keep_integers_past_64_bits_exactly(tmp_path):
     rows = [pair("c", str(big + 1), "second"), pair("c", str(big), "first"), pair("c", 3, "third")]
     shard = write_shard(tmp_path / "m.jsonl", rows)
     partitioned = partition([("m.jsonl", str(shard))], str(tmp_path), 1)
-    [table] = sorted_partition(partitioned, 0, ["m.jsonl"])
-    keys = [pair[0] for pair in keyed_columns.payload_rows(table, converted.converted_of)]
-    assert [key[1][1] for key in keys] == [big, big + 1, 3]
-    assert table.column("payload").null_count == 1  # the 64-bit 3; the two past 64 bits travel as payloads
+    assert [entry[0][1][1] for entry in regroup.partition_keys(partitioned, 0)[0]] == [big, big + 1, 3]
     [record] = partition_records(partitioned, 0, ["m.jsonl"], Notes())
     assert questions(record) == ["first", "second", "third"]
 
 
 def test_the_engine_sorts_conversations_in_pythons_order_of_their_texts(tmp_path):
-    """The engine sorts 来源, how and key as UTF-8 bytes: the order Python gives the texts, a lone surrogate (kept
-    through ``surrogatepass``), characters past the BMP and a prefix included."""
+    """DuckDB sorts 来源, how and key as UTF-8 bytes: the order Python gives the texts, a lone surrogate (kept
+    through ``surrogatepass``), characters past the BMP and a prefix included; each slice of the partition is
+    a run of that order, and the slices cover it once."""
     sessions = ["b", "a", "中", "\ud800x", "\U0001f600", "ab", "a b", "\ue000", "\ud7ff", "A"]
     extension = '{"会话": "%s", "多轮序号": 1, "解析模型": "gpt4"}'
     rows = [
@@ -209,11 +202,15 @@ def test_the_engine_sorts_conversations_in_pythons_order_of_their_texts(tmp_path
     ]
     shard = write_shard(tmp_path / "m.jsonl", rows)
     partitioned = partition([("m.jsonl", str(shard))], str(tmp_path), 1)
-    [table] = sorted_partition(partitioned, 0, ["m.jsonl"])
-    groups = [keyed_columns.group_of(group) for group in table.column("group").to_pylist()]
-    assert groups == sorted((source, "会话", text) for text in sessions for source in ("来源b", "来源a"))
+    whole = regroup.partition_keys(partitioned, 0)
+    assert [conversation[0][0][0] for conversation in whole] == sorted(
+        (source, "会话", text) for text in sessions for source in ("来源b", "来源a")
+    )
+    slices = [regroup.partition_keys(partitioned, 0, (number, 3)) for number in range(3)]
+    assert [len(part) for part in slices] == [6, 7, 7]
+    assert [conversation for part in slices for conversation in part] == whole
     records = list(partition_records(partitioned, 0, ["m.jsonl"], Notes()))
-    assert [record["sessions"][0]["session_id"] for record in records] == [group[2] for group in groups]
+    assert [record["sessions"][0]["session_id"] for record in records] == [c[0][0][0][2] for c in whole]
 
 
 @pytest.mark.parametrize("where", ["会话", "来源", "id"])
