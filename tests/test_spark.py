@@ -69,6 +69,34 @@ def test_mnbvc_conversations_spread_over_many_partitions_come_out_in_the_local_o
     assert_same_build(local.output, on_spark.output)
 
 
+def test_a_split_past_the_file_limit_is_written_in_fewer_bigger_files(spark, tmp_path, monkeypatch):
+    """Past ``MAX_FILES`` files for a split (the Hub advises under 10,000 entries per folder: a 60 TB build),
+    consecutive shards share a task, a group shard has fewer partitions, and each task writes one file: every
+    config holds the same rows as the local build (the regrouped conversations in their new partitions' order)."""
+    from builders.mnbvc.builder import MnbvcBuilder
+
+    monkeypatch.setattr(MnbvcBuilder, "PARTITION_BYTES", 300, raising=False)  # 5 partitions and 2 row files
+    sample = MnbvcBuilder.sample_dir()
+    local = build_source("mnbvc", tmp_path / "local", sample, configs=["sessions", "turns"])
+    monkeypatch.setattr(spark_module, "MAX_FILES", 3)
+    on_spark = build_source("mnbvc", tmp_path / "spark", sample, configs=["sessions", "turns"], engine=spark)
+    for config, order in (("sessions", ["conversation_id"]), ("turns", ["conversation_id", "turn_index"])):
+        assert 1 < len(on_spark.configs[config].files["train"]) <= 3
+        keys = [(name, "ascending") for name in order]
+        tables = [pq.read_table(build.output / config).sort_by(keys) for build in (local, on_spark)]
+        assert tables[0].num_rows > 10 and tables[0].equals(tables[1])
+
+
+def test_the_file_limit_keeps_each_part_of_a_split_its_share():
+    group = spark_module.GroupShard(files=[("a", "")], sizes=[0], partitions=20_000)
+    share = spark_module.file_share([group, "one file", "another"])
+    assert share == spark_module.MAX_FILES / 20_002
+    assert spark_module._shared(20_000, share) + spark_module._shared(2, share) <= spark_module.MAX_FILES
+    assert spark_module.file_share([group.__class__(files=[], sizes=[], partitions=10), "x"]) is None
+    assert spark_module.consecutive_runs(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
+    assert spark_module.consecutive_runs([1, 2], 5) == [[1], [2]]
+
+
 def _mnbvc_with_bad_rows(folder: Path) -> Path:
     """The MNBVC sample plus a multi-turn file with a line that is not JSON and a row of neither 问 nor 答."""
     from builders.mnbvc.builder import MnbvcBuilder

@@ -26,6 +26,7 @@ PySpark is an extra: ``pip install "convhub[spark]"`` (and Java 17).
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import logging
@@ -188,10 +189,12 @@ class SparkEngine:
         download = datasets.DownloadManager(dataset_name=builder.SOURCE, data_dir=builder.config.data_dir)
         with fewer_collections():  # the driver lists the shards (GigaMemory's pass 1 parses in our tasks)
             by_split = builder.engine_shards(download)
-        max_shard_size = MAX_SHARD_BYTES
         work.mkdir(parents=True, exist_ok=True)
         written: dict[str, tuple[TaskResult, ...]] = {}
         for split, shards in by_split.items():
+            share = file_share(shards)
+            # past the file limit, each task writes one file, however big
+            max_shard_size = MAX_SHARD_BYTES if share is None else None
             results: list[TaskResult] = []
             plain: list[Any] = []
             for shard in [*shards, None]:
@@ -199,23 +202,26 @@ class SparkEngine:
                     plain.append(shard)
                     continue
                 if plain:
-                    tasks = [(len(results) + n, shard) for n, shard in enumerate(plain)]
+                    runs = consecutive_runs(plain, _shared(len(plain), share))
+                    tasks = [(len(results) + n, run) for n, run in enumerate(runs)]
                     phases.info(
-                        "%s %s %s: %d shard%s on Spark",
+                        "%s %s %s: %d shard%s on Spark%s",
                         builder.SOURCE,
                         builder.config.name,
                         split,
-                        len(tasks),
-                        "" if len(tasks) == 1 else "s",
+                        len(plain),
+                        "" if len(plain) == 1 else "s",
+                        "" if len(tasks) == len(plain) else f", in {len(tasks)} tasks (a file each)",
                     )
                     results += self.map(_ShardTask(builder, split, work, max_shard_size), tasks)
                     plain = []
                 if shard is not None:
+                    shard = dataclasses.replace(shard, partitions=_shared(shard.partitions, share))
                     results += self._regroup(builder, split, shard, work, max_shard_size, len(results))
             written[split] = tuple(results)
         return written
 
-    def _regroup(self, builder, split: str, shard: GroupShard, work, max_shard_size: int, first: int):
+    def _regroup(self, builder, split: str, shard: GroupShard, work, max_shard_size: int | None, first: int):
         """A group shard: read every file (one task each), move and sort the rows by partition and key, write
         one result per partition."""
         files, count = shard.files, shard.partitions
@@ -242,6 +248,36 @@ def _partition_of(key: tuple[int, tuple]) -> int:
 
 def _sort_key_of(key: tuple[int, tuple]) -> tuple:
     return key[1]
+
+
+#: The most Parquet files a Spark build writes for one split of a config: the Hub advises fewer than 10,000
+#: entries per folder (and 100,000 files per repository: three configs stay well under). Past it, consecutive
+#: shards share a task, a group shard has fewer and bigger partitions, and each task writes one file.
+MAX_FILES = 9_000
+
+
+def file_share(shards: list[Any]) -> float | None:
+    """The share of its tasks each part of a split keeps so that it writes at most ``MAX_FILES`` files (a task
+    per shard, a task per partition of a group shard); None when all fit."""
+    wanted = sum(shard.partitions if isinstance(shard, GroupShard) else 1 for shard in shards)
+    return None if wanted <= MAX_FILES else MAX_FILES / wanted
+
+
+def _shared(count: int, share: float | None) -> int:
+    """``count`` tasks cut to their ``share`` (at least one)."""
+    return count if share is None else max(1, int(count * share))
+
+
+def consecutive_runs(items: list[Any], count: int) -> list[list[Any]]:
+    """``items`` as ``count`` runs of consecutive items (or fewer, one per item), the first ones one longer where
+    they do not divide evenly: a task's shards keep the input's order."""
+    count = max(1, min(count, len(items)))
+    runs, start = [], 0
+    for run in range(count):
+        size = len(items) // count + (run < len(items) % count)
+        runs.append(items[start : start + size])
+        start += size
+    return runs
 
 
 def _collect(rdd) -> list:
@@ -296,12 +332,13 @@ def _read(path: str) -> str:
         return handle.read()
 
 
-def _write_records(builder, split: str, shard, prefix: str, max_shard_size: int) -> TaskResult:
-    """The local engine's parse and write of one shard (``local_build.run_job``) into ``prefix-NNNNN.parquet``."""
+def _write_records(builder, split: str, shards: list, prefix: str, max_shard_size: int | None) -> TaskResult:
+    """The local engine's parse and write of shards, in order (``local_build.run_job``), into
+    ``prefix-NNNNN.parquet``: a file at most ``max_shard_size`` Arrow bytes, or one file (None)."""
     with _Scratch(builder) as scratch:
         try:
             written = run_job(
-                builder, {"shards": [shard], "split": split}, prefix + "-{file:05d}.parquet", max_shard_size
+                builder, {"shards": shards, "split": split}, prefix + "-{file:05d}.parquet", max_shard_size
             )
         except SourceError as error:
             raise _reraisable(error) from None
@@ -309,16 +346,17 @@ def _write_records(builder, split: str, shard, prefix: str, max_shard_size: int)
 
 
 class _ShardTask:
-    """One source shard: parsed and written on an executor."""
+    """A run of consecutive source shards (one, unless a split has more than ``MAX_FILES``): parsed and written
+    on an executor."""
 
-    def __init__(self, builder, split: str, work, max_shard_size: int):
+    def __init__(self, builder, split: str, work, max_shard_size: int | None):
         self.builder, self.split, self.work, self.max_shard_size = builder, split, work, max_shard_size
 
-    def __call__(self, task: tuple[int, Any]) -> TaskResult:
-        number, shard = task
+    def __call__(self, task: tuple[int, list]) -> TaskResult:
+        number, shards = task
         prefix = text_of(self.work / f"{self.split}-{number:05d}")
         with fewer_collections():
-            return _write_records(self.builder, self.split, shard, prefix, self.max_shard_size)
+            return _write_records(self.builder, self.split, shards, prefix, self.max_shard_size)
 
 
 class _KeyedRows:
@@ -345,7 +383,7 @@ class _KeyedRows:
 class _PartitionTask:
     """One partition of a group shard, its rows sorted: records built and written on an executor."""
 
-    def __init__(self, builder, split: str, shard: GroupShard, work, max_shard_size: int, first: int):
+    def __init__(self, builder, split: str, shard: GroupShard, work, max_shard_size: int | None, first: int):
         self.builder, self.split, self.shard = builder, split, shard
         self.work, self.max_shard_size, self.first = work, max_shard_size, first
 
@@ -356,7 +394,7 @@ class _PartitionTask:
         prefix = text_of(self.work / f"{self.split}-{self.first + index:05d}")
         partition = SortedPartition(self.shard, ((key, payload) for (_, key), payload in rows))
         with fewer_collections():
-            yield _write_records(self.builder, self.split, partition, prefix, self.max_shard_size)
+            yield _write_records(self.builder, self.split, [partition], prefix, self.max_shard_size)
 
 
 def _place_in(paths: list[str], spark_path: str) -> int:
