@@ -40,30 +40,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scaled_inputs
-from bench_cases import (  # noqa: F401 (bench.X for callers)
-    ALL_CASE,
+from bench_cases import (
     BASELINE_SUFFIX,
-    BASELINE_TIME_RATIO,
     FLOOR_CASE,
-    FLOORED_BUILD_CASE,
     GENERIC_CASE,
-    MAX_RSS_GROWTH,
     MEMORY_CASE,
     MEMORY_INPUT_RATIO,
-    NATIVE_FLOOR_CASE,
-    NATIVE_FLOOR_SOURCES,
-    PARALLEL_CASE,
-    SESSIONS_CASE,
-    SHARED_CASE,
-    SHARED_PARALLEL_CASE,
-    SPARK_PARALLEL_CASE,
-    SPARK_SESSIONS_CASE,
-    SPARK_SHARED_CASE,
-    SPEED_GOALS,
-    STREAM,
     cases_for,
     engine_of,
-    spark_installed,
 )
 from bench_targets import baselines, merged, print_summary, targets
 from harness import (  # noqa: F401 (bench.X for callers)

@@ -39,7 +39,7 @@ def test_every_source_and_case_has_a_row(tmp_path, monkeypatch, capsys):
 
     def stub(code: str, args: list[str]):
         seen.append((code, args))
-        if code == bench.STREAM:
+        if code == bench_cases.STREAM:
             return 1.0, 200.0, {"rows": 3, "seconds": 0.5, "first_row": 0.25, "complete": True}
         return 2.0, 300.0, 3
 
@@ -51,13 +51,18 @@ def test_every_source_and_case_has_a_row(tmp_path, monkeypatch, capsys):
     for source in registry.names():
         made = scaled_inputs.make(source, tmp_path / source, float(TINY))  # reused, not generated again
         assert made.files and all(path.stat().st_size > 0 for path in made.files)
-        expected = {(source, name) for name, _, _ in bench.cases_for(source, made, 10.0)}
+        expected = {(source, name) for name, _, _ in bench_cases.cases_for(source, made, 10.0)}
         assert expected <= found
         names = {name for s, name in found if s == source}
-        assert {bench.FLOOR_CASE, bench.GENERIC_CASE, bench.SESSIONS_CASE, bench.SHARED_CASE} <= names
+        assert {
+            bench_cases.FLOOR_CASE,
+            bench_cases.GENERIC_CASE,
+            bench_cases.SESSIONS_CASE,
+            bench_cases.SHARED_CASE,
+        } <= names
         assert {"stream sessions", "stream turns", "stream qa", "stream messages"} <= names
-        assert (bench.ALL_CASE in names) == bool(registry.get(source).EXTRA_VIEWS)
-        assert bench.MEMORY_CASE in names
+        assert (bench_cases.ALL_CASE in names) == bool(registry.get(source).EXTRA_VIEWS)
+        assert bench_cases.MEMORY_CASE in names
         smaller = scaled_inputs.make(source, tmp_path / f"{source}-quarter", float(TINY) / 4)
         assert [source, str(smaller.data_dir), '["sessions"]', "1"] in [args for _, args in seen]
     assert len(rows) == len(seen)
@@ -71,12 +76,12 @@ def test_every_source_and_case_has_a_row(tmp_path, monkeypatch, capsys):
 def test_an_engine_switch_keeps_the_baselines_and_that_engines_cases(tmp_path, monkeypatch, engine):
     monkeypatch.setattr(bench_cases, "spark_installed", lambda: True)  # the Spark cases are listed, never run
     made = scaled_inputs.make("locomo", tmp_path / "locomo", float(TINY))
-    every = [name for name, _, _ in bench.cases_for("locomo", made, 10.0)]
-    chosen = [name for name, _, _ in bench.cases_for("locomo", made, 10.0, engine)]
-    assert chosen == [name for name in every if bench.engine_of(name).split()[0] in ("-", engine)]
-    assert {bench.FLOOR_CASE, bench.GENERIC_CASE} <= set(chosen)
-    assert (bench.SPARK_PARALLEL_CASE in chosen) == (engine == "spark")
-    assert (bench.SESSIONS_CASE in chosen) == (engine == "local")
+    every = [name for name, _, _ in bench_cases.cases_for("locomo", made, 10.0)]
+    chosen = [name for name, _, _ in bench_cases.cases_for("locomo", made, 10.0, engine)]
+    assert chosen == [name for name in every if bench_cases.engine_of(name).split()[0] in ("-", engine)]
+    assert {bench_cases.FLOOR_CASE, bench_cases.GENERIC_CASE} <= set(chosen)
+    assert (bench_cases.SPARK_PARALLEL_CASE in chosen) == (engine == "spark")
+    assert (bench_cases.SESSIONS_CASE in chosen) == (engine == "local")
     assert ("stream sessions" in chosen) == (engine == "local")
 
 
@@ -100,8 +105,8 @@ def test_repeat_alternates_rounds_and_takes_ratios_within_each(tmp_path, monkeyp
     assert rows["build sessions (round 2)"][8] == "2.00x"  # against round 2's generic loader
     assert rows["build sessions num_proc=2 (round 3)"][8] == "5.00x"
     summary = {row[1]: row for row in table_rows(output) if len(row) == 7}
-    assert summary[bench.SESSIONS_CASE][3:] == ["3", "10.00 (5.00-40.00)", "300", "2.00x (1.00-2.00x)"]
-    assert summary[bench.PARALLEL_CASE][6] == "2.50x (2.50-5.00x)"
+    assert summary[bench_cases.SESSIONS_CASE][3:] == ["3", "10.00 (5.00-40.00)", "300", "2.00x (1.00-2.00x)"]
+    assert summary[bench_cases.PARALLEL_CASE][6] == "2.50x (2.50-5.00x)"
     # targets on the medians: 20.0 / 10.0 and 20.0 / 8.0
     # a small source's speed is shown, not judged (issue 34)
     assert "locomo: sessions speed vs load_dataset('json'), num_proc=1 2.00x (shown, no target)" in output
@@ -157,11 +162,11 @@ def test_baseline_code_must_be_a_checkout_of_this_layout(tmp_path, capsys):
 
 def test_mnbvc_targets_its_native_floor_and_half_the_generic_speed():
     rows = [
-        {"source": "mnbvc", "case": bench.GENERIC_CASE, "s": 10.0, "rss": 900.0},
-        {"source": "mnbvc", "case": bench.PARALLEL_CASE, "s": 25.0, "rss": 500.0},
-        {"source": "mnbvc", "case": bench.SHARED_PARALLEL_CASE, "s": 40.0, "rss": 600.0},
-        {"source": "mnbvc", "case": bench.NATIVE_FLOOR_CASE, "s": 4.0, "rss": 800.0},
-        {"source": "mnbvc", "case": bench.FLOORED_BUILD_CASE, "s": 8.0, "rss": 500.0},
+        {"source": "mnbvc", "case": bench_cases.GENERIC_CASE, "s": 10.0, "rss": 900.0},
+        {"source": "mnbvc", "case": bench_cases.PARALLEL_CASE, "s": 25.0, "rss": 500.0},
+        {"source": "mnbvc", "case": bench_cases.SHARED_PARALLEL_CASE, "s": 40.0, "rss": 600.0},
+        {"source": "mnbvc", "case": bench_cases.NATIVE_FLOOR_CASE, "s": 4.0, "rss": 800.0},
+        {"source": "mnbvc", "case": bench_cases.FLOORED_BUILD_CASE, "s": 8.0, "rss": 500.0},
     ]
     lines = bench.targets(rows)
     assert (
@@ -180,7 +185,7 @@ def test_repeat_summarizes_a_stream_by_its_first_row(tmp_path, monkeypatch, caps
     firsts = iter([0.5, 0.25, 2.0])
 
     def stub(code: str, args: list[str]):
-        if code == bench.STREAM:
+        if code == bench_cases.STREAM:
             return 1.0, 200.0, {"rows": 3, "seconds": 10.0, "first_row": next(firsts), "complete": False}
         return 2.0, 300.0, 3
 
@@ -233,16 +238,20 @@ def test_real_cases_run_in_fresh_processes(tmp_path, capsys, source):
     argv = ["--scale", TINY, "--workdir", str(tmp_path), "--source", source]
     assert bench.main([*argv, "--case", "parse floor", "--case", "build sessions"]) == 0
     rows = {row[1]: row for row in table_rows(capsys.readouterr().out)}
-    local = {bench.SESSIONS_CASE, "build sessions num_proc=2"}
-    spark = {bench.SPARK_SESSIONS_CASE, bench.SPARK_PARALLEL_CASE} if bench.spark_installed() else set()
-    assert set(rows) == {bench.FLOOR_CASE} | local | spark
+    local = {bench_cases.SESSIONS_CASE, "build sessions num_proc=2"}
+    spark = (
+        {bench_cases.SPARK_SESSIONS_CASE, bench_cases.SPARK_PARALLEL_CASE}
+        if bench_cases.spark_installed()
+        else set()
+    )
+    assert set(rows) == {bench_cases.FLOOR_CASE} | local | spark
     conversations = max(4, round(scaled_inputs.LOCOMO_CONVERSATIONS * float(TINY)))
     for case in local | spark:
         assert rows[case][4] == str(conversations)  # rows: one per conversation, on every engine
         assert float(rows[case][7]) > 0  # peak memory
     assert {rows[case][2] for case in local} == {"local"}
     assert {rows[case][2] for case in spark} <= {"spark local[1]", "spark local[2]"}
-    assert rows[bench.FLOOR_CASE][2] == "-"
+    assert rows[bench_cases.FLOOR_CASE][2] == "-"
 
 
 KNOWN_MEMORY = """
@@ -420,7 +429,9 @@ def test_mnbvcs_native_floor_and_its_build_run_for_real_on_the_same_conversation
     assert bench.main([*argv, "--case", "native floor", "--case", "(multi-turn files)"]) == 0
     output = capsys.readouterr().out
     rows = {row[1]: row for row in table_rows(output)}
-    assert set(rows) == {bench.NATIVE_FLOOR_CASE, bench.FLOORED_BUILD_CASE}
-    assert int(rows[bench.NATIVE_FLOOR_CASE][4].replace(",", "")) > 0
-    assert rows[bench.NATIVE_FLOOR_CASE][4] == rows[bench.FLOORED_BUILD_CASE][4]  # one row per conversation
+    assert set(rows) == {bench_cases.NATIVE_FLOOR_CASE, bench_cases.FLOORED_BUILD_CASE}
+    assert int(rows[bench_cases.NATIVE_FLOOR_CASE][4].replace(",", "")) > 0
+    assert (
+        rows[bench_cases.NATIVE_FLOOR_CASE][4] == rows[bench_cases.FLOORED_BUILD_CASE][4]
+    )  # one row per conversation
     assert "/ the native floor's (multi-turn files)" in output
