@@ -14,7 +14,9 @@ speaks plain git-LFS, not Xet, hence ``HF_HUB_DISABLE_XET=1``. Writes need the p
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import secrets
+import signal
 import socket
 import sys
 import time
@@ -66,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    faulthandler.register(
+        signal.SIGUSR1, all_threads=True
+    )  # `kill -USR1 PID`: every thread's stack on stderr
     hub = HubDouble(token=token, sock=sock).start()
     print(f"A local Hub (in memory: its repos are gone when it stops) serves {hub.url}. In another shell:")
     print(f"export HF_ENDPOINT={hub.url} HF_TOKEN={token} HF_HUB_DISABLE_XET=1")

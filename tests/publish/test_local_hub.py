@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -79,7 +80,14 @@ def test_push_to_the_local_hub_lands_the_build_and_ctrl_c_stops_it(local_hub, tm
     assert {"README.md", MANIFEST} <= set(remote)
 
     process.send_signal(signal.SIGINT)
-    assert process.wait(10) == 130
+    try:
+        code = process.wait(30)
+    except subprocess.TimeoutExpired:  # still running: its threads' stacks (the script dumps them on SIGUSR1)
+        process.send_signal(signal.SIGUSR1)
+        time.sleep(1)
+        process.kill()
+        pytest.fail(f"local_hub did not stop on SIGINT; its threads:\n{process.communicate()[1]}")
+    assert code == 130
     err = process.stderr.read()
     assert err == "local_hub: stopped (1 repo dropped)\n"
     assert "Traceback" not in err
