@@ -68,9 +68,12 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    faulthandler.register(
-        signal.SIGUSR1, all_threads=True
-    )  # `kill -USR1 PID`: every thread's stack on stderr
+    # `kill -USR1 PID` prints every thread's stack on stderr
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # Ctrl-C stops it however it was started: a process started in the background of a script inherits SIGINT
+    # ignored (POSIX), and Python leaves it so (in CI the script slept on through the test's SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     hub = HubDouble(token=token, sock=sock).start()
     print(f"A local Hub (in memory: its repos are gone when it stops) serves {hub.url}. In another shell:")
     print(f"export HF_ENDPOINT={hub.url} HF_TOKEN={token} HF_HUB_DISABLE_XET=1")

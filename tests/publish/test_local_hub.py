@@ -114,3 +114,25 @@ def test_a_bad_port_is_a_usage_error():
         [sys.executable, str(SCRIPT), "--port", "70000"], capture_output=True, text=True, timeout=30
     )
     assert result.returncode == 2 and "--port" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_ctrl_c_stops_it_when_started_with_sigint_ignored():
+    """A process started in the background of a script inherits SIGINT ignored: the script slept on through a
+    Ctrl-C there (a CI run); it stops with its one line and 130 however it was started."""
+    process = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        assert [process.stdout.readline() for _ in range(3)][1].startswith("export HF_ENDPOINT=")
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 130
+        assert process.stderr.read() == "local_hub: stopped (0 repos dropped)\n"
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.stdout.close()
+        process.stderr.close()
