@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from convhub import registry
-from convhub.engine.local_build import MAX_SHARD_BYTES, jobs, write_config
+from convhub.engine.local_build import MAX_SHARD_BYTES, consecutive_runs, jobs, write_config
 from convhub.errors import Notes
 
 
@@ -107,6 +107,13 @@ def test_jobs_are_runs_of_consecutive_shards_the_first_ones_longer():
         {"shards": ["a"], "split": "x"}
     ]
     assert all(job["split"] == "train" for job in jobs(kwargs, 3))
+
+
+def test_consecutive_runs_keep_the_order_and_the_first_runs_are_longer():
+    """What cuts a split's shards into jobs here and into tasks on Spark (past its file limit)."""
+    assert consecutive_runs(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
+    assert consecutive_runs([1, 2], 5) == [[1], [2]]
+    assert consecutive_runs(range(5), 2) == [range(0, 3), range(3, 5)]
 
 
 def test_no_column_of_any_view_is_an_extension_type():

@@ -93,8 +93,6 @@ def test_the_file_limit_keeps_each_part_of_a_split_its_share():
     assert share == spark_module.MAX_FILES / 20_002
     assert spark_module._shared(20_000, share) + spark_module._shared(2, share) <= spark_module.MAX_FILES
     assert spark_module.file_share([group.__class__(files=[], sizes=[], partitions=10), "x"]) is None
-    assert spark_module.consecutive_runs(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
-    assert spark_module.consecutive_runs([1, 2], 5) == [[1], [2]]
 
 
 def _mnbvc_with_bad_rows(folder: Path) -> Path:

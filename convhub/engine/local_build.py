@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import queue
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -63,9 +63,21 @@ class SplitWritten:
     files: list[str]
 
 
+def consecutive_runs(items: Sequence[Any], count: int) -> list[Sequence[Any]]:
+    """``items`` as ``count`` runs of consecutive items (or fewer, one per item), the first runs one item longer
+    where they do not divide evenly: the work of each process or task keeps the input's order."""
+    count = max(1, min(count, len(items)))
+    runs, start = [], 0
+    for run in range(count):
+        size = len(items) // count + (run < len(items) % count)
+        runs.append(items[start : start + size])
+        start += size
+    return runs
+
+
 def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
-    """``gen_kwargs`` cut into at most ``processes`` jobs: each list of it (the shards) into runs of consecutive
-    items, the first runs one item longer where they do not divide evenly; other values go to every job."""
+    """``gen_kwargs`` cut into at most ``processes`` jobs: each list of it (the shards) into the same
+    ``consecutive_runs``; other values go to every job."""
     lists = {name: value for name, value in gen_kwargs.items() if isinstance(value, list)}
     lengths = {len(value) for value in lists.values()}
     if len(lengths) > 1:
@@ -73,12 +85,10 @@ def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
     count = lengths.pop() if lengths else 0
     if processes <= 1 or count <= 1:
         return [gen_kwargs]
-    cut, start = [], 0
-    for job in range(min(processes, count)):
-        size = count // processes + (job < count % processes)
-        cut.append({**gen_kwargs, **{name: value[start : start + size] for name, value in lists.items()}})
-        start += size
-    return cut
+    return [
+        {**gen_kwargs, **{name: value[run.start : run.stop] for name, value in lists.items()}}
+        for run in consecutive_runs(range(count), processes)
+    ]
 
 
 def processes_for(gen_kwargs: dict[str, Any], num_proc: int | None) -> int:

@@ -46,7 +46,7 @@ import datasets
 from convhub.console import phases
 from convhub.engine.builder import fewer_collections
 from convhub.engine.input_shards import GroupShard, SortedPartition
-from convhub.engine.local_build import MAX_SHARD_BYTES, run_job
+from convhub.engine.local_build import MAX_SHARD_BYTES, consecutive_runs, run_job
 from convhub.engine.regroup import partition_of
 from convhub.errors import EngineError, SourceError
 from convhub.storage.abandoned import MarkedTemporaryDirectory
@@ -266,18 +266,6 @@ def file_share(shards: list[Any]) -> float | None:
 def _shared(count: int, share: float | None) -> int:
     """``count`` tasks cut to their ``share`` (at least one)."""
     return count if share is None else max(1, int(count * share))
-
-
-def consecutive_runs(items: list[Any], count: int) -> list[list[Any]]:
-    """``items`` as ``count`` runs of consecutive items (or fewer, one per item), the first ones one longer where
-    they do not divide evenly: a task's shards keep the input's order."""
-    count = max(1, min(count, len(items)))
-    runs, start = [], 0
-    for run in range(count):
-        size = len(items) // count + (run < len(items) % count)
-        runs.append(items[start : start + size])
-        start += size
-    return runs
 
 
 def _collect(rdd) -> list:
