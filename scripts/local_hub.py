@@ -19,7 +19,7 @@ import secrets
 import signal
 import socket
 import sys
-import time
+import threading
 from pathlib import Path
 
 # The double is test code and lives in tests/, where its three modules (hub_double, hub_routes, hub_store) import
@@ -81,10 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         "then e.g. `convhub push locomo --repo-id me/locomo-unified --dry-run`. Ctrl-C stops it.", flush=True
     )
     try:
-        # a timed wait: Linux may hand Ctrl-C's signal to a server thread, and then only a wait that wakes up
-        # now and then lets Python raise it here (an untimed one slept on, and the script did not stop)
-        while True:
-            time.sleep(0.2)
+        threading.Event().wait()
     except KeyboardInterrupt:
         hub.stop()
         repos = len(hub.repos)
