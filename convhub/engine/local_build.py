@@ -184,9 +184,8 @@ def write_config(
     )
     folder.mkdir(parents=True, exist_ok=True)
     written = {}
-    with (
-        fewer_collections()
-    ):  # a source's listing may parse it whole (ConvLab's index scan, GigaMemory's pass 1)
+    # fewer collections: a source's listing may parse it whole (ConvLab's index scan, GigaMemory's pass 1)
+    with fewer_collections():
         split_generators = builder._split_generators(dl_manager)
     for split_generator in split_generators:
         processes = processes_for(split_generator.gen_kwargs, num_proc)
