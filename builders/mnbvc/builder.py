@@ -13,15 +13,6 @@ from typing import ClassVar
 
 from builders.mnbvc import multiturn, parse
 from convhub.engine.json_lines_builder import JsonLinesBuilder
-from convhub.engine.json_lines_files import hub_files
-
-DEFAULT_REPO = "liwu/MNBVC"
-DEFAULT_PATTERN = "forum/**/*.jsonl.gz"
-
-
-def list_default_shards() -> list[str]:
-    """``hf://`` paths of the forum files MNBVC publishes (needs the network)."""
-    return hub_files(DEFAULT_REPO, DEFAULT_PATTERN)
 
 
 class MnbvcBuilder(JsonLinesBuilder):
@@ -52,10 +43,8 @@ class MnbvcBuilder(JsonLinesBuilder):
     READER = "MNBVC"
     FILE_FORMATS = parse.FILE_FORMATS
     GROUPED_FORMATS = frozenset({parse.MULTITURN})
-    DEFAULT_REPO, DEFAULT_PATTERN = DEFAULT_REPO, DEFAULT_PATTERN
-
-    def default_files(self) -> list[str]:
-        return list_default_shards()
+    #: Without ``--data-dir``: the forum files MNBVC publishes (``JsonLinesBuilder.default_files``, the network)
+    DEFAULT_REPO, DEFAULT_PATTERN = "liwu/MNBVC", "forum/**/*.jsonl.gz"
 
     def format_records(self, kind, objects, name, notes):
         subsets, reject = self.config.subsets, self.reject

@@ -8,7 +8,6 @@ import datasets
 import pytest
 from mnbvc_rows import by_id, extra, pair, questions, records, reply, texts, thread, write_shard
 
-from builders.mnbvc import builder as builder_module
 from builders.mnbvc import language as languages
 from builders.mnbvc import parse
 from builders.mnbvc.builder import MnbvcBuilder
@@ -235,10 +234,10 @@ def test_default_download_failure_asks_for_data_dir(monkeypatch):
     def offline():
         raise OSError("no network")
 
-    monkeypatch.setattr(builder_module, "list_default_shards", offline)
+    monkeypatch.setattr(MnbvcBuilder, "default_files", lambda self: offline())
     with pytest.raises(FileNotFoundError, match=r"liwu/MNBVC.*--data-dir"):
         records_default()
-    monkeypatch.setattr(builder_module, "list_default_shards", lambda: [])
+    monkeypatch.setattr(MnbvcBuilder, "default_files", lambda self: [])
     with pytest.raises(FileNotFoundError, match="--data-dir"):
         records_default()
 
@@ -249,9 +248,7 @@ def records_default():
 
 
 def test_cli_without_data_dir_prints_the_message(monkeypatch, capsys):
-    monkeypatch.setattr(
-        builder_module, "list_default_shards", lambda: (_ for _ in ()).throw(OSError("offline"))
-    )
+    monkeypatch.setattr(MnbvcBuilder, "default_files", lambda self: (_ for _ in ()).throw(OSError("offline")))
     assert cli.main(["check", "mnbvc"]) == 1
     assert "--data-dir" in capsys.readouterr().err
 
