@@ -93,9 +93,9 @@ def test_slices_of_a_partition_cover_it_once_in_order(tmp_path):
     whole = read_all(written)
     assert len(whole) == 11
     assert read_all(written, slices=3) == whole
-    sliced = [regroup.partition_keys(written, 0, (number, 4)) for number in range(4)]
+    sliced = [list(regroup.partition_keys(written, 0, (number, 4))) for number in range(4)]
     assert [len(part) for part in sliced] == [2, 3, 3, 3]
-    assert [entry[0] for part in sliced for conversation in part for entry in conversation] == [
+    assert [(group, row[0]) for part in sliced for group, rows in part for row in rows] == [
         key for conversation in whole for key, _ in conversation
     ]
 

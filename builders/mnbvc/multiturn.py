@@ -22,7 +22,6 @@ from builders.mnbvc.parse import (
     as_text,
     conversation_record,
     convert_pair,
-    converted_turns,
     require_pair,
     row_metadata,
     sequence_number,
@@ -87,15 +86,30 @@ def missing_ranges(numbers: Iterable[int]) -> list[tuple[int, int]]:
 
 
 def multiturn_record(
-    pairs: list[ConvertedPair], source: str, how: str, key: str, conversation_id: str, notes: Notes
-) -> dict[str, Any]:
+    pairs: Iterable[ConvertedPair], source: str, how: str, key: str, conversation_id: str, notes: Notes
+) -> dict[str, Any] | None:
     """One conversation of the 来源 ``source`` from its converted pairs, already in (多轮序号, file, line) order
-    (each pair's own normalizations counted). Gaps and duplicates in ``多轮序号`` are counted and listed in the
-    session's ``extra``; duplicate pairs are all kept, in file and line order."""
+    (each pair's own normalizations counted); None when there is none. Gaps and duplicates in ``多轮序号`` are
+    counted and listed in the session's ``extra``; duplicate pairs are all kept, in file and line order.
+
+    The pairs are read once, one at a time (``turn_columns.ConversationTurns``): a conversation of many tiny
+    turns never holds all its pairs as Python values."""
+    turns = turn_columns.ConversationTurns()
+    numbers, sequences, files = [], [], {}
+    opening = None  # the first pair: its date is the session's
+    for pair in pairs:
+        opening = pair if opening is None else opening
+        rank, value, _ = pair.order
+        if rank == 0:
+            numbers.append(value)
+        sequences.append(pair.sequence)
+        files[pair.file] = None
+        turns.add(pair)
+    if opening is None:
+        return None
     if how != "会话":
-        notes.add(f"multi-turn row with an empty or missing 会话 (grouped by {how})", len(pairs))
-    numbers = [value for rank, value, _ in (pair.order for pair in pairs) if rank == 0]
-    session_extra: dict[str, Any] = {"grouped_by": how, "多轮序号": [pair.sequence for pair in pairs]}
+        notes.add(f"multi-turn row with an empty or missing 会话 (grouped by {how})", len(sequences))
+    session_extra: dict[str, Any] = {"grouped_by": how, "多轮序号": sequences}
     duplicates = []
     if len(set(numbers)) < len(numbers):
         duplicates = sorted(number for number, count in Counter(numbers).items() if count > 1)
@@ -112,18 +126,13 @@ def multiturn_record(
                 f"multi-turn conversation missing over {MAX_MISSING_LISTED} 多轮序号 (gaps listed as ranges)"
             )
             session_extra["missing_多轮序号_ranges"] = [[first, last] for first, last in gaps]
-    if len(numbers) < len(pairs):
+    if len(numbers) < len(sequences):
         notes.add("multi-turn row without an integer 多轮序号 (ordered after the numbered rows)")
-    files = list(dict.fromkeys(pair.file for pair in pairs))
     if len(files) > 1:
         notes.add("multi-turn conversation spread over several files")
-        session_extra["files"] = files
-    turns = turn_columns.columnar_turns(pairs) if len(pairs) >= turn_columns.COLUMNAR_PAIRS else None
-    if turns is None:
-        turns = [turn for index, pair in enumerate(pairs) for turn in converted_turns(pair, f"{index}")]
-    first = pairs[0]
-    session = schema.empty_session(session_key(how, key), turns)
-    set_session_date(session, first.dated, "create_time", first.create_time, notes)
+        session_extra["files"] = list(files)
+    session = schema.empty_session(session_key(how, key), turns.turns())
+    set_session_date(session, opening.dated, "create_time", opening.create_time, notes)
     session["extra"] = schema.to_json(session_extra)
     return conversation_record(conversation_id, MULTITURN, source, [session], notes)
 
@@ -195,21 +204,28 @@ def records_from_sorted(
     warnings = {name: Warnings(name) for name in names}
     counted = Notes()  # one conversation's normalizations, emptied for each
     for group, run in keyed.grouped_rows(rows, reject):
-        pairs = []
         counted.clear()
-        for (rank, value, text, file_index, line), converted in run:
-            sequence, question, extra, answer, dated, create_time, row_notes, problems = converted
-            name = names[file_index]
-            for kind, count in row_notes:
-                counted[kind] += count
-            for problem in problems:
-                warnings[name](line, "元数据.扩展字段", problem)
-            if pairs:  # only the first row's date is the session's: the others' are let go at once
-                dated, create_time = _NOT_FIRST, None
-            order = (rank, value, text)
-            pairs.append(ConvertedPair(name, order, sequence, question, extra, answer, dated, create_time))
-        if pairs:
-            record = multiturn_record(pairs, *group, conversation_id(group), counted)
+        pairs = _converted_pairs(run, names, warnings, counted)
+        record = multiturn_record(pairs, *group, conversation_id(group), counted)
+        if record is not None:
             notes.update(counted)
-            pairs = None  # not kept while the record is written: the record holds what it needs of them
             yield record
+
+
+def _converted_pairs(
+    run: Iterable[tuple[tuple, Any]], names: list[str], warnings: dict[str, Warnings], counted: Notes
+) -> Iterator[ConvertedPair]:
+    """A conversation's (order, converted value) rows as ``ConvertedPair``s, one at a time; each row's
+    normalizations go to ``counted`` and its unreadable ``扩展字段`` to its file's warnings as it is read."""
+    first = True
+    for (rank, value, text, file_index, line), converted in run:
+        sequence, question, extra, answer, dated, create_time, row_notes, problems = converted
+        name = names[file_index]
+        for kind, count in row_notes:
+            counted[kind] += count
+        for problem in problems:
+            warnings[name](line, "元数据.扩展字段", problem)
+        if not first:  # only the first row's date is the session's: the others' are let go at once
+            dated, create_time = _NOT_FIRST, None
+        first = False
+        yield ConvertedPair(name, (rank, value, text), sequence, question, extra, answer, dated, create_time)

@@ -1,25 +1,28 @@
 """A long multi-turn conversation's turns as Arrow columns, not one Python dict per turn.
 
 A turn dict with its id strings costs some 700 bytes of Python objects for a tiny MNBVC turn of about 100 bytes of
-input, so a conversation of a million tiny turns peaked at many times its size. From ``COLUMNAR_PAIRS`` rows on,
-``multiturn.multiturn_record`` makes the session's turns one Arrow struct array instead (an
-``convhub.engine.arrow_rows.ArrowList``), with the values ``parse.converted_turns`` gives, in the same order; the writer
-puts the array into the ``sessions`` table as it is.
+input, so a conversation of a million tiny turns peaked at many times its size. ``ConversationTurns`` takes a
+conversation's converted pairs one at a time and, from ``COLUMNAR_PAIRS`` pairs on, makes their turns Arrow struct
+arrays a chunk of pairs at a time, with the values ``parse.converted_turns`` gives, in the same order: only one
+chunk of pairs is ever held as Python values. The session's turns are then one array (an
+``convhub.engine.arrow_rows.ArrowList``), which the writer puts into the ``sessions`` table as it is.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builders.mnbvc.parse import ANSWER_SPEAKER, QUESTION_SPEAKER, ConvertedPair
+from builders.mnbvc.parse import ANSWER_SPEAKER, QUESTION_SPEAKER, ConvertedPair, converted_turns
 from convhub import schema
 from convhub.engine.arrow_rows import ArrowList
 from convhub.engine.arrow_structs import string_array, struct_array
 
-#: A conversation of at least this many Q/A rows has its turns made as Arrow columns. Below it, dicts: a few
-#: Arrow arrays per conversation would cost more than the dicts of a short one.
+#: A conversation of at least this many Q/A rows has its turns made as Arrow columns, this many pairs at a time.
+#: Below it, dicts: a few Arrow arrays per conversation would cost more than the dicts of a short one.
 COLUMNAR_PAIRS = 4096
 
 #: The Arrow type of one turn, as the ``sessions`` table holds it.
@@ -28,10 +31,59 @@ TURN_TYPE: pa.StructType = (
 )
 
 
-def columnar_turns(pairs: list[ConvertedPair]) -> ArrowList | None:
-    """The turns of ``pairs`` (each pair's ``converted_turns`` with the prefix of its index) as one struct
-    array; None when a text is not UTF-8 (a lone surrogate), which the dict turns then name when the record is
-    checked (``jsonio.unencodable_field``)."""
+class ConversationTurns:
+    """The turns of a conversation's pairs, given in order (``add``): dicts for a short conversation, Arrow
+    struct arrays made ``COLUMNAR_PAIRS`` pairs at a time for a long one (``turns``).
+
+    A text UTF-8 cannot encode (a lone surrogate) turns the whole conversation back into dicts, so that the check
+    of the record names it (``jsonio.unencodable_field``).
+    """
+
+    def __init__(self) -> None:
+        self.pending: list[ConvertedPair] = []
+        self.chunks: list[pa.StructArray] = []
+        self.dicts: list[dict[str, Any]] | None = None  # once a text cannot be an Arrow string
+        self.made = 0  # pairs whose turns are in ``chunks`` or ``dicts``
+
+    def add(self, pair: ConvertedPair) -> None:
+        self.pending.append(pair)
+        if len(self.pending) >= COLUMNAR_PAIRS:
+            self._make_pending()
+
+    def turns(self) -> list[dict[str, Any]] | ArrowList:
+        """Every pair's turns: a list of dicts, or one ``ArrowList`` from ``COLUMNAR_PAIRS`` pairs on."""
+        if not self.chunks and self.dicts is None:
+            self.dicts = []  # a short conversation
+        self._make_pending()
+        if self.dicts is not None:
+            return self.dicts
+        chunks, self.chunks = self.chunks, []
+        return ArrowList(chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks))
+
+    def _make_pending(self) -> None:
+        if not self.pending:
+            return
+        if self.dicts is None:
+            chunk = columnar_turns(self.pending, self.made)
+            if chunk is not None:
+                self.chunks.append(chunk)
+            else:
+                self.dicts = [turn for chunk in self.chunks for turn in chunk.to_pylist()]
+                self.chunks = []
+        if self.dicts is not None:
+            first = self.made
+            self.dicts += [
+                turn
+                for index, pair in enumerate(self.pending, first)
+                for turn in converted_turns(pair, f"{index}")
+            ]
+        self.made += len(self.pending)
+        self.pending = []
+
+
+def columnar_turns(pairs: list[ConvertedPair], first: int = 0) -> pa.StructArray | None:
+    """The turns of ``pairs`` (each pair's ``converted_turns`` with the prefix of its index, counted from
+    ``first``) as one struct array; None when a text is not UTF-8 (a lone surrogate)."""
     answered = np.fromiter((pair.answer is not None for pair in pairs), dtype=bool, count=len(pairs))
     # each pair gives its question turn, then its answer turn when it has one
     counts = answered.astype(np.int64) + 1
@@ -39,7 +91,7 @@ def columnar_turns(pairs: list[ConvertedPair]) -> ArrowList | None:
     total = int(counts.sum())
     is_answer = np.zeros(total, dtype=bool)
     is_answer[starts[answered] + 1] = True
-    pair_of_turn = np.repeat(np.arange(len(pairs)), counts)
+    pair_of_turn = np.repeat(np.arange(first, first + len(pairs)), counts)
     try:
         texts = string_array(
             text for pair in pairs for text in _with_answer(pair, pair.question, pair.answer)
@@ -52,7 +104,7 @@ def columnar_turns(pairs: list[ConvertedPair]) -> ArrowList | None:
     turn_ids = pc.binary_join_element_wise(prefixes, pc.if_else(mask, "a", "q"), "")
     # an answer replies to its pair's question; ``take`` with null indices leaves no bytes under the nulls, as
     # ``from_pylist`` does (the table's ``nbytes`` is the card's ``num_bytes``)
-    replied = pa.array(np.flatnonzero(answered)).cast(pa.string())
+    replied = pa.array(np.flatnonzero(answered) + first).cast(pa.string())
     question_ids = pc.binary_join_element_wise(replied, pa.scalar("q"), "")
     reply_index = pa.array(np.cumsum(is_answer) - 1, mask=~is_answer)
     columns = {
@@ -63,7 +115,7 @@ def columnar_turns(pairs: list[ConvertedPair]) -> ArrowList | None:
         "reply_to": question_ids.take(reply_index),
         "extra": extras,
     }
-    return ArrowList(struct_array(TURN_TYPE, columns, total))
+    return struct_array(TURN_TYPE, columns, total)
 
 
 def _with_answer(pair: ConvertedPair, question, answer) -> tuple:

@@ -22,7 +22,9 @@ def string_array(values: Iterable[str | None]) -> pa.Array:
     while chunk := list(itertools.islice(values, CHUNK)):
         encoded = [None if value is None else value.encode("utf-8") for value in chunk]
         chunks.append(pa.array(encoded, pa.binary()).cast(pa.string()))
-    return pa.concat_arrays(chunks) if len(chunks) != 1 else chunks[0]
+    if len(chunks) == 1:
+        return chunks[0]
+    return pa.concat_arrays(chunks) if chunks else pa.array([], pa.string())
 
 
 def struct_array(struct_type: pa.StructType, columns: dict[str, pa.Array], count: int) -> pa.StructArray:

@@ -37,7 +37,6 @@ import tempfile
 import weakref
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from itertools import pairwise
@@ -155,8 +154,8 @@ def write_partitions(
     """The rows of every file (``keyed_rows(file index)``; ``sizes`` their bytes) keyed into ``count`` partitions,
     in ``folder``.
 
-    With ``processes`` > 1 the files are shared out among that many writer processes (by ``sizes``);
-    ``keyed_rows`` must then be picklable (a module-level function, a partial, a builder's method). A file's
+    The files are shared out among ``processes`` writer processes (by ``sizes``), each forked (``run_forked``),
+    as is DuckDB's sort of their keys. A file's
     first SourceError stops its writer; when one is raised, it is the one a single pass over the files in order
     would raise first, whichever process met it. Nothing is sorted then.
     """
@@ -164,21 +163,67 @@ def write_partitions(
     tasks = [
         partial(_write_keyed, writer, share, folder, count, keyed_rows) for writer, share in enumerate(shares)
     ]
-    if len(tasks) == 1:
-        results = [tasks[0]()]
-    else:
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(len(tasks), mp_context=context) as pool:
-            results = [future.result() for future in [pool.submit(task) for task in tasks]]
+    results = run_forked(tasks)
     failures = [result for result in results if isinstance(result, _Failure)]
     if failures:
         raise min(failures, key=lambda failure: failure.file_index).error
     keys = [_writer_path(folder, writer, "keys.parquet") for writer in range(len(tasks))]
-    sorted_keys = sort_keys(keys, os.path.join(folder, "keys.parquet"), threads=len(tasks))
+    target = os.path.join(folder, "keys.parquet")
+    [sorted_keys] = run_forked([partial(sort_keys, keys, target, threads=len(tasks))])
     for path in keys:
         os.remove(path)
     rows = tuple(_writer_path(folder, writer, "rows") for writer in range(len(tasks)))
     return Partitioned(sorted_keys, rows, tuple(map(sum, zip(*results, strict=True))))
+
+
+def run_forked(tasks: list[Callable[[], Any]]) -> list[Any]:
+    """Each task's result, each task run in a process of its own forked from this one, all at once.
+
+    Pass 1 runs so, one writer included, for its memory: what reading and keying the rows leave in the C heap and
+    in Python's, and what DuckDB's sort holds, goes back with the process, so pass 2 starts from the build's
+    own footprint (one conversation of 166,667 tiny turns: pass 2 began 100 MB higher in this process). Nothing
+    is pickled on the way in (a task may be a closure); its result is on the way back. An exception a task
+    raised is raised here (the first task's first); a process that died without a result is a RuntimeError.
+    """
+    context = multiprocessing.get_context("fork")
+    started = []
+    try:
+        for task in tasks:
+            receiver, sender = context.Pipe(duplex=False)
+            process = context.Process(target=_send_result, args=(task, sender), daemon=True)
+            process.start()
+            sender.close()
+            started.append((process, receiver))
+        outcomes = []
+        for process, receiver in started:
+            try:
+                outcomes.append(receiver.recv())
+            except EOFError:
+                outcomes.append((False, RuntimeError(f"a process ended with exit code {process.exitcode}")))
+            process.join()
+    finally:
+        for process, _ in started:
+            if process.is_alive():
+                process.terminate()
+                process.join()
+    for succeeded, value in outcomes:
+        if not succeeded:
+            raise value
+    return [value for _, value in outcomes]
+
+
+def _send_result(task: Callable[[], Any], sender) -> None:
+    """In a forked process: ``task()`` sent back as (True, result), or (False, the exception it raised)."""
+    try:
+        outcome = (True, task())
+    except BaseException as error:
+        outcome = (False, error)
+    try:
+        sender.send(outcome)
+    except Exception as error:  # a result or exception that cannot be pickled
+        sender.send((False, RuntimeError(f"a result could not be sent back: {error!r}")))
+    finally:
+        sender.close()
 
 
 def _writer_path(folder: str, writer: int, suffix: str) -> str:
@@ -288,42 +333,40 @@ def remove_partitions(shards: Iterable[Any]) -> None:
 def read_partition(shard: Partition) -> Iterator[tuple[SortKey, bytes]]:
     """(sort key, payload) of the rows of a partition shard's conversations, sorted; see the module docstring."""
     partitioned = shard.partitioned
-    conversations = partition_keys(partitioned, shard.partition, tuple(shard.part))
     with contextlib.ExitStack() as stack:
         descriptors = [stack.enter_context(open(path, "rb")).fileno() for path in partitioned.rows]
-        # popped, not iterated: each row's key is let go once read, so a long conversation's keys do not all stay
-        # beside the rows made of them
-        conversations.reverse()
-        while conversations:
-            conversation = conversations.pop()
-            conversation.reverse()
-            while conversation:
-                key, writer, offset, length = conversation.pop()
-                yield key, os.pread(descriptors[writer], length, offset)
+        for group, rows in partition_keys(partitioned, shard.partition, tuple(shard.part)):
+            # popped, not iterated: each row's order is let go once read, so a long conversation's keys do not all
+            # stay beside the rows made of them
+            rows.reverse()
+            while rows:
+                order, writer, offset, length = rows.pop()
+                yield (group, order), os.pread(descriptors[writer], length, offset)
 
 
 def partition_keys(
     partitioned: Partitioned, partition: int, part: tuple[int, int] = (0, 1)
-) -> list[list[tuple[SortKey, int, int, int]]]:
-    """The j-th of n equal runs (``part``) of a partition's conversations: per conversation, its rows as (sort
-    key, writer, offset, length), sorted.
+) -> Iterator[tuple[tuple[str, ...], list[tuple[tuple, int, int, int]]]]:
+    """The j-th of n equal runs (``part``) of a partition's conversations, one at a time: its group, and its rows
+    as (order, writer, offset, length), sorted.
 
-    The sorted keys' row groups outside the partition are skipped by their statistics; only the run's keys
-    become Python values. One thread: Arrow's pool threads kept some 25 MB more in each worker, for nothing a
-    slice's few row groups need."""
+    The sorted keys' row groups outside the partition are skipped by their statistics; only one conversation's
+    keys at a time become Python values, and its group once, not once per row (a conversation of 100,000 tiny
+    turns held 25 MB of copies of its group). One thread: Arrow's pool threads kept some 25 MB more in each
+    worker, for nothing a slice's few row groups need."""
     table = pq.read_table(partitioned.keys, filters=[("partition", "=", partition)], use_threads=False)
     starts = _conversation_starts(table)
     number, parts = part
     first, stop = len(starts) * number // parts, len(starts) * (number + 1) // parts
-    if first >= stop:
-        return []
-    end = starts[stop] if stop < len(starts) else table.num_rows
-    run = table.slice(starts[first], end - starts[first])
-    keys = [marshal.loads(key) for key in run.column("key").to_pylist()]
-    columns = [run.column(name).to_pylist() for name in ("writer", "offset", "length")]
-    entries = list(zip(keys, *columns, strict=True))
-    bounds = [start - starts[first] for start in starts[first:stop]] + [len(entries)]
-    return [sorted(entries[begin:end]) for begin, end in pairwise(bounds)]
+    bounds = [*starts[first:stop], starts[stop] if stop < len(starts) else table.num_rows]
+    for begin, end in pairwise(bounds):
+        rows = table.slice(begin, end - begin)
+        keys = rows.column("key").to_pylist()
+        group = marshal.loads(keys[0])[0]
+        orders = [marshal.loads(key)[1] for key in keys]
+        del keys
+        located = [rows.column(name).to_pylist() for name in ("writer", "offset", "length")]
+        yield group, sorted(zip(orders, *located, strict=True))
 
 
 def _conversation_starts(table: pa.Table) -> list[int]:

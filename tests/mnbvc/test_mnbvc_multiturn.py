@@ -65,9 +65,10 @@ def test_partition_memory_holds_offsets_not_rows(tmp_path):
     long_answer = "长" * 5000
     shard = write_shard(tmp_path / "m.jsonl", [pair("c", n, f"q{n}", answer=long_answer) for n in (2, 1)])
     partitioned = partition([("m.jsonl", str(shard))], str(tmp_path), 1)
-    [index] = regroup.partition_keys(partitioned, 0)
-    assert [entry[0][1][1] for entry in index] == [1, 2]
-    assert all(len(repr(entry)) < 200 for entry in index)
+    [(group, rows)] = regroup.partition_keys(partitioned, 0)
+    assert group == ("ShareGPT", "会话", "c")
+    assert [row[0][1] for row in rows] == [1, 2]
+    assert all(len(repr(row)) < 100 for row in rows)
 
 
 def conversation_ids(builder: MnbvcBuilder, shards) -> list[str]:
@@ -184,7 +185,8 @@ def test_keys_keep_integers_past_64_bits_exactly(tmp_path):
     rows = [pair("c", str(big + 1), "second"), pair("c", str(big), "first"), pair("c", 3, "third")]
     shard = write_shard(tmp_path / "m.jsonl", rows)
     partitioned = partition([("m.jsonl", str(shard))], str(tmp_path), 1)
-    assert [entry[0][1][1] for entry in regroup.partition_keys(partitioned, 0)[0]] == [big, big + 1, 3]
+    [(_, rows)] = regroup.partition_keys(partitioned, 0)
+    assert [row[0][1] for row in rows] == [big, big + 1, 3]
     [record] = partition_records(partitioned, 0, ["m.jsonl"], Notes())
     assert questions(record) == ["first", "second", "third"]
 
@@ -202,15 +204,15 @@ def test_the_engine_sorts_conversations_in_pythons_order_of_their_texts(tmp_path
     ]
     shard = write_shard(tmp_path / "m.jsonl", rows)
     partitioned = partition([("m.jsonl", str(shard))], str(tmp_path), 1)
-    whole = regroup.partition_keys(partitioned, 0)
-    assert [conversation[0][0][0] for conversation in whole] == sorted(
+    whole = list(regroup.partition_keys(partitioned, 0))
+    assert [group for group, _ in whole] == sorted(
         (source, "会话", text) for text in sessions for source in ("来源b", "来源a")
     )
-    slices = [regroup.partition_keys(partitioned, 0, (number, 3)) for number in range(3)]
+    slices = [list(regroup.partition_keys(partitioned, 0, (number, 3))) for number in range(3)]
     assert [len(part) for part in slices] == [6, 7, 7]
     assert [conversation for part in slices for conversation in part] == whole
     records = list(partition_records(partitioned, 0, ["m.jsonl"], Notes()))
-    assert [record["sessions"][0]["session_id"] for record in records] == [c[0][0][0][2] for c in whole]
+    assert [record["sessions"][0]["session_id"] for record in records] == [group[2] for group, _ in whole]
 
 
 @pytest.mark.parametrize("where", ["会话", "来源", "id"])
