@@ -58,7 +58,7 @@ class ConversationTurns:
         if self.dicts is not None:
             return self.dicts
         chunks, self.chunks = self.chunks, []
-        return ArrowList(chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks))
+        return ArrowList.joined(chunks)
 
     def _make_pending(self) -> None:
         if not self.pending:

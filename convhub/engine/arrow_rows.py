@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from convhub.engine.parquet_writer import give_back_pages
+
 
 class ArrowList(Sequence):
     """A list of a record held as one Arrow array (a very long conversation's turns), for a parser that would
@@ -26,6 +28,17 @@ class ArrowList(Sequence):
 
     def __init__(self, array: pa.Array):
         self.array = array
+
+    @classmethod
+    def joined(cls, chunks: list[pa.Array]) -> ArrowList:
+        """One list of the arrays ``chunks``, copied into one array. The memory the process let go of is given
+        back first (``give_back_pages``): the chunks were made from Python values a chunk at a time, and the
+        copy, as large as the chunks, then grew the process by as much as they hold (one conversation of
+        166,667 tiny turns: 40 MiB)."""
+        if len(chunks) == 1:
+            return cls(chunks[0])
+        give_back_pages()
+        return cls(pa.concat_arrays(chunks))
 
     def __arrow_array__(self, type=None):
         return self.array if type is None else self.array.cast(type)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import gc
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -53,15 +52,13 @@ def give_back_pages() -> None:
     pyarrow's default pool (mimalloc) keeps freed pages for reuse, so the memory of one very large record stayed
     with the process through every later step: a 32 MB record's ``turns`` build peaked 256 MB above a small
     record's, all of it free pages of the pool (``benchmarks/large_record.py``). Ordinary writer batches are far
-    smaller than ``LARGE_TABLE_BYTES`` and keep the pool's reuse.
+    smaller than ``LARGE_TABLE_BYTES`` and keep the pool's reuse; the call costs some microseconds when there is
+    nothing to give back.
 
     The C heap's free pages go back too (glibc's ``malloc_trim``, where the C library has it): the Python lists
     and strings of a conversation of many tiny turns are freed into it, and glibc keeps them, so the next step
     (the derived views, the card) started from the last one's peak (a conversation of 166,667 turns: 100 MB).
-    Cycles are collected first: a build collects them rarely (``builder.fewer_collections``), and what they held
-    (75 MB after the views of that conversation) would otherwise stay.
     """
-    gc.collect()
     pa.default_memory_pool().release_unused()
     if _C_TRIM is not None:
         _C_TRIM(0)

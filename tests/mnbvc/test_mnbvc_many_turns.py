@@ -1,6 +1,6 @@
-"""Bounded work on one MNBVC conversation of many tiny turns (issue 33): its turns are made as Arrow columns
-(``mnbvc.turn_columns``) and written as they are (``convhub.engine.arrow_rows.rows_table``), with the same tables as the
-Python dicts gave, and the build's peak memory is held against the large-record line (6x the input)."""
+"""Bounded work on one MNBVC conversation of many tiny turns (issue 33): its turns are made as Arrow columns a chunk
+of pairs at a time (``mnbvc.turn_columns``) and written as they are (``convhub.engine.arrow_rows.rows_table``), with
+the same tables as the Python dicts gave, and the build's peak memory is held against the input."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from mnbvc_rows import pair
 
 from builders.mnbvc import turn_columns
 from builders.mnbvc.multiturn import multiturn_record
-from builders.mnbvc.parse import ConvertedPair
+from builders.mnbvc.parse import ConvertedPair, converted_turns
 from convhub import schema
 from convhub.cli import main as cli
 from convhub.engine.arrow_rows import ArrowList, rows_table
@@ -26,6 +26,9 @@ from convhub.errors import Notes
 
 #: benchmarks/large_record.py's line: peak memory above a tiny build's within this multiple of the input.
 TARGET_MULTIPLE = 6.0
+#: What the build reaches (6.9-7.5x measured; 11.6x before the chunked turns and the forked pass 1), with room for
+#: a machine's noise: a build that holds a long conversation's pairs or turns as Python values again fails it.
+REACHED_MULTIPLE = 9.0
 
 
 def write_conversation(path: Path, rows: int) -> Path:
@@ -88,6 +91,38 @@ def test_a_lone_surrogate_keeps_the_dict_turns_so_the_check_names_it():
     assert isinstance(record["sessions"][0]["turns"], list)
 
 
+def dict_turns(pairs: list[ConvertedPair]) -> list[dict]:
+    return [turn for index, pair in enumerate(pairs) for turn in converted_turns(pair, f"{index}")]
+
+
+def test_turns_made_a_chunk_at_a_time_are_the_dict_turns(monkeypatch):
+    """Pairs given one at a time become Arrow chunks of ``COLUMNAR_PAIRS`` pairs, joined: the same turns, ids
+    counted across chunks, as the dicts of all the pairs at once."""
+    monkeypatch.setattr(turn_columns, "COLUMNAR_PAIRS", 4)
+    given = pairs(11)
+    turns = turn_columns.ConversationTurns()
+    for converted in given:
+        turns.add(converted)
+    assert len(turns.chunks) == 2 and len(turns.pending) == 3  # only a chunk's pairs are held as pairs
+    made = turns.turns()
+    assert isinstance(made, ArrowList)
+    turn_type = turn_columns.TURN_TYPE
+    assert made.array.equals(pa.array(dict_turns(given), turn_type))
+    assert [turn["reply_to"] for turn in made if turn["reply_to"]] == ["0q", "3q", "6q", "9q"]
+
+
+def test_a_lone_surrogate_in_a_later_chunk_gives_every_pair_dict_turns(monkeypatch):
+    monkeypatch.setattr(turn_columns, "COLUMNAR_PAIRS", 4)
+    given = pairs(11, lambda index: "\ud800" if index == 9 else f"q{index}")
+    turns = turn_columns.ConversationTurns()
+    for converted in given:
+        turns.add(converted)
+    made = turns.turns()
+    assert isinstance(made, list)
+    assert made == dict_turns(given)  # the chunk made before it, as dicts again
+    assert [turn["text"] for turn in made if turn["turn_id"] == "9q"] == ["\ud800"]
+
+
 def test_columnar_build_equals_the_dict_build(tmp_path, monkeypatch):
     data = write_conversation(tmp_path / "in" / "multiturn", 6000)
     common = ["build", "mnbvc", "--data-dir", str(data), "--num-proc", "1"]
@@ -121,17 +156,19 @@ def build_peak_mib(data: Path, output: Path) -> float:
 
 
 @pytest.mark.skipif(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss == 0, reason="no ru_maxrss here")
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 33, open: 166,667 tiny turns (32 MiB) peak 12x their size above a 1-row build (17x before the "
-    "Arrow turns); what remains: the regrouping's Python keys and rows (regroup.partition_keys, "
-    "multiturn.records_from_sorted) and the writer pass 1 (regroup.write_partitions)",
-)
-def test_many_tiny_turns_stay_within_6x_the_input(tmp_path):
+def test_many_tiny_turns_stay_within_the_input_bound(tmp_path):
+    """166,667 tiny turns (32 MiB): within ``REACHED_MULTIPLE`` of the input above a 1-row build, and an expected
+    failure past the large-record line (``TARGET_MULTIPLE``), which issue 33 asks for and this build misses."""
     tiny = write_conversation(tmp_path / "tiny" / "multiturn", 1)
     large = write_conversation(tmp_path / "large" / "multiturn", 100_000)  # 166,667 turns
     input_mib = (large / "multiturn" / "one.jsonl").stat().st_size / 2**20
     baseline = build_peak_mib(tiny, tmp_path / "out-tiny")
     peak = build_peak_mib(large, tmp_path / "out-large")
     assert peak > baseline  # the measure sees the build
-    assert peak <= baseline + TARGET_MULTIPLE * input_mib, (baseline, peak, input_mib)
+    assert peak <= baseline + REACHED_MULTIPLE * input_mib, (baseline, peak, input_mib)
+    if peak > baseline + TARGET_MULTIPLE * input_mib:
+        pytest.xfail(
+            f"issue 33, open: {(peak - baseline) / input_mib:.1f}x the input, not {TARGET_MULTIPLE:g}x. The "
+            "sessions row is 1.8x the input (each question turn keeps its raw row), and pyarrow takes some 2.5 "
+            "times a one-row table to write it and as much to read it back (the views, the card)"
+        )
