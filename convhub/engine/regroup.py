@@ -7,12 +7,12 @@ A source with such rows (MNBVC's 多轮对话) returns a ``group_shard`` and say
 order)`` (the texts that name its conversation, and its place in it), its payload (the row converted, as bytes) and
 the bytes of its source line; and how a conversation's sorted rows become a record. Two passes:
 
-1. ``write_partitions``: the files are shared out among ``processes`` writers (one forked process each, one
-   writer included, balanced by size). A writer appends each payload to its own ``.rows`` file and writes the row's key to a Parquet file: its
-   partition (``partition_of``, a stable hash of the group), the group as bytes that sort as Python sorts the
-   texts (``group_bytes``), the ``marshal`` of the whole key, and where its payload is. DuckDB then sorts every
-   writer's keys by (partition, group) into one Parquet file, out of core under a memory limit, in a forked
-   process too: what reading, keying and sorting held goes back with the processes before pass 2.
+1. ``write_partitions``: the files are shared out among ``processes`` writers (one forked process each, one writer
+   included, balanced by size). A writer appends each payload to its own ``.rows`` file and writes the row's key to
+   a Parquet file: its partition (``partition_of``, a stable hash of the group), the group as bytes that sort as
+   Python sorts the texts (``group_bytes``), the ``marshal`` of the whole key, and where its payload is. DuckDB then
+   sorts every writer's keys by (partition, group) into one Parquet file, out of core under a memory limit, in a
+   forked process too: what reading, keying and sorting held goes back with the processes before pass 2.
 2. ``read_partition`` (one shard per slice of a partition, ``num_proc`` in parallel) reads the keys of its
    partition from that file (its row groups are found by their statistics), sorts each conversation's few rows
    by their key in Python, and reads their payloads (``os.pread``). A big partition is read as several slices
@@ -156,9 +156,9 @@ def write_partitions(
     in ``folder``.
 
     The files are shared out among ``processes`` writer processes (by ``sizes``), each forked (``run_forked``),
-    as is DuckDB's sort of their keys. A file's
-    first SourceError stops its writer; when one is raised, it is the one a single pass over the files in order
-    would raise first, whichever process met it. Nothing is sorted then.
+    as is DuckDB's sort of their keys. A file's first SourceError stops its writer; when one is raised, it is the
+    one a single pass over the files in order would raise first, whichever process met it. Nothing is sorted
+    then.
     """
     shares = share_files(sizes, processes) if len(sizes) > 1 and processes > 1 else [list(range(len(sizes)))]
     tasks = [
