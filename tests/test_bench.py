@@ -295,27 +295,51 @@ def test_peak_memory_is_the_cases_own_tree_not_this_process():
     assert 600 <= with_workers < 600 + 90, with_workers  # 200 + 2 x 200, the parent's block shared
 
 
+#: Holds 300 MiB for a moment when told to (a line on stdin), says so once it let it go, and ends on the next line.
 SPIKE = """
-import time
-time.sleep(0.3)
+import sys
+sys.stdin.readline()
 block = bytearray(300 * 2**20)
 block[:: 4096] = b"x" * len(block[:: 4096])  # touched, so resident
 del block
-time.sleep(2.0)
+print("freed", flush=True)
+sys.stdin.readline()
 """
 
 
+def wait_for(condition, seconds: float = 60.0) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
 def test_a_spike_between_two_samples_is_the_peak():
-    """300 MiB held for a moment between two samples a second apart: the sampled footprint misses it, the
-    process's own high-water mark (VmHWM, read at the next sample) does not."""
+    """300 MiB held for a moment between two samples 3 seconds apart: the sampled footprint misses it, the
+    process's own high-water mark (VmHWM, read at the next sample) does not. The spike starts once the first
+    sample is taken (it ran on its own clock before, and a busy machine once put it under a sample)."""
     import subprocess
     import sys
 
     from harness import TreeMemory
 
-    process = subprocess.Popen([sys.executable, "-c", SPIKE])
-    memory = TreeMemory(process.pid, interval=1.0)
-    process.wait()
+    process = subprocess.Popen(
+        [sys.executable, "-c", SPIKE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        memory = TreeMemory(process.pid, interval=3.0)
+        wait_for(lambda: memory.peak_kib > 0)  # the first sample, before the spike
+        process.stdin.write("go\n")
+        process.stdin.flush()
+        assert process.stdout.readline() == "freed\n"
+        wait_for(lambda: memory.high_water_kib.get(process.pid, 0) >= 300 * 1024)  # a sample after it
+        process.stdin.write("end\n")
+        process.stdin.flush()
+        process.wait(timeout=60)
+    finally:
+        process.kill()
     peak = memory.stop()
     assert memory.peak_kib / 1024 < 100  # what the samples of the footprint saw
     assert 300 <= peak < 300 + 60, peak
