@@ -178,6 +178,7 @@ def _sessions_batches(sessions_path: Path) -> Iterator[pa.RecordBatch]:
         if table.nbytes >= LARGE_TABLE_BYTES:
             give_back_pages()
         yield from table.to_batches(BATCH_ROWS)
+        table = None  # let go before the next row group is read, not beside it
 
 
 def _add_views(
