@@ -64,7 +64,9 @@ print(-1)
 """
 
 BUILD = """
-import sys, tempfile, json, datasets
+import sys, tempfile, json
+import convhub.cli  # first, as the command does: what it sets before pyarrow is imported (its allocator)
+import datasets
 datasets.disable_progress_bars()
 from convhub.engine.build import build_source
 source, data_dir, configs, num_proc = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])

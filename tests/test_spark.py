@@ -18,9 +18,11 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import shared_data
 
+import convhub.cli  # noqa: F401  what the command sets before a build starts Spark (Arrow's allocator)
 from convhub import registry
 from convhub.engine import duplicate_ids
 from convhub.engine.build import build_source
+from convhub.engine.memory import ARROW_POOL_VARIABLE
 from convhub.errors import SourceError
 from convhub.export.exporter import export_source
 
@@ -38,6 +40,16 @@ def spark():
     engine = SparkEngine("local[2]")
     yield engine
     engine.stop()
+
+
+def test_spark_python_workers_take_arrow_memory_from_the_c_library_as_the_command_does(spark):
+    """The command takes Arrow's memory from the C library's allocator (``convhub.engine.memory``); Spark's
+    Python workers are told so through the executors' environment, on a cluster as locally."""
+    told = spark.context.getConf().get(f"spark.executorEnv.{ARROW_POOL_VARIABLE}")
+    used = spark.context.parallelize([0], 1).map(
+        lambda _: __import__("pyarrow").default_memory_pool().backend_name
+    )
+    assert (told, used.collect()) == ("system", ["system"])
 
 
 def assert_same_build(local: Path, spark: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from convhub.engine.parquet_writer import give_back_pages
+from convhub.engine.memory import give_back_pages
 
 
 class ArrowList(Sequence):

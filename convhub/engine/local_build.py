@@ -37,7 +37,8 @@ from datasets.builder import Key
 
 from convhub.engine import progress
 from convhub.engine.arrow_rows import rows_table
-from convhub.engine.parquet_writer import LARGE_TABLE_BYTES, ParquetWriter, give_back_pages
+from convhub.engine.memory import LARGE_TABLE_BYTES, give_back_pages
+from convhub.engine.parquet_writer import ParquetWriter
 
 #: A job starts a new file once the one it writes holds more than this many Arrow bytes (``datasets``' 500MB).
 MAX_SHARD_BYTES = 500 * 10**6

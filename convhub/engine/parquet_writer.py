@@ -16,9 +16,7 @@ overridden to get those column options, so a ``datasets`` release cannot change 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -36,32 +34,6 @@ DEFAULT_BATCH_ROWS = 1000
 #: ``DEFAULT_CDC_OPTIONS``): pages cut where the content says, so the Hub's storage deduplicates a rebuild's
 #: unchanged rows. Kept here, not read from ``datasets``, so the files do not change with its defaults.
 CONTENT_DEFINED_CHUNKING = {"min_chunk_size": 256 * 1024, "max_chunk_size": 1024 * 1024, "norm_level": 0}
-
-#: A table at least this large has its memory given back to the system once written (``give_back_pages``).
-LARGE_TABLE_BYTES = 16 * 2**20
-
-
-#: glibc's ``malloc_trim``, or None where the C library has none (macOS, musl).
-_C_TRIM = getattr(ctypes.CDLL(None), "malloc_trim", None) if os.name == "posix" else None
-
-
-def give_back_pages() -> None:
-    """Hand the free pages of Arrow's memory pool back to the system: after a split or view is written, and
-    after any table of ``LARGE_TABLE_BYTES`` or more.
-
-    pyarrow's default pool (mimalloc) keeps freed pages for reuse, so the memory of one very large record stayed
-    with the process through every later step: a 32 MB record's ``turns`` build peaked 256 MB above a small
-    record's, all of it free pages of the pool (``benchmarks/large_record.py``). Ordinary writer batches are far
-    smaller than ``LARGE_TABLE_BYTES`` and keep the pool's reuse; the call costs some microseconds when there is
-    nothing to give back.
-
-    The C heap's free pages go back too (glibc's ``malloc_trim``, where the C library has it): the Python lists
-    and strings of a conversation of many tiny turns are freed into it, and glibc keeps them, so the next step
-    (the derived views, the card) started from the last one's peak (a conversation of 166,667 turns: 100 MB).
-    """
-    pa.default_memory_pool().release_unused()
-    if _C_TRIM is not None:
-        _C_TRIM(0)
 
 
 def leaf_paths(arrow_schema: pa.Schema) -> list[str]:

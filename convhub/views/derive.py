@@ -19,7 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from convhub import schema
-from convhub.engine.parquet_writer import LARGE_TABLE_BYTES, ParquetWriter, give_back_pages
+from convhub.engine.memory import LARGE_TABLE_BYTES, give_back_pages
+from convhub.engine.parquet_writer import ParquetWriter
 from convhub.storage.folders import parquet_file, text_of
 from convhub.views.chat import chat_messages, turn_content
 
