@@ -194,8 +194,9 @@ def test_the_turns_role_is_described_as_mapped_not_as_the_chat_role(sample_build
 
 
 def test_the_example_row_made_from_arrow_equals_the_whole_row_shortened(sample_builds):
-    """``shortened`` makes Python objects only for what the example keeps; what it keeps is ``shorten``'s."""
-    from convhub.cards import shorten, shortened
+    """``shortened`` makes Python objects only for what the example keeps; what it keeps is ``shorten``'s, and
+    ``shortened_first_row`` (the card's, reading one Parquet column at a time) gives the same."""
+    from convhub.cards import shorten, shortened, shortened_first_row
     from convhub.storage.folders import parquet_file
 
     compared = 0
@@ -207,5 +208,9 @@ def test_the_example_row_made_from_arrow_equals_the_whole_row_shortened(sample_b
                     batch = next(parquet.iter_batches(batch_size=1))
                     whole = shorten(batch.to_pylist()[0])
                     assert {name: shortened(batch.column(name)[0]) for name in batch.schema.names} == whole
+                    # read a leaf at a time and merged: the same example, its keys in the same order
+                    assert json.dumps(shortened_first_row(parquet), default=str) == json.dumps(
+                        whole, default=str
+                    )
                     compared += 1
     assert compared >= 30
