@@ -7,6 +7,7 @@ the dataset card can say what was normalized and how often.
 
 from __future__ import annotations
 
+import socket
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -121,6 +122,12 @@ def in_chain(error: BaseException, wanted) -> BaseException | None:
     return None
 
 
-def refused_connection(error: BaseException) -> bool:
-    """Whether ``error`` (a client's own connect error, say) stands for a connection refused: nothing listens there."""
-    return in_chain(error, lambda each: isinstance(each, ConnectionRefusedError)) is not None
+def unconnectable(error: BaseException) -> str | None:
+    """Why no connection could be made, in words, when ``error`` (a client's own connect error, say) stands for a
+    cause that waiting does not mend: nothing listens there ("connection refused"), or the host's name does not
+    resolve (``socket.gaierror``); else None."""
+    if in_chain(error, lambda each: isinstance(each, ConnectionRefusedError)) is not None:
+        return "connection refused"
+    if in_chain(error, lambda each: isinstance(each, socket.gaierror)) is not None:
+        return "its host name does not resolve"
+    return None

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import threading
 
-from convhub.errors import refused_connection
+from convhub.errors import unconnectable
 
 #: The environment variable that sets the limit, in seconds (a positive number).
 TIMEOUT_ENV = "CONVHUB_HUB_TIMEOUT"
@@ -101,7 +101,7 @@ def reach_repo(repo_id: str, revision: str | None = None, token: str | None = No
             f"({TIMEOUT_ENV} sets the limit)"
         ) from error
     except (httpx2.TransportError, ConnectionError) as error:
-        reason = "connection refused" if refused_connection(error) else f"{type(error).__name__}: {error}"
+        reason = unconnectable(error) or f"{type(error).__name__}: {error}"
         raise HubUnreachable(
             f"could not connect to the Hub at {api.endpoint} (HF_ENDPOINT): {reason}"
         ) from error

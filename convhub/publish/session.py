@@ -4,8 +4,9 @@
 what the client retries by itself alone; either turns a fault into a one-line ``PushError``. The policy is in the
 docstring of ``convhub.publish.push``.
 
-Three transport faults are told apart: a connection refused (``unreachable``: nothing listens at the endpoint, a
-wrong ``HF_ENDPOINT`` or a Hub that is down; retried once, quickly, and the message names the endpoint), a request
+Three transport faults are told apart: no connection made (``unreachable``: a connection refused, nothing listens
+at the endpoint, or a host name that does not resolve: a wrong ``HF_ENDPOINT`` or a Hub that is down; retried
+once, quickly, and the message names the endpoint and which of the two it was), a request
 that got no answer within ``convhub.publish.hub_client``'s limit (``timeout``) and a connection dropped mid-request
 (``dropped``); the last two are retried like a 5xx.
 """
@@ -22,7 +23,7 @@ import httpx2
 from huggingface_hub import HfApi, constants
 from huggingface_hub.errors import HfHubHTTPError
 
-from convhub.errors import refused_connection
+from convhub.errors import unconnectable
 from convhub.publish.hub_client import TIMEOUT_ENV, timeout_seconds
 from convhub.publish.hub_errors import redact
 
@@ -94,8 +95,8 @@ class HubFault:
             words = redact(str(error), token) or type(error).__name__
             if isinstance(error, httpx2.TimeoutException):
                 return cls("timeout", None, words, words)
-            if isinstance(error, httpx2.ConnectError) and refused_connection(error):
-                return cls("unreachable", None, "connection refused", words)
+            if isinstance(error, httpx2.ConnectError) and (why := unconnectable(error)):
+                return cls("unreachable", None, why, words)
             return cls("dropped", None, words, words)
         if error is None or error.response is None:
             return None
@@ -189,7 +190,7 @@ class HubSession:
             )
         elif fault.kind == "unreachable":
             message = (
-                f"could not connect to the Hub at {self.endpoint}: connection refused on {step} {tries}; {nothing}. "
+                f"could not connect to the Hub at {self.endpoint}: {fault.reason} on {step} {tries}; {nothing}. "
                 "Check that the Hub is up and that HF_ENDPOINT names it"
             )
         elif fault.kind == "timeout":

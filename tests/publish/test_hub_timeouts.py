@@ -1,7 +1,8 @@
 """A Hub that never answers, or that nothing listens for: ``convhub push`` ends in bounded time with one line.
 
 ``silent_hub`` accepts connections on 127.0.0.1 and never answers; ``refusing_hub`` is a port bound with nothing
-listening (every connection is refused). Each test points ``HF_ENDPOINT`` (the client's and ``datasets``' copies,
+listening (every connection is refused); ``unresolvable_hub`` is a host whose name the resolver refuses (at once,
+in this process: nothing leaves the machine). Each test points ``HF_ENDPOINT`` (the client's and ``datasets``' copies,
 which were read at import) at one of them for its duration, and runs the real CLI in a thread it can give up on,
 so a regression fails the test instead of hanging the run.
 """
@@ -65,6 +66,24 @@ def refusing_hub(monkeypatch):
     reserved.close()
 
 
+@pytest.fixture
+def unresolvable_hub(monkeypatch):
+    """An endpoint whose host name does not resolve: ``socket.getaddrinfo`` answers as the system's resolver does
+    for an unknown name, for that host alone."""
+    host = "hub.convhub-test.invalid"
+    resolve = socket.getaddrinfo
+
+    def getaddrinfo(name, *args, **kwargs):
+        if name == host:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return resolve(name, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    url = f"http://{host}"
+    point_at(monkeypatch, url)
+    return url
+
+
 def run_cli(argv: list[str], limit: float) -> tuple[int | None, float]:
     """``main(argv)`` in a thread: its exit status (None if it still runs after ``limit`` s) and its duration."""
     outcome: list[int] = []
@@ -110,6 +129,20 @@ def test_push_to_a_refused_endpoint_names_it_and_does_not_linger(sample_builds, 
     assert err.startswith(
         f"convhub push: error: {REPO}@main: could not connect to the Hub at {refusing_hub} (HF_ENDPOINT): "
         "connection refused on reading the repo after 2 attempts"
+    )
+
+
+def test_push_to_an_endpoint_whose_name_does_not_resolve_says_so_not_dropped(
+    sample_builds, unresolvable_hub, capsys
+):
+    code, elapsed = run_cli(push_argv(sample_builds["locomo"].output), limit=30)
+
+    assert code == 1 and elapsed < 4  # one quick retry, as for a refused connection
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(
+        f"convhub push: error: {REPO}@main: could not connect to the Hub at {unresolvable_hub} (HF_ENDPOINT): "
+        "its host name does not resolve on reading the repo after 2 attempts"
     )
 
 
@@ -167,6 +200,17 @@ def test_export_from_a_hub_that_never_answers_is_one_line_naming_it(
         f"({TIMEOUT_ENV} sets the limit)\n"
     )
     assert taken and not (tmp_path / "o").exists()
+
+
+def test_export_from_an_endpoint_whose_name_does_not_resolve_says_so(unresolvable_hub, tmp_path, capsys):
+    code, elapsed = run_cli(["export", "locomo", "--from", REPO, "--output", str(tmp_path / "o")], limit=30)
+
+    assert code == 1 and elapsed < 4
+    assert capsys.readouterr().err == (
+        f"convhub export: error: could not connect to the Hub at {unresolvable_hub} (HF_ENDPOINT): "
+        "its host name does not resolve\n"
+    )
+    assert not (tmp_path / "o").exists()
 
 
 def test_export_from_a_refused_endpoint_names_it(refusing_hub, tmp_path, capsys):
