@@ -137,7 +137,7 @@ def engine_of(case: str) -> str:
     if not case.startswith(("build", "memory", "stream")):
         return "-"
     if "Spark" in case:
-        return "spark " + case.rsplit(" ", 1)[1]
+        return "spark " + case.removesuffix(BASELINE_SUFFIX).rsplit(" ", 1)[1]
     return "local"
 
 

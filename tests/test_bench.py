@@ -85,6 +85,16 @@ def test_an_engine_switch_keeps_the_baselines_and_that_engines_cases(tmp_path, m
     assert ("stream sessions" in chosen) == (engine == "local")
 
 
+def test_a_baseline_twin_is_in_its_cases_engine_column():
+    twin = bench_cases.SPARK_SESSIONS_CASE + bench_cases.BASELINE_SUFFIX
+    assert (
+        bench_cases.engine_of(twin)
+        == bench_cases.engine_of(bench_cases.SPARK_SESSIONS_CASE)
+        == "spark local[1]"
+    )
+    assert bench_cases.engine_of(bench_cases.SESSIONS_CASE + bench_cases.BASELINE_SUFFIX) == "local"
+
+
 def test_repeat_alternates_rounds_and_takes_ratios_within_each(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench_cases, "spark_installed", lambda: False)
     calls: list[str] = []
