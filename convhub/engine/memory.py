@@ -17,7 +17,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-#: pyarrow's own variable for its default pool, read when pyarrow first allocates.
+#: pyarrow's own variable for its default pool, read once, when pyarrow is imported.
 ARROW_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
 
 #: A table at least this large has its memory given back to the system once written (``give_back_pages``).
