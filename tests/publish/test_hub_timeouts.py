@@ -119,7 +119,18 @@ def test_push_to_a_hub_that_never_answers_ends_with_one_line(sample_builds, sile
     assert len(taken) >= 4  # each attempt reached the server
 
 
-def test_push_to_a_refused_endpoint_names_it_and_does_not_linger(sample_builds, refusing_hub, capsys):
+#: Endpoints no connection reaches (fixtures), and the words the error gives for why.
+UNCONNECTABLE = [
+    ("refusing_hub", "connection refused"),
+    ("unresolvable_hub", "its host name does not resolve"),
+]
+
+
+@pytest.mark.parametrize(("hub", "why"), UNCONNECTABLE)
+def test_push_to_an_unconnectable_endpoint_names_it_and_why_and_does_not_linger(
+    sample_builds, hub, why, request, capsys
+):
+    url = request.getfixturevalue(hub)
     code, elapsed = run_cli(push_argv(sample_builds["locomo"].output), limit=30)
 
     assert code == 1
@@ -127,22 +138,8 @@ def test_push_to_a_refused_endpoint_names_it_and_does_not_linger(sample_builds, 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith(
-        f"convhub push: error: {REPO}@main: could not connect to the Hub at {refusing_hub} (HF_ENDPOINT): "
-        "connection refused on reading the repo after 2 attempts"
-    )
-
-
-def test_push_to_an_endpoint_whose_name_does_not_resolve_says_so_not_dropped(
-    sample_builds, unresolvable_hub, capsys
-):
-    code, elapsed = run_cli(push_argv(sample_builds["locomo"].output), limit=30)
-
-    assert code == 1 and elapsed < 4  # one quick retry, as for a refused connection
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err
-    assert err.startswith(
-        f"convhub push: error: {REPO}@main: could not connect to the Hub at {unresolvable_hub} (HF_ENDPOINT): "
-        "its host name does not resolve on reading the repo after 2 attempts"
+        f"convhub push: error: {REPO}@main: could not connect to the Hub at {url} (HF_ENDPOINT): "
+        f"{why} on reading the repo after 2 attempts"
     )
 
 
@@ -202,21 +199,13 @@ def test_export_from_a_hub_that_never_answers_is_one_line_naming_it(
     assert taken and not (tmp_path / "o").exists()
 
 
-def test_export_from_an_endpoint_whose_name_does_not_resolve_says_so(unresolvable_hub, tmp_path, capsys):
+@pytest.mark.parametrize(("hub", "why"), UNCONNECTABLE)
+def test_export_from_an_unconnectable_endpoint_names_it_and_why(hub, why, request, tmp_path, capsys):
+    url = request.getfixturevalue(hub)
     code, elapsed = run_cli(["export", "locomo", "--from", REPO, "--output", str(tmp_path / "o")], limit=30)
 
     assert code == 1 and elapsed < 4
     assert capsys.readouterr().err == (
-        f"convhub export: error: could not connect to the Hub at {unresolvable_hub} (HF_ENDPOINT): "
-        "its host name does not resolve\n"
+        f"convhub export: error: could not connect to the Hub at {url} (HF_ENDPOINT): {why}\n"
     )
     assert not (tmp_path / "o").exists()
-
-
-def test_export_from_a_refused_endpoint_names_it(refusing_hub, tmp_path, capsys):
-    code, elapsed = run_cli(["export", "locomo", "--from", REPO, "--output", str(tmp_path / "o")], limit=30)
-
-    assert code == 1 and elapsed < 4
-    assert capsys.readouterr().err == (
-        f"convhub export: error: could not connect to the Hub at {refusing_hub} (HF_ENDPOINT): connection refused\n"
-    )
