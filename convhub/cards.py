@@ -15,6 +15,7 @@ from typing import Any
 
 import jinja2
 import pyarrow as pa
+import pyarrow.parquet as pq
 from datasets import DatasetInfo, SplitDict, SplitInfo
 from datasets.info import DatasetInfosDict
 from datasets.utils.metadata import MetadataConfigs
@@ -237,11 +238,16 @@ def example_rows(folder: Path, configs: dict) -> dict[str, str]:
     return examples
 
 
-def shortened_first_row(parquet) -> dict[str, Any]:
-    """The first row of a ``pq.ParquetFile``, ``shortened``, read one Parquet column (one leaf of the schema) at
-    a time and merged, so that a very large row is never decoded whole: an MNBVC conversation of 166,667 turns
-    is a 58 MiB row, which took 187 MiB to read whole and 154 MiB for its largest column (the turns' ``extra``,
-    48 MiB), the peak of its build."""
+def shortened_first_row(parquet: pq.ParquetFile, budget: int | None = None) -> dict[str, Any]:
+    """The first row of a ``pq.ParquetFile``, ``shortened``. A first row group of more than ``budget`` bytes
+    (uncompressed; ``ONE_READ_BYTES`` by default) is read one Parquet column (one leaf of the schema) at a time and
+    merged, so that a very large row is never decoded whole: an MNBVC conversation of 166,667 turns is a 58 MiB
+    row, which took 187 MiB to read whole and 154 MiB for its largest column (the turns' ``extra``, 48 MiB), the
+    peak of its build. A smaller one is read at once: one read, not one per leaf (a request each at a URL)."""
+    row_group_bytes = parquet.metadata.row_group(0).total_byte_size
+    if row_group_bytes <= (ONE_READ_BYTES if budget is None else budget):
+        first = next(parquet.iter_batches(batch_size=1))
+        return {name: shortened(first.column(name)[0]) for name in first.schema.names}
     row: dict[str, Any] = {}
     for index in range(parquet.metadata.num_columns):
         first = next(parquet.iter_batches(batch_size=1, columns=[parquet.schema.column(index).path]))
@@ -249,6 +255,10 @@ def shortened_first_row(parquet) -> dict[str, Any]:
             part = shortened(first.column(name)[0])
             row[name] = merged(row[name], part) if name in row else part
     return row
+
+
+#: A first row group up to this size (uncompressed) gives the card's example in one read.
+ONE_READ_BYTES = 16 * 2**20
 
 
 def merged(old: Any, new: Any) -> Any:

@@ -195,8 +195,9 @@ def test_the_turns_role_is_described_as_mapped_not_as_the_chat_role(sample_build
 
 def test_the_example_row_made_from_arrow_equals_the_whole_row_shortened(sample_builds):
     """``shortened`` makes Python objects only for what the example keeps; what it keeps is ``shorten``'s, and
-    ``shortened_first_row`` (the card's, reading one Parquet column at a time) gives the same."""
-    from convhub.cards import shorten, shortened, shortened_first_row
+    ``shortened_first_row`` (the card's: a small first row group in one read, a large one a Parquet column at a
+    time) gives the same, its keys in the same order."""
+    from convhub.cards import ONE_READ_BYTES, shorten, shortened, shortened_first_row
     from convhub.storage.folders import parquet_file
 
     compared = 0
@@ -208,9 +209,24 @@ def test_the_example_row_made_from_arrow_equals_the_whole_row_shortened(sample_b
                     batch = next(parquet.iter_batches(batch_size=1))
                     whole = shorten(batch.to_pylist()[0])
                     assert {name: shortened(batch.column(name)[0]) for name in batch.schema.names} == whole
-                    # read a leaf at a time and merged: the same example, its keys in the same order
-                    assert json.dumps(shortened_first_row(parquet), default=str) == json.dumps(
-                        whole, default=str
-                    )
+                    assert parquet.metadata.row_group(0).total_byte_size <= ONE_READ_BYTES
+                    for budget, reads in ((None, 1), (0, parquet.metadata.num_columns)):
+                        made = _counting_reads(parquet)
+                        example = shortened_first_row(parquet, budget)
+                        assert json.dumps(example, default=str) == json.dumps(whole, default=str)
+                        assert len(made) == reads
                     compared += 1
     assert compared >= 30
+
+
+def _counting_reads(parquet: pq.ParquetFile) -> list[tuple]:
+    """Makes ``parquet`` note each read (``iter_batches`` call) in the list returned: its arguments."""
+    reads = parquet.iter_batches
+    made: list[tuple] = []
+
+    def noted(*args, **kwargs):
+        made.append((args, kwargs))
+        return reads(*args, **kwargs)
+
+    parquet.iter_batches = noted
+    return made
