@@ -132,3 +132,42 @@ def test_a_source_without_questions_streams_qa_as_no_row_without_parsing(sample_
     streamed = builder.as_streaming_dataset()
     assert streamed and all(list(split) == [] for split in streamed.values())
     assert parsed == []
+
+
+def test_a_streamed_view_derives_growing_batches_of_records_and_gives_each_records_rows_in_order():
+    """``View.rows_of``: batches of 1, 2, 4... records (the first row after the first record), one given early
+    when it holds many turns; the rows are those of each record alone, in the records' order."""
+    from convhub.views import definitions
+
+    records = [_record(number, turns=definitions.BATCH_TURNS if number == 9 else 4) for number in range(12)]
+    sizes = [len(batch) for batch in definitions.record_batches(records)]
+    assert sizes == [1, 2, 4, 3, 2]  # 8 asked for, the 10th record's turns reach the limit; then the rest
+    for view in SHARED_VIEWS[1:]:
+        one_by_one = [row for record in records for row in view.rows_from_record(record)]
+        assert list(view.rows_of(records)) == one_by_one
+        assert (
+            len(one_by_one)
+            == {"turns": 11 * 4 + definitions.BATCH_TURNS, "qa": 12, "messages": 12}[view.name]
+        )
+    turns = definitions.TURNS.rows_of(iter(records))
+    assert next(turns)["conversation_id"] == "c0"
+
+
+def _record(number: int, turns: int) -> dict:
+    """A canonical record: one session of ``turns`` turns, user and assistant in turn, and one question."""
+    from convhub import schema
+
+    roles = ("user", "assistant")
+    session = schema.empty_session(
+        "s1", [schema.empty_turn(f"t{i}", roles[i % 2], roles[i % 2], f"hi {i}") for i in range(turns)]
+    )
+    return {
+        "conversation_id": f"c{number}",
+        "source": "test",
+        "subset": "",
+        "language": "en",
+        "speakers": list(roles),
+        "sessions": [session],
+        "questions": [schema.empty_question(f"q{number}", "what?")],
+        "extra": None,
+    }

@@ -296,7 +296,8 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
                 records = self.records_of(shard, report.notes if report else Notes())
                 if report:
                     records = report.counting(split, records)
-                rows = (row for record in records for row in view.rows_from_record(record))
+                # a derived view's batch of records is gathered and derived at once, under one relaxed collector
+                rows = each_made_with_fewer_collections(view.rows_of(records))
             for row_index, row in enumerate(rows):
                 yield Key(shard_index, row_index), row
         if report:

@@ -138,6 +138,23 @@ def test_columnar_build_equals_the_dict_build(tmp_path, monkeypatch):
     assert (tmp_path / "dicts" / "README.md").read_text() == (tmp_path / "columns" / "README.md").read_text()
 
 
+def test_a_long_conversation_streams_the_views_its_build_derives(tmp_path):
+    """Streamed, the conversation's turns are Arrow columns too (``ArrowList``): the streamed ``turns`` and
+    ``messages`` (derived a batch of records at a time, ``View.rows_of``) are the build's rows."""
+    from builders.mnbvc.builder import MnbvcBuilder
+
+    data = write_conversation(tmp_path / "in" / "multiturn", 6000)
+    assert cli.main(["build", "mnbvc", "--data-dir", str(data), "--output", str(tmp_path / "out")]) == 0
+    counts = {}
+    for view in ("turns", "messages"):
+        built = pq.read_table(tmp_path / "out" / view).to_pylist()
+        builder = MnbvcBuilder(config_name=view, data_dir=str(data))
+        streamed = list(builder.as_streaming_dataset(split="train"))
+        assert streamed == built, view
+        counts[view] = len(built)
+    assert counts == {"turns": 6000 + 4000, "messages": 1}  # every third question has no answer
+
+
 #: Run in a fresh interpreter, so that only this build's processes count in RUSAGE_CHILDREN.
 PEAK = textwrap.dedent(
     """
