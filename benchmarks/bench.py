@@ -49,7 +49,7 @@ from bench_cases import (
     cases_for,
     engine_of,
 )
-from bench_targets import baselines, merged, print_summary, targets
+from bench_targets import baselines, merged, peak_cell, print_summary, targets
 from harness import (  # noqa: F401 (bench.X for callers)
     BUILD,
     GENERIC_LOADER,
@@ -115,11 +115,13 @@ def _run(
     """One case in a fresh process: its row (or a ``failed`` row, the error on stderr)."""
     try:
         argv = [str(a) for a in args]
-        seconds, rss, printed = run_case(code, argv) if code_root is None else run_case(code, argv, code_root)
+        peaks: dict = {}
+        seconds, rss, printed = run_case(code, argv, code_root, peaks=peaks)
     except RuntimeError as error:
         print(f"{source}: {name} failed: {error}", file=sys.stderr)
         return {"source": source, "case": name, "failed": str(error)[-300:]}
     row = {"source": source, "case": name, "MB": case_input.megabytes, "s": seconds, "rss": rss}
+    row["python_rss"] = peaks.get("python", rss)
     if isinstance(printed, dict):  # a streaming case: its own clock, from builder construction
         row.update(rows=printed["rows"], s=printed["seconds"], first_row=printed["first_row"])
         row["complete"] = printed["complete"]
@@ -146,7 +148,7 @@ def _format(row: dict, rows: list[dict]) -> str:
         return (
             f"| {row['source']} | {case} | {engine_of(row['case'])} | {row['MB']:.1f} | {rows_text}{whole} "
             f"| {row['s']:.2f} "
-            f"| {rate:,.0f} rows/s | {row['rss']:.0f} | {first} | |"
+            f"| {rate:,.0f} rows/s | {peak_cell(row)} | {first} | |"
         )
     speed = row["MB"] / row["s"] if row["s"] else float("inf")
     same_input = row["case"] != MEMORY_CASE  # the baselines read the full input, not the smaller one
@@ -155,7 +157,7 @@ def _format(row: dict, rows: list[dict]) -> str:
     return (
         f"| {row['source']} | {case} | {engine_of(row['case'])} | {row['MB']:.1f} | {rows_text} "
         f"| {row['s']:.2f} | {speed:.1f} "
-        f"| {row['rss']:.0f} | {vs_generic} | {vs_floor} |"
+        f"| {peak_cell(row)} | {vs_generic} | {vs_floor} |"
     )
 
 
