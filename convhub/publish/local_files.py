@@ -5,6 +5,7 @@ Nothing here talks to the Hub.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from huggingface_hub import DatasetCard
 
 from convhub.cards import is_non_commercial
 from convhub.publish.session import PushError
-from convhub.storage.folders import parquet_file
+from convhub.storage.folders import is_url, parquet_file
 
 CARD = "README.md"
 NO_LICENSE = {"", "none"}
@@ -82,8 +83,22 @@ def license_warnings(card: DatasetCard) -> list[str]:
 
 
 def file_digests(path: Path) -> tuple[str, str]:
-    """(sha256, git blob sha1) of a file, read once in blocks."""
-    sha256, blob = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % path.stat().st_size)
+    """(sha256, git blob sha1) of a file, read once in blocks, and a local file once per push: a push asks for the
+    digests of a file the Hub may already hold (is it unchanged?) and again for its manifest, and reading a build
+    of 120 TB once takes a day. Kept while the file's size and modification time stay as they were."""
+    if is_url(path):
+        return _read_digests(path, path.stat().st_size)
+    status = path.stat()
+    return _local_digests(str(path.resolve()), status.st_size, status.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _local_digests(path: str, size: int, modified_ns: int) -> tuple[str, str]:
+    return _read_digests(Path(path), size)
+
+
+def _read_digests(path: Path, size: int) -> tuple[str, str]:
+    sha256, blob = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % size)
     with path.open("rb") as stream:
         for block in iter(lambda: stream.read(1 << 20), b""):
             sha256.update(block)

@@ -144,3 +144,24 @@ def test_a_hostile_manifest_raises_push_error_from_the_api(hub, folder):
 
     with pytest.raises(PushError, match=r"files\[0\] is a JSON array"):
         push_folder(folder, REPO, verify=False)
+
+
+def test_a_push_reads_each_local_file_once_for_its_digests(hub, folder, monkeypatch):
+    """A second push of the same build asks for each file's digests twice (is the Hub's copy unchanged? what goes
+    in the manifest?): each file is read once; a file written since is read again."""
+    from convhub.publish import local_files
+
+    push_folder(folder, REPO, verify=False)
+    local_files._local_digests.cache_clear()
+    read, reading = [], local_files._read_digests
+    monkeypatch.setattr(
+        local_files, "_read_digests", lambda path, size: read.append(path) or reading(path, size)
+    )
+    result = push_folder(folder, REPO, verify=False)
+    assert not result.plan.changes  # nothing to upload: every file was compared, and none changed
+    shards = sorted(path for path in folder.rglob("*.parquet"))
+    assert sorted(path for path in read if path.suffix == ".parquet") == shards  # once each
+    shard = shards[0]
+    before = file_digests(shard)
+    shard.write_bytes(shard.read_bytes()[::-1])  # same size, new content and time
+    assert file_digests(shard) != before and read.count(shard) == 2
