@@ -39,6 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_cases
 import scaled_inputs
 from bench_cases import (
     BASELINE_SUFFIX,
@@ -46,6 +47,7 @@ from bench_cases import (
     GENERIC_CASE,
     MEMORY_CASE,
     MEMORY_INPUT_RATIO,
+    SPARK_MEMORY_CASE,
     cases_for,
     engine_of,
 )
@@ -81,9 +83,16 @@ def bench_source(
         print(f"note: {note}", flush=True)
     chosen = cases_for(source, made, stream_seconds, engine)
     cases = [(name, code, args, made) for name, code, args in chosen]
-    if engine != "spark" and (not only or any(part in MEMORY_CASE for part in only)):
+    memory_cases = [(MEMORY_CASE, [])] if engine != "spark" else []
+    if engine != "local" and bench_cases.spark_installed():  # looked up here: tests replace it
+        memory_cases.append((SPARK_MEMORY_CASE, ["spark:local[1]"]))
+    memory_cases = [case for case in memory_cases if not only or any(part in case[0] for part in only)]
+    if memory_cases:
         smaller = scaled_inputs.make(source, workdir / f"{source}-quarter", scale / MEMORY_INPUT_RATIO)
-        cases.append((MEMORY_CASE, BUILD, [source, str(smaller.data_dir), '["sessions"]', "1"], smaller))
+        for name, engine_args in memory_cases:
+            cases.append(
+                (name, BUILD, [source, str(smaller.data_dir), '["sessions"]', "1", *engine_args], smaller)
+            )
     cases = [case for case in cases if not only or any(part in case[0] for part in only)]
     runs = [(*case, None) for case in cases]
     if baseline_code is not None:
@@ -151,7 +160,9 @@ def _format(row: dict, rows: list[dict]) -> str:
             f"| {rate:,.0f} rows/s | {peak_cell(row)} | {first} | |"
         )
     speed = row["MB"] / row["s"] if row["s"] else float("inf")
-    same_input = row["case"] != MEMORY_CASE  # the baselines read the full input, not the smaller one
+    same_input = not row["case"].startswith(
+        MEMORY_CASE
+    )  # the baselines read the full input, not the smaller one
     vs_generic = f"{generic / row['s']:.2f}x" if generic and same_input else "-"
     vs_floor = f"{floor / row['s']:.2f}x" if floor and same_input else "-"
     return (

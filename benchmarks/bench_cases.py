@@ -145,4 +145,6 @@ def engine_of(case: str) -> str:
 #: ratio of the two peak memory figures, measured rather than assumed.
 MEMORY_INPUT_RATIO = 4
 MEMORY_CASE = f"memory: sessions build, input / {MEMORY_INPUT_RATIO}"
+#: The same on Spark ``local[1]``, whose Python processes' peak (not its JVM's) is held to the same growth.
+SPARK_MEMORY_CASE = f"{MEMORY_CASE}, on Spark local[1]"
 MAX_RSS_GROWTH = 1.25

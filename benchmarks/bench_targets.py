@@ -19,6 +19,7 @@ from bench_cases import (
     PARALLEL_CASE,
     SESSIONS_CASE,
     SHARED_PARALLEL_CASE,
+    SPARK_MEMORY_CASE,
     SPARK_PARALLEL_CASE,
     SPARK_SESSIONS_CASE,
     SPEED_GOALS,
@@ -53,7 +54,7 @@ def merged(rows: list[dict]) -> list[dict]:
         seconds = [run["s"] for run in rounds]
         row.update(s=statistics.median(seconds), range=(min(seconds), max(seconds)), rounds=len(rounds))
         row["rss"] = max(run["rss"] for run in rounds)
-        row["python_rss"] = max(run.get("python_rss", run["rss"]) for run in rounds)
+        row["python_rss"] = max(python_peak(run) for run in rounds)
         if "first_row" in row:  # a stream: its first row, not its speed (it stops at --stream-seconds)
             firsts = [run["first_row"] for run in rounds if run["first_row"] is not None]
             row["first_row"] = statistics.median(firsts) if firsts else None
@@ -62,7 +63,7 @@ def merged(rows: list[dict]) -> list[dict]:
             out.append(row)
             continue
         generic = [baselines(run, rows).get(GENERIC_CASE) for run in rounds]
-        if all(generic) and row["case"] != MEMORY_CASE:
+        if all(generic) and not row["case"].startswith(MEMORY_CASE):
             row["ratios"] = [base / run["s"] for base, run in zip(generic, rounds, strict=True)]
         out.append(row)
     return out
@@ -95,10 +96,15 @@ def print_summary(rows: list[dict]) -> None:
         )
 
 
+def python_peak(row: dict) -> float:
+    """A case's peak memory of its Python processes (its tree's, for a row measured before they were told apart)."""
+    return row.get("python_rss", row["rss"])
+
+
 def peak_cell(row: dict) -> str:
     """A case's peak memory in MiB: its process tree's, and its Python processes' where they differ (a Spark
     build's JVM is outside them)."""
-    python = row.get("python_rss", row["rss"])
+    python = python_peak(row)
     return f"{row['rss']:.0f}" if python >= row["rss"] - 1 else f"{row['rss']:.0f} (Python {python:.0f})"
 
 
@@ -149,7 +155,7 @@ def targets(rows: list[dict]) -> list[str]:
             row for name, row in cases.items() if name.startswith("build") and BASELINE_SUFFIX not in name
         ]
         if builds:
-            python = max(row.get("python_rss", row["rss"]) for row in builds)
+            python = max(python_peak(row) for row in builds)
             check("peak memory of the builds' Python processes", python, 1024, False, " MiB")
         # Flat memory and the num_proc speed-up are targets where the data is big; a small source's input is
         # below the interpreter's fixed footprint and its build mostly fixed cost, so they are shown.
@@ -157,6 +163,13 @@ def targets(rows: list[dict]) -> list[str]:
         if SESSIONS_CASE in cases and MEMORY_CASE in cases:
             growth = cases[SESSIONS_CASE]["rss"] / cases[MEMORY_CASE]["rss"]
             label = f"peak memory of build sessions, input x{MEMORY_INPUT_RATIO} vs input"
+            if big:
+                check(label, growth, MAX_RSS_GROWTH, False)
+            else:
+                shown(label, growth)
+        if SPARK_SESSIONS_CASE in cases and SPARK_MEMORY_CASE in cases:
+            growth = python_peak(cases[SPARK_SESSIONS_CASE]) / python_peak(cases[SPARK_MEMORY_CASE])
+            label = f"peak memory of Spark local[1]'s Python processes, input x{MEMORY_INPUT_RATIO} vs input"
             if big:
                 check(label, growth, MAX_RSS_GROWTH, False)
             else:

@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import bench
 import bench_cases
+import bench_targets
 import harness
 import scaled_inputs
 
@@ -64,6 +65,7 @@ def test_every_source_and_case_has_a_row(tmp_path, monkeypatch, capsys):
         assert {"stream sessions", "stream turns", "stream qa", "stream messages"} <= names
         assert (bench_cases.ALL_CASE in names) == bool(registry.get(source).EXTRA_VIEWS)
         assert bench_cases.MEMORY_CASE in names
+        assert (bench_cases.SPARK_MEMORY_CASE in names) == bench_cases.spark_installed()
         smaller = scaled_inputs.make(source, tmp_path / f"{source}-quarter", float(TINY) / 4)
         assert [source, str(smaller.data_dir), '["sessions"]', "1"] in [args for _, args in seen]
     assert len(rows) == len(seen)
@@ -191,6 +193,37 @@ def test_mnbvc_targets_its_native_floor_and_half_the_generic_speed():
     assert (
         "- mnbvc: peak memory of the builds' Python processes 600.00 MiB (target <= 1024 MiB): met" in lines
     )
+
+
+def test_spark_memory_is_judged_on_its_python_processes_and_their_growth():
+    """A Spark build's tree holds its JVM: the 1 GiB target and the growth with the input are its Python
+    processes', measured on the full input and on a quarter of it."""
+    rows = [
+        {
+            "source": "mnbvc",
+            "case": bench_cases.SPARK_SESSIONS_CASE,
+            "s": 9.0,
+            "rss": 1400.0,
+            "python_rss": 600.0,
+        },
+        {
+            "source": "mnbvc",
+            "case": bench_cases.SPARK_MEMORY_CASE,
+            "s": 3.0,
+            "rss": 1000.0,
+            "python_rss": 400.0,
+        },
+    ]
+    lines = bench.targets(rows)
+    assert (
+        "- mnbvc: peak memory of the builds' Python processes 600.00 MiB (target <= 1024 MiB): met" in lines
+    )
+    growth = (
+        "peak memory of Spark local[1]'s Python processes, input x4 vs input 1.50x (target <= 1.25x): MISSED"
+    )
+    assert f"- mnbvc: {growth}" in lines
+    assert bench_cases.engine_of(bench_cases.SPARK_MEMORY_CASE) == "spark local[1]"
+    assert bench_targets.peak_cell(rows[0]) == "1400 (Python 600)"
 
 
 def test_repeat_summarizes_a_stream_by_its_first_row(tmp_path, monkeypatch, capsys):
