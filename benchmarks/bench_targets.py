@@ -160,27 +160,30 @@ def targets(rows: list[dict]) -> list[str]:
         # Flat memory and the num_proc speed-up are targets where the data is big; a small source's input is
         # below the interpreter's fixed footprint and its build mostly fixed cost, so they are shown.
         big = source in SPEED_GOALS
-        if SESSIONS_CASE in cases and MEMORY_CASE in cases:
-            growth = cases[SESSIONS_CASE]["rss"] / cases[MEMORY_CASE]["rss"]
-            label = f"peak memory of build sessions, input x{MEMORY_INPUT_RATIO} vs input"
+
+        def judged(label: str, value: float, goal: float, higher: bool, big=big) -> None:
+            """A target where the data is big, else shown."""
             if big:
-                check(label, growth, MAX_RSS_GROWTH, False)
+                check(label, value, goal, higher)
             else:
-                shown(label, growth)
-        if SPARK_SESSIONS_CASE in cases and SPARK_MEMORY_CASE in cases:
-            growth = python_peak(cases[SPARK_SESSIONS_CASE]) / python_peak(cases[SPARK_MEMORY_CASE])
-            label = f"peak memory of Spark local[1]'s Python processes, input x{MEMORY_INPUT_RATIO} vs input"
-            if big:
-                check(label, growth, MAX_RSS_GROWTH, False)
-            else:
-                shown(label, growth)
+                shown(label, value)
+
+        growths = (
+            (SESSIONS_CASE, MEMORY_CASE, "build sessions", lambda row: row["rss"]),
+            (SPARK_SESSIONS_CASE, SPARK_MEMORY_CASE, "Spark local[1]'s Python processes", python_peak),
+        )
+        for full, quarter, what, peak in growths:
+            if full in cases and quarter in cases:
+                growth = peak(cases[full]) / peak(cases[quarter])
+                judged(
+                    f"peak memory of {what}, input x{MEMORY_INPUT_RATIO} vs input",
+                    growth,
+                    MAX_RSS_GROWTH,
+                    False,
+                )
         if SESSIONS_CASE in cases and PARALLEL_CASE in cases:
             speedup = cases[SESSIONS_CASE]["s"] / cases[PARALLEL_CASE]["s"]
-            label = "num_proc=2 speed-up on sessions"
-            if big:
-                check(label, speedup, 1.6, True)
-            else:
-                shown(label, speedup)
+            judged("num_proc=2 speed-up on sessions", speedup, 1.6, True)
         if SPARK_SESSIONS_CASE in cases and SPARK_PARALLEL_CASE in cases:
             speedup = cases[SPARK_SESSIONS_CASE]["s"] / cases[SPARK_PARALLEL_CASE]["s"]
             check("Spark local[2] speed-up over local[1] on sessions", speedup, 1.6, True)
