@@ -186,7 +186,7 @@ def test_many_tiny_turns_stay_within_the_input_bound(tmp_path):
     assert peak <= baseline + REACHED_MULTIPLE * input_mib, (baseline, peak, input_mib)
     if peak > baseline + TARGET_MULTIPLE * input_mib:
         pytest.xfail(
-            f"issue 33, open: {(peak - baseline) / input_mib:.1f}x the input, not {TARGET_MULTIPLE:g}x. The "
+            f"issue 33, open: {(peak - baseline) / input_mib:.2f}x the input, not {TARGET_MULTIPLE:g}x. The "
             "sessions row is 1.8x the input (each question turn keeps its raw row), and pyarrow's Parquet writer "
             "takes some 2 times the row beside it to write it, its reader some 3 times its largest column to read "
             "it back (the views, the card)"
