@@ -52,15 +52,6 @@ def test_spark_python_workers_take_arrow_memory_from_the_c_library_as_the_comman
     assert (told, used.collect()) == ("system", ["system"])
 
 
-def test_a_local_masters_jvm_compiles_with_c1_alone(spark):
-    """A local master's JVM lives for one build: it runs with ``LOCAL_JVM_OPTIONS`` (the running JVM's own
-    arguments say so), given as Spark's default options, which the user's ``extraJavaOptions`` follow."""
-    told = spark.context.getConf().get("spark.driver.defaultJavaOptions")
-    runtime = spark.context._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-    assert told == spark_module.LOCAL_JVM_OPTIONS == "-XX:TieredStopAtLevel=1"
-    assert spark_module.LOCAL_JVM_OPTIONS in list(runtime.getInputArguments())
-
-
 def assert_same_build(local: Path, spark: Path) -> None:
     """Every config and split equal as tables, and the cards but for their byte figures (``benchmarks/oracle.py``)."""
     compared = oracle.compare(local, spark)

@@ -99,9 +99,6 @@ def spark_session(master: str | None = None, verbose: bool = False):
             .set("spark.ui.enabled", "false")
             .set("spark.pyspark.python", sys.executable)
             .set("spark.pyspark.driver.python", sys.executable)
-            # the JVM lives for one build: compiling with C1 alone cut its CPU by 8-10 core-seconds a build
-            # (docs/performance.md); prepended, so the user's own spark.driver.extraJavaOptions still win
-            .setIfMissing("spark.driver.defaultJavaOptions", LOCAL_JVM_OPTIONS)
         )
     with warnings.catch_warnings():
         if not verbose:
@@ -115,10 +112,6 @@ def spark_session(master: str | None = None, verbose: bool = False):
     session.sparkContext.setLogLevel("ERROR" if verbose else "OFF")
     return session
 
-
-#: The JVM options of a local master's one JVM (driver and executors): JIT compilation by C1 only, which a short
-#: job's JVM pays less for than for C2's (the steady-state speed C2 buys matters little: the JVM only moves bytes).
-LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 #: How long ``check_reachable`` waits for a Spark master to accept a connection.
 CONNECT_SECONDS = 5.0
