@@ -108,7 +108,7 @@ class TreeMemory:
 
         self.root, self.interval, self.peak_kib, self.python_peak_kib = root, interval, 0, 0
         self.high_water_kib: dict[int, int] = {}  # pid -> its VmHWM at the last sample
-        self.pythons: dict[int, bool] = {}  # pid -> whether it runs a Python interpreter (once it has exec'd)
+        self.pythons: dict[int, bool] = {}  # pid -> whether it ran a Python interpreter at the last sample
         self._own_cmdline = Path("/proc/self/cmdline").read_bytes()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -134,8 +134,8 @@ class TreeMemory:
                 total += pss
                 if high_water:
                     self.high_water_kib[pid] = max(self.high_water_kib.get(pid, 0), high_water)
-                    if pid not in self.pythons:
-                        self.pythons[pid] = _runs_python(pid)
+                    # asked at every sample: a process forked by Python runs Python until it execs (the JVM)
+                    self.pythons[pid] = _runs_python(pid)
                     python_total += pss if self.pythons[pid] else 0
             self.peak_kib = max(self.peak_kib, total)
             self.python_peak_kib = max(self.python_peak_kib, python_total)

@@ -296,8 +296,9 @@ def test_real_cases_run_in_fresh_processes(tmp_path, capsys, source):
         assert rows[case][4] == str(conversations)  # rows: one per conversation, on every engine
         tree, _, python = rows[case][7].partition(" (Python ")
         assert float(tree) > 0  # peak memory: the process tree's
-        if case in spark:  # and, beside the JVM, the Python processes' alone
-            assert 0 < float(python.rstrip(")")) < float(tree)
+        if python:  # and the Python processes' alone, shown where below it (the JVM's share of a small build
+            # may be under the driver's own high-water mark, which is then the peak of both)
+            assert case in spark and 0 < float(python.rstrip(")")) < float(tree)
     assert {rows[case][2] for case in local} == {"local"}
     assert {rows[case][2] for case in spark} <= {"spark local[1]", "spark local[2]"}
     assert rows[bench_cases.FLOOR_CASE][2] == "-"
