@@ -79,11 +79,12 @@ def _derived(deriver: Callable[..., pa.Table], counts: bool = False) -> Callable
     as a ``sessions`` batch, flattened by the same Arrow code that derives a build's views from its Parquet."""
 
     def rows_from_records(records: list[Record], notes: Counter | None = None) -> Iterator[Row]:
-        # as a build writes its sessions rows (a long conversation's turns already Arrow)
-        table = rows_table(records, schema.SESSIONS_FEATURES.arrow_schema).combine_chunks()
-        (batch,) = table.to_batches()
+        # as a build writes its sessions rows (a long conversation's turns already Arrow, a chunk of their own:
+        # derived chunk by chunk, as a build derives its Parquet batch by batch, not copied into one)
+        table = rows_table(records, schema.SESSIONS_FEATURES.arrow_schema)
         counting = {"notes": Counter() if notes is None else notes} if counts else {}
-        yield from deriver(batch, **counting).to_pylist()
+        for batch in table.to_batches():
+            yield from deriver(batch, **counting).to_pylist()
 
     return rows_from_records
 
