@@ -22,6 +22,7 @@ from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from convhub import registry
+from convhub.engine.memory import LARGE_TABLE_BYTES
 from convhub.engine.stats import markdown_table
 from convhub.storage.folders import parquet_file, write_text
 from convhub.views.definitions import DEFAULT_VIEW
@@ -240,12 +241,12 @@ def example_rows(folder: Path, configs: dict) -> dict[str, str]:
 
 def shortened_first_row(parquet: pq.ParquetFile, budget: int | None = None) -> dict[str, Any]:
     """The first row of a ``pq.ParquetFile``, ``shortened``. A first row group of more than ``budget`` bytes
-    (uncompressed; ``ONE_READ_BYTES`` by default) is read one Parquet column (one leaf of the schema) at a time and
+    (uncompressed; the engine's ``LARGE_TABLE_BYTES`` by default) is read one Parquet column (one leaf of the schema) at a time and
     merged, so that a very large row is never decoded whole: an MNBVC conversation of 166,667 turns is a 58 MiB
     row, which took 187 MiB to read whole and 154 MiB for its largest column (the turns' ``extra``, 48 MiB), the
     peak of its build. A smaller one is read at once: one read, not one per leaf (a request each at a URL)."""
     row_group_bytes = parquet.metadata.row_group(0).total_byte_size
-    if row_group_bytes <= (ONE_READ_BYTES if budget is None else budget):
+    if row_group_bytes <= (LARGE_TABLE_BYTES if budget is None else budget):
         first = next(parquet.iter_batches(batch_size=1))
         return {name: shortened(first.column(name)[0]) for name in first.schema.names}
     row: dict[str, Any] = {}
@@ -255,10 +256,6 @@ def shortened_first_row(parquet: pq.ParquetFile, budget: int | None = None) -> d
             part = shortened(first.column(name)[0])
             row[name] = merged(row[name], part) if name in row else part
     return row
-
-
-#: A first row group up to this size (uncompressed) gives the card's example in one read.
-ONE_READ_BYTES = 16 * 2**20
 
 
 def merged(old: Any, new: Any) -> Any:

@@ -197,7 +197,8 @@ def test_the_example_row_made_from_arrow_equals_the_whole_row_shortened(sample_b
     """``shortened`` makes Python objects only for what the example keeps; what it keeps is ``shorten``'s, and
     ``shortened_first_row`` (the card's: a small first row group in one read, a large one a Parquet column at a
     time) gives the same, its keys in the same order."""
-    from convhub.cards import ONE_READ_BYTES, shorten, shortened, shortened_first_row
+    from convhub.cards import shorten, shortened, shortened_first_row
+    from convhub.engine.memory import LARGE_TABLE_BYTES
     from convhub.storage.folders import parquet_file
 
     compared = 0
@@ -209,7 +210,7 @@ def test_the_example_row_made_from_arrow_equals_the_whole_row_shortened(sample_b
                     batch = next(parquet.iter_batches(batch_size=1))
                     whole = shorten(batch.to_pylist()[0])
                     assert {name: shortened(batch.column(name)[0]) for name in batch.schema.names} == whole
-                    assert parquet.metadata.row_group(0).total_byte_size <= ONE_READ_BYTES
+                    assert parquet.metadata.row_group(0).total_byte_size <= LARGE_TABLE_BYTES
                     for budget, reads in ((None, 1), (0, parquet.metadata.num_columns)):
                         made = _counting_reads(parquet)
                         example = shortened_first_row(parquet, budget)
