@@ -81,19 +81,23 @@ def bench_source(
     made = scaled_inputs.make(source, workdir / source, scale)
     for note in made.notes:
         print(f"note: {note}", flush=True)
+
+    def wanted(name: str) -> bool:
+        return not only or any(part in name for part in only)
+
     chosen = cases_for(source, made, stream_seconds, engine)
     cases = [(name, code, args, made) for name, code, args in chosen]
     memory_cases = [(MEMORY_CASE, [])] if engine != "spark" else []
     if engine != "local" and bench_cases.spark_installed():  # looked up here: tests replace it
         memory_cases.append((SPARK_MEMORY_CASE, ["spark:local[1]"]))
-    memory_cases = [case for case in memory_cases if not only or any(part in case[0] for part in only)]
-    if memory_cases:
+    memory_cases = [case for case in memory_cases if wanted(case[0])]
+    if memory_cases:  # the smaller input is made only for a memory case that runs
         smaller = scaled_inputs.make(source, workdir / f"{source}-quarter", scale / MEMORY_INPUT_RATIO)
         for name, engine_args in memory_cases:
             cases.append(
                 (name, BUILD, [source, str(smaller.data_dir), '["sessions"]', "1", *engine_args], smaller)
             )
-    cases = [case for case in cases if not only or any(part in case[0] for part in only)]
+    cases = [case for case in cases if wanted(case[0])]
     runs = [(*case, None) for case in cases]
     if baseline_code is not None:
         runs = [
@@ -160,9 +164,8 @@ def _format(row: dict, rows: list[dict]) -> str:
             f"| {rate:,.0f} rows/s | {peak_cell(row)} | {first} | |"
         )
     speed = row["MB"] / row["s"] if row["s"] else float("inf")
-    same_input = not row["case"].startswith(
-        MEMORY_CASE
-    )  # the baselines read the full input, not the smaller one
+    # the baselines read the full input, not a memory case's smaller one
+    same_input = not row["case"].startswith(MEMORY_CASE)
     vs_generic = f"{generic / row['s']:.2f}x" if generic and same_input else "-"
     vs_floor = f"{floor / row['s']:.2f}x" if floor and same_input else "-"
     return (
