@@ -100,6 +100,32 @@ def test_slices_of_a_partition_cover_it_once_in_order(tmp_path):
     ]
 
 
+def test_keys_made_python_a_run_at_a_time_are_each_conversations_keys(tmp_path, monkeypatch):
+    """Conversations of 1 to 9 rows and one of 40, read in runs of at most 8 rows of keys (the longer ones alone):
+    each comes out whole, sorted, with its own rows only, as with one conversation per run."""
+    lengths = [1, 3, 9, 2, 40, 5, 8, 1, 7]
+    rows = [((f"g{index}",), (-line,)) for index, length in enumerate(lengths) for line in range(length)]
+    files = [rows[0::2], rows[1::2]]
+    written = regroup.write_partitions(partial(keyed_file, files), [1, 1], str(tmp_path), 1)
+    monkeypatch.setattr(regroup, "KEYS_AT_ONCE", 1)
+    one_at_a_time = list(regroup.partition_keys(written, 0))
+    monkeypatch.setattr(regroup, "KEYS_AT_ONCE", 8)
+    in_runs = list(regroup.partition_keys(written, 0))
+    assert in_runs == one_at_a_time
+    assert [(group, len(rows)) for group, rows in in_runs] == [
+        ((f"g{n}",), n_rows) for n, n_rows in enumerate(lengths)
+    ]
+    for _, rows in in_runs:
+        assert [row[0] for row in rows] == sorted(row[0] for row in rows)
+    assert list(regroup._runs_of_conversations([0, 1, 4, 13, 15, 55, 60], 8)) == [
+        [0, 1, 4],
+        [4, 13],
+        [13, 15],
+        [15, 55],
+        [55, 60],
+    ]
+
+
 def test_the_first_error_is_the_one_a_serial_pass_meets_first(tmp_path):
     """Writers stop at their own first bad row; the error raised is the one of the earliest file, even when the
     writer of a later file (here the first writer, which takes the biggest file) fails too."""
