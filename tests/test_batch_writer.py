@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from convhub import registry
-from convhub.engine.local_build import MAX_SHARD_BYTES, consecutive_runs, jobs, write_config
+from convhub.engine.local_build import MAX_SHARD_BYTES, balanced_runs, consecutive_runs, jobs, write_config
 from convhub.errors import Notes
 
 
@@ -107,6 +107,25 @@ def test_jobs_are_runs_of_consecutive_shards_the_first_ones_longer():
         {"shards": ["a"], "split": "x"}
     ]
     assert all(job["split"] == "train" for job in jobs(kwargs, 3))
+
+
+def test_jobs_of_shards_that_say_their_bytes_hold_similar_bytes():
+    """A slow first shard (a whole file) and quick ones (a partition's slices): by count, one job would get the
+    big file and two slices while the other got three slices."""
+    sized = [
+        {"path": "big", "bytes": 90},
+        *({"path": f"s{n}", "range": [20 * n, 20 * n + 20, n + 1]} for n in range(5)),
+    ]
+    assert [[shard["path"] for shard in job["shards"]] for job in jobs({"shards": sized}, 2)] == [
+        ["big"],
+        ["s0", "s1", "s2", "s3", "s4"],
+    ]
+    unsized = [*sized, "a-path"]  # a shard that does not say its bytes: cut by count, as datasets cuts
+    assert [len(job["shards"]) for job in jobs({"shards": unsized}, 2)] == [4, 3]
+    assert balanced_runs([1, 1, 1, 1, 10], 2) == [range(0, 4), range(4, 5)]
+    assert balanced_runs([3, 1, 1, 1, 1, 1], 3) == [range(0, 1), range(1, 3), range(3, 6)]
+    assert balanced_runs([0, 0, 0], 2) == [range(0, 2), range(2, 3)]  # no bytes at all: by count
+    assert balanced_runs([100, 1, 1], 3) == [range(0, 1), range(1, 2), range(2, 3)]  # never an empty job
 
 
 def test_consecutive_runs_keep_the_order_and_the_first_runs_are_longer():

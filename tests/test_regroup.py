@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convhub.engine import regroup
-from convhub.engine.input_shards import GroupShard, Partition
+from convhub.engine.input_shards import PARTITION_BYTE_WORK, GroupShard, Partition, shard_work
 from convhub.errors import SourceError
 
 #: Texts that stress byte order: a prefix, a zero character, a lone surrogate, past the BMP, the private use area.
@@ -94,6 +94,9 @@ def test_slices_of_a_partition_cover_it_once_in_order(tmp_path):
     assert len(whole) == 11
     assert read_all(written, slices=3) == whole
     sliced = [list(regroup.partition_keys(written, 0, (number, 4))) for number in range(4)]
+    assert (
+        shard_work(Partition(GROUP, written, 0, (1, 4))) == 60 * 10 / 4 * PARTITION_BYTE_WORK
+    )  # what the local engine shares out
     assert [len(part) for part in sliced] == [2, 3, 3, 3]
     assert [(group, row[0]) for part in sliced for group, rows in part for row in rows] == [
         key for conversation in whole for key, _ in conversation

@@ -118,7 +118,7 @@ class JsonLinesBuilder(ConversationBuilder):
         a gzipped one whole (it cannot be entered mid-way)."""
         shard = {"kind": "rows", "format": kind, "name": name, "path": path}
         if os.path.getsize(path) <= self.RANGE_BYTES or json_lines.is_gzip(path):
-            return [shard]
+            return [{**shard, "bytes": json_lines.uncompressed_size(path)}]
         ranges = json_lines.line_ranges(path, self.RANGE_BYTES)
         return [{**shard, "range": list(byte_range)} for byte_range in ranges]
 

@@ -14,9 +14,11 @@ writes the rows itself, instead of ``datasets``' ``download_and_prepare``, for t
 - around each split: the builder's ``preparing_split`` (LoCoMo checks its sample ids across the workers' files
   there) and a progress bar that counts shards (``progress.ShardBar``).
 
-The work is cut as ``datasets`` cuts it, so the files are the ones it wrote: a split of N shards runs as
-``min(num_proc, N)`` jobs of consecutive shards (``jobs``), each job writes its rows in order into files of at most
-about ``MAX_SHARD_BYTES`` (Arrow bytes), and the split's files are the jobs' files in job order. A job runs in this
+The work is cut much as ``datasets`` cuts it: a split of N shards runs as ``min(num_proc, N)`` jobs of consecutive
+shards (``jobs``; of similar work where every shard says its work, e.g. the engine's own slices and byte ranges,
+else of similar numbers of shards, as ``datasets`` cuts them), each job writes its rows in order into files of at
+most about ``MAX_SHARD_BYTES`` (Arrow bytes), and the split's files are the jobs' files in job order: the rows,
+in order, do not depend on the cut. A job runs in this
 process where there is one, else in a pool of worker processes (``multiprocess``, ``datasets``' own dependency,
 which pickles the builder with ``dill`` as ``datasets`` did).
 """
@@ -26,9 +28,10 @@ from __future__ import annotations
 import os
 import queue
 import time
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import accumulate, islice, pairwise
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,7 @@ from datasets.builder import Key
 
 from convhub.engine import progress
 from convhub.engine.arrow_rows import rows_table
+from convhub.engine.input_shards import shard_work
 from convhub.engine.memory import LARGE_TABLE_BYTES, give_back_pages
 from convhub.engine.parquet_writer import ParquetWriter
 
@@ -76,9 +80,34 @@ def consecutive_runs(items: Sequence[Any], count: int) -> list[Sequence[Any]]:
     return runs
 
 
+def balanced_runs(weights: Sequence[float], count: int) -> list[range]:
+    """The indices of ``weights`` as ``count`` runs of consecutive ones (or fewer, one per item) whose weights are
+    as even as cuts between items make them: each cut at the item boundary nearest its share of the total."""
+    count = max(1, min(count, len(weights)))
+    prefix = [0, *accumulate(weights)]
+    total = prefix[-1]
+    if total <= 0:
+        return list(consecutive_runs(range(len(weights)), count))
+    cuts = [0]
+    for run in range(1, count):
+        target = total * run / count
+        after = bisect_left(prefix, target)  # the first cut reaching the target
+        cut = (
+            after
+            if after - 1 <= cuts[-1] or prefix[after] - target <= target - prefix[after - 1]
+            else after - 1
+        )
+        cuts.append(min(max(cut, cuts[-1] + 1), len(weights) - (count - run)))
+    cuts.append(len(weights))
+    return [range(start, end) for start, end in pairwise(cuts)]
+
+
 def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
-    """``gen_kwargs`` cut into at most ``processes`` jobs: each list of it (the shards) into the same
-    ``consecutive_runs``; other values go to every job."""
+    """``gen_kwargs`` cut into at most ``processes`` jobs: each list of it (the shards) into the same runs of
+    consecutive items; other values go to every job. Where every shard says its work (``shard_work``: the
+    engine's slices of partitions and byte ranges of files), the runs hold similar work (``balanced_runs``);
+    else similar numbers of shards, as ``datasets`` cuts them (``consecutive_runs``). By numbers, MNBVC's benchmark
+    input left one process working alone for the last tenth of a two-process build."""
     lists = {name: value for name, value in gen_kwargs.items() if isinstance(value, list)}
     lengths = {len(value) for value in lists.values()}
     if len(lengths) > 1:
@@ -86,9 +115,13 @@ def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
     count = lengths.pop() if lengths else 0
     if processes <= 1 or count <= 1:
         return [gen_kwargs]
+    weights = [shard_work(shard) for shard in gen_kwargs.get("shards") or ()]
+    if len(weights) == count and None not in weights:
+        runs = balanced_runs(weights, processes)
+    else:
+        runs = consecutive_runs(range(count), processes)
     return [
-        {**gen_kwargs, **{name: value[run.start : run.stop] for name, value in lists.items()}}
-        for run in consecutive_runs(range(count), processes)
+        {**gen_kwargs, **{name: value[run.start : run.stop] for name, value in lists.items()}} for run in runs
     ]
 
 
