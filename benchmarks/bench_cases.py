@@ -83,7 +83,7 @@ def cases_for(
         multiturn = made.data_dir / "multiturn"
         files_of_multiturn = [str(path) for path in made.files if path.parent == multiturn]
         cases += [
-            (NATIVE_FLOOR_CASE, native_floor.DUCKDB_SESSIONS, ["1GB", *files_of_multiturn]),
+            (NATIVE_FLOOR_CASE, native_floor.DUCKDB_SESSIONS, [NATIVE_FLOOR_MEMORY, *files_of_multiturn]),
             (FLOORED_BUILD_CASE, BUILD, [source, str(multiturn), '["sessions"]', "2"]),
         ]
     if spark_installed():
@@ -110,9 +110,11 @@ SPARK_SESSIONS_CASE = "build sessions on Spark local[1]"
 SPARK_PARALLEL_CASE = "build sessions on Spark local[2]"
 SPARK_SHARED_CASE = "build shared configs on Spark local[2]"
 #: MNBVC's floor: the least an engine with no Python per row does for ``sessions`` on the multi-turn rows
-#: (``native_floor.py``'s DuckDB case at the build's 1 GB memory bound: read, key, group, write Parquet), beside
-#: the build of the same files.
+#: (``native_floor.py``'s DuckDB case: read, key, group, write Parquet), beside the build of the same files.
 NATIVE_FLOOR_SOURCES = ("mnbvc",)
+#: DuckDB's memory limit for the floor. Its ``list`` aggregate does not spill: at the build's 1 GB bound it ran out
+#: of memory on the full-scale input (1.6 GB of multi-turn files, 2026-11-26); at 4 GB it peaked at 3.5 GB.
+NATIVE_FLOOR_MEMORY = "4GB"
 #: Speed against load_dataset('json') where it is a target: the big source only.
 SPEED_GOALS = {"mnbvc": 0.5}
 #: Each build case's time at most this times the baseline code's (issue 34: restructured, not slower than 2x).
