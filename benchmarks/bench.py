@@ -48,6 +48,7 @@ from bench_cases import (
     MEMORY_CASE,
     MEMORY_INPUT_RATIO,
     SPARK_MEMORY_CASE,
+    case_input,
     cases_for,
     engine_of,
 )
@@ -86,7 +87,7 @@ def bench_source(
         return not only or any(part in name for part in only)
 
     chosen = cases_for(source, made, stream_seconds, engine)
-    cases = [(name, code, args, made) for name, code, args in chosen]
+    cases = [(name, code, args, case_input(name, made)) for name, code, args in chosen]
     memory_cases = [(MEMORY_CASE, [])] if engine != "spark" else []
     if engine != "local" and bench_cases.spark_installed():  # looked up here: tests replace it
         memory_cases.append((SPARK_MEMORY_CASE, ["spark:local[1]"]))
@@ -108,8 +109,8 @@ def bench_source(
         ]
     rows: list[dict] = []
     for round_number in range(1, repeat + 1):
-        for name, code, args, case_input, code_root in runs:
-            row = _run(source, name, code, args, case_input, code_root)
+        for name, code, args, its_input, code_root in runs:
+            row = _run(source, name, code, args, its_input, code_root)
             if repeat > 1:
                 row["round"] = round_number
             rows.append(row)
@@ -147,7 +148,7 @@ def _format(row: dict, rows: list[dict]) -> str:
     case = row["case"] if "round" not in row else f"{row['case']} (round {row['round']})"
     if "failed" in row:
         return f"| {row['source']} | {case} | {engine_of(row['case'])} | failed (see stderr) | | | | | | |"
-    measured = baselines(row, rows)
+    measured = baselines(row, rows, per="MB/s")  # speeds: a case may read part of the input (case_input)
     generic = measured.get(GENERIC_CASE)
     floor = measured.get(FLOOR_CASE)
     rows_text = "-" if row["rows"] < 0 else f"{row['rows']:,}"
@@ -166,8 +167,8 @@ def _format(row: dict, rows: list[dict]) -> str:
     speed = row["MB"] / row["s"] if row["s"] else float("inf")
     # the baselines read the full input, not a memory case's smaller one
     same_input = not row["case"].startswith(MEMORY_CASE)
-    vs_generic = f"{generic / row['s']:.2f}x" if generic and same_input else "-"
-    vs_floor = f"{floor / row['s']:.2f}x" if floor and same_input else "-"
+    vs_generic = f"{speed / generic:.2f}x" if generic and same_input else "-"
+    vs_floor = f"{speed / floor:.2f}x" if floor and same_input else "-"
     return (
         f"| {row['source']} | {case} | {engine_of(row['case'])} | {row['MB']:.1f} | {rows_text} "
         f"| {row['s']:.2f} | {speed:.1f} "

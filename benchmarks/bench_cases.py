@@ -59,6 +59,15 @@ os._exit(0)  # the timer thread must not keep the process alive
 """
 
 
+def case_input(name: str, made: scaled_inputs.ScaledInput) -> scaled_inputs.ScaledInput:
+    """What a case reads: MNBVC's multi-turn files for its native floor and the build beside it, else the whole
+    input (its megabytes are the case's, so that its MB/s is)."""
+    if name not in (NATIVE_FLOOR_CASE, FLOORED_BUILD_CASE):
+        return made
+    multiturn = made.data_dir / "multiturn"
+    return scaled_inputs.ScaledInput(multiturn, [path for path in made.files if path.parent == multiturn])
+
+
 def cases_for(
     source: str, made: scaled_inputs.ScaledInput, stream_seconds: float, engine: str | None = None
 ) -> list[tuple]:
@@ -80,11 +89,11 @@ def cases_for(
         every = [view.name for view in builder_cls.views()]
         cases.append((ALL_CASE, BUILD, [source, data_dir, json.dumps(every), "2"]))
     if source in NATIVE_FLOOR_SOURCES:
-        multiturn = made.data_dir / "multiturn"
-        files_of_multiturn = [str(path) for path in made.files if path.parent == multiturn]
+        multiturn = case_input(NATIVE_FLOOR_CASE, made)
+        files_of_multiturn = [str(path) for path in multiturn.files]
         cases += [
             (NATIVE_FLOOR_CASE, native_floor.DUCKDB_SESSIONS, [NATIVE_FLOOR_MEMORY, *files_of_multiturn]),
-            (FLOORED_BUILD_CASE, BUILD, [source, str(multiturn), '["sessions"]', "2"]),
+            (FLOORED_BUILD_CASE, BUILD, [source, str(multiturn.data_dir), '["sessions"]', "2"]),
         ]
     if spark_installed():
         cases += [

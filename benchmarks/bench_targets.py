@@ -27,20 +27,20 @@ from bench_cases import (
 )
 
 
-def baselines(row: dict, rows: list[dict]) -> dict[str, float]:
-    """Seconds of each case of ``row``'s source and round: the generic loader and the parse floor ``row``
-    is compared with were measured in the same round."""
+def baselines(row: dict, rows: list[dict], per: str = "s") -> dict[str, float]:
+    """Seconds (``per="MB/s"``: speeds) of each case of ``row``'s source and round: the generic loader and the
+    parse floor ``row`` is compared with were measured in the same round."""
     return {
-        r["case"]: r["s"]
+        r["case"]: r["s"] if per == "s" else r["MB"] / r["s"]
         for r in rows
-        if r["source"] == row["source"] and r.get("round") == row.get("round") and "s" in r
+        if r["source"] == row["source"] and r.get("round") == row.get("round") and r.get("s")
     }
 
 
 def merged(rows: list[dict]) -> list[dict]:
     """One row per source and case from the rounds of ``--repeat``: the median seconds (and ``range``, the
     fastest and slowest round), the highest peak memory, the median first row, and ``ratios``, the generic
-    loader's time over the case's within each round. A case that failed in any round keeps its failed row."""
+    case's speed over the generic loader's within each round. A case that failed in any round keeps its failed row."""
     runs: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
         runs.setdefault((row["source"], row["case"]), []).append(row)
@@ -62,9 +62,9 @@ def merged(rows: list[dict]) -> list[dict]:
             row["complete"] = all(run["complete"] for run in rounds)
             out.append(row)
             continue
-        generic = [baselines(run, rows).get(GENERIC_CASE) for run in rounds]
+        generic = [baselines(run, rows, per="MB/s").get(GENERIC_CASE) for run in rounds]
         if all(generic) and not row["case"].startswith(MEMORY_CASE):
-            row["ratios"] = [base / run["s"] for base, run in zip(generic, rounds, strict=True)]
+            row["ratios"] = [run["MB"] / run["s"] / base for base, run in zip(generic, rounds, strict=True)]
         out.append(row)
     return out
 

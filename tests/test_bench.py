@@ -69,7 +69,15 @@ def test_every_source_and_case_has_a_row(tmp_path, monkeypatch, capsys):
         smaller = scaled_inputs.make(source, tmp_path / f"{source}-quarter", float(TINY) / 4)
         assert [source, str(smaller.data_dir), '["sessions"]', "1"] in [args for _, args in seen]
     assert len(rows) == len(seen)
-    assert "load average at start" in output and "load average at end" in output
+    # MNBVC's floor and the build beside it read the multi-turn files: their MB and speeds are of those alone
+    made = scaled_inputs.make("mnbvc", tmp_path / "mnbvc", float(TINY))
+    multiturn = bench_cases.case_input(bench_cases.NATIVE_FLOOR_CASE, made)
+    assert multiturn.files and all(path.parent.name == "multiturn" for path in multiturn.files)
+    assert 0 < multiturn.megabytes < made.megabytes
+    for case in (bench_cases.NATIVE_FLOOR_CASE, bench_cases.FLOORED_BUILD_CASE):
+        (row,) = [row for row in rows if row[:2] == ["mnbvc", case]]
+        assert row[3] == f"{multiturn.megabytes:.1f}"
+        assert row[8] == f"{multiturn.megabytes / made.megabytes:.2f}x"  # every stub case takes 2 s
     assert "targets:" in output and "peak memory of the builds" in output
     # the stub gives every build 300 MiB, so memory does not grow: 1.00x, met
     assert "peak memory of build sessions, input x4 vs input 1.00x (target <= 1.25x): met" in output
