@@ -99,8 +99,10 @@ class HubDouble:
         status: int | None = None,
         drop: bool | str = False,
         echo_headers: bool = False,
+        path: str | None = None,
     ) -> None:
-        """Make the next ``times`` requests to ``route`` (a name in ``ROUTES``) fail.
+        """Make the next ``times`` requests to ``route`` (a name in ``ROUTES``) fail; with ``path``, only those
+        whose path holds that text (one file of a repo: a connection lost after a stream's first file).
 
         With ``status``: that HTTP status (and a JSON error; with ``echo_headers`` the request's headers in it).
         With ``drop``: the connection is closed without an answer, as a proxy or a crashed server would;
@@ -113,7 +115,7 @@ class HubDouble:
         moment = DROP_MOMENTS[0] if drop is True else drop or None
         if moment is not None and moment not in DROP_MOMENTS:
             raise ValueError(f"drop must be True or one of {DROP_MOMENTS}")
-        self._faults[route] = Fault(times, status, moment, echo_headers)
+        self._faults[route] = Fault(times, status, moment, echo_headers, path)
 
     def expire_token(self) -> None:
         """From now on the token is refused (401) on every route, as the Hub does for an expired token."""
@@ -126,10 +128,10 @@ class HubDouble:
         return [request for request in self.requests if route is None or request.route == route]
 
     # -- request handling (called by the handler) ---------------------------------------------------------
-    def take_fault(self, route: str) -> Fault | None:
+    def take_fault(self, route: str, path: str = "") -> Fault | None:
         with self._lock:
             fault = self._faults.get(route)
-            if fault is None:
+            if fault is None or (fault.path is not None and fault.path not in path):
                 return None
             fault.times -= 1
             if fault.times <= 0:

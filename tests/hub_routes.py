@@ -92,7 +92,7 @@ class _Handler(BaseHTTPRequestHandler):
         logged = LoggedRequest(method, unquote(parts.path), query, route, authorized=authorized)
         with self.hub._lock:
             self.hub.requests.append(logged)
-        fault = self.hub.take_fault(route)
+        fault = self.hub.take_fault(route, logged.path)
         try:
             if fault and fault.drop == "mid-body":
                 self._read_part_of_body()

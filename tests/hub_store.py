@@ -110,6 +110,7 @@ class Fault:
     status: int | None
     drop: str | None  # one of DROP_MOMENTS
     echo_headers: bool = False
+    path: str | None = None  # only requests whose path holds this text
 
 
 class HubError(Exception):

@@ -48,6 +48,30 @@ def describe(error: BaseException) -> str:
     return str(error)
 
 
+def dropped_transfer(error: BaseException) -> str | None:
+    """The line for a transfer whose connection was lost, and lost again on every retry (a stream's read of the
+    Hub: ``datasets`` says only "Server Disconnected"): which server, which file, and why; None for another error.
+    """
+    import httpx2
+
+    lost = in_chain(error, lambda each: isinstance(each, httpx2.TransportError) and _request_of(each))
+    if lost is None:
+        return None
+    url = _request_of(lost).url
+    origin = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}"
+    from huggingface_hub import constants
+
+    server = f"the Hub at {origin} (HF_ENDPOINT)" if constants.ENDPOINT.rstrip("/") == origin else origin
+    return f"lost the connection to {server} while reading {url.path}, on every try: {lost}"
+
+
+def _request_of(error) -> object | None:
+    try:
+        return error.request
+    except RuntimeError:  # an httpx2 error raised outside a request has none
+        return None
+
+
 def _reportable(error: BaseException) -> bool:
     """An error a user can act on from its message (not a bug, whose traceback is the report)."""
     from huggingface_hub.errors import HfHubHTTPError
@@ -72,6 +96,10 @@ def exit_status(command: str, error: BaseException, token=None) -> int | None:
     if full is not None:
         kept = "; nothing was written" if command in STAGED else ""
         hub_errors.report(command, f"{describe(full)} (the disk is full){kept}", token)
+        return DATA
+    dropped = dropped_transfer(error)
+    if dropped is not None:
+        hub_errors.report(command, dropped, token)
         return DATA
     if not _reportable(error):  # a wrapper (DatasetGenerationError): its cause, if a user can act on it
         error = in_chain(error, _reportable)

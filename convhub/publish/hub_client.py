@@ -13,6 +13,12 @@ convhub's push (``HubSession``).
 The limit is :data:`TIMEOUT_ENV` (seconds) when set, else :data:`DEFAULT_TIMEOUT`; it is read at each request, so
 tests and users can change it without a new client. The limit is per phase, not per request: an upload of a large
 file is only cut when no byte moves for that long.
+
+A stream (``convhub mix --streaming``, ``convhub export --streaming``) reads the Hub's files as it goes, through
+``datasets``, which tries a read or an open that lost its connection 20 times, each try with ``huggingface_hub``'s
+own five retries (about 23 s): a Hub gone after a stream's first file held ``convhub mix`` for 9.5 minutes before
+its error. :func:`use_timeouts` gives ``datasets`` :data:`STREAMING_TRIES` tries (its documented settings in
+``datasets.config``), about a minute.
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ from convhub.errors import unconnectable
 TIMEOUT_ENV = "CONVHUB_HUB_TIMEOUT"
 #: The limit when the variable is not set: long enough for the Hub to answer a large commit.
 DEFAULT_TIMEOUT = 60.0
+
+#: Tries of a streamed read or open that lost its connection (``datasets.config``'s ``STREAMING_*_MAX_RETRIES``).
+STREAMING_TRIES = 2
 
 _PHASES = ("connect", "read", "write", "pool")
 _lock = threading.Lock()
@@ -52,7 +61,16 @@ def use_timeouts() -> None:
         set_client_factory(
             _client_with_timeouts
         )  # closes the shared client: the next call makes one with the hook
+        _bound_streaming_tries()
         _installed = True
+
+
+def _bound_streaming_tries() -> None:
+    """At most ``STREAMING_TRIES`` tries of a streamed read or open (``datasets``' default: 20)."""
+    from datasets import config
+
+    config.STREAMING_READ_MAX_RETRIES = min(config.STREAMING_READ_MAX_RETRIES, STREAMING_TRIES)
+    config.STREAMING_OPEN_MAX_RETRIES = min(config.STREAMING_OPEN_MAX_RETRIES, STREAMING_TRIES)
 
 
 def _client_with_timeouts():

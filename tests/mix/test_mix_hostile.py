@@ -231,6 +231,41 @@ def test_a_missing_hub_repo_or_revision_names_its_key(hub, tmp_path):
     assert caught.value.key == "sources[0].revision"
 
 
+def test_a_hub_lost_after_the_first_file_ends_the_stream_in_bounded_tries_with_one_line(
+    hub, tmp_path, capsys, monkeypatch
+):
+    """The second of a source's two files never arrives (every connection for it closed unanswered): ``datasets``
+    tried 20 times, each with ``huggingface_hub``'s five retries, 9.5 minutes, and said "Server Disconnected"."""
+    import datasets
+    import pyarrow.parquet as pq
+
+    from convhub.publish import hub_client
+    from convhub.publish.push import push_folder
+
+    monkeypatch.setattr(datasets.config, "STREAMING_READ_RETRY_INTERVAL", 0)  # the test's time, not the tries
+    folder = write_source(tmp_path / "a", numbered("a", 40))
+    whole = folder / "messages" / "train-00000-of-00001.parquet"
+    table = pq.read_table(whole)
+    whole.unlink()
+    pq.write_table(table.slice(0, 20), folder / "messages" / "train-00000-of-00002.parquet")
+    pq.write_table(table.slice(20), folder / "messages" / "train-00001-of-00002.parquet")
+    push_folder(folder, "org/a-unified")
+    (tmp_path / "recipe.yaml").write_text("sources: [{repo: org/a-unified}]\n")
+    hub.fail_next("resolve", times=10_000, drop=True, path="train-00001")
+    arguments = ["mix", str(tmp_path / "recipe.yaml"), "--output", str(tmp_path / "out"), "--streaming"]
+    assert cli.main(arguments) == 1
+    assert datasets.config.STREAMING_READ_MAX_RETRIES == hub_client.STREAMING_TRIES == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("convhub")]
+    assert lines == [
+        f"convhub mix: error: lost the connection to the Hub at {hub.url} (HF_ENDPOINT) while reading "
+        f"/datasets/org/a-unified/resolve/{hub.repo('org/a-unified').head().sha}/messages/"
+        "train-00001-of-00002.parquet, on every try: Server disconnected without sending a response."
+    ]
+    tried = [call for call in hub.calls("resolve") if "train-00001" in call.path]
+    assert 2 <= len(tried) <= 6 * hub_client.STREAMING_TRIES + 2  # each try: one request and five retries
+    assert not (tmp_path / "out").exists()
+
+
 # -- 6. oversampling --------------------------------------------------------------------------------
 
 
