@@ -134,9 +134,12 @@ class TreeMemory:
                 total += pss
                 if high_water:
                     self.high_water_kib[pid] = max(self.high_water_kib.get(pid, 0), high_water)
-                    # asked at every sample: a process forked by Python runs Python until it execs (the JVM)
-                    self.pythons[pid] = _runs_python(pid)
-                    python_total += pss if self.pythons[pid] else 0
+                    # asked at every sample: a process forked by Python runs Python until it execs (the JVM);
+                    # one that ended since its memory was read keeps what it ran (a worker at its exit)
+                    runs_python = _runs_python(pid)
+                    if runs_python is not None:
+                        self.pythons[pid] = runs_python
+                    python_total += pss if self.pythons.get(pid) else 0
             self.peak_kib = max(self.peak_kib, total)
             self.python_peak_kib = max(self.python_peak_kib, python_total)
             cost = time.perf_counter() - started
@@ -174,11 +177,12 @@ class TreeMemory:
         return 0, 0
 
 
-def _runs_python(pid: int) -> bool:
-    """Whether a process (past its exec) runs a Python interpreter: its executable is ``python*``."""
+def _runs_python(pid: int) -> bool | None:
+    """Whether a process (past its exec) runs a Python interpreter: its executable is ``python*``; None once it
+    ended (its executable can no longer be read)."""
     with contextlib.suppress(OSError):
         return Path(os.readlink(f"/proc/{pid}/exe")).name.startswith("python")
-    return False
+    return None
 
 
 def run_case(
