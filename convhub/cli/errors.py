@@ -65,6 +65,13 @@ def dropped_transfer(error: BaseException) -> str | None:
     return f"lost the connection to {server} while reading {url.path}, on every try: {lost}"
 
 
+def _says_it_all(error: BaseException) -> bool:
+    """An error of convhub's own, whose line already names what failed (a record, an engine), whatever it wraps."""
+    from convhub.errors import EngineError, SourceError
+
+    return isinstance(error, (SourceError, EngineError))
+
+
 def _request_of(error) -> object | None:
     try:
         return error.request
@@ -97,7 +104,7 @@ def exit_status(command: str, error: BaseException, token=None) -> int | None:
         kept = "; nothing was written" if command in STAGED else ""
         hub_errors.report(command, f"{describe(full)} (the disk is full){kept}", token)
         return DATA
-    dropped = dropped_transfer(error)
+    dropped = None if _says_it_all(error) else dropped_transfer(error)
     if dropped is not None:
         hub_errors.report(command, dropped, token)
         return DATA

@@ -369,11 +369,8 @@ def partition_keys(
             (marshal.loads(keys[start - begin])[0], _sorted_rows(keys, located, start - begin, end - begin))
             for start, end in pairwise(run)
         ]
-        del (
-            rows,
-            keys,
-            located,
-        )  # before the rows are read: a long conversation's keys take more than its rows
+        # let go before the rows are read: a long conversation's keys take more than its rows
+        del rows, keys, located
         conversations.reverse()
         while conversations:
             yield conversations.pop()
