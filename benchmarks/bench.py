@@ -52,7 +52,7 @@ from bench_cases import (
     cases_for,
     engine_of,
 )
-from bench_targets import baselines, merged, peak_cell, print_summary, targets
+from bench_targets import baseline_speeds, merged, peak_cell, print_summary, targets
 from harness import (  # noqa: F401 (bench.X for callers)
     BUILD,
     GENERIC_LOADER,
@@ -148,7 +148,7 @@ def _format(row: dict, rows: list[dict]) -> str:
     case = row["case"] if "round" not in row else f"{row['case']} (round {row['round']})"
     if "failed" in row:
         return f"| {row['source']} | {case} | {engine_of(row['case'])} | failed (see stderr) | | | | | | |"
-    measured = baselines(row, rows, per="MB/s")  # speeds: a case may read part of the input (case_input)
+    measured = baseline_speeds(row, rows)
     generic = measured.get(GENERIC_CASE)
     floor = measured.get(FLOOR_CASE)
     rows_text = "-" if row["rows"] < 0 else f"{row['rows']:,}"

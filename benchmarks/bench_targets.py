@@ -27,11 +27,11 @@ from bench_cases import (
 )
 
 
-def baselines(row: dict, rows: list[dict], per: str = "s") -> dict[str, float]:
-    """Seconds (``per="MB/s"``: speeds) of each case of ``row``'s source and round: the generic loader and the
-    parse floor ``row`` is compared with were measured in the same round."""
+def baseline_speeds(row: dict, rows: list[dict]) -> dict[str, float]:
+    """MB/s of each case of ``row``'s source and round: the generic loader and the parse floor ``row`` is compared
+    with were measured in the same round. Speeds, not seconds: a case may read part of the input (``case_input``)."""
     return {
-        r["case"]: r["s"] if per == "s" else r["MB"] / r["s"]
+        r["case"]: r["MB"] / r["s"]
         for r in rows
         if r["source"] == row["source"] and r.get("round") == row.get("round") and r.get("s")
     }
@@ -39,8 +39,8 @@ def baselines(row: dict, rows: list[dict], per: str = "s") -> dict[str, float]:
 
 def merged(rows: list[dict]) -> list[dict]:
     """One row per source and case from the rounds of ``--repeat``: the median seconds (and ``range``, the
-    fastest and slowest round), the highest peak memory, the median first row, and ``ratios``, the generic
-    case's speed over the generic loader's within each round. A case that failed in any round keeps its failed row."""
+    fastest and slowest round), the highest peak memory, the median first row, and ``ratios``, the case's speed
+    over the generic loader's within each round. A case that failed in any round keeps its failed row."""
     runs: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
         runs.setdefault((row["source"], row["case"]), []).append(row)
@@ -62,7 +62,7 @@ def merged(rows: list[dict]) -> list[dict]:
             row["complete"] = all(run["complete"] for run in rounds)
             out.append(row)
             continue
-        generic = [baselines(run, rows, per="MB/s").get(GENERIC_CASE) for run in rounds]
+        generic = [baseline_speeds(run, rows).get(GENERIC_CASE) for run in rounds]
         if all(generic) and not row["case"].startswith(MEMORY_CASE):
             row["ratios"] = [run["MB"] / run["s"] / base for base, run in zip(generic, rounds, strict=True)]
         out.append(row)
