@@ -51,7 +51,8 @@ def timeout_seconds() -> float:
 
 
 def use_timeouts() -> None:
-    """Make every later Hub request of this process time out (see the module docstring). Idempotent."""
+    """Make every later Hub request of this process time out, and a stream's read or open that lost its connection
+    end after ``STREAMING_TRIES`` tries (see the module docstring). Idempotent."""
     global _installed
     with _lock:
         if _installed:
