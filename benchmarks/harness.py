@@ -77,6 +77,8 @@ with tempfile.TemporaryDirectory() as out:
         source, out + "/folder", data_dir, configs, num_proc or None, engine=engine, spark_master=master or None
     )
     print(sum(info.num_examples for built in result.configs.values() for info in built.splits.values()))
+import gc
+gc.freeze()  # as the command exits (convhub.cli.main.console_main): no last collection over what is left
 """
 
 
