@@ -10,7 +10,9 @@ default ``sessions`` config and all shared configs together, each with ``num_pro
 (``convhub build``'s default on a 2-core machine), every config (where a source has its own), each shared
 config streamed through ``as_streaming_dataset()`` (seconds to the first row, then rows/s over at most
 ``--stream-seconds``), and the ``sessions`` build once more on an input a quarter the size, whose peak memory
-shows whether memory grows with the input. For MNBVC, the native floor (``native_floor.py``'s DuckDB regrouping
+shows whether memory grows with the input (on Spark too, ``local[1]`` and ``local[2]``: the full input's extra
+megabytes by its extra seconds on ``local[2]`` are Spark's throughput per core once its fixed price is paid,
+what the 60 TB sizing of ``docs/scale-out.md`` is checked against). For MNBVC, the native floor (``native_floor.py``'s DuckDB regrouping
 of the multi-turn files, no Python per row) and the ``sessions`` build of the same files. Ratios are against the
 baselines measured in the same run on the same input; a summary checks the targets: peak memory under 1 GiB and
 flat as the input grows, MNBVC within 1.5x of its native floor and at 0.5x the generic loader's speed, and with
@@ -48,6 +50,7 @@ from bench_cases import (
     MEMORY_CASE,
     MEMORY_INPUT_RATIO,
     SPARK_MEMORY_CASE,
+    SPARK_PARALLEL_MEMORY_CASE,
     case_input,
     cases_for,
     engine_of,
@@ -88,15 +91,21 @@ def bench_source(
 
     chosen = cases_for(source, made, stream_seconds, engine)
     cases = [(name, code, args, case_input(name, made)) for name, code, args in chosen]
-    memory_cases = [(MEMORY_CASE, [])] if engine != "spark" else []
+    memory_cases = [(MEMORY_CASE, "1", [])] if engine != "spark" else []
     if engine != "local" and bench_cases.spark_installed():  # looked up here: tests replace it
-        memory_cases.append((SPARK_MEMORY_CASE, ["spark:local[1]"]))
+        memory_cases.append((SPARK_MEMORY_CASE, "1", ["spark:local[1]"]))
+        memory_cases.append((SPARK_PARALLEL_MEMORY_CASE, "2", ["spark:local[2]"]))
     memory_cases = [case for case in memory_cases if wanted(case[0])]
     if memory_cases:  # the smaller input is made only for a memory case that runs
         smaller = scaled_inputs.make(source, workdir / f"{source}-quarter", scale / MEMORY_INPUT_RATIO)
-        for name, engine_args in memory_cases:
+        for name, num_proc, engine_args in memory_cases:
             cases.append(
-                (name, BUILD, [source, str(smaller.data_dir), '["sessions"]', "1", *engine_args], smaller)
+                (
+                    name,
+                    BUILD,
+                    [source, str(smaller.data_dir), '["sessions"]', num_proc, *engine_args],
+                    smaller,
+                )
             )
     cases = [case for case in cases if wanted(case[0])]
     runs = [(*case, None) for case in cases]

@@ -158,4 +158,9 @@ MEMORY_INPUT_RATIO = 4
 MEMORY_CASE = f"memory: sessions build, input / {MEMORY_INPUT_RATIO}"
 #: The same on Spark ``local[1]``, whose Python processes' peak (not its JVM's) is held to the same growth.
 SPARK_MEMORY_CASE = f"{MEMORY_CASE}, on Spark local[1]"
+#: And on Spark ``local[2]``: beside the full input's ``local[2]`` build, it gives Spark's throughput per core
+#: with its fixed price (the JVM's start, the first SQL query) left out, which a long job pays once.
+SPARK_PARALLEL_MEMORY_CASE = f"{MEMORY_CASE}, on Spark local[2]"
+#: The cluster sizing's goal (issue 35): MNBVC's 60 TB in at most this many core-hours.
+SIZING_TB, SIZING_CORE_HOURS = 60, 1000
 MAX_RSS_GROWTH = 1.25

@@ -19,8 +19,11 @@ from bench_cases import (
     PARALLEL_CASE,
     SESSIONS_CASE,
     SHARED_PARALLEL_CASE,
+    SIZING_CORE_HOURS,
+    SIZING_TB,
     SPARK_MEMORY_CASE,
     SPARK_PARALLEL_CASE,
+    SPARK_PARALLEL_MEMORY_CASE,
     SPARK_SESSIONS_CASE,
     SPEED_GOALS,
     engine_of,
@@ -94,6 +97,16 @@ def print_summary(rows: list[dict]) -> None:
             f"| {row['source']} | {row['case']} | {engine_of(row['case'])} | {row['rounds']} "
             f"| {row['s']:.2f} ({low:.2f}-{high:.2f}) | {peak_cell(row)} | {ratio} |"
         )
+
+
+def steady_per_core(full: dict, smaller: dict, cores: int) -> float | None:
+    """MB/s per core of a build once its fixed price is paid: the extra megabytes of the ``full`` input over the
+    ``smaller`` one, by the extra seconds they took, on ``cores`` cores. What a long job's tasks do after the
+    JVM has started; None when the larger input did not take longer (a noisy run says nothing)."""
+    extra_seconds = full["s"] - smaller["s"]
+    if extra_seconds <= 0 or full["MB"] <= smaller["MB"]:
+        return None
+    return (full["MB"] - smaller["MB"]) / extra_seconds / cores
 
 
 def python_peak(row: dict) -> float:
@@ -171,6 +184,12 @@ def targets(rows: list[dict]) -> list[str]:
         growths = (
             (SESSIONS_CASE, MEMORY_CASE, "build sessions", lambda row: row["rss"]),
             (SPARK_SESSIONS_CASE, SPARK_MEMORY_CASE, "Spark local[1]'s Python processes", python_peak),
+            (
+                SPARK_PARALLEL_CASE,
+                SPARK_PARALLEL_MEMORY_CASE,
+                "Spark local[2]'s Python processes",
+                python_peak,
+            ),
         )
         for full, quarter, what, peak in growths:
             if full in cases and quarter in cases:
@@ -190,6 +209,20 @@ def targets(rows: list[dict]) -> list[str]:
         if PARALLEL_CASE in cases and SPARK_PARALLEL_CASE in cases:
             price = cases[SPARK_PARALLEL_CASE]["s"] / cases[PARALLEL_CASE]["s"]
             check("Spark local[2] time / local engine num_proc=2 on sessions", price, 2.0, False)
+        if (
+            source in NATIVE_FLOOR_SOURCES
+            and SPARK_PARALLEL_CASE in cases
+            and SPARK_PARALLEL_MEMORY_CASE in cases
+        ):
+            per_core = steady_per_core(cases[SPARK_PARALLEL_CASE], cases[SPARK_PARALLEL_MEMORY_CASE], cores=2)
+            if per_core is not None:
+                lines.append(
+                    f"- {source}: Spark local[2] {per_core:.1f} MB/s per core, its fixed price left out"
+                )
+                hours = SIZING_TB * 1e6 / per_core / 3600
+                check(
+                    f"{SIZING_TB} TB on Spark, core-hours at that rate", hours, SIZING_CORE_HOURS, False, ""
+                )
         firsts = [row["first_row"] for row in cases.values() if row.get("first_row") is not None]
         missing = [  # a config with no row at all (no qa in a source without questions) is not missed
             name

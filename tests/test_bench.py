@@ -66,6 +66,7 @@ def test_every_source_and_case_has_a_row(tmp_path, monkeypatch, capsys):
         assert (bench_cases.ALL_CASE in names) == bool(registry.get(source).EXTRA_VIEWS)
         assert bench_cases.MEMORY_CASE in names
         assert (bench_cases.SPARK_MEMORY_CASE in names) == bench_cases.spark_installed()
+        assert (bench_cases.SPARK_PARALLEL_MEMORY_CASE in names) == bench_cases.spark_installed()
         smaller = scaled_inputs.make(source, tmp_path / f"{source}-quarter", float(TINY) / 4)
         assert [source, str(smaller.data_dir), '["sessions"]', "1"] in [args for _, args in seen]
     assert len(rows) == len(seen)
@@ -232,6 +233,28 @@ def test_spark_memory_is_judged_on_its_python_processes_and_their_growth():
     assert f"- mnbvc: {growth}" in lines
     assert bench_cases.engine_of(bench_cases.SPARK_MEMORY_CASE) == "spark local[1]"
     assert bench_targets.peak_cell(rows[0]) == "1400 (Python 600)"
+
+
+def test_spark_sizing_leaves_the_fixed_price_out():
+    """Spark's throughput per core for the cluster sizing is the full input's extra megabytes over the quarter's, by
+    the extra seconds: a fixed price paid by both runs (the JVM's start) drops out."""
+    rows = [
+        {"source": "mnbvc", "case": name, "MB": mb, "s": seconds, "rss": 1400.0, "python_rss": python}
+        for name, mb, seconds, python in [
+            (bench_cases.SPARK_PARALLEL_CASE, 2048.0, 80.0, 860.0),
+            (bench_cases.SPARK_PARALLEL_MEMORY_CASE, 512.0, 32.0, 800.0),
+        ]
+    ]
+    lines = bench.targets(rows)
+    # (2048 - 512) MB / (80 - 32) s / 2 cores = 16 MB/s per core; 60e6 MB / 16 / 3600 = 1,041.7 core-hours
+    assert "- mnbvc: Spark local[2] 16.0 MB/s per core, its fixed price left out" in lines
+    assert "- mnbvc: 60 TB on Spark, core-hours at that rate 1041.67 (target <= 1000): MISSED" in lines
+    growth = (
+        "peak memory of Spark local[2]'s Python processes, input x4 vs input 1.07x (target <= 1.25x): met"
+    )
+    assert f"- mnbvc: {growth}" in lines
+    rows[0]["s"] = 30.0  # the larger input faster: no figure, rather than a negative one
+    assert not any("per core" in line for line in bench.targets(rows))
 
 
 def test_repeat_summarizes_a_stream_by_its_first_row(tmp_path, monkeypatch, capsys):
