@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from convhub.engine.jsonio import INEXACT, load_object, loads_exact, may_hold_long_integer, orjson_exact
+from convhub.engine.jsonio import (
+    INEXACT,
+    load_object,
+    loads_exact,
+    may_hold_long_integer,
+    orjson_exact,
+    unencodable_field,
+)
 from convhub.errors import SourceError
 
 
@@ -76,3 +83,18 @@ def test_a_line_that_is_no_json_object_is_named_by_file_and_line(raw, problem):
     with pytest.raises(SourceError) as raised:
         load_object(raw, "f.jsonl", "line 7")
     assert str(raised.value).startswith(f"f.jsonl, record line 7: {problem}")
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        ({"sessions": [{"turns": [{"text": "ok"}, {"text": "bad \ud800"}]}]}, "sessions[0].turns[1].text"),
+        ({"a": "fine", "b": ["x", {"c": 1}]}, None),
+        ({1: "an int key, fine"}, None),  # orjson refuses the key: the walk says the strings are encodable
+        ({1: {"t": "\udfff"}}, "1.t"),
+        ({"\ud800": 1}, "'\\ud800'"),
+        ("\ud800", "$"),
+    ],
+)
+def test_unencodable_field_names_the_string_utf8_cannot_encode(value, field):
+    assert unencodable_field(value) == field
