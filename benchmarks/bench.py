@@ -12,11 +12,12 @@ config streamed through ``as_streaming_dataset()`` (seconds to the first row, th
 ``--stream-seconds``), and the ``sessions`` build once more on an input a quarter the size, whose peak memory
 shows whether memory grows with the input (on Spark too, ``local[1]`` and ``local[2]``: the full input's extra
 megabytes by its extra seconds on ``local[2]`` are Spark's throughput per core once its fixed price is paid,
-what the 60 TB sizing of ``docs/scale-out.md`` is checked against). For MNBVC, the native floor (``native_floor.py``'s DuckDB regrouping
-of the multi-turn files, no Python per row) and the ``sessions`` build of the same files. Ratios are against the
-baselines measured in the same run on the same input; a summary checks the targets: peak memory under 1 GiB and
-flat as the input grows, MNBVC within 1.5x of its native floor and at 0.5x the generic loader's speed, and with
-``--baseline-code``, every build at most 2x the time of the code before a change:
+what the 60 TB sizing of ``docs/scale-out.md`` is checked against). For MNBVC, the native floor
+(``native_floor.py``'s DuckDB regrouping of the multi-turn files, no Python per row) and the ``sessions`` build
+of the same files. Ratios are against the baselines measured in the same run on the same input; a summary checks
+the targets: peak memory under 1 GiB and flat as the input grows, MNBVC within 1.5x of its native floor and at
+0.5x the generic loader's speed, the 60 TB sizing, and with ``--baseline-code``, every build at most 2x the time
+of the code before a change:
 
     git worktree add ../base HEAD~3 && python benchmarks/bench.py --scale 0.2 --baseline-code ../base
 

@@ -438,7 +438,7 @@ def console_main() -> None:
     """The ``convhub`` command: ``main``'s exit status, without the interpreter's last garbage collections.
 
     At exit Python looks for reference cycles among every object still alive, and a build keeps ``datasets``,
-    pandas and pyarrow alive: 0.4-0.9 s between the last line printed and the prompt, each time. Frozen
+    pandas and pyarrow alive: 0.4-1.4 s between the last line printed and the prompt, each time. Frozen
     (``gc.freeze``), they are left to the process's end. Nothing convhub writes waits on that collection:
     files are closed and temporary folders removed before ``main`` returns, and ``atexit`` handlers and
     ``weakref.finalize`` calls still run."""
