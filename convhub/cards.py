@@ -242,9 +242,10 @@ def example_rows(folder: Path, configs: dict) -> dict[str, str]:
 def shortened_first_row(parquet: pq.ParquetFile, budget: int | None = None) -> dict[str, Any]:
     """The first row of a ``pq.ParquetFile``, ``shortened``. A first row group of more than ``budget`` bytes
     (uncompressed; the engine's ``LARGE_TABLE_BYTES`` by default) is read one Parquet column (one leaf of the
-    schema) at a time and merged, so that a very large row is never decoded whole: an MNBVC conversation of 166,667 turns is a 58 MiB
-    row, which took 187 MiB to read whole and 154 MiB for its largest column (the turns' ``extra``, 48 MiB), the
-    peak of its build. A smaller one is read at once: one read, not one per leaf (a request each at a URL)."""
+    schema) at a time and merged, so that a very large row is never decoded whole: an MNBVC conversation of
+    166,667 turns is a 58 MiB row, which took 187 MiB to read whole and 154 MiB for its largest column (the
+    turns' ``extra``, 48 MiB), the peak of its build. A smaller one is read at once: one read, not one per leaf
+    (a request each at a URL)."""
     row_group_bytes = parquet.metadata.row_group(0).total_byte_size
     if row_group_bytes <= (LARGE_TABLE_BYTES if budget is None else budget):
         first = next(parquet.iter_batches(batch_size=1))

@@ -67,8 +67,8 @@ def test_spark_memory_is_judged_on_its_python_processes_and_their_growth():
 
 
 def test_spark_sizing_leaves_the_fixed_price_out():
-    """Spark's throughput per core for the cluster sizing is the full input's extra megabytes over the quarter's, by
-    the extra seconds: a fixed price paid by both runs (the JVM's start) drops out."""
+    """Spark's throughput per core for the cluster sizing is the full input's extra megabytes over the quarter's,
+    by the extra seconds: a fixed price paid by both runs (the JVM's start) drops out."""
     rows = [
         {"source": "mnbvc", "case": name, "MB": mb, "s": seconds, "rss": 1400.0, "python_rss": python}
         for name, mb, seconds, python in [

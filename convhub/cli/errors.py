@@ -20,7 +20,7 @@ import signal
 import sys
 from collections.abc import Iterator
 
-from convhub.errors import in_chain
+from convhub.errors import EngineError, SourceError, in_chain
 
 USAGE, DATA, INTERRUPTED = 2, 1, 130
 
@@ -67,8 +67,6 @@ def dropped_transfer(error: BaseException) -> str | None:
 
 def _says_it_all(error: BaseException) -> bool:
     """An error of convhub's own, whose line already names what failed (a record, an engine), whatever it wraps."""
-    from convhub.errors import EngineError, SourceError
-
     return isinstance(error, (SourceError, EngineError))
 
 
@@ -82,8 +80,6 @@ def _request_of(error) -> object | None:
 def _reportable(error: BaseException) -> bool:
     """An error a user can act on from its message (not a bug, whose traceback is the report)."""
     from huggingface_hub.errors import HfHubHTTPError
-
-    from convhub.errors import EngineError, SourceError
 
     return isinstance(error, (SourceError, ValueError, OSError, KeyError, HfHubHTTPError, EngineError))
 
