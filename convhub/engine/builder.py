@@ -21,10 +21,32 @@ from datasets.builder import Key
 
 from convhub.engine import quarantine, regroup
 from convhub.engine.input_shards import GroupShard, Partition, Shard, SortedPartition, shard_name
-from convhub.engine.jsonio import unencodable_field
+from convhub.engine.jsonio import may_hold_lone_surrogate, unencodable_field
 from convhub.engine.stats import Report
 from convhub.errors import NESTED_TOO_DEEPLY, Notes, SourceError
 from convhub.views.definitions import DEFAULT_VIEW, QA, SHARED_VIEWS, Record, Row, View
+
+
+class SurrogateScreen:
+    """A sorted partition's (sort key, payload) rows, passed on as they are, and whether every string they and the
+    partition's file names carry is one UTF-8 can encode (``clean``).
+
+    A grouped record is made of those strings alone (``grouped_records``), so while ``clean`` holds, the records
+    made so far need no check of their own: a scan of each payload's bytes (``may_hold_lone_surrogate``) and a
+    check of each small key cost a third of a check of every record (an encoding of the whole record). Once a row
+    may hold a lone surrogate, every later record of the partition is checked as before, and the bad one rejected
+    by name.
+    """
+
+    def __init__(self, partition: SortedPartition):
+        self.rows = partition.rows
+        self.clean = unencodable_field([name for name, _ in partition.group.files]) is None
+
+    def __iter__(self) -> Iterator[tuple[tuple, bytes]]:
+        for key, payload in self.rows:
+            if self.clean:
+                self.clean = not may_hold_lone_surrogate(payload) and unencodable_field(key) is None
+            yield key, payload
 
 
 def _too_deep(shard: Shard) -> SourceError:
@@ -190,7 +212,10 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     def grouped_records(
         self, rows: Iterator[tuple[tuple, bytes]], shard: Shard, notes: Notes
     ) -> Iterator[Record]:
-        """The records of one partition of a ``group_shard``, from its (sort key, payload) rows in key order."""
+        """The records of one partition of a ``group_shard``, from its (sort key, payload) rows in key order.
+
+        A record's strings come from the rows read before it, the shard's file names and the source's own texts:
+        the engine checks those for a string Parquet cannot store (``SurrogateScreen``), not each record."""
         raise NotImplementedError(f"{self.SOURCE} returns no group shard")
 
     # -- bad records -----------------------------------------------------------------------------
@@ -210,15 +235,19 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     def records_of(self, shard: Shard, notes: Notes) -> Iterator[Record]:
         """``parse_shard`` under the bad-record policy: with ``skip``, an error the parser could not pin
         on one record (an unreadable file, a truncated gzip) quarantines the rest of the shard."""
+        screen = None
         if isinstance(shard, Partition):  # the embedded engine's, read here
             shard = SortedPartition(shard.group, regroup.read_partition(shard))
         if isinstance(shard, SortedPartition):
-            records = self.grouped_records(shard.rows, shard.group, notes)
+            screen = SurrogateScreen(shard)
+            records = self.grouped_records(iter(screen), shard.group, notes)
         else:
             records = self.parse_shard(shard, notes)
         try:
             for record in each_made_with_fewer_collections(records):
-                if self._storable(record, shard, record.get("conversation_id")):
+                if (screen is not None and screen.clean) or self._storable(
+                    record, shard, record.get("conversation_id")
+                ):
                     yield record
         except SourceError as error:
             self.reject(error, None, scope="file")

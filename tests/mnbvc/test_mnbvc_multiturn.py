@@ -238,6 +238,40 @@ def test_a_lone_surrogate_in_a_conversation_key_is_a_named_bad_record_not_a_cras
     assert sessions["conversation_id"] == ["ShareGPT/ok"]
 
 
+def test_a_lone_surrogate_after_clean_conversations_is_still_a_named_bad_record(tmp_path, monkeypatch):
+    """A partition's records are checked one by one only from the first row that may hold a lone surrogate on
+    (``SurrogateScreen``): the conversation made before it is kept unchecked, the bad one rejected by name, and
+    the tables are those the check of every record gave."""
+    rows = [
+        pair("a", 1, "一"),
+        pair("a", 2, "二"),
+        pair("b", 1, "三"),
+        pair("c", 1, "\ud800"),
+        pair("d", 1, "四"),
+    ]
+    shard = tmp_path / "data" / "multiturn" / "m.jsonl"
+    shard.parent.mkdir(parents=True)
+    shard.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")  # ASCII: escapes kept
+    checked = []
+    storable = MnbvcBuilder._storable
+
+    def counted(self, value, shard, record):
+        checked.append(record)
+        return storable(self, value, shard, record)
+
+    monkeypatch.setattr(MnbvcBuilder, "_storable", counted)
+    with pytest.raises(SourceError, match="lone surrogate") as raised:
+        build_source("mnbvc", tmp_path / "raise", data_dir=str(tmp_path / "data"), num_proc=1)
+    assert (raised.value.path, raised.value.record) == ("multiturn/m.jsonl", "ShareGPT/c")
+    assert raised.value.field == "sessions[0].turns[0].text"
+    checked.clear()
+    result = build_source("mnbvc", tmp_path / "skip", data_dir=str(tmp_path / "data"), on_bad_record="skip")
+    assert result.skipped == 1
+    sessions = datasets.load_dataset(str(tmp_path / "skip"), "sessions", split="train")
+    assert sessions["conversation_id"] == ["ShareGPT/a", "ShareGPT/b", "ShareGPT/d"]
+    assert "ShareGPT/a" not in checked and {"ShareGPT/c", "ShareGPT/d"} <= set(checked)
+
+
 def test_gaps_and_duplicates_in_sequence_are_reported_and_rows_kept(tmp_path):
     write_shard(
         tmp_path / "m.jsonl",
