@@ -206,7 +206,8 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[regroup.KeyedRow]:
         """((group, order), payload, bytes of the source line) of each row of file ``file_index`` of a
         ``group_shard``: the texts that name the row's conversation, its place in it, and the row converted
-        (``convhub.engine.regroup``)."""
+        (``convhub.engine.regroup``), as ``convhub.engine.keyed.payload`` makes it: ``marshal``'s bytes, which
+        ``SurrogateScreen`` scans for a lone surrogate."""
         raise NotImplementedError(f"{self.SOURCE} returns no group shard")
 
     def grouped_records(
