@@ -21,7 +21,8 @@ from datasets.builder import Key
 
 from convhub.engine import quarantine, regroup
 from convhub.engine.input_shards import GroupShard, Partition, Shard, SortedPartition, shard_name
-from convhub.engine.jsonio import may_hold_lone_surrogate, unencodable_field
+from convhub.engine.jsonio import unencodable_field
+from convhub.engine.keyed import may_hold_lone_surrogate
 from convhub.engine.stats import Report
 from convhub.errors import NESTED_TOO_DEEPLY, Notes, SourceError
 from convhub.views.definitions import DEFAULT_VIEW, QA, SHARED_VIEWS, Record, Row, View

@@ -179,18 +179,6 @@ def unencodable_field(value: Any) -> str | None:
     return None
 
 
-#: A lone surrogate (U+D800 to U+DFFF) in ``marshal``'s bytes, which write a string as UTF-8 with surrogates
-#: passed: the lead byte 0xED, then 0xA0 or above. UTF-8 proper never has it (after 0xED it stops at 0x9F).
-_LONE_SURROGATE_MARSHALLED = re.compile(rb"\xed[\xa0-\xbf]")
-
-
-def may_hold_lone_surrogate(marshalled: bytes) -> bool:
-    """Whether a value, given as its ``marshal.dumps`` bytes, may hold a string UTF-8 cannot encode. False says
-    that none of its strings does; True only that one may (its numbers and bytes are written as they are), for
-    :func:`unencodable_field` to say. A scan of the bytes, cheaper than that check of the value."""
-    return _LONE_SURROGATE_MARSHALLED.search(marshalled) is not None
-
-
 def _arrow_or_repr(item: Any) -> str | None:
     """What ``unencodable_field``'s encoding writes for a value JSON has no form for: nothing for an Arrow array
     (pyarrow's ``__arrow_array__``: valid UTF-8 throughout), else its ``repr``."""

@@ -10,7 +10,7 @@ import pytest
 
 from convhub.engine.builder import SurrogateScreen
 from convhub.engine.input_shards import GroupShard, SortedPartition
-from convhub.engine.jsonio import may_hold_lone_surrogate
+from convhub.engine.keyed import may_hold_lone_surrogate, payload
 
 #: Text UTF-8 can store, near the surrogates: Hangul's last syllables (0xED 0x9E), the private use area past them,
 #: a character past the BMP (a surrogate pair in UTF-16, four bytes in UTF-8).
@@ -25,7 +25,8 @@ def partition(rows: list, names: tuple[str, ...] = ("multiturn/m.jsonl",)) -> So
 
 def row(order: int, group: str = "c", order_text: str | None = None, question: str = "你好") -> tuple:
     key = (("ShareGPT", "会话", group), (order if order_text is None else order_text, 0, order))
-    return key, marshal.dumps(("converted", {"问": question, "raw": {"来源": "ShareGPT", "多轮序号": order}}))
+    converted = {"问": question, "raw": {"来源": "ShareGPT", "多轮序号": order}}
+    return key, payload(lambda: converted, b"{}")  # the payload a source's keyed_rows gives
 
 
 @pytest.mark.parametrize("text", STORABLE)

@@ -241,7 +241,7 @@ def test_a_lone_surrogate_in_a_conversation_key_is_a_named_bad_record_not_a_cras
 def test_a_lone_surrogate_after_clean_conversations_is_still_a_named_bad_record(tmp_path, monkeypatch):
     """A partition's records are checked one by one only from the first row that may hold a lone surrogate on
     (``SurrogateScreen``): the conversation made before it is kept unchecked, the bad one rejected by name, and
-    the tables are those the check of every record gave."""
+    the conversations kept are those the check of every record kept."""
     rows = [
         pair("a", 1, "一"),
         pair("a", 2, "二"),
