@@ -19,7 +19,12 @@ runs each case in a fresh process, as ``bench.py`` does:
   question for ``export``, notes, dates, language);
 - ``duckdb: read, regroup, write Parquet``: the same in SQL, with a memory limit of 1 GB (the build's) and
   of 16 GB;
-- ``convhub build sessions``: the real build, with ``--num-proc 2``.
+- two ceilings of a build that parses each row in Python, one process each, the whole input in memory, no check
+  and no notes: ``python per row, least conversion`` (orjson per line, each question's ``extra`` as a build
+  writes it, ``sessions`` rows as dicts, ``from_pylist``, convhub's Parquet writer), and ``python per row for
+  orjson only, the rest on columns`` (the same parse and ``extra``, then Arrow: one sort, turns cut by offsets).
+  They say how fast the design of today's build could be at best, and the columnar design issue 35 proposes;
+- ``convhub build sessions``: the real build, with ``--num-proc 1`` and ``2``.
 
 Each case prints its rows (a regrouping case: its conversations, which must be the build's); the table gives
 seconds, the peak memory of the process tree and the speed as a ratio of the baseline's time in the same round
@@ -126,6 +131,150 @@ with tempfile.TemporaryDirectory() as folder:
 """
 
 
+#: The least a build that converts each row in Python does: orjson per line; the key from 扩展字段 (orjson, else
+#: the regular expression of the cases above); each question turn's ``extra`` the row without 问/答 with its file,
+#: line, keys and 扩展字段, as orjson text (what makes a build's rows exportable); conversations gathered in a dict
+#: (the whole input in memory); ``sessions`` rows as dicts of convhub's schema, ``pa.Table.from_pylist`` and
+#: convhub's Parquet writer (its options: content-defined chunking, Snappy, a page index). One process. No check
+#: of any kind, no notes, dates, language or statistics: a ceiling for the design that converts rows in Python.
+PYTHON_PER_ROW = r"""
+import gc, re, sys, tempfile
+gc.disable()  # the whole input is held as Python values: collections over them would measure the holding
+import orjson, pyarrow as pa
+from convhub import schema
+from convhub.engine.parquet_writer import ParquetWriter
+loose = {name: re.compile(f'"{name}"\\s*:\\s*"?([^",}}\\s]+)') for name in ("会话", "多轮序号")}
+def extension_of(text):
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return {name: found.group(1) for name, pattern in loose.items() if (found := pattern.search(text))}
+conversations = {}
+for path in sys.argv[1:]:
+    with open(path, "rb") as lines:
+        for number, line in enumerate(lines, 1):
+            row = orjson.loads(line)
+            extension = extension_of(row["元数据"]["扩展字段"])
+            session = extension.get("会话")
+            key = (row["来源"], str(row["id"] if session in (None, "") else session))
+            extra = {"file": path, "line": number, "keys": list(row), "扩展字段": extension}
+            extra["row"] = {name: value for name, value in row.items() if name not in ("问", "答")}
+            turn = (extension.get("多轮序号"), row["问"], row["答"], orjson.dumps(extra).decode())
+            conversations.setdefault(key, []).append(turn)
+def record(key, rows):
+    rows.sort(key=lambda row: int(row[0]) if str(row[0]).isdigit() else 0)
+    turns = []
+    for index, (_, question, answer, extra) in enumerate(rows):
+        turns.append({**schema.empty_turn(f"{index}q", "问", "user", question), "extra": extra})
+        if answer:
+            turns.append({**schema.empty_turn(f"{index}a", "答", "assistant", answer), "reply_to": f"{index}q"})
+    return {
+        "conversation_id": "/".join(key), "source": "mnbvc", "subset": f"多轮对话/{key[0]}", "language": "zh",
+        "speakers": ["问", "答"], "sessions": [schema.empty_session(key[1], turns)], "questions": [], "extra": None,
+    }
+with tempfile.TemporaryDirectory() as folder:
+    writer = ParquetWriter(schema.SESSIONS_FEATURES, folder + "/sessions.parquet")
+    batch = []
+    for key, rows in conversations.items():
+        batch.append(record(key, rows))
+        if len(batch) == writer.writer_batch_size:
+            writer.write_table(pa.Table.from_pylist(batch, schema=writer.schema))
+            batch = []
+    if batch:
+        writer.write_table(pa.Table.from_pylist(batch, schema=writer.schema))
+    writer.finalize()
+print(len(conversations))
+"""
+
+
+#: ``PYTHON_PER_ROW``'s reading (orjson per line, its key, its ``extra`` as orjson text), with every later step
+#: on columns: each row's values appended to lists, then Arrow arrays, one sort of the keys, each conversation's
+#: turns cut from the sorted rows by offsets (turn ids, answers interleaved, the schema's empty lists), one
+#: ``sessions`` table per batch of conversations, and convhub's Parquet writer. Python per row only where the
+#: rows' exactness needs it (their parse and their raw text), as issue 35 proposes. One process.
+PYTHON_PER_ROW_COLUMNS = (
+    PYTHON_PER_ROW.split("conversations = {}")[0]
+    + r"""
+import numpy as np
+import pyarrow.compute as pc
+from convhub.engine.arrow_structs import struct_array
+sources, sessions_of, orders, questions, answers, extras = [], [], [], [], [], []
+for path in sys.argv[1:]:
+    with open(path, "rb") as lines:
+        for number, line in enumerate(lines, 1):
+            row = orjson.loads(line)
+            extension = extension_of(row["元数据"]["扩展字段"])
+            session, order = extension.get("会话"), extension.get("多轮序号")
+            sources.append(row["来源"])
+            sessions_of.append(str(row["id"] if session in (None, "") else session))
+            orders.append(int(order) if str(order).isdigit() else 0)
+            questions.append(row["问"])
+            answers.append(row["答"] or None)
+            extra = {"file": path, "line": number, "keys": list(row), "扩展字段": extension}
+            extra["row"] = {name: value for name, value in row.items() if name not in ("问", "答")}
+            extras.append(orjson.dumps(extra).decode())
+keys = pa.table({"source": sources, "session": sessions_of, "order": pa.array(orders, pa.int64())})
+rows = pa.table({"question": questions, "answer": answers, "extra": extras})
+del sources, sessions_of, orders, questions, answers, extras
+order = pc.sort_indices(keys, [("source", "ascending"), ("session", "ascending"), ("order", "ascending")])
+keys, rows = keys.take(order).combine_chunks(), rows.take(order).combine_chunks()
+source, session = keys.column("source").chunk(0), keys.column("session").chunk(0)
+changed = pc.or_(pc.not_equal(source[1:], source[:-1]), pc.not_equal(session[1:], session[:-1]))
+starts = np.concatenate([[0], pc.indices_nonzero(changed).to_numpy().astype(np.int64) + 1])
+session_type = schema.SESSIONS_FEATURES.arrow_schema.field("sessions").type.value_type
+turns_type = session_type.field("turns").type
+with tempfile.TemporaryDirectory() as folder:
+    writer = ParquetWriter(schema.SESSIONS_FEATURES, folder + "/sessions.parquet")
+    bounds = [*starts[:: writer.writer_batch_size], len(rows)]
+    for first, stop in zip(bounds, bounds[1:]):
+        part = {name: rows.column(name).chunk(0).slice(first, stop - first) for name in rows.column_names}
+        begins = starts[(starts >= first) & (starts < stop)] - first
+        pairs = stop - first
+        answered = part["answer"].is_valid().to_numpy(zero_copy_only=False)
+        per_pair = answered.astype(np.int64) + 1
+        turn_starts = np.concatenate([[0], np.cumsum(per_pair)])
+        is_answer = np.zeros(turn_starts[-1], dtype=bool)
+        is_answer[turn_starts[:-1][answered] + 1] = True
+        pair_of_turn = np.repeat(np.arange(pairs), per_pair)
+        index_in_session = pair_of_turn - np.repeat(begins, np.diff([*begins, pairs]))[pair_of_turn]
+        mask = pa.array(is_answer)
+        take = pa.array(pair_of_turn)
+        prefix = pa.array(index_in_session).cast(pa.string())
+        turns = struct_array(turns_type.value_type, {
+            "turn_id": pc.binary_join_element_wise(prefix, pc.if_else(mask, "a", "q"), ""),
+            "speaker": pc.if_else(mask, "答", "问"),
+            "role": pc.if_else(mask, "assistant", "user"),
+            "text": pc.if_else(mask, part["answer"].take(take), part["question"].take(take)),
+            "reply_to": pc.if_else(mask, pc.binary_join_element_wise(prefix, pa.scalar("q"), ""), None),
+            "extra": pc.if_else(mask, None, part["extra"].take(take)),
+        }, len(is_answer))
+        turn_offsets = pa.array(np.concatenate([turn_starts[begins], [len(is_answer)]]).astype(np.int32))
+        count = len(begins)
+        firsts = pa.array(begins + first)
+        session_ids = session.take(firsts)
+        sessions = struct_array(session_type, {
+            "session_id": session_ids,
+            "turns": pa.ListArray.from_arrays(turn_offsets, turns),
+        }, count)
+        one_each = pa.array(np.arange(count + 1, dtype=np.int32))
+        sources = source.take(firsts)
+        table = pa.table({
+            "conversation_id": pc.binary_join_element_wise(sources, session_ids, "/"),
+            "source": pa.array(["mnbvc"] * count),
+            "subset": pc.binary_join_element_wise(pa.scalar("多轮对话"), sources, "/"),
+            "language": pa.array(["zh"] * count),
+            "speakers": pa.array([["问", "答"]] * count),
+            "sessions": pa.ListArray.from_arrays(one_each, sessions),
+            "questions": pa.array([[]] * count, writer.schema.field("questions").type),
+            "extra": pa.nulls(count, pa.string()),
+        })
+        writer.write_table(table)
+    writer.finalize()
+print(len(starts))
+"""
+)
+
+
 def cases(data_dir: Path, files: list[str]) -> list[tuple[str, str, list[str]]]:
     return [
         ("load_dataset('json')", GENERIC_LOADER, files),
@@ -134,6 +283,9 @@ def cases(data_dir: Path, files: list[str]) -> list[tuple[str, str, list[str]]]:
         ("arrow: read, regroup, write Parquet", ARROW_SESSIONS, files),
         ("duckdb: read, regroup, write Parquet, 1 GB", DUCKDB_SESSIONS, ["1GB", *files]),
         ("duckdb: read, regroup, write Parquet, 16 GB", DUCKDB_SESSIONS, ["16GB", *files]),
+        ("python per row, least conversion, 1 process", PYTHON_PER_ROW, files),
+        ("python per row for orjson only, the rest on columns, 1 process", PYTHON_PER_ROW_COLUMNS, files),
+        ("convhub build sessions, num_proc=1", BUILD, ["mnbvc", str(data_dir), '["sessions"]', "1"]),
         ("convhub build sessions, num_proc=2", BUILD, ["mnbvc", str(data_dir), '["sessions"]', "2"]),
     ]
 

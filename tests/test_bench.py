@@ -424,13 +424,18 @@ def test_the_native_floor_regroups_every_row_into_the_builds_conversations(capsy
     assert native_floor.main(["--mb", "1"]) == 0
     cells = [row for row in table_rows(capsys.readouterr().out) if row[0] != "case"]
     counts = {row[0]: int(row[1].replace(",", "")) for row in cells if row[2] != "failed"}
-    assert len(cells) == len(native_floor.cases(Path("data"), [])) == 7
+    assert len(cells) == len(native_floor.cases(Path("data"), [])) == 10
     built = counts.pop("convhub build sessions, num_proc=2")
+    assert counts.pop("convhub build sessions, num_proc=1") == built
     read = {
         counts.pop(name) for name in ("load_dataset('json')", "arrow: read", "arrow: read, write Arrow IPC")
     }
     assert len(read) == 1 and read.pop() > built > 50  # every line read; conversations of several rows
-    assert set(counts.values()) == {built}  # the native regroupings find the build's conversations
+    assert set(counts.values()) == {built}  # the native and per-row floors find the build's conversations
+    assert {
+        "python per row, least conversion, 1 process",
+        "python per row for orjson only, the rest on columns, 1 process",
+    } <= set(counts)
 
 
 def test_the_oracle_keeps_todays_builds_and_finds_a_changed_row_or_export(tmp_path, capsys):
