@@ -329,6 +329,19 @@ def print_summary(runs: dict[str, list[dict]], failures: dict[str, str]) -> None
         print(f"| {name} | | failed | | {reason} |")
 
 
+def multiturn_input(mb: float, folder: Path) -> tuple[Path, list[str]]:
+    """The folder of ``mb`` megabytes of multi-turn shards in ``folder`` (written once, reused at the same size)
+    and its files, as the benchmark's generator writes them; says what it is."""
+    data_dir = folder / f"mnbvc-multiturn-{mb:g}mb"
+    shards = data_dir / "multiturn"
+    if not shards.is_dir():
+        mnbvc_synthetic.generate(shards, mb, 8, use_gzip=False, seed=0)
+    files = [str(path) for path in sorted(shards.glob("*.jsonl"))]
+    size_mib = sum(Path(path).stat().st_size for path in files) / 2**20
+    print(f"input: {len(files)} multi-turn shards, {size_mib:.0f} MiB in {data_dir}\n")
+    return data_dir, files
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=400, help="megabytes of multi-turn rows")
@@ -340,13 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="convhub-native-") as scratch:
-        data_dir = (args.workdir or Path(scratch)) / f"mnbvc-multiturn-{args.mb:g}mb"
-        shards = data_dir / "multiturn"
-        if not shards.is_dir():
-            mnbvc_synthetic.generate(shards, args.mb, 8, use_gzip=False, seed=0)
-        files = [str(path) for path in sorted(shards.glob("*.jsonl"))]
-        size_mib = sum(Path(path).stat().st_size for path in files) / 2**20
-        print(f"input: {len(files)} multi-turn shards, {size_mib:.0f} MiB in {data_dir}\n")
+        data_dir, files = multiturn_input(args.mb, args.workdir or Path(scratch))
         print_summary(*run_rounds(data_dir, files, args.repeat))
     return 0
 

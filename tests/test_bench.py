@@ -438,6 +438,23 @@ def test_the_native_floor_regroups_every_row_into_the_builds_conversations(capsy
     } <= set(counts)
 
 
+def test_the_stages_of_an_mnbvc_build_are_timed_on_the_builds_own_conversations(capsys):
+    import re
+
+    import mnbvc_stages
+
+    assert mnbvc_stages.main(["--mb", "1"]) == 0
+    output = capsys.readouterr().out
+    made, built = re.search(
+        r"stages \(([\d,]+) records\):.*the build: [\d.]+ s, ([\d,]+) rows", output
+    ).groups()
+    assert made == built and int(made.replace(",", "")) > 50  # the stages made the build's conversations
+    stages = {row[0]: float(row[1].split()[0]) for row in table_rows(output) if row[0] != "stage"}
+    assert list(stages)[:3] == ["read and orjson", "the engine's reader", "key and convert"]
+    assert len(stages) == 8 and all(seconds >= 0 for seconds in stages.values())
+    assert stages["key and convert"] > 0 and stages["records"] > 0
+
+
 def test_the_oracle_keeps_todays_builds_and_finds_a_changed_row_or_export(tmp_path, capsys):
     import oracle
     import pyarrow.parquet as pq
