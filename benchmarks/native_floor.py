@@ -131,13 +131,10 @@ with tempfile.TemporaryDirectory() as folder:
 """
 
 
-#: The least a build that converts each row in Python does: orjson per line; the key from 扩展字段 (orjson, else
-#: the regular expression of the cases above); each question turn's ``extra`` the row without 问/答 with its file,
-#: line, keys and 扩展字段, as orjson text (what makes a build's rows exportable); conversations gathered in a dict
-#: (the whole input in memory); ``sessions`` rows as dicts of convhub's schema, ``pa.Table.from_pylist`` and
-#: convhub's Parquet writer (its options: content-defined chunking, Snappy, a page index). One process. No check
-#: of any kind, no notes, dates, language or statistics: a ceiling for the design that converts rows in Python.
-PYTHON_PER_ROW = r"""
+#: What both Python ceilings below read per line: orjson; the key from 扩展字段 (orjson, else the regular
+#: expression of the cases above); each question turn's ``extra``, the row without 问/答 with its file, line, keys
+#: and 扩展字段, as orjson text (what makes a build's rows exportable). No check of any kind, no notes or dates.
+PYTHON_PARSE = r"""
 import gc, re, sys, tempfile
 gc.disable()  # the whole input is held as Python values: collections over them would measure the holding
 import orjson, pyarrow as pa
@@ -149,18 +146,29 @@ def extension_of(text):
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return {name: found.group(1) for name, pattern in loose.items() if (found := pattern.search(text))}
+def parsed_rows(paths):  # each line's conversation, 多轮序号, 问, 答 and its question's extra
+    for path in paths:
+        with open(path, "rb") as lines:
+            for number, line in enumerate(lines, 1):
+                row = orjson.loads(line)
+                extension = extension_of(row["元数据"]["扩展字段"])
+                session = extension.get("会话")
+                key = (row["来源"], str(row["id"] if session in (None, "") else session))
+                extra = {"file": path, "line": number, "keys": list(row), "扩展字段": extension}
+                extra["row"] = {name: value for name, value in row.items() if name not in ("问", "答")}
+                yield key, extension.get("多轮序号"), row["问"], row["答"], orjson.dumps(extra).decode()
+"""
+
+#: The least a build that converts each row in Python does: ``PYTHON_PARSE``, conversations gathered in a dict
+#: (the whole input in memory), ``sessions`` rows as dicts of convhub's schema, ``pa.Table.from_pylist`` and
+#: convhub's Parquet writer (its options: content-defined chunking, Snappy, a page index). One process. No language
+#: or statistics: a ceiling for the design that converts rows in Python.
+PYTHON_PER_ROW = (
+    PYTHON_PARSE
+    + r"""
 conversations = {}
-for path in sys.argv[1:]:
-    with open(path, "rb") as lines:
-        for number, line in enumerate(lines, 1):
-            row = orjson.loads(line)
-            extension = extension_of(row["元数据"]["扩展字段"])
-            session = extension.get("会话")
-            key = (row["来源"], str(row["id"] if session in (None, "") else session))
-            extra = {"file": path, "line": number, "keys": list(row), "扩展字段": extension}
-            extra["row"] = {name: value for name, value in row.items() if name not in ("问", "答")}
-            turn = (extension.get("多轮序号"), row["问"], row["答"], orjson.dumps(extra).decode())
-            conversations.setdefault(key, []).append(turn)
+for key, *turn in parsed_rows(sys.argv[1:]):
+    conversations.setdefault(key, []).append(turn)
 def record(key, rows):
     rows.sort(key=lambda row: int(row[0]) if str(row[0]).isdigit() else 0)
     turns = []
@@ -185,34 +193,28 @@ with tempfile.TemporaryDirectory() as folder:
     writer.finalize()
 print(len(conversations))
 """
+)
 
 
-#: ``PYTHON_PER_ROW``'s reading (orjson per line, its key, its ``extra`` as orjson text), with every later step
+#: ``PYTHON_PARSE`` (orjson per line, its key, its ``extra`` as orjson text), with every later step
 #: on columns: each row's values appended to lists, then Arrow arrays, one sort of the keys, each conversation's
 #: turns cut from the sorted rows by offsets (turn ids, answers interleaved, the schema's empty lists), one
 #: ``sessions`` table per batch of conversations, and convhub's Parquet writer. Python per row only where the
 #: rows' exactness needs it (their parse and their raw text), as issue 35 proposes. One process.
 PYTHON_PER_ROW_COLUMNS = (
-    PYTHON_PER_ROW.split("conversations = {}")[0]
+    PYTHON_PARSE
     + r"""
 import numpy as np
 import pyarrow.compute as pc
 from convhub.engine.arrow_structs import struct_array
 sources, sessions_of, orders, questions, answers, extras = [], [], [], [], [], []
-for path in sys.argv[1:]:
-    with open(path, "rb") as lines:
-        for number, line in enumerate(lines, 1):
-            row = orjson.loads(line)
-            extension = extension_of(row["元数据"]["扩展字段"])
-            session, order = extension.get("会话"), extension.get("多轮序号")
-            sources.append(row["来源"])
-            sessions_of.append(str(row["id"] if session in (None, "") else session))
-            orders.append(int(order) if str(order).isdigit() else 0)
-            questions.append(row["问"])
-            answers.append(row["答"] or None)
-            extra = {"file": path, "line": number, "keys": list(row), "扩展字段": extension}
-            extra["row"] = {name: value for name, value in row.items() if name not in ("问", "答")}
-            extras.append(orjson.dumps(extra).decode())
+for (source, session), order, question, answer, extra in parsed_rows(sys.argv[1:]):
+    sources.append(source)
+    sessions_of.append(session)
+    orders.append(int(order) if str(order).isdigit() else 0)
+    questions.append(question)
+    answers.append(answer or None)
+    extras.append(extra)
 keys = pa.table({"source": sources, "session": sessions_of, "order": pa.array(orders, pa.int64())})
 rows = pa.table({"question": questions, "answer": answers, "extra": extras})
 del sources, sessions_of, orders, questions, answers, extras
