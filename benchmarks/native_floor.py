@@ -24,6 +24,8 @@ runs each case in a fresh process, as ``bench.py`` does:
   writes it, ``sessions`` rows as dicts, ``from_pylist``, convhub's Parquet writer), and ``python per row for
   orjson only, the rest on columns`` (the same parse and ``extra``, then Arrow: one sort, turns cut by offsets).
   They say how fast the design of today's build could be at best, and the columnar design issue 35 proposes;
+- ``arrow: read, raw lines kept, regroup on columns, write Parquet``: no Python per row, each question's
+  ``extra`` its raw line as read (texts included) instead of the row re-serialized without its texts;
 - ``convhub build sessions``: the real build, with ``--num-proc 1`` and ``2``.
 
 Each case prints its rows (a regrouping case: its conversations, which must be the build's); the table gives
@@ -196,28 +198,15 @@ print(len(conversations))
 )
 
 
-#: ``PYTHON_PARSE`` (orjson per line, its key, its ``extra`` as orjson text), with every later step
-#: on columns: each row's values appended to lists, then Arrow arrays, one sort of the keys, each conversation's
+#: ``sessions`` written on columns from two tables of the same rows in input order: ``keys`` (source, session,
+#: order) and ``rows`` (question, answer or null, the question's ``extra``). One Arrow sort, each conversation's
 #: turns cut from the sorted rows by offsets (turn ids, answers interleaved, the schema's empty lists), one
-#: ``sessions`` table per batch of conversations, and convhub's Parquet writer. Python per row only where the
-#: rows' exactness needs it (their parse and their raw text), as issue 35 proposes. One process.
-PYTHON_PER_ROW_COLUMNS = (
-    PYTHON_PARSE
-    + r"""
+#: ``sessions`` table per batch of conversations, convhub's Parquet writer. Prints the conversations.
+COLUMNS_TO_SESSIONS = r"""
+import tempfile
 import numpy as np
 import pyarrow.compute as pc
 from convhub.engine.arrow_structs import struct_array
-sources, sessions_of, orders, questions, answers, extras = [], [], [], [], [], []
-for (source, session), order, question, answer, extra in parsed_rows(sys.argv[1:]):
-    sources.append(source)
-    sessions_of.append(session)
-    orders.append(int(order) if str(order).isdigit() else 0)
-    questions.append(question)
-    answers.append(answer or None)
-    extras.append(extra)
-keys = pa.table({"source": sources, "session": sessions_of, "order": pa.array(orders, pa.int64())})
-rows = pa.table({"question": questions, "answer": answers, "extra": extras})
-del sources, sessions_of, orders, questions, answers, extras
 order = pc.sort_indices(keys, [("source", "ascending"), ("session", "ascending"), ("order", "ascending")])
 keys, rows = keys.take(order).combine_chunks(), rows.take(order).combine_chunks()
 source, session = keys.column("source").chunk(0), keys.column("session").chunk(0)
@@ -274,6 +263,69 @@ with tempfile.TemporaryDirectory() as folder:
     writer.finalize()
 print(len(starts))
 """
+
+
+#: ``PYTHON_PARSE`` (orjson per line, its key, its ``extra`` as orjson text), with every later step
+#: on columns: each row's values appended to lists, then Arrow arrays, one sort of the keys, each conversation's
+#: turns cut from the sorted rows by offsets (turn ids, answers interleaved, the schema's empty lists), one
+#: ``sessions`` table per batch of conversations, and convhub's Parquet writer. Python per row only where the
+#: rows' exactness needs it (their parse and their raw text), as issue 35 proposes. One process.
+PYTHON_PER_ROW_COLUMNS = (
+    PYTHON_PARSE
+    + r"""
+import numpy as np
+import pyarrow.compute as pc
+from convhub.engine.arrow_structs import struct_array
+sources, sessions_of, orders, questions, answers, extras = [], [], [], [], [], []
+for (source, session), order, question, answer, extra in parsed_rows(sys.argv[1:]):
+    sources.append(source)
+    sessions_of.append(session)
+    orders.append(int(order) if str(order).isdigit() else 0)
+    questions.append(question)
+    answers.append(answer or None)
+    extras.append(extra)
+keys = pa.table({"source": sources, "session": sessions_of, "order": pa.array(orders, pa.int64())})
+rows = pa.table({"question": questions, "answer": answers, "extra": extras})
+del sources, sessions_of, orders, questions, answers, extras
+"""
+    + COLUMNS_TO_SESSIONS
+)
+
+#: No Python per row, each question's raw line kept as it was read (not its re-serialized object, as a build
+#: keeps it): pyarrow reads the columns, each line is a slice of the file's bytes, the key comes from 扩展字段 by
+#: ``ARROW_SESSIONS``' regular expressions, then ``COLUMNS_TO_SESSIONS``. What the columnar design could reach if
+#: the ``extra`` of a question held its raw line, a decision issue 35's notes leave open.
+ARROW_RAW_LINES = (
+    r"""
+import sys, numpy as np, pyarrow as pa, pyarrow.compute as pc, pyarrow.json as pj
+from convhub import schema
+from convhub.engine.parquet_writer import ParquetWriter
+tables, lines = [], []
+for path in sys.argv[1:]:
+    tables.append(pj.read_json(path))
+    data = open(path, "rb").read()
+    offsets = np.concatenate([[0], np.flatnonzero(np.frombuffer(data, np.uint8) == 10) + 1]).astype(np.int64)
+    offsets = offsets if offsets[-1] == len(data) else np.append(offsets, len(data))
+    with_newlines = pa.LargeStringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(data))
+    lines.append(pc.utf8_rtrim(with_newlines, characters="\n"))
+table = pa.concat_tables(tables)
+extension = pc.struct_field(table.column("元数据"), "扩展字段")
+def field(name, pattern):
+    value = pc.struct_field(pc.extract_regex(extension, f'"{name}"\\s*:\\s*"?(?P<v>{pattern})'), "v")
+    return pc.if_else(pc.equal(value, "null"), pa.scalar(None, pa.string()), value)
+keys = pa.table({
+    "source": table.column("来源"),
+    "session": pc.coalesce(field("会话", r'[^",}\s]+'), table.column("id")),
+    "order": pc.fill_null(pc.cast(field("多轮序号", "[0-9]+"), pa.int64()), 0),
+})
+answer = table.column("答")
+rows = pa.table({
+    "question": table.column("问"),
+    "answer": pc.if_else(pc.equal(answer, ""), pa.scalar(None, pa.string()), answer),
+    "extra": pa.chunked_array([line.cast(pa.string()) for line in lines]),
+})
+"""
+    + COLUMNS_TO_SESSIONS
 )
 
 
@@ -287,6 +339,7 @@ def cases(data_dir: Path, files: list[str]) -> list[tuple[str, str, list[str]]]:
         ("duckdb: read, regroup, write Parquet, 16 GB", DUCKDB_SESSIONS, ["16GB", *files]),
         ("python per row, least conversion, 1 process", PYTHON_PER_ROW, files),
         ("python per row for orjson only, the rest on columns, 1 process", PYTHON_PER_ROW_COLUMNS, files),
+        ("arrow: read, raw lines kept, regroup on columns, write Parquet", ARROW_RAW_LINES, files),
         ("convhub build sessions, num_proc=1", BUILD, ["mnbvc", str(data_dir), '["sessions"]', "1"]),
         ("convhub build sessions, num_proc=2", BUILD, ["mnbvc", str(data_dir), '["sessions"]', "2"]),
     ]

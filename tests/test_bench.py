@@ -424,7 +424,7 @@ def test_the_native_floor_regroups_every_row_into_the_builds_conversations(capsy
     assert native_floor.main(["--mb", "1"]) == 0
     cells = [row for row in table_rows(capsys.readouterr().out) if row[0] != "case"]
     counts = {row[0]: int(row[1].replace(",", "")) for row in cells if row[2] != "failed"}
-    assert len(cells) == len(native_floor.cases(Path("data"), [])) == 10
+    assert len(cells) == len(native_floor.cases(Path("data"), [])) == 11
     built = counts.pop("convhub build sessions, num_proc=2")
     assert counts.pop("convhub build sessions, num_proc=1") == built
     read = {
