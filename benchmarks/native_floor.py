@@ -63,26 +63,32 @@ with tempfile.TemporaryDirectory() as folder:
 """
 )
 
-#: A row's conversation: its 扩展字段's 会话 (else its id) within its 来源; its place: 多轮序号. One regular
-#: expression reads 扩展字段 whether it is JSON or MNBVC's loose ``{"会话": c01, "多轮序号": 2}``.
-ARROW_SESSIONS = (
-    ARROW_READ
-    + r"""
-import tempfile
-import numpy as np
-import pyarrow.compute as pc, pyarrow.parquet as pq
+#: The ``keys`` of the rows of an Arrow ``table`` of multi-turn lines, read by regular expressions: a row's
+#: conversation is its 扩展字段's 会话 (else its id) within its 来源, its place its 多轮序号 (null when none). One
+#: regular expression reads 扩展字段 whether it is JSON or MNBVC's loose ``{"会话": c01, "多轮序号": 2}``.
+REGEX_KEYS = r"""
+import pyarrow.compute as pc
 extension = pc.struct_field(table.column("元数据"), "扩展字段")
 def field(name, pattern):  # a JSON null is no value
     value = pc.struct_field(pc.extract_regex(extension, f'"{name}"\\s*:\\s*"?(?P<v>{pattern})'), "v")
     return pc.if_else(pc.equal(value, "null"), pa.scalar(None, pa.string()), value)
 keys = pa.table({
     "source": table.column("来源"),
-    "conversation": pc.coalesce(field("会话", r'[^",}\s]+'), table.column("id")),
+    "session": pc.coalesce(field("会话", r'[^",}\s]+'), table.column("id")),
     "order": pc.cast(field("多轮序号", "[0-9]+"), pa.int64()),
 })
-order = pc.sort_indices(keys, [("source", "ascending"), ("conversation", "ascending"), ("order", "ascending")])
+"""
+
+ARROW_SESSIONS = (
+    ARROW_READ
+    + REGEX_KEYS
+    + r"""
+import tempfile
+import numpy as np
+import pyarrow.parquet as pq
+order = pc.sort_indices(keys, [("source", "ascending"), ("session", "ascending"), ("order", "ascending")])
 rows, keys = table.take(order).combine_chunks(), keys.take(order).combine_chunks()
-source, conversation = keys.column("source").chunk(0), keys.column("conversation").chunk(0)
+source, conversation = keys.column("source").chunk(0), keys.column("session").chunk(0)
 changed = pc.or_(pc.not_equal(source[1:], source[:-1]), pc.not_equal(conversation[1:], conversation[:-1]))
 starts = np.concatenate([[0], pc.indices_nonzero(pc.fill_null(changed, True)).to_numpy().astype(np.int64) + 1, [len(rows)]])
 turns = pa.StructArray.from_arrays(
@@ -265,17 +271,12 @@ print(len(starts))
 """
 
 
-#: ``PYTHON_PARSE`` (orjson per line, its key, its ``extra`` as orjson text), with every later step
-#: on columns: each row's values appended to lists, then Arrow arrays, one sort of the keys, each conversation's
-#: turns cut from the sorted rows by offsets (turn ids, answers interleaved, the schema's empty lists), one
-#: ``sessions`` table per batch of conversations, and convhub's Parquet writer. Python per row only where the
-#: rows' exactness needs it (their parse and their raw text), as issue 35 proposes. One process.
+#: ``PYTHON_PARSE`` (orjson per line, its key, its ``extra`` as orjson text), with every later step on columns:
+#: each row's values appended to lists, then ``COLUMNS_TO_SESSIONS``. Python per row only where the rows'
+#: exactness needs it (their parse and their raw text), as issue 35 proposes. One process.
 PYTHON_PER_ROW_COLUMNS = (
     PYTHON_PARSE
     + r"""
-import numpy as np
-import pyarrow.compute as pc
-from convhub.engine.arrow_structs import struct_array
 sources, sessions_of, orders, questions, answers, extras = [], [], [], [], [], []
 for (source, session), order, question, answer, extra in parsed_rows(sys.argv[1:]):
     sources.append(source)
@@ -292,9 +293,9 @@ del sources, sessions_of, orders, questions, answers, extras
 )
 
 #: No Python per row, each question's raw line kept as it was read (not its re-serialized object, as a build
-#: keeps it): pyarrow reads the columns, each line is a slice of the file's bytes, the key comes from 扩展字段 by
-#: ``ARROW_SESSIONS``' regular expressions, then ``COLUMNS_TO_SESSIONS``. What the columnar design could reach if
-#: the ``extra`` of a question held its raw line, a decision issue 35's notes leave open.
+#: keeps it): each file read once, pyarrow reads its columns from those bytes and each line is a slice of them,
+#: ``REGEX_KEYS`` (a missing 多轮序号 as 0, as the Python ceilings order it), then ``COLUMNS_TO_SESSIONS``. What a
+#: columnar build would cost if the ``extra`` of a question held its raw line instead.
 ARROW_RAW_LINES = (
     r"""
 import sys, numpy as np, pyarrow as pa, pyarrow.compute as pc, pyarrow.json as pj
@@ -302,22 +303,18 @@ from convhub import schema
 from convhub.engine.parquet_writer import ParquetWriter
 tables, lines = [], []
 for path in sys.argv[1:]:
-    tables.append(pj.read_json(path))
-    data = open(path, "rb").read()
+    with open(path, "rb") as file:
+        data = file.read()
+    tables.append(pj.read_json(pa.BufferReader(data)))
     offsets = np.concatenate([[0], np.flatnonzero(np.frombuffer(data, np.uint8) == 10) + 1]).astype(np.int64)
     offsets = offsets if offsets[-1] == len(data) else np.append(offsets, len(data))
     with_newlines = pa.LargeStringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(data))
     lines.append(pc.utf8_rtrim(with_newlines, characters="\n"))
 table = pa.concat_tables(tables)
-extension = pc.struct_field(table.column("元数据"), "扩展字段")
-def field(name, pattern):
-    value = pc.struct_field(pc.extract_regex(extension, f'"{name}"\\s*:\\s*"?(?P<v>{pattern})'), "v")
-    return pc.if_else(pc.equal(value, "null"), pa.scalar(None, pa.string()), value)
-keys = pa.table({
-    "source": table.column("来源"),
-    "session": pc.coalesce(field("会话", r'[^",}\s]+'), table.column("id")),
-    "order": pc.fill_null(pc.cast(field("多轮序号", "[0-9]+"), pa.int64()), 0),
-})
+"""
+    + REGEX_KEYS
+    + r"""
+keys = keys.set_column(2, "order", pc.fill_null(keys.column("order"), 0))
 answer = table.column("答")
 rows = pa.table({
     "question": table.column("问"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -439,8 +440,6 @@ def test_the_native_floor_regroups_every_row_into_the_builds_conversations(capsy
 
 
 def test_the_stages_of_an_mnbvc_build_are_timed_on_the_builds_own_conversations(capsys):
-    import re
-
     import mnbvc_stages
 
     assert mnbvc_stages.main(["--mb", "1"]) == 0
