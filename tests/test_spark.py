@@ -8,6 +8,7 @@ the same but for the byte figures, which follow how the rows are cut into files.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -22,7 +23,7 @@ import convhub.cli  # noqa: F401  what the command sets before a build starts Sp
 from convhub import registry
 from convhub.engine import duplicate_ids
 from convhub.engine.build import build_source
-from convhub.engine.memory import ARROW_POOL_VARIABLE
+from convhub.engine.memory import ARROW_POOL_VARIABLE, JEMALLOC_CONF_VARIABLE
 from convhub.errors import SourceError
 from convhub.export.exporter import export_source
 
@@ -42,14 +43,19 @@ def spark():
     engine.stop()
 
 
-def test_spark_python_workers_take_arrow_memory_from_the_c_library_as_the_command_does(spark):
-    """The command takes Arrow's memory from the C library's allocator (``convhub.engine.memory``); Spark's
-    Python workers are told so through the executors' environment, on a cluster as locally."""
-    told = spark.context.getConf().get(f"spark.executorEnv.{ARROW_POOL_VARIABLE}")
+def test_spark_python_workers_take_arrow_memory_as_the_command_does(spark):
+    """The command chooses the allocator of Arrow's memory (``convhub.engine.memory``); Spark's Python workers
+    are told through the executors' environment, on a cluster as locally."""
+    conf = spark.context.getConf()
+    told = [conf.get(f"spark.executorEnv.{name}") for name in (ARROW_POOL_VARIABLE, JEMALLOC_CONF_VARIABLE)]
     used = spark.context.parallelize([0], 1).map(
-        lambda _: __import__("pyarrow").default_memory_pool().backend_name
+        lambda _: (
+            __import__("pyarrow").default_memory_pool().backend_name,
+            __import__("os").environ.get("JE_ARROW_MALLOC_CONF"),
+        )
     )
-    assert (told, used.collect()) == ("system", ["system"])
+    assert told == [os.environ[ARROW_POOL_VARIABLE], os.environ.get(JEMALLOC_CONF_VARIABLE)]
+    assert used.collect() == [tuple(told)]
 
 
 def assert_same_build(local: Path, spark: Path) -> None:

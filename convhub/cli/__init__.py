@@ -1,8 +1,8 @@
 """The `convhub` command: options, one-line errors, exit codes.
 
-Importing it chooses the C library's allocator for Arrow's memory (``engine.memory``), before any of the command's
-modules imports pyarrow, which reads the choice once."""
+Importing it chooses the allocator of Arrow's memory (``engine.memory``), before any of the command's modules
+imports pyarrow, which reads the choice once."""
 
-from convhub.engine.memory import choose_the_system_allocator
+from convhub.engine.memory import choose_the_allocator
 
-choose_the_system_allocator()
+choose_the_allocator()

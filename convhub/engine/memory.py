@@ -1,24 +1,39 @@
 """Where a build's memory comes from and when it goes back to the system.
 
-Arrow's memory comes from the C library's allocator (glibc's ``malloc`` on Linux), not from pyarrow's default
-pool (mimalloc), in convhub's command and every process it starts: the build's workers are forked from it and
-inherit the choice, Spark's JVM and Python workers are told through their environment. pyarrow reads its pool
-from ``ARROW_DEFAULT_MEMORY_POOL`` once, when it is imported (``pyarrow.set_memory_pool`` later reaches only
-pyarrow's Python calls, not its Parquet reader and writer), so the command chooses before anything imports
-pyarrow (``convhub.cli``), and this module imports pyarrow only where it is used. Measured on one MNBVC
-conversation of 166,667 tiny turns (a 32 MiB file, ``tests/mnbvc/test_mnbvc_many_turns.py``), the build
-peaked 234 MiB above a one-row build with mimalloc and 208 MiB with glibc, at the same speed on ordinary input
-(``docs/performance.md``): mimalloc keeps pages a large table freed in its own segments, where glibc hands them
-back (``give_back_pages``). A user who names a pool in ``ARROW_DEFAULT_MEMORY_POOL`` keeps it.
+On Linux, Arrow's memory comes from pyarrow's jemalloc pool with freed pages handed back within 100 ms
+(:data:`JEMALLOC_CONF`); elsewhere from the C library's allocator (``malloc``). The choice holds in convhub's
+command and every process it starts: the build's workers are forked from it and inherit it, Spark's JVM and Python
+workers are told through their environment (:data:`ARROW_VARIABLES`). pyarrow reads its pool from
+``ARROW_DEFAULT_MEMORY_POOL`` once, when it is imported, and jemalloc its settings from ``JE_ARROW_MALLOC_CONF``
+when it starts (``pyarrow.set_memory_pool`` and ``jemalloc_set_decay_ms`` later reach only pyarrow's Python calls
+or new arenas, not its Parquet reader and writer), so the command chooses before anything imports pyarrow
+(``convhub.cli``), and this module imports pyarrow only where it is used. A user who names a pool in
+``ARROW_DEFAULT_MEMORY_POOL``, or jemalloc settings in ``JE_ARROW_MALLOC_CONF``, keeps them.
+
+Why jemalloc, and why a short decay (``docs/performance.md``, round 8): pyarrow's system allocator cannot grow an
+aligned buffer in place, so every buffer that grows is copied, the old one beside the new. Parquet's writer grows
+one buffer per column page, and a record is never cut across pages: one MNBVC conversation of 166,667 tiny turns
+(a 32 MiB file, ``tests/mnbvc/test_mnbvc_many_turns.py``) peaked 6.1x its input above a one-row build with
+the system allocator, 5.3x with jemalloc. jemalloc as pyarrow configures it keeps freed pages for a second (7.3x
+there); 100 ms gives them back between a build's steps at the speed of ordinary input (1.00x, the system time
+some 0.7 s more on the benchmark's quarter input). mimalloc keeps pages a large table freed in its own segments.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import sys
 
 #: pyarrow's own variable for its default pool, read once, when pyarrow is imported.
 ARROW_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
+#: The settings of pyarrow's jemalloc (its ``je_arrow_`` prefix), read once, when it starts. They add to pyarrow's
+#: own, among them ``background_thread:true``: a thread of jemalloc's gives the pages back.
+JEMALLOC_CONF_VARIABLE = "JE_ARROW_MALLOC_CONF"
+#: Freed pages back to the system within 100 ms, not pyarrow's 1,000; none kept as "muzzy" (still resident).
+JEMALLOC_CONF = "dirty_decay_ms:100,muzzy_decay_ms:0"
+#: What the command sets for pyarrow, and what Spark's executors are told.
+ARROW_VARIABLES = (ARROW_POOL_VARIABLE, JEMALLOC_CONF_VARIABLE)
 
 #: A table at least this large has its memory given back to the system once written (``give_back_pages``).
 LARGE_TABLE_BYTES = 16 * 2**20
@@ -27,10 +42,15 @@ LARGE_TABLE_BYTES = 16 * 2**20
 _C_TRIM = getattr(ctypes.CDLL(None), "malloc_trim", None) if os.name == "posix" else None
 
 
-def choose_the_system_allocator() -> None:
-    """Arrow's memory from the C library's allocator in this process, if pyarrow is not imported yet, and in the
-    processes started from it, unless ``ARROW_DEFAULT_MEMORY_POOL`` already names a pool."""
-    os.environ.setdefault(ARROW_POOL_VARIABLE, "system")
+def choose_the_allocator() -> None:
+    """Arrow's memory from jemalloc with a short decay on Linux, else from the C library's allocator, in this
+    process, if pyarrow is not imported yet, and in the processes started from it; a pool or jemalloc settings the
+    user named are kept."""
+    if sys.platform.startswith("linux"):  # pyarrow's wheels for Linux have jemalloc; others may not
+        os.environ.setdefault(ARROW_POOL_VARIABLE, "jemalloc")
+        os.environ.setdefault(JEMALLOC_CONF_VARIABLE, JEMALLOC_CONF)
+    else:
+        os.environ.setdefault(ARROW_POOL_VARIABLE, "system")
 
 
 def give_back_pages() -> None:

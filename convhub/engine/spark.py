@@ -47,7 +47,7 @@ from convhub.console import phases
 from convhub.engine.builder import fewer_collections
 from convhub.engine.input_shards import GroupShard, SortedPartition
 from convhub.engine.local_build import MAX_SHARD_BYTES, consecutive_runs, run_job
-from convhub.engine.memory import ARROW_POOL_VARIABLE
+from convhub.engine.memory import ARROW_VARIABLES
 from convhub.engine.regroup import partition_of
 from convhub.errors import EngineError, SourceError
 from convhub.storage.abandoned import MarkedTemporaryDirectory
@@ -89,8 +89,9 @@ def spark_session(master: str | None = None, verbose: bool = False):
     master = master or SparkConf().get("spark.master", None) or "local[*]"
     check_reachable(master)
     conf = SparkConf().setAppName("convhub").setMaster(master).set("spark.ui.showConsoleProgress", "false")
-    if os.environ.get(ARROW_POOL_VARIABLE):  # the executors' Python workers allocate as this process does
-        conf = conf.set(f"spark.executorEnv.{ARROW_POOL_VARIABLE}", os.environ[ARROW_POOL_VARIABLE])
+    for variable in ARROW_VARIABLES:  # the executors' Python workers allocate as this process does
+        if os.environ.get(variable):
+            conf = conf.set(f"spark.executorEnv.{variable}", os.environ[variable])
     if master.startswith("local"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # read when the context starts
         conf = (

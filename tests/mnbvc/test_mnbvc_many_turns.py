@@ -24,12 +24,11 @@ from convhub.cli import main as cli
 from convhub.engine.arrow_rows import ArrowList, rows_table
 from convhub.errors import Notes
 
-#: benchmarks/large_record.py's line: peak memory above a tiny build's within this multiple of the input.
+#: benchmarks/large_record.py's line, which issue 33 asks of many small turns too: peak memory above a tiny build's
+#: within this multiple of the input. The build reaches 5.1-5.3x (Arrow's memory from jemalloc with a short decay,
+#: ``convhub.engine.memory``; 5.8-6.4x with the system allocator, 11.6x before the chunked turns and the forked
+#: pass 1): a build that holds a long conversation's pairs or turns as Python values again fails it.
 TARGET_MULTIPLE = 6.0
-#: What the build reaches (6.1-6.5x measured; 6.9-7.5x with pyarrow's mimalloc pool and the card's example read
-#: whole, 11.6x before the chunked turns and the forked pass 1), with room for a machine's noise: a build that holds
-#: a long conversation's pairs or turns as Python values again fails it.
-REACHED_MULTIPLE = 7.5
 
 
 def write_conversation(path: Path, rows: int) -> Path:
@@ -175,19 +174,17 @@ def build_peak_mib(data: Path, output: Path) -> float:
 
 @pytest.mark.skipif(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss == 0, reason="no ru_maxrss here")
 def test_many_tiny_turns_stay_within_the_input_bound(tmp_path):
-    """166,667 tiny turns (32 MiB): within ``REACHED_MULTIPLE`` of the input above a 1-row build, and an expected
-    failure past the large-record line (``TARGET_MULTIPLE``), which issue 33 asks for and this build misses."""
+    """166,667 tiny turns (32 MiB): within ``TARGET_MULTIPLE`` of the input above a 1-row build. The row is 1.8x
+    the input (each question turn keeps its raw row) and Parquet's writer takes about 2 times a page beside it,
+    a record being one page: what is left for the rest of the build is small."""
     tiny = write_conversation(tmp_path / "tiny" / "multiturn", 1)
     large = write_conversation(tmp_path / "large" / "multiturn", 100_000)  # 166,667 turns
     input_mib = (large / "multiturn" / "one.jsonl").stat().st_size / 2**20
     baseline = build_peak_mib(tiny, tmp_path / "out-tiny")
     peak = build_peak_mib(large, tmp_path / "out-large")
-    assert peak > baseline  # the measure sees the build
-    assert peak <= baseline + REACHED_MULTIPLE * input_mib, (baseline, peak, input_mib)
-    if peak > baseline + TARGET_MULTIPLE * input_mib:
-        pytest.xfail(
-            f"issue 33, open: {(peak - baseline) / input_mib:.2f}x the input, not {TARGET_MULTIPLE:g}x. The "
-            "sessions row is 1.8x the input (each question turn keeps its raw row), and pyarrow's Parquet writer "
-            "takes some 2 times the row beside it to write it, its reader some 3 times its largest column to read "
-            "it back (the views, the card)"
-        )
+    assert peak > baseline + input_mib  # the measure sees the build
+    assert peak <= baseline + TARGET_MULTIPLE * input_mib, (
+        f"{(peak - baseline) / input_mib:.2f}x the input, not {TARGET_MULTIPLE:g}x",
+        baseline,
+        peak,
+    )
