@@ -1,13 +1,18 @@
 """Peak memory of a build whose input is one very large record, as a multiple of the record's size.
 
-    python benchmarks/large_record.py                     # every source, a 64 MB record
+    python benchmarks/large_record.py                     # LoCoMo, GigaMemory, ConvLab, MNBVC: a 64 MB record
     python benchmarks/large_record.py --mb 128 --source mnbvc
+    python benchmarks/large_record.py --tiny-turns 1000000   # one MNBVC conversation of that many tiny turns
 
 For each source it takes the first record of the packaged sample, makes its longest string N MB long (Chinese
 text for MNBVC, English words for the others) and builds every config from that one record, in a fresh process
 (``harness.run_case``: the peak is the process tree's own). The baseline is the same record at its own size,
 built in the same run, so the interpreter and the libraries cancel out: the figure is
 (peak with the large record - peak with the small one) / the record's size on disk.
+
+``--tiny-turns N`` measures issue 33's other large record instead: one MNBVC conversation of N turns of a few
+characters (Q/A rows shaped as the sample's first line, every third answer empty), against the same conversation
+of one row. Its ``sessions`` row is about 1.8x the input (each question turn keeps its raw row).
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ from harness import BUILD, run_case
 #: for the parse (the line, its decoded text); 4x, set before that floor was measured, is what it was first.
 TARGET_MULTIPLE = 6.0
 
+
+#: The sources this benchmark can make one large record of (LongMemEval's is not written yet).
+SOURCES = ("locomo", "gigamemory", "convlab", "mnbvc")
 
 #: Strings that hold JSON (MNBVC's extension field): a text field is grown, not them.
 JSON_STRINGS = {"扩展字段"}
@@ -97,16 +105,39 @@ def write_input(source: str, folder: Path, megabytes: float | None) -> Path:
     return folder
 
 
+def write_many_turns(folder: Path, turns: int) -> Path:
+    """One MNBVC conversation (会话 1) of about ``turns`` tiny turns under ``folder``: Q/A rows shaped as the
+    sample's first line, every third answer empty (no answer turn); returns the data folder."""
+    from convhub import registry
+
+    first = first_line(Path(registry.get("mnbvc").sample_dir()) / "multiturn" / "sharegpt-0002.jsonl")
+    rows = max(1, round(turns * 3 / 5))  # two rows in three give two turns, the third one
+    (folder / "multiturn").mkdir(parents=True)
+    with (folder / "multiturn" / "one.jsonl").open("w", encoding="utf-8") as out:
+        for number in range(1, rows + 1):
+            extension = {"会话": 1, "多轮序号": number, "解析模型": "gpt4"}
+            row = {
+                **first,
+                "id": f"{number:032x}",
+                "问": f"问{number}",
+                "答": "" if number % 3 == 0 else f"答{number}",
+                "元数据": {**first["元数据"], "扩展字段": json.dumps(extension, ensure_ascii=False)},
+            }
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return folder
+
+
 def input_megabytes(folder: Path) -> float:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) / 2**20
 
 
 def main(argv: list[str] | None = None) -> int:
-    from convhub import registry
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=64, help="size of the large record's longest string")
-    parser.add_argument("--source", action="append", choices=registry.names(), help="only this source")
+    parser.add_argument("--source", action="append", choices=SOURCES, help="only this source")
+    parser.add_argument(
+        "--tiny-turns", type=int, metavar="N", help="instead: one MNBVC conversation of N tiny turns"
+    )
     args = parser.parse_args(argv)
     print(
         "| source | record MB | peak MiB, small record | peak MiB, large record | (large - small) / record |"
@@ -114,9 +145,13 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|")
     worst = 0.0
     with tempfile.TemporaryDirectory(prefix="convhub-large-record-") as temp:
-        for source in args.source or registry.names():
-            small = write_input(source, Path(temp) / source / "small", None)
-            large = write_input(source, Path(temp) / source / "large", args.mb)
+        for source in ["mnbvc"] if args.tiny_turns else args.source or SOURCES:
+            if args.tiny_turns:
+                small = write_many_turns(Path(temp) / "small", 1)
+                large = write_many_turns(Path(temp) / "large", args.tiny_turns)
+            else:
+                small = write_input(source, Path(temp) / source / "small", None)
+                large = write_input(source, Path(temp) / source / "large", args.mb)
             _, small_peak, _ = run_case(BUILD, [source, str(small), "null", "1"])
             _, large_peak, _ = run_case(BUILD, [source, str(large), "null", "1"])
             megabytes = input_megabytes(large)

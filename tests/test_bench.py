@@ -494,6 +494,26 @@ def test_the_large_record_benchmark_grows_one_text_and_compares_with_the_record_
     assert float(row[3]) > float(row[2]) > 0  # the large record's build peaks higher
 
 
+def test_the_large_record_benchmark_makes_one_conversation_of_many_tiny_turns(tmp_path, capsys):
+    """``--tiny-turns``: one MNBVC conversation that many turns long (every third answer empty), built beside the
+    same conversation of one row; the build finds exactly one conversation with those turns."""
+    import large_record
+    import pyarrow.parquet as pq
+
+    from convhub.cli import main as cli
+
+    folder = large_record.write_many_turns(tmp_path / "in", 5000)
+    lines = (folder / "multiturn" / "one.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 3000
+    assert cli.main(["build", "mnbvc", "--data-dir", str(folder), "--output", str(tmp_path / "out")]) == 0
+    turns = pq.read_table(tmp_path / "out" / "turns")
+    assert (turns.num_rows, len(set(turns.column("conversation_id").to_pylist()))) == (5000, 1)
+
+    assert large_record.main(["--tiny-turns", "20000"]) == 0
+    [row] = table_rows(capsys.readouterr().out)
+    assert row[0] == "mnbvc" and float(row[3]) > float(row[2]) > 0
+
+
 def test_mnbvcs_native_floor_and_its_build_run_for_real_on_the_same_conversations(tmp_path, capsys):
     argv = ["--scale", TINY, "--workdir", str(tmp_path), "--source", "mnbvc"]
     assert bench.main([*argv, "--case", "native floor", "--case", "(multi-turn files)"]) == 0
