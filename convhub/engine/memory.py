@@ -10,13 +10,14 @@ or new arenas, not its Parquet reader and writer), so the command chooses before
 (``convhub.cli``), and this module imports pyarrow only where it is used. A user who names a pool in
 ``ARROW_DEFAULT_MEMORY_POOL``, or jemalloc settings in ``JE_ARROW_MALLOC_CONF``, keeps them.
 
-Why jemalloc, and why a short decay (``docs/performance.md``, round 8): pyarrow's system allocator cannot grow an
-aligned buffer in place, so every buffer that grows is copied, the old one beside the new. Parquet's writer grows
-one buffer per column page, and a record is never cut across pages: one MNBVC conversation of 166,667 tiny turns
-(a 32 MiB file, ``tests/mnbvc/test_mnbvc_many_turns.py``) peaked 6.1x its input above a one-row build with
-the system allocator, 5.3x with jemalloc. jemalloc as pyarrow configures it keeps freed pages for a second (7.3x
-there); 100 ms gives them back between a build's steps at the speed of ordinary input (1.00x, the system time
-some 0.7 s more on the benchmark's quarter input). mimalloc keeps pages a large table freed in its own segments.
+Why jemalloc, and why a short decay (the figures: ``docs/performance.md``, round 8): pyarrow's system allocator
+cannot grow an aligned buffer in place, so a buffer that grows is copied, the old one beside the new, and Parquet's
+writer grows a buffer for each page it makes. A record is never cut across pages, so one MNBVC conversation of many
+tiny turns (``tests/mnbvc/test_mnbvc_many_turns.py``) is written from pages as large as its columns, and that copy
+put its build past the 6x line large records keep. jemalloc grows in place. As pyarrow configures it, it keeps freed
+pages for a second, which raised the peaks of other steps; 100 ms gives them back between a build's steps, at the
+speed of ordinary builds. mimalloc keeps pages a large table freed in its own segments. A pyarrow built without
+jemalloc says so in one line and uses its default pool (``ARROW_DEFAULT_MEMORY_POOL=system`` then chooses).
 """
 
 from __future__ import annotations

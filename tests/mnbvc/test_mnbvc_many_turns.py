@@ -174,9 +174,9 @@ def build_peak_mib(data: Path, output: Path) -> float:
 
 @pytest.mark.skipif(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss == 0, reason="no ru_maxrss here")
 def test_many_tiny_turns_stay_within_the_input_bound(tmp_path):
-    """166,667 tiny turns (32 MiB): within ``TARGET_MULTIPLE`` of the input above a 1-row build. The row is 1.8x
-    the input (each question turn keeps its raw row) and Parquet's writer takes about 2 times a page beside it,
-    a record being one page: what is left for the rest of the build is small."""
+    """166,667 tiny turns (32 MiB): within ``TARGET_MULTIPLE`` of the input above a 1-row build. Most of it is the
+    ``sessions`` row (1.8x the input: each question turn keeps its raw row) and Parquet's writer beside it (about
+    2 times a page, the whole record being one page of each column)."""
     tiny = write_conversation(tmp_path / "tiny" / "multiturn", 1)
     large = write_conversation(tmp_path / "large" / "multiturn", 100_000)  # 166,667 turns
     input_mib = (large / "multiturn" / "one.jsonl").stat().st_size / 2**20
