@@ -22,6 +22,7 @@ import json
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -131,11 +132,26 @@ def input_megabytes(folder: Path) -> float:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) / 2**20
 
 
+def inputs(args: argparse.Namespace, folder: Path) -> Iterator[tuple[str, Path, Path]]:
+    """(source, the small record's data folder, the large record's) of each pair of builds to measure."""
+    if args.tiny_turns:
+        yield (
+            "mnbvc",
+            write_many_turns(folder / "small", 1),
+            write_many_turns(folder / "large", args.tiny_turns),
+        )
+        return
+    for source in args.source or SOURCES:
+        small = write_input(source, folder / source / "small", None)
+        yield source, small, write_input(source, folder / source / "large", args.mb)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=64, help="size of the large record's longest string")
-    parser.add_argument("--source", action="append", choices=SOURCES, help="only this source")
-    parser.add_argument(
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--source", action="append", choices=SOURCES, help="only this source")
+    which.add_argument(
         "--tiny-turns", type=int, metavar="N", help="instead: one MNBVC conversation of N tiny turns"
     )
     args = parser.parse_args(argv)
@@ -145,13 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|")
     worst = 0.0
     with tempfile.TemporaryDirectory(prefix="convhub-large-record-") as temp:
-        for source in ["mnbvc"] if args.tiny_turns else args.source or SOURCES:
-            if args.tiny_turns:
-                small = write_many_turns(Path(temp) / "small", 1)
-                large = write_many_turns(Path(temp) / "large", args.tiny_turns)
-            else:
-                small = write_input(source, Path(temp) / source / "small", None)
-                large = write_input(source, Path(temp) / source / "large", args.mb)
+        for source, small, large in inputs(args, Path(temp)):
             _, small_peak, _ = run_case(BUILD, [source, str(small), "null", "1"])
             _, large_peak, _ = run_case(BUILD, [source, str(large), "null", "1"])
             megabytes = input_megabytes(large)

@@ -4,7 +4,6 @@ the same tables as the Python dicts gave, and the build's peak memory is held ag
 
 from __future__ import annotations
 
-import json
 import resource
 import subprocess
 import sys
@@ -14,7 +13,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from mnbvc_rows import pair
 
 from builders.mnbvc import turn_columns
 from builders.mnbvc.multiturn import multiturn_record
@@ -24,23 +22,17 @@ from convhub.cli import main as cli
 from convhub.engine.arrow_rows import ArrowList, rows_table
 from convhub.errors import Notes
 
-#: benchmarks/large_record.py's line, which issue 33 asks of many small turns too: peak memory above a tiny build's
-#: within this multiple of the input. The build reaches 5.1-5.3x (Arrow's memory from jemalloc with a short decay,
-#: ``convhub.engine.memory``; 5.8-6.4x with the system allocator, 11.6x before the chunked turns and the forked
-#: pass 1): a build that holds a long conversation's pairs or turns as Python values again fails it.
-TARGET_MULTIPLE = 6.0
+#: The benchmark's generator of issue 33's conversation (``large_record.py --tiny-turns``), so that the test and the
+#: benchmark measure the same input: Q/A rows shaped as the sample's first line, every third answer empty.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import large_record
 
-
-def write_conversation(path: Path, rows: int) -> Path:
-    """One 多轮对话 conversation (会话 1) of ``rows`` Q/A rows in MNBVC's JSON Lines, rows shaped as the sample's
-    ``multiturn/sharegpt-0002.jsonl``; every third row has an empty 答 (no answer turn)."""
-    path.mkdir(parents=True)
-    with (path / "one.jsonl").open("w", encoding="utf-8") as out:
-        for number in range(1, rows + 1):
-            answer = "" if number % 3 == 0 else f"答{number}"
-            row = pair(1, number, f"问{number}", answer, row_id=f"{number:032x}")
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return path.parent
+#: The large-record line (``large_record.TARGET_MULTIPLE``), which issue 33 asks of many small turns too: peak
+#: memory above a tiny build's within this multiple of the input. The build reaches 5.1-5.3x (Arrow's memory from
+#: jemalloc with a short decay, ``convhub.engine.memory``; 5.8-6.4x with the system allocator, 11.6x before the
+#: chunked turns and the forked pass 1): a build that holds a long conversation's pairs or turns as Python values
+#: again fails it.
+TARGET_MULTIPLE = large_record.TARGET_MULTIPLE
 
 
 def tables(folder: Path) -> dict[str, pa.Table]:
@@ -124,7 +116,7 @@ def test_a_lone_surrogate_in_a_later_chunk_gives_every_pair_dict_turns(monkeypat
 
 
 def test_columnar_build_equals_the_dict_build(tmp_path, monkeypatch):
-    data = write_conversation(tmp_path / "in" / "multiturn", 6000)
+    data = large_record.write_many_turns(tmp_path / "in", 10_000)  # 6,000 rows
     common = ["build", "mnbvc", "--data-dir", str(data), "--num-proc", "1"]
     monkeypatch.setattr(turn_columns, "COLUMNAR_PAIRS", 10**9)
     assert cli.main([*common, "--output", str(tmp_path / "dicts")]) == 0
@@ -142,7 +134,7 @@ def test_a_long_conversation_streams_the_views_its_build_derives(tmp_path):
     ``messages`` (derived a batch of records at a time, ``View.rows_of``) are the build's rows."""
     from builders.mnbvc.builder import MnbvcBuilder
 
-    data = write_conversation(tmp_path / "in" / "multiturn", 6000)
+    data = large_record.write_many_turns(tmp_path / "in", 10_000)  # 6,000 rows
     assert cli.main(["build", "mnbvc", "--data-dir", str(data), "--output", str(tmp_path / "out")]) == 0
     counts = {}
     for view in ("turns", "messages"):
@@ -177,8 +169,8 @@ def test_many_tiny_turns_stay_within_the_input_bound(tmp_path):
     """166,667 tiny turns (32 MiB): within ``TARGET_MULTIPLE`` of the input above a 1-row build. Most of it is the
     ``sessions`` row (1.8x the input: each question turn keeps its raw row) and Parquet's writer beside it (about
     2 times a page, the whole record being one page of each column)."""
-    tiny = write_conversation(tmp_path / "tiny" / "multiturn", 1)
-    large = write_conversation(tmp_path / "large" / "multiturn", 100_000)  # 166,667 turns
+    tiny = large_record.write_many_turns(tmp_path / "tiny", 1)
+    large = large_record.write_many_turns(tmp_path / "large", 166_667)  # 100,000 rows
     input_mib = (large / "multiturn" / "one.jsonl").stat().st_size / 2**20
     baseline = build_peak_mib(tiny, tmp_path / "out-tiny")
     peak = build_peak_mib(large, tmp_path / "out-large")
