@@ -1,6 +1,6 @@
 """Peak memory of a build whose input is one very large record, as a multiple of the record's size.
 
-    python benchmarks/large_record.py                     # LoCoMo, GigaMemory, ConvLab, MNBVC: a 64 MB record
+    python benchmarks/large_record.py                     # every source: a 64 MB record
     python benchmarks/large_record.py --mb 128 --source mnbvc
     python benchmarks/large_record.py --tiny-turns 1000000   # one MNBVC conversation of that many tiny turns
 
@@ -38,8 +38,8 @@ from harness import BUILD, run_case
 TARGET_MULTIPLE = 6.0
 
 
-#: The sources this benchmark can make one large record of (LongMemEval's is not written yet).
-SOURCES = ("locomo", "gigamemory", "convlab", "mnbvc")
+#: The sources this benchmark makes one large record of: every registered source.
+SOURCES = ("locomo", "gigamemory", "convlab", "mnbvc", "longmemeval")
 
 #: Strings that hold JSON (MNBVC's extension field): a text field is grown, not them.
 JSON_STRINGS = {"扩展字段"}
@@ -101,6 +101,10 @@ def write_input(source: str, folder: Path, megabytes: float | None) -> Path:
         (folder / "multiturn").mkdir()
         line = json.dumps(grown(first_line(sample / "multiturn" / "sharegpt-0002.jsonl")), ensure_ascii=False)
         (folder / "multiturn" / "one.jsonl").write_text(line + "\n", encoding="utf-8")
+    elif source == "longmemeval":  # one question, one of its haystack's turns grown
+        [first, *_] = json.loads((sample / "longmemeval_oracle.json").read_text(encoding="utf-8"))
+        text = json.dumps([grown(first)], ensure_ascii=False)
+        (folder / "longmemeval_oracle.json").write_text(text, encoding="utf-8")
     else:
         raise SystemExit(f"no large-record input for {source}")
     return folder

@@ -494,6 +494,27 @@ def test_the_large_record_benchmark_grows_one_text_and_compares_with_the_record_
     assert float(row[3]) > float(row[2]) > 0  # the large record's build peaks higher
 
 
+@pytest.mark.parametrize("source", ["locomo", "gigamemory", "convlab", "mnbvc", "longmemeval"])
+def test_the_large_record_benchmark_has_an_input_for_every_source_that_builds_with_its_long_text(
+    source, tmp_path
+):
+    """``large_record.py`` measures every source: its one record builds, and the ``sessions`` row holds the grown
+    text whole."""
+    import large_record
+    import pyarrow.parquet as pq
+
+    from convhub.cli import main as cli
+
+    assert source in large_record.SOURCES
+    folder = large_record.write_input(source, tmp_path / "in", 0.05)
+    assert cli.main(["build", source, "--data-dir", str(folder), "--output", str(tmp_path / "out")]) == 0
+    sessions = pq.read_table(tmp_path / "out" / "sessions")
+    unit = "中文对话 " if source == "mnbvc" else "a long turn "
+    grown = unit * int(0.05 * 2**20 / len(unit.encode("utf-8")))
+    assert sessions.num_rows == 1
+    assert json.dumps(sessions.to_pylist(), ensure_ascii=False, default=str).count(grown) >= 1
+
+
 def test_the_large_record_benchmark_makes_one_conversation_of_many_tiny_turns(tmp_path, capsys):
     """``--tiny-turns``: one MNBVC conversation that many turns long (every third answer empty), built beside the
     same conversation of one row; the build finds exactly one conversation with those turns."""
