@@ -12,9 +12,9 @@ from builders.gigamemory import parse
 from builders.gigamemory.parse import Line, where
 from convhub.engine import json_lines_groups
 from convhub.engine.builder import ConversationBuilder, download_folder
-from convhub.engine.json_lines_files import file_stem, files_by_stem, find_files
 from convhub.engine.jsonio import load_object
 from convhub.engine.records import convert_one, convert_records
+from convhub.engine.source_files import file_stem, files_by_stem, find_files
 from convhub.errors import Notes, Reject, SourceError, raise_error
 from convhub.storage.folders import local_copy
 

@@ -3,12 +3,10 @@ reader and per-record loop around :func:`parse.parse_sample`), and its own ``obs
 
 from __future__ import annotations
 
-import glob
 import json
-import os
+import posixpath
 from collections.abc import Iterator
 from functools import partial
-from pathlib import Path
 from typing import Any, ClassVar
 
 from datasets import Features, List, Value
@@ -19,8 +17,9 @@ from convhub import schema
 from convhub.engine.builder import ConversationBuilder
 from convhub.engine.json_list import scan_json_array
 from convhub.engine.records import convert_records
+from convhub.engine.source_files import JSON, files_by_stem, find_files
 from convhub.errors import Notes, Reject, SourceError
-from convhub.storage.folders import open_file, url_files
+from convhub.storage.folders import open_file
 from convhub.views.definitions import View
 
 URL = "https://raw.githubusercontent.com/snap-research/LoCoMo/main/data/locomo10.json"
@@ -107,40 +106,31 @@ class LocomoBuilder(ConversationBuilder):
 
     def shards(self, dl_manager):
         """One split, ``test``: the downloaded locomo10.json, or the ``*.json`` files of ``--data-dir``, each a
-        shard (``--num-proc`` parallelizes over files) whose stem is its ``subset``. None is read here."""
+        shard ``{"path", "name"}`` (``--num-proc`` parallelizes over files) whose name's stem is its ``subset``.
+        None is read here."""
         data_dir = self.config.data_dir
-        if data_dir is None:
-            files = [dl_manager.download(URL)]
-        elif "://" in data_dir:  # each task opens its file there (convhub.storage.folders.open_file)
-            files = [url for _, url in url_files(data_dir, (".json",))]
-        elif os.path.isfile(data_dir):
-            files = [data_dir]
-        else:
-            files = sorted(glob.glob(os.path.join(data_dir, "*.json")))
-        if not files:
-            raise FileNotFoundError(f"no LoCoMo *.json file in {data_dir}")
-        stems, wanted = [Path(path).stem for path in files], set(self.config.subsets or ())
-        if unknown := wanted.difference(stems):
-            raise FileNotFoundError(
-                f"no LoCoMo file for subset(s) {', '.join(sorted(unknown))}; files: {', '.join(stems)}"
-            )
+        if data_dir is None:  # datasets names its copy by a hash: the subset comes from the URL's file name
+            files = [(posixpath.basename(URL), dl_manager.download(URL))]
+        else:  # at a URL, each task opens its file there (convhub.storage.folders.open_file)
+            files = find_files(data_dir, "LoCoMo", kind=JSON)
+        kept = files_by_stem(files, self.config.subsets, self.SOURCE, JSON)
         streaming = isinstance(dl_manager, StreamingDownloadManager)
         self._first_files = {} if streaming or self.config.on_bad_record == "raise" else None
-        kept = [path for path, stem in zip(files, stems, strict=True) if not wanted or stem in wanted]
-        return {"test": kept}
+        return {"test": [{"path": path, "name": name} for name, path in kept]}
 
     def parse_shard(self, shard, notes):
         """The records of one file. A sample_id seen before in this file, or first in another file this process
         read (``_first_files``: reading one file again, as a stream's passes do, repeats nothing), is rejected."""
-        subset, skip, seen_here = Path(shard).stem, self.config.on_bad_record == "skip", set()
-        samples = samples_of(shard, self.reject if skip else None)
+        path, subset = shard["path"], JSON.stem(shard["name"])
+        skip, seen_here = self.config.on_bad_record == "skip", set()
+        samples = samples_of(path, self.reject if skip else None)
         convert = lambda sample, counted: parse.parse_sample(sample, subset, counted)  # noqa: E731
-        for record in convert_records(shard, samples, convert, notes, self.reject):
+        for record in convert_records(path, samples, convert, notes, self.reject):
             sample_id = record["conversation_id"]
-            first = shard if self._first_files is None else self._first_files.setdefault(sample_id, shard)
-            if sample_id in seen_here or first != shard:
+            first = path if self._first_files is None else self._first_files.setdefault(sample_id, path)
+            if sample_id in seen_here or first != path:
                 problem = f"duplicate sample_id {sample_id!r}, also in {first}"
-                self.reject(SourceError(shard, sample_id, "sample_id", problem), None)
+                self.reject(SourceError(path, sample_id, "sample_id", problem), None)
                 continue
             seen_here.add(sample_id)
             yield record

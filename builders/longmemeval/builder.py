@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from typing import ClassVar
 
 from builders.longmemeval import parse
 from convhub.engine.builder import ConversationBuilder
-from convhub.storage.folders import url_files
+from convhub.engine.source_files import JSON_OR_EXTENSIONLESS, files_by_stem, find_files
 
 #: Without ``--data-dir``: the Hub repo's oracle file (evidence sessions only, 15 MB; no extension there).
 URL = "https://huggingface.co/datasets/xiaowu0162/longmemeval/resolve/main/longmemeval_oracle"
-
-
-def is_data_file(name: str) -> bool:
-    """A LongMemEval file: ``longmemeval_s.json`` or the Hub's ``longmemeval_s``; not a hidden file, not a README."""
-    return not name.startswith(".") and (name.endswith(".json") or "." not in name)
 
 
 class LongMemEvalBuilder(ConversationBuilder):
@@ -42,26 +36,11 @@ class LongMemEvalBuilder(ConversationBuilder):
         two files of one subset (``longmemeval_s`` and ``longmemeval_s.json``) are an error."""
         data_dir = self.config.data_dir
         if data_dir is None:
-            files = [(dl_manager.download(URL), "longmemeval_oracle")]
-        elif "://" in data_dir:
-            files = [(url, name) for name, url in url_files(data_dir, ("",)) if is_data_file(name)]
-        elif os.path.isfile(data_dir):
-            files = [(data_dir, os.path.basename(data_dir))]
+            files = [("longmemeval_oracle", dl_manager.download(URL))]
         else:
-            names = [name for name in sorted(os.listdir(data_dir)) if is_data_file(name)]
-            files = [
-                (os.path.join(data_dir, n), n) for n in names if os.path.isfile(os.path.join(data_dir, n))
-            ]
-        subsets: dict[str, str] = {}
-        for path, name in files:
-            if subsets.setdefault(parse.subset_of(name), path) != path:
-                raise FileNotFoundError(f"{subsets[parse.subset_of(name)]} and {path} are one subset")
-        missing = set(self.config.subsets or ()) - set(subsets)
-        if not files or missing:
-            wanted = f"for subset(s) {', '.join(sorted(missing))} " if missing else ""
-            raise FileNotFoundError(f"no LongMemEval file (*.json, or no extension) {wanted}in {data_dir}")
-        kept = [(p, n) for p, n in files if parse.subset_of(n) in (self.config.subsets or subsets)]
-        return {"test": [{"path": path, "name": name} for path, name in kept]}
+            files = find_files(data_dir, "LongMemEval", kind=JSON_OR_EXTENSIONLESS)
+        kept = files_by_stem(files, self.config.subsets, self.SOURCE, JSON_OR_EXTENSIONLESS)
+        return {"test": [{"path": path, "name": name} for name, path in kept]}
 
     def parse_shard(self, shard, notes):
         return parse.parse_file(shard["path"], shard["name"], notes, self.reject)

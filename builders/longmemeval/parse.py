@@ -16,6 +16,7 @@ from typing import Any
 from convhub import schema
 from convhub.engine.json_list import scan_json_array
 from convhub.engine.records import convert_records
+from convhub.engine.source_files import JSON_OR_EXTENSIONLESS
 from convhub.errors import FieldError, Notes, Reject, SourceError, raise_error
 from convhub.storage.folders import open_file
 
@@ -29,8 +30,9 @@ DATE_FORMAT = "%Y/%m/%d (%a) %H:%M"
 
 
 def subset_of(name: str) -> str:
-    """A file's subset: its name without ``.json`` (the Hub's ``longmemeval_s`` and ``longmemeval_s.json`` alike)."""
-    return posixpath.basename(name).removesuffix(".json")
+    """A file's subset: its name without ``.json`` (the Hub's ``longmemeval_s`` and ``longmemeval_s.json`` alike),
+    as ``--subset`` chooses files (``source_files.files_by_stem``)."""
+    return JSON_OR_EXTENSIONLESS.stem(name)
 
 
 def parse_file(path: str, name: str, notes: Notes, reject: Reject = raise_error) -> Iterator[dict[str, Any]]:

@@ -28,8 +28,8 @@ from convhub.engine import json_lines, keyed, regroup
 from convhub.engine.builder import ConversationBuilder, group_shard
 from convhub.engine.formats import Formats
 from convhub.engine.input_shards import GroupShard
-from convhub.engine.json_lines_files import find_files, hub_files
 from convhub.engine.records import convert_one
+from convhub.engine.source_files import find_files, hub_files
 from convhub.errors import Notes, Reject, SourceError, raise_error
 
 #: What ``format_records`` gets of each line that is a JSON object: ``json_lines.read_objects``'s

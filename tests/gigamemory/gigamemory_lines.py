@@ -10,7 +10,7 @@ from pathlib import Path
 
 from builders.gigamemory import builder, export
 from convhub.engine import json_lines_groups
-from convhub.engine.json_lines_files import file_stem
+from convhub.engine.source_files import file_stem
 from convhub.errors import Notes, raise_error
 
 # -- fixture writers ----------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from builders.gigamemory import builder, parse
 from builders.gigamemory.builder import GigamemoryBuilder
 from convhub.cli import main as cli
 from convhub.engine.build import build_source, check_source
-from convhub.engine.json_lines_files import file_stem
+from convhub.engine.source_files import file_stem
 from convhub.errors import SourceError
 
 REAL_COUNTS = {"conversations": 4, "questions": 4, "sessions": 149, "messages": 1900}

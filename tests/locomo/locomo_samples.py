@@ -61,10 +61,15 @@ def question(qa: dict, turn_ids=("D1:1", "D1:2", "D2:1", "D2:2"), notes: Notes |
     return convert_one("t.json", "conv-t1", qa, convert, notes if notes is not None else Notes())
 
 
+def shard_of(path) -> dict[str, str]:
+    """The shard of one file, as ``LocomoBuilder.shards`` lists it."""
+    return {"path": str(path), "name": Path(path).name}
+
+
 def records_of(path, notes: Notes | None = None) -> list[dict]:
     """The canonical records of one file, as a build parses them."""
     builder = LocomoBuilder(config_name="sessions")
-    return list(builder.parse_shard(str(path), notes if notes is not None else Notes()))
+    return list(builder.parse_shard(shard_of(path), notes if notes is not None else Notes()))
 
 
 def extra(value) -> object:

@@ -309,10 +309,39 @@ class RecordingDownloads:
 
 def test_without_data_dir_the_builder_downloads_locomo10_into_one_test_split():
     downloads = RecordingDownloads(str(SAMPLE))
-    assert LocomoBuilder(config_name="sessions").shards(downloads) == {"test": [str(SAMPLE)]}
+    shard = {"path": str(SAMPLE), "name": "locomo10.json"}  # named by the URL, not by the copy's hash
+    assert LocomoBuilder(config_name="sessions").shards(downloads) == {"test": [shard]}
     assert downloads.urls == [
         "https://raw.githubusercontent.com/snap-research/LoCoMo/main/data/locomo10.json"
     ]
+
+
+def test_a_build_without_data_dir_names_its_subset_after_the_url_not_the_downloads_hash(
+    tmp_path, monkeypatch
+):
+    """``datasets`` saves a download under a hash of its URL: the rows' subset is still the URL's file name's stem
+    (``locomo10`` for the real URL; a file server on 127.0.0.1 stands for GitHub)."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    import builders.locomo.builder as locomo_builder
+
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(SAMPLE.parent))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setattr(locomo_builder, "URL", f"http://127.0.0.1:{server.server_port}/{SAMPLE.name}")
+        result = build_source("locomo", tmp_path / "out", None, configs=["sessions"], num_proc=1)
+    finally:
+        server.shutdown()
+        server.server_close()
+    table = datasets.Dataset.from_parquet(str(tmp_path / "out" / "sessions" / "*.parquet"))
+    stem = Path(SAMPLE.name).stem
+    assert set(table["subset"]) == {stem} and table.num_rows == len(
+        json.loads(SAMPLE.read_text(encoding="utf-8"))
+    )
+    assert result.configs["sessions"].splits["test"].num_examples == table.num_rows
 
 
 def test_listing_the_files_reads_none_of_them(tmp_path):
@@ -320,7 +349,7 @@ def test_listing_the_files_reads_none_of_them(tmp_path):
     for name in ("a.json", "b.json"):
         (tmp_path / name).write_text("not JSON at all", encoding="utf-8")
     listed = LocomoBuilder(config_name="sessions", data_dir=str(tmp_path)).shards(RecordingDownloads(""))
-    assert listed == {"test": [str(tmp_path / "a.json"), str(tmp_path / "b.json")]}
+    assert listed == {"test": [{"path": str(tmp_path / name), "name": name} for name in ("a.json", "b.json")]}
 
 
 def test_sessions_rows_are_written_50_a_batch(tmp_path):
@@ -365,11 +394,12 @@ def test_the_first_duplicate_across_files_names_both_files_whatever_the_workers(
 def test_data_dir_may_be_a_folder_or_one_file(tmp_path):
     data_dir = split_sample(tmp_path / "data")
     folder = LocomoBuilder(config_name="qa", data_dir=str(data_dir)).shards(RecordingDownloads(""))
-    assert folder == {"test": [str(data_dir / "part_a.json"), str(data_dir / "part_b.json")]}
+    names = ("part_a.json", "part_b.json")
+    assert folder == {"test": [{"path": str(data_dir / name), "name": name} for name in names]}
     one = LocomoBuilder(config_name="qa", data_dir=str(data_dir / "part_b.json")).shards(
         RecordingDownloads("")
     )
-    assert one == {"test": [str(data_dir / "part_b.json")]}
+    assert one == {"test": [{"path": str(data_dir / "part_b.json"), "name": "part_b.json"}]}
 
 
 # -- bad input: an error naming file, record and field, and no output ----------------------------------------

@@ -6,7 +6,7 @@ import gc
 import json
 
 import pytest
-from locomo_samples import records_of, tiny_sample
+from locomo_samples import records_of, shard_of, tiny_sample
 
 from builders.locomo.builder import LocomoBuilder, samples_of
 from convhub.errors import Notes, SourceError
@@ -27,7 +27,7 @@ def test_the_parser_leaves_the_cycle_collector_as_the_caller_set_it(tmp_path):
     """A caller that holds a record, stops iterating or raises finds the collector as it left it."""
     path = tmp_path / "two.json"
     path.write_text(json.dumps([tiny_sample("conv-1"), tiny_sample("conv-2")]), encoding="utf-8")
-    records = LocomoBuilder(config_name="sessions").records_of(str(path), Notes())
+    records = LocomoBuilder(config_name="sessions").records_of(shard_of(path), Notes())
     next(records)
     assert gc.isenabled()
     assert [record["conversation_id"] for record in records] == ["conv-2"]
@@ -79,7 +79,7 @@ def test_samples_come_before_the_end_of_the_file_is_read(tmp_path):
     further on, and the break is named by its byte."""
     path = tmp_path / "broken.json"
     path.write_text(json.dumps([tiny_sample("conv-1"), tiny_sample("conv-2")])[:-1] + ", {", encoding="utf-8")
-    records = LocomoBuilder(config_name="sessions").parse_shard(str(path), Notes())
+    records = LocomoBuilder(config_name="sessions").parse_shard(shard_of(path), Notes())
     assert [next(records)["conversation_id"], next(records)["conversation_id"]] == ["conv-1", "conv-2"]
     with pytest.raises(SourceError, match=r"broken.json, record 2: not valid JSON: .* at byte \d+"):
         next(records)

@@ -183,7 +183,7 @@ def test_two_files_of_one_subset_and_the_subset_option(tmp_path):
     data = tmp_path / "data"
     shutil.copytree(SAMPLE, data)
     shutil.copy(data / "longmemeval_s", data / "longmemeval_s.json")
-    with pytest.raises(FileNotFoundError, match="are one subset"):
+    with pytest.raises(SourceError, match="same subset 'longmemeval_s' as"):
         build_source("longmemeval", tmp_path / "out", str(data), num_proc=1)
     (data / "longmemeval_s.json").unlink()
     (data / "notes.txt").write_text("not a LongMemEval file")
