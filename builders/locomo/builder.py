@@ -111,7 +111,7 @@ class LocomoBuilder(ConversationBuilder):
         data_dir = self.config.data_dir
         if data_dir is None:  # datasets names its copy by a hash: the subset comes from the URL's file name
             files = [(posixpath.basename(URL), dl_manager.download(URL))]
-        else:  # at a URL, each task opens its file there (convhub.storage.folders.open_file)
+        else:  # a folder, a file or a URL, where each task opens its file (convhub.storage.folders.open_file)
             files = find_files(data_dir, "LoCoMo", kind=JSON)
         kept = files_by_stem(files, self.config.subsets, self.SOURCE, JSON)
         streaming = isinstance(dl_manager, StreamingDownloadManager)
