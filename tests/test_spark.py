@@ -144,6 +144,29 @@ def test_skipped_rows_are_quarantined_and_counted_as_locally(spark, tmp_path):
     assert on_spark.quarantine.read_text(encoding="utf-8") == local.quarantine.read_text(encoding="utf-8")
 
 
+def test_multi_turn_files_of_rejected_rows_alone_build_on_spark_as_locally(spark, tmp_path):
+    """Every multi-turn row bad, under skip (the forum file's rows are the build's): Spark's shuffle moves only
+    rejected rows (the partition past the last), which come back in file and line order, as locally."""
+    from builders.mnbvc.builder import MnbvcBuilder
+
+    folder = tmp_path / "data" / "multiturn"
+    folder.mkdir(parents=True)
+    shutil.copytree(Path(MnbvcBuilder.sample_dir()) / "forum", tmp_path / "data" / "forum")
+    for name in ("a.jsonl", "b.jsonl", "c.jsonl"):
+        lines = ["{not json", json.dumps({"来源": name}), "[1, 2]"]
+        (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    data = tmp_path / "data"
+    local = build_source("mnbvc", tmp_path / "local", str(data), on_bad_record="skip")
+    on_spark = build_source("mnbvc", tmp_path / "spark", str(data), on_bad_record="skip", engine=spark)
+    assert_same_build(local.output, on_spark.output)
+    assert on_spark.skipped == local.skipped == 9
+    quarantined = on_spark.quarantine.read_text(encoding="utf-8")
+    assert quarantined == local.quarantine.read_text(encoding="utf-8")
+    assert [json.loads(line)["file"] for line in quarantined.splitlines()] == ["multiturn/a.jsonl"] * 3 + [
+        "multiturn/b.jsonl"
+    ] * 3 + ["multiturn/c.jsonl"] * 3
+
+
 @pytest.mark.parametrize("source", registry.names())
 def test_a_spark_build_exports_the_same_source_files(source, spark, sample_builds, tmp_path):
     result = build_source(source, tmp_path / "build", registry.get(source).sample_dir(), engine=spark)
