@@ -24,16 +24,9 @@ import bench
 import bench_cases
 import harness
 import scaled_inputs
+from bench_output import table_rows
 
 TINY = "0.001"
-
-
-def table_rows(output: str) -> list[list[str]]:
-    """The cells of each table row (not the header or its rule)."""
-    lines = [
-        line for line in output.splitlines() if line.startswith("| ") and not line.startswith("| source")
-    ]
-    return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in lines]
 
 
 def test_every_source_and_case_has_a_row(tmp_path, monkeypatch, capsys):
@@ -478,61 +471,6 @@ def test_the_oracle_keeps_todays_builds_and_finds_a_changed_row_or_export(tmp_pa
     assert "| gigamemory | sample | export (bytes) | 0 | DIFFERENT |" in output
     assert "| gigamemory | sample | sessions/test | 3 | equal |" in output
     assert "2 difference(s)" in output
-
-
-def test_the_large_record_benchmark_grows_one_text_and_compares_with_the_record_as_it_is(tmp_path, capsys):
-    import large_record
-
-    record = {"id": "x", "turns": [{"text": "short"}, {"text": "the longest one"}], "扩展字段": "{" * 40}
-    grown = large_record.with_long_string(record, 0.001, "ab ")
-    assert grown["turns"][1]["text"] == "ab " * 349 and grown["turns"][0] == record["turns"][0]
-    assert grown["扩展字段"] == record["扩展字段"]  # a JSON string is not a text field
-
-    assert large_record.main(["--mb", "2", "--source", "gigamemory"]) == 0
-    [row] = table_rows(capsys.readouterr().out)
-    assert row[0] == "gigamemory" and 2.0 <= float(row[1]) < 2.1
-    assert float(row[3]) > float(row[2]) > 0  # the large record's build peaks higher
-
-
-@pytest.mark.parametrize("source", ["locomo", "gigamemory", "convlab", "mnbvc", "longmemeval"])
-def test_the_large_record_benchmark_has_an_input_for_every_source_that_builds_with_its_long_text(
-    source, tmp_path
-):
-    """``large_record.py`` measures every source: its one record builds, and the ``sessions`` row holds the grown
-    text whole."""
-    import large_record
-    import pyarrow.parquet as pq
-
-    from convhub.cli import main as cli
-
-    assert source in large_record.SOURCES
-    folder = large_record.write_input(source, tmp_path / "in", 0.05)
-    assert cli.main(["build", source, "--data-dir", str(folder), "--output", str(tmp_path / "out")]) == 0
-    sessions = pq.read_table(tmp_path / "out" / "sessions")
-    unit = "中文对话 " if source == "mnbvc" else "a long turn "
-    grown = unit * int(0.05 * 2**20 / len(unit.encode("utf-8")))
-    assert sessions.num_rows == 1
-    assert json.dumps(sessions.to_pylist(), ensure_ascii=False, default=str).count(grown) >= 1
-
-
-def test_the_large_record_benchmark_makes_one_conversation_of_many_tiny_turns(tmp_path, capsys):
-    """``--tiny-turns``: one MNBVC conversation that many turns long (every third answer empty), built beside the
-    same conversation of one row; the build finds exactly one conversation with those turns."""
-    import large_record
-    import pyarrow.parquet as pq
-
-    from convhub.cli import main as cli
-
-    folder = large_record.write_many_turns(tmp_path / "in", 5000)
-    lines = (folder / "multiturn" / "one.jsonl").read_text(encoding="utf-8").splitlines()
-    assert len(lines) == 3000
-    assert cli.main(["build", "mnbvc", "--data-dir", str(folder), "--output", str(tmp_path / "out")]) == 0
-    turns = pq.read_table(tmp_path / "out" / "turns")
-    assert (turns.num_rows, len(set(turns.column("conversation_id").to_pylist()))) == (5000, 1)
-
-    assert large_record.main(["--tiny-turns", "20000"]) == 0
-    [row] = table_rows(capsys.readouterr().out)
-    assert row[0] == "mnbvc" and float(row[3]) > float(row[2]) > 0
 
 
 def test_mnbvcs_native_floor_and_its_build_run_for_real_on_the_same_conversations(tmp_path, capsys):

@@ -78,3 +78,12 @@ def extra(value) -> object:
 
 def load(result, config: str) -> datasets.Dataset:
     return datasets.load_dataset(str(result.output), config, split="test")
+
+
+def split_sample(folder: Path) -> Path:
+    """The sample as two files (two shards, two subsets) in ``folder``."""
+    folder.mkdir()
+    first, second = json.loads(SAMPLE.read_text(encoding="utf-8"))
+    (folder / "part_a.json").write_text(json.dumps([first]), encoding="utf-8")
+    (folder / "part_b.json").write_text(json.dumps([second]), encoding="utf-8")
+    return folder

@@ -16,7 +16,7 @@ import datasets
 import pytest
 import yaml
 from huggingface_hub import DatasetCard
-from locomo_samples import ALL_CONFIGS, ROOT, SAMPLE, extra, load, tiny_sample
+from locomo_samples import ALL_CONFIGS, ROOT, SAMPLE, extra, load, split_sample, tiny_sample
 
 from builders.locomo.builder import LocomoBuilder
 from convhub.cli import main as cli
@@ -259,15 +259,6 @@ def test_convhub_build_config_subset(tmp_path):
     assert load_folder(output, "qa").num_rows == 13
 
 
-def split_sample(folder: Path) -> Path:
-    """The sample as two files (two shards, two subsets) in ``folder``."""
-    folder.mkdir()
-    first, second = json.loads(SAMPLE.read_text(encoding="utf-8"))
-    (folder / "part_a.json").write_text(json.dumps([first]), encoding="utf-8")
-    (folder / "part_b.json").write_text(json.dumps([second]), encoding="utf-8")
-    return folder
-
-
 def rows_of(folder: Path, config: str) -> list[dict]:
     return load_folder(folder, config).to_list()
 
@@ -293,63 +284,6 @@ def test_subset_option_keeps_one_file(tmp_path, capsys):
     assert "| test | part_b | 1 | 1 | 3 | 2 |" in capsys.readouterr().out
     assert cli.main(["check", "locomo", "--data-dir", str(data_dir), "--subset", "part_c"]) == 1
     assert "part_c" in capsys.readouterr().err
-
-
-class RecordingDownloads:
-    """Stands in for ``datasets.DownloadManager``: records the URL and answers with a local path."""
-
-    def __init__(self, local_path: str):
-        self.local_path = local_path
-        self.urls: list[str] = []
-
-    def download(self, url: str) -> str:
-        self.urls.append(url)
-        return self.local_path
-
-
-def test_without_data_dir_the_builder_downloads_locomo10_into_one_test_split():
-    downloads = RecordingDownloads(str(SAMPLE))
-    shard = {"path": str(SAMPLE), "name": "locomo10.json"}  # named by the URL, not by the copy's hash
-    assert LocomoBuilder(config_name="sessions").shards(downloads) == {"test": [shard]}
-    assert downloads.urls == [
-        "https://raw.githubusercontent.com/snap-research/LoCoMo/main/data/locomo10.json"
-    ]
-
-
-def test_a_build_without_data_dir_names_its_subset_after_the_url_not_the_downloads_hash(
-    tmp_path, monkeypatch
-):
-    """``datasets`` saves a download under a hash of its URL: the rows' subset is still the URL's file name's stem
-    (``locomo10`` for the real URL; a file server on 127.0.0.1 stands for GitHub)."""
-    import functools
-    import threading
-    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-
-    import builders.locomo.builder as locomo_builder
-
-    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(SAMPLE.parent))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        monkeypatch.setattr(locomo_builder, "URL", f"http://127.0.0.1:{server.server_port}/{SAMPLE.name}")
-        result = build_source("locomo", tmp_path / "out", None, configs=["sessions"], num_proc=1)
-    finally:
-        server.shutdown()
-        server.server_close()
-    table = datasets.Dataset.from_parquet(str(tmp_path / "out" / "sessions" / "*.parquet"))
-    stem = Path(SAMPLE.name).stem
-    assert set(table["subset"]) == {stem} and table.num_rows == len(
-        json.loads(SAMPLE.read_text(encoding="utf-8"))
-    )
-    assert result.configs["sessions"].splits["test"].num_examples == table.num_rows
-
-
-def test_listing_the_files_reads_none_of_them(tmp_path):
-    """sample_id is checked across files as the workers parse them, not by a reading of every file first."""
-    for name in ("a.json", "b.json"):
-        (tmp_path / name).write_text("not JSON at all", encoding="utf-8")
-    listed = LocomoBuilder(config_name="sessions", data_dir=str(tmp_path)).shards(RecordingDownloads(""))
-    assert listed == {"test": [{"path": str(tmp_path / name), "name": name} for name in ("a.json", "b.json")]}
 
 
 def test_sessions_rows_are_written_50_a_batch(tmp_path):
@@ -389,17 +323,6 @@ def test_the_first_duplicate_across_files_names_both_files_whatever_the_workers(
     )
     assert str(caught.value) == (one_process if num_proc == 1 else workers)
     assert list(out.iterdir()) == []
-
-
-def test_data_dir_may_be_a_folder_or_one_file(tmp_path):
-    data_dir = split_sample(tmp_path / "data")
-    folder = LocomoBuilder(config_name="qa", data_dir=str(data_dir)).shards(RecordingDownloads(""))
-    names = ("part_a.json", "part_b.json")
-    assert folder == {"test": [{"path": str(data_dir / name), "name": name} for name in names]}
-    one = LocomoBuilder(config_name="qa", data_dir=str(data_dir / "part_b.json")).shards(
-        RecordingDownloads("")
-    )
-    assert one == {"test": [{"path": str(data_dir / "part_b.json"), "name": "part_b.json"}]}
 
 
 # -- bad input: an error naming file, record and field, and no output ----------------------------------------
