@@ -38,8 +38,16 @@ from harness import BUILD, run_case
 TARGET_MULTIPLE = 6.0
 
 
-#: The sources this benchmark makes one large record of: every registered source.
-SOURCES = ("locomo", "gigamemory", "convlab", "mnbvc", "longmemeval")
+#: Each source's large record: the sample file whose first record it grows (a JSON list, or JSON Lines for
+#: ``.jsonl``), and where the record goes in its data folder, alone in a file of the same kind. Every source has one.
+RECORD_FILES = {
+    "locomo": ("locomo_sample.json", "one.json"),
+    "gigamemory": ("dialogues.jsonl", "one.jsonl"),
+    "convlab": ("toychat/data/dialogues.json", "toychat/data/dialogues.json"),
+    "mnbvc": ("multiturn/sharegpt-0002.jsonl", "multiturn/one.jsonl"),
+    "longmemeval": ("longmemeval_oracle.json", "longmemeval_oracle.json"),  # a haystack turn is grown
+}
+SOURCES = tuple(RECORD_FILES)
 
 #: Strings that hold JSON (MNBVC's extension field): a text field is grown, not them.
 JSON_STRINGS = {"扩展字段"}
@@ -83,30 +91,17 @@ def write_input(source: str, folder: Path, megabytes: float | None) -> Path:
     def grown(record):
         return record if megabytes is None else with_long_string(record, megabytes, unit)
 
-    folder.mkdir(parents=True)
-    if source == "locomo":
-        [first, *_] = json.loads((sample / "locomo_sample.json").read_text(encoding="utf-8"))
-        (folder / "one.json").write_text(json.dumps([grown(first)], ensure_ascii=False), encoding="utf-8")
-    elif source == "gigamemory":
-        line = json.dumps(grown(first_line(sample / "dialogues.jsonl")), ensure_ascii=False)
-        (folder / "one.jsonl").write_text(line + "\n", encoding="utf-8")
-    elif source == "convlab":
-        data = folder / "toychat" / "data"
-        data.mkdir(parents=True)
-        original = sample / "toychat" / "data"
-        [first, *_] = json.loads((original / "dialogues.json").read_text(encoding="utf-8"))
-        (data / "dialogues.json").write_text(json.dumps([grown(first)], ensure_ascii=False), encoding="utf-8")
-        shutil.copy(original / "ontology.json", data / "ontology.json")
-    elif source == "mnbvc":
-        (folder / "multiturn").mkdir()
-        line = json.dumps(grown(first_line(sample / "multiturn" / "sharegpt-0002.jsonl")), ensure_ascii=False)
-        (folder / "multiturn" / "one.jsonl").write_text(line + "\n", encoding="utf-8")
-    elif source == "longmemeval":  # one question, one of its haystack's turns grown
-        [first, *_] = json.loads((sample / "longmemeval_oracle.json").read_text(encoding="utf-8"))
-        text = json.dumps([grown(first)], ensure_ascii=False)
-        (folder / "longmemeval_oracle.json").write_text(text, encoding="utf-8")
+    original, copy = RECORD_FILES[source]
+    target = folder / copy
+    target.parent.mkdir(parents=True)
+    if original.endswith(".jsonl"):
+        text = json.dumps(grown(first_line(sample / original)), ensure_ascii=False) + "\n"
     else:
-        raise SystemExit(f"no large-record input for {source}")
+        [first, *_] = json.loads((sample / original).read_text(encoding="utf-8"))
+        text = json.dumps([grown(first)], ensure_ascii=False)
+    target.write_text(text, encoding="utf-8")
+    if source == "convlab":  # a ConvLab dataset is read with its ontology
+        shutil.copy(sample / "toychat" / "data" / "ontology.json", target.parent / "ontology.json")
     return folder
 
 
