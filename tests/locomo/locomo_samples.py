@@ -62,8 +62,9 @@ def question(qa: dict, turn_ids=("D1:1", "D1:2", "D2:1", "D2:2"), notes: Notes |
 
 
 def shard_of(path) -> dict[str, str]:
-    """The shard of one file, as ``LocomoBuilder.shards`` lists it."""
-    return {"path": str(path), "name": Path(path).name}
+    """The shard of one file, as ``LocomoBuilder.shards`` lists it for a ``--data-dir`` that is that file."""
+    [shard] = LocomoBuilder(config_name="sessions", data_dir=str(path)).shards(None)["test"]
+    return shard
 
 
 def records_of(path, notes: Notes | None = None) -> list[dict]:
