@@ -75,12 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     hub = HubDouble(token=token, sock=sock).start()
-    print(f"A local Hub (in memory: its repos are gone when it stops) serves {hub.url}. In another shell:")
-    print(f"export HF_ENDPOINT={hub.url} HF_TOKEN={token} HF_HUB_DISABLE_XET=1")
-    print(
-        "then e.g. `convhub push locomo --repo-id me/locomo-unified --dry-run`. Ctrl-C stops it.", flush=True
-    )
-    try:
+    try:  # from here on, however early: a Ctrl-C just after the banner's last line is read stops it too
+        print(
+            f"A local Hub (in memory: its repos are gone when it stops) serves {hub.url}. In another shell:"
+        )
+        print(f"export HF_ENDPOINT={hub.url} HF_TOKEN={token} HF_HUB_DISABLE_XET=1")
+        print(
+            "then e.g. `convhub push locomo --repo-id me/locomo-unified --dry-run`. Ctrl-C stops it.",
+            flush=True,
+        )
         threading.Event().wait()
     except KeyboardInterrupt:
         hub.stop()

@@ -136,3 +136,30 @@ def test_ctrl_c_stops_it_when_started_with_sigint_ignored():
             process.kill()
         process.stdout.close()
         process.stderr.close()
+
+
+def test_ctrl_c_as_the_banner_is_printed_stops_it_with_its_line(monkeypatch, capfd):
+    """The Ctrl-C test above sends SIGINT once it has read the banner's last line, which can be before the script
+    returns from printing it: CI once saw the script die of the signal (-2) instead of stopping. Here the
+    interrupt comes inside that print, every time."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("local_hub_script", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    def print_then_interrupt(*args, **kwargs):
+        print(*args, **kwargs)
+        if kwargs.get("flush"):  # the banner's last line
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(script, "print", print_then_interrupt, raising=False)
+    try:
+        status = script.main(["--port", "0"])
+    except KeyboardInterrupt:  # uncaught, it would stop pytest itself
+        pytest.fail("a Ctrl-C during the banner escaped main(): the script dies of the signal")
+    assert status == 130
+    output = capfd.readouterr()
+    assert output.out.splitlines()[1].startswith("export HF_ENDPOINT=")
+    assert output.err == "local_hub: stopped (0 repos dropped)\n"
