@@ -46,7 +46,7 @@ HUB_TOKEN = "hf_convhubTestToken0123456789abcdefXYZ"  # fake; tests assert it ne
 
 
 def uploaded(folder: str | Path, bucket, name: str = "data") -> str:
-    """The files of a local folder and its subfolders, copied to the in-memory file system: their URL."""
+    """The files of a local folder and its subfolders, copied under ``bucket / name``: their URL."""
     target = bucket / name
     for path in sorted(Path(folder).rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
@@ -64,15 +64,14 @@ def tables(output: Path) -> dict[str, object]:
 
 
 @pytest.fixture
-def bucket(tmp_path):
-    """A fresh "bucket" in fsspec's memory file system, a stand-in for a remote one (its paths are no local
-    paths), removed after the test: the memory store lives as long as the process."""
+def bucket(s3_bucket):
+    """A new bucket on the real S3 API of the tests (``s3_bucket``), as the folder convhub makes of a URL: an
+    object store (no local paths, no folders, no rename), removed after the test."""
     from convhub.storage.folders import folder_at
 
-    root = folder_at(f"memory://{tmp_path.name}")
+    root = folder_at(s3_bucket)
     yield root
-    if root.exists():
-        root.fs.rm(root.path, recursive=True)
+    root.fs.rm(root.path, recursive=True)
 
 
 @pytest.fixture(scope="session")

@@ -103,9 +103,9 @@ def test_a_changed_line_is_refused_when_read_again(tmp_path):
         list(json_lines.lines_at(str(path), spots))
 
 
-def test_a_file_at_a_url_is_read_there_and_where_its_copy_is_missing(tmp_path):
+def test_a_file_at_a_url_is_read_there_and_where_its_copy_is_missing(bucket, tmp_path):
     path = write(tmp_path / "rows.jsonl.gz", ROWS)
-    url = "memory://json-lines-test/rows.jsonl.gz"
+    url = str(bucket / "rows.jsonl.gz")
     with fsspec.open(url, "wb") as handle:
         handle.write(path.read_bytes())
     lines = list(json_lines.iter_lines(url))

@@ -66,11 +66,8 @@ def test_a_table_in_another_column_order_and_type_is_written_as_the_features_say
     ]
 
 
-def test_a_url_is_written_through_fsspec():
-    url = "memory://convhub-writer-test/train.parquet"
-    try:
-        write_parquet(url, FEATURES, lambda _: [_rows(3)])
-        with fsspec.open(url, "rb") as handle:
-            assert pq.read_table(handle).equals(_rows(3))
-    finally:
-        fsspec.filesystem("memory").rm("/convhub-writer-test", recursive=True)
+def test_a_url_is_written_through_fsspec(bucket):
+    url = str(bucket / "train.parquet")
+    write_parquet(url, FEATURES, lambda _: [_rows(3)])
+    with fsspec.open(url, "rb") as handle:
+        assert pq.read_table(handle).equals(_rows(3))

@@ -38,7 +38,7 @@ def test_a_gigamemory_task_without_the_local_copy_reads_its_lines_at_the_url(buc
         shutil.copy(sample, folder / "dialogues.jsonl")
     url = uploaded(folder, bucket)
     shards = gigamemory_shards(url)
-    assert shards and all(shard["path"].startswith("memory://") and "local" in shard for shard in shards)
+    assert shards and all(shard["path"].startswith("s3://") and "local" in shard for shard in shards)
     here = [record for shard in shards for record in builder.parse_shard(shard, Notes())]
     elsewhere = [
         record

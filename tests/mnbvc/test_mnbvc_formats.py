@@ -167,24 +167,19 @@ def test_streaming_reads_every_format_directly(tmp_path):
     assert streamed.features == builder.info.features
 
 
-def test_streaming_and_building_from_a_url(tmp_path):
-    """An fsspec URL as data_dir: streamed from the URL, or downloaded by the build (memory:// stands in)."""
-    import fsspec
-
-    memory = fsspec.filesystem("memory")
+def test_streaming_and_building_from_a_url(bucket, tmp_path):
+    """An S3 URL as data_dir (the tests' S3 server): streamed from the URL, or downloaded by the build."""
     multiturn = write_shard(tmp_path / "m.jsonl.gz", [pair("a", 1, "a1"), pair("a", 2, "a2")], gz=True)
     forum = write_shard(tmp_path / "f.jsonl", [thread(1, "t", [])])
-    memory.pipe(
-        {"/mnbvc-test/sub/m.jsonl.gz": multiturn.read_bytes(), "/mnbvc-test/f.jsonl": forum.read_bytes()}
-    )
-    try:
-        builder = MnbvcBuilder(data_dir="memory://mnbvc-test", cache_dir=str(tmp_path / "cache"))
-        streamed = by_id(builder.as_streaming_dataset(split="train"))
-        assert set(streamed) == {"ShareGPT/a", "f.jsonl:1"}
-        assert questions(streamed["ShareGPT/a"]) == ["a1", "a2"]
-        assert set(by_id(records("memory://mnbvc-test"))) == {"ShareGPT/a", "f.jsonl:1"}
-    finally:
-        memory.rm("/mnbvc-test", recursive=True)
+    (bucket / "mnbvc-test" / "sub").mkdir(parents=True)
+    (bucket / "mnbvc-test" / "sub" / "m.jsonl.gz").write_bytes(multiturn.read_bytes())
+    (bucket / "mnbvc-test" / "f.jsonl").write_bytes(forum.read_bytes())
+    url = str(bucket / "mnbvc-test")
+    builder = MnbvcBuilder(data_dir=url, cache_dir=str(tmp_path / "cache"))
+    streamed = by_id(builder.as_streaming_dataset(split="train"))
+    assert set(streamed) == {"ShareGPT/a", "f.jsonl:1"}
+    assert questions(streamed["ShareGPT/a"]) == ["a1", "a2"]
+    assert set(by_id(records(url))) == {"ShareGPT/a", "f.jsonl:1"}
 
 
 def test_an_engine_reads_a_url_data_dir_where_it_is(tmp_path):

@@ -92,7 +92,7 @@ def local_rows(folder: Path, config: str):
 
 
 def test_a_folder_at_a_url_is_pushed_as_the_same_folder_would_be_locally(hub, bucket, folder, capsys):
-    """A build Spark wrote to HDFS or S3 (here fsspec's memory file system): its files are read there, and those
+    """A build Spark wrote to HDFS or S3 (here the tests' S3 server): its files are read there, and those
     the plan uploads are copied to a local temporary folder first."""
     remote = bucket / "locomo-unified"
     remote.fs.put(str(folder), remote.path, recursive=True)

@@ -3,8 +3,8 @@ rows of a local build, and of a stream from the local folder. Each source's own 
 the files its errors name) live with its other tests (``tests/<source>/test_<source>_url.py``, MNBVC's in
 ``tests/mnbvc/test_mnbvc_formats.py``); ``convhub.storage.folders.local_copy``, which two of them use, is tested here.
 
-fsspec's in-memory file system stands in for a remote one: its URLs are no local paths, so a step that opened
-the file on the local disk fails here. ``tests/test_spark.py`` has Spark's tasks read a ``file://`` URL.
+The files are on a real S3 API (moto's server on 127.0.0.1, the ``bucket`` fixture), reached through s3fs: its URLs
+are no local paths, so a step that opened the file on the local disk fails here. ``tests/test_spark.py`` has Spark's tasks read a ``file://`` URL.
 """
 
 from __future__ import annotations
@@ -77,20 +77,32 @@ def test_a_local_copy_of_a_folder_keeps_its_tree_and_is_made_again_when_one_file
     assert second != first and (second / "db" / "hotel_db.json").read_bytes() == b'{"changed": 1}'
     with pytest.raises(FileNotFoundError, match="missing"):
         local_copy(str(bucket / "missing"), tmp_path)
-    (bucket / "empty").mkdir()
-    with pytest.raises(FileNotFoundError, match="no file there"):
+    (bucket / "empty").mkdir()  # S3 has no folders: an empty one is nothing, and is missing
+    with pytest.raises(FileNotFoundError, match="empty"):
         local_copy(str(bucket / "empty"), tmp_path)
+
+
+def test_a_local_copy_of_an_empty_folder_says_there_is_no_file_there(tmp_path):
+    """A file system with real folders (HDFS; fsspec's memory file system here) can hold an empty one."""
+    from convhub.storage.folders import folder_at
+
+    empty = folder_at(f"memory://{tmp_path.name}/empty")
+    empty.mkdir(parents=True)
+    try:
+        with pytest.raises(FileNotFoundError, match="no file there"):
+            local_copy(str(empty), tmp_path)
+    finally:
+        empty.fs.rm(empty.parent.path, recursive=True)
 
 
 def test_a_file_is_versioned_by_its_own_size_and_time_whatever_find_says(bucket, tmp_path, monkeypatch):
     """fsspec's generic ``find`` (HDFS's, for one) lists a lone file with no size or time: a changed file at the
     same URL must still be copied again."""
-    from fsspec.implementations.memory import MemoryFileSystem
 
     def generic_find(self, path, maxdepth=None, withdirs=False, detail=False, **kwargs):
         return {path: {}} if detail else [path]
 
-    monkeypatch.setattr(MemoryFileSystem, "find", generic_find)
+    monkeypatch.setattr(type(bucket.fs), "find", generic_find)
     source = bucket / "dialogues.jsonl"
     source.write_bytes(b"first")
     assert Path(local_copy(str(source), tmp_path)).read_bytes() == b"first"

@@ -1,9 +1,10 @@
 """A build folder at a URL (``--output hdfs://...``, ``s3a://...``): the same files as a local build, and the same
 rules for what convhub may write or replace.
 
-fsspec's in-memory file system stands in for a remote one: its paths are no local paths (``os.fspath`` refuses
-them), so any step that still reached for the local disk fails here. ``tests/test_spark.py`` has Spark's tasks
-write to a ``file://`` URL.
+The builds go to a real S3 API (moto's server on 127.0.0.1, the ``bucket`` fixture), reached through s3fs: its
+paths are no local paths (``os.fspath`` refuses them), so any step that still reached for the local disk fails
+here. How two spellings of one URL compare is tested on ``memory://`` URLs too, which need no server.
+``tests/test_spark.py`` has Spark's tasks write to a ``file://`` URL.
 """
 
 from __future__ import annotations
@@ -148,8 +149,9 @@ def test_a_file_url_output_is_checked_as_the_local_folder_it_is(tmp_path):
     check_output(folder_at((tmp_path / "out").as_uri()), inputs=[str(data), "hf://datasets/liwu/MNBVC"])
 
 
-def test_a_build_from_one_spelling_of_a_memory_folder_into_the_other_is_refused(bucket, capsys):
-    """``memory://d/in`` and ``memory:///d/in`` are one folder: ``--overwrite`` must not replace its own input."""
+def test_a_build_from_one_spelling_of_an_s3_folder_into_the_other_is_refused(bucket, capsys):
+    """``s3://b/in`` and ``s3a://b/in`` (Hadoop's name for S3) are one folder: ``--overwrite`` must not replace
+    its own input."""
     data = bucket / "in"
     uploaded = {
         path.name: path.read_bytes()
@@ -159,7 +161,7 @@ def test_a_build_from_one_spelling_of_a_memory_folder_into_the_other_is_refused(
     data.mkdir(parents=True)
     for name, content in uploaded.items():
         (data / name).write_bytes(content)
-    spellings = f"memory://{data.path.lstrip('/')}", f"memory:///{data.path.lstrip('/')}"
+    spellings = f"s3://{data.path.strip('/')}", f"s3a://{data.path.strip('/')}"
     for data_dir, output in (spellings, spellings[::-1]):
         code = cli.main(["build", "locomo", "--data-dir", data_dir, "--output", output, "--overwrite"])
         assert code == 1
