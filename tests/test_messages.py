@@ -1,9 +1,9 @@
-"""`messages` rows that every chat template takes: checked with a strict template on every sample and real file."""
+"""`messages` rows that every chat template takes: checked with a strict template on every sample and real file.
+The rules by example, on the Arrow code that applies them, are in ``tests/test_messages_columns.py``."""
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 
 import datasets
 import jinja2
@@ -12,15 +12,7 @@ from conftest import shared_data
 
 from convhub import registry
 from convhub.engine.build import build_source
-from convhub.views.chat import (
-    EMPTY_LEFT_OUT,
-    LATE_SYSTEM,
-    NO_ASSISTANT,
-    OPENS_WITH_ASSISTANT,
-    SAME_ROLE_MERGED,
-    chat_messages,
-    turn_content,
-)
+from convhub.views.chat import NO_ASSISTANT, turn_content
 
 #: Gemma's rule, the strictest of the common chat templates: an optional system message, then user and
 #: assistant alternating from the user. Rendered as transformers renders chat templates (Jinja with
@@ -133,45 +125,6 @@ def test_locomo_messages_open_with_the_session_opener_and_carry_names_date_and_s
     text = "\n".join(message["content"] for row in rows for message in row["messages"])
     assert len(shared) > 900
     assert all(f" and shared {turn['blip_caption']}." in text for turn in shared)
-
-
-def test_chat_messages_rules_and_counts():
-    notes = Counter()
-    turns = [("u", "user", "hi"), ("u", "user", "there"), ("a", "assistant", ""), ("a", "assistant", "hello")]
-    assert chat_messages("x", ["u", "a"], None, turns, notes) == [
-        {"role": "user", "content": "hi\nthere"},
-        {"role": "assistant", "content": "hello"},
-    ]
-    assert notes == {SAME_ROLE_MERGED: 1, EMPTY_LEFT_OUT: 1}
-    cases = {
-        OPENS_WITH_ASSISTANT: [("a", "assistant", "hello"), ("u", "user", "hi")],
-        NO_ASSISTANT: [("u", "user", "hi"), ("u", "user", "anyone?")],
-        LATE_SYSTEM: [("u", "user", "hi"), ("s", "system", "note"), ("a", "assistant", "ok")],
-    }
-    for reason, session in cases.items():
-        notes = Counter()
-        assert chat_messages("x", ["u", "a"], None, session, notes) is None
-        assert notes[reason] == 1
-    system_first = [("s", "system", "be brief"), ("u", "user", "hi"), ("a", "assistant", "ok")]
-    assert [m["role"] for m in chat_messages("x", [], None, system_first, Counter())] == [
-        "system",
-        "user",
-        "assistant",
-    ]
-
-
-def test_peer_sessions_make_the_opener_the_user_and_name_both_in_a_system_message():
-    turns = [("Bo", "assistant", "hey"), ("Al", "user", "yo"), ("Bo", "assistant", "news?")]
-    messages = chat_messages("locomo", ["Al", "Bo"], "1:56 pm on 8 May, 2023", turns, Counter())
-    assert messages == [
-        {
-            "role": "system",
-            "content": "A conversation between Bo (user) and Al (assistant), 1:56 pm on 8 May, 2023.",
-        },
-        {"role": "user", "content": "hey"},
-        {"role": "assistant", "content": "yo"},
-        {"role": "user", "content": "news?"},
-    ]
 
 
 def test_turn_content_adds_what_was_shared_as_locomo_evaluation_writes_it():

@@ -1,16 +1,21 @@
 """What makes one session a chat every template and trainer takes: the rules of the ``messages`` view.
 
-Kept apart from the views so that the one definition of ``messages`` (``convhub.views.derive.messages_table``) and
-the tests name the rules without a cycle between the two.
+A valid chat, as strict templates (Gemma's) and TRL require: an optional ``system`` message, then ``user`` and
+``assistant`` alternating from ``user``, no empty content, at least one ``assistant`` message. The rules that make
+a session one, all keeping every word of the source's text (``convhub.views.messages`` applies them on Arrow
+columns):
+
+- a turn's content is its text plus what it shared (:func:`turn_content`);
+- empty turns (nothing but whitespace, as ``str.strip`` sees it) are left out;
+- consecutive turns of one role become one message, their contents joined by a newline;
+- system turns at the start become the system message;
+- in a peer source (:data:`PEER_SOURCES`) the speaker who opens the session is the ``user`` and everyone else the
+  ``assistant``, and a system message names them and the date (:func:`peer_system_message`);
+- a session that is still no valid chat has no ``messages`` row, counted by why: a system turn after the start,
+  opening with the assistant, no assistant turn (checked in that order).
 """
 
 from __future__ import annotations
-
-from collections import Counter
-from typing import Any
-
-Row = dict[str, Any]
-
 
 #: Sources whose two speakers are peers, not a user and an assistant: in ``messages`` the speaker who opens a
 #: session is the ``user`` and the other the ``assistant``, and a ``system`` message names both and the date.
@@ -23,6 +28,13 @@ LATE_SYSTEM = "messages: session left out: a system turn after the start"
 EMPTY_LEFT_OUT = "messages: empty turns left out"
 SAME_ROLE_MERGED = "messages: consecutive turns of one role merged"
 
+#: Every character ``str.isspace`` (so ``str.strip``) takes for whitespace: a turn of these alone is empty.
+#: Arrow's own whitespace test differs (it does not count U+001C-U+001F), so ``messages`` matches this set.
+PYTHON_WHITESPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
 
 def turn_content(text: str, captions: list[str | None]) -> str:
     """A turn's text plus what it shared, as LoCoMo's own evaluation code writes it (``... and shared <caption>``),
@@ -33,56 +45,13 @@ def turn_content(text: str, captions: list[str | None]) -> str:
     return text + shared
 
 
-def chat_messages(
-    source: str, speakers: list[str], date_time: str | None, turns: list[tuple[str, str, str]], notes: Counter
-) -> list[Row] | None:
-    """The ``messages`` of one session, or None when no lossless rule makes it a valid chat; ``notes`` counts why.
-
-    ``turns`` are ``(speaker, role, content)``. A valid chat, as strict templates (Gemma's) and TRL require:
-    an optional ``system`` message, then ``user`` and ``assistant`` alternating from ``user``, no empty content,
-    at least one ``assistant`` message. The rules, all keeping every word of the source's text: empty turns are
-    left out (their text is empty); consecutive turns of one role become one message (texts joined by a newline);
-    system turns at the start become the system message. In a peer source the session's opener is the user.
-    """
-    if source in PEER_SOURCES:
-        turns, system = _peer_roles(speakers, date_time, turns)
-    else:
-        system = None
-    messages: list[Row] = [{"role": "system", "content": system}] if system else []
-    for _, role, content in turns:
-        if not content.strip():
-            notes[EMPTY_LEFT_OUT] += 1
-        elif messages and messages[-1]["role"] == role:
-            messages[-1]["content"] += "\n" + content
-            notes[SAME_ROLE_MERGED] += 1
-        else:
-            messages.append({"role": role, "content": content})
-    body = messages[1:] if messages and messages[0]["role"] == "system" else messages
-    problem = (
-        LATE_SYSTEM
-        if any(message["role"] == "system" for message in body)
-        else OPENS_WITH_ASSISTANT
-        if body and body[0]["role"] == "assistant"
-        else NO_ASSISTANT
-        if not any(message["role"] == "assistant" for message in body)
-        else None
+def peer_system_message(
+    opener: str, conversation_speakers: list[str], session_speakers: list[str], date_time: str | None
+) -> str:
+    """The system message of a peer session: who opens it (the user), who else speaks (the assistant: the
+    conversation's other speakers, else the session's), and its date."""
+    others = [name for name in conversation_speakers if name != opener] or sorted(
+        set(session_speakers) - {opener}
     )
-    if problem:
-        notes[problem] += 1
-        return None
-    return messages
-
-
-def _peer_roles(speakers: list[str], date_time: str | None, turns: list[tuple[str, str, str]]):
-    """The opener of the session as ``user``, everyone else as ``assistant``, and a system message naming them."""
-    if not turns:
-        return turns, None
-    opener = turns[0][0]
-    others = [name for name in speakers if name != opener] or sorted(
-        {speaker for speaker, _, _ in turns} - {opener}
-    )
-    roles = [
-        (speaker, "user" if speaker == opener else "assistant", content) for speaker, _, content in turns
-    ]
     system = f"A conversation between {opener} (user) and {' and '.join(others) or 'no one else'} (assistant)"
-    return roles, system + (f", {date_time}." if date_time else ".")
+    return system + (f", {date_time}." if date_time else ".")

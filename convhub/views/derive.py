@@ -14,51 +14,24 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from convhub import schema
 from convhub.engine.memory import LARGE_TABLE_BYTES, give_back_pages
 from convhub.engine.parquet_writer import ParquetWriter
 from convhub.storage.folders import parquet_file, text_of
-from convhub.views.chat import chat_messages, turn_content
+from convhub.views.messages import messages_table
+from convhub.views.nested import flattened, list_positions, sessions_of, struct_fields
 
 IDS = list(schema.CONVERSATION_IDS)
 BATCH_ROWS = 64  # conversations per batch: bounds memory on very long conversations
 
 
-def _positions(lists: pa.ListArray) -> tuple[pa.Array, pa.Array]:
-    """For each element of the flattened lists: the index of its parent list and its index inside it."""
-    parents = pc.list_parent_indices(lists)
-    offsets = lists.offsets.to_numpy()
-    starts = offsets[:-1][parents.to_numpy()] if len(parents) else np.array([], dtype=np.int64)
-    inside = np.arange(offsets[0], offsets[0] + len(parents), dtype=np.int64) - starts
-    return parents, pa.array(inside.astype(np.int32), pa.int32())
-
-
-def _struct_fields(array: pa.StructArray) -> dict[str, pa.Array]:
-    """Child arrays by name, aligned with the struct's rows (``flatten`` honours offsets)."""
-    return {field.name: child for field, child in zip(array.type, array.flatten(), strict=True)}
-
-
-def _flat(lists: pa.ListArray) -> pa.Array:
-    """The values of a list array as its rows see them (respecting slicing and offsets)."""
-    return pc.list_flatten(lists)
-
-
-def _sessions(batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array, dict[str, pa.Array]]:
-    """Every session of the batch: its conversation's row, its index in the conversation, its fields."""
-    sessions = batch.column("sessions")
-    session_parent, session_index = _positions(sessions)
-    return session_parent, session_index, _struct_fields(_flat(sessions))
-
-
 def turns_table(batch: pa.RecordBatch) -> pa.Table:
-    session_parent, session_index, session_fields = _sessions(batch)
+    session_parent, session_index, session_fields = sessions_of(batch)
     turns = session_fields["turns"]
-    turn_rows = _flat(turns)
-    turn_session, turn_index = _positions(turns)
+    turn_rows = flattened(turns)
+    turn_session, turn_index = list_positions(turns)
     turn_conversation = session_parent.take(turn_session)
     columns = {name: batch.column(name).take(turn_conversation) for name in IDS}
     columns["session_id"] = session_fields["session_id"].take(turn_session)
@@ -66,55 +39,15 @@ def turns_table(batch: pa.RecordBatch) -> pa.Table:
     columns["turn_index"] = turn_index
     columns["date_time"] = session_fields["date_time"].take(turn_session)
     columns["timestamp"] = session_fields["timestamp"].take(turn_session)
-    columns.update(_struct_fields(turn_rows))
+    columns.update(struct_fields(turn_rows))
     return pa.table(columns)
 
 
 def qa_table(batch: pa.RecordBatch) -> pa.Table:
     questions = batch.column("questions")
-    parents, _ = _positions(questions)
+    parents, _ = list_positions(questions)
     columns = {name: batch.column(name).take(parents) for name in IDS}
-    columns.update(_struct_fields(_flat(questions)))
-    return pa.table(columns)
-
-
-def messages_table(batch: pa.RecordBatch, notes: Counter) -> pa.Table:
-    """Arrow moves the columns; the rule that makes a session a valid chat is ``chat.chat_messages``, in Python
-    on only the four turn fields it reads (speaker, role, text, image captions)."""
-    session_parent, session_index, session_fields = _sessions(batch)
-    turns = session_fields["turns"]
-    turn_fields = _struct_fields(_flat(turns))
-    speakers, roles, texts = (turn_fields[name].to_pylist() for name in ("speaker", "role", "text"))
-    captions = pc.struct_field(_flat(turn_fields["images"]), "caption").to_pylist()
-    caption_offsets = pc.subtract(turn_fields["images"].offsets, turn_fields["images"].offsets[0]).to_pylist()
-    offsets = pc.subtract(turns.offsets, turns.offsets[0]).to_pylist()
-    parents = session_parent.to_pylist()
-    sources, conversation_speakers = batch.column("source").to_pylist(), batch.column("speakers").to_pylist()
-    date_times = session_fields["date_time"].to_pylist()
-    kept, messages = [], []
-    for session, parent in enumerate(parents):
-        first, last = offsets[session], offsets[session + 1]
-        if first == last:
-            continue  # sessions with turns only
-        session_turns = [
-            (
-                speakers[i],
-                roles[i],
-                turn_content(texts[i], captions[caption_offsets[i] : caption_offsets[i + 1]]),
-            )
-            for i in range(first, last)
-        ]
-        chat = chat_messages(
-            sources[parent], conversation_speakers[parent], date_times[session], session_turns, notes
-        )
-        if chat is not None:
-            kept.append(session)
-            messages.append(chat)
-    kept_array = pa.array(kept, pa.int64())
-    columns = {name: batch.column(name).take(session_parent.take(kept_array)) for name in IDS}
-    columns["session_id"] = session_fields["session_id"].take(kept_array)
-    columns["session_index"] = session_index.take(kept_array)
-    columns["messages"] = pa.array(messages, schema.MESSAGES_FEATURES.arrow_schema.field("messages").type)
+    columns.update(struct_fields(flattened(questions)))
     return pa.table(columns)
 
 
