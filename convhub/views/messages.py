@@ -60,19 +60,7 @@ def messages_table(batch: pa.RecordBatch, notes: Counter) -> pa.Table:
     system = _system_messages(
         batch, session_parent, session_fields, turn, kept_peers, first_turn, turn_counts
     )
-    # every kept session's messages in order: a peer session's system message first, then its turns' messages
-    chosen = np.flatnonzero(np.isin(message_session, kept))
-    session_of = np.concatenate((message_session[chosen], kept_peers))
-    system_last = np.concatenate((np.ones(len(chosen), np.int8), np.zeros(len(kept_peers), np.int8)))
-    order = pa.array(np.lexsort((np.arange(len(session_of)), system_last, session_of)))
-    chosen = pa.array(chosen, pa.int64())
-    roles = pa.concat_arrays([message_roles.take(chosen), pa.array(["system"] * len(system), pa.string())])
-    contents = pa.concat_arrays([message_contents.take(chosen), pa.array(system, pa.string())])
-    per_session = np.bincount(np.searchsorted(kept, session_of), minlength=len(kept))
-    messages = pa.ListArray.from_arrays(
-        pa.array(np.concatenate(([0], np.cumsum(per_session))), pa.int32()),
-        pa.StructArray.from_arrays([roles.take(order), contents.take(order)], names=["role", "content"]),
-    )
+    messages = _chat_lists(kept, kept_peers, system, message_session, message_roles, message_contents)
 
     kept = pa.array(kept, pa.int64())
     columns = {name: batch.column(name).take(session_parent.take(kept)) for name in schema.CONVERSATION_IDS}
@@ -84,19 +72,46 @@ def messages_table(batch: pa.RecordBatch, notes: Counter) -> pa.Table:
 
 def _merged_turns(roles: pa.Array, contents: pa.Array, turn_session: np.ndarray, notes: Counter):
     """The messages of the turns, every session's at once: empty turns left out, and each run of kept turns of one
-    role in a session one message, its contents joined by a newline. (session, role, content) of each message."""
+    role in a session one message, its contents joined by a newline. (session, role, content) of each message.
+    Where no turn is empty or merged, the turns' own arrays are the messages' (a very long text is not copied)."""
     blank = pc.fill_null(pc.match_substring_regex(contents, _BLANK), True).to_numpy(zero_copy_only=False)
     _count(notes, EMPTY_LEFT_OUT, int(blank.sum()))
-    kept = np.flatnonzero(~blank)
-    session = turn_session[kept]
-    kept = pa.array(kept, pa.int64())
-    codes = _codes(roles.take(kept))
-    opens = np.ones(len(kept), dtype=bool)  # the kept turns that open a message
+    session = turn_session
+    if blank.any():
+        kept = np.flatnonzero(~blank)
+        session = turn_session[kept]
+        roles, contents = roles.take(pa.array(kept)), contents.take(pa.array(kept))
+    codes = _codes(roles)
+    opens = np.ones(len(roles), dtype=bool)  # the kept turns that open a message
     opens[1:] = (session[1:] != session[:-1]) | (codes[1:] != codes[:-1])
-    _count(notes, SAME_ROLE_MERGED, int(len(kept) - opens.sum()))
+    _count(notes, SAME_ROLE_MERGED, int(len(roles) - opens.sum()))
+    if opens.all():
+        return session, roles, contents
     starts = np.flatnonzero(opens)
-    runs = pa.ListArray.from_arrays(pa.array(np.append(starts, len(kept)), pa.int32()), contents.take(kept))
-    return session[starts], roles.take(kept.take(pa.array(starts))), pc.binary_join(runs, "\n")
+    runs = pa.ListArray.from_arrays(pa.array(np.append(starts, len(roles)), pa.int32()), contents)
+    return session[starts], roles.take(pa.array(starts)), pc.binary_join(runs, "\n")
+
+
+def _chat_lists(kept, kept_peers, system, message_session, message_roles, message_contents) -> pa.ListArray:
+    """Each kept session's messages, in order: a peer session's system message first, then its turns'."""
+    chosen = np.flatnonzero(np.isin(message_session, kept))
+    session_of = np.concatenate((message_session[chosen], kept_peers))
+    if len(chosen) == len(message_session) and not system:  # every message is kept, in order: no copy
+        roles, contents = message_roles, message_contents
+    else:
+        system_last = np.concatenate((np.ones(len(chosen), np.int8), np.zeros(len(kept_peers), np.int8)))
+        order = np.lexsort((np.arange(len(session_of)), system_last, session_of))
+        session_of = session_of[order]
+        chosen = pa.array(chosen, pa.int64())
+        system_roles = pa.array(["system"] * len(system), pa.string())
+        roles = pa.concat_arrays([message_roles.take(chosen), system_roles]).take(pa.array(order))
+        contents = pa.concat_arrays([message_contents.take(chosen), pa.array(system, pa.string())])
+        contents = contents.take(pa.array(order))
+    per_session = np.bincount(np.searchsorted(kept, session_of), minlength=len(kept))
+    return pa.ListArray.from_arrays(
+        pa.array(np.concatenate(([0], np.cumsum(per_session))), pa.int32()),
+        pa.StructArray.from_arrays([roles, contents], names=["role", "content"]),
+    )
 
 
 def _count(notes: Counter, name: str, count: int) -> None:
