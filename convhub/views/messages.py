@@ -73,7 +73,8 @@ def messages_table(batch: pa.RecordBatch, notes: Counter) -> pa.Table:
 def _merged_turns(roles: pa.Array, contents: pa.Array, turn_session: np.ndarray, notes: Counter):
     """The messages of the turns, every session's at once: empty turns left out, and each run of kept turns of one
     role in a session one message, its contents joined by a newline. (session, role, content) of each message.
-    Where no turn is empty or merged, the turns' own arrays are the messages' (a very long text is not copied)."""
+    Where no turn is empty or merged, the turns' own arrays are the messages' (a very long text is not copied). A
+    null text, which no parser makes (a turn's text is a string), counts as empty."""
     blank = pc.fill_null(pc.match_substring_regex(contents, _BLANK), True).to_numpy(zero_copy_only=False)
     _count(notes, EMPTY_LEFT_OUT, int(blank.sum()))
     session = turn_session
