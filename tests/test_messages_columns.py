@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convhub import schema
+from convhub.engine.arrow_rows import rows_table
 from convhub.views.chat import (
     EMPTY_LEFT_OUT,
     LATE_SYSTEM,
@@ -178,15 +179,14 @@ def test_random_batches_give_the_python_rules_rows_and_counts(specs):
     ]
     expected_notes, notes = Counter(), Counter()
     expected = expected_rows(records, expected_notes)
-    table = rows_of_batch(records, notes)
+    table = rows_of_batches(records, notes)
     assert table.to_pylist() == expected
     assert table.schema == schema.MESSAGES_FEATURES.arrow_schema.remove_metadata()
     assert notes == expected_notes
 
 
-def rows_of_batch(records: list[dict], notes: Counter) -> pa.Table:
-    """``messages_table`` of the records as one sessions batch (several conversations, sessions and sources)."""
-    from convhub.engine.arrow_rows import rows_table
-
-    sessions = rows_table(records, schema.SESSIONS_FEATURES.arrow_schema)
-    return messages_table(sessions.combine_chunks().to_batches()[0], notes)
+def rows_of_batches(records: list[dict], notes: Counter) -> pa.Table:
+    """``messages_table`` of the records as sessions batches of two rows, cut from one table as a build cuts its
+    row groups (so each batch's lists start at an offset), the tables joined in order."""
+    sessions = rows_table(records, schema.SESSIONS_FEATURES.arrow_schema).combine_chunks()
+    return pa.concat_tables([messages_table(batch, notes) for batch in sessions.to_batches(max_chunksize=2)])
