@@ -14,7 +14,7 @@ from convhub.engine import json_lines_groups
 from convhub.engine.builder import ConversationBuilder, download_folder
 from convhub.engine.jsonio import load_object
 from convhub.engine.records import convert_one, convert_records
-from convhub.engine.source_files import file_stem, files_by_stem, find_files
+from convhub.engine.source_files import file_stem
 from convhub.errors import Notes, Reject, SourceError, raise_error
 from convhub.storage.folders import local_copy
 
@@ -51,12 +51,7 @@ class GigamemoryBuilder(ConversationBuilder):
     def source_files(self, dl_manager) -> list[tuple[str, str]]:
         """(name, local path or URL) of every ``*.jsonl`` / ``*.jsonl.gz`` of ``--data-dir`` (a folder, a file or a URL)
         or of the public sample, downloaded; a file is a subset named by its stem (``--subset`` keeps some)."""
-        data_dir = self.config.data_dir
-        if data_dir is None:
-            files = [(URL.rsplit("/", 1)[-1], dl_manager.download(URL))]
-        else:
-            files = find_files(data_dir, "GigaMemory")
-        return files_by_stem(files, self.config.subsets, self.SOURCE)
+        return self.subset_files(dl_manager, URL, "GigaMemory")
 
     def shards(self, dl_manager):
         """Each file's groups of lines in shards. A file at a URL is copied here for pass 1; its shards name the

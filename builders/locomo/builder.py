@@ -4,7 +4,6 @@ reader and per-record loop around :func:`parse.parse_sample`), and its own ``obs
 from __future__ import annotations
 
 import json
-import posixpath
 from collections.abc import Iterator
 from functools import partial
 from typing import Any, ClassVar
@@ -17,7 +16,7 @@ from convhub import schema
 from convhub.engine.builder import ConversationBuilder
 from convhub.engine.json_list import scan_json_array
 from convhub.engine.records import convert_records
-from convhub.engine.source_files import JSON, files_by_stem, find_files
+from convhub.engine.source_files import JSON
 from convhub.errors import Notes, Reject, SourceError
 from convhub.storage.folders import open_file
 from convhub.views.definitions import View
@@ -108,12 +107,8 @@ class LocomoBuilder(ConversationBuilder):
         """One split, ``test``: the downloaded locomo10.json, or the ``*.json`` files of ``--data-dir``, each a
         shard ``{"path", "name"}`` (``--num-proc`` parallelizes over files) whose name's stem is its ``subset``.
         None is read here."""
-        data_dir = self.config.data_dir
-        if data_dir is None:  # datasets names its copy by a hash: the subset comes from the URL's file name
-            files = [(posixpath.basename(URL), dl_manager.download(URL))]
-        else:  # a folder, a file or a URL, where each task opens its file (convhub.storage.folders.open_file)
-            files = find_files(data_dir, "LoCoMo", kind=JSON)
-        kept = files_by_stem(files, self.config.subsets, self.SOURCE, JSON)
+        # a file at a URL is opened there by each task (convhub.storage.folders.open_file)
+        kept = self.subset_files(dl_manager, URL, "LoCoMo", JSON)
         streaming = isinstance(dl_manager, StreamingDownloadManager)
         self._first_files = {} if streaming or self.config.on_bad_record == "raise" else None
         return {"test": [{"path": path, "name": name} for name, path in kept]}

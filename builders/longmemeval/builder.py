@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from builders.longmemeval import parse
 from convhub.engine.builder import ConversationBuilder
-from convhub.engine.source_files import JSON_OR_EXTENSIONLESS, files_by_stem, find_files
+from convhub.engine.source_files import JSON_OR_EXTENSIONLESS
 
 #: Without ``--data-dir``: the Hub repo's oracle file (evidence sessions only, 15 MB; no extension there).
 URL = "https://huggingface.co/datasets/xiaowu0162/longmemeval/resolve/main/longmemeval_oracle"
@@ -34,12 +34,7 @@ class LongMemEvalBuilder(ConversationBuilder):
     def shards(self, dl_manager):
         """One split, ``test``; one shard (``{"path", "name"}``) per file, its subset the name without ``.json``:
         two files of one subset (``longmemeval_s`` and ``longmemeval_s.json``) are an error."""
-        data_dir = self.config.data_dir
-        if data_dir is None:
-            files = [("longmemeval_oracle", dl_manager.download(URL))]
-        else:
-            files = find_files(data_dir, "LongMemEval", kind=JSON_OR_EXTENSIONLESS)
-        kept = files_by_stem(files, self.config.subsets, self.SOURCE, JSON_OR_EXTENSIONLESS)
+        kept = self.subset_files(dl_manager, URL, "LongMemEval", JSON_OR_EXTENSIONLESS)
         return {"test": [{"path": path, "name": name} for name, path in kept]}
 
     def parse_shard(self, shard, notes):

@@ -12,6 +12,7 @@ import contextlib
 import gc
 import inspect
 import os
+import posixpath
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -23,6 +24,7 @@ from convhub.engine import quarantine, regroup
 from convhub.engine.input_shards import GroupShard, Partition, Shard, SortedPartition, shard_name
 from convhub.engine.jsonio import unencodable_field
 from convhub.engine.keyed import may_hold_lone_surrogate
+from convhub.engine.source_files import JSON_LINES, FileKind, files_by_stem, find_files
 from convhub.engine.stats import Report
 from convhub.errors import NESTED_TOO_DEEPLY, Notes, SourceError
 from convhub.views.definitions import DEFAULT_VIEW, QA, SHARED_VIEWS, Record, Row, View
@@ -179,6 +181,20 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     def sample_dir(cls) -> str:
         """Small files in the source's own format that ship inside the package."""
         return os.path.join(os.path.dirname(inspect.getfile(cls)), "sample")
+
+    def subset_files(
+        self, dl_manager: datasets.DownloadManager, url: str, reader: str, kind: FileKind = JSON_LINES
+    ) -> list[tuple[str, str]]:
+        """(name, local path or URL) of each file a source of one subset per file reads: the files of ``kind`` in
+        ``--data-dir`` (a folder, a file or a URL; ``reader`` names the source in its errors), else the file at
+        ``url``, downloaded and named by the URL's file name (``datasets`` names its copy by a hash). ``--subset``
+        keeps the files of those stems (``source_files.files_by_stem``)."""
+        data_dir = self.config.data_dir
+        if data_dir is None:
+            files = [(posixpath.basename(url), dl_manager.download(url))]
+        else:
+            files = find_files(data_dir, reader, kind=kind)
+        return files_by_stem(files, self.config.subsets, self.SOURCE, kind)
 
     # -- hooks a source implements -------------------------------------------------------------
 
