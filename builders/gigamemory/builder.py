@@ -14,7 +14,7 @@ from convhub.engine import json_lines_groups
 from convhub.engine.builder import ConversationBuilder, download_folder
 from convhub.engine.jsonio import load_object
 from convhub.engine.records import convert_one, convert_records
-from convhub.engine.source_files import file_stem
+from convhub.engine.source_files import JSON_LINES
 from convhub.errors import Notes, Reject, SourceError, raise_error
 from convhub.storage.folders import local_copy
 
@@ -67,7 +67,7 @@ class GigamemoryBuilder(ConversationBuilder):
             # a plain file's seeks are free: smaller shards balance num_proc workers
             gz = path.endswith(".gz")
             shard_bytes = self.SHARD_BYTES if gz else min(self.SHARD_BYTES, self.PLAIN_SHARD_BYTES)
-            subset = file_stem(file_name)
+            subset = JSON_LINES.stem(file_name)
             shards += json_lines_groups.group_shards(
                 groups, notes, shard_bytes, path, local, file_name=file_name, subset=subset
             )

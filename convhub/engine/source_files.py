@@ -107,15 +107,10 @@ def hub_files(repo: str, pattern: str) -> list[str]:
     return [f"hf://{path}" for path in sorted(found)]
 
 
-def file_stem(name: str, kind: FileKind = JSON_LINES) -> str:
-    """A file's subset: its name without its folder and its kind's suffix (``FileKind.stem``)."""
-    return kind.stem(name)
-
-
 def files_by_stem(
     files: list[tuple[str, str]], wanted: Iterable[str] | None, source: str, kind: FileKind = JSON_LINES
 ) -> list[tuple[str, str]]:
-    """The (name, path) of ``files`` whose stems (:func:`file_stem`: one subset per file) are ``wanted`` (all when
+    """The (name, path) of ``files`` whose stems (``kind.stem``: one subset per file) are ``wanted`` (all when
     None). Two files of one stem are a SourceError; a wanted stem without a file a KeyError naming the stems."""
     by_stem: dict[str, str] = {}
     for name, path in files:

@@ -24,7 +24,7 @@ def test_files_are_found_and_chosen_by_stem(tmp_path):
         source_files.files_by_stem(source_files.find_files(str(tmp_path), "Test"), None, "test")
     with pytest.raises(FileNotFoundError, match=r"no Test \*\.jsonl or \*\.jsonl\.gz file.*neither a folder"):
         source_files.find_files(str(tmp_path / "notes.txt") + "-none", "Test")
-    assert source_files.file_stem("https://host/data/format_example.jsonl.gz") == "format_example"
+    assert source_files.JSON_LINES.stem("https://host/data/format_example.jsonl.gz") == "format_example"
 
 
 def test_local_files_are_found_once_in_path_order(tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from builders.gigamemory import builder, export
 from convhub.engine import json_lines_groups
-from convhub.engine.source_files import file_stem
+from convhub.engine.source_files import JSON_LINES
 from convhub.errors import Notes, raise_error
 
 # -- fixture writers ----------------------------------------------------------------------------------
@@ -62,7 +62,7 @@ def parse_path(path: Path, shard_bytes: int = 1 << 30) -> tuple[list[dict], Note
 def shards_of(path: Path, shard_bytes: int = 1 << 30, reject=raise_error) -> list[dict]:
     """Pass 1 over one file and its shards, as the builder plans them."""
     file_groups, notes = builder.index_file(str(path), reject=reject)
-    fields = {"file_name": path.name, "subset": file_stem(path.name)}
+    fields = {"file_name": path.name, "subset": JSON_LINES.stem(path.name)}
     return json_lines_groups.group_shards(file_groups, notes, shard_bytes, str(path), **fields)
 
 

@@ -30,7 +30,7 @@ from builders.gigamemory import builder, parse
 from builders.gigamemory.builder import GigamemoryBuilder
 from convhub.cli import main as cli
 from convhub.engine.build import build_source, check_source
-from convhub.engine.source_files import file_stem
+from convhub.engine.source_files import JSON_LINES
 from convhub.errors import SourceError
 
 REAL_COUNTS = {"conversations": 4, "questions": 4, "sessions": 149, "messages": 1900}
@@ -356,7 +356,7 @@ def test_default_download_is_the_public_sample():
     from builders.gigamemory import builder
 
     assert builder.URL.endswith("ai-forever/memory_aij2025/main/data/format_example.jsonl")
-    assert file_stem(builder.URL) == "format_example"
+    assert JSON_LINES.stem(builder.URL) == "format_example"
 
 
 def test_a_stream_gives_the_rows_of_a_build(tmp_path):
