@@ -25,7 +25,8 @@ from convhub.score.inputs import (
     read_questions,
 )
 from convhub.score.judge import PROMPT_VERSION, Judge, JudgeError
-from convhub.score.report import MISSING_RULE, JudgeInfo, Report, summary_lines, write_report
+from convhub.score.output import WRITTEN_BY, OutputRefused, check_report_target, report_path, write_report
+from convhub.score.report import MISSING_RULE, JudgeInfo, Report, summary_lines
 
 BENCHMARKS = ("locomo", "longmemeval", "gigamemory")
 #: Benchmarks whose answers only a judge can score.
@@ -56,7 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="JSON Lines, one per question: question_id, prediction, optionally retrieved (ids, best first)",
     )
-    parser.add_argument("--output", required=True, type=Path, help="the report to write (JSON)")
+    parser.add_argument(
+        "--output",
+        required=True,
+        help="the report to write (JSON): a new file, or a report convhub score wrote (nothing else is replaced)",
+    )
     parser.add_argument(
         "--evidence",
         choices=("raw", "normalized"),
@@ -108,9 +113,10 @@ def score(args: argparse.Namespace, judge: Judge | None) -> Report:
     """The whole report for the parsed arguments (``judge`` made from them, or None)."""
     build = open_data(args.data, args.revision, args.token)
     questions = read_questions(build, args.benchmark)
-    predictions = read_predictions(args.predictions)
-    items = pair(questions, predictions, os.fspath(args.predictions))
+    predictions = read_predictions(args.predictions, (row["question_id"] for row in questions))
+    items = pair(questions, predictions)
     report: Report = {
+        "written_by": WRITTEN_BY[1],
         "benchmark": args.benchmark,
         "data": build.location,
         "data_hash": data_hash(questions),
@@ -167,8 +173,13 @@ def run(args: argparse.Namespace) -> int:
             workers=args.judge_workers,
         )
     try:
+        output = report_path(args.output)
+        check_report_target(output, args.predictions, args.data)
         report = score(args, judge)
-        write_report(report, args.output)
+        write_report(report, output, args.predictions, args.data)
+    except OutputRefused as error:
+        print(f"convhub score: error: {error}", file=sys.stderr)
+        return 2
     except (ScoreError, JudgeError, OSError) as error:
         message = redact(redact(str(error), api_key), args.token)
         print(f"convhub score: error: {message}", file=sys.stderr)
@@ -177,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
         if judge is not None:
             judge.close()
     print(
-        f"{report['benchmark']}: {report['questions']:,} questions, {report['missing']:,} missing → {args.output}"
+        f"{report['benchmark']}: {report['questions']:,} questions, {report['missing']:,} missing → {output}"
     )
     for line in summary_lines(report):
         print(line)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+import stat
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,34 +55,89 @@ class Scored:
         return self.prediction.retrieved if self.prediction else ()
 
 
-def read_predictions(path: str | os.PathLike) -> dict[str, Prediction]:
-    """The predictions file (JSON Lines: ``question_id``, ``prediction``, optional ``retrieved``) by id."""
+#: The longest line of a predictions file (a ranking of every turn of LongMemEval's largest haystack is under
+#: 1 MiB): a longer one is refused, as a file with no line breaks (``/dev/zero``) would fill the memory.
+MAX_LINE_BYTES = 16 * 1024 * 1024
+_BOM = b"\xef\xbb\xbf"
+
+
+def read_predictions(path: str | os.PathLike, known: Iterable[str] | None = None) -> dict[str, Prediction]:
+    """The predictions file (JSON Lines: ``question_id``, ``prediction``, optional ``retrieved``) by id.
+
+    Read a line at a time, each at most ``MAX_LINE_BYTES``; with ``known`` (the build's question ids) a line
+    naming another id is refused where it is read, so what is kept never exceeds one prediction per question.
+    A UTF-8 byte order mark before the first line and CRLF line ends are read as the text they stand for.
+    """
     name = os.fspath(path)
+    known = None if known is None else set(known)
+    found: dict[str, Prediction] = {}
+    with _open_regular(path, name) as file:
+        for number, text in enumerate(_lines(file, name), 1):
+            if number == 1 and text.startswith(_BOM):
+                text = text[len(_BOM) :]
+            if not text.strip():
+                continue
+            where = f"{name} line {number}"
+            prediction = _prediction(_record(text, where), where, number)
+            if known is not None and prediction.question_id not in known:
+                raise ScoreError(
+                    f"{where}, field 'question_id': {prediction.question_id!r} is not a question of the data"
+                )
+            if prediction.question_id in found:
+                first = found[prediction.question_id].line
+                raise ScoreError(
+                    f"{where}, field 'question_id': {prediction.question_id!r} is predicted twice "
+                    f"(first on line {first})"
+                )
+            found[prediction.question_id] = prediction
+    return found
+
+
+def _open_regular(path: str | os.PathLike, name: str):
+    """``path`` opened for reading if it is a regular file (a FIFO would block, a device never end)."""
     try:
-        with open(path, "rb") as file:
-            lines = file.read().splitlines()
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ScoreError(
+                f"predictions {name}: not a regular file (a folder, a FIFO or a device): give a JSON Lines file"
+            )
+        return open(path, "rb")
     except OSError as error:
         raise ScoreError(f"predictions {name}: cannot read it: {error.strerror or error}") from None
-    found: dict[str, Prediction] = {}
-    for number, text in enumerate(lines, 1):
-        if not text.strip():
-            continue
-        where = f"{name} line {number}"
+
+
+def _lines(file, name: str) -> Iterator[bytes]:
+    """The file's lines, each refused past ``MAX_LINE_BYTES`` before more of it is read."""
+    number = 0
+    while True:
         try:
-            record = orjson.loads(text)
-        except orjson.JSONDecodeError as error:
-            raise ScoreError(f"{where}: not JSON Lines (each line one JSON object): {error}") from None
-        if not isinstance(record, dict):
-            raise ScoreError(f"{where}: expected a JSON object, got {type(record).__name__}")
-        prediction = _prediction(record, where, number)
-        if prediction.question_id in found:
-            first = found[prediction.question_id].line
+            line = file.readline(MAX_LINE_BYTES + 1)
+        except OSError as error:
+            raise ScoreError(f"predictions {name}: cannot read it: {error.strerror or error}") from None
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_LINE_BYTES:
             raise ScoreError(
-                f"{where}, field 'question_id': {prediction.question_id!r} is predicted twice "
-                f"(first on line {first})"
+                f"{name} line {number}: longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB "
+                "(one prediction per line, each a JSON object)"
             )
-        found[prediction.question_id] = prediction
-    return found
+        yield line
+
+
+def _record(text: bytes, where: str) -> dict[str, Any]:
+    """One line's JSON object; not UTF-8, not JSON (NaN, truncated, nested past the reader) or not an object:
+    the error naming the line."""
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ScoreError(f"{where}: not UTF-8 text (byte {error.start + 1} of the line)") from None
+    try:
+        record = orjson.loads(text)
+    except orjson.JSONDecodeError as error:
+        raise ScoreError(f"{where}: not JSON Lines (each line one JSON object): {error}") from None
+    if not isinstance(record, dict):
+        raise ScoreError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    return record
 
 
 def _prediction(record: dict[str, Any], where: str, number: int) -> Prediction:
@@ -144,15 +200,8 @@ def read_questions(build: Build, benchmark: str) -> list[Row]:
     return rows
 
 
-def pair(questions: list[Row], predictions: dict[str, Prediction], predictions_file: str) -> list[Scored]:
-    """Each question with its prediction; a prediction that names no question of the build is an error."""
-    known = {row["question_id"] for row in questions}
-    for prediction in predictions.values():
-        if prediction.question_id not in known:
-            raise ScoreError(
-                f"{predictions_file} line {prediction.line}, field 'question_id': {prediction.question_id!r} "
-                "is not a question of the data"
-            )
+def pair(questions: list[Row], predictions: dict[str, Prediction]) -> list[Scored]:
+    """Each question with its prediction (``read_predictions`` refused any that names no question)."""
     return [Scored(row, predictions.get(row["question_id"])) for row in questions]
 
 

@@ -7,10 +7,6 @@ only what they print); a metric over no question is ``null``, never 0.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
-from pathlib import Path
 from typing import TypedDict
 
 #: What a question without a prediction scores, written into every report.
@@ -49,6 +45,8 @@ class JudgeInfo(TypedDict):
 
 
 class Report(TypedDict, total=False):
+    #: "convhub score": what tells a report convhub may replace from a file of the user's (``score.output``)
+    written_by: str
     benchmark: str
     data: str
     data_hash: str
@@ -68,18 +66,6 @@ class Report(TypedDict, total=False):
     #: LongMemEval: the abstention questions (ids holding "_abs") across types
     abstention: Figures
     by_category: dict[str, Figures]
-
-
-def write_report(report: Report, path: str | os.PathLike) -> None:
-    """Write the report as indented JSON, through a temporary file renamed into place (never half a file)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(
-        "w", encoding="utf-8", dir=target.parent, prefix=f".{target.name}.", delete=False
-    ) as file:
-        json.dump(report, file, indent=2, ensure_ascii=False)
-        file.write("\n")
-    os.replace(file.name, target)
 
 
 def summary_lines(report: Report) -> list[str]:
