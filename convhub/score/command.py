@@ -25,6 +25,7 @@ from convhub.score.inputs import (
     read_questions,
 )
 from convhub.score.judge import PROMPT_VERSION, Judge, JudgeError
+from convhub.score.longmemeval_retrieval import PROTOCOLS, read_conversations
 from convhub.score.output import WRITTEN_BY, OutputRefused, check_report_target, report_path, write_report
 from convhub.score.report import MISSING_RULE, JudgeInfo, Report, summary_lines
 
@@ -70,6 +71,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "convhub's normalized turn ids (normalized: 'D8:6; D9:17' counts as the two turns it names)",
     )
     parser.add_argument(
+        "--retrieval-protocol",
+        choices=PROTOCOLS,
+        default=None,
+        help="LongMemEval retrieval: as its run_retrieval.py (longmemeval, the default: user turns only, gold "
+        "where a user turn has has_answer) or on the build's evidence ids, assistant turns too (convhub)",
+    )
+    parser.add_argument(
         "--judge-url", help="an OpenAI-compatible base URL for the judge, e.g. http://HOST/v1"
     )
     parser.add_argument("--judge-model", help="the judge model (LongMemEval's paper: gpt-4o-2024-08-06)")
@@ -102,6 +110,8 @@ def usage_error(args: argparse.Namespace) -> str | None:
         return f"{args.benchmark} answers are scored by an LLM judge: give --judge-url and --judge-model"
     if args.evidence and args.benchmark != "locomo":
         return "--evidence applies to locomo only"
+    if args.retrieval_protocol and args.benchmark != "longmemeval":
+        return "--retrieval-protocol applies to longmemeval only"
     if args.judge_url and args.benchmark == "locomo":
         return "locomo is scored by its token F1, not a judge: leave out --judge-url"
     if args.judge_retries < 0:
@@ -134,10 +144,11 @@ def score(args: argparse.Namespace, judge: Judge | None) -> Report:
         report.update(gigamemory.score(items, judge))
         prompts = {row["category"] or "": gigamemory.prompt_name(row["category"]) for row in questions}
     else:
-        corpora = {}
+        conversations = {}
         if any(prediction.retrieved is not None for prediction in predictions.values()):
-            corpora = longmemeval.read_corpora(config_rows(build, "turns"))
-        report.update(longmemeval.score(items, judge, corpora, os.fspath(args.predictions)))
+            conversations = read_conversations(config_rows(build, "turns"))
+        protocol = args.retrieval_protocol or PROTOCOLS[0]
+        report.update(longmemeval.score(items, judge, conversations, os.fspath(args.predictions), protocol))
         prompts = {
             ("abstention" if longmemeval.is_abstention(row) else row["category"] or ""): (
                 "abstention" if longmemeval.is_abstention(row) else row["category"] or ""

@@ -66,6 +66,12 @@ class Report(TypedDict, total=False):
     #: LongMemEval: the abstention questions (ids holding "_abs") across types
     abstention: Figures
     by_category: dict[str, Figures]
+    #: LongMemEval: "longmemeval" (its run_retrieval.py's corpus and gold) or "convhub" (the build's evidence)
+    retrieval_protocol: str
+    #: LongMemEval: the questions left out of the retrieval averages, by reason (abstention, no_user_evidence)
+    retrieval_left_out: dict[str, int]
+    #: LongMemEval, its own protocol: ranked assistant turns, which its corpus does not hold (passed over)
+    retrieval_passed_over_assistant_turns: int
 
 
 def summary_lines(report: Report) -> list[str]:
