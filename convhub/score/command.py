@@ -23,6 +23,7 @@ from convhub.score.inputs import (
     pair,
     read_predictions,
     read_questions,
+    source_files,
 )
 from convhub.score.judge import PROMPT_VERSION, Judge, JudgeError
 from convhub.score.longmemeval_retrieval import PROTOCOLS, read_conversations
@@ -64,11 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the report to write (JSON): a new file, or a report convhub score wrote (nothing else is replaced)",
     )
     parser.add_argument(
-        "--evidence",
-        choices=("raw", "normalized"),
-        default=None,
-        help="LoCoMo evidence recall on its raw evidence strings, exactly as its code (raw, the default), or on "
-        "convhub's normalized turn ids (normalized: 'D8:6; D9:17' counts as the two turns it names)",
+        "--subset",
+        help="score the questions of one subset of the build (a LongMemEval build of several files, whose "
+        "question ids repeat across them)",
     )
     parser.add_argument(
         "--retrieval-protocol",
@@ -76,6 +75,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="LongMemEval retrieval: as its run_retrieval.py (longmemeval, the default: user turns only, gold "
         "where a user turn has has_answer) or on the build's evidence ids, assistant turns too (convhub)",
+    )
+    parser.add_argument(
+        "--evidence",
+        choices=("raw", "normalized"),
+        default=None,
+        help="LoCoMo evidence recall on its raw evidence strings, exactly as its code (raw, the default), or on "
+        "convhub's normalized turn ids (normalized: 'D8:6; D9:17' counts as the two turns it names)",
     )
     parser.add_argument(
         "--judge-url", help="an OpenAI-compatible base URL for the judge, e.g. http://HOST/v1"
@@ -119,17 +125,36 @@ def usage_error(args: argparse.Namespace) -> str | None:
     return None
 
 
+#: LongMemEval's figures only a judge gives: left out of a report without one, which names them (``needs_judge``).
+JUDGED_FIGURES = ("accuracy", "task_averaged_accuracy", "abstention")
+
+
+def data_version(build) -> Report:
+    """The build's input files as its card lists them (``source_files``), or a note that it lists none."""
+    files = source_files(build)
+    if files is None:
+        return {
+            "source_files": None,
+            "source_files_note": "the build's card lists no source_files (a build made before convhub recorded "
+            "its input files): which version of the source it holds is unknown; data_hash still identifies "
+            "the questions",
+        }
+    return {"source_files": files}
+
+
 def score(args: argparse.Namespace, judge: Judge | None) -> Report:
     """The whole report for the parsed arguments (``judge`` made from them, or None)."""
     build = open_data(args.data, args.revision, args.token)
-    questions = read_questions(build, args.benchmark)
+    questions = read_questions(build, args.benchmark, args.subset)
     predictions = read_predictions(args.predictions, (row["question_id"] for row in questions))
     items = pair(questions, predictions)
     report: Report = {
         "written_by": WRITTEN_BY[1],
         "benchmark": args.benchmark,
         "data": build.location,
+        **({"subset": args.subset} if args.subset else {}),
         "data_hash": data_hash(questions),
+        **data_version(build),
         "predictions": os.fspath(args.predictions),
         "questions": len(items),
         "predicted": sum(item.prediction is not None for item in items),
@@ -155,6 +180,8 @@ def score(args: argparse.Namespace, judge: Judge | None) -> Report:
             )
             for row in questions
         }
+    if judge is None:
+        report["needs_judge"] = {"figures": list(JUDGED_FIGURES), "give": "--judge-url and --judge-model"}
     if judge is not None:
         info: JudgeInfo = {
             "model": judge.model,

@@ -178,9 +178,17 @@ def config_rows(build: Build, config: str) -> list[Row]:
         raise ScoreError(str(error)) from None
 
 
-def read_questions(build: Build, benchmark: str) -> list[Row]:
-    """The ``qa`` rows of a build, all of ``benchmark``'s source, each question id once."""
+def read_questions(build: Build, benchmark: str, subset: str | None = None) -> list[Row]:
+    """The ``qa`` rows of a build (of one ``subset`` when given), all of ``benchmark``'s source, each question
+    id once: a build of several subsets that share ids (LongMemEval's files) is scored one subset at a time."""
     rows = config_rows(build, QA)
+    subsets = sorted({row.get("subset") or "" for row in rows})
+    if subset is not None:
+        if subset not in subsets:
+            raise ScoreError(
+                f"{build.location} has no subset {subset!r}: its subsets are {', '.join(subsets)}"
+            )
+        rows = [row for row in rows if row.get("subset") == subset]
     if not rows:
         raise ScoreError(f"{build.location}: its {QA!r} config holds no questions")
     seen: dict[str, str] = {}
@@ -191,6 +199,12 @@ def read_questions(build: Build, benchmark: str) -> list[Row]:
                 f"(question {row.get('question_id')!r}): score it as {row.get('source')}"
             )
         question_id, conversation = row["question_id"], row["conversation_id"]
+        if question_id in seen and subset is None and len(subsets) > 1:
+            raise ScoreError(
+                f"{build.location} holds the subsets {', '.join(subsets)}, whose questions share ids "
+                f"({question_id!r} is in {seen[question_id]!r} and {conversation!r}): "
+                f"score one subset at a time with --subset, e.g. --subset {subsets[0]}"
+            )
         if question_id in seen:
             raise ScoreError(
                 f"{build.location}: question id {question_id!r} is in conversations {seen[question_id]!r} and "
@@ -198,6 +212,31 @@ def read_questions(build: Build, benchmark: str) -> list[Row]:
             )
         seen[question_id] = conversation
     return rows
+
+
+def source_files(build: Build) -> Any:
+    """The input files the build was made from (``source_files`` of its card's YAML: name, bytes, sha256 of
+    each), read from the build folder's README.md or the Hub repo's; None when the card has no such key."""
+    from huggingface_hub import DatasetCard, hf_hub_download
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from convhub.export.exporter import LocalBuild
+    from convhub.publish.hub_errors import redact
+    from convhub.storage.folders import read_card
+
+    try:
+        if isinstance(build, LocalBuild):
+            card = read_card(build.folder / "README.md")
+        else:
+            readme = hf_hub_download(
+                build.repo_id, "README.md", repo_type="dataset", revision=build.revision, token=build.token
+            )
+            card = DatasetCard.load(readme)
+    except (OSError, ValueError, HfHubHTTPError) as error:
+        raise ScoreError(
+            f"{build.location}: cannot read its card (README.md): {redact(str(error))}"
+        ) from None
+    return card.data.to_dict().get("source_files")
 
 
 def pair(questions: list[Row], predictions: dict[str, Prediction]) -> list[Scored]:

@@ -49,7 +49,13 @@ class Report(TypedDict, total=False):
     written_by: str
     benchmark: str
     data: str
+    #: the subset scored (``--subset``), when one was chosen
+    subset: str
     data_hash: str
+    #: the build's input files as its card lists them: [{name, bytes, sha256}]; None for an older build
+    source_files: list | None
+    #: why source_files is None
+    source_files_note: str
     predictions: str
     questions: int
     predicted: int
@@ -66,6 +72,8 @@ class Report(TypedDict, total=False):
     #: LongMemEval: the abstention questions (ids holding "_abs") across types
     abstention: Figures
     by_category: dict[str, Figures]
+    #: LongMemEval without a judge: the figures left out, and the options that give them
+    needs_judge: dict[str, object]
     #: LongMemEval: "longmemeval" (its run_retrieval.py's corpus and gold) or "convhub" (the build's evidence)
     retrieval_protocol: str
     #: LongMemEval: the questions left out of the retrieval averages, by reason (abstention, no_user_evidence)
@@ -91,4 +99,9 @@ def summary_lines(report: Report) -> list[str]:
         if figures.get("missing"):
             shown.append(f"{figures['missing']} missing")
         lines.append(f"  {name:<28} " + "  ".join(shown))
+    needs = report.get("needs_judge")
+    if needs:
+        lines.append(
+            f"  not scored: {', '.join(needs['figures'])} (an LLM judge gives them: {needs['give']})"
+        )
     return lines
