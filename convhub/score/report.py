@@ -82,6 +82,14 @@ class Report(TypedDict, total=False):
     retrieval_passed_over_assistant_turns: int
 
 
+#: The retrieval figures the terminal shows per level (the report holds every metric at every k).
+SUMMARY_RETRIEVAL = ("recall_any@5", "ndcg_any@10")
+
+
+def _figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def summary_lines(report: Report) -> list[str]:
     """A few lines for the terminal: each category's count and figures, then the overall ones."""
     lines = []
@@ -95,10 +103,16 @@ def summary_lines(report: Report) -> list[str]:
         for metric in ("f1", "evidence_recall", "accuracy"):
             value = figures.get(metric)
             if metric in figures:
-                shown.append(f"{metric} {'-' if value is None else f'{value:.3f}'}")
+                shown.append(f"{metric} {_figure(value)}")
+        for level, values in figures.get("retrieval", {}).items():
+            shown.extend(f"{level} {name} {_figure(values.get(name))}" for name in SUMMARY_RETRIEVAL)
         if figures.get("missing"):
             shown.append(f"{figures['missing']} missing")
         lines.append(f"  {name:<28} " + "  ".join(shown))
+    left_out = report.get("retrieval_left_out")
+    if left_out is not None:
+        reasons = ", ".join(f"{count} {reason.replace('_', ' ')}" for reason, count in left_out.items())
+        lines.append(f"  retrieval ({report['retrieval_protocol']} protocol) leaves out: {reasons}")
     needs = report.get("needs_judge")
     if needs:
         lines.append(
