@@ -9,7 +9,7 @@ import socket
 import threading
 
 import pytest
-from score_helpers import qa_rows, write_predictions
+from score_helpers import qa_rows, score_argv, write_predictions
 
 from builders.longmemeval.builder import LongMemEvalBuilder
 from convhub.cli.main import main
@@ -31,16 +31,7 @@ def push(folder, repo_id: str, tmp_path) -> None:
 
 def score(data: str, tmp_path, capsys, predictions: list[dict], *options: str) -> tuple[int, str, str]:
     file = write_predictions(tmp_path / "p.jsonl", predictions)
-    argv = [
-        "score",
-        "locomo",
-        "--data",
-        data,
-        "--predictions",
-        str(file),
-        "--output",
-        str(tmp_path / "r.json"),
-    ]
+    argv = ["score", *score_argv("locomo", data, str(file), str(tmp_path / "r.json"))]
     status = main([*argv, *options])
     out, err = capsys.readouterr()
     return status, out, err
@@ -64,16 +55,7 @@ def test_a_hub_build_scores_as_its_folder(hub, locomo_sample, tmp_path, capsys):
     report = json.loads((tmp_path / "r.json").read_text())
     local = tmp_path / "local.json"
     file = write_predictions(tmp_path / "p.jsonl", predictions)
-    argv = [
-        "score",
-        "locomo",
-        "--data",
-        str(locomo_sample),
-        "--predictions",
-        str(file),
-        "--output",
-        str(local),
-    ]
+    argv = ["score", *score_argv("locomo", str(locomo_sample), str(file), str(local))]
     assert main(argv) == 0
     from_folder = json.loads(local.read_text())
     assert report["data"] == "org/locomo-s"
@@ -136,16 +118,7 @@ def test_a_duplicate_id_on_the_hub_names_the_repo(hub, tmp_path, capsys):
     )
     push(folder, "org/lme", tmp_path)
     file = write_predictions(tmp_path / "p.jsonl", [])
-    argv = [
-        "score",
-        "longmemeval",
-        "--data",
-        "org/lme",
-        "--predictions",
-        str(file),
-        "--output",
-        str(tmp_path / "r.json"),
-    ]
+    argv = ["score", *score_argv("longmemeval", "org/lme", str(file), str(tmp_path / "r.json"))]
     status = main(argv)
     err = capsys.readouterr().err
     assert_one_line(status, err, tmp_path, "org/lme holds the subsets", "--subset")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from longmemeval_oracle import oracle_averages, oracle_corpus
-from score_helpers import run_score, write_predictions
+from score_helpers import run_score, score_argv, write_predictions
 
 from builders.longmemeval.builder import LongMemEvalBuilder
 from convhub.engine.build import build_source
@@ -127,16 +127,7 @@ def rankings_for(
 def score(build: Path, predictions: list[dict], tmp_path: Path, capsys, *options: str) -> dict:
     file = write_predictions(tmp_path / "p.jsonl", predictions)
     status, _, err = run_score(
-        [
-            "longmemeval",
-            "--data",
-            str(build),
-            "--predictions",
-            str(file),
-            "--output",
-            str(tmp_path / "r.json"),
-            *options,
-        ],
+        score_argv("longmemeval", str(build), str(file), str(tmp_path / "r.json"), *options),
         capsys,
     )
     assert status == 0, err
@@ -205,15 +196,7 @@ def test_the_convhub_protocol_counts_assistant_evidence(tmp_path, capsys):
 
 def test_retrieval_protocol_is_for_longmemeval_only(locomo_sample, tmp_path, capsys):
     file = write_predictions(tmp_path / "p.jsonl", [])
-    argv = [
-        "locomo",
-        "--data",
-        str(locomo_sample),
-        "--predictions",
-        str(file),
-        "--output",
-        str(tmp_path / "r.json"),
-    ]
+    argv = score_argv("locomo", str(locomo_sample), str(file), str(tmp_path / "r.json"))
     status, _, err = run_score([*argv, "--retrieval-protocol", "convhub"], capsys)
     assert status == 2 and err == "convhub score: error: --retrieval-protocol applies to longmemeval only\n"
 

@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from score_helpers import qa_rows, run_score, write_predictions
+from score_helpers import qa_rows, run_score, score_argv, write_predictions
 
 from convhub.score import output as output_module
 
@@ -26,9 +26,7 @@ def predictions(locomo_sample, tmp_path) -> Path:
 
 
 def score_to(data: Path, predictions: Path, output: str, capsys) -> tuple[int, str, str]:
-    return run_score(
-        ["locomo", "--data", str(data), "--predictions", str(predictions), "--output", output], capsys
-    )
+    return run_score(score_argv("locomo", str(data), str(predictions), output), capsys)
 
 
 def leftovers(folder: Path) -> list[str]:

@@ -9,7 +9,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from score_helpers import qa_rows, run_score, write_predictions
+from score_helpers import qa_rows, run_score, score_argv, write_predictions
 
 from convhub.cli.main import main
 from convhub.score.inputs import MAX_LINE_BYTES, ScoreError, read_predictions
@@ -19,9 +19,7 @@ pytest_plugins = ["score_fixtures"]
 
 def score_file(data: Path, predictions: Path, tmp_path: Path, capsys, benchmark: str = "locomo"):
     report = tmp_path / "report.json"
-    status, out, err = run_score(
-        [benchmark, "--data", str(data), "--predictions", str(predictions), "--output", str(report)], capsys
-    )
+    status, out, err = run_score(score_argv(benchmark, str(data), str(predictions), str(report)), capsys)
     return status, out, err, report
 
 
@@ -127,18 +125,7 @@ def test_a_fifo_a_device_and_a_folder_are_refused_without_blocking(locomo_sample
 def test_the_command_line_prints_no_traceback(locomo_sample, tmp_path, capsys):
     """Through ``convhub``'s own entry point: the same single line and exit status."""
     report = tmp_path / "report.json"
-    status = main(
-        [
-            "score",
-            "locomo",
-            "--data",
-            str(locomo_sample),
-            "--predictions",
-            "/dev/zero",
-            "--output",
-            str(report),
-        ]
-    )
+    status = main(["score", *score_argv("locomo", str(locomo_sample), "/dev/zero", str(report))])
     err = capsys.readouterr().err
     assert_one_line(status, err, report, "/dev/zero")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from huggingface_hub import DatasetCard
-from score_helpers import qa_rows, run_score, write_predictions
+from score_helpers import qa_rows, run_score, score_argv, write_predictions
 
 from builders.longmemeval.builder import LongMemEvalBuilder
 from convhub.engine.build import build_source
@@ -46,7 +46,7 @@ def score(benchmark: str, data: Path, tmp_path: Path, capsys, predictions: list[
     file = write_predictions(tmp_path / "p.jsonl", predictions)
     report = tmp_path / "report.json"
     status, out, err = run_score(
-        [benchmark, "--data", str(data), "--predictions", str(file), "--output", str(report), *options],
+        score_argv(benchmark, str(data), str(file), str(report), *options),
         capsys,
     )
     return status, out, err, (json.loads(report.read_text()) if status == 0 else None)
