@@ -181,6 +181,15 @@ def config_rows(build: Build, config: str) -> list[Row]:
 def read_questions(build: Build, benchmark: str, subset: str | None = None) -> list[Row]:
     """The ``qa`` rows of a build (of one ``subset`` when given), all of ``benchmark``'s source, each question
     id once: a build of several subsets that share ids (LongMemEval's files) is scored one subset at a time."""
+    try:
+        configs = build.configs()
+    except ExportError as error:
+        raise ScoreError(str(error)) from None
+    if QA not in configs:
+        raise ScoreError(
+            f"{build.location} has no {QA!r} config (it has {', '.join(sorted(configs))}): it holds no questions "
+            f"to score; convhub score scores builds of locomo, longmemeval or gigamemory"
+        )
     rows = config_rows(build, QA)
     subsets = sorted({row.get("subset") or "" for row in rows})
     if subset is not None:

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from score_helpers import qa_rows, run_score, score_argv, write_predictions
 
+from convhub import registry
 from convhub.cli.main import main
+from convhub.engine.build import build_source
 from convhub.score.inputs import MAX_LINE_BYTES, ScoreError, read_predictions
 
 pytest_plugins = ["score_fixtures"]
@@ -136,6 +138,11 @@ def test_a_build_of_another_benchmark(gigamemory_sample, locomo_sample, tmp_path
     assert_one_line(
         status, err, report, "'gigamemory' questions, not 'locomo' ones", "score it as gigamemory"
     )
+    mnbvc = tmp_path / "mnbvc"
+    build_source("mnbvc", mnbvc, registry.get("mnbvc").sample_dir(), ["turns"], 1)
+    capsys.readouterr()  # the build's progress bars
+    status, _, err, report = score_file(mnbvc, predictions, tmp_path, capsys)
+    assert_one_line(status, err, report, "has no 'qa' config (it has turns)", "holds no questions")
     (tmp_path / "not-a-build").mkdir()
     status, _, err, report = score_file(tmp_path / "not-a-build", predictions, tmp_path, capsys)
     assert_one_line(status, err, report, "not a convhub build folder")
