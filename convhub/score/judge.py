@@ -168,7 +168,9 @@ class Judge:
         """Each request's verdict (``is_correct`` of the reply's content), the majority of ``runs`` replies
         (a tie is negative); None is False, never asked. A verdict that fails after its retries ends the
         run, or with ``failed_is_negative`` counts as a negative vote, unless every verdict failed."""
-        jobs = [(position, run, body) for position, body in enumerate(bodies) if body for run in range(self.runs)]
+        jobs = [
+            (position, run, body) for position, body in enumerate(bodies) if body for run in range(self.runs)
+        ]
         replies, last_failure = asyncio.run(self._ask_all(jobs, failed_is_negative))
         if jobs and all(reply is None for reply in replies.values()):
             raise JudgeError(f"{last_failure}; no verdict was obtained")
@@ -208,7 +210,9 @@ class Judge:
 
             tasks = [asyncio.ensure_future(ask(*job)) for job in jobs]
             try:
-                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION) if tasks else ((), ())
+                done, _ = (
+                    await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION) if tasks else ((), ())
+                )
             finally:
                 for task in tasks:
                     task.cancel()
@@ -233,4 +237,3 @@ class Judge:
         self.tally.prompt_tokens += reply.prompt_tokens
         self.tally.completion_tokens += reply.completion_tokens
         return reply
-
