@@ -8,12 +8,12 @@ It reads the judge prompt it is sent and answers deterministically, so that test
   ``{"label": "CORRECT"}`` when the generated answer holds the gold, else ``{"label": "WRONG"}``.
 
 Every request's raw body, parsed body and headers are recorded. The ways an endpoint misbehaves, each set on
-the double by a test: ``fail_with`` (a status, for the first ``fail_times`` requests or all, with
-``retry_after`` as the header), ``reply`` (a fixed 200 body: garbage, an empty choice list, deep nesting),
+the double by a test: ``fail_with`` (a status, for the first ``fail_times`` requests, those after the
+first ``fail_from``, or all, with ``retry_after`` as the header), ``reply`` (a fixed 200 body: garbage, an empty choice list, deep nesting),
 ``delay`` (seconds before answering), ``trickle`` (the reply one byte per that many seconds), ``hang`` (never
 answer), ``endless`` (a 200 body that never ends), ``echo_headers`` (the error body holds the request's
 headers), ``verdict_case`` (a function applied to the verdict's text, e.g. ``str.lower``) and ``usage``
-(token counts added to every reply).
+(token counts added to every reply). ``most_in_flight`` is the most requests it was answering at once.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ class JudgeDouble:
     headers: list[dict[str, str]] = field(default_factory=list)
     fail_with: int | None = None
     fail_times: int | None = None
+    fail_from: int | None = None
     retry_after: str | None = None
     reply: bytes | None = None
     delay: float = 0.0
@@ -55,6 +56,8 @@ class JudgeDouble:
     verdict_case: Callable[[str], str] = str
     usage: dict[str, int] | None = None
     arrival: list[float] = field(default_factory=list)
+    in_flight: int = 0
+    most_in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     released: threading.Event = field(default_factory=threading.Event)
 
@@ -84,6 +87,15 @@ def start(double: JudgeDouble) -> tuple[ThreadingHTTPServer, str]:
                 double.headers.append(dict(self.headers))
                 double.arrival.append(time.monotonic())
                 number = len(double.requests)
+                double.in_flight += 1
+                double.most_in_flight = max(double.most_in_flight, double.in_flight)
+            try:
+                self._answer(number, raw)
+            finally:
+                with double.lock:
+                    double.in_flight -= 1
+
+        def _answer(self, number: int, raw: bytes) -> None:
             if self.path != "/v1/chat/completions":
                 return self._send(404, b'{"error": "no such route"}')
             if double.hang:
@@ -91,7 +103,9 @@ def start(double: JudgeDouble) -> tuple[ThreadingHTTPServer, str]:
                 return None
             if double.delay:
                 time.sleep(double.delay)
-            failing = double.fail_times is None or number <= double.fail_times
+            failing = (double.fail_times is None or number <= double.fail_times) and (
+                double.fail_from is None or number > double.fail_from
+            )
             if double.fail_with and failing:
                 payload = b'{"error": "the judge double fails on purpose"}'
                 if double.echo_headers:
@@ -141,8 +155,13 @@ def start(double: JudgeDouble) -> tuple[ThreadingHTTPServer, str]:
             except OSError:  # the client hung up, as it should
                 return
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
+    class QuietServer(ThreadingHTTPServer):
+        daemon_threads = True
+
+        def handle_error(self, request, client_address) -> None:  # a client hanging up mid-reply, on purpose
+            pass
+
+    server = QuietServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
 

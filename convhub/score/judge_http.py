@@ -6,7 +6,8 @@
 - **Size**: a reply body larger than :data:`MAX_BODY` bytes is not read further.
 - **Shape**: a reply that is not JSON (or nested too deep to parse), has no ``choices[0].message.content``
   (an empty choice list) or whose content is not text is a failed try, like a timeout or a 5xx.
-- **Secrets**: the API key, and a ``user:password@`` given in the URL, reach no message: an error body is
+- **Secrets**: the API key (sent as a bearer token), and a ``user:password@`` given in the URL (sent as
+  HTTP Basic auth when there is no key, never in the request line), reach no message: an error body is
   redacted *then* cut, the URL is shown without its credentials (:func:`shown_url`), and the reply's content,
   which may be cached on disk, has the secrets replaced too (an endpoint may echo the request's headers).
 
@@ -17,6 +18,7 @@ one verdict that could not be obtained after the retries, which GigaMemory's pol
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import json
 import math
@@ -128,16 +130,22 @@ class Endpoint:
     """``BASE/chat/completions`` of an OpenAI-compatible server, asked with the limits above."""
 
     def __init__(self, url: str, api_key: str | None, timeout: float, retries: int) -> None:
-        self.url = url.rstrip("/") + "/chat/completions"
-        self.shown = shown_url(self.url)
+        self.shown = shown_url(url.rstrip("/") + "/chat/completions")
+        self.url = self.shown  # credentials go in a header, never in the request line
         self.secrets = [secret for secret in [api_key, *url_secrets(url)] if secret]
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.auth: httpx2.BasicAuth | None = None
+        parts = urllib.parse.urlsplit(url)
+        if not api_key and parts.username is not None:  # no key: the URL's user:password as Basic auth
+            user, password = urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
+            self.auth = httpx2.BasicAuth(user, password)
+            self.secrets.append(base64.b64encode(f"{user}:{password}".encode()).decode())
         self.timeout = timeout
         self.retries = retries
 
     def client(self) -> httpx2.AsyncClient:
         """A client for one batch of requests (it belongs to the event loop that runs them)."""
-        return httpx2.AsyncClient(timeout=self.timeout, headers=self.headers)
+        return httpx2.AsyncClient(timeout=self.timeout, headers=self.headers, auth=self.auth)
 
     async def complete(self, client: httpx2.AsyncClient, body: dict[str, Any]) -> Reply:
         """The judge's reply to ``body``, tried ``retries + 1`` times at most; raises a one-line error."""
