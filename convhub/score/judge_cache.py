@@ -69,7 +69,12 @@ class JudgeCache:
         with tempfile.NamedTemporaryFile(
             "w", encoding="utf-8", dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp", delete=False
         ) as file:
-            json.dump(entry, file, ensure_ascii=False)
-            file.flush()
-            os.fsync(file.fileno())
+            try:
+                json.dump(entry, file, ensure_ascii=False)
+                file.flush()
+                os.fsync(file.fileno())
+            except BaseException:  # a full disk, Ctrl-C: no stray temporary file
+                file.close()
+                os.unlink(file.name)
+                raise
         os.replace(file.name, path)

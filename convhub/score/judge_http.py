@@ -149,8 +149,9 @@ class Endpoint:
 
     async def complete(self, client: httpx2.AsyncClient, body: dict[str, Any]) -> Reply:
         """The judge's reply to ``body``, tried ``retries + 1`` times at most; raises a one-line error."""
-        problem = ""
+        problem, tried = "", 0
         for attempt in range(self.retries + 1):
+            tried += 1
             wait = min(MAX_WAIT, 0.5 * 2**attempt)
             try:
                 exchange = self._exchange(client, body)
@@ -178,7 +179,7 @@ class Endpoint:
                     wait = min(MAX_WAIT, asked) if asked is not None else wait
             if attempt < self.retries:
                 await asyncio.sleep(wait)
-        tries = "1 try" if self.retries == 0 else f"{self.retries + 1} tries"
+        tries = "1 try" if tried == 1 else f"{tried} tries"
         raise VerdictFailed(f"judge {self.shown}: {problem} ({tries})")
 
     async def _exchange(self, client: httpx2.AsyncClient, body: dict[str, Any]) -> tuple[int, Any, bytes]:

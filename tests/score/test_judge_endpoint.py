@@ -254,3 +254,10 @@ def test_ctrl_c_during_a_stall_stops_at_once(gigamemory_sample, tmp_path, judge)
             process.kill()
     assert process.returncode == 130 and err == "convhub score: interrupted\n", err
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_refused_request_is_not_retried(judge):
+    judge.fail_with = 400
+    with pytest.raises(VerdictFailed, match=r"HTTP 400: .* \(1 try\)$"):
+        ask(judge, retries=3)
+    assert len(judge.requests) == 1
