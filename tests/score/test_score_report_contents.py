@@ -58,6 +58,9 @@ def test_the_report_copies_the_cards_source_files(locomo_sample, tmp_path, capsy
     assert status == 0, err
     assert report["source_files"] == FILES
     assert "source_files_note" not in report
+    # LoCoMo's F1 needs no judge; mem0's J does, and the report says how to get it
+    assert report["needs_judge"]["figures"] == ["accuracy"]
+    assert "--protocol mem0-judge" in report["needs_judge"]["give"]
 
 
 def test_a_card_without_source_files_is_said_so(locomo_sample, tmp_path, capsys):
