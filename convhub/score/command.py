@@ -65,6 +65,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "convhub's normalized turn ids (normalized: 'D8:6; D9:17' counts as the two turns it names)",
     )
     parser.add_argument(
+        "--labels",
+        choices=locomo.LABELS,
+        default=None,
+        help="LoCoMo: score against its original labels (the default) or the audited ones, which a build made "
+        "with --errata carries (the corrected answers and evidence); such a build's report gives both",
+    )
+    parser.add_argument(
         "--judge-url", help="an OpenAI-compatible base URL for the judge, e.g. http://HOST/v1"
     )
     parser.add_argument("--judge-model", help="the judge model (LongMemEval's paper: gpt-4o-2024-08-06)")
@@ -97,6 +104,8 @@ def usage_error(args: argparse.Namespace) -> str | None:
         return f"{args.benchmark} answers are scored by an LLM judge: give --judge-url and --judge-model"
     if args.evidence and args.benchmark != "locomo":
         return "--evidence applies to locomo only"
+    if args.labels and args.benchmark != "locomo":
+        return "--labels applies to locomo only"
     if args.judge_url and args.benchmark == "locomo":
         return "locomo is scored by its token F1, not a judge: leave out --judge-url"
     if args.judge_retries < 0:
@@ -121,7 +130,7 @@ def score(args: argparse.Namespace, judge: Judge | None) -> Report:
         "missing_scored_as": MISSING_RULE,
     }
     if args.benchmark == "locomo":
-        report.update(locomo.score(items, args.evidence or "raw"))
+        report.update(locomo.score(items, args.evidence or "raw", args.labels or "original"))
         return report
     if args.benchmark == "gigamemory":
         assert judge is not None  # usage_error made sure
@@ -179,6 +188,6 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{report['benchmark']}: {report['questions']:,} questions, {report['missing']:,} missing → {args.output}"
     )
-    for line in summary_lines(report):
+    for line in summary_lines(report) + locomo.label_lines(report):
         print(line)
     return 0

@@ -11,7 +11,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 #: What a question without a prediction scores, written into every report.
 MISSING_RULE = "0: a question without a prediction is scored as an empty answer and an empty ranking"
@@ -35,6 +35,9 @@ class Figures(TypedDict, total=False):
     retrieval: dict[str, dict[str, float | None]]
     #: LongMemEval: how many questions each level's retrieval figures are over
     retrieval_questions: dict[str, int]
+    #: LoCoMo's ceiling: questions whose answer an audit of the labels corrects, and the share it keeps
+    answer_corrected: int
+    share: float | None
 
 
 class JudgeInfo(TypedDict):
@@ -68,6 +71,11 @@ class Report(TypedDict, total=False):
     #: LongMemEval: the abstention questions (ids holding "_abs") across types
     abstention: Figures
     by_category: dict[str, Figures]
+    #: LoCoMo: "original" or "audited", the labels of the figures above; with an audit in the build, the figures
+    #: under each labels and what the original labels leave a perfect system (``convhub.score.locomo``)
+    labels: str
+    by_labels: dict[str, Report]
+    ceiling: dict[str, Any]
 
 
 def write_report(report: Report, path: str | os.PathLike) -> None:
