@@ -253,7 +253,8 @@ def test_the_command_refuses_in_one_line(data, tmp_path, capsys):
     out = tmp_path / "out"
     argv = ["build", "locomo", "--data-dir", str(path), "--output", str(out), "--errata", str(errata)]
     assert cli.main(argv) == 1
-    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # not the progress bars
+    # the one error line, not the progress bars
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
     assert len(errors) == 1 and not out.exists()
     assert errors[0].startswith(f"convhub build: error: {errata}, record locomo_0_qa0, field 'question'")
     assert cli.main([*argv[:-1], str(tmp_path / "absent.json")]) == 2
