@@ -15,7 +15,6 @@ sample or a question the input does not hold. Each audited question gets the ver
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -171,10 +170,10 @@ def parse_entry(raw: Any, file: str, position: int, sample: int | None) -> Entry
     return Entry(file, raw["question_id"], int(match.group(1)), int(match.group(2)), raw)
 
 
-@functools.cache
 def load(location: str) -> Audit:
-    """The audit at ``location`` (a file or a folder, see the module), read once per process, every entry
-    checked for its shape; an id given twice is refused."""
+    """The audit at ``location`` (a file or a folder, see the module), every entry checked for its shape; an id
+    given twice is refused. Read where it is used (once before the build, once per file read): it is small, and
+    a process that builds again reads the audit as it is then."""
     by_sample: dict[int, list[Entry]] = {}
     seen: dict[str, str] = {}
     for path, sample in audit_files(location):

@@ -235,6 +235,17 @@ def test_a_folder_file_holding_another_conversations_entry_is_refused(data, tmp_
     )
 
 
+def test_with_skip_an_entry_of_a_sample_left_out_is_counted(tmp_path):
+    samples = two_samples()
+    entries = audit_of(samples)
+    samples[1]["qa"][1]["category"] = "4"  # a bad sample: --on-bad-record skip leaves it out
+    path = write(tmp_path / "data" / "tiny.json", samples)
+    errata = write(tmp_path / "errors.json", entries)
+    result = build_source("locomo", tmp_path / "out", str(path), errata=str(errata), on_bad_record="skip")
+    assert [row["audit"]["audit_id"] for row in load(result, "qa")] == ["locomo_0_qa0"]
+    assert result.notes["audit entry of a sample left out as bad (not applied)"] == 1
+
+
 def test_an_audit_is_of_one_file(data, tmp_path):
     path, samples = data
     write(path.parent / "other.json", [tiny_sample("conv-t3")])
