@@ -104,7 +104,9 @@ examples:
   convhub score locomo --data out/locomo-unified --predictions answers.jsonl --output report.json
   convhub score locomo --data ORG/locomo-unified --predictions answers.jsonl --output report.json --evidence normalized
   convhub score gigamemory --data out/gigamemory-unified --predictions answers.jsonl --output report.json \\
-      --judge-url http://127.0.0.1:8000/v1 --judge-model MODEL""",
+      --judge-url http://127.0.0.1:8000/v1 --judge-model MODEL
+  convhub score locomo --data out/locomo-unified --predictions answers.jsonl --output report.json \\
+      --protocol mem0-judge --judge-url https://api.openai.com/v1 --judge-model gpt-4o-mini""",
 }
 
 

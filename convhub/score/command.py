@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from convhub.publish.hub_errors import redact
-from convhub.score import gigamemory, locomo, longmemeval
+from convhub.score import gigamemory, judge_options, locomo, longmemeval, mem0_judge
 from convhub.score.inputs import (
     ScoreError,
     config_rows,
@@ -25,24 +25,11 @@ from convhub.score.inputs import (
     read_questions,
 )
 from convhub.score.judge import PROMPT_VERSION, Judge, JudgeError
-from convhub.score.report import MISSING_RULE, JudgeInfo, Report, summary_lines, write_report
+from convhub.score.report import MISSING_RULE, Report, summary_lines, write_report
 
 BENCHMARKS = ("locomo", "longmemeval", "gigamemory")
 #: Benchmarks whose answers only a judge can score.
 NEEDS_JUDGE = frozenset({"gigamemory"})
-
-
-def _positive(kind: type):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid {kind.__name__} value: {text!r}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
-        return value
-
-    return parse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,46 +58,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="LoCoMo: score against its original labels (the default) or the audited ones, which a build made "
         "with --errata carries (the corrected answers and evidence); such a build's report gives both",
     )
-    parser.add_argument(
-        "--judge-url", help="an OpenAI-compatible base URL for the judge, e.g. http://HOST/v1"
-    )
-    parser.add_argument("--judge-model", help="the judge model (LongMemEval's paper: gpt-4o-2024-08-06)")
-    parser.add_argument(
-        "--judge-key-env",
-        default="OPENAI_API_KEY",
-        help="the environment variable holding the judge's API key (default OPENAI_API_KEY; unset: no key)",
-    )
-    parser.add_argument(
-        "--judge-timeout", type=_positive(float), default=60.0, help="seconds per judge request (default 60)"
-    )
-    parser.add_argument(
-        "--judge-workers", type=_positive(int), default=4, help="judge requests at once (default 4)"
-    )
-    parser.add_argument(
-        "--judge-retries",
-        type=int,
-        default=3,
-        help="retries of a judge request after a dropped connection, 429 or 5xx (default 3)",
-    )
+    judge_options.add_arguments(parser)
     parser.add_argument("--revision", help="a branch, tag or commit of the Hub repo")
     parser.add_argument("--token", help="a Hugging Face token (default: HF_TOKEN or the stored login)")
 
 
 def usage_error(args: argparse.Namespace) -> str | None:
     """Options that cannot go together (exit 2), found before any file is read."""
-    if bool(args.judge_url) != bool(args.judge_model):
-        return "--judge-url and --judge-model go together: give both"
-    if args.benchmark in NEEDS_JUDGE and not args.judge_url:
-        return f"{args.benchmark} answers are scored by an LLM judge: give --judge-url and --judge-model"
     if args.evidence and args.benchmark != "locomo":
         return "--evidence applies to locomo only"
     if args.labels and args.benchmark != "locomo":
         return "--labels applies to locomo only"
-    if args.judge_url and args.benchmark == "locomo":
-        return "locomo is scored by its token F1, not a judge: leave out --judge-url"
-    if args.judge_retries < 0:
-        return "--judge-retries must be 0 or more"
-    return None
+    return judge_options.usage_error(args, NEEDS_JUDGE)
 
 
 def score(args: argparse.Namespace, judge: Judge | None) -> Report:
@@ -131,12 +90,15 @@ def score(args: argparse.Namespace, judge: Judge | None) -> Report:
     }
     if args.benchmark == "locomo":
         report.update(locomo.score(items, args.evidence or "raw", args.labels or "original"))
-        return report
+        if judge is None:
+            return report
+        mem0_judge.add_accuracy(report, items, judge)
+        prompts = {name: "ACCURACY_PROMPT" for name in report["by_category"] if name != "Adversarial"}
     if args.benchmark == "gigamemory":
         assert judge is not None  # usage_error made sure
-        report.update(gigamemory.score(items, judge))
+        report.update(gigamemory.score(items, judge))  # a failed verdict is negative: the contest's rule
         prompts = {row["category"] or "": gigamemory.prompt_name(row["category"]) for row in questions}
-    else:
+    elif args.benchmark == "longmemeval":
         corpora = {}
         if any(prediction.retrieved is not None for prediction in predictions.values()):
             corpora = longmemeval.read_corpora(config_rows(build, "turns"))
@@ -148,14 +110,10 @@ def score(args: argparse.Namespace, judge: Judge | None) -> Report:
             for row in questions
         }
     if judge is not None:
-        info: JudgeInfo = {
-            "model": judge.model,
-            "url": judge.url,
-            "prompt_version": PROMPT_VERSION,
-            "prompts": dict(sorted(prompts.items())),
-            "calls": judge.calls,
-        }
-        report["judge"] = info
+        version = mem0_judge.PROMPT_VERSION if args.benchmark == "locomo" else PROMPT_VERSION
+        report["judge"] = judge_options.judge_section(judge, args, version, prompts)
+        if args.benchmark == "locomo":
+            report["judge"]["protocol"] = "mem0-judge"
     return report
 
 
@@ -164,17 +122,8 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"convhub score: error: {problem}", file=sys.stderr)
         return 2
-    api_key = os.environ.get(args.judge_key_env) or None
-    judge = None
-    if args.judge_url:
-        judge = Judge(
-            args.judge_url,
-            args.judge_model,
-            api_key,
-            timeout=args.judge_timeout,
-            retries=args.judge_retries,
-            workers=args.judge_workers,
-        )
+    api_key = judge_options.judge_key(args)
+    judge = judge_options.make_judge(args)
     try:
         report = score(args, judge)
         write_report(report, args.output)
@@ -190,4 +139,6 @@ def run(args: argparse.Namespace) -> int:
     )
     for line in summary_lines(report) + locomo.label_lines(report):
         print(line)
+    if "judge" in report:
+        print(judge_options.summary_line(report["judge"]))
     return 0

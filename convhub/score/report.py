@@ -40,15 +40,28 @@ class Figures(TypedDict, total=False):
     share: float | None
 
 
-class JudgeInfo(TypedDict):
-    """Which judge gave the accuracy figures, and with which prompts."""
+class JudgeInfo(TypedDict, total=False):
+    """Which judge gave the accuracy figures, with which prompts, and at what cost (``judge_options``)."""
 
     model: str
+    #: the base URL, without credentials
     url: str
+    #: "mem0-judge" for LoCoMo's J; absent for LongMemEval's and GigaMemory's own judge
+    protocol: str
     prompt_version: str
-    #: question category → the LongMemEval prompt used for it
+    #: question category → the prompt used for it
     prompts: dict[str, str]
+    #: requests the endpoint answered in this run; replies read from the judge cache instead
     calls: int
+    cached: int
+    #: times each question was asked (its verdict the majority), and the share of questions whose runs agree
+    runs: int
+    agreement: float | None
+    #: verdicts not obtained after the retries, counted as negative (GigaMemory's contest rule)
+    failed_verdicts: int
+    #: the ``usage`` of the replies the verdicts rest on ({"prompt": N, "completion": N}), and their cost
+    tokens: dict[str, int]
+    cost: float
 
 
 class Report(TypedDict, total=False):
