@@ -92,7 +92,7 @@ def score(args: argparse.Namespace, judge: Judge | None) -> Report:
         report.update(locomo.score(items, args.evidence or "raw", args.labels or "original"))
         if judge is None:
             return report
-        mem0_judge.add_accuracy(report, items, judge)
+        mem0_judge.add_accuracy(report, locomo.labeled(items, args.labels or "original"), judge)
         prompts = {name: "ACCURACY_PROMPT" for name in report["by_category"] if name != "Adversarial"}
     if args.benchmark == "gigamemory":
         assert judge is not None  # usage_error made sure

@@ -206,6 +206,13 @@ def relabeled(question: dict[str, Any]) -> dict[str, Any]:
     return {**question, **changed}
 
 
+def labeled(items: list[Scored], labels: Labels) -> list[Scored]:
+    """``items`` with their questions as ``labels`` label them (what a judge is given too)."""
+    if labels == "original":
+        return items
+    return [Scored(relabeled(item.question), item.prediction) for item in items]
+
+
 def score(items: list[Scored], evidence: EvidenceMode = "raw", labels: Labels = "original") -> Report:
     """The report's figures for LoCoMo under ``labels``; where the build carries an audit, also the figures under
     each labels (``by_labels``) and the ``ceiling`` of the original labels. ``labels="audited"`` without an audit is
@@ -220,7 +227,7 @@ def score(items: list[Scored], evidence: EvidenceMode = "raw", labels: Labels = 
         return {"labels": "original", **figures(items, evidence)}
     by_labels = {
         "original": figures(items, evidence),
-        "audited": figures([Scored(relabeled(item.question), item.prediction) for item in items], evidence),
+        "audited": figures(labeled(items, "audited"), evidence),
     }
     return {"labels": labels, **by_labels[labels], "by_labels": by_labels, "ceiling": ceiling(items)}
 

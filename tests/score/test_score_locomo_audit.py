@@ -18,7 +18,7 @@ from convhub.engine.build import build_source
 from convhub.score import locomo
 from convhub.score.inputs import Prediction, Scored, ScoreError
 
-#: the fixture locomo_sample
+#: the fixtures locomo_sample and judge
 pytest_plugins = ["score_fixtures"]
 
 # -- LoCoMo's own code, transcribed -----------------------------------------------------------------------------
@@ -274,3 +274,17 @@ def test_the_command_says_what_is_wrong_in_one_line(locomo_sample, tmp_path, cap
     status, _, err = run_score(["longmemeval", *argv, "--labels", "audited"], capsys)
     assert (status, err) == (2, "convhub score: error: --labels applies to locomo only\n")
     assert not (tmp_path / "r.json").exists()
+
+
+def test_the_judge_is_given_the_labels_scored(audited_build, tmp_path, capsys, judge):
+    """``--protocol mem0-judge`` with ``--labels audited``: the gold answer in the judge's request is the
+    audit's where it corrects LoCoMo's (conv-26:qa2), LoCoMo's where only the citation was wrong (conv-26:qa1)."""
+    predictions = [
+        {"question_id": "conv-26:qa1", "prediction": "2022"},
+        {"question_id": "conv-26:qa2", "prediction": "counseling"},
+    ]
+    judged = ["--protocol", "mem0-judge", "--judge-url", judge.url, "--judge-model", "gpt-4o-mini"]
+    score(audited_build, predictions, tmp_path, capsys, "--labels", "audited", *judged)
+    asked = " ".join(message["content"] for body in judge.requests for message in body["messages"])
+    assert "Gold answer: 2022" in asked and "Gold answer: Counseling or mental health" in asked
+    assert "Psychology, counseling certification" not in asked
