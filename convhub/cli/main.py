@@ -194,6 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --engine spark: show Spark's own log (its driver's and executors' output), which is "
         "silenced by default so that an error is convhub's one line",
     )
+    build.add_argument(
+        "--errata",
+        help="locomo: an audit of its labels to carry in the build, dial481/locomo-audit's errors.json or its "
+        "folder of errors_conv_<i>.json files (see docs/sources.md, LoCoMo)",
+    )
     _add_source_options(build, "OUTPUT.quarantine.jsonl beside the output folder")
 
     check = _command(commands, "check", "validate a source and print its statistics and normalizations")
@@ -250,6 +255,12 @@ def run_build(args) -> int:
         raise UsageError("--repo-id names one repo: give it with one SOURCE, not --all")
     if args.spark_master and args.engine != "spark":
         raise UsageError("--spark-master needs --engine spark")
+    if args.errata and (args.all or not registry.get(args.source).TAKES_ERRATA):
+        raise UsageError(
+            f"--errata applies to {', '.join(n for n in registry.names() if registry.get(n).TAKES_ERRATA)} only"
+        )
+    if args.errata and "://" not in args.errata and not os.path.exists(args.errata):
+        raise UsageError(f"--errata {args.errata} does not exist")
     sources = registry.names() if args.all else [args.source]
     problem = cli_checks.config_error(sources, args.configs) or cli_checks.output_name_error(args.output)
     if problem:
@@ -289,6 +300,7 @@ def _build_one(args, source: str, engine) -> None:
             repo_id=args.repo_id,
             engine=engine,
             spark_master=args.spark_master,
+            errata=args.errata,
         )
     print_build(result)
     ran = getattr(result, "processes", None)

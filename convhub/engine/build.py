@@ -104,6 +104,7 @@ def build_source(
     repo_id: str | None = None,
     engine: str | Any = "local",
     spark_master: str | None = None,
+    errata: str | None = None,
 ) -> BuildResult:
     """Build ``configs`` (all by default) of ``source`` into ``output``, replacing it only on success.
 
@@ -118,6 +119,8 @@ def build_source(
 
     ``on_bad_record="skip"``: bad source records are left out, listed with their reason in
     ``<output>.quarantine.jsonl`` beside the folder, and counted in the card's normalizations.
+
+    ``errata``: an audit of the source's labels the build carries (``ConvHubConfig.errata``; LoCoMo's).
     """
     from convhub.cards import write_card  # the card module imports Jinja2; keep `check` light
 
@@ -139,6 +142,7 @@ def build_source(
         with MarkedTemporaryDirectory(prefix="convhub-work-", dir=os.environ.get("CONVHUB_TMPDIR")) as work:
             run = _Run(builder_cls, data_dir, _tuple(subsets), num_proc, Path(work), staging, source_format)
             run.on_bad_record = on_bad_record  # (a keyword of _Run: kept apart from the positional ones)
+            run.errata = errata
             run.engine = runner
             built = run.build_all(configs)
             notes, statistics = run.report(source, subsets)
@@ -216,6 +220,7 @@ class _Run:
     sessions_root: Path | None = None
     left_out: list[tuple[str, str]] = field(default_factory=list)
     on_bad_record: str = "raise"
+    errata: str | None = None
     #: Sessions rows left out as later duplicates of a conversation_id (skip mode): (split, row as a dict, the
     #: subset of the row kept).
     duplicates: list[tuple[str, dict, str]] = field(default_factory=list)
@@ -288,6 +293,7 @@ class _Run:
             report_dir=str(report_dir) if report else None,
             on_bad_record=self.on_bad_record,
             quarantine_dir=str(self.quarantine_dir),
+            errata=self.errata,
             cache_dir=str(self.work / "cache"),
         )
         if self.engine is not None:

@@ -87,6 +87,9 @@ class ConvHubConfig(datasets.BuilderConfig):
     on_bad_record: str = "raise"
     #: Where each process appends the records it rejected under ``skip`` (``quarantine-<pid>.jsonl``).
     quarantine_dir: str | None = None
+    #: An audit of the source's labels to carry in the build (LoCoMo's, ``convhub build --errata``); a source that
+    #: takes none refuses it (``ConversationBuilder.TAKES_ERRATA``).
+    errata: str | None = None
 
 
 class ConversationBuilder(datasets.GeneratorBasedBuilder):
@@ -119,6 +122,8 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     #: Whether the source's records can hold memory questions. A source without them (ConvLab, MNBVC: its parser
     #: always gives ``questions: []``) streams ``qa`` as no row at once, instead of parsing every record for none.
     HAS_QUESTIONS: ClassVar[bool] = True
+    #: Whether the source reads an audit of its labels (``ConvHubConfig.errata``).
+    TAKES_ERRATA: ClassVar[bool] = False
 
     BUILDER_CONFIG_CLASS = ConvHubConfig
     DEFAULT_CONFIG_NAME = DEFAULT_VIEW

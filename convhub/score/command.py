@@ -70,6 +70,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="LoCoMo evidence recall on its raw evidence strings, exactly as its code (raw, the default), or on "
         "convhub's normalized turn ids (normalized: 'D8:6; D9:17' counts as the two turns it names)",
     )
+    parser.add_argument(
+        "--labels",
+        choices=locomo.LABELS,
+        default=None,
+        help="LoCoMo: score against its original labels (the default) or the audited ones, which a build made "
+        "with --errata carries (the corrected answers and evidence); such a build's report gives both",
+    )
     judge_options.add_arguments(parser)
     parser.add_argument("--revision", help="a branch, tag or commit of the Hub repo")
     parser.add_argument("--token", help="a Hugging Face token (default: HF_TOKEN or the stored login)")
@@ -81,6 +88,8 @@ def usage_error(args: argparse.Namespace) -> str | None:
         return "--evidence applies to locomo only"
     if args.retrieval_protocol and args.benchmark != "longmemeval":
         return "--retrieval-protocol applies to longmemeval only"
+    if args.labels and args.benchmark != "locomo":
+        return "--labels applies to locomo only"
     return judge_options.usage_error(args, NEEDS_JUDGE)
 
 
@@ -131,10 +140,10 @@ def score(args: argparse.Namespace, judge: Judge | None) -> Report:
         "missing_scored_as": MISSING_RULE,
     }
     if args.benchmark == "locomo":
-        report.update(locomo.score(items, args.evidence or "raw"))
+        report.update(locomo.score(items, args.evidence or "raw", args.labels or "original"))
         if judge is None:
             return {**report, **needs_judge(args.benchmark)}
-        mem0_judge.add_accuracy(report, items, judge)
+        mem0_judge.add_accuracy(report, locomo.labeled(items, args.labels or "original"), judge)
         prompts = {name: "ACCURACY_PROMPT" for name in report["by_category"] if name != "Adversarial"}
     if args.benchmark == "gigamemory":
         assert judge is not None  # usage_error made sure
@@ -187,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{report['benchmark']}: {report['questions']:,} questions, {report['missing']:,} missing → {output}"
     )
-    for line in summary_lines(report):
+    for line in summary_lines(report) + locomo.label_lines(report):
         print(line)
     if "judge" in report:
         print(judge_options.summary_line(report["judge"]))

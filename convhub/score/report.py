@@ -7,7 +7,7 @@ only what they print); a metric over no question is ``null``, never 0.
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Any, TypedDict
 
 #: What a question without a prediction scores, written into every report.
 MISSING_RULE = "0: a question without a prediction is scored as an empty answer and an empty ranking"
@@ -31,6 +31,9 @@ class Figures(TypedDict, total=False):
     retrieval: dict[str, dict[str, float | None]]
     #: LongMemEval: how many questions each level's retrieval figures are over
     retrieval_questions: dict[str, int]
+    #: LoCoMo's ceiling: questions whose answer an audit of the labels corrects, and the share it keeps
+    answer_corrected: int
+    share: float | None
 
 
 class JudgeInfo(TypedDict, total=False):
@@ -93,6 +96,11 @@ class Report(TypedDict, total=False):
     retrieval_left_out: dict[str, int]
     #: LongMemEval, its own protocol: ranked assistant turns, which its corpus does not hold (passed over)
     retrieval_passed_over_assistant_turns: int
+    #: LoCoMo: "original" or "audited", the labels of the figures above; with an audit in the build, the figures
+    #: under each labels and what the original labels leave a perfect system (``convhub.score.locomo``)
+    labels: str
+    by_labels: dict[str, Report]
+    ceiling: dict[str, Any]
 
 
 #: The retrieval figures the terminal shows per level (the report holds every metric at every k).
