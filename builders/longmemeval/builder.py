@@ -38,4 +38,5 @@ class LongMemEvalBuilder(ConversationBuilder):
         return {"test": [{"path": path, "name": name} for name, path in kept]}
 
     def parse_shard(self, shard, notes):
-        return parse.parse_file(shard["path"], shard["name"], notes, self.reject)
+        recover = self.config.on_bad_record == "skip"
+        return parse.parse_file(shard["path"], shard["name"], notes, self.reject, recover)

@@ -14,10 +14,10 @@ from functools import partial
 from typing import Any
 
 from convhub import schema
-from convhub.engine.json_list import scan_json_array
+from convhub.engine.json_list import read_elements
 from convhub.engine.records import convert_records
 from convhub.engine.source_files import JSON_OR_EXTENSIONLESS
-from convhub.errors import FieldError, Notes, Reject, SourceError, raise_error
+from convhub.errors import FieldError, Notes, Reject, raise_error
 from convhub.storage.folders import open_file
 
 #: The instance's keys in the order LongMemEval's README documents them; another order is kept in ``key_order``.
@@ -35,21 +35,22 @@ def subset_of(name: str) -> str:
     return JSON_OR_EXTENSIONLESS.stem(name)
 
 
-def parse_file(path: str, name: str, notes: Notes, reject: Reject = raise_error) -> Iterator[dict[str, Any]]:
-    """The records of one file (``name``: its file name, kept for the export), in file order."""
+def parse_file(
+    path: str, name: str, notes: Notes, reject: Reject = raise_error, recover: bool = False
+) -> Iterator[dict[str, Any]]:
+    """The records of one file (``name``: its file name, kept for the export), in file order; with ``recover``
+    (``--on-bad-record skip``) reading on after a break in the file's list."""
     convert = partial(convert_instance, subset=subset_of(name), file=posixpath.basename(name))
-    return convert_records(str(path), read_instances(path), convert, notes, reject)
+    instances = read_instances(path, reject if recover else None)
+    return convert_records(str(path), instances, convert, notes, reject)
 
 
-def read_instances(path: str) -> Iterator[tuple[str | int, Any]]:
+def read_instances(path: str, reject: Reject | None = None) -> Iterator[tuple[str | int, Any]]:
     """(position, instance) of each instance, one at a time (an ``_m`` file is 2.75 GB); an error names the
-    instance by its position in the file, as LoCoMo's do."""
-    position = None
+    instance by its position in the file, as LoCoMo's do. Given ``reject`` (``--on-bad-record skip``), a break
+    in the list costs only the instances it held (each has one ``question_id``), quarantined with its bytes."""
     with open_file(path) as handle:
-        for _, _, position, instance in scan_json_array(handle, str(path), element="instance"):
-            yield position, instance
-    if position is None:  # an empty file would have no record to keep its name for the export
-        raise SourceError(path, None, None, "no instances: the list is empty")
+        yield from read_elements(handle, str(path), "instance", "question_id", reject)
 
 
 def _required(instance: dict, key: str, kind: type | tuple, what: str, items: type | None = None) -> Any:

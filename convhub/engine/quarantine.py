@@ -29,6 +29,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from convhub.engine.json_list import SkippedBytes
 from convhub.engine.jsonio import unencodable_field
 from convhub.errors import SourceError
 from convhub.storage.folders import folder_at, is_url, move
@@ -83,14 +84,16 @@ def _utf8_head(head: bytes, cut: bool) -> str | None:
 
 
 def _raw_fields(raw: Any) -> dict[str, Any]:
+    """``raw`` (bytes, a reader's :class:`SkippedBytes`, text or a value) cut to :data:`RAW_LIMIT`, and its size."""
     if raw is None:
         return {"raw": None}
-    if isinstance(raw, (bytes, bytearray)):
-        size = len(raw)
-        text = _utf8_head(bytes(raw[:RAW_LIMIT]), cut=size > RAW_LIMIT)
+    if isinstance(raw, (bytes, bytearray, SkippedBytes)):
+        head, size = (raw.head, raw.size) if isinstance(raw, SkippedBytes) else (raw, len(raw))
+        head = bytes(head[:RAW_LIMIT])
+        text = _utf8_head(head, cut=size > RAW_LIMIT)
         entry = {"raw": text, "raw_size": size}
         if text is None:
-            entry.update(raw=base64.b64encode(raw[:RAW_LIMIT]).decode("ascii"), raw_encoding="base64")
+            entry.update(raw=base64.b64encode(head).decode("ascii"), raw_encoding="base64")
     else:
         text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, default=repr)
         size = len(text)
