@@ -112,14 +112,14 @@ def test_reading_on_after_a_break_keeps_positions_in_the_file():
     assert skipped == b'{"k": 2, oops}, ' and held == 1 and error.record == 1
 
 
-@pytest.mark.parametrize("chunk_size", [1, 7, 4096, 1 << 22])
+@pytest.mark.parametrize("chunk_size", [5, 4096, 1 << 22])
 def test_a_long_skipped_stretch_is_counted_not_held(chunk_size):
-    """Garbage of 1 MB after a break: the reader hands on its first bytes and its size, and counts the elements
+    """Garbage of 100 KB after a break: the reader hands on its first bytes and its size, and counts the elements
     it held (each ``"k":`` once, also one cut between two chunks), at any chunk size."""
     from convhub.engine.json_list import SKIPPED_HEAD_BYTES, SkippedBytes
 
     lost = '{"k": 9, "x": [1, 2,' + ' "filler"' * 1000 + "oops"
-    garbage = "#" * (1 << 20) + lost * 3
+    garbage = "#" * (100 << 10) + lost * 3
     raw = f'[{{"k": 1}}, {garbage}, {{"k": 2}}]'.encode()
     breaks = []
     found = scan_json_array(
