@@ -48,6 +48,8 @@ class BuildResult:
     #: Records left out under ``on_bad_record="skip"`` and the file listing them (beside ``output``).
     skipped: int = 0
     quarantine: Path | None = None
+    #: Files whose rest could not be read from some point under ``on_bad_record="skip"`` (records not counted).
+    unread_files: tuple[str, ...] = ()
     #: The most processes the local build ran a split in (``num_proc``, less where a split had fewer shards);
     #: None on another engine.
     processes: int | None = None
@@ -162,6 +164,7 @@ def build_source(
         result = BuildResult(
             source, output, built, notes, statistics, skipped=quarantine.records_lost(rejected)
         )
+        result.unread_files = tuple(quarantine.unread_files(rejected))
         result.processes = run.processes or None
         phases.info("%s: writing the dataset card", source)
         write_card(result, staging, repo_id)

@@ -159,6 +159,23 @@ def records_lost(entries: list[dict[str, Any]]) -> int:
     return sum(item.get("records", 1) for item in entries)
 
 
+def unread_files(entries: list[dict[str, Any]]) -> list[str]:
+    """The files whose rest, from some point, could not be read (scope ``file``): how many records they held
+    there is unknown, so a count of skipped records alone would understate the loss."""
+    return sorted({item["file"] for item in entries if item["scope"] == "file"})
+
+
+def unread_text(unread: list[str] | tuple[str, ...]) -> str:
+    """What the build's warning and ``convhub check`` add after the count of skipped records when some files
+    could not be read to their end ("" when every file was): which, and that their lost records are not
+    counted."""
+    if not unread:
+        return ""
+    shown = ", ".join(os.path.basename(name) for name in unread[:3])
+    more = f" and {len(unread) - 3} more" if len(unread) > 3 else ""
+    return f", and the rest of {len(unread)} file(s) could not be read ({shown}{more}; the records there are not counted)"
+
+
 def counts(entries: list[dict[str, Any]]) -> Counter:
     """Rejections per kind, as the build's notes (and so the card) list them."""
     return Counter(f"{NOTE_PREFIX}: {item['kind']}" for item in entries)
