@@ -48,27 +48,33 @@ def built_positions(name: str, output) -> list[int]:
 
 def broken_file(source: Source, how: str) -> bytes:
     """``COUNT`` records, the file broken at record ``BROKEN`` as ``how`` says."""
-    texts = [json.dumps(source.record(i), ensure_ascii=False) for i in range(COUNT)]
+    records = [
+        source.record(i, "NOT-UTF-8" if how == "not_utf8" and i == BROKEN else "") for i in range(COUNT)
+    ]
+    texts = [json.dumps(record, ensure_ascii=False) for record in records]
     if source.jsonl:
         if how == "broken":
             texts[BROKEN] = texts[BROKEN][:-12]
         lines = "\n".join(texts) + "\n"
-        return (lines[:-20] if how == "truncated" else lines).encode()
+        return (lines[:-20] if how == "truncated" else lines).encode().replace(b"NOT-UTF-8", b"\xe5\x8c!")
     head, tail = ", ".join(texts[:BROKEN]), ", ".join(texts[BROKEN + 1 :])
     middle = {
-        "missing_comma": f"{texts[BROKEN]} ",
+        "missing_comma": f", {texts[BROKEN]} ",
         "garbage": f", <<garbage>> , {texts[BROKEN]}, ",
         "broken": f", {texts[BROKEN][:-12]}, ",
         "truncated": f", {texts[BROKEN]}, ",
+        "not_utf8": f", {texts[BROKEN]}, ",
     }[how]
-    text = f"[{head}{middle if how != 'missing_comma' else ', ' + middle}{tail}]"
-    return text[:-30].encode() if how == "truncated" else text.encode()
+    text = f"[{head}{middle}{tail}]"
+    return (text[:-30] if how == "truncated" else text).encode().replace(b"NOT-UTF-8", b"\xe5\x8c!")
 
 
 CASES = [
-    (name, how) for name in JSON_LIST_SOURCES for how in ("missing_comma", "garbage", "broken", "truncated")
+    (name, how)
+    for name in JSON_LIST_SOURCES
+    for how in ("missing_comma", "garbage", "broken", "truncated", "not_utf8")
 ]
-CASES += [(name, how) for name in ("gigamemory", "mnbvc") for how in ("broken", "truncated")]
+CASES += [(name, how) for name in ("gigamemory", "mnbvc") for how in ("broken", "truncated", "not_utf8")]
 
 
 @pytest.mark.parametrize(("name", "how"), CASES)
@@ -82,7 +88,13 @@ def test_every_record_is_built_or_quarantined_with_its_bytes(tmp_path, name, how
     lost = [i for i in range(COUNT) if i not in built]
     assert result.skipped == sum(entry.get("records", 1) for entry in entries) == len(lost)
     assert len(built) + result.skipped == COUNT
-    expected_lost = {"missing_comma": [], "garbage": [], "broken": [BROKEN], "truncated": [COUNT - 1]}[how]
+    expected_lost = {
+        "missing_comma": [],
+        "garbage": [],
+        "broken": [BROKEN],
+        "truncated": [COUNT - 1],
+        "not_utf8": [BROKEN],
+    }[how]
     assert lost == expected_lost
     assert entries, "a break in a file is always in the quarantine, even one that cost no record"
     for entry in entries:

@@ -18,6 +18,7 @@ from typing import IO, Any, NamedTuple
 from convhub.errors import NESTED_TOO_DEEPLY, SourceError
 
 _TEXT_SPACE = re.compile(r"[ \t\r\n]*")
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # a byte the decoder held (surrogateescape)
 _SCAN_SPACE = re.compile("[ \t\r\n\ufeff]*")  # (one C loop: 40 MB of spaces cost no Python step each)
 #: Bytes read at a time. A chunk is held as text, at up to 4 bytes a character once it holds an emoji, and
 #: copied as the scan reads on; large chunks left a build's process holding far more than the text. Measured
@@ -63,7 +64,7 @@ class _SkippedSpan:
         if end <= start:
             return 0
         piece = text[start:end]
-        data = piece.encode("utf-8")
+        data = piece.encode("utf-8", "surrogateescape")
         self.head += data[: max(SKIPPED_HEAD_BYTES - len(self.head), 0)]
         self.size += len(data)
         if self.key_pattern is not None:
@@ -82,6 +83,11 @@ class _SkippedSpan:
         if self.size <= SKIPPED_HEAD_BYTES:
             return bytes(self.head)
         return SkippedBytes(bytes(self.head), self.size)
+
+
+def _byte_size(text: str, start: int, end: int) -> int:
+    """The bytes ``text[start:end]`` was decoded from (a byte that is not UTF-8 held as a lone surrogate)."""
+    return len(text[start:end].encode("utf-8", "surrogateescape"))
 
 
 def _maybe_cut(error: json.JSONDecodeError, text: str) -> bool:
@@ -111,7 +117,9 @@ def scan_json_array(
         raise ValueError("reading on after a break needs the key every element has")
     key_pattern = re.compile(re.escape(json.dumps(key)) + r"\s*:") if key else None
     decoder = json.JSONDecoder()
-    utf8 = codecs.getincrementaldecoder("utf-8")()
+    # reading on after a break, a byte that is not UTF-8 is held as a lone surrogate (U+DC80..U+DCFF, which no
+    # decoded UTF-8 holds) and the element around it rejected with its exact bytes; else it ends the scan
+    utf8 = codecs.getincrementaldecoder("utf-8")("strict" if on_break is None else "surrogateescape")
     text, pos, byte_pos, eof = "", 0, 0, False
     read_bytes = 0  # of the file, before the chunk being decoded
 
@@ -204,7 +212,7 @@ def scan_json_array(
             except json.JSONDecodeError as error:
                 if _maybe_cut(error, text) and fill():
                     continue
-                at = byte_pos + len(text[pos : error.pos].encode("utf-8"))  # (error.pos counts the buffer)
+                at = byte_pos + _byte_size(text, pos, error.pos)  # (error.pos counts the buffer)
                 broken = SourceError(
                     path, index, None, f"not valid JSON: {error.msg.removesuffix(' at')} at byte {at}"
                 )
@@ -254,8 +262,14 @@ def scan_json_array(
             resumed = True
             continue
         value, end = decoded
-        size = len(text[pos:end].encode("utf-8"))
-        yield byte_pos, byte_pos + size, index, value
+        size = _byte_size(text, pos, end)
+        not_utf8 = _NOT_UTF8.search(text, pos, end) if on_break is not None else None
+        if not_utf8:
+            at = byte_pos + _byte_size(text, pos, not_utf8.start())
+            error = SourceError(path, index, None, f"not valid UTF-8 at byte {at}")
+            on_break(error, text[pos:end].encode("utf-8", "surrogateescape"), 1)
+        else:
+            yield byte_pos, byte_pos + size, index, value
         pos, byte_pos, index = end, byte_pos + size, index + 1
     if skip_space():
         raise SourceError(path, None, None, "data after the end of the top-level list")
