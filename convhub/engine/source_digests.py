@@ -42,7 +42,7 @@ def input_files(
     """(name, local path or URL) of each input file, sorted by name: the files of ``kind`` in ``data_dir`` (and
     its subfolders), or without one the files ``datasets`` downloaded into ``downloads``, named by their URLs."""
     if data_dir is not None:
-        return sorted(find_files(data_dir, "input", recursive=True, kind=kind))
+        return sorted(find_files(str(data_dir), "input", recursive=True, kind=kind))
     found = []
     for sidecar in sorted(glob.glob(os.path.join(str(downloads or ""), "*.json"))):
         path = sidecar.removesuffix(".json")
