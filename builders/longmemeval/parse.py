@@ -126,16 +126,16 @@ def convert_instance(instance: Any, notes: Notes, subset: str, file: str) -> dic
     if not len(session_ids) == len(dates) == len(haystack):
         counts = f"{len(session_ids)} ids, {len(dates)} dates, {len(haystack)} sessions"
         raise FieldError("haystack_dates", f"{counts}: not one of each per session")
-    repeated = sorted(key for key, count in Counter(session_ids).items() if count > 1)
-    if repeated:
-        raise FieldError("haystack_session_ids", f"{repeated[0]!r} twice in one haystack")
+    stored_ids = _stored_session_ids(session_ids, notes)
     turn_key_orders: dict[str, list[str]] = {}
     sessions, evidence_turns = [], []
-    for index, (session_id, date, turns) in enumerate(zip(session_ids, dates, haystack, strict=True)):
+    for index, (session_id, date, turns) in enumerate(zip(stored_ids, dates, haystack, strict=True)):
         session, evidence = parse_session(session_id, date, turns, index, turn_key_orders)
+        if session_id != session_ids[index]:
+            session["extra"] = schema.to_json({"session_id": session_ids[index]})
         sessions.append(session)
         evidence_turns.extend(evidence)
-    _refuse_turn_named_as_a_session(session_ids, sessions)
+    _refuse_turn_named_as_a_session(stored_ids, sessions)
     timestamps = [session["timestamp"] for session in sessions]
     if timestamps != sorted(timestamps):
         notes.add("haystack not sorted by date (kept in the file's order)")
@@ -160,6 +160,26 @@ def convert_instance(instance: Any, notes: Notes, subset: str, file: str) -> dic
         "questions": [question],
         "extra": schema.to_json({"file": file, **({"other_keys": other_keys} if other_keys else {})}),
     }
+
+
+def _stored_session_ids(session_ids: list[str], notes: Notes) -> list[str]:
+    """The haystack's session ids as stored: each id once, a repeat (the cleaned release repeats 13 filler sessions
+    within their haystacks) as ``<id>#<k>``, its ``k``-th time, so that every session and turn id of a conversation
+    names one thing; the export gives the repeat its own id again (kept in the session's ``extra.session_id``)."""
+    seen: Counter = Counter()
+    stored = []
+    for session_id in session_ids:
+        seen[session_id] += 1
+        stored.append(session_id if seen[session_id] == 1 else f"{session_id}#{seen[session_id]}")
+    if len(stored) != len(set(stored)):
+        taken = next(id_ for id_ in stored if stored.count(id_) > 1)
+        raise FieldError("haystack_session_ids", f"{taken!r} is both a session id and a repeat's stored id")
+    if stored != session_ids:
+        notes.add(
+            "session id repeated in one haystack (the repeat stored as <id>#<k>, its id in extra.session_id)",
+            sum(count - 1 for count in seen.values()),
+        )
+    return stored
 
 
 def _refuse_turn_named_as_a_session(session_ids: list[str], sessions: list[dict]) -> None:

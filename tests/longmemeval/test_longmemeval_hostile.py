@@ -262,3 +262,32 @@ def test_locomos_folder_is_not_longmemevals_format(tmp_path, capsys):
     assert error.startswith("convhub build: error: ")
     assert "locomo10.json: does not look like LongMemEval's format: expected a list of instances" in error
     assert "'conversation'" in error and "question_id': expected" not in error
+
+
+def test_a_session_repeated_within_a_haystack_builds_with_unique_ids_and_exports_exactly(tmp_path):
+    """The cleaned release repeats 13 filler sessions within their haystacks: the repeat is kept, as ``<id>#2``."""
+    repeated = instance(1, sessions=3)
+    repeated["haystack_session_ids"][2] = repeated["haystack_session_ids"][1]
+    repeated["haystack_sessions"][2] = repeated["haystack_sessions"][1]
+    assert_exports_exactly(tmp_path, [instance(0), repeated])
+    built = build_source("longmemeval", tmp_path / "again", str(tmp_path / "data"), ["sessions"], 1)
+    rows = load(built.output, "sessions")
+    sessions = rows["sessions"][rows["conversation_id"].index("lme:q1")]
+    assert [s["session_id"] for s in sessions] == ["answer_1_1", "answer_1_2", "answer_1_2#2"]
+    assert json.loads(sessions[2]["extra"]) == {"session_id": "answer_1_2"} and sessions[1]["extra"] is None
+    assert [t["turn_id"] for t in sessions[2]["turns"]] == ["answer_1_2#2_1", "answer_1_2#2_2"]
+    assert (
+        built.notes[
+            "session id repeated in one haystack (the repeat stored as <id>#<k>, its id in extra.session_id)"
+        ]
+        == 1
+    )
+
+
+def test_a_repeat_whose_stored_id_is_taken_is_refused(tmp_path):
+    taken = instance(1, sessions=3)
+    taken["haystack_session_ids"] = ["x", "x", "x#2"]
+    message = build_error(tmp_path, [instance(0), taken])
+    assert message.endswith(
+        "record 1, field 'haystack_session_ids': 'x#2' is both a session id and a repeat's stored id"
+    )
