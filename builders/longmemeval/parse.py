@@ -6,6 +6,7 @@ source key) or, unknown keys, in the conversation's ``extra.other_keys``."""
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from collections import Counter
@@ -15,7 +16,7 @@ from functools import partial
 from typing import Any
 
 from convhub import schema
-from convhub.engine.json_list import read_elements
+from convhub.engine.json_list import SKIPPED_HEAD_BYTES, SkippedBytes, read_elements
 from convhub.engine.records import convert_records
 from convhub.engine.source_files import JSON_OR_EXTENSIONLESS
 from convhub.errors import FieldError, Notes, Reject, SourceError, raise_error
@@ -84,10 +85,21 @@ def read_instances(path: str, reject: Reject | None = None) -> Iterator[tuple[in
         elements = read_elements(handle, str(path), "LongMemEval instance", "question_id", reject)
         for position, instance in elements:
             if not isinstance(instance, dict) or not instance.keys() & set(KEYS):
-                raise SourceError(path, None, None, _not_longmemeval(instance))
+                error = SourceError(path, None, None, _not_longmemeval(instance))
+                if reject is None:
+                    raise error
+                reject(error, _head_of(handle), "file")  # the file left out whole, its first bytes kept
+                return
             yield position, instance
             break
         yield from elements
+
+
+def _head_of(handle) -> SkippedBytes:
+    """The file's first bytes (as many as a quarantine entry keeps) and its size."""
+    size = handle.seek(0, os.SEEK_END)
+    handle.seek(0)
+    return SkippedBytes(handle.read(SKIPPED_HEAD_BYTES), size)
 
 
 def _not_longmemeval(element: Any) -> str:

@@ -111,7 +111,8 @@ def scan_json_array(
     nothing inside one has), the scan instead skips to the next ``{`` that decodes to an object with ``key``
     followed by ``,`` or ``]``, reports the skipped bytes and the elements they held (each has one
     ``"key":``; a broken object counts at least one), and goes on: one missing comma costs no element, a
-    broken element that one. ``element`` names an element in errors.
+    broken element that one. Bytes that are not UTF-8 then cost the element that holds them (reported with its
+    exact bytes), not the rest of the file. ``element`` names an element in errors.
     """
     if on_break is not None and key is None:
         raise ValueError("reading on after a break needs the key every element has")

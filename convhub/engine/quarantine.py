@@ -11,7 +11,8 @@ An entry: ``file``, ``record`` (as the error names it), ``line`` (when the recor
 ``reason``, ``kind`` (the reason without its values, for counting), ``scope`` (``record``; ``file`` when
 the rest of a file from that point could not be read; ``span`` when a stretch of a file could not be read
 and reading went on after it: then ``records`` says how many source records it held, 0 or more) and ``raw``: the record's source text (or its JSON),
-cut to :data:`RAW_LIMIT` characters (``raw_truncated``, ``raw_size``), base64 when it is not UTF-8.
+cut to :data:`RAW_LIMIT` characters (``raw_truncated``, ``raw_size``), base64 when it is not UTF-8. A reader
+that skipped a long stretch hands its first bytes and its size (``json_list.SkippedBytes``), never the stretch.
 Several builder runs of one build (one per config) may reject the same record: the merge keeps it once.
 """
 

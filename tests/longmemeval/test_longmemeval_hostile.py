@@ -240,6 +240,10 @@ def test_a_folder_mixing_longmemeval_and_other_files(tmp_path, capsys):
     assert cli.main([*args, "--on-bad-record", "skip"]) == 0
     assert "the rest of 1 file(s) could not be read (locomo10.json;" in capsys.readouterr().err
     assert load(output, "sessions")["conversation_id"] == ["longmemeval_oracle:q0"]
+    quarantined = [json.loads(line) for line in Path(f"{output}.quarantine.jsonl").read_text().splitlines()]
+    [entry] = quarantined
+    assert (entry["file"], entry["scope"]) == (str(data / "locomo10.json"), "file")
+    assert entry["raw"] == (data / "locomo10.json").read_text() and entry["raw_size"] == len(entry["raw"])
 
 
 @pytest.mark.parametrize("text", ['{"question_id": "q0"}', "[1, 2]", '["q0"]'])
