@@ -322,8 +322,11 @@ def print_build(result) -> None:
         files = sum(len(paths) for paths in built.files.values())
         print(f"  {name:<14} {splits}  ({files} Parquet file{'s' if files != 1 else ''})")
     if getattr(result, "skipped", 0):
+        from convhub.engine.quarantine import unread_text
+
+        unread = unread_text(getattr(result, "unread_files", ()))
         print(
-            f"warning: {result.skipped:,} bad record(s) skipped, each with its reason in {result.quarantine}",
+            f"warning: {result.skipped:,} bad record(s) skipped{unread}, each with its reason in {result.quarantine}",
             file=sys.stderr,
         )
     elif getattr(result, "quarantine", None):  # a break in a file that held no record (a missing comma)
@@ -355,7 +358,8 @@ def run_check(args) -> int:
     if rejected:
         quarantine.save(rejected, target)
     lost = quarantine.records_lost(rejected)
-    skipped = f" after skipping {lost:,} bad record(s), each with its reason in {target}"
+    unread = quarantine.unread_text(quarantine.unread_files(rejected))
+    skipped = f" after skipping {lost:,} bad record(s){unread}, each with its reason in {target}"
     if not lost:
         skipped = f" with no record lost, after reading around a break in a file: see {target}"
     print(f"{args.source}: OK" + (skipped if rejected else ""))

@@ -24,7 +24,7 @@ from huggingface_hub.utils import validate_repo_id
 
 from convhub import registry
 from convhub.console import phases
-from convhub.engine import quarantine
+from convhub.engine import quarantine, source_digests
 from convhub.engine.datasets_cache import card_configs, forget_cached_copies
 from convhub.engine.duplicate_ids import drop_duplicate_ids, drop_rows_of_duplicates, forget
 from convhub.engine.local_build import write_config
@@ -48,6 +48,10 @@ class BuildResult:
     #: Records left out under ``on_bad_record="skip"`` and the file listing them (beside ``output``).
     skipped: int = 0
     quarantine: Path | None = None
+    #: Files whose rest could not be read from some point under ``on_bad_record="skip"`` (records not counted).
+    unread_files: tuple[str, ...] = ()
+    #: ``{name, bytes, sha256}`` of each input file (``convhub.engine.source_digests``), for the card.
+    source_files: list[dict] = field(default_factory=list)
     #: The most processes the local build ran a split in (``num_proc``, less where a split had fewer shards);
     #: None on another engine.
     processes: int | None = None
@@ -150,6 +154,8 @@ def build_source(
             notes.update(quarantine.counts(rejected))
             for config, split in run.left_out:
                 notes.add(f"split with no row left out of the build: {config}/{split}")
+            downloads = str(Path(work) / "cache" / "downloads")  # (without data_dir: what the build fetched)
+            source_files = source_digests.describe(builder_cls.input_files(data_dir, subsets, downloads))
         if rejected and (not built or (run.sessions is not None and not run.sessions.splits)):
             quarantine.save(rejected, quarantine.path_beside(output))
             raise SourceError(
@@ -166,6 +172,8 @@ def build_source(
         result = BuildResult(
             source, output, built, notes, statistics, skipped=quarantine.records_lost(rejected)
         )
+        result.unread_files = tuple(quarantine.unread_files(rejected))
+        result.source_files = source_files
         result.processes = run.processes or None
         phases.info("%s: writing the dataset card", source)
         write_card(result, staging, repo_id)

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import datasets
 from datasets.builder import Key
 
-from convhub.engine import quarantine, regroup
+from convhub.engine import quarantine, regroup, source_digests
 from convhub.engine.input_shards import GroupShard, Partition, Shard, SortedPartition, shard_name
 from convhub.engine.jsonio import unencodable_field
 from convhub.engine.keyed import may_hold_lone_surrogate
@@ -163,6 +163,14 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     @classmethod
     def card_source_datasets(cls, subsets: list[str]) -> list[str]:
         return list(cls.SOURCE_DATASETS)
+
+    @classmethod
+    def input_files(
+        cls, data_dir: str | None, subsets: list[str] | None, downloads: str | None
+    ) -> list[tuple[str, str]]:
+        """(name, path) of the files a build read, for the card's ``source_files`` (``source_digests``): by
+        default every file of ``data_dir`` that is not hidden, or the files downloaded into ``downloads``."""
+        return source_digests.input_files(data_dir, downloads)
 
     @classmethod
     def subset_licenses(cls, subsets: list[str]) -> dict[str, tuple[str, str]]:
