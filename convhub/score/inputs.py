@@ -66,14 +66,15 @@ def read_predictions(path: str | os.PathLike, known: Iterable[str] | None = None
 
     Read a line at a time, each at most ``MAX_LINE_BYTES``; with ``known`` (the build's question ids) a line
     naming another id is refused where it is read, so what is kept never exceeds one prediction per question.
-    A UTF-8 byte order mark before the first line and CRLF line ends are read as the text they stand for.
+    A UTF-8 byte order mark starting a line (the file's, or one of a file joined after it) and CRLF line ends
+    are read as the text they stand for.
     """
     name = os.fspath(path)
     known = None if known is None else set(known)
     found: dict[str, Prediction] = {}
     with _open_regular(path, name) as file:
         for number, text in enumerate(_lines(file, name), 1):
-            if number == 1 and text.startswith(_BOM):
+            if text.startswith(_BOM):  # the file's, or that of a file joined after it (cat a.jsonl b.jsonl)
                 text = text[len(_BOM) :]
             if not text.strip():
                 continue

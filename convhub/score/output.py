@@ -103,6 +103,29 @@ def check_report_target(output: Path, predictions: Path, data: str) -> None:
         )
 
 
+def check_judge_cache(cache: Path | None, output: Path, data: str) -> None:
+    """Refuse a judge cache folder that would mix with the report or the build, before any work: the report at
+    or inside the cache (an entry's place), the cache at or inside the report's path or the build folder (its
+    entries would change the build), or a cache "folder" that is a file of the user's."""
+    if cache is None:
+        return
+    folder, target = cache.resolve(), output.resolve()
+    if target == folder or folder in target.parents:
+        raise OutputRefused(
+            f"--output {output} is inside the judge cache {cache}: write the report elsewhere"
+        )
+    if target in folder.parents:
+        raise OutputRefused(f"--judge-cache {cache} is inside --output {output}: give another folder")
+    build = _local_folder(data)
+    if build is not None and (folder == build or build in folder.parents):
+        raise OutputRefused(
+            f"--judge-cache {cache} is inside the build folder {data}: its entries would change the build; "
+            "give another folder"
+        )
+    if folder.exists() and not folder.is_dir():
+        raise OutputRefused(f"--judge-cache {cache} is not a folder: give a folder for the cached replies")
+
+
 def _same_file(first: Path, second: Path) -> bool:
     try:
         return os.path.samefile(first, second)
