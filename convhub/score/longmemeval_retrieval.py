@@ -23,7 +23,9 @@ What the corpus and the gold are is the *protocol*:
 * ``convhub``: every turn and session of the build, gold the question's ``evidence_session_ids`` and
   ``evidence_turn_ids`` (assistant turns too); only abstention questions are left out.
 
-A system's ranking may be shorter than the corpus: what it leaves out is ranked below everything it names.
+A system's ranking may be shorter than the corpus: what it leaves out counts as not retrieved at every k
+(the authors' retrievers always rank the whole corpus, so a figure at a k past the ranking's length is theirs
+only for a whole ranking).
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import fsspec
+
 from convhub.score.inputs import ScoreError
 from convhub.storage.folders import location
 from convhub.storage.staging import _umask
@@ -36,7 +38,8 @@ class OutputRefused(ScoreError):
 
 def report_path(value: str) -> Path:
     """``--output`` as a local path: ``file:`` URLs (``file:/abs``, ``file:///abs``, ``file://localhost/abs``)
-    mean their path; any other URL is refused (write the report locally and copy it)."""
+    mean their path; any other URL is refused (write the report locally and copy it), also one that starts with
+    a file system's protocol and a colon without ``//`` (``s3:/bucket/r.json``); ``notes:v2.json`` is a file."""
     if value.startswith("file:"):
         parts = urlsplit(value)
         if parts.netloc not in ("", "localhost") or not parts.path:
@@ -44,7 +47,9 @@ def report_path(value: str) -> Path:
                 f"--output {value}: a file: URL names a local path, as file:///abs/report.json"
             )
         return Path(unquote(parts.path))
-    if "://" in value:
+    scheme = value.partition(":")[0] if ":" in value.split("/", 1)[0] else ""
+    if "://" in value or scheme.lower() in fsspec.available_protocols():
+        # s3:/bucket/r.json (one slash) is a URL mistyped, not a folder named "s3:" to make
         raise OutputRefused(
             f"--output {value} is a URL: give a local file for the report (copy it to the URL after)"
         )

@@ -120,7 +120,7 @@ def test_a_judge_cache_mixed_with_the_report_or_the_build_is_refused(
         at = argv.index("--output")
         argv[at + 1] = options[options.index("--output") + 1]
         options = options[:2]
-    status, out, err = run_score([*argv, *options], capsys)
+    status, _, err = run_score([*argv, *options], capsys)
     assert status == 2 and err.count("\n") == 1 and says in err, err
     assert judge.requests == []  # refused before any judge call is paid for
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
@@ -171,9 +171,19 @@ def test_ctrl_c_during_a_cached_rerun(gigamemory_sample, tmp_path, capsys, judge
     assert [p for p in entries if p.name.startswith(".")] == []
     assert len([p for p in entries if p.suffix == ".json"]) == len(half)
     judge.hang = False
-    status, out, err = run_score(
+    status, _, err = run_score(
         gigamemory_argv(gigamemory_sample, tmp_path, judge.url, rows, "--judge-cache", str(cache)), capsys
     )
     assert status == 0, err
     report = json.loads((tmp_path / "r.json").read_text())
     assert (report["judge"]["cached"], report["judge"]["calls"]) == (len(half), len(rows) - len(half))
+
+
+def test_a_short_ranking_leaves_the_rest_unretrieved_at_every_k():
+    """docs/scoring.md: what a ranking leaves out is not retrieved, even at a k past the corpus (the authors'
+    whole rankings would reach it there)."""
+    from convhub.score.longmemeval_retrieval import evaluate_retrieval
+
+    ids = ["filler_1", "answer_a", "filler_2"]
+    assert evaluate_retrieval([0], {"answer_a"}, ids, 50) == (0.0, 0.0, 0.0)
+    assert evaluate_retrieval([0, 2, 1], {"answer_a"}, ids, 50)[:2] == (1.0, 1.0)
