@@ -187,3 +187,33 @@ def test_a_short_ranking_leaves_the_rest_unretrieved_at_every_k():
     ids = ["filler_1", "answer_a", "filler_2"]
     assert evaluate_retrieval([0], {"answer_a"}, ids, 50) == (0.0, 0.0, 0.0)
     assert evaluate_retrieval([0, 2, 1], {"answer_a"}, ids, 50)[:2] == (1.0, 1.0)
+
+
+def test_a_cache_entry_to_distrust_is_asked_again(tmp_path):
+    """A shared cache folder may hold a FIFO, a device link, a huge file or another entry's copy at an entry's
+    name: none blocks, fills the memory or is taken as this request's reply."""
+    from convhub.score.judge_cache import LARGEST_ENTRY, JudgeCache, request_key
+    from convhub.score.judge_http import Reply
+
+    cache = JudgeCache(tmp_path)
+    url = "http://127.0.0.1/v1/chat/completions"
+    asked, other = ({"model": "m", "messages": [{"role": "user", "content": q}]} for q in ("asked", "other"))
+    key, other_key = request_key(url, asked, 0), request_key(url, other, 0)
+    cache.put(other_key, url, other, 0, Reply("Yes", 1, 1))
+    entry = tmp_path / key[:2] / f"{key}.json"
+    entry.parent.mkdir(exist_ok=True)
+    entry.write_bytes((tmp_path / other_key[:2] / f"{other_key}.json").read_bytes())
+    assert cache.get(other_key, url, other, 0) == Reply("Yes", 1, 1)
+    assert cache.get(key, url, asked, 0) is None  # another request's reply, copied under this name
+    entry.unlink()
+    os.mkfifo(entry)
+    assert cache.get(key, url, asked, 0) is None  # read, it would block for ever
+    entry.unlink()
+    entry.symlink_to("/dev/zero")
+    assert cache.get(key, url, asked, 0) is None
+    entry.unlink()
+    with entry.open("wb") as file:
+        file.truncate(LARGEST_ENTRY + 1)
+    assert cache.get(key, url, asked, 0) is None
+    cache.put(key, url, asked, 0, Reply("No", 2, 1))
+    assert cache.get(key, url, asked, 0) == Reply("No", 2, 1)
