@@ -217,3 +217,24 @@ def test_a_cache_entry_to_distrust_is_asked_again(tmp_path):
     assert cache.get(key, url, asked, 0) is None
     cache.put(key, url, asked, 0, Reply("No", 2, 1))
     assert cache.get(key, url, asked, 0) == Reply("No", 2, 1)
+
+
+def test_an_id_both_a_session_and_a_turn_takes_the_rankings_level():
+    """Session ``answer_s_1`` beside session ``answer_s``'s first turn ``answer_s_1``: it was read as the
+    session whatever the rest of the ranking said (turn rankings scored 0 without a word)."""
+    from convhub.score.inputs import ScoreError
+    from convhub.score.longmemeval_retrieval import Conversation, Turn, ranking_level
+
+    conversation = Conversation(
+        {
+            "answer_s": [Turn("answer_s_1", "user", True), Turn("answer_s_2", "assistant", False)],
+            "answer_s_1": [Turn("answer_s_1_1", "user", False), Turn("answer_s_1_2", "assistant", False)],
+        }
+    )
+    assert ranking_level(["answer_s_1", "answer_s_2"], conversation, "p line 1") == "turn"
+    assert ranking_level(["noans_s_1", "answer_s"], conversation, "p line 1") == "session"
+    assert ranking_level([], conversation, "p line 1") == ""
+    with pytest.raises(ScoreError, match="every id is both a session and a turn"):
+        ranking_level(["answer_s_1"], conversation, "p line 1")
+    with pytest.raises(ScoreError, match="mixes session and turn ids"):
+        ranking_level(["answer_s_1", "answer_s", "answer_s_2"], conversation, "p line 1")
