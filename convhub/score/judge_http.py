@@ -124,18 +124,27 @@ def url_secrets(url: str) -> list[str]:
     return [secret for secret in found if secret]
 
 
-def _spellings(secret: str) -> set[str]:
-    """``secret`` as it may appear in a reply body: as is, and escaped inside a JSON string (``\\"``,
-    ``\\/``, ``\\uXXXX``), as servers echo a request's headers back."""
+def _spellings(secret: str, depth: int = 2) -> set[str]:
+    """``secret`` as it may appear in a reply: as is, and escaped inside a JSON string (``\\"``, ``\\/``,
+    ``\\uXXXX``), once or twice (a JSON verdict inside the reply's JSON, echoing the request's headers)."""
+    if depth == 0:
+        return {secret}
     escaped = json.dumps(secret)[1:-1]
-    return {secret, escaped, escaped.replace("/", "\\/"), json.dumps(secret, ensure_ascii=False)[1:-1]}
+    forms = {secret, escaped, escaped.replace("/", "\\/"), json.dumps(secret, ensure_ascii=False)[1:-1]}
+    return {deeper for form in forms for deeper in _spellings(form, depth - 1)}
+
+
+def hide(text: str, secrets: list[str]) -> str:
+    """``text`` with every secret, in every spelling a reply may give it (:func:`_spellings`), as ``***``."""
+    forms = {form for secret in secrets for form in _spellings(secret)}
+    for form in sorted(forms, key=len, reverse=True):
+        text = text.replace(form, "***")
+    return text
 
 
 def redact(text: str, secrets: list[str]) -> str:
     """``text`` on one line with every secret (and anything shaped like a bearer token) replaced, then cut."""
-    forms = {form for secret in secrets for form in _spellings(secret)}
-    for form in sorted(forms, key=len, reverse=True):
-        text = text.replace(form, "***")
+    text = hide(text, secrets)
     text = TOKEN_LIKE.sub(lambda match: (match.group(1) or "") + "***", text)
     return " ".join(text.split())[:ERROR_CHARS]
 
@@ -245,8 +254,7 @@ class Endpoint:
             return "the reply is not a chat completion (no choices[0].message.content)"
         if not isinstance(content, str):
             return "the reply's message content is not text"
-        for secret in self.secrets:
-            content = content.replace(secret, "***")
+        content = hide(content, self.secrets)  # it may be cached: a JSON verdict may hold the key escaped
         usage = data.get("usage") if isinstance(data, dict) else None
         return Reply(content, _count(usage, "prompt_tokens"), _count(usage, "completion_tokens"))
 

@@ -238,3 +238,19 @@ def test_an_id_both_a_session_and_a_turn_takes_the_rankings_level():
         ranking_level(["answer_s_1"], conversation, "p line 1")
     with pytest.raises(ScoreError, match="mixes session and turn ids"):
         ranking_level(["answer_s_1", "answer_s", "answer_s_2"], conversation, "p line 1")
+
+
+def test_a_verdict_holding_the_key_json_escaped_is_cached_without_it(tmp_path, judge):
+    """mem0's verdicts are JSON inside the content: a key echoed there comes escaped, and was cached so."""
+    from convhub.score import mem0_judge
+    from convhub.score.judge import Judge
+    from convhub.score.judge_cache import JudgeCache
+
+    key = 'sk-a/b"c\\d-s3cr3t'
+    judge.verdict_case = lambda text: json.dumps({"label": text, "seen": f"Bearer {key}"})
+    cache = JudgeCache(tmp_path / "cache")
+    scorer = Judge(judge.url, "m", api_key=key, retries=0, cache=cache)
+    body = mem0_judge.request_body("m", "Q?", "Lisbon", "Lisbon")
+    assert scorer.verdicts([body], mem0_judge.is_correct) == [False]  # the label is the JSON, not CORRECT
+    stored = [path.read_text() for path in (tmp_path / "cache").rglob("*.json")]
+    assert len(stored) == 1 and "s3cr3t" not in stored[0]
