@@ -95,8 +95,7 @@ def check_report_target(output: Path, predictions: Path, data: str) -> None:
     target = output.resolve()
     if _same_file(output, predictions) or target == predictions.resolve():
         raise OutputRefused(f"--output {output} is the predictions file: give another file for the report")
-    folder = _local_folder(data)
-    if folder is not None and (target == folder or folder in target.parents):
+    if _at_or_inside(target, _local_folder(data)):
         raise OutputRefused(
             f"--output {output} is inside the build folder {data}: the report would change the build; "
             "write it elsewhere"
@@ -115,20 +114,24 @@ def check_judge_cache(cache: Path | None, output: Path, data: str) -> None:
     if cache is None:
         return
     folder, target = cache.resolve(), output.resolve()
-    if target == folder or folder in target.parents:
+    if _at_or_inside(target, folder):
         raise OutputRefused(
             f"--output {output} is inside the judge cache {cache}: write the report elsewhere"
         )
-    if target in folder.parents:
+    if _at_or_inside(folder, target):
         raise OutputRefused(f"--judge-cache {cache} is inside --output {output}: give another folder")
-    build = _local_folder(data)
-    if build is not None and (folder == build or build in folder.parents):
+    if _at_or_inside(folder, _local_folder(data)):
         raise OutputRefused(
             f"--judge-cache {cache} is inside the build folder {data}: its entries would change the build; "
             "give another folder"
         )
     if folder.exists() and not folder.is_dir():
         raise OutputRefused(f"--judge-cache {cache} is not a folder: give a folder for the cached replies")
+
+
+def _at_or_inside(path: Path, folder: Path | None) -> bool:
+    """Whether the resolved ``path`` is ``folder`` or under it (None: no local folder)."""
+    return folder is not None and (path == folder or folder in path.parents)
 
 
 def _same_file(first: Path, second: Path) -> bool:

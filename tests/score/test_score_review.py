@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from score_helpers import qa_rows, run_score, write_predictions
+from score_helpers import qa_rows, run_score, score_argv, write_predictions
 
 from convhub.score.judge_http import Endpoint, redact
 
@@ -27,15 +27,7 @@ def gigamemory_argv(sample: Path, tmp_path: Path, url: str, rows=None, *options:
         tmp_path / "p.jsonl",
         [{"question_id": row["question_id"], "prediction": row["answer"]} for row in rows],
     )
-    argv = [
-        "gigamemory",
-        "--data",
-        str(sample),
-        "--predictions",
-        str(file),
-        "--output",
-        str(tmp_path / "r.json"),
-    ]
+    argv = score_argv("gigamemory", sample, file, tmp_path / "r.json")
     return [*argv, "--judge-url", url, "--judge-model", "m", "--judge-retries", "0", *options]
 
 
