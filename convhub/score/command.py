@@ -130,8 +130,9 @@ def data_version(build) -> Report:
 def score(args: argparse.Namespace, judge: Judge | None) -> Report:
     """The whole report for the parsed arguments (``judge`` made from them, or None)."""
     build = open_data(args.data, args.revision, args.token)
-    questions = read_questions(build, args.benchmark, args.subset)
-    predictions = read_predictions(args.predictions, (row["question_id"] for row in questions))
+    elsewhere: dict[str, str] = {}  # with --subset: the other subsets' ids, which a prediction may name
+    questions = read_questions(build, args.benchmark, args.subset, elsewhere)
+    predictions = read_predictions(args.predictions, (row["question_id"] for row in questions), elsewhere)
     items = pair(questions, predictions)
     report: Report = {
         "written_by": WRITTEN_BY[1],

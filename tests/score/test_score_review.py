@@ -246,3 +246,28 @@ def test_a_verdict_holding_the_key_json_escaped_is_cached_without_it(tmp_path, j
     assert scorer.verdicts([body], mem0_judge.is_correct) == [False]  # the label is the JSON, not CORRECT
     stored = [path.read_text() for path in (tmp_path / "cache").rglob("*.json")]
     assert len(stored) == 1 and "s3cr3t" not in stored[0]
+
+
+def test_a_prediction_of_another_subset_says_which(tmp_path, capsys):
+    """Tried as a newcomer: predictions of the whole LongMemEval sample scored with --subset longmemeval_s
+    said only "is not a question of the data" of an oracle-only id."""
+    from builders.longmemeval.builder import LongMemEvalBuilder
+    from convhub.engine.build import build_source
+
+    build = tmp_path / "build"
+    build_source("longmemeval", build, str(LongMemEvalBuilder.sample_dir()), ["qa", "turns"], 1)
+    capsys.readouterr()  # the build's progress
+    rows = qa_rows(build)
+    only_oracle = sorted(
+        {r["question_id"] for r in rows if r["subset"] == "longmemeval_oracle"}
+        - {r["question_id"] for r in rows if r["subset"] == "longmemeval_s"}
+    )
+    assert only_oracle
+    file = write_predictions(tmp_path / "p.jsonl", [{"question_id": only_oracle[0], "prediction": "x"}])
+    argv = score_argv("longmemeval", build, file, tmp_path / "r.json", "--subset", "longmemeval_s")
+    status, _, err = run_score(argv, capsys)
+    assert status == 1 and err.count("\n") == 1, err
+    assert (
+        f"{only_oracle[0]!r} is not a question of the data (it is one of subset 'longmemeval_oracle'" in err
+    )
+    assert not (tmp_path / "r.json").exists()
