@@ -43,6 +43,7 @@ class JudgeDouble:
     requests: list[dict[str, Any]] = field(default_factory=list)
     raw: list[bytes] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
     fail_with: int | None = None
     fail_times: int | None = None
     fail_from: int | None = None
@@ -85,6 +86,7 @@ def start(double: JudgeDouble) -> tuple[ThreadingHTTPServer, str]:
                 double.raw.append(raw)
                 double.requests.append(json.loads(raw))
                 double.headers.append(dict(self.headers))
+                double.paths.append(self.path)
                 double.arrival.append(time.monotonic())
                 number = len(double.requests)
                 double.in_flight += 1
@@ -96,7 +98,7 @@ def start(double: JudgeDouble) -> tuple[ThreadingHTTPServer, str]:
                     double.in_flight -= 1
 
         def _answer(self, number: int, raw: bytes) -> None:
-            if self.path != "/v1/chat/completions":
+            if self.path.partition("?")[0] != "/v1/chat/completions":  # a query (api-version) is allowed
                 return self._send(404, b'{"error": "no such route"}')
             if double.hang:
                 double.released.wait()

@@ -27,7 +27,14 @@ from convhub.score.inputs import (
 )
 from convhub.score.judge import PROMPT_VERSION, Judge, JudgeError
 from convhub.score.longmemeval_retrieval import PROTOCOLS, read_conversations
-from convhub.score.output import WRITTEN_BY, OutputRefused, check_report_target, report_path, write_report
+from convhub.score.output import (
+    WRITTEN_BY,
+    OutputRefused,
+    check_judge_cache,
+    check_report_target,
+    report_path,
+    write_report,
+)
 from convhub.score.report import MISSING_RULE, Report, summary_lines
 
 BENCHMARKS = ("locomo", "longmemeval", "gigamemory")
@@ -123,8 +130,9 @@ def data_version(build) -> Report:
 def score(args: argparse.Namespace, judge: Judge | None) -> Report:
     """The whole report for the parsed arguments (``judge`` made from them, or None)."""
     build = open_data(args.data, args.revision, args.token)
-    questions = read_questions(build, args.benchmark, args.subset)
-    predictions = read_predictions(args.predictions, (row["question_id"] for row in questions))
+    elsewhere: dict[str, str] = {}  # with --subset: the other subsets' ids, which a prediction may name
+    questions = read_questions(build, args.benchmark, args.subset, elsewhere)
+    predictions = read_predictions(args.predictions, (row["question_id"] for row in questions), elsewhere)
     items = pair(questions, predictions)
     report: Report = {
         "written_by": WRITTEN_BY[1],
@@ -181,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         output = report_path(args.output)
         check_report_target(output, args.predictions, args.data)
+        check_judge_cache(judge.cache.folder if judge and judge.cache else None, output, args.data)
         report = score(args, judge)
         write_report(report, output, args.predictions, args.data)
     except OutputRefused as error:

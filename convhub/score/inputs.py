@@ -61,27 +61,37 @@ MAX_LINE_BYTES = 16 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
 
 
-def read_predictions(path: str | os.PathLike, known: Iterable[str] | None = None) -> dict[str, Prediction]:
+def read_predictions(
+    path: str | os.PathLike, known: Iterable[str] | None = None, elsewhere: dict[str, str] | None = None
+) -> dict[str, Prediction]:
     """The predictions file (JSON Lines: ``question_id``, ``prediction``, optional ``retrieved``) by id.
 
     Read a line at a time, each at most ``MAX_LINE_BYTES``; with ``known`` (the build's question ids) a line
-    naming another id is refused where it is read, so what is kept never exceeds one prediction per question.
-    A UTF-8 byte order mark before the first line and CRLF line ends are read as the text they stand for.
+    naming another id is refused where it is read, so what is kept never exceeds one prediction per question;
+    ``elsewhere`` (id → subset: the build's other subsets, with ``--subset``) lets that line say where it is.
+    A UTF-8 byte order mark starting a line (the file's, or one of a file joined after it) and CRLF line ends
+    are read as the text they stand for.
     """
     name = os.fspath(path)
     known = None if known is None else set(known)
     found: dict[str, Prediction] = {}
     with _open_regular(path, name) as file:
         for number, text in enumerate(_lines(file, name), 1):
-            if number == 1 and text.startswith(_BOM):
+            if text.startswith(_BOM):  # the file's, or that of a file joined after it (cat a.jsonl b.jsonl)
                 text = text[len(_BOM) :]
             if not text.strip():
                 continue
             where = f"{name} line {number}"
             prediction = _prediction(_record(text, where), where, number)
             if known is not None and prediction.question_id not in known:
+                subset = (elsewhere or {}).get(prediction.question_id)
                 raise ScoreError(
                     f"{where}, field 'question_id': {prediction.question_id!r} is not a question of the data"
+                    + (
+                        f" (it is one of subset {subset!r}: give the predictions of one subset)"
+                        if subset
+                        else ""
+                    )
                 )
             if prediction.question_id in found:
                 first = found[prediction.question_id].line
@@ -178,9 +188,12 @@ def config_rows(build: Build, config: str) -> list[Row]:
         raise ScoreError(str(error)) from None
 
 
-def read_questions(build: Build, benchmark: str, subset: str | None = None) -> list[Row]:
+def read_questions(
+    build: Build, benchmark: str, subset: str | None = None, elsewhere: dict[str, str] | None = None
+) -> list[Row]:
     """The ``qa`` rows of a build (of one ``subset`` when given), all of ``benchmark``'s source, each question
-    id once: a build of several subsets that share ids (LongMemEval's files) is scored one subset at a time."""
+    id once: a build of several subsets that share ids (LongMemEval's files) is scored one subset at a time.
+    ``elsewhere``, when given, receives the other subsets' question ids (id → subset)."""
     try:
         configs = build.configs()
     except ExportError as error:
@@ -196,6 +209,10 @@ def read_questions(build: Build, benchmark: str, subset: str | None = None) -> l
         if subset not in subsets:
             raise ScoreError(
                 f"{build.location} has no subset {subset!r}: its subsets are {', '.join(subsets)}"
+            )
+        if elsewhere is not None:
+            elsewhere.update(
+                (row["question_id"], row.get("subset")) for row in rows if row.get("subset") != subset
             )
         rows = [row for row in rows if row.get("subset") == subset]
     if not rows:

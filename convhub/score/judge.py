@@ -225,7 +225,7 @@ class Judge:
     async def _reply(self, client, slots: asyncio.Semaphore, body: dict[str, Any], run: int) -> Reply:
         """The cached reply to this request and run, else the endpoint's (stored as soon as it arrives)."""
         key = request_key(self.endpoint, body, run) if self.cache else ""
-        reply = self.cache.get(key) if self.cache else None
+        reply = self.cache.get(key, self.endpoint, body, run) if self.cache else None
         if reply is not None:
             self.tally.cached += 1
         else:

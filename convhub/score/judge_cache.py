@@ -16,11 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from convhub.score.judge_http import Reply
+from convhub.score.judge_http import MAX_BODY, Reply
 
 
 def default_folder() -> Path:
@@ -36,6 +37,15 @@ def request_key(url: str, body: dict[str, Any], run: int) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+#: The largest entry read back, in bytes: a reply is at most ``judge_http.MAX_BODY``, its request a prompt.
+LARGEST_ENTRY = 4 * MAX_BODY
+
+
+def _as_stored(request: dict[str, Any]) -> Any:
+    """``request`` as it reads back from an entry (JSON's round trip)."""
+    return json.loads(json.dumps(request, ensure_ascii=False))
+
+
 class JudgeCache:
     """The entries under ``folder`` (made when the first reply is stored)."""
 
@@ -45,13 +55,22 @@ class JudgeCache:
     def _path(self, key: str) -> Path:
         return self.folder / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> Reply | None:
-        """The stored reply, or None (never stored, or unreadable: it is asked again)."""
+    def get(self, key: str, url: str, body: dict[str, Any], run: int) -> Reply | None:
+        """The stored reply to this request, or None: never stored, or not an entry to trust (it is asked
+        again). A folder shared by a team may hold anything at an entry's name: only a regular file of at most
+        :data:`LARGEST_ENTRY` bytes (a FIFO would block, ``/dev/zero`` fill the memory) whose recorded request
+        is this very one (a file copied under another entry's name is not its reply) is read."""
+        path = self._path(key)
         try:
-            entry = json.loads(self._path(key).read_text(encoding="utf-8"))
+            found = os.stat(path)
+            if not stat.S_ISREG(found.st_mode) or found.st_size > LARGEST_ENTRY:
+                return None
+            entry = json.loads(path.read_bytes())
+            if entry["request"] != _as_stored({"url": url, "body": body, "run": run}):
+                return None
             reply = entry["reply"]
             return Reply(str(reply["content"]), int(reply["prompt_tokens"]), int(reply["completion_tokens"]))
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return None
 
     def put(self, key: str, url: str, body: dict[str, Any], run: int, reply: Reply) -> None:

@@ -22,6 +22,7 @@ import base64
 import email.utils
 import json
 import math
+import re
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -44,6 +45,8 @@ ERROR_CHARS = 200
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 #: Statuses that say the run itself is wrong (key, URL, model route): no question can succeed, so it stops.
 FATAL_STATUS = frozenset({401, 403, 404, 405, 407})
+#: Query parameters of ``--judge-url`` that carry a credential (Azure's ``api-key``, a signed URL's ``sig``).
+SECRET_QUERY = re.compile(r"key|token|secret|sig|passw|auth|credential", re.IGNORECASE)
 
 
 class JudgeError(ScoreError):
@@ -76,18 +79,36 @@ def url_problem(url: str) -> str | None:
     return None
 
 
+def _secret_query(name: str) -> bool:
+    """Whether a query parameter of the URL holds a credential (Azure's ``api-key``, a ``token``, a ``sig``)."""
+    return bool(SECRET_QUERY.search(name))
+
+
 def shown_url(url: str) -> str:
-    """``url`` without a ``user:password@``: how it appears in messages, reports and cache keys."""
+    """``url`` without a ``user:password@`` and with the values of credential-like query parameters
+    (``api-key``, ``token``, ``sig``...) as ``***``: how it appears in messages, reports and cache keys."""
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
         return url.rpartition("@")[2] if "@" in url else url
     netloc = parts.netloc.rpartition("@")[2]
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    query = "&".join(
+        f"{name}=***" if _secret_query(urllib.parse.unquote(name)) else f"{name}={value}" if sep else name
+        for name, sep, value in (field.partition("=") for field in parts.query.split("&") if field)
+    )
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query, fragment=""))
+
+
+def completions_url(url: str) -> str:
+    """``BASE/chat/completions`` for a base URL, its query kept (Azure's ``?api-version=``), no fragment."""
+    parts = urllib.parse.urlsplit(url)
+    path = parts.path.rstrip("/") + "/chat/completions"
+    return urllib.parse.urlunsplit(parts._replace(path=path, fragment=""))
 
 
 def url_secrets(url: str) -> list[str]:
-    """The credentials written into ``url`` (``user:password``, the password), to be kept out of messages."""
+    """The credentials written into ``url`` (``user:password``, the password, the values of credential-like
+    query parameters), to be kept out of messages."""
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
@@ -96,13 +117,34 @@ def url_secrets(url: str) -> list[str]:
     found = [userinfo, urllib.parse.unquote(userinfo)]
     if parts.password:
         found += [parts.password, urllib.parse.unquote(parts.password)]
+    for field in parts.query.split("&"):
+        name, _, value = field.partition("=")
+        if _secret_query(urllib.parse.unquote(name)):
+            found += [value, urllib.parse.unquote_plus(value)]
     return [secret for secret in found if secret]
+
+
+def _spellings(secret: str, depth: int = 2) -> set[str]:
+    """``secret`` as it may appear in a reply: as is, and escaped inside a JSON string (``\\"``, ``\\/``,
+    ``\\uXXXX``), once or twice (a JSON verdict inside the reply's JSON, echoing the request's headers)."""
+    if depth == 0:
+        return {secret}
+    escaped = json.dumps(secret)[1:-1]
+    forms = {secret, escaped, escaped.replace("/", "\\/"), json.dumps(secret, ensure_ascii=False)[1:-1]}
+    return {deeper for form in forms for deeper in _spellings(form, depth - 1)}
+
+
+def hide(text: str, secrets: list[str]) -> str:
+    """``text`` with every secret, in every spelling a reply may give it (:func:`_spellings`), as ``***``."""
+    forms = {form for secret in secrets for form in _spellings(secret)}
+    for form in sorted(forms, key=len, reverse=True):
+        text = text.replace(form, "***")
+    return text
 
 
 def redact(text: str, secrets: list[str]) -> str:
     """``text`` on one line with every secret (and anything shaped like a bearer token) replaced, then cut."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, "***")
+    text = hide(text, secrets)
     text = TOKEN_LIKE.sub(lambda match: (match.group(1) or "") + "***", text)
     return " ".join(text.split())[:ERROR_CHARS]
 
@@ -130,12 +172,17 @@ class Endpoint:
     """``BASE/chat/completions`` of an OpenAI-compatible server, asked with the limits above."""
 
     def __init__(self, url: str, api_key: str | None, timeout: float, retries: int) -> None:
-        self.shown = shown_url(url.rstrip("/") + "/chat/completions")
-        self.url = self.shown  # credentials go in a header, never in the request line
+        #: the base URL and the endpoint as messages, reports and cache keys show them (no credentials)
+        self.shown_base = shown_url(url).rstrip("/")
+        self.shown = shown_url(completions_url(url))
+        # a user:password goes in a header, never in the request line; a query (api-version) is kept
+        parts = urllib.parse.urlsplit(url)
+        self.url = completions_url(
+            urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+        )
         self.secrets = [secret for secret in [api_key, *url_secrets(url)] if secret]
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.auth: httpx2.BasicAuth | None = None
-        parts = urllib.parse.urlsplit(url)
         if not api_key and parts.username is not None:  # no key: the URL's user:password as Basic auth
             user, password = urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
             self.auth = httpx2.BasicAuth(user, password)
@@ -207,8 +254,7 @@ class Endpoint:
             return "the reply is not a chat completion (no choices[0].message.content)"
         if not isinstance(content, str):
             return "the reply's message content is not text"
-        for secret in self.secrets:
-            content = content.replace(secret, "***")
+        content = hide(content, self.secrets)  # it may be cached: a JSON verdict may hold the key escaped
         usage = data.get("usage") if isinstance(data, dict) else None
         return Reply(content, _count(usage, "prompt_tokens"), _count(usage, "completion_tokens"))
 

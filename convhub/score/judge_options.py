@@ -153,7 +153,7 @@ def judge_section(
     tally = judge.tally
     info: JudgeInfo = {
         "model": judge.model,
-        "url": judge.http.shown.removesuffix("/chat/completions"),
+        "url": judge.http.shown_base,
         "prompt_version": prompt_version,
         "prompts": dict(sorted(prompts.items())),
         "calls": tally.calls,

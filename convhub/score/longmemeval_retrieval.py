@@ -23,7 +23,9 @@ What the corpus and the gold are is the *protocol*:
 * ``convhub``: every turn and session of the build, gold the question's ``evidence_session_ids`` and
   ``evidence_turn_ids`` (assistant turns too); only abstention questions are left out.
 
-A system's ranking may be shorter than the corpus: what it leaves out is ranked below everything it names.
+A system's ranking may be shorter than the corpus: what it leaves out counts as not retrieved at every k
+(the authors' retrievers always rank the whole corpus, so a figure at a k past the ranking's length is theirs
+only for a whole ranking).
 """
 
 from __future__ import annotations
@@ -180,22 +182,31 @@ def left_out(protocol: str, question: dict[str, Any], conversation: Conversation
 
 def ranking_level(retrieved: Sequence[str], conversation: Conversation, where: str) -> str:
     """Whether a ranking holds session or turn ids of its conversation (either spelling); a stranger or a mix
-    is an error naming the line and the field."""
+    is an error naming the line and the field. An id that is both a session's and a turn's (a session named
+    ``answer_x_1`` beside session ``answer_x``'s first turn) takes the level of the ranking's other ids; a
+    ranking of such ids only is an error, never read as one level silently."""
     turns = {turn.turn_id for session in conversation.sessions.values() for turn in session}
-    kinds = set()
+    levels = {"session", "turn"}
     for item in retrieved:
         plain = item.replace("noans", "answer") if item.startswith("noans") else item
+        kinds = set()
         if plain in conversation.sessions or item in conversation.sessions:
             kinds.add("session")
-        elif plain in turns or item in turns:
+        if plain in turns or item in turns:
             kinds.add("turn")
-        else:
+        if not kinds:
             raise ScoreError(
                 f"{where}, field 'retrieved': {item!r} is neither a session nor a turn of its conversation"
             )
-    if len(kinds) > 1:
-        raise ScoreError(f"{where}, field 'retrieved': mixes session and turn ids (rank one kind)")
-    return kinds.pop() if kinds else ""
+        if not levels & kinds:
+            raise ScoreError(f"{where}, field 'retrieved': mixes session and turn ids (rank one kind)")
+        levels &= kinds
+    if retrieved and len(levels) > 1:
+        raise ScoreError(
+            f"{where}, field 'retrieved': every id is both a session and a turn of its conversation "
+            f"({retrieved[0]!r}): add one that is only a session or only a turn, so the level is known"
+        )
+    return levels.pop() if retrieved else ""
 
 
 def positions(retrieved: Sequence[str], corpus: Corpus) -> tuple[list[int], int]:

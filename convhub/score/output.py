@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import fsspec
+
 from convhub.score.inputs import ScoreError
 from convhub.storage.folders import location
 from convhub.storage.staging import _umask
@@ -36,7 +38,8 @@ class OutputRefused(ScoreError):
 
 def report_path(value: str) -> Path:
     """``--output`` as a local path: ``file:`` URLs (``file:/abs``, ``file:///abs``, ``file://localhost/abs``)
-    mean their path; any other URL is refused (write the report locally and copy it)."""
+    mean their path; any other URL is refused (write the report locally and copy it), also one that starts with
+    a file system's protocol and a colon without ``//`` (``s3:/bucket/r.json``); ``notes:v2.json`` is a file."""
     if value.startswith("file:"):
         parts = urlsplit(value)
         if parts.netloc not in ("", "localhost") or not parts.path:
@@ -44,7 +47,9 @@ def report_path(value: str) -> Path:
                 f"--output {value}: a file: URL names a local path, as file:///abs/report.json"
             )
         return Path(unquote(parts.path))
-    if "://" in value:
+    scheme = value.partition(":")[0] if ":" in value.split("/", 1)[0] else ""
+    if "://" in value or scheme.lower() in fsspec.available_protocols():
+        # s3:/bucket/r.json (one slash) is a URL mistyped, not a folder named "s3:" to make
         raise OutputRefused(
             f"--output {value} is a URL: give a local file for the report (copy it to the URL after)"
         )
@@ -90,8 +95,7 @@ def check_report_target(output: Path, predictions: Path, data: str) -> None:
     target = output.resolve()
     if _same_file(output, predictions) or target == predictions.resolve():
         raise OutputRefused(f"--output {output} is the predictions file: give another file for the report")
-    folder = _local_folder(data)
-    if folder is not None and (target == folder or folder in target.parents):
+    if _at_or_inside(target, _local_folder(data)):
         raise OutputRefused(
             f"--output {output} is inside the build folder {data}: the report would change the build; "
             "write it elsewhere"
@@ -101,6 +105,33 @@ def check_report_target(output: Path, predictions: Path, data: str) -> None:
             f"--output {output} exists and is not a report convhub score wrote: refusing to replace it "
             "(give a new file name, or remove it yourself)"
         )
+
+
+def check_judge_cache(cache: Path | None, output: Path, data: str) -> None:
+    """Refuse a judge cache folder that would mix with the report or the build, before any work: the report at
+    or inside the cache (an entry's place), the cache at or inside the report's path or the build folder (its
+    entries would change the build), or a cache "folder" that is a file of the user's."""
+    if cache is None:
+        return
+    folder, target = cache.resolve(), output.resolve()
+    if _at_or_inside(target, folder):
+        raise OutputRefused(
+            f"--output {output} is inside the judge cache {cache}: write the report elsewhere"
+        )
+    if _at_or_inside(folder, target):
+        raise OutputRefused(f"--judge-cache {cache} is inside --output {output}: give another folder")
+    if _at_or_inside(folder, _local_folder(data)):
+        raise OutputRefused(
+            f"--judge-cache {cache} is inside the build folder {data}: its entries would change the build; "
+            "give another folder"
+        )
+    if folder.exists() and not folder.is_dir():
+        raise OutputRefused(f"--judge-cache {cache} is not a folder: give a folder for the cached replies")
+
+
+def _at_or_inside(path: Path, folder: Path | None) -> bool:
+    """Whether the resolved ``path`` is ``folder`` or under it (None: no local folder)."""
+    return folder is not None and (path == folder or folder in path.parents)
 
 
 def _same_file(first: Path, second: Path) -> bool:

@@ -129,13 +129,13 @@ def test_cache_writers_at_once_leave_whole_entries(tmp_path):
     def write(number: int) -> None:
         for _ in range(20):
             cache.put(key, "u", body, 0, Reply("Yes" * 1000 + str(number), number, 1))
-            assert cache.get(key) is not None  # never half a file
+            assert cache.get(key, "u", body, 0) is not None  # never half a file
 
     threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert cache.get(key).content.startswith("Yes") and not list(tmp_path.rglob("*.tmp"))
+    assert cache.get(key, "u", body, 0).content.startswith("Yes") and not list(tmp_path.rglob("*.tmp"))
     (tmp_path / key[:2] / f"{key}.json").write_text("{half")
-    assert cache.get(key) is None  # asked again
+    assert cache.get(key, "u", body, 0) is None  # asked again

@@ -107,9 +107,13 @@ def test_a_folder_a_fifo_a_device_and_a_link_are_refused(locomo_sample, predicti
 
 def test_urls(locomo_sample, predictions, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    status, _, err = score_to(locomo_sample, predictions, "s3://bucket/report.json", capsys)
-    assert_refused(status, err, "is a URL")
-    assert not (tmp_path / "s3:").exists()
+    before = os.listdir(tmp_path)
+    for url in ("s3://bucket/report.json", "s3:/bucket/report.json", "HF:datasets/x/r.json", "gs:r.json"):
+        status, _, err = score_to(locomo_sample, predictions, url, capsys)
+        assert_refused(status, err, "is a URL")
+    assert sorted(os.listdir(tmp_path)) == sorted(before)  # no "s3:" or "HF:" folder made
+    assert score_to(locomo_sample, predictions, "notes:v2.json", capsys)[0] == 0  # a file name with a colon
+    assert json.loads((tmp_path / "notes:v2.json").read_text())["written_by"] == "convhub score"
     for url in (f"file:{tmp_path}/a.json", f"file://{tmp_path}/b.json", f"file://localhost{tmp_path}/c.json"):
         assert score_to(locomo_sample, predictions, url, capsys)[0] == 0
     assert json.loads((tmp_path / "a.json").read_text())["written_by"] == "convhub score"

@@ -71,10 +71,16 @@ CASES = {
         ["line 1", "not JSON"],
     ),
     "invalid utf-8": (b'{"question_id": "ID", "prediction": "caf\xe9"}\n', ["line 1", "not UTF-8", "byte "]),
-    "bom inside": (
-        b'{"question_id": "ID", "prediction": "a"}\n\xef\xbb\xbf{"question_id": "ID2"}\n',
-        ["line 2"],
+    # a BOM starting a line (two files joined) is read as the file's: the id is the same, so a duplicate
+    "duplicate behind a bom": (
+        b'{"question_id": "ID", "prediction": "a"}\n\xef\xbb\xbf{"question_id": "ID", "prediction": "b"}\n',
+        ["line 2", "'question_id'", "twice (first on line 1)"],
     ),
+    "duplicate across crlf and bom": (
+        b'\xef\xbb\xbf{"question_id": "ID", "prediction": "a"}\r\n{"question_id": "ID", "prediction": "b"}\n',
+        ["line 2", "'question_id'", "twice (first on line 1)"],
+    ),
+    "bom inside a line": (b'{"question_id": "ID", "prediction": "a"}\xef\xbb\xbf\n', ["line 1", "not JSON"]),
 }
 
 
