@@ -62,7 +62,25 @@ def dropped_transfer(error: BaseException) -> str | None:
     from huggingface_hub import constants
 
     server = f"the Hub at {origin} (HF_ENDPOINT)" if constants.ENDPOINT.rstrip("/") == origin else origin
+    if isinstance(lost, httpx2.TimeoutException):
+        return f"{server} stalled while reading {url.path}: {_stalled()}, on every try"
     return f"lost the connection to {server} while reading {url.path}, on every try: {lost}"
+
+
+def _stalled() -> str:
+    from convhub.publish.hub_client import TIMEOUT_ENV, timeout_seconds
+
+    return f"no answer within {timeout_seconds():g} s (timed out; {TIMEOUT_ENV} sets the limit)"
+
+
+def _why_unreached(error: BaseException, line: str) -> str:
+    """``datasets``' "Couldn't reach 'ORG/NAME' on the Hub (ReadTimeout)" said nothing of a stall: say it."""
+    timed_out = in_chain(
+        error, lambda each: isinstance(each, TimeoutError) or "Timeout" in type(each).__name__
+    )
+    if line.startswith("Couldn't reach") and timed_out is not None:
+        return f"{line}: the Hub stalled, {_stalled()}"
+    return line
 
 
 def _says_it_all(error: BaseException) -> bool:
@@ -145,7 +163,8 @@ def exit_status(command: str, error: BaseException, token=None, written: Sequenc
         error = in_chain(error, _reportable)
         if error is None:
             return None
-    hub_errors.report(command, describe(error) + (what_was_kept(command, written) if written else ""), token)
+    line = _why_unreached(error, describe(error))
+    hub_errors.report(command, line + (what_was_kept(command, written) if written else ""), token)
     return DATA
 
 

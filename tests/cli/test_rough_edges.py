@@ -217,3 +217,30 @@ def test_push_dry_run_says_it_asks_the_hub(capsys):
     with pytest.raises(SystemExit):
         cli.main(["push", "--help"])
     assert "the Hub must be reachable" in " ".join(capsys.readouterr().out.split())
+
+
+# -- a stalled Hub ------------------------------------------------------------------------------------------------
+
+
+def test_a_stalled_hub_is_said_to_have_stalled(capsys, monkeypatch):
+    import httpx2
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("CONVHUB_HUB_TIMEOUT", "7")
+    try:  # datasets' own wrapping of a Hub that did not answer
+        raise ConnectionError(
+            "Couldn't reach 'ORG/locomo-unified' on the Hub (ReadTimeout)"
+        ) from httpx2.ReadTimeout("timed out")
+    except ConnectionError as error:
+        assert cli_errors.exit_status("export", error) == cli_errors.DATA
+    assert capsys.readouterr().err == (
+        "convhub export: error: Couldn't reach 'ORG/locomo-unified' on the Hub (ReadTimeout): the Hub stalled, no "
+        "answer within 7 s (timed out; CONVHUB_HUB_TIMEOUT sets the limit)\n"
+    )
+    request = httpx2.Request("GET", f"{constants.ENDPOINT}/datasets/ORG/x/resolve/main/a.parquet")
+    assert cli_errors.exit_status("mix", httpx2.ReadTimeout("timed out", request=request)) == cli_errors.DATA
+    assert capsys.readouterr().err == (
+        f"convhub mix: error: the Hub at {constants.ENDPOINT} (HF_ENDPOINT) stalled while reading "
+        "/datasets/ORG/x/resolve/main/a.parquet: no answer within 7 s (timed out; CONVHUB_HUB_TIMEOUT sets the "
+        "limit), on every try\n"
+    )
