@@ -42,11 +42,9 @@ def source_url(url: str) -> str:
 
 def timeout_seconds() -> float:
     """The limit: :data:`TIMEOUT_ENV` when it is a positive number, else :data:`DEFAULT_TIMEOUT`."""
-    try:
-        value = float(os.environ.get(TIMEOUT_ENV, ""))
-    except ValueError:
-        return DEFAULT_TIMEOUT
-    return value if value > 0 else DEFAULT_TIMEOUT
+    from convhub.publish.hub_client import positive_seconds
+
+    return positive_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT)
 
 
 async def _client_with_timeouts(**client_kwargs):
