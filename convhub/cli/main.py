@@ -36,7 +36,8 @@ def _add_source_options(parser: argparse.ArgumentParser, bad_records_go: str) ->
     parser.add_argument(
         "--data-dir",
         help="read the source from this folder or file, not the download: a local path, or a URL (hdfs://, s3a://, "
-        "any fsspec URL)",
+        "any fsspec URL); without it the source's published files are downloaded (CONVHUB_SOURCE_MIRROR serves "
+        "them from a copy: docs/sources.md)",
     )
     parser.add_argument("--subset", action="append", dest="subsets", help="only this subset (repeatable)")
     parser.add_argument(
