@@ -21,6 +21,7 @@ import datasets
 from datasets.builder import Key
 
 from convhub.engine import quarantine, regroup, source_digests
+from convhub.engine.downloads import source_url
 from convhub.engine.input_shards import GroupShard, Partition, Shard, SortedPartition, shard_name
 from convhub.engine.jsonio import unencodable_field
 from convhub.engine.keyed import may_hold_lone_surrogate
@@ -200,11 +201,12 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     ) -> list[tuple[str, str]]:
         """(name, local path or URL) of each file a source of one subset per file reads: the files of ``kind`` in
         ``--data-dir`` (a folder, a file or a URL; ``reader`` names the source in its errors), else the file at
-        ``url``, downloaded and named by the URL's file name (``datasets`` names its copy by a hash). ``--subset``
+        ``url``, downloaded (from its mirror when ``CONVHUB_SOURCE_MIRROR`` is set: ``downloads.source_url``) and named
+        by the URL's file name (``datasets`` names its copy by a hash). ``--subset``
         keeps the files of those stems (``source_files.files_by_stem``)."""
         data_dir = self.config.data_dir
         if data_dir is None:
-            files = [(posixpath.basename(url), dl_manager.download(url))]
+            files = [(posixpath.basename(url), dl_manager.download(source_url(url)))]
         else:
             files = find_files(data_dir, reader, kind=kind)
         return files_by_stem(files, self.config.subsets, self.SOURCE, kind)
