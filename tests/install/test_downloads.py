@@ -38,7 +38,9 @@ def mirror(tmp_path):
     folder = tmp_path / "mirror"
     (folder / LOCOMO_PATH).parent.mkdir(parents=True)
     shutil.copyfile(Path(locomo.LocomoBuilder.sample_dir()) / "locomo_sample.json", folder / LOCOMO_PATH)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder))
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
