@@ -31,7 +31,9 @@ def start(args: list[str], log: Path, cwd: Path, **extra_env: str) -> subprocess
         )  # fmt: skip
 
 
-def wait_until(condition: Callable[[], bool], seconds: float, what: str, process=None, log: Path | None = None):
+def wait_until(
+    condition: Callable[[], bool], seconds: float, what: str, process=None, log: Path | None = None
+):
     """Poll ``condition`` until it holds; fail naming ``what`` after ``seconds`` or when ``process`` ended."""
     deadline = time.monotonic() + seconds
     while not condition():
