@@ -84,3 +84,19 @@ def still_running(pids: set[int], seconds: float) -> set[int]:
     while (alive := {pid for pid in pids if running(pid)}) and time.monotonic() < deadline:
         time.sleep(0.1)
     return alive
+
+
+def in_session(session: int) -> set[int]:
+    """The running processes of a session (a command started with ``start`` leads its own: its pid), whoever
+    their parent now is: a worker orphaned by its command's end is still found."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] != "Z" and int(fields[3]) == session:
+                found.add(int(entry))
+    return found
