@@ -97,16 +97,21 @@ def test_a_killed_two_process_build_leaves_no_worker_and_the_rebuild_no_staging(
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_a_killed_spark_build_leaves_no_process_and_the_rebuild_no_staging(running_locomo, tmp_path):
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_a_killed_spark_build_leaves_no_process_and_the_rebuild_no_staging(
+    running_locomo, tmp_path, where, request
+):
     pytest.importorskip("pyspark", reason='PySpark is the "spark" extra: pip install ".[spark]"')
-    output = tmp_path / "out"
+    parent = tmp_path if where == "local" else request.getfixturevalue("bucket")
+    output = parent / "out"
     args = ["locomo", "--data-dir", str(running_locomo), "--config", "sessions", "--output", str(output)]
     spark = ["--engine", "spark", "--spark-master", "local[2]"]
     # the JVM, and Spark's Python daemon and its two workers
     started = kill_while_working([*args, *spark], tmp_path, 3, "shards on Spark")
     assert still_running(started, 60) == set()
     rebuild("locomo", LOCOMO_SAMPLE, str(output), tmp_path)
-    assert leftovers(tmp_path, "out") == []
+    assert leftovers(parent, "out") == []
+    assert not (output / WRITING).exists()
 
 
 @pytest.mark.slow
