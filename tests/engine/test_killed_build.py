@@ -46,8 +46,15 @@ def kill_while_working(args: list[str], tmp_path: Path, workers: int, started: s
     process = start(["build", *args], log, tmp_path, **env)
     try:
         wait_until(lambda: started in log.read_text(), 180, f"{started!r} in the log", process, log)
-        wait_until(lambda: len(descendants(process.pid)) >= workers, 60, f"{workers} workers", process, log)
-        children = descendants(process.pid)
+        seen: set[int] = set()
+
+        def working() -> bool:  # (the set as it was when it held: a job may end between two looks)
+            seen.clear()
+            seen.update(descendants(process.pid))
+            return len(seen) >= workers
+
+        wait_until(working, 60, f"{workers} workers", process, log)
+        children = set(seen)
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
