@@ -22,6 +22,7 @@ from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from convhub import registry
+from convhub.engine import source_digests
 from convhub.engine.memory import LARGE_TABLE_BYTES
 from convhub.engine.stats import markdown_table
 from convhub.storage.folders import parquet_file, write_text
@@ -82,6 +83,8 @@ def card_data(result, folder: Path | None = None) -> DatasetCardData:
     )
     parts = [part for built in result.configs.values() for part in (built, *built.subsets.values())]
     add_configs(data, parts, DEFAULT_VIEW, folder)
+    for key, value in source_digests.card_yaml(getattr(result, "source_files", [])).items():
+        data[key] = value  # each input file's name, bytes and sha256: convhub score reads them
     return data
 
 
@@ -193,6 +196,8 @@ def render_body(result, folder: Path | None = None, repo_id: str | None = None) 
         subsets=built_subsets(result),
         license=builder_cls.card_license(built_subsets(result))["license"],
         licenses=builder_cls.subset_licenses(built_subsets(result)),
+        source_files=getattr(result, "source_files", []),
+        source_digests=source_digests,
     )
     return tidy(body) + repo_marker(repo_id)
 

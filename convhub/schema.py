@@ -42,7 +42,7 @@ def json_text() -> Value:
 
 #: The names of the fields that hold JSON text, in every view and at any depth: ``export`` decodes exactly
 #: these, and the card says how to parse them. No other field of any view has one of these names.
-JSON_TEXT_FIELDS = frozenset({"extra", "entity", "evidence"})
+JSON_TEXT_FIELDS = frozenset({"extra", "entity", "evidence", "entry"})
 
 
 def to_json(value: Any) -> str | None:
@@ -98,6 +98,21 @@ SESSION = {
     "extra": json_text(),
 }
 
+#: An independent audit's verdict on one question (LoCoMo's, ``convhub build locomo --errata``): its own id for the
+#: question, the kind of error it found, the corrected answer and evidence, its reasoning, and its whole entry as
+#: JSON text, so that nothing of the audit is lost. ``answer_changed`` is false where only the citation was wrong
+#: (the source's answer stands; the audit's ``answer`` may then hold a comment, not an answer).
+AUDIT = {
+    "audit_id": string(),
+    "error_type": string(),
+    "answer_changed": Value("bool"),
+    "answer": string(),
+    "evidence_turn_ids": List(string()),
+    "unresolved_evidence": List(string()),
+    "reasoning": string(),
+    "entry": json_text(),
+}
+
 QUESTION = {
     "question_id": string(),
     "question": string(),
@@ -111,6 +126,9 @@ QUESTION = {
     #: or a piece with no id at all). Its own column, so that no key of the source's own can collide with it.
     "unresolved_evidence": List(string()),
     "extra": json_text(),
+    #: Null but where an audit of the source's labels judged this question (a struct: ``AUDIT``); a column of every
+    #: source, so that ``sessions`` and ``qa`` keep one schema across sources.
+    "audit": AUDIT,
 }
 
 CONVERSATION_IDS = {
@@ -124,7 +142,18 @@ CONVERSATION_IDS = {
 #: Parquet writes them with neither min/max statistics nor a dictionary (``convhub.engine.parquet_writer.ParquetWriter``): no
 #: filter prunes on them, they rarely repeat, and both would copy a very long value several times.
 FREE_TEXT = frozenset(
-    {"text", "summary", "caption", "question", "answer", "adversarial_answer", "content", "extra"}
+    {
+        "text",
+        "summary",
+        "caption",
+        "question",
+        "answer",
+        "adversarial_answer",
+        "content",
+        "extra",
+        "reasoning",
+        "entry",
+    }
 )
 
 SESSIONS_FEATURES = Features(
@@ -211,6 +240,17 @@ class Session(TypedDict):
     extra: str | None
 
 
+class Audit(TypedDict):
+    audit_id: str
+    error_type: str
+    answer_changed: bool
+    answer: str | None
+    evidence_turn_ids: list[str]
+    unresolved_evidence: list[str]
+    reasoning: str | None
+    entry: str
+
+
 class Question(TypedDict):
     question_id: str
     question: str
@@ -222,6 +262,7 @@ class Question(TypedDict):
     evidence_session_ids: list[str]
     unresolved_evidence: list[str]
     extra: str | None
+    audit: Audit | None
 
 
 class Conversation(TypedDict):
@@ -280,4 +321,5 @@ def empty_question(question_id: str, question: str) -> Question:
         "evidence_session_ids": [],
         "unresolved_evidence": [],
         "extra": None,
+        "audit": None,
     }

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import secrets
+import shlex
 import signal
 import socket
 import sys
@@ -53,6 +54,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def export_line(url: str, token: str) -> str:
+    """The line to paste into a shell, each value quoted (``shlex.quote``): a token given with ``--token`` holding
+    ``$(...)``, ``;`` or a space is set as it is, not run."""
+    values = {"HF_ENDPOINT": url, "HF_TOKEN": token, "HF_HUB_DISABLE_XET": "1"}
+    return "export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in values.items())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     token = args.token or f"hf_local{secrets.token_hex(16)}"
@@ -79,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"A local Hub (in memory: its repos are gone when it stops) serves {hub.url}. In another shell:"
         )
-        print(f"export HF_ENDPOINT={hub.url} HF_TOKEN={token} HF_HUB_DISABLE_XET=1")
+        print(export_line(hub.url, token))
         print(
             "then e.g. `convhub push locomo --repo-id me/locomo-unified --dry-run`. Ctrl-C stops it.",
             flush=True,

@@ -26,7 +26,7 @@ def start(args: list[str], log: Path, cwd: Path, **extra_env: str) -> subprocess
     """``convhub ARGS`` in a session of its own (as a terminal runs it), its stderr into ``log``."""
     with open(log, "w", encoding="utf-8") as stderr:
         return subprocess.Popen(
-            [sys.executable, "-m", "convhub.cli.main", *args],
+            [sys.executable, "-m", "convhub.cli", *args],
             stdout=subprocess.DEVNULL, stderr=stderr, env=command_env(**extra_env), cwd=cwd, start_new_session=True,
         )  # fmt: skip
 

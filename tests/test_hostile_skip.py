@@ -171,3 +171,20 @@ def test_cli_build_skip_warns_and_check_counts(tmp_path, capsys):
     notes, statistics = check_source("mnbvc", str(data_dir), on_bad_record="skip")
     assert statistics.total().conversations == 3
     assert sum(v for k, v in notes.items() if k.startswith(quarantine.NOTE_PREFIX)) == bad
+
+
+def test_cli_build_says_which_file_could_not_be_read_to_its_end(tmp_path, capsys):
+    """A cut gzip loses the records after the cut, uncounted: the warning says so and names the file."""
+    source = SOURCES["gigamemory"]
+    data_dir = tmp_path / "data"
+    source.write(data_dir, [source.record(0)], "good.jsonl")
+    packed = gzip.compress(source.encode([source.record(i + 10, "y" * 3000 + str(i)) for i in range(30)]))
+    (data_dir / "cut.jsonl.gz").write_bytes(packed[: len(packed) // 2])
+    output = tmp_path / "out"
+    args = ["build", "gigamemory", "--data-dir", str(data_dir), "--output", str(output)]
+    assert cli.main([*args, "--on-bad-record", "skip"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "warning: 1 bad record(s) skipped, and the rest of 1 file(s) could not be read (cut.jsonl.gz;" in err
+    )
+    assert f"each with its reason in {quarantine.path_beside(output)}" in err

@@ -110,3 +110,53 @@ def test_reading_on_after_a_break_keeps_positions_in_the_file():
     assert [(position, value) for _, _, position, value in found] == [(0, {"k": 1}), (2, {"k": 3})]
     [(error, skipped, held)] = breaks
     assert skipped == b'{"k": 2, oops}, ' and held == 1 and error.record == 1
+
+
+@pytest.mark.parametrize("chunk_size", [5, 4096, 1 << 22])
+def test_a_long_skipped_stretch_is_counted_not_held(chunk_size):
+    """Garbage of 100 KB after a break: the reader hands on its first bytes and its size, and counts the elements
+    it held (each ``"k":`` once, also one cut between two chunks), at any chunk size."""
+    from convhub.engine.json_list import SKIPPED_HEAD_BYTES, SkippedBytes
+
+    lost = '{"k": 9, "x": [1, 2,' + ' "filler"' * 1000 + "oops"
+    garbage = "#" * (100 << 10) + lost * 3
+    raw = f'[{{"k": 1}}, {garbage}, {{"k": 2}}]'.encode()
+    breaks = []
+    found = scan_json_array(
+        io.BytesIO(raw), "f.json", chunk_size=chunk_size, on_break=lambda *a: breaks.append(a), key="k"
+    )
+    assert [(position, value) for *_, position, value in found] == [(0, {"k": 1}), (4, {"k": 2})]
+    [(error, skipped, held)] = breaks
+    assert isinstance(skipped, SkippedBytes) and held == 3 and error.record == 1
+    assert skipped.head == raw[len('[{"k": 1}, ') :][:SKIPPED_HEAD_BYTES]
+    assert skipped.size == len(garbage) + 2  # (", " before the next element)
+
+
+def test_a_stretch_that_runs_to_the_end_of_the_file_counts_a_cut_element():
+    breaks = []
+    raw = b'[{"k": 1}, {"k": 2}, {"k": 3, "x": "cut'
+    found = scan_json_array(io.BytesIO(raw), "f.json", on_break=lambda *a: breaks.append(a), key="k")
+    assert [value for *_, value in found] == [{"k": 1}, {"k": 2}]
+    [(error, skipped, held)] = breaks
+    assert skipped == b'{"k": 3, "x": "cut' and held == 1 and error.record == 2
+
+
+@pytest.mark.parametrize("chunk_size", CHUNK_SIZES)
+def test_reading_on_an_element_that_is_not_utf8_is_reported_with_its_exact_bytes(chunk_size):
+    """Read on after a break, a byte that is not UTF-8 costs the element that holds it (its exact bytes handed
+    on), not the rest of the file; between elements it is part of the skipped stretch."""
+    bad = b'{"k": 2, "x": "\xe5\x8c"}'
+    raw = b'[{"k": 1}, ' + bad + b', {"k": 3}, \xff {"k": 4}]'
+    breaks = []
+    found = scan_json_array(
+        io.BytesIO(raw), "f.json", chunk_size=chunk_size, on_break=lambda *a: breaks.append(a), key="k"
+    )
+    assert [(start, end, position, value) for start, end, position, value in found] == [
+        (1, 9, 0, {"k": 1}),
+        (raw.index(b'{"k": 3}'), raw.index(b'{"k": 3}') + 8, 2, {"k": 3}),
+        (raw.index(b'{"k": 4}'), raw.index(b'{"k": 4}') + 8, 3, {"k": 4}),
+    ]
+    [(not_utf8, held, one), (garbage, skipped, none)] = breaks
+    assert held == bad and one == 1 and not_utf8.record == 1
+    assert str(not_utf8).endswith(f"not valid UTF-8 at byte {raw.index(bad) + 15}")
+    assert skipped == b"\xff " and none == 0 and garbage.record == 3

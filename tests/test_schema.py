@@ -10,12 +10,14 @@ from datasets import Features, List, Value
 
 from convhub import schema
 
-SCALARS = {"string": str, "int32": int, "timestamp[ms]": datetime.datetime}
+SCALARS = {"string": str, "int32": int, "bool": bool, "timestamp[ms]": datetime.datetime}
 
 
 def _python_type(feature) -> object:
     if isinstance(feature, Value):
         return SCALARS[feature.dtype]
+    if isinstance(feature, dict):  # a struct: its TypedDict
+        return dict
     assert isinstance(feature, List), feature
     return list
 
@@ -31,6 +33,10 @@ def _check(typed: type, features: dict, path: str) -> None:
             (base,) = args
             args = list(typing.get_args(base))
             base = typing.get_origin(base) or base
+        if isinstance(feature, dict):  # a struct (a question's audit): its TypedDict, field for field
+            assert typing.is_typeddict(base), (path, name, hint)
+            _check(base, feature, f"{path}.{name}")
+            continue
         assert base is _python_type(feature), (path, name, hint, feature)
         if isinstance(feature, List) and isinstance(feature.feature, dict):
             (item,) = args

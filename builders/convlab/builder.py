@@ -19,6 +19,7 @@ from builders.convlab import parse
 from convhub import schema
 from convhub.engine import inputs_ranges
 from convhub.engine.builder import ConversationBuilder, download_folder
+from convhub.engine.downloads import source_url
 from convhub.engine.inputs import DataInput, Layout, copied_here, inputs_in, listable
 from convhub.engine.records import convert_records
 from convhub.errors import Notes
@@ -189,7 +190,7 @@ class ConvLabBuilder(ConversationBuilder):
         if self.config.data_dir:
             return find_inputs(self.config.data_dir, subsets)
         return [
-            DataInput(name, "zip", dl_manager.download(URL.format(name=name)), inner="data/")
+            DataInput(name, "zip", dl_manager.download(source_url(URL.format(name=name))), inner="data/")
             for name in subsets or DEFAULT_SUBSETS
         ]
 

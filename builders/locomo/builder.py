@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from datasets import Features, List, Value
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 
-from builders.locomo import evidence, parse
+from builders.locomo import audit, evidence, parse
 from convhub import schema
 from convhub.engine.builder import ConversationBuilder
 from convhub.engine.json_list import scan_json_array
@@ -24,10 +24,13 @@ from convhub.views.definitions import View
 URL = "https://raw.githubusercontent.com/snap-research/LoCoMo/main/data/locomo10.json"
 
 
-def samples_of(path: str, reject: Reject | None = None) -> Iterator[tuple[str | int, Any]]:
+def samples_of(
+    path: str, reject: Reject | None = None, positions: list[int] | None = None
+) -> Iterator[tuple[str | int, Any]]:
     """(``parse.record_name``, sample) of each sample of one file (a JSON list), read one at a time so that memory
     follows one sample. Given ``reject`` (``--on-bad-record skip``), a break in the list goes to it with the
-    bytes skipped (scope ``span``), costing only the samples they held. A list without a sample is an error."""
+    bytes skipped (scope ``span``), costing only the samples they held. A list without a sample is an error.
+    Given ``positions``, each sample's position in the list is appended to it before the sample is yielded."""
     count = 0  # samples read or lost to a break: a list whose every sample a break lost is not an empty one
 
     def on_break(error: SourceError, raw: bytes, held: int) -> None:
@@ -40,6 +43,8 @@ def samples_of(path: str, reject: Reject | None = None) -> Iterator[tuple[str | 
             handle, str(path), on_break=reject and on_break, element="sample", key="sample_id"
         ):
             count += 1
+            if positions is not None:
+                positions.append(position)
             yield parse.record_name(position, sample), sample
     if not count:
         raise SourceError(path, None, None, "no samples: the list is empty")
@@ -97,6 +102,7 @@ class LocomoBuilder(ConversationBuilder):
   year      = {2024}
 }"""
     EXTRA_VIEWS = (OBSERVATIONS, EVENTS)
+    TAKES_ERRATA = True
     #: A ``sessions`` row is a whole conversation (~1 MB as Python objects): 1,000 a batch would pass 1 GiB.
     WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {"sessions": 50}
     #: sample_id → the file naming it first, where one process reads every file (a stream, ``convhub check``, a
@@ -109,16 +115,28 @@ class LocomoBuilder(ConversationBuilder):
         None is read here."""
         # a file at a URL is opened there by each task (convhub.storage.folders.open_file)
         kept = self.subset_files(dl_manager, URL, "LoCoMo", JSON)
+        if self.config.errata is not None:
+            if len(kept) != 1:
+                names = ", ".join(name for name, _ in kept)
+                problem = (
+                    f"the audit names samples by their position in one LoCoMo file; the input holds {names}"
+                )
+                raise SourceError(self.config.errata, None, None, problem)
+            audit.load(self.config.errata)  # a malformed audit stops the build before any sample is read
         streaming = isinstance(dl_manager, StreamingDownloadManager)
         self._first_files = {} if streaming or self.config.on_bad_record == "raise" else None
         return {"test": [{"path": path, "name": name} for name, path in kept]}
 
     def parse_shard(self, shard, notes):
         """The records of one file. A sample_id seen before in this file, or first in another file this process
-        read (``_first_files``: reading one file again, as a stream's passes do, repeats nothing), is rejected."""
+        read (``_first_files``: reading one file again, as a stream's passes do, repeats nothing), is rejected.
+        With ``--errata``, each record's questions get the audit's verdicts (``audit.Audit.apply``)."""
         path, subset = shard["path"], JSON.stem(shard["name"])
         skip, seen_here = self.config.on_bad_record == "skip", set()
-        samples = samples_of(path, self.reject if skip else None)
+        errata = None if self.config.errata is None else audit.load(self.config.errata)
+        positions: list[int] = []
+        audited: set[int] = set()
+        samples = samples_of(path, self.reject if skip else None, positions)
         convert = lambda sample, counted: parse.parse_sample(sample, subset, counted)  # noqa: E731
         for record in convert_records(path, samples, convert, notes, self.reject):
             sample_id = record["conversation_id"]
@@ -128,4 +146,11 @@ class LocomoBuilder(ConversationBuilder):
                 self.reject(SourceError(path, sample_id, "sample_id", problem), None)
                 continue
             seen_here.add(sample_id)
+            if (
+                errata is not None
+            ):  # records are converted one at a time: the last position read is this one's
+                errata.apply(record, positions[-1], path, notes)
+                audited.add(positions[-1])
             yield record
+        if errata is not None:
+            errata.check_all_found(positions, audited, path, notes)

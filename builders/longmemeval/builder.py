@@ -6,10 +6,13 @@ from typing import ClassVar
 
 from builders.longmemeval import parse
 from convhub.engine.builder import ConversationBuilder
-from convhub.engine.source_files import JSON_OR_EXTENSIONLESS
+from convhub.engine.source_files import JSON_OR_EXTENSIONLESS, files_by_stem, find_files
 
-#: Without ``--data-dir``: the Hub repo's oracle file (evidence sessions only, 15 MB; no extension there).
-URL = "https://huggingface.co/datasets/xiaowu0162/longmemeval/resolve/main/longmemeval_oracle"
+#: Without ``--data-dir``: the oracle file (evidence sessions only, 15 MB) of the cleaned release (September
+#: 2025, the version users cite; its subset ``longmemeval_oracle``). The first release's files, extension-less
+#: in ``xiaowu0162/longmemeval``, and the cleaned ``longmemeval_s_cleaned.json``/``longmemeval_m_cleaned.json``
+#: build from ``--data-dir``, each a subset named by its file (``longmemeval_s``, ``longmemeval_s_cleaned``).
+URL = "https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned/resolve/main/longmemeval_oracle.json"
 
 
 class LongMemEvalBuilder(ConversationBuilder):
@@ -19,7 +22,7 @@ class LongMemEvalBuilder(ConversationBuilder):
     LICENSE = "mit"
     LANGUAGES = ("en",)
     HOMEPAGE = "https://github.com/xiaowu0162/LongMemEval"
-    SOURCE_DATASETS = ("extended|xiaowu0162/longmemeval",)
+    SOURCE_DATASETS = ("extended|xiaowu0162/longmemeval-cleaned", "extended|xiaowu0162/longmemeval")
     DESCRIPTION = "Questions on a user's long chat history with an assistant, a haystack of sessions each."
     ROLE_MAPPING: ClassVar[dict[str, str]] = dict(parse.ROLES)
     CITATION = """@inproceedings{wu2025longmemeval,
@@ -37,5 +40,14 @@ class LongMemEvalBuilder(ConversationBuilder):
         kept = self.subset_files(dl_manager, URL, "LongMemEval", JSON_OR_EXTENSIONLESS)
         return {"test": [{"path": path, "name": name} for name, path in kept]}
 
+    @classmethod
+    def input_files(cls, data_dir, subsets, downloads):
+        """The files of ``--data-dir`` a build of ``subsets`` reads (not a README beside them), else the download."""
+        if data_dir is None:
+            return super().input_files(data_dir, subsets, downloads)
+        found = find_files(data_dir, "LongMemEval", kind=JSON_OR_EXTENSIONLESS)
+        return sorted(files_by_stem(found, subsets, cls.SOURCE, JSON_OR_EXTENSIONLESS))
+
     def parse_shard(self, shard, notes):
-        return parse.parse_file(shard["path"], shard["name"], notes, self.reject)
+        recover = self.config.on_bad_record == "skip"
+        return parse.parse_file(shard["path"], shard["name"], notes, self.reject, recover)

@@ -22,13 +22,18 @@ def instance_from_record(record: dict[str, Any]) -> dict[str, Any]:
         "question": question["question"],
         "answer": extra.get("answer", question["answer"]),
         "question_date": extra["question_date"],
-        "haystack_session_ids": [session["session_id"] for session in sessions],
+        "haystack_session_ids": [session_id_of(session) for session in sessions],
         "haystack_dates": [session["date_time"] for session in sessions],
         "haystack_sessions": [[turn_from_record(t, orders) for t in s["turns"]] for s in sessions],
         "answer_session_ids": extra.get("answer_session_ids", question["evidence_session_ids"]),
         **as_object(record["extra"]).get("other_keys", {}),
     }
     return {key: values[key] for key in extra.get("key_order", values)}
+
+
+def session_id_of(session: dict[str, Any]) -> str:
+    """The session's id in the file: a repeat within its haystack was stored as ``<id>#<k>``, its id kept."""
+    return as_object(session["extra"]).get("session_id", session["session_id"])
 
 
 def turn_from_record(turn: dict[str, Any], key_orders: dict[str, list[str]]) -> dict[str, Any]:

@@ -6,15 +6,17 @@ source key) or, unknown keys, in the conversation's ``extra.other_keys``."""
 
 from __future__ import annotations
 
+import os
 import posixpath
+import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from functools import partial
 from typing import Any
 
 from convhub import schema
-from convhub.engine.json_list import scan_json_array
+from convhub.engine.json_list import SKIPPED_HEAD_BYTES, SkippedBytes, read_elements
 from convhub.engine.records import convert_records
 from convhub.engine.source_files import JSON_OR_EXTENSIONLESS
 from convhub.errors import FieldError, Notes, Reject, SourceError, raise_error
@@ -25,6 +27,7 @@ FIRST_KEYS = ("question_id", "question_type", "question", "answer", "question_da
 KEYS = (*FIRST_KEYS, "haystack_session_ids", "haystack_dates", "haystack_sessions", "answer_session_ids")
 ROLES = {"user": "user", "assistant": "assistant"}
 TURN_KEYS = ("role", "content")
+_TURN_NUMBER = re.compile("[1-9][0-9]*")  # (as a turn id writes its number)
 #: ``2023/05/20 (Sat) 02:21``: the weekday is read (``%a``), not checked against the date.
 DATE_FORMAT = "%Y/%m/%d (%a) %H:%M"
 
@@ -35,21 +38,80 @@ def subset_of(name: str) -> str:
     return JSON_OR_EXTENSIONLESS.stem(name)
 
 
-def parse_file(path: str, name: str, notes: Notes, reject: Reject = raise_error) -> Iterator[dict[str, Any]]:
-    """The records of one file (``name``: its file name, kept for the export), in file order."""
+def parse_file(
+    path: str, name: str, notes: Notes, reject: Reject = raise_error, recover: bool = False
+) -> Iterator[dict[str, Any]]:
+    """The records of one file (``name``: its file name, kept for the export), in file order; with ``recover``
+    (``--on-bad-record skip``) reading on after a break in the file's list. A ``question_id`` already given to
+    an earlier instance of the file is an error naming both (the conversation ids would collide)."""
+    instances = _PlacedInstances(read_instances(path, reject if recover else None))
     convert = partial(convert_instance, subset=subset_of(name), file=posixpath.basename(name))
-    return convert_records(str(path), read_instances(path), convert, notes, reject)
+    return convert_records(str(path), instances, instances.unique_ids(convert), notes, reject)
 
 
-def read_instances(path: str) -> Iterator[tuple[str | int, Any]]:
-    """(position, instance) of each instance, one at a time (an ``_m`` file is 2.75 GB); an error names the
-    instance by its position in the file, as LoCoMo's do."""
-    position = None
-    with open_file(path) as handle:
-        for _, _, position, instance in scan_json_array(handle, str(path), element="instance"):
+class _PlacedInstances:
+    """A file's (position, instance) pairs, remembering the position of the one being converted, so that
+    :meth:`unique_ids`'s conversion can name the first instance of a repeated ``question_id``."""
+
+    def __init__(self, items: Iterator[tuple[int, Any]]) -> None:
+        self.items, self.position = items, -1
+        self.first_at: dict[str, int] = {}
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        for position, instance in self.items:
+            self.position = position
             yield position, instance
-    if position is None:  # an empty file would have no record to keep its name for the export
-        raise SourceError(path, None, None, "no instances: the list is empty")
+
+    def unique_ids(self, convert: Callable[[Any, Notes], dict[str, Any]]) -> Callable[[Any, Notes], dict]:
+        def converted_once(instance: Any, notes: Notes) -> dict[str, Any]:
+            record = convert(instance, notes)
+            question_id = record["questions"][0]["question_id"]
+            first = self.first_at.setdefault(question_id, self.position)
+            if first != self.position:
+                raise FieldError("question_id", f"{question_id!r} is also the id of record {first}")
+            return record
+
+        return converted_once
+
+
+def read_instances(path: str, reject: Reject | None = None) -> Iterator[tuple[int, Any]]:
+    """(position, instance) of each instance, one at a time (an ``_m`` file is 2.75 GB); an error names the
+    instance by its position in the file, as LoCoMo's do. Given ``reject`` (``--on-bad-record skip``), a break
+    in the list costs only the instances it held (each has one ``question_id``), quarantined with its bytes.
+
+    A file whose first element has none of an instance's keys (LoCoMo's ``locomo10.json`` beside LongMemEval's
+    files, say) is not LongMemEval's: the error says so for the whole file, not for one field of one record."""
+    with open_file(path) as handle:
+        elements = read_elements(handle, str(path), "LongMemEval instance", "question_id", reject)
+        for position, instance in elements:
+            if not isinstance(instance, dict) or not instance.keys() & set(KEYS):
+                error = SourceError(path, None, None, _not_longmemeval(instance))
+                if reject is None:
+                    raise error
+                reject(error, _head_of(handle), "file")  # the file left out whole, its first bytes kept
+                return
+            yield position, instance
+            break
+        yield from elements
+
+
+def _head_of(handle) -> SkippedBytes:
+    """The file's first bytes (as many as a quarantine entry keeps) and its size."""
+    size = handle.seek(0, os.SEEK_END)
+    handle.seek(0)
+    return SkippedBytes(handle.read(SKIPPED_HEAD_BYTES), size)
+
+
+def _not_longmemeval(element: Any) -> str:
+    found = (
+        f"an object with keys {', '.join(map(repr, list(element)[:5]))}{', ...' if len(element) > 5 else ''}"
+        if isinstance(element, dict)
+        else f"a {type(element).__name__}"
+    )
+    return (
+        f"does not look like LongMemEval's format: expected a list of instances with keys {', '.join(KEYS[:3])}, "
+        f"haystack_sessions, ..., its first element is {found}"
+    )
 
 
 def _required(instance: dict, key: str, kind: type | tuple, what: str, items: type | None = None) -> Any:
@@ -76,15 +138,16 @@ def convert_instance(instance: Any, notes: Notes, subset: str, file: str) -> dic
     if not len(session_ids) == len(dates) == len(haystack):
         counts = f"{len(session_ids)} ids, {len(dates)} dates, {len(haystack)} sessions"
         raise FieldError("haystack_dates", f"{counts}: not one of each per session")
-    repeated = sorted(key for key, count in Counter(session_ids).items() if count > 1)
-    if repeated:
-        raise FieldError("haystack_session_ids", f"{repeated[0]!r} twice in one haystack")
+    stored_ids = _stored_session_ids(session_ids, notes)
     turn_key_orders: dict[str, list[str]] = {}
     sessions, evidence_turns = [], []
-    for index, (session_id, date, turns) in enumerate(zip(session_ids, dates, haystack, strict=True)):
+    for index, (session_id, date, turns) in enumerate(zip(stored_ids, dates, haystack, strict=True)):
         session, evidence = parse_session(session_id, date, turns, index, turn_key_orders)
+        if session_id != session_ids[index]:
+            session["extra"] = schema.to_json({"session_id": session_ids[index]})
         sessions.append(session)
         evidence_turns.extend(evidence)
+    _refuse_turn_named_as_a_session(stored_ids, sessions)
     timestamps = [session["timestamp"] for session in sessions]
     if timestamps != sorted(timestamps):
         notes.add("haystack not sorted by date (kept in the file's order)")
@@ -109,6 +172,46 @@ def convert_instance(instance: Any, notes: Notes, subset: str, file: str) -> dic
         "questions": [question],
         "extra": schema.to_json({"file": file, **({"other_keys": other_keys} if other_keys else {})}),
     }
+
+
+def _stored_session_ids(session_ids: list[str], notes: Notes) -> list[str]:
+    """The haystack's session ids as stored: each id once, a repeat (the cleaned release repeats 13 filler sessions
+    within their haystacks) as ``<id>#<k>``, its ``k``-th time, so that every session and turn id of a conversation
+    names one thing; the export gives the repeat its own id again (kept in the session's ``extra.session_id``)."""
+    seen: Counter = Counter()
+    stored = []
+    for session_id in session_ids:
+        seen[session_id] += 1
+        stored.append(session_id if seen[session_id] == 1 else f"{session_id}#{seen[session_id]}")
+    if len(stored) != len(set(stored)):
+        taken = next(id_ for id_ in stored if stored.count(id_) > 1)
+        raise FieldError("haystack_session_ids", f"{taken!r} is both a session id and a repeat's stored id")
+    if stored != session_ids:
+        notes.add(
+            "session id repeated in one haystack (the repeat stored as <id>#<k>, its id in extra.session_id)",
+            sum(count - 1 for count in seen.values()),
+        )
+    return stored
+
+
+def _refuse_turn_named_as_a_session(session_ids: list[str], sessions: list[dict]) -> None:
+    """A session id that is also a turn id (``x_2`` beside a session ``x`` of two turns or more) is an error: a
+    turn is named ``<session id>_<n>`` as LongMemEval's retrieval names it, and one id for a session and a turn
+    would make a ranking of ids ambiguous (``convhub score`` reads such an id as the session)."""
+    index_of = {session_id: index for index, session_id in enumerate(session_ids)}
+    for index, session_id in enumerate(session_ids):
+        owner, _, number = session_id.rpartition("_")
+        other = index_of.get(owner)
+        if (
+            other is not None
+            and _TURN_NUMBER.fullmatch(number)
+            and int(number) <= len(sessions[other]["turns"])
+        ):
+            raise FieldError(
+                f"haystack_session_ids[{index}]",
+                f"{session_id!r} is also the id of turn {int(number)} of session {owner!r} "
+                f"(haystack_session_ids[{other}]): a turn is named '<session id>_<n>', and one id cannot name both",
+            )
 
 
 def parse_question(

@@ -11,8 +11,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import socket
+from urllib.parse import urlsplit
 
 from convhub import registry
+from convhub.cli.errors import describe
 
 #: ``local``, ``local[N]``, ``local[*]``, ``local[N,F]``, ``local[*,F]`` (F: task retries).
 LOCAL_MASTER = re.compile(r"^local(?:\[(?P<threads>[^\],]*)(?:,(?P<retries>[^\]]*))?\])?$")
@@ -22,6 +25,28 @@ CLUSTER_MASTER = re.compile(r"^(?:spark://[^/\s]+|yarn|k8s://\S+|local-cluster\[
 THREADS_PER_CORE = 4
 
 MASTER_FORMS = "local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL"
+#: How long a ``k8s://`` master's API server is given to accept a connection (as ``spark.check_reachable``).
+CONNECT_SECONDS = 5.0
+
+
+def cluster_master_error(master: str | None) -> str | None:
+    """What stops a ``yarn`` or ``k8s://`` master before Spark starts (None: nothing found), checked as Spark's own
+    submission does; without it, Spark's JVM exited and PySpark raised a traceback of its own."""
+    if master == "yarn" and not (os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")):
+        return (
+            "--spark-master yarn: set HADOOP_CONF_DIR or YARN_CONF_DIR to the folder of the cluster's "
+            "configuration (Spark finds the YARN cluster there)"
+        )
+    if master and master.startswith("k8s://"):
+        api = master[len("k8s://") :]
+        parts = urlsplit(api if "://" in api else f"https://{api}")  # Spark's default: https
+        try:
+            port = parts.port or (80 if parts.scheme == "http" else 443)
+            with socket.create_connection((parts.hostname or "", port), timeout=CONNECT_SECONDS):
+                return None
+        except (OSError, ValueError) as error:
+            return f"--spark-master {master}: the Kubernetes API server does not answer ({describe(error)})"
+    return None
 
 
 def max_local_threads() -> int:
@@ -116,3 +141,38 @@ def formats() -> list[str]:
     for source in registry.names():
         found += [name for name in registry.get(source).FORMATS if name not in found]
     return found
+
+
+def source_options_error(args) -> str | None:
+    """What is wrong with a build's or check's source options, checked before any work (None: nothing):
+    each of these would otherwise fail late, with a traceback or a misleading message."""
+    if args.sample and args.data_dir:
+        return "--sample and --data-dir contradict each other: give one"
+    sources = registry.names() if getattr(args, "all", False) else [args.source] if args.source else []
+    for source in sources:
+        formats = registry.get(source).FORMATS
+        if args.source_format and not formats:
+            return f"--format: source {source!r} has no formats (only a source with several file formats takes one)"
+    if args.data_dir and "://" not in args.data_dir and not os.path.exists(args.data_dir):
+        return f"--data-dir {args.data_dir} does not exist"
+    if sources and not args.sample and not args.data_dir and _offline():
+        return (
+            "the source must be downloaded and offline mode is on (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE): "
+            "pass --data-dir DIR or --sample"
+        )
+    return None
+
+
+def talks_to_the_hub(args) -> bool:
+    """push, export and mix may; build and check when they download the source."""
+    if args.command in ("build", "check"):
+        return not args.sample and not args.data_dir
+    return True
+
+
+def _offline() -> bool:
+    """Offline as ``datasets`` sees it (it reads the environment once, at import)."""
+    import datasets.config
+    import huggingface_hub.constants
+
+    return bool(datasets.config.HF_HUB_OFFLINE or huggingface_hub.constants.HF_HUB_OFFLINE)

@@ -18,7 +18,7 @@ import errno
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from convhub.errors import EngineError, SourceError, in_chain
 
@@ -62,12 +62,35 @@ def dropped_transfer(error: BaseException) -> str | None:
     from huggingface_hub import constants
 
     server = f"the Hub at {origin} (HF_ENDPOINT)" if constants.ENDPOINT.rstrip("/") == origin else origin
+    if isinstance(lost, httpx2.TimeoutException):
+        return f"{server} stalled while reading {url.path}: {_stalled()}, on every try"
     return f"lost the connection to {server} while reading {url.path}, on every try: {lost}"
+
+
+def _stalled() -> str:
+    from convhub.publish.hub_client import TIMEOUT_ENV, timeout_seconds
+
+    return f"no answer within {timeout_seconds():g} s (timed out; {TIMEOUT_ENV} sets the limit)"
+
+
+def _why_unreached(error: BaseException, line: str) -> str:
+    """``datasets``' "Couldn't reach 'ORG/NAME' on the Hub (ReadTimeout)" said nothing of a stall: say it."""
+    timed_out = in_chain(
+        error, lambda each: isinstance(each, TimeoutError) or "Timeout" in type(each).__name__
+    )
+    if line.startswith("Couldn't reach") and timed_out is not None:
+        return f"{line}: the Hub stalled, {_stalled()}"
+    return line
 
 
 def _says_it_all(error: BaseException) -> bool:
     """An error of convhub's own, whose line already names what failed (a record, an engine), whatever it wraps."""
     return isinstance(error, (SourceError, EngineError))
+
+
+def _from_spark(error: BaseException) -> bool:
+    """An error PySpark or py4j raised (told by its module: PySpark is an extra, maybe not installed)."""
+    return type(error).__module__.split(".")[0] in ("pyspark", "py4j")
 
 
 def _request_of(error) -> object | None:
@@ -84,31 +107,64 @@ def _reportable(error: BaseException) -> bool:
     return isinstance(error, (SourceError, ValueError, OSError, KeyError, HfHubHTTPError, EngineError))
 
 
-def exit_status(command: str, error: BaseException, token=None) -> int | None:
-    """Print ``error`` as the one line a user sees and return the exit status; None for a bug (re-raise it)."""
+def what_was_kept(command: str | None, written: Sequence[str] = ()) -> str:
+    """The end of a failed command's line: nothing of its output (its staged folder removed), or, for
+    ``build --all``, the sources finished before the failure (each a whole folder, left in place)."""
+    if command not in STAGED:
+        return ""
+    if not written:
+        return "; nothing was written"
+    return f"; written before it: {', '.join(written)} (nothing of the source that was building)"
+
+
+def interrupted(command: str | None, written: Sequence[str] = ()) -> int:
+    """Ctrl-C: the one line (``convhub build: interrupted; nothing was written``) and exit status 130."""
+    print(
+        f"convhub{f' {command}' if command else ''}: interrupted{what_was_kept(command, written)}",
+        file=sys.stderr,
+    )
+    return INTERRUPTED
+
+
+def command_in(argv: list[str]) -> str | None:
+    """The command a command line names before it is parsed (its first word that is no option), for Ctrl-C's line
+    while the command starts."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def exit_status(command: str, error: BaseException, token=None, written: Sequence[str] = ()) -> int | None:
+    """Print ``error`` as the one line a user sees and return the exit status; None for a bug (re-raise it).
+    ``written``: what ``build --all`` finished before the error (``what_was_kept``)."""
     from convhub.publish import hub_errors
 
     if in_chain(error, lambda each: isinstance(each, KeyboardInterrupt)):
-        kept = "; nothing was written" if command in STAGED else ""
-        print(f"convhub {command}: interrupted{kept}", file=sys.stderr)
-        return INTERRUPTED
+        return interrupted(command, written)
     if isinstance(error, UsageError):
         hub_errors.report(command, error, token)
         return USAGE
     full = in_chain(error, _no_space)
     if full is not None:
-        kept = "; nothing was written" if command in STAGED else ""
-        hub_errors.report(command, f"{describe(full)} (the disk is full){kept}", token)
+        hub_errors.report(
+            command, f"{describe(full)} (the disk is full){what_was_kept(command, written)}", token
+        )
         return DATA
-    dropped = None if _says_it_all(error) else dropped_transfer(error)
+    from convhub.engine import downloads
+
+    dropped = None if _says_it_all(error) else dropped_transfer(error) or downloads.failure_line(error)
     if dropped is not None:
         hub_errors.report(command, dropped, token)
+        return DATA
+    spark = in_chain(error, _from_spark)
+    if spark is not None:  # Spark's JVM exited or refused the master: its first line, not its Java stack
+        first = str(spark).strip().splitlines()[0] if str(spark).strip() else type(spark).__name__
+        hub_errors.report(command, f"Spark failed: {first} (--verbose shows Spark's own log)", token)
         return DATA
     if not _reportable(error):  # a wrapper (DatasetGenerationError): its cause, if a user can act on it
         error = in_chain(error, _reportable)
         if error is None:
             return None
-    hub_errors.report(command, describe(error), token)
+    line = _why_unreached(error, describe(error))
+    hub_errors.report(command, line + (what_was_kept(command, written) if written else ""), token)
     return DATA
 
 

@@ -20,7 +20,9 @@ from convhub import console, registry
 from convhub.cli import checks as cli_checks
 from convhub.cli import errors as cli_errors
 from convhub.cli.errors import UsageError
+from convhub.cli.parsing import Parser
 from convhub.engine.stats import markdown_table
+from convhub.errors import EngineError
 from convhub.publish import hub_errors
 from convhub.storage.folders import folder_at, local_output, text_of
 
@@ -34,7 +36,8 @@ def _add_source_options(parser: argparse.ArgumentParser, bad_records_go: str) ->
     parser.add_argument(
         "--data-dir",
         help="read the source from this folder or file, not the download: a local path, or a URL (hdfs://, s3a://, "
-        "any fsspec URL)",
+        "any fsspec URL); without it the source's published files are downloaded (CONVHUB_SOURCE_MIRROR serves "
+        "them from a copy: docs/sources.md)",
     )
     parser.add_argument("--subset", action="append", dest="subsets", help="only this subset (repeatable)")
     parser.add_argument(
@@ -104,7 +107,9 @@ examples:
   convhub score locomo --data out/locomo-unified --predictions answers.jsonl --output report.json
   convhub score locomo --data ORG/locomo-unified --predictions answers.jsonl --output report.json --evidence normalized
   convhub score gigamemory --data out/gigamemory-unified --predictions answers.jsonl --output report.json \\
-      --judge-url http://127.0.0.1:8000/v1 --judge-model MODEL""",
+      --judge-url http://127.0.0.1:8000/v1 --judge-model MODEL
+  convhub score locomo --data out/locomo-unified --predictions answers.jsonl --output report.json \\
+      --protocol mem0-judge --judge-url https://api.openai.com/v1 --judge-model gpt-4o-mini""",
 }
 
 
@@ -127,16 +132,8 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse's parser, whose usage errors are one line like every other error of the command
-    (``convhub build: error: ...``, exit status 2), not the usage block then the line."""
-
-    def error(self, message: str):
-        self.exit(cli_errors.USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="convhub",
         description=DESCRIPTION,
         epilog=EPILOG,
@@ -191,6 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --engine spark: show Spark's own log (its driver's and executors' output), which is "
         "silenced by default so that an error is convhub's one line",
+    )
+    build.add_argument(
+        "--errata",
+        help="locomo: an audit of its labels to carry in the build, dial481/locomo-audit's errors.json or its "
+        "folder of errors_conv_<i>.json files (see docs/sources.md, LoCoMo)",
     )
     _add_source_options(build, "OUTPUT.quarantine.jsonl beside the output folder")
 
@@ -248,10 +250,20 @@ def run_build(args) -> int:
         raise UsageError("--repo-id names one repo: give it with one SOURCE, not --all")
     if args.spark_master and args.engine != "spark":
         raise UsageError("--spark-master needs --engine spark")
+    if args.errata and (args.all or not registry.get(args.source).TAKES_ERRATA):
+        raise UsageError(
+            f"--errata applies to {', '.join(n for n in registry.names() if registry.get(n).TAKES_ERRATA)} only"
+        )
+    if args.errata and "://" not in args.errata and not os.path.exists(args.errata):
+        raise UsageError(f"--errata {args.errata} does not exist")
+    cluster = cli_checks.cluster_master_error(args.spark_master)
+    if cluster:  # as a spark:// master that does not answer: the machine's state, exit status 1
+        raise EngineError(cluster)
     sources = registry.names() if args.all else [args.source]
     problem = cli_checks.config_error(sources, args.configs) or cli_checks.output_name_error(args.output)
     if problem:
         raise UsageError(problem)
+    args.written = []
     with contextlib.ExitStack() as stack:
         engine = args.engine
         if engine == "spark":  # one Spark session for every source, quiet unless --verbose
@@ -260,12 +272,13 @@ def run_build(args) -> int:
             engine = SparkEngine(args.spark_master, verbose=args.verbose)
             stack.callback(engine.stop)
         for source in sources:
-            _build_one(args, source, engine)
+            built = _build_one(args, source, engine)
+            args.written.append(text_of(built))  # stays if a later source fails: its error line names it
     return 0
 
 
-def _build_one(args, source: str, engine) -> None:
-    """Build one source as the arguments say, print what was made."""
+def _build_one(args, source: str, engine):
+    """Build one source as the arguments say, print what was made; the folder it wrote."""
     from convhub.engine.build import build_source
 
     builder_cls = registry.get(source)
@@ -287,6 +300,7 @@ def _build_one(args, source: str, engine) -> None:
             repo_id=args.repo_id,
             engine=engine,
             spark_master=args.spark_master,
+            errata=args.errata,
         )
     print_build(result)
     ran = getattr(result, "processes", None)
@@ -299,6 +313,7 @@ def _build_one(args, source: str, engine) -> None:
         )
     if counted is not None and counted.count.value:
         print(console.quirk_summary(source, counted.count.value), file=sys.stderr)
+    return result.output
 
 
 def print_build(result) -> None:
@@ -308,8 +323,11 @@ def print_build(result) -> None:
         files = sum(len(paths) for paths in built.files.values())
         print(f"  {name:<14} {splits}  ({files} Parquet file{'s' if files != 1 else ''})")
     if getattr(result, "skipped", 0):
+        from convhub.engine.quarantine import unread_text
+
+        unread = unread_text(getattr(result, "unread_files", ()))
         print(
-            f"warning: {result.skipped:,} bad record(s) skipped, each with its reason in {result.quarantine}",
+            f"warning: {result.skipped:,} bad record(s) skipped{unread}, each with its reason in {result.quarantine}",
             file=sys.stderr,
         )
     elif getattr(result, "quarantine", None):  # a break in a file that held no record (a missing comma)
@@ -341,7 +359,8 @@ def run_check(args) -> int:
     if rejected:
         quarantine.save(rejected, target)
     lost = quarantine.records_lost(rejected)
-    skipped = f" after skipping {lost:,} bad record(s), each with its reason in {target}"
+    unread = quarantine.unread_text(quarantine.unread_files(rejected))
+    skipped = f" after skipping {lost:,} bad record(s){unread}, each with its reason in {target}"
     if not lost:
         skipped = f" with no record lost, after reading around a break in a file: see {target}"
     print(f"{args.source}: OK" + (skipped if rejected else ""))
@@ -399,43 +418,9 @@ def _push_mixture(folder: Path, args) -> int:
     return 0
 
 
-def source_options_error(args) -> str | None:
-    """What is wrong with a build's or check's source options, checked before any work (None: nothing):
-    each of these would otherwise fail late, with a traceback or a misleading message."""
-    if args.sample and args.data_dir:
-        return "--sample and --data-dir contradict each other: give one"
-    sources = registry.names() if getattr(args, "all", False) else [args.source] if args.source else []
-    for source in sources:
-        formats = registry.get(source).FORMATS
-        if args.source_format and not formats:
-            return f"--format: source {source!r} has no formats (only a source with several file formats takes one)"
-    if args.data_dir and "://" not in args.data_dir and not os.path.exists(args.data_dir):
-        return f"--data-dir {args.data_dir} does not exist"
-    if sources and not args.sample and not args.data_dir and _offline():
-        return (
-            "the source must be downloaded and offline mode is on (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE): "
-            "pass --data-dir DIR or --sample"
-        )
-    return None
-
-
-def _talks_to_the_hub(args) -> bool:
-    """push, export and mix may; build and check when they download the source."""
-    if args.command in ("build", "check"):
-        return not args.sample and not args.data_dir
-    return True
-
-
-def _offline() -> bool:
-    """Offline as ``datasets`` sees it (it reads the environment once, at import)."""
-    import datasets.config
-    import huggingface_hub.constants
-
-    return bool(datasets.config.HF_HUB_OFFLINE or huggingface_hub.constants.HF_HUB_OFFLINE)
-
-
 def console_main() -> None:
-    """The ``convhub`` command: ``main``'s exit status, without the interpreter's last garbage collections.
+    """``main``'s exit status, without the interpreter's last garbage collections (the command's entry point,
+    ``cli.entry``, runs it once this module is imported).
 
     At exit Python looks for reference cycles among every object still alive, and a build keeps ``datasets``,
     pandas and pyarrow alive: 0.4-1.4 s between the last line printed and the prompt, each time. Frozen
@@ -450,26 +435,33 @@ def console_main() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; a failure a user can act on is one line on stderr and its exit status
     (``cli_errors``: 2 usage, 1 data, 130 Ctrl-C), a bug keeps its traceback."""
-    console.setup_logging()
-    args = build_parser().parse_args(argv)
+    try:
+        console.setup_logging()
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:  # Ctrl-C while the command starts
+        return cli_errors.interrupted(cli_errors.command_in(sys.argv[1:] if argv is None else argv))
     try:
         with cli_errors.interrupt_in_main_process_only():
             return _run(args)
     except Exception as error:
-        status = cli_errors.exit_status(args.command, error, getattr(args, "token", None))
+        written = getattr(args, "written", ())
+        status = cli_errors.exit_status(args.command, error, getattr(args, "token", None), written)
         if status is None:
             raise
         return status
     except KeyboardInterrupt as error:  # Ctrl-C outside a library's own handling of it
-        return cli_errors.exit_status(args.command, error)
+        return cli_errors.exit_status(args.command, error, written=getattr(args, "written", ()))
 
 
 def _run(args) -> int:
     if args.command in ("build", "check"):
-        problem = source_options_error(args)
+        problem = cli_checks.source_options_error(args)
         if problem:
             raise UsageError(problem)
-    if _talks_to_the_hub(args):
+    from convhub.engine import downloads
+
+    downloads.use_timeouts()  # a source's host that accepts a connection and never answers: its own limit
+    if cli_checks.talks_to_the_hub(args):
         from convhub.publish.hub_client import use_timeouts
 
         use_timeouts()  # a Hub that accepts a connection and never answers would hang the command
@@ -492,5 +484,5 @@ def _run(args) -> int:
     return push.run(args)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # ``python -m convhub.cli`` handles a Ctrl-C during these imports too
     console_main()

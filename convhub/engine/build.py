@@ -24,7 +24,7 @@ from huggingface_hub.utils import validate_repo_id
 
 from convhub import registry
 from convhub.console import phases
-from convhub.engine import quarantine
+from convhub.engine import quarantine, source_digests
 from convhub.engine.child_processes import die_with_parent
 from convhub.engine.datasets_cache import card_configs, forget_cached_copies
 from convhub.engine.duplicate_ids import drop_duplicate_ids, drop_rows_of_duplicates, forget
@@ -49,6 +49,10 @@ class BuildResult:
     #: Records left out under ``on_bad_record="skip"`` and the file listing them (beside ``output``).
     skipped: int = 0
     quarantine: Path | None = None
+    #: Files whose rest could not be read from some point under ``on_bad_record="skip"`` (records not counted).
+    unread_files: tuple[str, ...] = ()
+    #: ``{name, bytes, sha256}`` of each input file (``convhub.engine.source_digests``), for the card.
+    source_files: list[dict] = field(default_factory=list)
     #: The most processes the local build ran a split in (``num_proc``, less where a split had fewer shards);
     #: None on another engine.
     processes: int | None = None
@@ -105,6 +109,7 @@ def build_source(
     repo_id: str | None = None,
     engine: str | Any = "local",
     spark_master: str | None = None,
+    errata: str | None = None,
 ) -> BuildResult:
     """Build ``configs`` (all by default) of ``source`` into ``output``, replacing it only on success.
 
@@ -119,6 +124,8 @@ def build_source(
 
     ``on_bad_record="skip"``: bad source records are left out, listed with their reason in
     ``<output>.quarantine.jsonl`` beside the folder, and counted in the card's normalizations.
+
+    ``errata``: an audit of the source's labels the build carries (``ConvHubConfig.errata``; LoCoMo's).
     """
     from convhub.cards import write_card  # the card module imports Jinja2; keep `check` light
 
@@ -140,6 +147,7 @@ def build_source(
         with MarkedTemporaryDirectory(prefix="convhub-work-", dir=os.environ.get("CONVHUB_TMPDIR")) as work:
             run = _Run(builder_cls, data_dir, _tuple(subsets), num_proc, Path(work), staging, source_format)
             run.on_bad_record = on_bad_record  # (a keyword of _Run: kept apart from the positional ones)
+            run.errata = errata
             run.engine = runner
             built = run.build_all(configs)
             notes, statistics = run.report(source, subsets)
@@ -147,6 +155,8 @@ def build_source(
             notes.update(quarantine.counts(rejected))
             for config, split in run.left_out:
                 notes.add(f"split with no row left out of the build: {config}/{split}")
+            downloads = str(Path(work) / "cache" / "downloads")  # (without data_dir: what the build fetched)
+            source_files = source_digests.describe(builder_cls.input_files(data_dir, subsets, downloads))
         if rejected and (not built or (run.sessions is not None and not run.sessions.splits)):
             quarantine.save(rejected, quarantine.path_beside(output))
             raise SourceError(
@@ -163,6 +173,8 @@ def build_source(
         result = BuildResult(
             source, output, built, notes, statistics, skipped=quarantine.records_lost(rejected)
         )
+        result.unread_files = tuple(quarantine.unread_files(rejected))
+        result.source_files = source_files
         result.processes = run.processes or None
         phases.info("%s: writing the dataset card", source)
         write_card(result, staging, repo_id)
@@ -217,6 +229,7 @@ class _Run:
     sessions_root: Path | None = None
     left_out: list[tuple[str, str]] = field(default_factory=list)
     on_bad_record: str = "raise"
+    errata: str | None = None
     #: Sessions rows left out as later duplicates of a conversation_id (skip mode): (split, row as a dict, the
     #: subset of the row kept).
     duplicates: list[tuple[str, dict, str]] = field(default_factory=list)
@@ -289,6 +302,7 @@ class _Run:
             report_dir=str(report_dir) if report else None,
             on_bad_record=self.on_bad_record,
             quarantine_dir=str(self.quarantine_dir),
+            errata=self.errata,
             cache_dir=str(self.work / "cache"),
         )
         if self.engine is not None:

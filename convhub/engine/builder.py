@@ -20,7 +20,8 @@ from typing import Any, ClassVar
 import datasets
 from datasets.builder import Key
 
-from convhub.engine import quarantine, regroup
+from convhub.engine import quarantine, regroup, source_digests
+from convhub.engine.downloads import source_url
 from convhub.engine.input_shards import GroupShard, Partition, Shard, SortedPartition, shard_name
 from convhub.engine.jsonio import unencodable_field
 from convhub.engine.keyed import may_hold_lone_surrogate
@@ -87,6 +88,9 @@ class ConvHubConfig(datasets.BuilderConfig):
     on_bad_record: str = "raise"
     #: Where each process appends the records it rejected under ``skip`` (``quarantine-<pid>.jsonl``).
     quarantine_dir: str | None = None
+    #: An audit of the source's labels to carry in the build (LoCoMo's, ``convhub build --errata``); a source that
+    #: takes none refuses it (``ConversationBuilder.TAKES_ERRATA``).
+    errata: str | None = None
 
 
 class ConversationBuilder(datasets.GeneratorBasedBuilder):
@@ -119,6 +123,8 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     #: Whether the source's records can hold memory questions. A source without them (ConvLab, MNBVC: its parser
     #: always gives ``questions: []``) streams ``qa`` as no row at once, instead of parsing every record for none.
     HAS_QUESTIONS: ClassVar[bool] = True
+    #: Whether the source reads an audit of its labels (``ConvHubConfig.errata``).
+    TAKES_ERRATA: ClassVar[bool] = False
 
     BUILDER_CONFIG_CLASS = ConvHubConfig
     DEFAULT_CONFIG_NAME = DEFAULT_VIEW
@@ -160,6 +166,14 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         return list(cls.SOURCE_DATASETS)
 
     @classmethod
+    def input_files(
+        cls, data_dir: str | None, subsets: list[str] | None, downloads: str | None
+    ) -> list[tuple[str, str]]:
+        """(name, path) of the files a build read, for the card's ``source_files`` (``source_digests``): by
+        default every file of ``data_dir`` that is not hidden, or the files downloaded into ``downloads``."""
+        return source_digests.input_files(data_dir, downloads)
+
+    @classmethod
     def subset_licenses(cls, subsets: list[str]) -> dict[str, tuple[str, str]]:
         """``{subset: (license, link)}`` where subsets carry licenses of their own (ConvLab); else empty."""
         return {}
@@ -187,11 +201,12 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     ) -> list[tuple[str, str]]:
         """(name, local path or URL) of each file a source of one subset per file reads: the files of ``kind`` in
         ``--data-dir`` (a folder, a file or a URL; ``reader`` names the source in its errors), else the file at
-        ``url``, downloaded and named by the URL's file name (``datasets`` names its copy by a hash). ``--subset``
+        ``url``, downloaded (from its mirror when ``CONVHUB_SOURCE_MIRROR`` is set: ``downloads.source_url``) and named
+        by the URL's file name (``datasets`` names its copy by a hash). ``--subset``
         keeps the files of those stems (``source_files.files_by_stem``)."""
         data_dir = self.config.data_dir
         if data_dir is None:
-            files = [(posixpath.basename(url), dl_manager.download(url))]
+            files = [(posixpath.basename(url), dl_manager.download(source_url(url)))]
         else:
             files = find_files(data_dir, reader, kind=kind)
         return files_by_stem(files, self.config.subsets, self.SOURCE, kind)

@@ -113,7 +113,7 @@ def index_list(
     A bad element (``place`` raises) goes to ``reject`` with its value (raising by default). When the list itself
     breaks, the rest of the file goes there once; ``element`` names an element in errors. With ``recover`` (and ``key``, a key every element has once and
     nothing inside one has) the scan reads on after the break and ``reject`` gets the break's bytes, scope
-    ``"span"`` and ``records``, the elements it held. (Invalid UTF-8 still ends the scan.) A position counts the
+    ``"span"`` and ``records``, the elements it held. (Bytes that are not UTF-8 cost the element holding them.) A position counts the
     elements lost before it, so positions stay positions in the file.
     """
     groups: dict[str, list[Range]] = {}

@@ -13,11 +13,12 @@ import codecs
 import json
 import re
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from convhub.errors import NESTED_TOO_DEEPLY, SourceError
 
 _TEXT_SPACE = re.compile(r"[ \t\r\n]*")
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # a byte the decoder held (surrogateescape)
 _SCAN_SPACE = re.compile("[ \t\r\n\ufeff]*")  # (one C loop: 40 MB of spaces cost no Python step each)
 #: Bytes read at a time. A chunk is held as text, at up to 4 bytes a character once it holds an emoji, and
 #: copied as the scan reads on; large chunks left a build's process holding far more than the text. Measured
@@ -28,9 +29,65 @@ _SCAN_SPACE = re.compile("[ \t\r\n\ufeff]*")  # (one C loop: 40 MB of spaces cos
 CHUNK_BYTES = 256 << 10
 #: How far past a candidate element start the scan reads, after a break, to decide whether it is one.
 RESYNC_MAX_CHARS = 64 << 20
-#: Called at a break in the list: the error, the exact bytes skipped (from the break to the next element
-#: that reads, or to the end of the file) and how many elements they held.
-OnBreak = Callable[[SourceError, bytes, int], None]
+#: The most bytes of a skipped stretch handed on (the quarantine keeps 64 KB of a record's raw text): the rest
+#: is counted, not held.
+SKIPPED_HEAD_BYTES = 64 << 10
+
+
+class SkippedBytes(NamedTuple):
+    """The start of a skipped stretch too long to hold, and the stretch's whole size in bytes."""
+
+    head: bytes
+    size: int
+
+
+#: Called at a break in the list: the error, the bytes skipped (from the break to the next element that reads,
+#: or to the end of the file: the exact bytes, or past ``SKIPPED_HEAD_BYTES`` their start and size) and how
+#: many elements they held.
+OnBreak = Callable[[SourceError, "bytes | SkippedBytes", int], None]
+
+
+class _SkippedSpan:
+    """A stretch of the file skipped after a break, taken a piece at a time as the scan lets it go: its first
+    bytes, its size, and the elements it held (each has one ``"key":``; a broken object counts at least one).
+    A key cut between two pieces is counted once: the last characters of a piece are searched again with the
+    next."""
+
+    _CARRY = 4096
+
+    def __init__(self, key_pattern: re.Pattern | None, starts_in_element: bool) -> None:
+        self.key_pattern, self.starts_in_element = key_pattern, starts_in_element
+        self.head, self.size, self.keys, self.carry = bytearray(), 0, 0, ""
+
+    def add(self, text: str, start: int, end: int) -> int:
+        """Take ``text[start:end]``; returns its size in bytes."""
+        if end <= start:
+            return 0
+        piece = text[start:end]
+        data = piece.encode("utf-8", "surrogateescape")
+        self.head += data[: max(SKIPPED_HEAD_BYTES - len(self.head), 0)]
+        self.size += len(data)
+        if self.key_pattern is not None:
+            searched = self.carry + piece
+            self.keys += sum(
+                1 for match in self.key_pattern.finditer(searched) if match.end() > len(self.carry)
+            )
+            self.carry = searched[-self._CARRY :]
+        return len(data)
+
+    @property
+    def elements(self) -> int:
+        return max(self.keys, 1) if self.starts_in_element else self.keys
+
+    def raw(self) -> bytes | SkippedBytes:
+        if self.size <= SKIPPED_HEAD_BYTES:
+            return bytes(self.head)
+        return SkippedBytes(bytes(self.head), self.size)
+
+
+def _byte_size(text: str, start: int, end: int) -> int:
+    """The bytes ``text[start:end]`` was decoded from (a byte that is not UTF-8 held as a lone surrogate)."""
+    return len(text[start:end].encode("utf-8", "surrogateescape"))
 
 
 def _maybe_cut(error: json.JSONDecodeError, text: str) -> bool:
@@ -54,13 +111,16 @@ def scan_json_array(
     nothing inside one has), the scan instead skips to the next ``{`` that decodes to an object with ``key``
     followed by ``,`` or ``]``, reports the skipped bytes and the elements they held (each has one
     ``"key":``; a broken object counts at least one), and goes on: one missing comma costs no element, a
-    broken element that one. ``element`` names an element in errors.
+    broken element that one. Bytes that are not UTF-8 then cost the element that holds them (reported with its
+    exact bytes), not the rest of the file. ``element`` names an element in errors.
     """
     if on_break is not None and key is None:
         raise ValueError("reading on after a break needs the key every element has")
     key_pattern = re.compile(re.escape(json.dumps(key)) + r"\s*:") if key else None
     decoder = json.JSONDecoder()
-    utf8 = codecs.getincrementaldecoder("utf-8")()
+    # reading on after a break, a byte that is not UTF-8 is held as a lone surrogate (U+DC80..U+DCFF, which no
+    # decoded UTF-8 holds) and the element around it rejected with its exact bytes; else it ends the scan
+    utf8 = codecs.getincrementaldecoder("utf-8")("strict" if on_break is None else "surrogateescape")
     text, pos, byte_pos, eof = "", 0, 0, False
     read_bytes = 0  # of the file, before the chunk being decoded
 
@@ -108,31 +168,42 @@ def scan_json_array(
         return text[after] in ",]"
 
     def resync(error: SourceError, search_from: int, in_element: bool) -> bool:
-        """Skip from ``pos`` to the next element (True) or to the end of the file (False); report the skip."""
+        """Skip from ``pos`` to the next element (True) or to the end of the file (False); report the skip.
+
+        The skipped text is let go as the search passes it (a break early in a 2.75 GB file with nothing to
+        resynchronize on would otherwise hold the whole rest of the file): only its first ``SKIPPED_HEAD_BYTES``
+        are kept, its size and the elements it held are counted as it goes."""
         nonlocal pos, byte_pos, index
+        skipped = _SkippedSpan(key_pattern, in_element and text.startswith("{", pos))
         offset = search_from - pos  # (offsets from pos: filling the buffer moves pos to 0)
         while True:
             found = text.find("{", pos + offset)
             if found < 0:
-                offset = len(text) - pos
+                let_go(skipped, len(text))
+                offset = 0
                 if fill():
                     continue
                 found = len(text)
                 break
             verdict, offset = starts_element(found), found - pos
-            if verdict is None and fill():
-                continue  # the same candidate, with more of the file
+            if verdict is None:
+                let_go(skipped, found)
+                offset = 0
+                if fill():
+                    continue  # the same candidate, with more of the file
             if verdict:
                 break
             offset += 1
-        span = text[pos:found]
-        raw = span.encode("utf-8")
-        lost = len(key_pattern.findall(span))
-        if in_element and span.startswith("{"):  # a broken object is an element even without its key
-            lost = max(lost, 1)
-        on_break(error, raw, lost)
-        pos, byte_pos, index = found, byte_pos + len(raw), index + lost
+        let_go(skipped, found)
+        on_break(error, skipped.raw(), skipped.elements)
+        index += skipped.elements
         return found < len(text)
+
+    def let_go(skipped: _SkippedSpan, upto: int) -> None:
+        """Add ``text[pos:upto]`` to the skipped span and move ``pos`` past it."""
+        nonlocal pos, byte_pos
+        byte_pos += skipped.add(text, pos, upto)
+        pos = upto
 
     def decode_element() -> tuple[Any, int] | SourceError:
         """The element at ``pos`` and its end, reading more where the buffer cuts it, or what breaks it."""
@@ -142,7 +213,7 @@ def scan_json_array(
             except json.JSONDecodeError as error:
                 if _maybe_cut(error, text) and fill():
                     continue
-                at = byte_pos + len(text[pos : error.pos].encode("utf-8"))  # (error.pos counts the buffer)
+                at = byte_pos + _byte_size(text, pos, error.pos)  # (error.pos counts the buffer)
                 broken = SourceError(
                     path, index, None, f"not valid JSON: {error.msg.removesuffix(' at')} at byte {at}"
                 )
@@ -192,8 +263,36 @@ def scan_json_array(
             resumed = True
             continue
         value, end = decoded
-        size = len(text[pos:end].encode("utf-8"))
-        yield byte_pos, byte_pos + size, index, value
+        size = _byte_size(text, pos, end)
+        not_utf8 = _NOT_UTF8.search(text, pos, end) if on_break is not None else None
+        if not_utf8:
+            at = byte_pos + _byte_size(text, pos, not_utf8.start())
+            error = SourceError(path, index, None, f"not valid UTF-8 at byte {at}")
+            on_break(error, text[pos:end].encode("utf-8", "surrogateescape"), 1)
+        else:
+            yield byte_pos, byte_pos + size, index, value
         pos, byte_pos, index = end, byte_pos + size, index + 1
     if skip_space():
         raise SourceError(path, None, None, "data after the end of the top-level list")
+
+
+def read_elements(
+    stream: IO[bytes], path: str, element: str, key: str, reject: Callable[..., None] | None = None
+) -> Iterator[tuple[int, Any]]:
+    """(position, value) of each element of a source's file (a JSON list). Given ``reject`` (``--on-bad-record
+    skip``), a break in the list goes to it with the bytes skipped (scope ``span``, ``records``: the elements
+    they held, each named by ``key``) and reading goes on after it, so that every element is either read or
+    counted there. A list that held no element is an error (nothing would keep the file's name)."""
+    held = 0  # elements read or lost to a break: a list whose every element a break lost is not an empty one
+
+    def on_break(error: SourceError, raw: bytes | SkippedBytes, lost: int) -> None:
+        nonlocal held
+        held += lost
+        reject(error, raw, "span", records=lost)
+
+    recover = on_break if reject is not None else None
+    for _, _, position, value in scan_json_array(stream, path, on_break=recover, element=element, key=key):
+        held += 1
+        yield position, value
+    if not held:
+        raise SourceError(path, None, None, f"no {element}s: the list is empty")

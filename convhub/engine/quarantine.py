@@ -11,7 +11,8 @@ An entry: ``file``, ``record`` (as the error names it), ``line`` (when the recor
 ``reason``, ``kind`` (the reason without its values, for counting), ``scope`` (``record``; ``file`` when
 the rest of a file from that point could not be read; ``span`` when a stretch of a file could not be read
 and reading went on after it: then ``records`` says how many source records it held, 0 or more) and ``raw``: the record's source text (or its JSON),
-cut to :data:`RAW_LIMIT` characters (``raw_truncated``, ``raw_size``), base64 when it is not UTF-8.
+cut to :data:`RAW_LIMIT` characters (``raw_truncated``, ``raw_size``), base64 when it is not UTF-8. A reader
+that skipped a long stretch hands its first bytes and its size (``json_list.SkippedBytes``), never the stretch.
 Several builder runs of one build (one per config) may reject the same record: the merge keeps it once.
 """
 
@@ -29,6 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from convhub.engine.json_list import SkippedBytes
 from convhub.engine.jsonio import unencodable_field
 from convhub.errors import SourceError
 from convhub.storage.folders import folder_at, is_url, move
@@ -83,14 +85,16 @@ def _utf8_head(head: bytes, cut: bool) -> str | None:
 
 
 def _raw_fields(raw: Any) -> dict[str, Any]:
+    """``raw`` (bytes, a reader's :class:`SkippedBytes`, text or a value) cut to :data:`RAW_LIMIT`, and its size."""
     if raw is None:
         return {"raw": None}
-    if isinstance(raw, (bytes, bytearray)):
-        size = len(raw)
-        text = _utf8_head(bytes(raw[:RAW_LIMIT]), cut=size > RAW_LIMIT)
+    if isinstance(raw, (bytes, bytearray, SkippedBytes)):
+        head, size = (raw.head, raw.size) if isinstance(raw, SkippedBytes) else (raw, len(raw))
+        head = bytes(head[:RAW_LIMIT])
+        text = _utf8_head(head, cut=size > RAW_LIMIT)
         entry = {"raw": text, "raw_size": size}
         if text is None:
-            entry.update(raw=base64.b64encode(raw[:RAW_LIMIT]).decode("ascii"), raw_encoding="base64")
+            entry.update(raw=base64.b64encode(head).decode("ascii"), raw_encoding="base64")
     else:
         text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, default=repr)
         size = len(text)
@@ -154,6 +158,23 @@ def collect(folder: str | os.PathLike) -> list[dict[str, Any]]:
 def records_lost(entries: list[dict[str, Any]]) -> int:
     """How many source records the rejections stand for (an entry is one, unless it says ``records``)."""
     return sum(item.get("records", 1) for item in entries)
+
+
+def unread_files(entries: list[dict[str, Any]]) -> list[str]:
+    """The files whose rest, from some point, could not be read (scope ``file``): how many records they held
+    there is unknown, so a count of skipped records alone would understate the loss."""
+    return sorted({item["file"] for item in entries if item["scope"] == "file"})
+
+
+def unread_text(unread: list[str] | tuple[str, ...]) -> str:
+    """What the build's warning and ``convhub check`` add after the count of skipped records when some files
+    could not be read to their end ("" when every file was): which, and that their lost records are not
+    counted."""
+    if not unread:
+        return ""
+    shown = ", ".join(os.path.basename(name) for name in unread[:3])
+    more = f" and {len(unread) - 3} more" if len(unread) > 3 else ""
+    return f", and the rest of {len(unread)} file(s) could not be read ({shown}{more}; the records there are not counted)"
 
 
 def counts(entries: list[dict[str, Any]]) -> Counter:

@@ -36,7 +36,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--revision", help="push to this branch (created from main when absent)")
     parser.add_argument("--create-pr", action="store_true", help="open a pull request instead of committing")
     parser.add_argument(
-        "--dry-run", action="store_true", help="print what would be uploaded and deleted; change nothing"
+        "--dry-run",
+        action="store_true",
+        help="print what would be uploaded and deleted; change nothing (it still asks the Hub for the repo's files, "
+        "which the plan is made against: the Hub must be reachable)",
     )
 
 

@@ -43,11 +43,16 @@ _installed = False
 
 def timeout_seconds() -> float:
     """The limit in seconds: ``CONVHUB_HUB_TIMEOUT`` when it is a positive number, else ``DEFAULT_TIMEOUT``."""
+    return positive_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT)
+
+
+def positive_seconds(variable: str, default: float) -> float:
+    """The environment ``variable`` as seconds when it is a positive number, else ``default``."""
     try:
-        value = float(os.environ.get(TIMEOUT_ENV, ""))
+        value = float(os.environ.get(variable, ""))
     except ValueError:
-        return DEFAULT_TIMEOUT
-    return value if value > 0 else DEFAULT_TIMEOUT
+        return default
+    return value if value > 0 else default
 
 
 def use_timeouts() -> None:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from convhub.publish.hub_errors import redact
-from convhub.score import gigamemory, locomo, longmemeval
+from convhub.score import gigamemory, judge_options, locomo, longmemeval, mem0_judge
 from convhub.score.inputs import (
     ScoreError,
     config_rows,
@@ -23,26 +23,23 @@ from convhub.score.inputs import (
     pair,
     read_predictions,
     read_questions,
+    source_files,
 )
 from convhub.score.judge import PROMPT_VERSION, Judge, JudgeError
-from convhub.score.report import MISSING_RULE, JudgeInfo, Report, summary_lines, write_report
+from convhub.score.longmemeval_retrieval import PROTOCOLS, read_conversations
+from convhub.score.output import (
+    WRITTEN_BY,
+    OutputRefused,
+    check_judge_cache,
+    check_report_target,
+    report_path,
+    write_report,
+)
+from convhub.score.report import MISSING_RULE, Report, summary_lines
 
 BENCHMARKS = ("locomo", "longmemeval", "gigamemory")
 #: Benchmarks whose answers only a judge can score.
 NEEDS_JUDGE = frozenset({"gigamemory"})
-
-
-def _positive(kind: type):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid {kind.__name__} value: {text!r}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
-        return value
-
-    return parse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +53,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="JSON Lines, one per question: question_id, prediction, optionally retrieved (ids, best first)",
     )
-    parser.add_argument("--output", required=True, type=Path, help="the report to write (JSON)")
+    parser.add_argument(
+        "--output",
+        required=True,
+        help="the report to write (JSON): a new file, or a report convhub score wrote (nothing else is replaced)",
+    )
+    parser.add_argument(
+        "--subset",
+        help="score the questions of one subset of the build (a LongMemEval build of several files, whose "
+        "question ids repeat across them)",
+    )
+    parser.add_argument(
+        "--retrieval-protocol",
+        choices=PROTOCOLS,
+        default=None,
+        help="LongMemEval retrieval: as its run_retrieval.py (longmemeval, the default: user turns only, gold "
+        "where a user turn has has_answer) or on the build's evidence ids, assistant turns too (convhub)",
+    )
     parser.add_argument(
         "--evidence",
         choices=("raw", "normalized"),
@@ -65,55 +78,69 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "convhub's normalized turn ids (normalized: 'D8:6; D9:17' counts as the two turns it names)",
     )
     parser.add_argument(
-        "--judge-url", help="an OpenAI-compatible base URL for the judge, e.g. http://HOST/v1"
+        "--labels",
+        choices=locomo.LABELS,
+        default=None,
+        help="LoCoMo: score against its original labels (the default) or the audited ones, which a build made "
+        "with --errata carries (the corrected answers and evidence); such a build's report gives both",
     )
-    parser.add_argument("--judge-model", help="the judge model (LongMemEval's paper: gpt-4o-2024-08-06)")
-    parser.add_argument(
-        "--judge-key-env",
-        default="OPENAI_API_KEY",
-        help="the environment variable holding the judge's API key (default OPENAI_API_KEY; unset: no key)",
-    )
-    parser.add_argument(
-        "--judge-timeout", type=_positive(float), default=60.0, help="seconds per judge request (default 60)"
-    )
-    parser.add_argument(
-        "--judge-workers", type=_positive(int), default=4, help="judge requests at once (default 4)"
-    )
-    parser.add_argument(
-        "--judge-retries",
-        type=int,
-        default=3,
-        help="retries of a judge request after a dropped connection, 429 or 5xx (default 3)",
-    )
+    judge_options.add_arguments(parser)
     parser.add_argument("--revision", help="a branch, tag or commit of the Hub repo")
     parser.add_argument("--token", help="a Hugging Face token (default: HF_TOKEN or the stored login)")
 
 
 def usage_error(args: argparse.Namespace) -> str | None:
     """Options that cannot go together (exit 2), found before any file is read."""
-    if bool(args.judge_url) != bool(args.judge_model):
-        return "--judge-url and --judge-model go together: give both"
-    if args.benchmark in NEEDS_JUDGE and not args.judge_url:
-        return f"{args.benchmark} answers are scored by an LLM judge: give --judge-url and --judge-model"
     if args.evidence and args.benchmark != "locomo":
         return "--evidence applies to locomo only"
-    if args.judge_url and args.benchmark == "locomo":
-        return "locomo is scored by its token F1, not a judge: leave out --judge-url"
-    if args.judge_retries < 0:
-        return "--judge-retries must be 0 or more"
-    return None
+    if args.retrieval_protocol and args.benchmark != "longmemeval":
+        return "--retrieval-protocol applies to longmemeval only"
+    if args.labels and args.benchmark != "locomo":
+        return "--labels applies to locomo only"
+    return judge_options.usage_error(args, NEEDS_JUDGE)
+
+
+#: The figures only a judge gives, and the options that give them: a report without a judge names them
+#: (``needs_judge``). GigaMemory's answers are scored by a judge alone, which it requires.
+JUDGED_FIGURES = {
+    "longmemeval": (["accuracy", "task_averaged_accuracy", "abstention"], "--judge-url and --judge-model"),
+    "locomo": (["accuracy"], "--protocol mem0-judge with --judge-url and --judge-model (mem0's J)"),
+}
+
+
+def needs_judge(benchmark: str) -> Report:
+    """The ``needs_judge`` entry of a report made without a judge: which figures a judge would add, and how."""
+    figures, give = JUDGED_FIGURES[benchmark]
+    return {"needs_judge": {"figures": figures, "give": give}}
+
+
+def data_version(build) -> Report:
+    """The build's input files as its card lists them (``source_files``), or a note that it lists none."""
+    files = source_files(build)
+    if files is None:
+        return {
+            "source_files": None,
+            "source_files_note": "the build's card lists no source_files (a build made before convhub recorded "
+            "its input files): which version of the source it holds is unknown; data_hash still identifies "
+            "the questions",
+        }
+    return {"source_files": files}
 
 
 def score(args: argparse.Namespace, judge: Judge | None) -> Report:
     """The whole report for the parsed arguments (``judge`` made from them, or None)."""
     build = open_data(args.data, args.revision, args.token)
-    questions = read_questions(build, args.benchmark)
-    predictions = read_predictions(args.predictions)
-    items = pair(questions, predictions, os.fspath(args.predictions))
+    elsewhere: dict[str, str] = {}  # with --subset: the other subsets' ids, which a prediction may name
+    questions = read_questions(build, args.benchmark, args.subset, elsewhere)
+    predictions = read_predictions(args.predictions, (row["question_id"] for row in questions), elsewhere)
+    items = pair(questions, predictions)
     report: Report = {
+        "written_by": WRITTEN_BY[1],
         "benchmark": args.benchmark,
         "data": build.location,
+        **({"subset": args.subset} if args.subset else {}),
         "data_hash": data_hash(questions),
+        **data_version(build),
         "predictions": os.fspath(args.predictions),
         "questions": len(items),
         "predicted": sum(item.prediction is not None for item in items),
@@ -121,32 +148,34 @@ def score(args: argparse.Namespace, judge: Judge | None) -> Report:
         "missing_scored_as": MISSING_RULE,
     }
     if args.benchmark == "locomo":
-        report.update(locomo.score(items, args.evidence or "raw"))
-        return report
+        report.update(locomo.score(items, args.evidence or "raw", args.labels or "original"))
+        if judge is None:
+            return {**report, **needs_judge(args.benchmark)}
+        mem0_judge.add_accuracy(report, locomo.labeled(items, args.labels or "original"), judge)
+        prompts = {name: "ACCURACY_PROMPT" for name in report["by_category"] if name != "Adversarial"}
     if args.benchmark == "gigamemory":
         assert judge is not None  # usage_error made sure
-        report.update(gigamemory.score(items, judge))
+        report.update(gigamemory.score(items, judge))  # a failed verdict is negative: the contest's rule
         prompts = {row["category"] or "": gigamemory.prompt_name(row["category"]) for row in questions}
-    else:
-        corpora = {}
+    elif args.benchmark == "longmemeval":
+        conversations = {}
         if any(prediction.retrieved is not None for prediction in predictions.values()):
-            corpora = longmemeval.read_corpora(config_rows(build, "turns"))
-        report.update(longmemeval.score(items, judge, corpora, os.fspath(args.predictions)))
+            conversations = read_conversations(config_rows(build, "turns"))
+        protocol = args.retrieval_protocol or PROTOCOLS[0]
+        report.update(longmemeval.score(items, judge, conversations, os.fspath(args.predictions), protocol))
         prompts = {
             ("abstention" if longmemeval.is_abstention(row) else row["category"] or ""): (
                 "abstention" if longmemeval.is_abstention(row) else row["category"] or ""
             )
             for row in questions
         }
-    if judge is not None:
-        info: JudgeInfo = {
-            "model": judge.model,
-            "url": judge.url,
-            "prompt_version": PROMPT_VERSION,
-            "prompts": dict(sorted(prompts.items())),
-            "calls": judge.calls,
-        }
-        report["judge"] = info
+    if judge is None:
+        report.update(needs_judge(args.benchmark))
+    else:
+        version = mem0_judge.PROMPT_VERSION if args.benchmark == "locomo" else PROMPT_VERSION
+        report["judge"] = judge_options.judge_section(judge, args, version, prompts)
+        if args.benchmark == "locomo":
+            report["judge"]["protocol"] = "mem0-judge"
     return report
 
 
@@ -155,20 +184,17 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"convhub score: error: {problem}", file=sys.stderr)
         return 2
-    api_key = os.environ.get(args.judge_key_env) or None
-    judge = None
-    if args.judge_url:
-        judge = Judge(
-            args.judge_url,
-            args.judge_model,
-            api_key,
-            timeout=args.judge_timeout,
-            retries=args.judge_retries,
-            workers=args.judge_workers,
-        )
+    api_key = judge_options.judge_key(args)
+    judge = judge_options.make_judge(args)
     try:
+        output = report_path(args.output)
+        check_report_target(output, args.predictions, args.data)
+        check_judge_cache(judge.cache.folder if judge and judge.cache else None, output, args.data)
         report = score(args, judge)
-        write_report(report, args.output)
+        write_report(report, output, args.predictions, args.data)
+    except OutputRefused as error:
+        print(f"convhub score: error: {error}", file=sys.stderr)
+        return 2
     except (ScoreError, JudgeError, OSError) as error:
         message = redact(redact(str(error), api_key), args.token)
         print(f"convhub score: error: {message}", file=sys.stderr)
@@ -177,8 +203,10 @@ def run(args: argparse.Namespace) -> int:
         if judge is not None:
             judge.close()
     print(
-        f"{report['benchmark']}: {report['questions']:,} questions, {report['missing']:,} missing → {args.output}"
+        f"{report['benchmark']}: {report['questions']:,} questions, {report['missing']:,} missing → {output}"
     )
-    for line in summary_lines(report):
+    for line in summary_lines(report) + locomo.label_lines(report):
         print(line)
+    if "judge" in report:
+        print(judge_options.summary_line(report["judge"]))
     return 0

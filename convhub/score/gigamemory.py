@@ -9,7 +9,7 @@ questions with the abstention prompt, whose "explanation" is the gold answer, e.
 from __future__ import annotations
 
 from convhub.score.inputs import Scored, mean
-from convhub.score.judge import GIGAMEMORY_PROMPTS, Judge, judge_prompt
+from convhub.score.judge import GIGAMEMORY_PROMPTS, Judge, judge_prompt, longmemeval_request, says_yes
 from convhub.score.report import Figures, Report
 
 DEFAULT_PROMPT = "single-session-user"
@@ -22,18 +22,21 @@ def prompt_name(question_type: str | None) -> str:
 
 def score(items: list[Scored], judge: Judge) -> Report:
     """Accuracy per question type and overall; a missing answer is labelled wrong without asking."""
-    prompts = [
+    bodies = [
         None
         if item.prediction is None
-        else judge_prompt(
-            prompt_name(item.question["category"]),
-            item.question["question"],
-            item.question["answer"] or "",
-            item.answer_text,
+        else longmemeval_request(
+            judge.model,
+            judge_prompt(
+                prompt_name(item.question["category"]),
+                item.question["question"],
+                item.question["answer"] or "",
+                item.answer_text,
+            ),
         )
         for item in items
     ]
-    labels = judge.labels(prompts)
+    labels = judge.verdicts(bodies, says_yes, failed_is_negative=True)
     groups: dict[str, list[int]] = {}
     for position, item in enumerate(items):
         groups.setdefault(item.question["category"] or "", []).append(position)

@@ -9,21 +9,22 @@ abstention prompt.
 
 The endpoint is ``--judge-url`` (a base URL such as ``https://api.openai.com/v1`` or a local vLLM's
 ``http://127.0.0.1:8001/v1``); requests go to ``BASE/chat/completions`` through httpx2 (huggingface_hub's
-HTTP client, already installed) with a timeout, retried on a dropped connection, 429 or 5xx. Any failure
-ends scoring with one :class:`JudgeError` line.
+HTTP client, already installed), each bounded in time and size and retried a bounded number of times
+(``judge_http``), ``workers`` at once, each reply cached as it arrives (``judge_cache``) and each question
+asked ``runs`` times, its verdict the majority. A failed verdict ends the run (one :class:`JudgeError` line)
+unless the benchmark's policy counts it as negative (GigaMemory's contest does).
 """
 
 from __future__ import annotations
 
-import time
+import asyncio
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2
-
 from convhub.score.inputs import ScoreError
+from convhub.score.judge_cache import JudgeCache, request_key
+from convhub.score.judge_http import Endpoint, JudgeError, Reply, VerdictFailed
 
 #: Where the prompts come from: the repository, file and commit they were read at.
 PROMPT_VERSION = "LongMemEval src/evaluation/evaluate_qa.py@b11ff723381cf41e744c5524be0c52b3a408516c"
@@ -69,12 +70,10 @@ GIGAMEMORY_PROMPTS = {
     "no_info": "abstention",
 }
 
+
 RETRIES = 3
-RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
-
-class JudgeError(ScoreError):
-    """The judge could not be asked, or its reply is not a chat completion."""
+__all__ = ["Judge", "JudgeError", "JudgeTally", "VerdictFailed", "judge_prompt", "longmemeval_prompt_name"]
 
 
 def judge_prompt(prompt_name: str, question: str, answer: str, response: str) -> str:
@@ -91,9 +90,43 @@ def longmemeval_prompt_name(question_type: str | None, abstention: bool) -> str:
     return question_type
 
 
+def longmemeval_request(model: str, prompt: str) -> dict[str, Any]:
+    """The body ``evaluate_qa.py`` sends: one user message, ``n`` 1, ``temperature`` 0, ``max_tokens`` 10."""
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "n": 1,
+        "temperature": 0,
+        "max_tokens": 10,
+    }
+
+
+def says_yes(content: str) -> bool:
+    """LongMemEval's verdict: ``'yes' in reply.lower()``."""
+    return "yes" in content.strip().lower()
+
+
+@dataclass
+class JudgeTally:
+    """What the verdicts cost and how the runs agreed, for the report's ``judge`` section."""
+
+    #: requests the endpoint answered in this run (a cached reply is no request)
+    calls: int = 0
+    #: replies read from the cache instead
+    cached: int = 0
+    #: verdicts not obtained after the retries (GigaMemory: counted as negative)
+    failed: int = 0
+    #: questions judged, and those whose runs all gave the same verdict
+    questions: int = 0
+    unanimous: int = 0
+    #: the ``usage`` of every reply the verdicts rest on, cached ones included
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
 @dataclass
 class Judge:
-    """An OpenAI-compatible chat endpoint asked LongMemEval's yes/no question for one answer at a time."""
+    """An OpenAI-compatible chat endpoint, asked for one verdict per answer (``runs`` times each)."""
 
     url: str
     model: str
@@ -101,59 +134,106 @@ class Judge:
     timeout: float = 60.0
     retries: int = RETRIES
     workers: int = 4
-    calls: int = 0
+    runs: int = 1
+    cache: JudgeCache | None = None
+    tally: JudgeTally = field(default_factory=JudgeTally)
 
     def __post_init__(self) -> None:
-        self.endpoint = self.url.rstrip("/") + "/chat/completions"
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        self._client = httpx2.Client(timeout=self.timeout, headers=headers)
+        self.http = Endpoint(self.url, self.api_key, self.timeout, self.retries)
+        #: ``BASE/chat/completions`` without credentials: what messages and the cache key show
+        self.endpoint = self.http.shown
+
+    @property
+    def calls(self) -> int:
+        return self.tally.calls
 
     def close(self) -> None:
-        self._client.close()
+        """Nothing to release: each batch of verdicts opens and closes its own connections."""
 
     def label(self, prompt: str) -> bool:
-        """True when the judge's reply to ``prompt`` says yes (LongMemEval: ``'yes' in reply.lower()``)."""
-        body = {
-            "model": self.model,
-            "messages": [{"role": "user", "content": prompt}],
-            "n": 1,
-            "temperature": 0,
-            "max_tokens": 10,
-        }
-        reply = self._post(body)
-        self.calls += 1
-        try:
-            content = reply["choices"][0]["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            raise JudgeError(
-                f"judge {self.endpoint}: the reply is not a chat completion (no choices[0].message.content)"
-            ) from None
-        if not isinstance(content, str):
-            raise JudgeError(f"judge {self.endpoint}: the reply's message content is not text")
-        return "yes" in content.strip().lower()
+        """True when the judge's reply to LongMemEval's ``prompt`` says yes."""
+        return self.labels([prompt])[0]
 
     def labels(self, prompts: Sequence[str | None]) -> list[bool]:
-        """Each prompt's label, asked ``workers`` at a time; None (a missing answer) is False, never asked."""
-        asked: Callable[[str | None], bool] = lambda prompt: False if prompt is None else self.label(prompt)  # noqa: E731
-        with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
-            return list(pool.map(asked, prompts))
+        """LongMemEval's verdict for each prompt; None (a missing answer) is False, never asked."""
+        bodies = [None if prompt is None else longmemeval_request(self.model, prompt) for prompt in prompts]
+        return self.verdicts(bodies, says_yes)
 
-    def _post(self, body: dict[str, Any]) -> Any:
-        for attempt in range(self.retries + 1):
-            last = attempt == self.retries
+    def verdicts(
+        self,
+        bodies: Sequence[dict[str, Any] | None],
+        is_correct: Callable[[str], bool],
+        failed_is_negative: bool = False,
+    ) -> list[bool]:
+        """Each request's verdict (``is_correct`` of the reply's content), the majority of ``runs`` replies
+        (a tie is negative); None is False, never asked. A verdict that fails after its retries ends the
+        run, or with ``failed_is_negative`` counts as a negative vote, unless every verdict failed."""
+        jobs = [
+            (position, run, body) for position, body in enumerate(bodies) if body for run in range(self.runs)
+        ]
+        replies, last_failure = asyncio.run(self._ask_all(jobs, failed_is_negative))
+        if jobs and all(reply is None for reply in replies.values()):
+            raise JudgeError(f"{last_failure}; no verdict was obtained")
+        results = []
+        for position, body in enumerate(bodies):
+            if not body:
+                results.append(False)
+                continue
+            votes = []
+            for run in range(self.runs):
+                reply = replies[(position, run)]
+                votes.append(reply is not None and is_correct(reply.content))
+            self.tally.questions += 1
+            self.tally.unanimous += len(set(votes)) == 1
+            results.append(sum(votes) * 2 > self.runs)
+        return results
+
+    async def _ask_all(
+        self, jobs: list[tuple[int, int, dict[str, Any]]], failed_is_negative: bool
+    ) -> tuple[dict[tuple[int, int], Reply | None], str]:
+        """Every job's reply (None: failed), ``workers`` requests at once; the first error that ends the run
+        cancels the others."""
+        slots = asyncio.Semaphore(max(1, self.workers))
+        replies: dict[tuple[int, int], Reply | None] = {}
+        failures: list[str] = []
+        async with self.http.client() as client:
+
+            async def ask(position: int, run: int, body: dict[str, Any]) -> None:
+                try:
+                    replies[(position, run)] = await self._reply(client, slots, body, run)
+                except VerdictFailed as failure:
+                    if not failed_is_negative:
+                        raise
+                    self.tally.failed += 1
+                    failures.append(str(failure))
+                    replies[(position, run)] = None
+
+            tasks = [asyncio.ensure_future(ask(*job)) for job in jobs]
             try:
-                response = self._client.post(self.endpoint, json=body)
-            except httpx2.HTTPError as error:
-                if last:
-                    raise JudgeError(f"judge {self.endpoint}: {type(error).__name__}: {error}") from None
-            else:
-                if response.status_code < 400:
-                    try:
-                        return response.json()
-                    except ValueError:
-                        raise JudgeError(f"judge {self.endpoint}: the reply is not JSON") from None
-                if last or response.status_code not in RETRY_STATUS:
-                    text = " ".join(response.text.split())[:200]
-                    raise JudgeError(f"judge {self.endpoint}: HTTP {response.status_code}: {text}")
-            time.sleep(min(8.0, 0.5 * 2**attempt))
-        raise AssertionError("unreachable")
+                done, _ = (
+                    await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION) if tasks else ((), ())
+                )
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+            for task in done:
+                if not task.cancelled() and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+        return replies, failures[-1] if failures else ""
+
+    async def _reply(self, client, slots: asyncio.Semaphore, body: dict[str, Any], run: int) -> Reply:
+        """The cached reply to this request and run, else the endpoint's (stored as soon as it arrives)."""
+        key = request_key(self.endpoint, body, run) if self.cache else ""
+        reply = self.cache.get(key, self.endpoint, body, run) if self.cache else None
+        if reply is not None:
+            self.tally.cached += 1
+        else:
+            async with slots:
+                reply = await self.http.complete(client, body)
+            self.tally.calls += 1
+            if self.cache:
+                self.cache.put(key, self.endpoint, body, run, reply)
+        self.tally.prompt_tokens += reply.prompt_tokens
+        self.tally.completion_tokens += reply.completion_tokens
+        return reply

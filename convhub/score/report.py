@@ -7,11 +7,7 @@ only what they print); a metric over no question is ``null``, never 0.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
-from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 #: What a question without a prediction scores, written into every report.
 MISSING_RULE = "0: a question without a prediction is scored as an empty answer and an empty ranking"
@@ -35,23 +31,47 @@ class Figures(TypedDict, total=False):
     retrieval: dict[str, dict[str, float | None]]
     #: LongMemEval: how many questions each level's retrieval figures are over
     retrieval_questions: dict[str, int]
+    #: LoCoMo's ceiling: questions whose answer an audit of the labels corrects, and the share it keeps
+    answer_corrected: int
+    share: float | None
 
 
-class JudgeInfo(TypedDict):
-    """Which judge gave the accuracy figures, and with which prompts."""
+class JudgeInfo(TypedDict, total=False):
+    """Which judge gave the accuracy figures, with which prompts, and at what cost (``judge_options``)."""
 
     model: str
+    #: the base URL, without credentials
     url: str
+    #: "mem0-judge" for LoCoMo's J; absent for LongMemEval's and GigaMemory's own judge
+    protocol: str
     prompt_version: str
-    #: question category → the LongMemEval prompt used for it
+    #: question category → the prompt used for it
     prompts: dict[str, str]
+    #: requests the endpoint answered in this run; replies read from the judge cache instead
     calls: int
+    cached: int
+    #: times each question was asked (its verdict the majority), and the share of questions whose runs agree
+    runs: int
+    agreement: float | None
+    #: verdicts not obtained after the retries, counted as negative (GigaMemory's contest rule)
+    failed_verdicts: int
+    #: the ``usage`` of the replies the verdicts rest on ({"prompt": N, "completion": N}), and their cost
+    tokens: dict[str, int]
+    cost: float
 
 
 class Report(TypedDict, total=False):
+    #: "convhub score": what tells a report convhub may replace from a file of the user's (``score.output``)
+    written_by: str
     benchmark: str
     data: str
+    #: the subset scored (``--subset``), when one was chosen
+    subset: str
     data_hash: str
+    #: the build's input files as its card lists them: [{name, bytes, sha256}]; None for an older build
+    source_files: list | None
+    #: why source_files is None
+    source_files_note: str
     predictions: str
     questions: int
     predicted: int
@@ -68,18 +88,27 @@ class Report(TypedDict, total=False):
     #: LongMemEval: the abstention questions (ids holding "_abs") across types
     abstention: Figures
     by_category: dict[str, Figures]
+    #: LongMemEval without a judge: the figures left out, and the options that give them
+    needs_judge: dict[str, object]
+    #: LongMemEval: "longmemeval" (its run_retrieval.py's corpus and gold) or "convhub" (the build's evidence)
+    retrieval_protocol: str
+    #: LongMemEval: the questions left out of the retrieval averages, by reason (abstention, no_user_evidence)
+    retrieval_left_out: dict[str, int]
+    #: LongMemEval, its own protocol: ranked assistant turns, which its corpus does not hold (passed over)
+    retrieval_passed_over_assistant_turns: int
+    #: LoCoMo: "original" or "audited", the labels of the figures above; with an audit in the build, the figures
+    #: under each labels and what the original labels leave a perfect system (``convhub.score.locomo``)
+    labels: str
+    by_labels: dict[str, Report]
+    ceiling: dict[str, Any]
 
 
-def write_report(report: Report, path: str | os.PathLike) -> None:
-    """Write the report as indented JSON, through a temporary file renamed into place (never half a file)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(
-        "w", encoding="utf-8", dir=target.parent, prefix=f".{target.name}.", delete=False
-    ) as file:
-        json.dump(report, file, indent=2, ensure_ascii=False)
-        file.write("\n")
-    os.replace(file.name, target)
+#: The retrieval figures the terminal shows per level (the report holds every metric at every k).
+SUMMARY_RETRIEVAL = ("recall_any@5", "ndcg_any@10")
+
+
+def _figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def summary_lines(report: Report) -> list[str]:
@@ -95,8 +124,19 @@ def summary_lines(report: Report) -> list[str]:
         for metric in ("f1", "evidence_recall", "accuracy"):
             value = figures.get(metric)
             if metric in figures:
-                shown.append(f"{metric} {'-' if value is None else f'{value:.3f}'}")
+                shown.append(f"{metric} {_figure(value)}")
+        for level, values in figures.get("retrieval", {}).items():
+            shown.extend(f"{level} {name} {_figure(values.get(name))}" for name in SUMMARY_RETRIEVAL)
         if figures.get("missing"):
             shown.append(f"{figures['missing']} missing")
         lines.append(f"  {name:<28} " + "  ".join(shown))
+    left_out = report.get("retrieval_left_out")
+    if left_out is not None:
+        reasons = ", ".join(f"{count} {reason.replace('_', ' ')}" for reason, count in left_out.items())
+        lines.append(f"  retrieval ({report['retrieval_protocol']} protocol) leaves out: {reasons}")
+    needs = report.get("needs_judge")
+    if needs:
+        lines.append(
+            f"  not scored: {', '.join(needs['figures'])} (an LLM judge gives them: {needs['give']})"
+        )
     return lines

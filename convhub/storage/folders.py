@@ -25,16 +25,35 @@ from upath import UPath
 
 
 def folder_at(value: str | os.PathLike) -> Path | UPath:
-    """``value`` as a path: a ``UPath`` for a URL (``scheme://...``), else a local ``Path``."""
+    """``value`` as a path: a ``UPath`` for a URL (``scheme://...``, and ``file:/abs`` or ``file://localhost/abs``,
+    other spellings of ``file:///abs``), else a local ``Path``."""
     if isinstance(value, UPath):
         return value
     text = os.fspath(value) if not isinstance(value, str) else value
+    if text.startswith(("file://localhost/", "file:/")) and not text.startswith("file:///"):
+        text = f"file://{file_url_path(text)}"
     return UPath(text) if "://" in text else Path(text)
 
 
+def file_url_path(text: str) -> str:
+    """The absolute local path a ``file:`` URL names (``file:/abs``, ``file:///abs``, ``file://localhost/abs``):
+    ``--output file:/abs`` is that folder, not a folder ``file:`` under the working folder; an argparse error for
+    one on another host."""
+    from urllib.request import url2pathname
+
+    parts = urlsplit(text)
+    if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
+        raise argparse.ArgumentTypeError(
+            f"{text}: a file: URL names an absolute local path (file:/abs or file:///abs); give the folder's path"
+        )
+    return url2pathname(parts.path)
+
+
 def local_output(value: str) -> Path:
-    """An argparse type for an ``--output`` that must be local (``mix``, ``export``): a URL is refused in one line,
-    not taken as a relative folder named ``s3a:``."""
+    """An argparse type for an ``--output`` that must be local (``mix``, ``export``): a ``file:`` URL is its
+    local path, another URL is refused in one line, not taken as a relative folder named ``s3a:``."""
+    if value.startswith("file:/"):
+        return Path(file_url_path(value))
     if "://" in value:
         raise argparse.ArgumentTypeError(
             f"{value} is a URL: give a local folder (only convhub build writes to a URL; copy the folder after)"

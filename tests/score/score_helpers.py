@@ -33,6 +33,20 @@ def write_predictions(path: Path, predictions: list[dict]) -> Path:
     return path
 
 
+def score_argv(benchmark: str, data, predictions, output, *options: str) -> list[str]:
+    """The arguments of ``convhub score`` (after ``score``) for one run."""
+    return [
+        benchmark,
+        "--data",
+        str(data),
+        "--predictions",
+        str(predictions),
+        "--output",
+        str(output),
+        *options,
+    ]
+
+
 def run_score(argv: list[str], capsys) -> tuple[int, str, str]:
     """``convhub score ARGV``: (exit status, stdout, stderr)."""
     parser = argparse.ArgumentParser(prog="convhub score")

@@ -9,43 +9,58 @@ import pytest
 
 from convhub.score import judge as judge_module
 from convhub.score import longmemeval
+from convhub.score import longmemeval_retrieval as retrieval
 from convhub.score.inputs import Prediction, Scored, ScoreError
 from convhub.score.judge import Judge
+from convhub.score.longmemeval_retrieval import Conversation, Turn, ranking_level
 
 #: the fixture judge
 pytest_plugins = ["score_fixtures"]
 
 
+def evaluate(ranking: list[str], gold: list[str], k: int) -> tuple[float, ...]:
+    """``evaluate_retrieval`` over a corpus of the ranked ids and the gold ones (the ranking in its order)."""
+    ids = list(dict.fromkeys([*ranking, *gold]))
+    return retrieval.evaluate_retrieval([ids.index(doc) for doc in ranking], set(gold), ids, k)
+
+
 def test_recall_and_ndcg_at_k():
     # ranking a, x, b against gold a, b at k = 3: both in → any 1, all 1;
     # DCG = 1 + 0/log2(2) + 1/log2(3); ideal = 1 + 1/log2(2) = 2
-    any_, all_, ndcg = longmemeval.evaluate_retrieval(["a", "x", "b"], ["a", "b"], 3)
+    any_, all_, ndcg = evaluate(["a", "x", "b"], ["a", "b"], 3)
     assert (any_, all_) == (1.0, 1.0)
     assert ndcg == pytest.approx((1 + 1 / math.log2(3)) / 2)  # 0.8155
     # k = 1: only a → any 1, all 0; DCG 1, ideal 1 (min(k, 2) ones) → 1
-    assert longmemeval.evaluate_retrieval(["a", "x", "b"], ["a", "b"], 1) == (1.0, 0.0, 1.0)
+    assert evaluate(["a", "x", "b"], ["a", "b"], 1) == (1.0, 0.0, 1.0)
 
 
 def test_rank_two_is_not_discounted():
     # their dcg divides ranks 2.. by log2(2), log2(3)...: rank 2 keeps its full gain → x, a scores 1/1
-    assert longmemeval.evaluate_retrieval(["x", "a"], ["a"], 5) == (1.0, 1.0, 1.0)
+    assert evaluate(["x", "a"], ["a"], 5) == (1.0, 1.0, 1.0)
     # rank 3: 1/log2(3) = 0.6309
-    assert longmemeval.evaluate_retrieval(["x", "y", "a"], ["a"], 5)[2] == pytest.approx(1 / math.log2(3))
+    assert evaluate(["x", "y", "a"], ["a"], 5)[2] == pytest.approx(1 / math.log2(3))
 
 
 def test_no_evidence_is_recall_all_but_not_any():
-    assert longmemeval.evaluate_retrieval(["a"], [], 5) == (0.0, 1.0, 0.0)
+    assert evaluate(["a"], [], 5) == (0.0, 1.0, 0.0)
 
 
-def session_of(turn: str) -> str:
-    return turn.rsplit("_", 1)[0]
+def turns_as_sessions(ranking: list[str], corpus: list[str], k: int) -> tuple[float, ...]:
+    """A turn ranking at session level; ``corpus``: every turn id, a non-evidence one as ``noans:<id>``."""
+    ids = [doc.removeprefix("noans:") for doc in corpus]
+    gold = {doc for doc in corpus if not doc.startswith("noans:")}
+    return retrieval.evaluate_turns_as_sessions([ids.index(doc) for doc in ranking], gold, corpus, k)
+
+
+#: gold turns s1_1, s3_1 (sessions s1, s3); the others stand for a "no answer" copy of their session
+TURNS = ["s1_1", "noans:s1_2", "noans:s1_3", "noans:s2_1", "s3_1"]
 
 
 def test_turn_ranking_at_session_level_widens_k():
-    # gold turns s1_1, s3_1 (sessions s1, s3); ranking s1_2, s1_3, s1_1: the first two are not evidence, so
-    # both stand for "noans s1" → at k = 2 one distinct doc; widened to 3: noans-s1, s1 → any 1, all 0 (s3);
+    # ranking s1_2, s1_3, s1_1: the first two are not evidence, so both stand for "noans s1" → at k = 2 one
+    # distinct doc; widened to 3: noans-s1, s1 → any 1, all 0 (s3);
     # DCG over 3 = 1/log2(3) (the evidence turn third); ideal = min(3, 2 evidence turns) ones = 1 + 1 = 2
-    values = longmemeval.evaluate_turns_as_sessions(["s1_2", "s1_3", "s1_1"], ["s1_1", "s3_1"], session_of, 2)
+    values = turns_as_sessions(["s1_2", "s1_3", "s1_1"], TURNS, 2)
     assert values[:2] == (1.0, 0.0)
     assert values[2] == pytest.approx(1 / math.log2(3) / 2)  # 0.3155
 
@@ -54,20 +69,17 @@ def test_turn_ranking_at_session_level_without_widening():
     # ranking s1_2, s1_1, s2_1, s3_1 at k = 2: noans-s1, s1 are already 2 → top {noans-s1, s1}: any 1, all 0;
     # DCG = 0 + 1/log2(2) = 1; ideal = 2 → 0.5
     ranking = ["s1_2", "s1_1", "s2_1", "s3_1"]
-    assert longmemeval.evaluate_turns_as_sessions(ranking, ["s1_1", "s3_1"], session_of, 2) == (1.0, 0.0, 0.5)
+    assert turns_as_sessions(ranking, TURNS, 2) == (1.0, 0.0, 0.5)
     # k = 10: never 10 distinct → as wide as the corpus: all four; s1 and s3 in → all 1;
     # DCG = 0 + 1 + 0 + 1/log2(4) = 1.5; ideal 2 → 0.75
-    assert longmemeval.evaluate_turns_as_sessions(ranking, ["s1_1", "s3_1"], session_of, 10) == (
-        1.0,
-        1.0,
-        0.75,
-    )
+    assert turns_as_sessions(ranking, TURNS, 10) == (1.0, 1.0, 0.75)
 
 
-CORPUS = longmemeval.Corpus(
-    sessions={"s1", "s2", "s3"},
-    turn_session={"s1_1": "s1", "s1_2": "s1", "s2_1": "s2", "s3_1": "s3"},
-)
+def user_turns(*turn_ids: str) -> list[Turn]:
+    return [Turn(turn_id, "user", False) for turn_id in turn_ids]
+
+
+CORPUS = Conversation({"s1": user_turns("s1_1", "s1_2"), "s2": user_turns("s2_1"), "s3": user_turns("s3_1")})
 
 
 def question(question_id: str, question_type: str, answer: str, sessions=(), turns=()) -> dict:
@@ -86,12 +98,12 @@ def question(question_id: str, question_type: str, answer: str, sessions=(), tur
 
 
 def test_ranking_level_and_its_errors():
-    assert longmemeval.ranking_level(["s1", "s3"], CORPUS, "p line 1") == "session"
-    assert longmemeval.ranking_level(["s1_1"], CORPUS, "p line 1") == "turn"
+    assert ranking_level(["s1", "s3"], CORPUS, "p line 1") == "session"
+    assert ranking_level(["s1_1"], CORPUS, "p line 1") == "turn"
     with pytest.raises(ScoreError, match=r"^p line 2, field 'retrieved': 'zz' is neither"):
-        longmemeval.ranking_level(["s1", "zz"], CORPUS, "p line 2")
+        ranking_level(["s1", "zz"], CORPUS, "p line 2")
     with pytest.raises(ScoreError, match="mixes session and turn ids"):
-        longmemeval.ranking_level(["s1", "s1_1"], CORPUS, "p line 3")
+        ranking_level(["s1", "s1_1"], CORPUS, "p line 3")
 
 
 def test_judged_accuracy_and_retrieval_on_shared_schema_rows(judge):
@@ -109,7 +121,7 @@ def test_judged_accuracy_and_retrieval_on_shared_schema_rows(judge):
     ]
     scorer = Judge(judge.url, "judge-model", api_key="sk-test", retries=0)
     try:
-        report = longmemeval.score(items, scorer, {"c1": CORPUS}, "p.jsonl")
+        report = longmemeval.score(items, scorer, {"c1": CORPUS}, "p.jsonl", "convhub")
     finally:
         scorer.close()
     # the double says yes when the response holds the gold text: q1 yes, q2 no ("19 days"), q3 yes; q4 missing

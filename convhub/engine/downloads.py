@@ -1,0 +1,114 @@
+"""A source's default download (a build or check without ``--data-dir``): where it is fetched from, how long a
+silent server is waited for, and why a download failed, in words.
+
+``datasets``' download manager reads a URL through fsspec's HTTP file system (aiohttp, the ``fsspec[http]``
+dependency). Three things are convhub's:
+
+- **A mirror** (:data:`MIRROR_ENV`): ``CONVHUB_SOURCE_MIRROR=http://HOST:PORT/PREFIX`` fetches each default URL
+  ``https://raw.githubusercontent.com/a/b.json`` from ``http://HOST:PORT/PREFIX/raw.githubusercontent.com/a/b.json``
+  (the original host and path under the mirror): a copy of the sources on a machine without the internet, and the
+  install test's local server.
+- **A limit** (:data:`TIMEOUT_ENV`, seconds, default :data:`DEFAULT_TIMEOUT`) on connecting and on each read:
+  aiohttp's own default waits five minutes for a server that accepts a connection and sends nothing.
+- **The reason** (:func:`failure_line`): fsspec raises ``FileNotFoundError(url)`` for every failure, a 404 as
+  well as an unknown host or no network; the cause it chains is put in words.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from urllib.parse import urlsplit
+
+from convhub.errors import in_chain
+
+#: The environment variable naming a mirror of the sources' hosts (see the module docstring).
+MIRROR_ENV = "CONVHUB_SOURCE_MIRROR"
+#: The environment variable that sets how long a download waits to connect, and for each read, in seconds.
+TIMEOUT_ENV = "CONVHUB_DOWNLOAD_TIMEOUT"
+DEFAULT_TIMEOUT = 60.0
+
+_installed = False
+
+
+def source_url(url: str) -> str:
+    """``url`` (a source's default download), or its copy under the mirror when :data:`MIRROR_ENV` is set."""
+    mirror = os.environ.get(MIRROR_ENV, "").strip().rstrip("/")
+    if not mirror:
+        return url
+    parts = urlsplit(url)
+    return f"{mirror}/{parts.netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")
+
+
+def timeout_seconds() -> float:
+    """The limit: :data:`TIMEOUT_ENV` when it is a positive number, else :data:`DEFAULT_TIMEOUT`."""
+    from convhub.publish.hub_client import positive_seconds
+
+    return positive_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT)
+
+
+async def _client_with_timeouts(**client_kwargs):
+    """fsspec's HTTP client factory (its documented ``get_client`` option): aiohttp's session, whose connect and
+    each read wait at most ``timeout_seconds()`` unless the caller chose a timeout."""
+    import aiohttp
+
+    limit = timeout_seconds()
+    client_kwargs.setdefault(
+        "timeout", aiohttp.ClientTimeout(total=None, sock_connect=limit, sock_read=limit)
+    )
+    return aiohttp.ClientSession(**client_kwargs)
+
+
+def use_timeouts() -> None:
+    """Every later HTTP(S) file system fsspec makes in this process (and in the processes it forks) uses
+    :func:`_client_with_timeouts`, through fsspec's configuration (a call's own ``get_client`` wins). Idempotent."""
+    global _installed
+    if _installed:
+        return
+    import fsspec.config
+
+    for protocol in ("http", "https"):
+        fsspec.config.conf.setdefault(protocol, {}).setdefault("get_client", _client_with_timeouts)
+    _installed = True
+
+
+def _is_timeout(error: BaseException) -> bool:
+    import aiohttp
+    from fsspec.exceptions import FSTimeoutError
+
+    return isinstance(error, (TimeoutError, FSTimeoutError, aiohttp.ServerTimeoutError))
+
+
+def reason(error: BaseException) -> str | None:
+    """Why an HTTP transfer failed, in words, from ``error``'s chain; None when it holds no known cause."""
+    import aiohttp
+
+    answered = in_chain(error, lambda each: isinstance(each, aiohttp.ClientResponseError))
+    if answered is not None:
+        return f"the server answered {answered.status} {answered.message}".rstrip()
+    if in_chain(error, lambda each: isinstance(each, socket.gaierror)) is not None:
+        return "its host name does not resolve (no network, or an unknown host)"
+    if in_chain(error, lambda each: isinstance(each, ConnectionRefusedError)) is not None:
+        return "connection refused (nothing listens there)"
+    if in_chain(error, _is_timeout) is not None:
+        return f"the server stalled: no answer within {timeout_seconds():g} s (timed out; {TIMEOUT_ENV} sets the limit)"
+    unreachable = in_chain(error, lambda each: isinstance(each, aiohttp.ClientConnectionError))
+    if unreachable is not None:
+        cause = in_chain(unreachable, lambda each: isinstance(each, OSError) and each.strerror)
+        return f"no connection ({cause.strerror if cause is not None else unreachable})"
+    return None
+
+
+def failure_line(error: BaseException) -> str | None:
+    """The one line for a download that failed (``FileNotFoundError(url)`` from fsspec's HTTP file system, and
+    its cause): the URL and why; None for another error."""
+
+    def http_failure(each: BaseException) -> bool:
+        return isinstance(each, FileNotFoundError) and str(each).startswith(("http://", "https://"))
+
+    failed = in_chain(error, http_failure)
+    why = reason(failed) if failed is not None else None
+    if why is None:
+        return None
+    mirrored = f" ({MIRROR_ENV} is {os.environ[MIRROR_ENV]})" if os.environ.get(MIRROR_ENV) else ""
+    return f"could not download {failed}: {why}{mirrored}"

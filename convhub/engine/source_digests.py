@@ -1,0 +1,120 @@
+"""Each input file of a build by name, size and sha256: the card's ``source_files`` (YAML and body), which
+``convhub score`` copies into its reports so that a score names the exact files (LongMemEval's first release or
+its cleaned one, say) its data came from.
+
+Which files: a source's ``ConversationBuilder.input_files`` (by default every file of ``--data-dir`` that is not
+hidden, subfolders included, as the sources read folders; LongMemEval the files it reads), or without
+``--data-dir`` the files the build downloaded (``datasets`` keeps each beside a ``.json`` naming its URL).
+
+Hashing reads a file once more after the build. That costs little for LongMemEval (2.75 GB at most), LoCoMo or
+ConvLab, and would be a second read of MNBVC's 60 TB: the files are hashed only while their sizes add up to at
+most :data:`HASH_BUDGET_BYTES`; past that none is, and each entry gives its size and modification time instead
+(``sha256: null``), which the card says. Whichever it is depends on the input only, so that the same input gives
+the same card. The listing is sorted by name; the YAML lists at most :data:`YAML_FILES` files and the body
+:data:`BODY_FILES`, each saying how many more there are (a card stays far under the Hub's limits).
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+from datetime import UTC, datetime
+from typing import Any
+
+from convhub.engine.source_files import FileKind, find_files
+from convhub.storage.folders import fsspec_url
+
+#: Inputs whose sizes add up to more than this are not hashed (a second read of them would cost hours).
+HASH_BUDGET_BYTES = 16 << 30
+#: At most this many files in the YAML's ``source_files`` (about 150 bytes each), and in the body's table.
+YAML_FILES = 1000
+BODY_FILES = 20
+#: Every file that is not hidden: what a source reads of a folder unless it says otherwise.
+ANY_FILE = FileKind(("",), "file")
+_READ_BYTES = 1 << 20
+
+
+def input_files(
+    data_dir: str | None, downloads: str | os.PathLike | None, kind: FileKind = ANY_FILE
+) -> list[tuple[str, str]]:
+    """(name, local path or URL) of each input file, sorted by name: the files of ``kind`` in ``data_dir`` (and
+    its subfolders), or without one the files ``datasets`` downloaded into ``downloads``, named by their URLs."""
+    if data_dir is not None:
+        return sorted(find_files(str(data_dir), "input", recursive=True, kind=kind))
+    found = []
+    for sidecar in sorted(glob.glob(os.path.join(str(downloads or ""), "*.json"))):
+        path = sidecar.removesuffix(".json")
+        try:
+            with open(sidecar, encoding="utf-8") as handle:
+                url = json.load(handle)["url"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not a download's record
+        if os.path.isfile(path):
+            found.append((url.rstrip("/").rsplit("/", 1)[-1], path))
+    return sorted(found)
+
+
+def describe(files: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """``{name, bytes, sha256}`` of each file, in the given order; past the hash budget ``sha256`` is None and
+    ``modified`` (UTC, ISO 8601) says which version of the file was read."""
+    sized = [(name, path, _size(path)) for name, path in files]
+    hashed = sum(size for _, _, size in sized) <= HASH_BUDGET_BYTES
+    entries = []
+    for name, path, size in sized:
+        entry: dict[str, Any] = {"name": name, "bytes": size, "sha256": _sha256(path) if hashed else None}
+        if not hashed:
+            entry["modified"] = _modified(path)
+        entries.append(entry)
+    return entries
+
+
+def card_yaml(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The card's YAML keys: ``source_files`` (at most :data:`YAML_FILES`), and ``source_files_not_listed``
+    (files and bytes) when there are more."""
+    keys: dict[str, Any] = {"source_files": entries[:YAML_FILES]}
+    rest = entries[YAML_FILES:]
+    if rest:
+        keys["source_files_not_listed"] = {"files": len(rest), "bytes": sum(e["bytes"] for e in rest)}
+    return keys
+
+
+def _is_url(path: str) -> bool:
+    return "://" in path
+
+
+def _size(path: str) -> int:
+    if not _is_url(path):
+        return os.path.getsize(path)
+    import fsspec
+
+    fs, inner = fsspec.core.url_to_fs(fsspec_url(path))
+    return int(fs.size(inner))
+
+
+def _open(path: str):
+    if not _is_url(path):
+        return open(path, "rb")
+    import fsspec
+
+    return fsspec.open(fsspec_url(path), "rb").open()
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with _open(path) as handle:
+        while chunk := handle.read(_READ_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _modified(path: str) -> str | None:
+    if _is_url(path):
+        import fsspec
+
+        fs, inner = fsspec.core.url_to_fs(fsspec_url(path))
+        modified = fs.info(inner).get("LastModified") or fs.info(inner).get("mtime")
+        return str(modified) if modified is not None else None
+    stamp = datetime.fromtimestamp(os.path.getmtime(path), UTC)
+    return stamp.isoformat(timespec="seconds").replace("+00:00", "Z")
