@@ -241,7 +241,7 @@ def writing_into(output) -> Iterator[None]:
     text = json.dumps(owner_record()).encode("utf-8")
     for _attempt in range(2):
         try:
-            lock.fs.pipe_file(lock.path, text, mode="create")
+            _create(lock, text)
             break
         except FileExistsError:
             record = _check_not_being_written(output)
@@ -257,6 +257,17 @@ def writing_into(output) -> Iterator[None]:
         lock.fs.invalidate_cache(output.path)
         if lock.fs.exists(lock.path):  # (a failed first build removed the whole folder)
             lock.fs.rm(lock.path)
+
+
+def _create(path, data: bytes) -> None:
+    """Write a new object, or raise FileExistsError where one is there: S3's conditional write (s3fs' ``mode``
+    "create"); a file system whose writes take no ``mode`` looks first (not atomic, but the best it offers)."""
+    try:
+        path.fs.pipe_file(path.path, data, mode="create")
+    except TypeError:  # (an fsspec file system older than the mode)
+        if path.fs.exists(path.path):
+            raise FileExistsError(path.path) from None
+        path.fs.pipe_file(path.path, data)
 
 
 def _check_not_being_written(output) -> dict | None:
