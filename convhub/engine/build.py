@@ -25,6 +25,7 @@ from huggingface_hub.utils import validate_repo_id
 from convhub import registry
 from convhub.console import phases
 from convhub.engine import quarantine, source_digests
+from convhub.engine.child_processes import die_with_parent
 from convhub.engine.datasets_cache import card_configs, forget_cached_copies
 from convhub.engine.duplicate_ids import drop_duplicate_ids, drop_rows_of_duplicates, forget
 from convhub.engine.local_build import write_config
@@ -374,7 +375,11 @@ class _Run:
             if self.engine is not None:
                 done = self.engine.map(_derive_task, [(o, p) for _, o, p in tasks])
             elif (self.num_proc or 1) > 1 and len(tasks) > 1:
-                pool = stack.enter_context(ProcessPoolExecutor(min(self.num_proc, len(tasks))))
+                pool = stack.enter_context(
+                    ProcessPoolExecutor(
+                        min(self.num_proc, len(tasks)), initializer=die_with_parent, initargs=(os.getpid(),)
+                    )
+                )
                 done = pool.map(derive_views, *zip(*[(o, p) for _, o, p in tasks], strict=True))
             else:
                 done = (derive_views(outputs, path) for _, outputs, path in tasks)

@@ -25,6 +25,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from convhub.engine import zips
 from convhub.engine.jsonio import loads_exact
+from convhub.engine.source_files import regular_file
 from convhub.errors import Reject, SourceError
 from convhub.storage.folders import fsspec_url, local_copy
 
@@ -73,8 +74,8 @@ class DataInput:
             return [self.inner]
         if self.kind == "zip":
             return zips.member_names(self.path, self.inner, self.shown)
-        found = [
-            os.path.relpath(os.path.join(root, name), self.path)
+        found = [  # each a regular file (a FIFO would block the build)
+            os.path.relpath(regular_file(os.path.join(root, name)), self.path)
             for root, _, files in os.walk(self.path)
             for name in files
         ]

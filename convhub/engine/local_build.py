@@ -20,7 +20,8 @@ else of similar numbers of shards, as ``datasets`` cuts them), each job writes i
 most about ``MAX_SHARD_BYTES`` (Arrow bytes), and the split's files are the jobs' files in job order: the rows,
 in order, do not depend on the cut. A job runs in this
 process where there is one, else in a pool of worker processes (``multiprocess``, ``datasets``' own dependency,
-which pickles the builder with ``dill`` as ``datasets`` did).
+which pickles the builder with ``dill`` as ``datasets`` did), whose workers die with this process even when it is
+killed with SIGKILL (``child_processes``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from datasets.builder import Key
 
 from convhub.engine import progress
 from convhub.engine.arrow_rows import rows_table
+from convhub.engine.child_processes import die_with_parent
 from convhub.engine.input_shards import shard_work
 from convhub.engine.memory import LARGE_TABLE_BYTES, give_back_pages
 from convhub.engine.parquet_writer import ParquetWriter
@@ -269,8 +271,10 @@ _updates = None
 _JOB_DONE = "job done"
 
 
-def _start_worker(updates) -> None:
+def _start_worker(updates, parent_pid: int) -> None:
+    """A worker's first act: die with the build (``child_processes``), and keep its queue of updates."""
     global _updates
+    die_with_parent(parent_pid)
     _updates = updates
 
 
@@ -295,7 +299,7 @@ def _in_workers(
     import multiprocess  # datasets' dependency: pickles the builder (and a test's local class) with dill
 
     updates = multiprocess.Queue()
-    with multiprocess.Pool(len(cut), initializer=_start_worker, initargs=(updates,)) as pool:
+    with multiprocess.Pool(len(cut), initializer=_start_worker, initargs=(updates, os.getpid())) as pool:
         pending = [
             pool.apply_async(_job_in_worker, (builder, gen_kwargs, template, max_shard_bytes))
             for gen_kwargs, template in cut

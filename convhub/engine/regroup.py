@@ -33,7 +33,6 @@ import marshal
 import math
 import multiprocessing
 import os
-import shutil
 import tempfile
 import weakref
 import zlib
@@ -42,14 +41,17 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import pairwise
 from json.encoder import encode_basestring
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from convhub.engine.child_processes import die_with_parent
 from convhub.engine.input_shards import GroupShard, Partition
 from convhub.errors import SourceError
+from convhub.storage.abandoned import marked_dir, release, sweep_abandoned
 
 #: A partition holds about this many bytes of source rows.
 PARTITION_BYTES = 64 * 2**20
@@ -191,7 +193,7 @@ def run_forked(tasks: list[Callable[[], Any]]) -> list[Any]:
     try:
         for task in tasks:
             receiver, sender = context.Pipe(duplex=False)
-            process = context.Process(target=_send_result, args=(task, sender), daemon=True)
+            process = context.Process(target=_send_result, args=(task, sender, os.getpid()), daemon=True)
             process.start()
             sender.close()
             started.append((process, receiver))
@@ -213,8 +215,10 @@ def run_forked(tasks: list[Callable[[], Any]]) -> list[Any]:
     return [value for _, value in outcomes]
 
 
-def _send_result(task: Callable[[], Any], sender) -> None:
-    """In a forked process: ``task()`` sent back as (True, result), or (False, the exception it raised)."""
+def _send_result(task: Callable[[], Any], sender, parent_pid: int) -> None:
+    """In a forked process (which dies with ``parent_pid``, ``child_processes``): ``task()`` sent back as (True,
+    result), or (False, the exception it raised)."""
+    die_with_parent(parent_pid)
     try:
         outcome = (True, task())
     except BaseException as error:
@@ -308,14 +312,15 @@ def partition_shards(
     """A ``group_shard`` partitioned (``builder.keyed_rows``, in ``processes`` writers, shared out by the group's
     ``sizes``) into a temporary folder that goes with ``builder``, as one shard per slice of each partition: what
     ``read_partition`` reads."""
-    folder = tempfile.mkdtemp(prefix="convhub-partitions-", dir=os.environ.get("CONVHUB_TMPDIR"))
-    weakref.finalize(builder, shutil.rmtree, folder, True)
+    marked = partitions_folder()
+    folder = str(marked)
+    weakref.finalize(builder, release, marked)  # (also at exit, where the builder is still alive)
     try:
         partitioned = write_partitions(
             partial(builder.keyed_rows, group), group.sizes, folder, group.partitions, processes
         )
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        release(marked)
         raise
     return [
         Partition(group, partitioned, partition, (number, slices))
@@ -323,6 +328,19 @@ def partition_shards(
         for slices in [slice_count(source_bytes, slice_bytes)]
         for number in range(slices)
     ]
+
+
+#: The name of a temporary partitions folder begins so (in TMPDIR, or ``CONVHUB_TMPDIR``).
+PARTITIONS_PREFIX = "convhub-partitions-"
+
+
+def partitions_folder() -> Path:
+    """A new partitions folder in TMPDIR (``CONVHUB_TMPDIR`` where set), marked as this process's
+    (``storage.abandoned``), after those that killed builds left there are removed: a build killed with SIGKILL
+    runs no cleanup, and its partitions hold a copy of the whole input."""
+    parent = Path(os.environ.get("CONVHUB_TMPDIR") or tempfile.gettempdir())
+    sweep_abandoned(parent, PARTITIONS_PREFIX)
+    return marked_dir(parent, PARTITIONS_PREFIX, mode=0o700)  # as tempfile makes it: it holds user data
 
 
 def remove_partitions(shards: Iterable[Any]) -> None:

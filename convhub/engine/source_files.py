@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -58,11 +59,11 @@ def find_files(
     by its base name. Finding none is a FileNotFoundError naming what ``source`` reads."""
     if "://" in data_dir:
         files = [(name, url) for name, url in url_files(data_dir, ("",), recursive) if kind.accepts(name)]
-    elif os.path.isfile(data_dir):
-        files = [(os.path.basename(data_dir), data_dir)]
     elif os.path.isdir(data_dir):
         found = local_paths(data_dir, recursive, kind)
         files = [(os.path.relpath(path, data_dir).replace(os.sep, "/"), path) for path in found]
+    elif os.path.lexists(data_dir):
+        files = [(os.path.basename(data_dir), regular_file(data_dir))]
     else:
         raise FileNotFoundError(
             f"no {source} {kind.shown} file in {data_dir}: it is neither a folder nor a file"
@@ -78,7 +79,8 @@ def local_paths(folder: str, recursive: bool = True, kind: FileKind = JSON_LINES
 
     Symbolic links to folders are followed, but a folder reached again (a link loop) is not entered twice and a
     file reached under two names is read under the first: a recursive glob would read a loop's files over and
-    over, or never finish.
+    over, or never finish. A link to a regular file is read wherever the file is (a user who links data into the
+    folder means it); anything that is no regular file (``regular_file``) is refused.
     """
     candidates = []
     entered = set()
@@ -92,11 +94,41 @@ def local_paths(folder: str, recursive: bool = True, kind: FileKind = JSON_LINES
         candidates += [os.path.join(root, name) for name in names if kind.accepts(name)]
     found, read = [], set()
     for path in sorted(candidates):
-        status = os.stat(path)
+        status = os.stat(regular_file(path))
         if (status.st_dev, status.st_ino) not in read:
             read.add((status.st_dev, status.st_ino))
             found.append(path)
     return found
+
+
+def regular_file(path: str) -> str:
+    """``path``, when it is a regular file or a symbolic link to one; else a SourceError naming it. A FIFO blocks
+    the build that opens it for ever, a device such as ``/dev/zero`` (or a link to it) fills the memory, and a
+    link to nothing is a file the user meant to give: each is refused in one line, before any work, rather than
+    skipped (a skipped file's records would be missing from the build without a word)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        if os.path.islink(path) and isinstance(error, FileNotFoundError):
+            problem = f"a symbolic link to {os.readlink(path)}, which does not exist"
+        else:
+            problem = f"cannot be read: {error.strerror}"
+        raise SourceError(path, None, None, problem) from None
+    if not stat.S_ISREG(mode):
+        kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a device", stat.S_ISBLK: "a device"}
+        what = next((name for test, name in kinds.items() if test(mode)), "a socket or other special file")
+        raise SourceError(
+            path,
+            None,
+            None,
+            f"not a regular file ({what}{_through_link(path)}): convhub reads regular files only; remove it "
+            "from the data folder",
+        )
+    return path
+
+
+def _through_link(path: str) -> str:
+    return f", through a symbolic link to {os.readlink(path)}" if os.path.islink(path) else ""
 
 
 def hub_files(repo: str, pattern: str) -> list[str]:

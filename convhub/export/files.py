@@ -41,8 +41,10 @@ class LineSpool:
     so no bound on a line number is exact. The bound kept: the empty lines of one file may number at most
     ``GAP_LINES_FLOOR`` plus ``GAP_LINES_PER_ROW`` per row the build holds of that file, so what an export writes
     follows the build's own size (at most 1 MB and 1 KB a row of empty lines), never a number a row claims (line
-    3,000,000,000 wrote 2.8 GB of newlines; 10^11 ran out of memory). A file past it is refused before anything
-    is written, naming the file and the row that claims the line.
+    3,000,000,000 wrote 2.8 GB of newlines; 10^11 ran out of memory). The same bound holds for all files together,
+    with all the build's rows (300 files of one row each, each within its own bound, wrote 288 MB of newlines).
+    A file or an export past it is refused before anything is written, naming the file and the row that claims
+    the line.
     """
 
     def __init__(self, folder: Path, location: str = "the build"):
@@ -68,16 +70,29 @@ class LineSpool:
             self._last[file] = (line, row)
 
     def _check_gaps(self) -> None:
-        """Refuse a file whose rows leave more empty lines than the build can explain (see the class)."""
+        """Refuse a file, or the whole export, whose rows leave more empty lines than the build can explain (see
+        the class): many small files each within its own bound still wrote gigabytes together."""
+        gaps = {}
         for file, entries in self._index.items():
             last, row = self._last[file]
             allowed = GAP_LINES_FLOOR + GAP_LINES_PER_ROW * len(entries)
-            if last - len(entries) > allowed:
+            gaps[file] = last - len(entries)
+            if gaps[file] > allowed:
                 raise ExportError(
                     f"{self.location}: {row} claims {file} line {last:,}, but the build holds {len(entries):,} "
                     f"row(s) of that file, which explain at most {allowed + len(entries):,} lines: refusing to "
                     "write the lines between as empty ones"
                 )
+        rows = sum(map(len, self._index.values()))
+        allowed = GAP_LINES_FLOOR + GAP_LINES_PER_ROW * rows
+        if sum(gaps.values()) > allowed:
+            widest = max(gaps, key=gaps.__getitem__)
+            last, row = self._last[widest]
+            raise ExportError(
+                f"{self.location}: the rows of {len(gaps):,} files claim lines that leave {sum(gaps.values()):,} "
+                f"empty lines between them (the most in {widest}: {row} claims line {last:,}), but the build's "
+                f"{rows:,} rows explain at most {allowed:,}: refusing to write them"
+            )
 
     def write(self, folder: Path) -> list[str]:
         """Write every file under ``folder``; return their relative names. The spool is deleted."""

@@ -205,7 +205,9 @@ def _count(mixed: Dataset, mixer: Mixer) -> None:
     columns = ["_mix_entry", "_mix_position", "_mix_tokens", "_mix_characters", "language"]
     positions: dict[int, set[int]] = {}
     for batch in mixed.select_columns(columns).with_format("arrow").iter(batch_size=100_000):
-        grouped = batch.group_by("_mix_entry").aggregate(
+        # a batch gathered through the mixture's index is a chunk a row: Arrow's group-by took 5 s on one
+        batch = batch.combine_chunks()
+        grouped = batch.group_by(["_mix_entry", "language"], use_threads=False).aggregate(
             [("_mix_entry", "count"), ("_mix_tokens", "sum"), ("_mix_characters", "sum")]
         )
         for row in grouped.to_pylist():
@@ -213,11 +215,11 @@ def _count(mixed: Dataset, mixer: Mixer) -> None:
             report.rows += row["_mix_entry_count"]
             report.tokens += row["_mix_tokens_sum"]
             report.characters += row["_mix_characters_sum"]
-        by_language = batch.group_by(["_mix_entry", "language"]).aggregate([("_mix_entry", "count")])
-        for row in by_language.to_pylist():
-            mixer.reports[row["_mix_entry"]].languages_found[row["language"]] += row["_mix_entry_count"]
+            report.languages_found[row["language"]] += row["_mix_entry_count"]
+        # each (entry, position) of the batch once: a repeated row is one Python value a batch, not one a row
+        seen = batch.group_by(["_mix_entry", "_mix_position"], use_threads=False).aggregate([])
         for entry, position in zip(
-            batch.column("_mix_entry").to_pylist(), batch.column("_mix_position").to_pylist(), strict=True
+            seen.column("_mix_entry").to_pylist(), seen.column("_mix_position").to_pylist(), strict=True
         ):
             positions.setdefault(entry, set()).add(position)
     for index, report in enumerate(mixer.reports):

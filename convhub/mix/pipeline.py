@@ -17,6 +17,7 @@ from huggingface_hub import DatasetCard, constants
 from huggingface_hub.errors import HfHubHTTPError
 
 from convhub.cards import is_non_commercial
+from convhub.console import phases
 from convhub.mix.recipe import CONFIG_FEATURES, Budget, Recipe, RecipeError, SourceEntry, load_recipe
 from convhub.mix.rows import (
     PROVENANCE,
@@ -32,7 +33,7 @@ from convhub.mix.rows import (
 )
 from convhub.publish.hub_client import HubUnreachable, reach_repo
 from convhub.publish.hub_errors import redact
-from convhub.storage.folders import read_card, text_of
+from convhub.storage.folders import parquet_file, read_card, text_of
 
 logger = logging.getLogger(__name__)
 
@@ -195,9 +196,20 @@ class Mixer:
     def mixture(self, provenance: bool = False) -> Dataset | IterableDataset:
         sources = self.recipe.sources
         prepared = [self._prepare(index, entry) for index, entry in enumerate(sources)]
-        if not self.streaming:  # before the repeats are made: a repeat's index costs 8 bytes a row
-            lengths = [len(dataset) * entry.repeat for dataset, entry in zip(prepared, sources, strict=True)]
-            check_planned_rows(self.recipe, lengths, self.reports)
+        # before the repeats are made (a repeat's index costs 8 bytes a row) and before any row is mixed
+        distinct = [self._known_rows(index, dataset) for index, dataset in enumerate(prepared)]
+        if None not in distinct:
+            lengths = [rows * entry.repeat for rows, entry in zip(distinct, sources, strict=True)]
+            planned = check_planned_rows(self.recipe, lengths, self.reports, distinct)
+            phases.info(
+                "%s: mixing about %s rows of %s distinct%s",
+                self.recipe.name,
+                f"{planned:,}",
+                f"{sum(distinct):,}",
+                ""
+                if self.streaming
+                else f" (about {_arrow_bytes(prepared, lengths) / 1e6:,.0f} MB in Arrow)",
+            )
         # the same rows again (same entry and position: deduplication keeps them)
         prepared = [
             _repeated(dataset, entry.repeat) if entry.repeat > 1 else dataset
@@ -221,6 +233,21 @@ class Mixer:
                 else mixed.shuffle(seed=self.recipe.seed)
             )
         return mixed if provenance else mixed.remove_columns(PROVENANCE_COLUMNS)
+
+    def _known_rows(self, index: int, dataset: Dataset | IterableDataset) -> int | None:
+        """A prepared source's rows: its length map-style; streamed, its Parquet files' row counts where nothing
+        drops rows on the way (a local build, no filter, budget, length limit or held-out split), else None."""
+        if not self.streaming:
+            return len(dataset)
+        entry = self.recipe.sources[index]
+        if entry.path is None or not (entry.filters.is_empty() and entry.budget.is_empty()):
+            return None
+        if entry.max_tokens is not None or entry.eval is not None:
+            return None
+        files = _local_data_files(entry, index)
+        return sum(
+            parquet_file(path).metadata.num_rows for split in entry.splits for path in files.get(split, ())
+        )
 
     def _prepare(self, index: int, entry: SourceEntry) -> Dataset | IterableDataset:
         report = self.reports[index]
@@ -369,11 +396,23 @@ def _repeated(dataset: Dataset | IterableDataset, passes: int) -> Dataset | Iter
     return dataset.select(np.tile(np.arange(len(dataset), dtype=np.int64), passes))
 
 
-def check_planned_rows(recipe: Recipe, lengths: list[int], reports: list[SourceReport]) -> None:
-    """Refuse, before interleaving, a mixture that would have more rows than distinct rows and more than
-    ``max_rows``, naming the key that makes most of them: a source's ``repeat``, or under ``all_exhausted`` the
-    weight of the source that takes longest to use up (about its rows / its probability draws)."""
-    distinct = sum(report.rows_after_budget for report in reports)
+def _arrow_bytes(prepared: list[Dataset], lengths: list[int]) -> float:
+    """About the Arrow bytes of ``lengths`` rows of each prepared source, at its table's bytes per row."""
+    return sum(
+        dataset.data.nbytes / max(len(dataset.data), 1) * length
+        for dataset, length in zip(prepared, lengths, strict=True)
+    )
+
+
+def check_planned_rows(
+    recipe: Recipe, lengths: list[int], reports: list[SourceReport], distinct_rows: list[int]
+) -> int:
+    """The rows a mixture will have (about, under ``all_exhausted``), from its sources' ``distinct_rows`` and
+    their ``lengths`` repeats included; refused, before interleaving, when that is more than its distinct rows
+    and more than ``max_rows``, naming the key that makes most of them: a source's ``repeat``, or under
+    ``all_exhausted`` the weight of the source that takes longest to use up (about its rows / its probability
+    draws)."""
+    distinct = sum(distinct_rows)
     passes = sum(lengths)  # every row of every source once, repeats included
     planned, slowest = passes, None
     if recipe.interleaved and recipe.stopping_strategy == "all_exhausted":
@@ -381,8 +420,8 @@ def check_planned_rows(recipe: Recipe, lengths: list[int], reports: list[SourceR
         slowest = int(np.argmax(draws))
         planned = max(passes, round(draws[slowest]))
     if planned <= max(distinct, recipe.max_rows):
-        return
-    repeated = [length - report.rows_after_budget for length, report in zip(lengths, reports, strict=True)]
+        return planned
+    repeated = [length - rows for length, rows in zip(lengths, distinct_rows, strict=True)]
     if slowest is not None and planned - passes > sum(repeated):
         entry = reports[slowest].entry
         name = "probability" if entry.probability is not None else "weight"

@@ -152,13 +152,12 @@ def sweep_abandoned(parent: str | os.PathLike, prefix: str) -> list[str]:
         entries = list(parent.iterdir())
     except (FileNotFoundError, NotADirectoryError):
         return []
-    host, removed = socket.gethostname(), []
+    removed = []
     for owner in entries:
         name = owner.name
         if not (name.startswith(prefix) and name.endswith(OWNER_SUFFIX)) or name == prefix + OWNER_SUFFIX:
             continue
-        record = _read_record(owner)
-        if record is None or record.get("host") != host or is_running(record):
+        if not is_abandoned(read_owner_record(owner)):
             continue
         folder = parent / name[: -len(OWNER_SUFFIX)]
         try:
@@ -169,7 +168,12 @@ def sweep_abandoned(parent: str | os.PathLike, prefix: str) -> list[str]:
     return removed
 
 
-def _read_record(owner: Path) -> dict | None:
+def is_abandoned(record: dict | None) -> bool:
+    """Whether an owner record (``read_owner_record``) names a process of this host that no longer runs."""
+    return record is not None and record.get("host") == socket.gethostname() and not is_running(record)
+
+
+def read_owner_record(owner: Path) -> dict | None:
     """An owner file's record, or None when it is no owner file of convhub's (not JSON, another kind, a folder)."""
     try:
         if is_url(owner):

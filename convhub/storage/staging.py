@@ -21,12 +21,21 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import json
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from convhub.storage.abandoned import claim, marked_dir, release, sweep_abandoned
+from convhub.storage.abandoned import (
+    claim,
+    is_abandoned,
+    marked_dir,
+    owner_record,
+    read_owner_record,
+    release,
+    sweep_abandoned,
+)
 from convhub.storage.folders import (
     Location,
     is_url,
@@ -187,15 +196,20 @@ def _staged_url_folder(output, overwrite: bool, inputs: Iterable[str | os.PathLi
     """
     prefix = partial_prefix(output)
     sweep_abandoned(output.parent, prefix)
-    if not output.exists() and moves_by_copying(output):
-        output.mkdir(parents=True)  # (before the try: what a failed mkdir found there is not ours to remove)
-        try:
-            write_text(output / MARKER, _MARKER_TEXT)
-            yield output
-        except BaseException:
-            remove_tree(output)
-            raise
-        return
+    if moves_by_copying(output):
+        _check_not_being_written(output)
+        if not output.exists():
+            output.mkdir(
+                parents=True
+            )  # (before the try: what a failed mkdir found there is not ours to remove)
+            with writing_into(output):  # (before the try too: another run's build is not ours to remove)
+                try:
+                    write_text(output / MARKER, _MARKER_TEXT)
+                    yield output
+                except BaseException:
+                    remove_tree(output)
+                    raise
+            return
     staging = marked_dir(output.parent, prefix)
     try:
         write_text(staging / MARKER, _MARKER_TEXT)
@@ -204,11 +218,73 @@ def _staged_url_folder(output, overwrite: bool, inputs: Iterable[str | os.PathLi
         if not output.exists():
             move(staging, output)
         elif moves_by_copying(output):
-            _publish(staging, output)
+            with writing_into(output):
+                _publish(staging, output)
         else:  # a file system with a rename (HDFS): two moves
             _two_moves(staging, output, claim(output.parent, prefix), move)
     finally:
         release(staging)
+
+
+#: In a folder on an object store while a run writes into it (a first build written in place, a rebuild's
+#: objects copied into place): that run's owner record (``storage.abandoned``). Hidden, so ``push`` skips it.
+WRITING = ".convhub-writing"
+
+
+@contextmanager
+def writing_into(output) -> Iterator[None]:
+    """Hold the folder ``output`` on an object store while this run writes into it: two runs writing one output
+    at once would leave objects of both. ``WRITING`` is created only where it is absent (the store's conditional
+    write, ``If-None-Match``), so one run holds it; another is refused (``OutputError``) unless the holder was a
+    process of this host that no longer runs (killed), whose hold is taken over."""
+    lock = output / WRITING
+    text = json.dumps(owner_record()).encode("utf-8")
+    for _attempt in range(2):
+        try:
+            _create(lock, text)
+            break
+        except FileExistsError:
+            record = _check_not_being_written(output)
+            if record is not None:
+                lock.fs.rm(lock.path)  # a killed run's hold
+    else:
+        raise OutputError(
+            f"{text_of(output)} is being written by another convhub run: refusing to write it too"
+        )
+    try:
+        yield
+    finally:
+        lock.fs.invalidate_cache(output.path)
+        if lock.fs.exists(lock.path):  # (a failed first build removed the whole folder)
+            lock.fs.rm(lock.path)
+
+
+def _create(path, data: bytes) -> None:
+    """Write a new object, or raise FileExistsError where one is there: S3's conditional write (s3fs' ``mode``
+    "create"); a file system whose writes take no ``mode`` looks first (not atomic, but the best it offers)."""
+    try:
+        path.fs.pipe_file(path.path, data, mode="create")
+    except TypeError:  # (an fsspec file system older than the mode)
+        if path.fs.exists(path.path):
+            raise FileExistsError(path.path) from None
+        path.fs.pipe_file(path.path, data)
+
+
+def _check_not_being_written(output) -> dict | None:
+    """Refuse (``OutputError``) an object store's folder that another run is writing (``writing_into``); the
+    owner record of a killed run that held it, or None where nobody holds it."""
+    lock = output / WRITING
+    lock.fs.invalidate_cache(output.path)
+    if not lock.exists():
+        return None
+    record = read_owner_record(lock)
+    if is_abandoned(record):
+        return record
+    holder = f" (pid {record.get('pid')} on {record.get('host')})" if record else ""
+    raise OutputError(
+        f"{text_of(output)} is being written by another convhub run{holder}: refusing to write it at the same time "
+        f"(if no such run is left, delete {text_of(lock)})"
+    )
 
 
 def _publish(staging, output) -> None:
@@ -243,8 +319,12 @@ def _swap_in(staging: Path, output: Path) -> None:
     then is the old one deleted. The caller removes ``staging``.
     """
     if not output.exists():
-        os.replace(staging, output)
-        return
+        try:
+            os.replace(staging, output)
+            return
+        except OSError as error:  # another run's build got there first: replaced as any earlier build
+            if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
     if _exchange(staging, output):
         return
     aside = claim(output.parent, partial_prefix(output))

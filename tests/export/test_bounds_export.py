@@ -164,3 +164,37 @@ def test_a_rebuild_swapped_in_between_two_file_reads_is_refused_never_mixed(tmp_
             f"convhub export: error: the build at {live} changed while it was read; run export again"
         ]
         assert not output.exists()
+
+
+def test_many_files_each_within_its_bound_are_refused_together_before_writing(
+    sample_builds, tmp_path, monkeypatch, capsys
+):
+    """300 one-row files, each claiming a line within its own file's bound, wrote 288 MB of newlines together: the
+    bound is the whole export's too (here scaled down: 100 empty lines, none more per row)."""
+    monkeypatch.setattr(export_files, "GAP_LINES_FLOOR", 100)
+    monkeypatch.setattr(export_files, "GAP_LINES_PER_ROW", 0)
+    folder = tmp_path / "many"
+    shutil.copytree(sample_builds["mnbvc"].output, folder)
+    files = 0
+    for path in sorted((folder / "sessions").rglob("*.parquet")):
+        rows = pq.read_table(path).to_pylist()
+        for row in rows:
+            for session in row["sessions"]:
+                for turn in session["turns"]:
+                    extra = json.loads(turn["extra"] or "{}")
+                    if (
+                        "line" in extra
+                    ):  # each row alone in a file of its own, at line 90: 89 empty lines each
+                        extra["file"], extra["line"] = f"many/{files}.jsonl", 90
+                        turn["extra"] = json.dumps(extra, ensure_ascii=False)
+                        files += 1
+        pq.write_table(pa.Table.from_pylist(rows, schema=pq.read_schema(path)), path)
+    assert files >= 3
+    output = tmp_path / "export"
+    code = cli.main(["export", "mnbvc", "--from", str(folder), "--output", str(output)])
+    [message] = capsys.readouterr().err.strip().splitlines()
+    assert code == 1
+    assert message.startswith(f"convhub export: error: {folder}: the rows of ")
+    assert f"leave {89 * files:,} empty lines" in message and "explain at most 100" in message
+    assert not output.exists()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["many"]

@@ -7,6 +7,7 @@ and "unreachable" is a loopback port that is bound and never listens.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import socket
@@ -25,6 +26,7 @@ from mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse 
 
 from convhub import mix
 from convhub.cli import main as cli
+from convhub.mix import output as mix_output
 
 # -- 1. split names --------------------------------------------------------------------------------
 
@@ -125,10 +127,49 @@ def test_all_exhausted_past_max_rows_is_refused_from_the_source_lengths(tmp_path
     ) as caught:
         mix.mixture(recipe(tmp_path, text))
     assert caught.value.key == "sources[0].weight"
-    with pytest.raises(mix.RecipeError, match="passed 1,000 rows") as caught:  # streamed: as rows arrive
+    # streamed: refused as soon, from the local builds' Parquet row counts, not after max_rows rows
+    with pytest.raises(mix.RecipeError, match=r"about 2,040 rows of 43 distinct") as caught:
+        mix.write_mixture(recipe(tmp_path, text), tmp_path / "out", streaming=True)
+    assert caught.value.key == "sources[0].weight" and not (tmp_path / "out").exists()
+    assert len(mix.mixture(recipe(tmp_path, text.replace("1000", "5000")))) > 1000
+
+
+def test_a_streamed_repeat_past_max_rows_is_refused_before_a_row_is_read(tmp_path, monkeypatch):
+    write_source(tmp_path / "a", numbered("a", 2))
+    write_source(tmp_path / "b", numbered("b", 5))
+    text = "max_rows: 1000\nsources: [{path: b}, {path: a, repeat: 600}]"  # 1,205 rows of 7 distinct
+
+    def no_row(*args, **kwargs):
+        raise AssertionError("a row was read")
+
+    monkeypatch.setattr(mix_output, "_iterate", no_row)
+    with pytest.raises(
+        mix.RecipeError, match=r"a's repeat 600 makes 1,200 rows: 1,205 rows of 7 distinct"
+    ) as caught:
+        mix.write_mixture(recipe(tmp_path, text), tmp_path / "out", streaming=True)
+    assert caught.value.key == "sources[1].repeat" and not (tmp_path / "out").exists()
+
+
+def test_a_streamed_source_that_filters_keeps_the_bound_as_rows_arrive(tmp_path):
+    """Filters make a streamed source's rows unknown before it is read: the bound holds as the rows arrive."""
+    write_source(tmp_path / "a", numbered("a", 2))
+    text = "max_rows: 1000\nsources: [{path: a, repeat: 600, filters: {min_turns: 1}}]"
+    with pytest.raises(mix.RecipeError, match="passed 1,000 rows") as caught:
         mix.write_mixture(recipe(tmp_path, text), tmp_path / "out", streaming=True)
     assert caught.value.key == "max_rows" and not (tmp_path / "out").exists()
-    assert len(mix.mixture(recipe(tmp_path, text.replace("1000", "5000")))) > 1000
+
+
+@pytest.mark.parametrize("streaming", [[], ["--streaming"]])
+def test_the_mixture_s_size_is_said_before_mixing(tmp_path, caplog, streaming):
+    write_source(tmp_path / "a", numbered("a", 2))
+    write_source(tmp_path / "b", numbered("b", 5))
+    (tmp_path / "recipe.yaml").write_text("sources: [{path: b}, {path: a, repeat: 400}]")  # 805 rows of 7
+    arguments = ["mix", str(tmp_path / "recipe.yaml"), "--output", str(tmp_path / "out"), *streaming]
+    with caplog.at_level(logging.INFO, logger="convhub.engine.build"):  # (the command's phase lines)
+        assert cli.main(arguments) == 0
+    said = [record.getMessage() for record in caplog.records if "mixing about" in record.getMessage()]
+    assert len(said) == 1 and said[0].startswith("recipe: mixing about 805 rows of 7 distinct"), said
+    assert said[0].endswith("MB in Arrow)") != bool(streaming)
 
 
 # -- 3. weights, probabilities, empty streamed sources --------------------------------------------
