@@ -115,3 +115,11 @@ def test_a_long_list_is_checked_in_pieces_and_its_bad_string_named(monkeypatch, 
     monkeypatch.undo()
     turns[bad_turn]["text"] = "\ud800"
     assert unencodable_field(record) == f"sessions[0].turns[{bad_turn}].text"
+
+
+def test_a_record_without_a_long_list_is_encoded_in_one_call(monkeypatch):
+    record = {"id": "c", "sessions": [{"turns": [{"text": f"t{index}"} for index in range(4096)]}] * 3}
+    encoded = []
+    monkeypatch.setattr(jsonio.orjson, "dumps", lambda value, **options: encoded.append(value) or b"")
+    assert unencodable_field(record) is None
+    assert encoded == [record]
