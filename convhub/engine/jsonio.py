@@ -162,13 +162,8 @@ def unencodable_field(value: Any) -> str | None:
     orjson encodes a long list in pieces (:func:`_encodes_in_pieces`): encoded whole, a conversation of a million
     tiny turns (a 61 MB LoCoMo file) took 140 MiB of JSON at once, 2.3x the input, at its build's peak (issue 54).
     """
-    if type(value) not in _CONTAINERS:
-        encodes = _encodes(value)
-    elif _holds_long_list(value, ENCODED_DEPTH):
-        encodes = _encodes_in_pieces(value, ENCODED_DEPTH)
-    else:
-        encodes = _encodes(value)
-    if encodes:
+    long = _holds_long_list(value, ENCODED_DEPTH)
+    if _encodes_in_pieces(value, ENCODED_DEPTH) if long else _encodes(value):
         return None
     pending: list[tuple[str, Any]] = [("", value)]
     while pending:
@@ -197,9 +192,11 @@ def _holds_long_list(value: Any, depth: int) -> bool:
     """Whether a list of more than ``ENCODED_SLICE`` elements lies within ``depth`` levels of ``value``, looking
     only into dicts and short lists, level by level in one loop: an ordinary record or row is then encoded in one
     call, as fast as before (a turn row's look costs about a microsecond)."""
-    level = [value] if type(value) is dict else [] if len(value) > ENCODED_SHORT_LIST else [value]
-    if type(value) in (list, tuple) and len(value) > ENCODED_SLICE:
-        return True
+    if type(value) not in _CONTAINERS:
+        return False
+    if type(value) is not dict and len(value) > ENCODED_SHORT_LIST:
+        return len(value) > ENCODED_SLICE
+    level = [value]
     for _ in range(depth):
         below = []
         for container in level:
@@ -224,9 +221,7 @@ def _encodes_in_pieces(value: Any, depth: int) -> bool:
     one piece's JSON, not the whole record's. Looking into a record's few containers costs some microseconds;
     the few orjson calls a record then needs encode what one call did."""
     kind = type(value)
-    if (
-        kind in (list, tuple) and len(value) > ENCODED_SHORT_LIST
-    ):  # (a list of at most ENCODED_SLICE: one piece)
+    if kind in (list, tuple) and len(value) > ENCODED_SHORT_LIST:  # one piece when at most ENCODED_SLICE long
         return all(
             _encodes(value[start : start + ENCODED_SLICE]) for start in range(0, len(value), ENCODED_SLICE)
         )
@@ -234,7 +229,7 @@ def _encodes_in_pieces(value: Any, depth: int) -> bool:
         return _encodes(value)
     items = value.values() if kind is dict else value
     leaves = [item for item in items if type(item) not in _CONTAINERS]
-    if kind is dict and not _encodes(list(value.keys())):  # (not a JSON key: never one a record's walk names)
+    if kind is dict and not _encodes(list(value.keys())):  # a key with a lone surrogate: the walk names it
         return False
     if len(leaves) == len(value):
         return _encodes(leaves)
