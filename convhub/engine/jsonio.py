@@ -162,9 +162,18 @@ def unencodable_field(value: Any) -> str | None:
     orjson encodes a long list in pieces (:func:`_encodes_in_pieces`): encoded whole, a conversation of a million
     tiny turns (a 61 MB LoCoMo file) took 140 MiB of JSON at once, 2.3x the input, at its build's peak (issue 54).
     """
-    long = _holds_long_list(value, ENCODED_DEPTH)
-    if _encodes_in_pieces(value, ENCODED_DEPTH) if long else _encodes(value):
-        return None
+    kind = type(value)
+    if (kind is dict and _holds_long_list(value, ENCODED_DEPTH)) or (
+        (kind is list or kind is tuple) and len(value) > ENCODED_SLICE
+    ):
+        if _encodes_in_pieces(value, ENCODED_DEPTH):
+            return None
+    else:  # (inline: a regrouped row's key is checked so, a million times in a build)
+        try:
+            orjson.dumps(value, default=_arrow_or_repr)
+            return None
+        except (orjson.JSONEncodeError, TypeError):
+            pass
     pending: list[tuple[str, Any]] = [("", value)]
     while pending:
         path, item = pending.pop()
@@ -188,14 +197,10 @@ ENCODED_SHORT_LIST = 64
 ENCODED_SLICE = 4096
 
 
-def _holds_long_list(value: Any, depth: int) -> bool:
-    """Whether a list of more than ``ENCODED_SLICE`` elements lies within ``depth`` levels of ``value``, looking
-    only into dicts and short lists, level by level in one loop: an ordinary record or row is then encoded in one
-    call, as fast as before (a turn row's look costs about a microsecond)."""
-    if type(value) not in _CONTAINERS:
-        return False
-    if type(value) is not dict and len(value) > ENCODED_SHORT_LIST:
-        return len(value) > ENCODED_SLICE
+def _holds_long_list(value: dict, depth: int) -> bool:
+    """Whether a list of more than ``ENCODED_SLICE`` elements lies within ``depth`` levels of ``value`` (a record
+    or row), looking only into dicts and short lists, level by level in one loop: an ordinary record or row is then
+    encoded in one call, a flat row's look costing a microsecond or two."""
     level = [value]
     for _ in range(depth):
         below = []
