@@ -10,9 +10,13 @@ text for MNBVC, English words for the others) and builds every config from that 
 built in the same run, so the interpreter and the libraries cancel out: the figure is
 (peak with the large record - peak with the small one) / the record's size on disk.
 
-``--tiny-turns N`` measures issue 33's other large record instead: one MNBVC conversation of N turns of a few
-characters (Q/A rows shaped as the sample's first line, every third answer empty), against the same conversation
-of one row. Its ``sessions`` row is about 1.8x the input (each question turn keeps its raw row).
+``--tiny-turns N`` measures issue 33's other large record instead: one conversation of N turns of a few
+characters, against the same conversation of one turn. For MNBVC (the default) Q/A rows shaped as the sample's
+first line, every third answer empty (its ``sessions`` row is about 1.8x the input: each question turn keeps its
+raw row); with ``--source locomo`` or ``longmemeval`` (issue 54) the sample's first record with its first session's
+turns replaced by N turns shaped as its first turn.
+
+    python benchmarks/large_record.py --tiny-turns 1000000 --source locomo
 """
 
 from __future__ import annotations
@@ -127,6 +131,41 @@ def write_many_turns(folder: Path, turns: int) -> Path:
     return folder
 
 
+#: Where each JSON-list source keeps its first record's first session, and the tiny turn it is filled with.
+TINY_TURN_SESSIONS = {
+    "locomo": (
+        ("conversation", "session_1"),
+        lambda first, index: {**first, "dia_id": f"D1:{index + 1}", "text": f"t{index}"},
+    ),
+    "longmemeval": (
+        ("haystack_sessions", 0),
+        lambda first, index: {
+            **first,
+            "role": ("user", "assistant")[index % 2],
+            "content": f"t{index}",
+            "has_answer": False,
+        },
+    ),
+}
+
+
+def write_tiny_turns(source: str, folder: Path, turns: int) -> Path:
+    """One record of ``source`` (``TINY_TURN_SESSIONS``) whose first session holds ``turns`` tiny turns shaped as
+    its first turn, in its own format under ``folder``; returns the data folder."""
+    from convhub import registry
+
+    original, copy = RECORD_FILES[source]
+    [first, *_] = json.loads((Path(registry.get(source).sample_dir()) / original).read_text(encoding="utf-8"))
+    (container, key), make_turn = TINY_TURN_SESSIONS[source]
+    session = first[container][key]
+    first[container][key] = [make_turn(session[0], index) for index in range(turns)]
+    target = folder / copy
+    target.parent.mkdir(parents=True)
+    with target.open("w", encoding="utf-8") as out:
+        json.dump([first], out, ensure_ascii=False)
+    return folder
+
+
 def input_megabytes(folder: Path) -> float:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) / 2**20
 
@@ -134,11 +173,19 @@ def input_megabytes(folder: Path) -> float:
 def inputs(args: argparse.Namespace, folder: Path) -> Iterator[tuple[str, Path, Path]]:
     """(source, the small record's data folder, the large record's) of each pair of builds to measure."""
     if args.tiny_turns:
-        yield (
-            "mnbvc",
-            write_many_turns(folder / "small", 1),
-            write_many_turns(folder / "large", args.tiny_turns),
-        )
+        for source in args.source or ["mnbvc"]:
+            if source == "mnbvc":
+                yield (
+                    source,
+                    write_many_turns(folder / source / "small", 1),
+                    write_many_turns(folder / source / "large", args.tiny_turns),
+                )
+            else:
+                yield (
+                    source,
+                    write_tiny_turns(source, folder / source / "small", 1),
+                    write_tiny_turns(source, folder / source / "large", args.tiny_turns),
+                )
         return
     for source in args.source or SOURCES:
         small = write_input(source, folder / source / "small", None)
@@ -148,12 +195,17 @@ def inputs(args: argparse.Namespace, folder: Path) -> Iterator[tuple[str, Path, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=64, help="size of the large record's longest string")
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument("--source", action="append", choices=SOURCES, help="only this source")
-    which.add_argument(
-        "--tiny-turns", type=int, metavar="N", help="instead: one MNBVC conversation of N tiny turns"
+    parser.add_argument("--source", action="append", choices=SOURCES, help="only this source")
+    parser.add_argument(
+        "--tiny-turns",
+        type=int,
+        metavar="N",
+        help="instead: one conversation of N tiny turns (MNBVC, or --source locomo, longmemeval)",
     )
     args = parser.parse_args(argv)
+    tiny_sources = {"mnbvc", *TINY_TURN_SESSIONS}
+    if args.tiny_turns and not set(args.source or []) <= tiny_sources:
+        parser.error(f"--tiny-turns builds only {', '.join(sorted(tiny_sources))}")
     print(
         "| source | record MB | peak MiB, small record | peak MiB, large record | (large - small) / record |"
     )

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from convhub.engine import jsonio
 from convhub.engine.jsonio import (
     INEXACT,
     load_object,
@@ -98,3 +99,27 @@ def test_a_line_that_is_no_json_object_is_named_by_file_and_line(raw, problem):
 )
 def test_unencodable_field_names_the_string_utf8_cannot_encode(value, field):
     assert unencodable_field(value) == field
+
+
+@pytest.mark.parametrize("bad_turn", [0, 4095, 4096, 9999])
+def test_a_long_list_is_checked_in_pieces_and_its_bad_string_named(monkeypatch, bad_turn):
+    """A conversation of many turns is encoded a slice of turns at a time (issue 54), and a lone surrogate in any
+    slice is still found and named by the walk; with none, every slice encodes."""
+    turns = [{"text": f"t{index}", "images": []} for index in range(10_000)]
+    record = {"id": "c", "sessions": [{"session_id": "s", "turns": turns}], "questions": [{"q": "x"}]}
+    assert unencodable_field(record) is None
+    encoded = []
+    monkeypatch.setattr(jsonio.orjson, "dumps", lambda value, **options: encoded.append(value) or b"")
+    unencodable_field(record)
+    assert max(len(value) for value in encoded if isinstance(value, list)) == jsonio.ENCODED_SLICE
+    monkeypatch.undo()
+    turns[bad_turn]["text"] = "\ud800"
+    assert unencodable_field(record) == f"sessions[0].turns[{bad_turn}].text"
+
+
+def test_a_record_without_a_long_list_is_encoded_in_one_call(monkeypatch):
+    record = {"id": "c", "sessions": [{"turns": [{"text": f"t{index}"} for index in range(4096)]}] * 3}
+    encoded = []
+    monkeypatch.setattr(jsonio.orjson, "dumps", lambda value, **options: encoded.append(value) or b"")
+    assert unencodable_field(record) is None
+    assert encoded == [record]
