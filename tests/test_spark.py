@@ -35,6 +35,9 @@ import oracle
 from convhub.engine import spark as spark_module
 from convhub.engine.spark import SparkEngine
 
+#: One worker (``--dist loadgroup``) starts the module's local[2] session and runs every test that uses it.
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark-local")]
+
 
 @pytest.fixture(scope="module")
 def spark():
