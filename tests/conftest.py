@@ -30,10 +30,15 @@ MARKERS_BY_FIXTURE = {
 }
 
 
+#: Fixtures that start a JVM (a Spark session takes 10-30 s to start): a test that uses one is ``slow`` as well.
+SLOW_FIXTURES = ("spark", "cluster_builds")
+
+
 def pytest_itemcollected(item: pytest.Item) -> None:
-    """Mark a test ``spark``, ``s3`` or ``hub`` when it uses a fixture that starts one (pyproject registers them)."""
+    """Mark a test ``spark``, ``s3`` or ``hub`` when it uses a fixture that starts one (pyproject registers them),
+    and ``slow`` when it uses one of ``SLOW_FIXTURES``."""
     used = set(getattr(item, "fixturenames", ()))
-    for marker, fixtures in MARKERS_BY_FIXTURE.items():
+    for marker, fixtures in {**MARKERS_BY_FIXTURE, "slow": SLOW_FIXTURES}.items():
         if used.intersection(fixtures):
             item.add_marker(marker)
 

@@ -228,6 +228,8 @@ def test_mnbvc_input_spreads_conversations_over_shards(tmp_path):
     assert any(a & b for a in keys_by_shard for b in keys_by_shard if a is not b)
 
 
+@pytest.mark.spark
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["locomo"])
 def test_real_cases_run_in_fresh_processes(tmp_path, capsys, source):
     argv = ["--scale", TINY, "--workdir", str(tmp_path), "--source", source]
@@ -393,6 +395,7 @@ def test_a_process_that_ends_while_its_tree_is_listed_is_left_out(monkeypatch):
         memory.stop()
 
 
+@pytest.mark.slow
 def test_the_engine_bakeoff_groups_every_conversation_alike_in_each_engine(capsys):
     import engine_bakeoff
 
@@ -412,6 +415,7 @@ def test_the_engine_bakeoff_groups_every_conversation_alike_in_each_engine(capsy
     assert int(results["today"][5].replace(",", "")) > 500
 
 
+@pytest.mark.slow
 def test_the_native_floor_regroups_every_row_into_the_builds_conversations(capsys):
     import native_floor
 
@@ -447,6 +451,7 @@ def test_the_stages_of_an_mnbvc_build_are_timed_on_the_builds_own_conversations(
     assert stages["key and convert"] > 0 and stages["records"] > 0
 
 
+@pytest.mark.slow
 def test_the_oracle_keeps_todays_builds_and_finds_a_changed_row_or_export(tmp_path, capsys):
     import oracle
     import pyarrow.parquet as pq

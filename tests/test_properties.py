@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -176,6 +177,7 @@ def gigamemory_lines(draw) -> list[dict]:
     return lines
 
 
+@pytest.mark.slow
 @EXAMPLES
 @given(lines=gigamemory_lines())
 def test_any_gigamemory_file_survives_build_load_and_export(lines):
@@ -222,6 +224,7 @@ def convlab_dialogues(draw) -> list[dict]:
     return dialogues
 
 
+@pytest.mark.slow
 @EXAMPLES
 @given(dialogues=convlab_dialogues())
 def test_any_convlab_dataset_survives_build_load_and_export(dialogues):

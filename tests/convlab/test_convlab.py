@@ -200,6 +200,7 @@ def test_missing_subset_is_an_error_not_a_download(tmp_path):
 # -- the build ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_per_subset_configs_load_one_dataset_alone(sample_build):
     output = str(sample_build.output)
     everything = datasets.load_dataset(output, "sessions")

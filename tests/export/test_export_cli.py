@@ -28,6 +28,7 @@ from convhub.storage.staging import MARKER
 # -- Hub repos, the command line, failures ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_export_from_a_hub_repo(hub, sample_builds, tmp_path):
     from convhub.publish.push import push_folder
 
