@@ -142,12 +142,14 @@ def check_one(name: str, records: list[dict], capsys) -> None:
         assert "Traceback" not in err
 
 
+@pytest.mark.slow
 @EXAMPLES
 @given(case=edited_records("locomo"))
 def test_any_value_in_a_locomo_sample(case, capsys):
     check_one("locomo", case[0], capsys)
 
 
+@pytest.mark.slow
 @EXAMPLES
 @given(case=edited_records("gigamemory"))
 def test_any_value_in_a_gigamemory_line(case, capsys):

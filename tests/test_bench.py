@@ -436,6 +436,7 @@ def test_the_native_floor_regroups_every_row_into_the_builds_conversations(capsy
     } <= set(counts)
 
 
+@pytest.mark.slow
 def test_the_stages_of_an_mnbvc_build_are_timed_on_the_builds_own_conversations(capsys):
     import mnbvc_stages
 
@@ -478,6 +479,7 @@ def test_the_oracle_keeps_todays_builds_and_finds_a_changed_row_or_export(tmp_pa
     assert "2 difference(s)" in output
 
 
+@pytest.mark.slow
 def test_mnbvcs_native_floor_and_its_build_run_for_real_on_the_same_conversations(tmp_path, capsys):
     argv = ["--scale", TINY, "--workdir", str(tmp_path), "--source", "mnbvc"]
     assert bench.main([*argv, "--case", "native floor", "--case", "(multi-turn files)"]) == 0

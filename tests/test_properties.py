@@ -106,6 +106,7 @@ def locomo_samples(draw) -> list[dict]:
     return samples
 
 
+@pytest.mark.slow
 @EXAMPLES
 @given(samples=locomo_samples())
 def test_any_locomo_sample_survives_build_load_and_export(samples):
@@ -276,6 +277,7 @@ def mnbvc_files(draw) -> dict[str, list[dict]]:
     return {"qa.jsonl": rows, **({"forum.jsonl": threads} if threads else {})}
 
 
+@pytest.mark.slow
 @EXAMPLES
 @given(files=mnbvc_files())
 def test_any_mnbvc_rows_survive_build_load_and_export(files):

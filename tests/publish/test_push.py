@@ -348,6 +348,7 @@ def test_a_dropped_lfs_upload_is_retried_by_the_client(hub, folder):
     assert len(hub.repo(REPO).commits_on("main")) == 2
 
 
+@pytest.mark.slow
 def test_the_push_script_reads_hf_endpoint_from_the_environment(hub, folder):
     """The user's path: a fresh process that finds HF_ENDPOINT and HF_TOKEN in its environment."""
     environment = {**os.environ, "HF_TOKEN": HUB_TOKEN, "PYTHONPATH": str(ROOT)}
