@@ -35,7 +35,7 @@ import oracle
 from convhub.engine import spark as spark_module
 from convhub.engine.spark import SparkEngine
 
-#: One worker (``--dist loadgroup``) starts the module's local[2] session and runs every test that uses it.
+#: One worker (``--dist loadfile``; the group for ``loadgroup``) starts the local[2] session and runs every test here.
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark-local")]
 
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import mnbvc_synthetic
 import oracle
 
-#: One worker (``--dist loadgroup``) starts the cluster and runs every build on it, once.
+#: One worker (``--dist loadfile``; the group for ``loadgroup``) starts the cluster and runs every build on it, once.
 #: Its time limit is the cluster's own (a start of up to 120 s per daemon, 1200 s for the driver), not pyproject's.
 pytestmark = [
     pytest.mark.spark,
