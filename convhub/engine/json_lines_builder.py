@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 
 from convhub.engine import json_lines, keyed, regroup
-from convhub.engine.builder import ConversationBuilder, group_shard
+from convhub.engine.builder import ConversationBuilder, ConvHubConfig, group_shard
 from convhub.engine.formats import Formats
 from convhub.engine.input_shards import GroupShard
 from convhub.engine.records import convert_one
@@ -39,6 +39,8 @@ Objects = Iterable[tuple[int, int, bytes, dict[str, Any]]]
 
 class JsonLinesBuilder(ConversationBuilder):
     """Shards and reading of JSON Lines files; a source sets the class attributes and the row hooks."""
+
+    config: ConvHubConfig  # what datasets made of BUILDER_CONFIG_CLASS, typed as such
 
     #: How errors name the source's reader ("MNBVC reads one JSON object per line").
     READER: ClassVar[str]
