@@ -105,3 +105,11 @@ def own_shard(shard: Shard) -> dict[str, Any]:
     if not isinstance(shard, dict):
         raise TypeError(f"a source's own shard (a dict) expected, not {type(shard).__name__}")
     return shard
+
+
+def group_of(shard: Shard) -> GroupShard:
+    """``shard`` as the group shard a source's ``keyed_rows`` and ``grouped_records`` are given (an engine passes
+    the ``group_shard`` the source listed, or a partition's ``group``)."""
+    if not isinstance(shard, GroupShard):
+        raise TypeError(f"a group shard expected, not {type(shard).__name__}")
+    return shard

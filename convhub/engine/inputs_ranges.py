@@ -30,7 +30,7 @@ from typing import IO, Any
 
 from convhub.engine.input_shards import Shard
 from convhub.engine.inputs import DataInput
-from convhub.engine.json_list import CHUNK_BYTES, scan_json_array
+from convhub.engine.json_list import CHUNK_BYTES, SkippedBytes, scan_json_array
 from convhub.engine.jsonio import loads_exact
 from convhub.errors import Reject, SourceError, raise_error
 
@@ -119,7 +119,7 @@ def index_list(
     """
     groups: dict[str, list[Range]] = {}
 
-    def on_break(error: SourceError, raw: bytes, lost: int) -> None:
+    def on_break(error: SourceError, raw: bytes | SkippedBytes, lost: int) -> None:
         reject(error, raw, "span", records=lost)
 
     scan = scan_json_array(stream, path, chunk_size, on_break if recover else None, element=element, key=key)
