@@ -41,6 +41,12 @@ class SkippedBytes(NamedTuple):
     size: int
 
 
+def _space_end(spaces: re.Pattern[str], text: str, pos: int) -> int:
+    """Where the run of ``spaces`` (a pattern that also matches no character) that starts at ``pos`` ends."""
+    match = spaces.match(text, pos)
+    return pos if match is None else match.end()
+
+
 #: Called at a break in the list: the error, the bytes skipped (from the break to the next element that reads,
 #: or to the end of the file: the exact bytes, or past ``SKIPPED_HEAD_BYTES`` their start and size) and how
 #: many elements they held.
@@ -145,7 +151,7 @@ def scan_json_array(
         """The next character that is not whitespace (or a BOM), or "" at the end of the file."""
         nonlocal pos, byte_pos
         while True:
-            end = _SCAN_SPACE.match(text, pos).end()
+            end = _space_end(_SCAN_SPACE, text, pos)
             byte_pos += end - pos + 2 * text.count("\ufeff", pos, end)  # a BOM is 3 bytes
             pos = end
             if pos < len(text) or not fill():
@@ -162,7 +168,7 @@ def scan_json_array(
             return False
         if not isinstance(value, dict) or key not in value:
             return False
-        after = _TEXT_SPACE.match(text, end).end()
+        after = _space_end(_TEXT_SPACE, text, end)
         if after == len(text):
             return None if not eof else False
         return text[after] in ",]"
@@ -195,7 +201,8 @@ def scan_json_array(
                 break
             offset += 1
         let_go(skipped, found)
-        on_break(error, skipped.raw(), skipped.elements)
+        if on_break is not None:  # (a break is read past only when it is given)
+            on_break(error, skipped.raw(), skipped.elements)
         index += skipped.elements
         return found < len(text)
 
@@ -265,7 +272,7 @@ def scan_json_array(
         value, end = decoded
         size = _byte_size(text, pos, end)
         not_utf8 = _NOT_UTF8.search(text, pos, end) if on_break is not None else None
-        if not_utf8:
+        if not_utf8 and on_break is not None:
             at = byte_pos + _byte_size(text, pos, not_utf8.start())
             error = SourceError(path, index, None, f"not valid UTF-8 at byte {at}")
             on_break(error, text[pos:end].encode("utf-8", "surrogateescape"), 1)
@@ -288,7 +295,8 @@ def read_elements(
     def on_break(error: SourceError, raw: bytes | SkippedBytes, lost: int) -> None:
         nonlocal held
         held += lost
-        reject(error, raw, "span", records=lost)
+        if reject is not None:  # (given to the scan only then)
+            reject(error, raw, "span", records=lost)
 
     recover = on_break if reject is not None else None
     for _, _, position, value in scan_json_array(stream, path, on_break=recover, element=element, key=key):
