@@ -2,4 +2,5 @@
 
 from convhub.cli.entry import console_main
 
-console_main()
+if __name__ == "__main__":  # not when a tool imports every module of the package (pkgutil.walk_packages)
+    console_main()

@@ -154,7 +154,8 @@ def exit_status(command: str, error: BaseException, token=None, written: Sequenc
     if dropped is not None:
         hub_errors.report(command, dropped, token)
         return DATA
-    spark = in_chain(error, _from_spark)
+    # Spark's own error, unless it carries convhub's line (a bad record found in a Spark task says it all)
+    spark = None if in_chain(error, _says_it_all) else in_chain(error, _from_spark)
     if spark is not None:  # Spark's JVM exited or refused the master: its first line, not its Java stack
         first = str(spark).strip().splitlines()[0] if str(spark).strip() else type(spark).__name__
         hub_errors.report(command, f"Spark failed: {first} (--verbose shows Spark's own log)", token)
