@@ -11,7 +11,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from convhub import schema
 from convhub.engine.memory import give_back_pages
+
+#: The Arrow type of one turn, as the ``sessions`` table holds it.
+SESSION_TURN_TYPE: pa.StructType = (
+    schema.SESSIONS_FEATURES.arrow_schema.field("sessions").type.value_type.field("turns").type.value_type
+)
 
 
 class ArrowList(Sequence):
@@ -78,6 +84,12 @@ class ArrowList(Sequence):
 
     def __repr__(self) -> str:
         return f"ArrowList({len(self)} {self.array.type})"
+
+
+def session_turns(turns: Iterable[dict]) -> ArrowList | list[dict]:
+    """A parser's turns of one session (dicts of the ``sessions`` table's turn type, made as they are read) as
+    ``ArrowList.of_rows`` keeps them: a long session's as one Arrow array, a short one's as the dicts."""
+    return ArrowList.of_rows(turns, SESSION_TURN_TYPE)
 
 
 def has_arrow_turns(row: dict) -> bool:
