@@ -16,7 +16,7 @@ from builders.locomo import parse as locomo
 from builders.locomo.builder import samples_of, side_table_rows
 from builders.longmemeval import parse as longmemeval
 from convhub import schema
-from convhub.engine.arrow_rows import ArrowList, rows_table
+from convhub.engine.arrow_rows import ArrowList, records_of_batch, rows_table
 from convhub.engine.json_list import read_elements, scan_json_array
 from convhub.engine.records import convert_records
 from convhub.errors import Notes
@@ -150,3 +150,31 @@ def test_the_record_loop_holds_no_raw_record_while_its_record_is_handed_on():
 
     for raw_ref in convert_records("f.json", items(), lambda raw, notes: weakref.ref(raw), Notes()):
         assert raw_ref() is None
+
+
+def as_lists(records: list[dict]) -> list[dict]:
+    return [
+        {**record, "sessions": [{**s, "turns": list(s["turns"])} for s in record["sessions"]]}
+        for record in records
+    ]
+
+
+def test_a_sessions_batch_read_back_keeps_long_sessions_arrow_and_every_value():
+    """Read back for a view that takes Python records (LoCoMo's observations), a long session's turns stay the
+    batch's Arrow array; every other value is ``to_pylist``'s, also in a slice of the batch."""
+    long_record = locomo.parse_sample(locomo_sample(LONG), "one", Notes())
+    short_record = locomo.parse_sample(locomo_sample(3) | {"sample_id": "conv-short"}, "one", Notes())
+    table = rows_table([short_record, long_record, short_record, long_record], SESSIONS_SCHEMA)
+    batch = pa.Table.from_batches(table.to_batches()).combine_chunks().to_batches()[0]
+    for sliced in [batch, batch.slice(1, 2), batch.slice(2, 2)]:
+        records = records_of_batch(sliced)
+        assert as_lists(records) == sliced.to_pylist()
+        long_sessions = [s for record in records for s in record["sessions"] if len(s["turns"]) >= LONG]
+        assert long_sessions and all(isinstance(s["turns"], ArrowList) for s in long_sessions)
+        assert [list(record) for record in records] == [list(row) for row in sliced.to_pylist()]
+
+
+def test_a_batch_of_short_sessions_is_read_back_as_to_pylist():
+    record = locomo.parse_sample(locomo_sample(3), "one", Notes())
+    batch = rows_table([record], SESSIONS_SCHEMA).to_batches()[0]
+    assert records_of_batch(batch) == batch.to_pylist()
