@@ -276,6 +276,10 @@ def scan_json_array(
             error = SourceError(path, index, None, f"not valid UTF-8 at byte {at}")
             on_break(error, text[pos:end].encode("utf-8", "surrogateescape"), 1)
         else:
+            if (
+                end >= chunk_size
+            ):  # a large element's text is let go before it is handed on, not held meanwhile
+                text, end = text[end:], 0
             yield byte_pos, byte_pos + size, index, element_box.pop()
         pos, byte_pos, index = end, byte_pos + size, index + 1
     if skip_space():
