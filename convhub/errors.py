@@ -10,7 +10,10 @@ from __future__ import annotations
 import socket
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
+
+#: An exception class :func:`kind_in_chain` looks for.
+ErrorKind = TypeVar("ErrorKind", bound=BaseException)
 
 
 class SourceError(ValueError):
@@ -105,6 +108,12 @@ def raise_error(
 ) -> None:
     """The default bad-record policy: stop at the first bad record."""
     raise error
+
+
+def kind_in_chain(error: BaseException, kind: type[ErrorKind]) -> ErrorKind | None:
+    """The first exception of ``kind`` along ``error``'s chain (:func:`in_chain`), typed as such."""
+    found = in_chain(error, lambda each: isinstance(each, kind))
+    return found if isinstance(found, kind) else None
 
 
 def in_chain(error: BaseException, wanted) -> BaseException | None:

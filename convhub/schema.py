@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any, TypedDict, overload
 
 import orjson
 from datasets import Features, List, Value
@@ -45,6 +45,10 @@ def json_text() -> Value:
 JSON_TEXT_FIELDS = frozenset({"extra", "entity", "evidence", "entry"})
 
 
+@overload
+def to_json(value: dict | list) -> str: ...
+@overload
+def to_json(value: Any) -> str | None: ...
 def to_json(value: Any) -> str | None:
     """Serialize a free-form leftover for a ``Json`` column; ``None`` stays null.
 

@@ -21,6 +21,28 @@ SHARED_DATA = Path(
 )
 
 
+#: The markers a test gets from the fixtures it uses, itself or through other fixtures (``pytest_itemcollected``
+#: below), so that every test, also one added tomorrow, can be chosen by what it needs: ``-m "not spark"``.
+MARKERS_BY_FIXTURE = {
+    "spark": ("spark", "cluster_builds"),  # tests/test_spark.py's local[2] session, the standalone cluster
+    "s3": ("s3_endpoint",),  # every S3 fixture (bucket, s3_bucket) starts from it
+    "hub": ("_hub_server", "local_hub"),  # the Hub double in this process (hub), scripts/local_hub.py
+}
+
+
+#: Fixtures that start a JVM (a Spark session takes 10-30 s to start): a test that uses one is ``slow`` as well.
+SLOW_FIXTURES = ("spark", "cluster_builds")
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Mark a test ``spark``, ``s3`` or ``hub`` when it uses a fixture that starts one (pyproject registers them),
+    and ``slow`` when it uses one of ``SLOW_FIXTURES``."""
+    used = set(getattr(item, "fixturenames", ()))
+    for marker, fixtures in {**MARKERS_BY_FIXTURE, "slow": SLOW_FIXTURES}.items():
+        if used.intersection(fixtures):
+            item.add_marker(marker)
+
+
 def shared_data(*parts: str) -> Path:
     """A real source file under ../shared/data, or skip the test (with the reason) when it is absent."""
     path = SHARED_DATA.joinpath(*parts)

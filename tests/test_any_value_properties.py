@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hostile_sources import SOURCES
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -141,24 +142,28 @@ def check_one(name: str, records: list[dict], capsys) -> None:
         assert "Traceback" not in err
 
 
+@pytest.mark.slow
 @EXAMPLES
 @given(case=edited_records("locomo"))
 def test_any_value_in_a_locomo_sample(case, capsys):
     check_one("locomo", case[0], capsys)
 
 
+@pytest.mark.slow
 @EXAMPLES
 @given(case=edited_records("gigamemory"))
 def test_any_value_in_a_gigamemory_line(case, capsys):
     check_one("gigamemory", case[0], capsys)
 
 
+@pytest.mark.slow
 @EXAMPLES
 @given(case=edited_records("convlab"))
 def test_any_value_in_a_convlab_dialogue(case, capsys):
     check_one("convlab", case[0], capsys)
 
 
+@pytest.mark.slow
 @EXAMPLES
 @given(case=edited_records("mnbvc"))
 def test_any_value_in_an_mnbvc_row(case, capsys):

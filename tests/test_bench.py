@@ -228,6 +228,8 @@ def test_mnbvc_input_spreads_conversations_over_shards(tmp_path):
     assert any(a & b for a in keys_by_shard for b in keys_by_shard if a is not b)
 
 
+@pytest.mark.spark
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["locomo"])
 def test_real_cases_run_in_fresh_processes(tmp_path, capsys, source):
     argv = ["--scale", TINY, "--workdir", str(tmp_path), "--source", source]
@@ -267,13 +269,13 @@ def hold(size):  # touched: untouched pages of a fresh bytearray are not residen
 
 
 held = hold(mib)
-time.sleep(0.4)  # long enough for the sampler (every 20 ms) to see it, also on a loaded machine
+time.sleep(2.0)  # long enough for the sampler (every 20 ms) to see it, also on a loaded machine (0.4 s was not)
 pids = []
 for _ in range(workers):  # each worker holds a block of its own while the others live
     pid = os.fork()
     if pid == 0:
         own = hold(mib)
-        time.sleep(1.0)
+        time.sleep(2.0)
         os._exit(0)
     pids.append(pid)
 for pid in pids:
@@ -393,6 +395,7 @@ def test_a_process_that_ends_while_its_tree_is_listed_is_left_out(monkeypatch):
         memory.stop()
 
 
+@pytest.mark.slow
 def test_the_engine_bakeoff_groups_every_conversation_alike_in_each_engine(capsys):
     import engine_bakeoff
 
@@ -412,6 +415,7 @@ def test_the_engine_bakeoff_groups_every_conversation_alike_in_each_engine(capsy
     assert int(results["today"][5].replace(",", "")) > 500
 
 
+@pytest.mark.slow
 def test_the_native_floor_regroups_every_row_into_the_builds_conversations(capsys):
     import native_floor
 
@@ -432,6 +436,7 @@ def test_the_native_floor_regroups_every_row_into_the_builds_conversations(capsy
     } <= set(counts)
 
 
+@pytest.mark.slow
 def test_the_stages_of_an_mnbvc_build_are_timed_on_the_builds_own_conversations(capsys):
     import mnbvc_stages
 
@@ -447,6 +452,7 @@ def test_the_stages_of_an_mnbvc_build_are_timed_on_the_builds_own_conversations(
     assert stages["key and convert"] > 0 and stages["records"] > 0
 
 
+@pytest.mark.slow
 def test_the_oracle_keeps_todays_builds_and_finds_a_changed_row_or_export(tmp_path, capsys):
     import oracle
     import pyarrow.parquet as pq
@@ -473,6 +479,7 @@ def test_the_oracle_keeps_todays_builds_and_finds_a_changed_row_or_export(tmp_pa
     assert "2 difference(s)" in output
 
 
+@pytest.mark.slow
 def test_mnbvcs_native_floor_and_its_build_run_for_real_on_the_same_conversations(tmp_path, capsys):
     argv = ["--scale", TINY, "--workdir", str(tmp_path), "--source", "mnbvc"]
     assert bench.main([*argv, "--case", "native floor", "--case", "(multi-turn files)"]) == 0

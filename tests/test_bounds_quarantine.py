@@ -35,6 +35,7 @@ def _check_in_child(quarantine_path: str, tmp_path) -> subprocess.CompletedProce
     )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
 def test_a_device_as_the_quarantine_file_is_refused_unread(tmp_path):
     done = _check_in_child("/dev/zero", tmp_path)
@@ -60,6 +61,7 @@ def test_a_fifo_as_the_quarantine_file_is_refused_without_waiting_for_a_writer(t
     assert fifo.exists()
 
 
+@pytest.mark.slow
 def test_a_link_to_a_device_is_refused_before_it_is_followed(tmp_path):
     link = tmp_path / "out.quarantine.jsonl"
     link.symlink_to("/dev/zero")

@@ -51,6 +51,7 @@ def test_json_probes_name_a_string_that_json_loads_finds(plan):
     assert all(isinstance(probe["value"], str) for probe in probes)
 
 
+@pytest.mark.slow
 def test_pandas_and_datasets_here_read_the_values_pyarrow_reads(plan):
     expected = client_matrix.reference(plan)
     for kind in ("pandas", "datasets"):

@@ -50,6 +50,7 @@ def test_a_second_build_from_a_copy_of_the_input_is_byte_identical(source, sampl
     assert_identical(sample_builds[source].output, second.output)
 
 
+@pytest.mark.slow
 def test_a_build_in_another_process_with_another_hash_seed_is_byte_identical(sample_builds, tmp_path):
     seed = "4242" if os.environ.get("PYTHONHASHSEED") != "4242" else "2424"
     environment = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}

@@ -297,6 +297,7 @@ def write_huge_line(source: Source, data_dir: Path) -> None:
     source.path(data_dir).write_bytes(whole[: len(whole) - HUGE // 2])
 
 
+@pytest.mark.slow
 def test_a_single_100mb_broken_line_fails_well_with_bounded_memory(tmp_path):
     """Every source, both policies, one subprocess (peak RSS per build from a forked child of it)."""
     jobs = [["", "", "", "baseline"]]

@@ -18,6 +18,7 @@ from bench_output import table_rows
 from convhub.cli import main as cli
 
 
+@pytest.mark.slow
 def test_the_large_record_benchmark_grows_one_text_and_compares_with_the_record_as_it_is(tmp_path, capsys):
     record = {"id": "x", "turns": [{"text": "short"}, {"text": "the longest one"}], "扩展字段": "{" * 40}
     grown = large_record.with_long_string(record, 0.001, "ab ")
@@ -46,6 +47,7 @@ def test_the_large_record_benchmark_has_an_input_for_every_source_that_builds_wi
     assert json.dumps(sessions.to_pylist(), ensure_ascii=False, default=str).count(grown) >= 1
 
 
+@pytest.mark.slow
 def test_the_large_record_benchmark_makes_one_conversation_of_many_tiny_turns(tmp_path, capsys):
     """``--tiny-turns``: one MNBVC conversation that many turns long (every third answer empty), built beside the
     same conversation of one row; the build finds exactly one conversation with those turns."""

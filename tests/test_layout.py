@@ -15,6 +15,7 @@ PACKAGES = ("convhub", "builders", "dataset_cards")
 NEIGHBOURS = ("tests", "benchmarks", "scripts")
 
 
+@pytest.mark.slow
 def test_every_import_resolves_for_pyright():
     """With the editable install, pyright finds every module the code imports (convhub's, the builders', the
     tests' neighbours): go-to-definition works in an editor."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pyarrow as pa
+import pytest
 from chat_reference import chat_messages
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -170,6 +171,7 @@ RECORD = st.tuples(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(RECORD, min_size=1, max_size=4))
 def test_random_batches_give_the_python_rules_rows_and_counts(specs):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -105,6 +106,7 @@ def locomo_samples(draw) -> list[dict]:
     return samples
 
 
+@pytest.mark.slow
 @EXAMPLES
 @given(samples=locomo_samples())
 def test_any_locomo_sample_survives_build_load_and_export(samples):
@@ -176,6 +178,7 @@ def gigamemory_lines(draw) -> list[dict]:
     return lines
 
 
+@pytest.mark.slow
 @EXAMPLES
 @given(lines=gigamemory_lines())
 def test_any_gigamemory_file_survives_build_load_and_export(lines):
@@ -222,6 +225,7 @@ def convlab_dialogues(draw) -> list[dict]:
     return dialogues
 
 
+@pytest.mark.slow
 @EXAMPLES
 @given(dialogues=convlab_dialogues())
 def test_any_convlab_dataset_survives_build_load_and_export(dialogues):
@@ -273,6 +277,7 @@ def mnbvc_files(draw) -> dict[str, list[dict]]:
     return {"qa.jsonl": rows, **({"forum.jsonl": threads} if threads else {})}
 
 
+@pytest.mark.slow
 @EXAMPLES
 @given(files=mnbvc_files())
 def test_any_mnbvc_rows_survive_build_load_and_export(files):

@@ -35,6 +35,9 @@ import oracle
 from convhub.engine import spark as spark_module
 from convhub.engine.spark import SparkEngine
 
+#: One worker (``--dist loadfile``; the group for ``loadgroup``) starts the local[2] session and runs every test here.
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark-local")]
+
 
 @pytest.fixture(scope="module")
 def spark():
@@ -191,6 +194,7 @@ def test_real_files_build_on_spark_as_they_build_locally(source, parts, spark, t
     assert on_spark.statistics.sorted() == local.statistics.sorted()
 
 
+@pytest.mark.slow
 def test_the_cli_builds_on_spark_and_says_what_it_needs(tmp_path):
     convhub = [sys.executable, "-m", "convhub.cli.main"]
     wrong = subprocess.run(
@@ -344,6 +348,7 @@ def test_files_under_a_url_are_read_by_spark_tasks(source, spark, sample_builds,
     assert result.notes == sample_builds[source].notes
 
 
+@pytest.mark.slow
 def test_the_oracle_script_compares_a_scaled_input_built_by_both_engines(capsys):
     assert oracle.main(["--scale", "0.002", "--source", "locomo", "--engine", "spark:local[2]"]) == 0
     output = capsys.readouterr().out
@@ -352,6 +357,7 @@ def test_the_oracle_script_compares_a_scaled_input_built_by_both_engines(capsys)
     assert "0 difference(s)" in output
 
 
+@pytest.mark.slow
 def test_the_oracle_compares_a_gigamemory_build_of_both_engines(capsys):
     assert oracle.main(["--scale", "0.002", "--source", "gigamemory", "--engine", "spark:local[2]"]) == 0
     assert "| gigamemory | sessions/test | 1 | equal |" in capsys.readouterr().out
@@ -381,6 +387,7 @@ def _locomo_with_a_bad_record(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_a_bad_record_on_spark_is_convhubs_line_alone_unless_verbose(tmp_path):
     """Spark's own output (JVM start-up notes, the executor's ERROR log with the task's traceback) came before
     convhub's line; it is silenced, and ``--verbose`` shows it again."""

@@ -10,15 +10,21 @@ import importlib.util
 import math
 from pathlib import Path
 
-import pytest
-
-pytest.importorskip("torch", reason="the train extra is not installed: pip install torch==2.13.0 '.[train]'")
-pytest.importorskip("transformers", reason="the train extra is not installed: pip install '.[train]'")
-
 import datasets
+import pytest
 import yaml
 
 from convhub import mix
+
+#: The train extra is looked up, not imported: torch takes 5-15 s to import, which a run that chooses none of these
+#: tests (``-m "not slow"``, each xdist worker's collection) should not pay. The script imports it when it runs.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        any(importlib.util.find_spec(name) is None for name in ("torch", "transformers")),
+        reason="the train extra is not installed: pip install torch==2.13.0 '.[train]'",
+    ),
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 

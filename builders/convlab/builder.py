@@ -18,8 +18,9 @@ from datasets import Features, List, Value
 from builders.convlab import parse
 from convhub import schema
 from convhub.engine import inputs_ranges
-from convhub.engine.builder import ConversationBuilder, download_folder
+from convhub.engine.builder import ConversationBuilder, ConvHubConfig, download_folder
 from convhub.engine.downloads import source_url
+from convhub.engine.input_shards import Shard, own_shard
 from convhub.engine.inputs import DataInput, Layout, copied_here, inputs_in, listable
 from convhub.engine.records import convert_records
 from convhub.errors import Notes
@@ -151,6 +152,8 @@ class ConvLabBuilder(ConversationBuilder):
                System Demonstrations},
   year      = {2023}
 }"""
+
+    config: ConvHubConfig  # what datasets made of BUILDER_CONFIG_CLASS, typed as such
     EXTRA_VIEWS = (DIALOGUES_VIEW, ONTOLOGY_VIEW, DATABASE_VIEW)
     SUBSET_CONFIGS = True
     DEFAULT_SUBSETS = DEFAULT_SUBSETS
@@ -194,7 +197,7 @@ class ConvLabBuilder(ConversationBuilder):
             for name in subsets or DEFAULT_SUBSETS
         ]
 
-    def shards(self, dl_manager):
+    def shards(self, dl_manager) -> dict[str, list[Shard]]:
         """Ontology and database: one shard per subset that has them. Sessions: each split's dialogues,
         subset after subset, cut by ``inputs_ranges.shard_ranges``."""
         inputs = listable(self.inputs(dl_manager), self.reject)
@@ -216,6 +219,7 @@ class ConvLabBuilder(ConversationBuilder):
         )
 
     def parse_shard(self, shard, notes: Notes):
+        shard = own_shard(shard)
         source: DataInput = shard["input"]
         path = shard["path"]  # the file an error names: the dialogues.json (at its URL), not the data folder
         if shard["first"] and source.kind == "file":
@@ -227,6 +231,7 @@ class ConvLabBuilder(ConversationBuilder):
         yield from convert_records(path, inputs_ranges.read_shard(shard), convert, notes, self.reject)
 
     def table_rows(self, view: View, shard):
+        shard = own_shard(shard)
         source: DataInput = shard["input"].here()
         if shard["table"] == "ontology":
             yield parse.ontology_row(source.read_json(ONTOLOGY), source.name, Notes(), source.label(ONTOLOGY))

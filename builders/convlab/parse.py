@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from convhub import schema
@@ -93,7 +93,7 @@ def parse_dialogue(dialogue: dict, subset: str, notes: Notes, path: str = "<memo
     }
 
 
-def parse_turn(turn: Any, notes: Notes, path: str, dialogue_id: str, index: int) -> dict:
+def parse_turn(turn: Any, notes: Notes, path: str, dialogue_id: str, index: int) -> schema.Turn:
     where = f"{dialogue_id} turn {index}"
     if not isinstance(turn, dict):
         raise SourceError(path, where, None, f"expected a turn object, got {type(turn).__name__}")
@@ -132,7 +132,7 @@ def unescape_turn_key(key: str) -> str:
     return key[len(_ESCAPE) :] if key.startswith(_ESCAPE) and key.lstrip(_ESCAPE) in TURN_MARKERS else key
 
 
-def parse_acts(acts: Any, extra: dict, notes: Notes) -> list[dict]:
+def parse_acts(acts: Any, extra: dict, notes: Notes) -> list[schema.DialogueAct]:
     """``{kind: [act]}`` → typed acts in source order; the raw value is kept in ``extra`` unless
     :func:`acts_to_source` gives it back (a test holds the two consistent)."""
     kinds = list(acts) if isinstance(acts, dict) else []
@@ -159,11 +159,18 @@ def parse_acts(acts: Any, extra: dict, notes: Notes) -> list[dict]:
     return typed
 
 
-def _typed_act(kind: str, act: dict) -> dict:
+def _typed_act(kind: str, act: dict) -> schema.DialogueAct:
     """A source act's fields that fit their typed columns (others are None: the rebuild then differs)."""
-    texts = {key: _text(act.get(key)) for key in ("intent", "domain", "slot", "value")}
-    spans = {key: act.get(key) if _is_span(act.get(key)) else None for key in ("start", "end")}
-    return {"type": kind, **texts, **spans}
+    start, end = (act.get(key) if _is_span(act.get(key)) else None for key in ("start", "end"))
+    return {
+        "type": kind,
+        "intent": _text(act.get("intent")),
+        "domain": _text(act.get("domain")),
+        "slot": _text(act.get("slot")),
+        "value": _text(act.get("value")),
+        "start": start,
+        "end": end,
+    }
 
 
 def _is_span(value: Any) -> bool:
@@ -171,7 +178,7 @@ def _is_span(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31
 
 
-def acts_to_source(typed: list[dict], kinds: Iterable[str] = ACT_KINDS) -> dict:
+def acts_to_source(typed: Sequence[Mapping[str, Any]], kinds: Iterable[str] = ACT_KINDS) -> dict:
     """Typed acts → ConvLab's ``{kind: [act]}`` (absent ``start``/``end`` and ``value`` stay absent)."""
     acts: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for act in typed:
@@ -180,14 +187,14 @@ def acts_to_source(typed: list[dict], kinds: Iterable[str] = ACT_KINDS) -> dict:
     return acts
 
 
-def parse_state(state: Any, extra: dict, notes: Notes) -> list[dict]:
+def parse_state(state: Any, extra: dict, notes: Notes) -> list[schema.StateSlot]:
     """``{domain: {slot: value}}`` → one {domain, slot, value} per present slot ("" and "dontcare" included).
 
     Absent slots are simply not listed. Empty domain dicts (``{"weather": {}}``) and an empty state are
     kept in ``extra.state_empty_domains``; a state :func:`state_to_source` would not give back is kept raw.
     """
     domains = list(state.items()) if isinstance(state, dict) else []
-    typed = [
+    typed: list[schema.StateSlot] = [
         {"domain": domain, "slot": slot, "value": value}
         for domain, slots in domains
         if isinstance(slots, dict)
@@ -207,7 +214,7 @@ def parse_state(state: Any, extra: dict, notes: Notes) -> list[dict]:
     return typed
 
 
-def state_to_source(typed: list[dict], empty_domains: Iterable[str] = ()) -> dict:
+def state_to_source(typed: Sequence[Mapping[str, Any]], empty_domains: Iterable[str] = ()) -> dict:
     state: dict[str, dict[str, str]] = {domain: {} for domain in empty_domains}
     for item in typed:
         state.setdefault(item["domain"], {})[item["slot"]] = item["value"]

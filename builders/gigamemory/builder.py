@@ -12,6 +12,7 @@ from builders.gigamemory import parse
 from builders.gigamemory.parse import Line, where
 from convhub.engine import json_lines_groups
 from convhub.engine.builder import ConversationBuilder, download_folder
+from convhub.engine.input_shards import own_shard
 from convhub.engine.jsonio import load_object
 from convhub.engine.records import convert_one, convert_records
 from convhub.engine.source_files import JSON_LINES
@@ -74,7 +75,7 @@ class GigamemoryBuilder(ConversationBuilder):
         return {SPLIT: shards}
 
     def parse_shard(self, shard, notes):
-        return parse_shard(shard, notes, self.reject)
+        return parse_shard(own_shard(shard), notes, self.reject)
 
 
 def index_file(path: str, name: str | None = None, reject: Reject = raise_error):

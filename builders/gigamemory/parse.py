@@ -107,7 +107,7 @@ def _required(item: dict, key: str, prefix: str = "") -> Any:
     return item[key]
 
 
-def parse_session(session: Any, index: int, notes: Notes) -> dict[str, Any]:
+def parse_session(session: Any, index: int, notes: Notes) -> schema.Session:
     name = f"sessions[{index}]"
     session = _expect(session, dict, name)
     raw_id, messages = (_required(session, key, f"{name}.") for key in SESSION_KEYS)
@@ -128,7 +128,7 @@ def parse_session(session: Any, index: int, notes: Notes) -> dict[str, Any]:
     return result
 
 
-def parse_message(message: Any, session_id: str, index: int, session_name: str) -> dict[str, Any]:
+def parse_message(message: Any, session_id: str, index: int, session_name: str) -> schema.Turn:
     """One message → one turn; a bad key is named in the error."""
     name = f"{session_name}.messages[{index}]"
     message = _expect(message, dict, name)
@@ -143,7 +143,7 @@ def parse_message(message: Any, session_id: str, index: int, session_name: str) 
     return turn
 
 
-def parse_question(line: Line, notes: Notes, session_ids: set[str], file_name: str) -> dict[str, Any]:
+def parse_question(line: Line, notes: Notes, session_ids: set[str], file_name: str) -> schema.Question:
     """The question of one line, its evidence resolved against the sessions of its dialogue."""
     fields = line.fields
     text = _expect(_required(fields, "question"), str, "question")

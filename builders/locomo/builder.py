@@ -13,8 +13,9 @@ from datasets.download.streaming_download_manager import StreamingDownloadManage
 
 from builders.locomo import audit, evidence, parse
 from convhub import schema
-from convhub.engine.builder import ConversationBuilder
-from convhub.engine.json_list import scan_json_array
+from convhub.engine.builder import ConversationBuilder, ConvHubConfig
+from convhub.engine.input_shards import Shard, own_shard
+from convhub.engine.json_list import SkippedBytes, scan_json_array
 from convhub.engine.records import convert_records
 from convhub.engine.source_files import JSON
 from convhub.errors import Notes, Reject, SourceError
@@ -33,14 +34,19 @@ def samples_of(
     Given ``positions``, each sample's position in the list is appended to it before the sample is yielded."""
     count = 0  # samples read or lost to a break: a list whose every sample a break lost is not an empty one
 
-    def on_break(error: SourceError, raw: bytes, held: int) -> None:
+    def on_break(error: SourceError, raw: bytes | SkippedBytes, held: int) -> None:
         nonlocal count
         count += held
-        reject(error, raw, "span", records=held)
+        if reject is not None:  # (given to the scan only then)
+            reject(error, raw, "span", records=held)
 
     with open_file(path) as handle:
         for _, _, position, sample in scan_json_array(
-            handle, str(path), on_break=reject and on_break, element="sample", key="sample_id"
+            handle,
+            str(path),
+            on_break=None if reject is None else on_break,
+            element="sample",
+            key="sample_id",
         ):
             count += 1
             if positions is not None:
@@ -103,6 +109,8 @@ class LocomoBuilder(ConversationBuilder):
   booktitle = {Proceedings of the 62nd Annual Meeting of the Association for Computational Linguistics},
   year      = {2024}
 }"""
+
+    config: ConvHubConfig  # what datasets made of BUILDER_CONFIG_CLASS, typed as such
     EXTRA_VIEWS = (OBSERVATIONS, EVENTS)
     TAKES_ERRATA = True
     #: A ``sessions`` row is a whole conversation (~1 MB as Python objects): 1,000 a batch would pass 1 GiB.
@@ -111,7 +119,7 @@ class LocomoBuilder(ConversationBuilder):
     #: build that raises); other repeats are the build's conversation_id check's (``engine.duplicate_ids``).
     _first_files: dict[str, str] | None = None
 
-    def shards(self, dl_manager):
+    def shards(self, dl_manager) -> dict[str, list[Shard]]:
         """One split, ``test``: the downloaded locomo10.json, or the ``*.json`` files of ``--data-dir``, each a
         shard ``{"path", "name"}`` (``--num-proc`` parallelizes over files) whose name's stem is its ``subset``.
         None is read here."""
@@ -133,6 +141,7 @@ class LocomoBuilder(ConversationBuilder):
         """The records of one file. A sample_id seen before in this file, or first in another file this process
         read (``_first_files``: reading one file again, as a stream's passes do, repeats nothing), is rejected.
         With ``--errata``, each record's questions get the audit's verdicts (``audit.Audit.apply``)."""
+        shard = own_shard(shard)
         path, subset = shard["path"], JSON.stem(shard["name"])
         skip, seen_here = self.config.on_bad_record == "skip", set()
         errata = None if self.config.errata is None else audit.load(self.config.errata)

@@ -113,7 +113,9 @@ def parse_sample(sample: Any, subset: str, notes: Notes) -> dict:
     }
 
 
-def _conversation_leftovers(conversation: dict, sessions: list[dict], notes: Notes) -> dict[str, Any]:
+def _conversation_leftovers(
+    conversation: dict, sessions: list[schema.Session], notes: Notes
+) -> dict[str, Any]:
     """Conversation keys no session claims, e.g. conv-26's dates of sessions that have no body."""
     claimed = {*SPEAKER_KEYS}.union(*({s["session_id"], f"{s['session_id']}_date_time"} for s in sessions))
     leftovers = {key: value for key, value in conversation.items() if key not in claimed}
@@ -122,11 +124,11 @@ def _conversation_leftovers(conversation: dict, sessions: list[dict], notes: Not
     return leftovers
 
 
-def parse_sessions(conversation: dict, tables: dict, roles: dict, notes: Notes) -> list[dict]:
+def parse_sessions(conversation: dict, tables: dict, roles: dict, notes: Notes) -> list[schema.Session]:
     """One session per ``session_N`` key, in numeric order, with its date, summary and raw side tables."""
     events, observations, summaries = (table or {} for table in tables.values())
     numbers = {int(match.group(1)) for key in conversation if (match := SESSION_KEY.match(key))}
-    sessions = []
+    sessions: list[schema.Session] = []
     for number in sorted(numbers):
         body_key, date_key = f"session_{number}", f"session_{number}_date_time"
         body = require_field(conversation, body_key, list, "conversation")
@@ -152,24 +154,27 @@ def parse_sessions(conversation: dict, tables: dict, roles: dict, notes: Notes) 
     return sessions
 
 
-def _unclaimed_session_entries(tables: dict[str, dict | None], sessions: list[dict], notes: Notes) -> dict:
+def _unclaimed_session_entries(
+    tables: dict[str, dict | None], sessions: list[schema.Session], notes: Notes
+) -> dict:
     """Side-table entries that name no session, kept whole under the table's name; an absent table is that name
     with null (a source table is never null), so that an export leaves it out again."""
     numbers = [session["session_id"].removeprefix("session_") for session in sessions]
     unclaimed: dict[str, Any] = {}
     for name, key_format in SESSION_TABLES.items():
-        if tables[name] is None:
+        table = tables[name]
+        if table is None:
             notes.add(f"sample without {name}")
             unclaimed[name] = None
             continue
         claimed = {key_format.format(number) for number in numbers}
-        if rest := {key: value for key, value in tables[name].items() if key not in claimed}:
+        if rest := {key: value for key, value in table.items() if key not in claimed}:
             notes.add(f"{name} entry naming no session (kept in the conversation's extra)", len(rest))
             unclaimed[name] = rest
     return unclaimed
 
 
-def parse_turn(turn: Any, roles: dict, notes: Notes, field: str) -> dict:
+def parse_turn(turn: Any, roles: dict, notes: Notes, field: str) -> schema.Turn:
     """One turn (at ``field``): speaker, dia_id and text typed, image keys into ``images``; other keys
     (LoCoMo's undocumented ``re-download``) and an empty ``img_url`` kept in the turn's extra."""
     if not isinstance(turn, dict):
@@ -189,7 +194,7 @@ def parse_turn(turn: Any, roles: dict, notes: Notes, field: str) -> dict:
     return record
 
 
-def parse_images(turn: dict, notes: Notes, field: str) -> list[dict[str, Any]]:
+def parse_images(turn: dict, notes: Notes, field: str) -> list[schema.Image]:
     """``img_url`` (a list), ``blip_caption`` and ``query`` → one image per URL, or one without a URL (the
     turn's ``text`` keeps no caption)."""
     if turn.keys().isdisjoint(IMAGE_KEYS):
@@ -210,7 +215,9 @@ def parse_images(turn: dict, notes: Notes, field: str) -> list[dict[str, Any]]:
     return [{"url": url, "caption": caption, "query": query} for url in urls]
 
 
-def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set | TurnIds, notes: Notes) -> dict:
+def parse_question(
+    qa: Any, sample_id: str, position: int, turn_ids: set | TurnIds, notes: Notes
+) -> schema.Question:
     """``qa[position]`` → a question: category named, answers as strings (a number's raw value in extra),
     evidence normalized into the turn ids it names and the pieces that name none."""
     field = f"qa[{position}]"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from builders.longmemeval import parse
-from convhub.engine.builder import ConversationBuilder
+from convhub.engine.builder import ConversationBuilder, ConvHubConfig
+from convhub.engine.input_shards import Shard, own_shard
 from convhub.engine.source_files import JSON_OR_EXTENSIONLESS, files_by_stem, find_files
 
 #: Without ``--data-dir``: the oracle file (evidence sessions only, 15 MB) of the cleaned release (September
@@ -31,10 +32,12 @@ class LongMemEvalBuilder(ConversationBuilder):
   booktitle = {The Thirteenth International Conference on Learning Representations},
   year      = {2025}
 }"""
+
+    config: ConvHubConfig  # what datasets made of BUILDER_CONFIG_CLASS, typed as such
     #: A ``sessions`` row is a haystack (~5.5 MB in ``_m``): 1,000 a batch would hold a whole 2.75 GB file.
     WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {"sessions": 10}
 
-    def shards(self, dl_manager):
+    def shards(self, dl_manager) -> dict[str, list[Shard]]:
         """One split, ``test``; one shard (``{"path", "name"}``) per file, its subset the name without ``.json``:
         two files of one subset (``longmemeval_s`` and ``longmemeval_s.json``) are an error."""
         kept = self.subset_files(dl_manager, URL, "LongMemEval", JSON_OR_EXTENSIONLESS)
@@ -50,4 +53,5 @@ class LongMemEvalBuilder(ConversationBuilder):
 
     def parse_shard(self, shard, notes):
         recover = self.config.on_bad_record == "skip"
+        shard = own_shard(shard)
         return parse.parse_file(shard["path"], shard["name"], notes, self.reject, recover)

@@ -121,13 +121,13 @@ def _not_longmemeval(element: Any) -> str:
 
 def _required(instance: dict, key: str, kind: type | tuple, what: str, items: type | None = None) -> Any:
     """``instance[key]`` if of ``kind`` (a bool is no number), its items of ``items``; else the FieldError."""
-    value = instance.get(key)
+    value: Any = instance.get(key)
     if not isinstance(value, kind) or isinstance(value, bool):
         raise FieldError(
             key, f"expected {what}, got {type(value).__name__ if key in instance else 'nothing'}"
         )
     for index, item in enumerate(value if items else ()):
-        if not isinstance(item, items):
+        if items is not None and not isinstance(item, items):
             raise FieldError(f"{key}[{index}]", f"expected a string, got {type(item).__name__}")
     return value
 
@@ -199,7 +199,7 @@ def _stored_session_ids(session_ids: list[str], notes: Notes) -> list[str]:
     return stored
 
 
-def _refuse_turn_named_as_a_session(session_ids: list[str], sessions: list[dict]) -> None:
+def _refuse_turn_named_as_a_session(session_ids: list[str], sessions: list[schema.Session]) -> None:
     """A session id that is also a turn id (``x_2`` beside a session ``x`` of two turns or more) is an error: a
     turn is named ``<session id>_<n>`` as LongMemEval's retrieval names it, and one id for a session and a turn
     would make a ranking of ids ambiguous (``convhub score`` reads such an id as the session)."""
@@ -221,7 +221,7 @@ def _refuse_turn_named_as_a_session(session_ids: list[str], sessions: list[dict]
 
 def parse_question(
     instance: dict, question_id: str, evidence_turns: list[str], sessions: list[dict], notes: Notes
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[schema.Question, dict[str, Any]]:
     """The question (``category``: its type) and its ``extra``: ``question_date``, ``abstention`` (id ending ``_abs``),
     the raw ``answer`` if a number, the raw ``answer_session_ids`` if some name no haystack session."""
     question = schema.empty_question(question_id, _required(instance, "question", str, "a string"))
@@ -249,7 +249,7 @@ def parse_question(
 
 def parse_session(
     session_id: str, date: str, turns: Any, index: int, key_orders: dict[str, list[str]]
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[schema.Session, list[str]]:
     """One haystack session (dated, its turns ``<session id>_<n>`` from 1, as LongMemEval's retrieval names
     them) and the ids of its ``has_answer`` turns."""
     field = f"haystack_sessions[{index}]"
@@ -257,7 +257,7 @@ def parse_session(
         raise FieldError(field, f"expected a list of turns, got {type(turns).__name__}")
     evidence: list[str] = []
 
-    def records() -> Iterator[dict[str, Any]]:
+    def records() -> Iterator[schema.Turn]:
         """The session's turns as they are parsed, noting the ``has_answer`` ones in ``evidence``."""
         for number, turn in enumerate(turns, 1):
             turn_id = f"{session_id}_{number}"
@@ -274,7 +274,7 @@ def parse_session(
     return session, evidence
 
 
-def parse_turn(turn: Any, turn_id: str, field: str, key_orders: dict[str, list[str]]) -> dict[str, Any]:
+def parse_turn(turn: Any, turn_id: str, field: str, key_orders: dict[str, list[str]]) -> schema.Turn:
     """``role`` and ``content`` typed (role as speaker and, mapped, as role); ``has_answer`` and any other key in
     the turn's ``extra``; a key order other than ``role, content, ...`` noted in ``key_orders``."""
     if not isinstance(turn, dict):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from builders.mnbvc import multiturn, parse
+from convhub.engine.input_shards import group_of
 from convhub.engine.json_lines_builder import JsonLinesBuilder
 
 
@@ -56,5 +57,5 @@ class MnbvcBuilder(JsonLinesBuilder):
         return multiturn.key_row(name, number, row, raw, self.config.subsets)
 
     def grouped_records(self, rows, shard, notes):
-        names = [name for name, _ in shard.files]
+        names = [name for name, _ in group_of(shard).files]
         return multiturn.records_from_sorted(rows, names, notes, self.reject)

@@ -82,8 +82,9 @@ def _read_date(raw: str) -> tuple[datetime | None, str | None, str | None]:
     parts = [int(part) if part else 0 for part in match.groups()[1:]]
     if not 1 <= year <= 9999:
         return None, None, "before year 1 (BC) or after 9999 (timestamp null, raw kept)"
+    month, day, hour, minute, second = parts  # (DATE_TIME's five groups after the year)
     try:
-        moment = datetime(year, *parts)
+        moment = datetime(year, month, day, hour, minute, second)
     except ValueError:
         return None, None, "not a valid date (timestamp null, raw kept)"
     return moment, moment.isoformat(), None

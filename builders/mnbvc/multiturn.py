@@ -31,7 +31,7 @@ from builders.mnbvc.parse import (
 )
 from convhub import schema
 from convhub.engine import keyed
-from convhub.engine.json_lines_builder import Objects
+from convhub.engine.json_lines_builder import LineWarnings, Objects
 from convhub.engine.regroup import SortKey
 from convhub.errors import Notes, Reject, raise_error
 
@@ -213,7 +213,7 @@ def records_from_sorted(
 
 
 def _converted_pairs(
-    run: Iterable[tuple[tuple, Any]], names: list[str], warnings: dict[str, Warnings], counted: Notes
+    run: Iterable[tuple[tuple, Any]], names: list[str], warnings: dict[str, LineWarnings], counted: Notes
 ) -> Iterator[ConvertedPair]:
     """A conversation's (order, converted value) rows as ``ConvertedPair``s, one at a time; each row's
     normalizations go to ``counted`` and its unreadable ``扩展字段`` to its file's warnings as it is read."""

@@ -60,9 +60,15 @@ FILE_FORMATS = Formats(
     row_format,
     "an MNBVC dialogue row (no 问/答, no 主题/回复)",
     "问",
-    aliases=dict.fromkeys(("multi-turn", "dialogue", "多轮对话"), MULTITURN)
-    | dict.fromkeys(("问答", "问答语料"), QA)
-    | dict.fromkeys(("论坛", "论坛语料"), FORUM),
+    aliases={
+        "multi-turn": MULTITURN,
+        "dialogue": MULTITURN,
+        "多轮对话": MULTITURN,
+        "问答": QA,
+        "问答语料": QA,
+        "论坛": FORUM,
+        "论坛语料": FORUM,
+    },
 )
 
 
@@ -163,7 +169,7 @@ def conversation_record(conversation_id: str, kind: str, source: str, sessions: 
 
 
 def set_session_date(
-    session: dict, row: dict[str, Any], fallback_field: str, fallback: Any, notes: Notes
+    session: schema.Session, row: dict[str, Any], fallback_field: str, fallback: Any, notes: Notes
 ) -> None:
     """``date_time`` is MNBVC's ``时间`` (raw); when a producer left it out, the row's own creation time."""
     if "时间" in row:
@@ -209,7 +215,7 @@ class ConvertedPair:
     order: tuple[int, int, str]  # sequence_number(扩展字段)
     sequence: Any  # the raw 多轮序号 (None when absent)
     question: str
-    extra: str  # the question turn's extra (Json text)
+    extra: str | None  # the question turn's extra (Json text)
     answer: str | None  # the answer turn's text; None: no answer turn
     dated: dict[str, Any]  # {"时间": the row's 时间} when it has one, else {}
     create_time: Any  # 元数据.create_time
@@ -269,7 +275,7 @@ def convert_pair(
     )
 
 
-def converted_turns(pair: ConvertedPair, turn_prefix: str) -> list[dict[str, Any]]:
+def converted_turns(pair: ConvertedPair, turn_prefix: str) -> list[schema.Turn]:
     """The turns of a converted pair, their ids ``<prefix>q`` and ``<prefix>a``."""
     question = schema.empty_turn(f"{turn_prefix}q", QUESTION_SPEAKER, "user", pair.question)
     question["extra"] = pair.extra
@@ -281,8 +287,11 @@ def converted_turns(pair: ConvertedPair, turn_prefix: str) -> list[dict[str, Any
 
 
 def _id_string(value: Any, notes: Notes, field: str) -> str | None:
-    if value is None:
-        return None
+    return None if value is None else _id_text(value, notes, field)
+
+
+def _id_text(value: Any, notes: Notes, field: str) -> str:
+    """An id that is there, as a string (a number's raw type noted)."""
     if isinstance(value, str):
         return value
     notes.add(f"{type(value).__name__} {field} → string (raw type kept in the row)")
@@ -349,7 +358,7 @@ def forum_record(
     return conversation_record(f"{file}:{line}", FORUM, source_name(row), [session], notes)
 
 
-def forum_reply(reply: Any, index: int, line: int, notes: Notes, warnings: WarnLine) -> dict[str, Any]:
+def forum_reply(reply: Any, index: int, line: int, notes: Notes, warnings: WarnLine) -> schema.Turn:
     if not isinstance(reply, dict):
         raise FieldError(f"回复[{index}]", f"expected an object, got {type(reply).__name__}")
     floor = reply.get("楼ID")
@@ -359,7 +368,7 @@ def forum_reply(reply: Any, index: int, line: int, notes: Notes, warnings: WarnL
         notes.add("forum reply without 楼ID (turn_id from its position)")
         turn_id = f"#{index + 1}"
     else:
-        turn_id = _id_string(floor, notes, "楼ID")
+        turn_id = _id_text(floor, notes, "楼ID")
     extension = count_extension(
         parse_extension(reply.get("扩展字段")), "回复.扩展字段", line, notes, warnings
     )
@@ -380,7 +389,7 @@ def forum_reply(reply: Any, index: int, line: int, notes: Notes, warnings: WarnL
     return turn
 
 
-def _check_turn_ids(turns: list[dict], notes: Notes) -> None:
+def _check_turn_ids(turns: list[schema.Turn], notes: Notes) -> None:
     """楼ID should be unique in a thread; a repeated one is made unique (``~2``) and counted."""
     seen: dict[str, int] = {}
     for turn in turns:

@@ -10,8 +10,6 @@ chunk of pairs is ever held as Python values. The session's turns are then one a
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,7 +40,7 @@ class ConversationTurns:
     def __init__(self) -> None:
         self.pending: list[ConvertedPair] = []
         self.chunks: list[pa.StructArray] = []
-        self.dicts: list[dict[str, Any]] | None = None  # once a text cannot be an Arrow string
+        self.dicts: list[schema.Turn] | None = None  # once a text cannot be an Arrow string
         self.made = 0  # pairs whose turns are in ``chunks`` or ``dicts``
 
     def add(self, pair: ConvertedPair) -> None:
@@ -50,7 +48,7 @@ class ConversationTurns:
         if len(self.pending) >= COLUMNAR_PAIRS:
             self._make_pending()
 
-    def turns(self) -> list[dict[str, Any]] | ArrowList:
+    def turns(self) -> list[schema.Turn] | ArrowList:
         """Every pair's turns: a list of dicts, or one ``ArrowList`` from ``COLUMNAR_PAIRS`` pairs on."""
         if not self.chunks and self.dicts is None:
             self.dicts = []  # a short conversation

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import datasets
+import datasets.config
 from huggingface_hub import DatasetCard
 
 from convhub.storage.folders import is_url

@@ -20,7 +20,7 @@ import os
 import socket
 from urllib.parse import urlsplit
 
-from convhub.errors import in_chain
+from convhub.errors import in_chain, kind_in_chain
 
 #: The environment variable naming a mirror of the sources' hosts (see the module docstring).
 MIRROR_ENV = "CONVHUB_SOURCE_MIRROR"
@@ -83,7 +83,7 @@ def reason(error: BaseException) -> str | None:
     """Why an HTTP transfer failed, in words, from ``error``'s chain; None when it holds no known cause."""
     import aiohttp
 
-    answered = in_chain(error, lambda each: isinstance(each, aiohttp.ClientResponseError))
+    answered = kind_in_chain(error, aiohttp.ClientResponseError)
     if answered is not None:
         return f"the server answered {answered.status} {answered.message}".rstrip()
     if in_chain(error, lambda each: isinstance(each, socket.gaierror)) is not None:
@@ -95,7 +95,7 @@ def reason(error: BaseException) -> str | None:
     unreachable = in_chain(error, lambda each: isinstance(each, aiohttp.ClientConnectionError))
     if unreachable is not None:
         cause = in_chain(unreachable, lambda each: isinstance(each, OSError) and each.strerror)
-        return f"no connection ({cause.strerror if cause is not None else unreachable})"
+        return f"no connection ({cause.strerror if isinstance(cause, OSError) else unreachable})"
     return None
 
 

@@ -22,7 +22,7 @@ from convhub.storage.folders import parquet_file, read_parquet, text_of
 
 def drop_duplicate_ids(
     root: Path, sessions: ConfigBuild, on_bad_record: str, quarantine_dir: Path, engine=None
-) -> list[tuple[str, dict]]:
+) -> list[tuple[str, dict, str]]:
     """``conversation_id`` is unique in the dataset: checked over every sessions shard (under ``root``) with Arrow.
 
     Shards are parsed apart (by ``num_proc`` workers), so a parser can only see duplicates in its own

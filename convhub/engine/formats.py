@@ -7,8 +7,9 @@ that every source detects alike and names the file, the line and the field when 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
 from convhub.errors import SourceError
@@ -32,7 +33,7 @@ class Formats:
     described: str
     field: str
     #: Other names a user may give (``--format``), lower case; each format's own name is one already.
-    aliases: dict[str, str] = field(default_factory=dict)
+    aliases: Mapping[str, str] = dataclass_field(default_factory=dict)
 
     def normalize(self, name: str) -> str:
         """The format a ``--format`` names; a ValueError listing the formats otherwise."""

@@ -97,3 +97,19 @@ def shard_name(shard: Shard) -> str:
         named = shard.get("path") or shard.get("file") or shard.get("name") or shard.get("input")
         return str(getattr(named, "path", named) or shard)
     return str(shard)
+
+
+def own_shard(shard: Shard) -> dict[str, Any]:
+    """``shard`` as the dict a source's ``shards`` made it: what the engine hands back to that source's
+    ``parse_shard`` and ``table_rows`` (an engine's kind reaching them is a bug of the engine, named here)."""
+    if not isinstance(shard, dict):
+        raise TypeError(f"a source's own shard (a dict) expected, not {type(shard).__name__}")
+    return shard
+
+
+def group_of(shard: Shard) -> GroupShard:
+    """``shard`` as the group shard a source's ``keyed_rows`` and ``grouped_records`` are given (an engine passes
+    the ``group_shard`` the source listed, or a partition's ``group``)."""
+    if not isinstance(shard, GroupShard):
+        raise TypeError(f"a group shard expected, not {type(shard).__name__}")
+    return shard

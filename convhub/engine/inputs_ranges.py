@@ -28,8 +28,9 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
+from convhub.engine.input_shards import Shard
 from convhub.engine.inputs import DataInput
-from convhub.engine.json_list import CHUNK_BYTES, scan_json_array
+from convhub.engine.json_list import CHUNK_BYTES, SkippedBytes, scan_json_array
 from convhub.engine.jsonio import loads_exact
 from convhub.errors import Reject, SourceError, raise_error
 
@@ -118,7 +119,7 @@ def index_list(
     """
     groups: dict[str, list[Range]] = {}
 
-    def on_break(error: SourceError, raw: bytes, lost: int) -> None:
+    def on_break(error: SourceError, raw: bytes | SkippedBytes, lost: int) -> None:
         reject(error, raw, "span", records=lost)
 
     scan = scan_json_array(stream, path, chunk_size, on_break if recover else None, element=element, key=key)
@@ -183,13 +184,13 @@ def ranged_shards(
     key: str | None = None,
     sizes: tuple[int, int] = (1000, 100),
     order: Callable[[Iterable[str]], list[str]] = sorted,
-) -> dict[str, list[dict]]:
+) -> dict[str, list[Shard]]:
     """Group → its shards, input after input: each input's list ``member`` indexed (:func:`indexed`, with
     ``place_for(the file an error names)``) and each group cut by :func:`shard_ranges` (``sizes``: its
     ``per_shard`` and ``min_per_shard``), groups in ``order``. A shard is a dict :func:`read_shard` reads: its
     ``input``, ``member``, ``ranges``, ``copy``, ``path`` (the file errors name) and ``first`` (whether it is its
     input's first). An input whose list cannot be read at all goes to ``reject`` (scope ``file``)."""
-    shards: dict[str, list[dict]] = {}
+    shards: dict[str, list[Shard]] = {}
     for source in inputs:
         path = source.label(member)
         try:

@@ -17,7 +17,7 @@ import mmap
 import os
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, BinaryIO
 
@@ -172,7 +172,7 @@ def read_objects(
     place: Callable[[int], str] = line_place,
     opener: Opener = open_source,
     span: Span | None = None,
-) -> Iterator[tuple[int, int, bytes, dict[str, Any]]]:
+) -> Generator[tuple[int, int, bytes, dict[str, Any]], None, None]:
     """(number, offset, line, object) of each line (of ``span``) that is a JSON object; a line that is not goes to
     ``reject`` with its bytes (raising by default), and a blank line or a byte-order mark is counted in ``notes``
     when given.

@@ -25,9 +25,9 @@ from typing import Any, ClassVar
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 
 from convhub.engine import json_lines, keyed, regroup
-from convhub.engine.builder import ConversationBuilder, group_shard
+from convhub.engine.builder import ConversationBuilder, ConvHubConfig, group_shard
 from convhub.engine.formats import Formats
-from convhub.engine.input_shards import GroupShard
+from convhub.engine.input_shards import Shard, group_of, own_shard
 from convhub.engine.records import convert_one
 from convhub.engine.source_files import find_files, hub_files
 from convhub.errors import Notes, Reject, SourceError, raise_error
@@ -39,6 +39,8 @@ Objects = Iterable[tuple[int, int, bytes, dict[str, Any]]]
 
 class JsonLinesBuilder(ConversationBuilder):
     """Shards and reading of JSON Lines files; a source sets the class attributes and the row hooks."""
+
+    config: ConvHubConfig  # what datasets made of BUILDER_CONFIG_CLASS, typed as such
 
     #: How errors name the source's reader ("MNBVC reads one JSON object per line").
     READER: ClassVar[str]
@@ -67,7 +69,7 @@ class JsonLinesBuilder(ConversationBuilder):
 
     # -- where the shards are ----------------------------------------------------------------------
 
-    def shards(self, dl_manager) -> dict[str, list[dict[str, Any]]]:
+    def shards(self, dl_manager) -> dict[str, list[Shard]]:
         """Streamed: every file read once, as it comes. Built: the grouped files as one group shard (an engine
         regroups their rows), then the others as row shards."""
         typed = self._typed_inputs(dl_manager)
@@ -75,7 +77,7 @@ class JsonLinesBuilder(ConversationBuilder):
             return {self.SPLIT: [{"kind": "stream", "format": k, "name": n, "path": p} for n, p, k in typed]}
         return self._listed(typed, self._row_shards)
 
-    def engine_shards(self, dl_manager) -> dict[str, list[dict[str, Any]]]:
+    def engine_shards(self, dl_manager) -> dict[str, list[Shard]]:
         """As ``shards``, but a URL ``--data-dir`` is read where it is, by the engine's tasks (no download)."""
         data_dir = self.config.data_dir or ""
         if "://" not in data_dir:
@@ -83,10 +85,10 @@ class JsonLinesBuilder(ConversationBuilder):
         typed = self._typed(find_files(data_dir, self.READER, recursive=True), json_lines.open_source)
         return self._listed(typed, _url_shards)
 
-    def _listed(self, typed, row_shards) -> dict[str, list[dict[str, Any]]]:
+    def _listed(self, typed, row_shards) -> dict[str, list[Shard]]:
         """The grouped files of ``typed`` as one group shard, then the others' ``row_shards(name, path, format)``."""
         grouped = [(name, path) for name, path, kind in typed if kind in self.GROUPED_FORMATS]
-        rows = [
+        rows: list[Shard] = [
             shard
             for n, p, kind in typed
             if kind not in self.GROUPED_FORMATS
@@ -170,7 +172,8 @@ class JsonLinesBuilder(ConversationBuilder):
 
     # -- one shard → canonical records ----------------------------------------------------------
 
-    def parse_shard(self, shard: dict[str, Any], notes: Notes) -> Iterator[dict[str, Any]]:
+    def parse_shard(self, shard: Shard, notes: Notes) -> Iterator[dict[str, Any]]:
+        shard = own_shard(shard)
         opener = json_lines.open_source
         if shard["kind"] == "stream":
             opener = partial(
@@ -187,9 +190,9 @@ class JsonLinesBuilder(ConversationBuilder):
         )
         return self.format_records(shard["format"], objects, shard["name"], notes)
 
-    def keyed_rows(self, shard: GroupShard, file_index: int) -> Iterator[regroup.KeyedRow]:
+    def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[regroup.KeyedRow]:
         """The rows of a grouped file keyed by ``key_row``, for the engine's group-by."""
-        name, path = shard.files[file_index]
+        name, path = group_of(shard).files[file_index]
         objects = json_lines.read_objects(path, self.READER, self.reject, name=name)
         return keyed.keyed_file_rows(objects, file_index, partial(self.key_row, name), self.reject)
 

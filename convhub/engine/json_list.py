@@ -41,6 +41,12 @@ class SkippedBytes(NamedTuple):
     size: int
 
 
+def _space_end(spaces: re.Pattern[str], text: str, pos: int) -> int:
+    """Where the run of ``spaces`` (a pattern that also matches no character) that starts at ``pos`` ends."""
+    match = spaces.match(text, pos)
+    return pos if match is None else match.end()
+
+
 #: Called at a break in the list: the error, the bytes skipped (from the break to the next element that reads,
 #: or to the end of the file: the exact bytes, or past ``SKIPPED_HEAD_BYTES`` their start and size) and how
 #: many elements they held.
@@ -122,9 +128,8 @@ def scan_json_array(
     # decoded UTF-8 holds) and the element around it rejected with its exact bytes; else it ends the scan
     utf8 = codecs.getincrementaldecoder("utf-8")("strict" if on_break is None else "surrogateescape")
     text, pos, byte_pos, eof = "", 0, 0, False
-    ascii_text = (
-        True  # whether the buffer is ASCII: then a slice's bytes are its characters, counted, not encoded
-    )
+    # whether the buffer is ASCII: then a slice's bytes are its characters, counted, not encoded
+    ascii_text = True
     read_bytes = 0  # of the file, before the chunk being decoded
 
     def fill() -> bool:
@@ -148,7 +153,7 @@ def scan_json_array(
         """The next character that is not whitespace (or a BOM), or "" at the end of the file."""
         nonlocal pos, byte_pos
         while True:
-            end = _SCAN_SPACE.match(text, pos).end()
+            end = _space_end(_SCAN_SPACE, text, pos)
             byte_pos += end - pos + 2 * text.count("\ufeff", pos, end)  # a BOM is 3 bytes
             pos = end
             if pos < len(text) or not fill():
@@ -165,7 +170,7 @@ def scan_json_array(
             return False
         if not isinstance(value, dict) or key not in value:
             return False
-        after = _TEXT_SPACE.match(text, end).end()
+        after = _space_end(_TEXT_SPACE, text, end)
         if after == len(text):
             return None if not eof else False
         return text[after] in ",]"
@@ -198,7 +203,8 @@ def scan_json_array(
                 break
             offset += 1
         let_go(skipped, found)
-        on_break(error, skipped.raw(), skipped.elements)
+        if on_break is not None:  # (a break is read past only when it is given)
+            on_break(error, skipped.raw(), skipped.elements)
         index += skipped.elements
         return found < len(text)
 
@@ -266,19 +272,16 @@ def scan_json_array(
             resumed = True
             continue
         element_box, end = [decoded[0]], decoded[1]
-        del (
-            decoded
-        )  # the element is held by ``element_box`` alone, which the yield empties: not while it is used
+        # the element is held by ``element_box`` alone, which the yield empties: not while it is used
+        del decoded
         size = end - pos if ascii_text else _byte_size(text, pos, end)
         not_utf8 = _NOT_UTF8.search(text, pos, end) if on_break is not None and not ascii_text else None
-        if not_utf8:
+        if not_utf8 and on_break is not None:
             at = byte_pos + _byte_size(text, pos, not_utf8.start())
             error = SourceError(path, index, None, f"not valid UTF-8 at byte {at}")
             on_break(error, text[pos:end].encode("utf-8", "surrogateescape"), 1)
         else:
-            if (
-                end >= chunk_size
-            ):  # a large element's text is let go before it is handed on, not held meanwhile
+            if end >= chunk_size:  # a large element's text is let go before it is handed on
                 text, end = text[end:], 0
             yield byte_pos, byte_pos + size, index, element_box.pop()
         pos, byte_pos, index = end, byte_pos + size, index + 1
@@ -298,7 +301,8 @@ def read_elements(
     def on_break(error: SourceError, raw: bytes | SkippedBytes, lost: int) -> None:
         nonlocal held
         held += lost
-        reject(error, raw, "span", records=lost)
+        if reject is not None:  # (given to the scan only then)
+            reject(error, raw, "span", records=lost)
 
     recover = on_break if reject is not None else None
     for _, _, position, value in scan_json_array(stream, path, on_break=recover, element=element, key=key):

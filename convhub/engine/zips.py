@@ -57,7 +57,8 @@ def check_zip_members(path: str, archive: zipfile.ZipFile) -> None:
     declares more compressed bytes than the archive holds, or one would inflate past ``ZIP_MAX_RATIO``."""
     seen: dict[str, tuple[int, str]] = {}
     try:  # (the open archive's own size: a streaming build may read the path through fsspec)
-        archive_size = os.fstat(archive.fp.fileno()).st_size
+        fp = archive.fp  # (None once the archive is closed)
+        archive_size = math.inf if fp is None else os.fstat(fp.fileno()).st_size
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
         archive_size = math.inf
     for number, info in enumerate(archive.infolist(), 1):

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from huggingface_hub import HfApi
+from huggingface_hub import HfApi, RepoFile
 from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
 from convhub.engine.shards import SHARD_PATH
@@ -87,7 +87,7 @@ def remote_state(session: HubSession) -> RemoteState:
         lambda: list(api.list_repo_tree(repo_id, repo_type="dataset", revision=info.sha, recursive=True)),
     )
     for entry in tree:
-        if hasattr(entry, "blob_id"):  # a RepoFile (folders have a tree_id)
+        if isinstance(entry, RepoFile):  # (not a RepoFolder)
             sha256 = entry.lfs.sha256 if entry.lfs else None
             files[entry.path] = RemoteFile(entry.size, entry.blob_id, sha256)
     return RemoteState(exists=True, head=info.sha, revision_exists=revision_exists, files=files)
@@ -130,7 +130,9 @@ def write_manifest(local: dict[str, Path], scratch: Path) -> dict[str, Path]:
     """``local`` plus the list of what this push publishes with each file's digests (sorted: an unchanged build
     makes no commit)."""
     manifest = scratch / "published.json"
-    published = {path: dict(zip(DIGESTS, file_digests(local[path]), strict=True)) for path in local}
+    published: dict[str, dict[str, str] | None] = {
+        path: dict(zip(DIGESTS, file_digests(local[path]), strict=True)) for path in local
+    }
     published[MANIFEST] = None  # its own digests cannot be in it
     text = json.dumps({"files": dict(sorted(published.items()))}, indent=1, sort_keys=True)
     manifest.write_text(text + "\n", encoding="utf-8")

@@ -87,7 +87,7 @@ class HubFault:
         )
 
     @classmethod
-    def of(cls, error: BaseException, token) -> HubFault | None:
+    def of(cls, error: BaseException | None, token) -> HubFault | None:
         """The Hub or transport error behind ``error`` (the client wraps LFS failures in a RuntimeError)."""
         while error is not None and not isinstance(error, (HfHubHTTPError, httpx2.TransportError)):
             error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)

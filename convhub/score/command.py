@@ -130,7 +130,9 @@ def data_version(build) -> Report:
 def score(args: argparse.Namespace, judge: Judge | None) -> Report:
     """The whole report for the parsed arguments (``judge`` made from them, or None)."""
     build = open_data(args.data, args.revision, args.token)
-    elsewhere: dict[str, str] = {}  # with --subset: the other subsets' ids, which a prediction may name
+    elsewhere: dict[
+        str, str | None
+    ] = {}  # with --subset: the other subsets' ids, which a prediction may name
     questions = read_questions(build, args.benchmark, args.subset, elsewhere)
     predictions = read_predictions(args.predictions, (row["question_id"] for row in questions), elsewhere)
     items = pair(questions, predictions)
@@ -147,6 +149,7 @@ def score(args: argparse.Namespace, judge: Judge | None) -> Report:
         "missing": sum(item.prediction is None for item in items),
         "missing_scored_as": MISSING_RULE,
     }
+    prompts: dict[str, str] = {}  # question category → the judge's prompt for it (set for each benchmark)
     if args.benchmark == "locomo":
         report.update(locomo.score(items, args.evidence or "raw", args.labels or "original"))
         if judge is None:

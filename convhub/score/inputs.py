@@ -62,7 +62,9 @@ _BOM = b"\xef\xbb\xbf"
 
 
 def read_predictions(
-    path: str | os.PathLike, known: Iterable[str] | None = None, elsewhere: dict[str, str] | None = None
+    path: str | os.PathLike,
+    known: Iterable[str] | None = None,
+    elsewhere: dict[str, str | None] | None = None,
 ) -> dict[str, Prediction]:
     """The predictions file (JSON Lines: ``question_id``, ``prediction``, optional ``retrieved``) by id.
 
@@ -189,7 +191,7 @@ def config_rows(build: Build, config: str) -> list[Row]:
 
 
 def read_questions(
-    build: Build, benchmark: str, subset: str | None = None, elsewhere: dict[str, str] | None = None
+    build: Build, benchmark: str, subset: str | None = None, elsewhere: dict[str, str | None] | None = None
 ) -> list[Row]:
     """The ``qa`` rows of a build (of one ``subset`` when given), all of ``benchmark``'s source, each question
     id once: a build of several subsets that share ids (LongMemEval's files) is scored one subset at a time.

@@ -219,9 +219,9 @@ def positions(retrieved: Sequence[str], corpus: Corpus) -> tuple[list[int], int]
         if position is None:
             plain = item.replace("noans", "answer") if item.startswith("noans") else item
             position = corpus.position.get(plain)
-        if position is None:
-            passed += plain in corpus.passed_over
-            continue
+            if position is None:
+                passed += plain in corpus.passed_over
+                continue
         ranked.setdefault(position, None)
     return list(ranked), passed
 

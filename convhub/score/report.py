@@ -7,7 +7,7 @@ only what they print); a metric over no question is ``null``, never 0.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 #: What a question without a prediction scores, written into every report.
 MISSING_RULE = "0: a question without a prediction is scored as an empty answer and an empty ranking"
@@ -36,14 +36,15 @@ class Figures(TypedDict, total=False):
     share: float | None
 
 
-class JudgeInfo(TypedDict, total=False):
-    """Which judge gave the accuracy figures, with which prompts, and at what cost (``judge_options``)."""
+class JudgeInfo(TypedDict):
+    """Which judge gave the accuracy figures, with which prompts, and at what cost (``judge_options.judge_section``
+    sets every key but ``protocol`` and ``cost``)."""
 
     model: str
     #: the base URL, without credentials
     url: str
     #: "mem0-judge" for LoCoMo's J; absent for LongMemEval's and GigaMemory's own judge
-    protocol: str
+    protocol: NotRequired[str]
     prompt_version: str
     #: question category → the prompt used for it
     prompts: dict[str, str]
@@ -57,7 +58,14 @@ class JudgeInfo(TypedDict, total=False):
     failed_verdicts: int
     #: the ``usage`` of the replies the verdicts rest on ({"prompt": N, "completion": N}), and their cost
     tokens: dict[str, int]
-    cost: float
+    cost: NotRequired[float]
+
+
+class NeedsJudge(TypedDict):
+    """The figures a report made without a judge leaves out, and the options that give them."""
+
+    figures: list[str]
+    give: str
 
 
 class Report(TypedDict, total=False):
@@ -89,7 +97,7 @@ class Report(TypedDict, total=False):
     abstention: Figures
     by_category: dict[str, Figures]
     #: LongMemEval without a judge: the figures left out, and the options that give them
-    needs_judge: dict[str, object]
+    needs_judge: NeedsJudge
     #: LongMemEval: "longmemeval" (its run_retrieval.py's corpus and gold) or "convhub" (the build's evidence)
     retrieval_protocol: str
     #: LongMemEval: the questions left out of the retrieval averages, by reason (abstention, no_user_evidence)

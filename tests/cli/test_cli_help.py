@@ -98,6 +98,7 @@ def test_a_build_summary_says_1_row(tmp_path, capsys):
     assert "validation 1 row " in out and "1 rows" not in out
 
 
+@pytest.mark.slow
 def test_the_options_load_no_scorer_library():
     """Every command builds every command's options; the scorers' libraries (nltk) load when a score runs, not at
     each start (0.15 s of it), and the stemmer they give is nltk's Porter stemmer."""

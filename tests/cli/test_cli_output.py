@@ -64,6 +64,7 @@ def sample_build(tmp_path_factory) -> subprocess.CompletedProcess:
     return convhub("build", "--all", "--sample", "--output", str(tmp_path_factory.mktemp("out") / "all"))
 
 
+@pytest.mark.slow
 def test_more_processes_than_shards_is_one_line_of_convhubs_not_a_datasets_warning(tmp_path):
     """A one-file source printed ``datasets``' "Setting num_proc from 2 back to 1" for every config, and the
     default (one process per core) then was not what ran: convhub gives ``datasets`` no more processes than
@@ -81,6 +82,7 @@ def test_more_processes_than_shards_is_one_line_of_convhubs_not_a_datasets_warni
     assert not repeated(done.stderr)
 
 
+@pytest.mark.slow
 def test_the_default_processes_say_nothing_of_a_one_file_source(tmp_path):
     """Without ``--num-proc`` (one process per core) a one-file source prints no note and no warning."""
     done = convhub(
@@ -89,6 +91,7 @@ def test_the_default_processes_say_nothing_of_a_one_file_source(tmp_path):
     assert "num_proc" not in done.stderr and "note:" not in done.stderr and "WARNING" not in done.stderr
 
 
+@pytest.mark.slow
 def test_the_sample_build_prints_no_line_twice(sample_build):
     assert not repeated(sample_build.stderr), sample_build.stderr
 
@@ -105,6 +108,7 @@ def test_progress_names_source_and_each_built_config_with_a_total(sample_build):
     assert "Generating train split" not in sample_build.stderr
 
 
+@pytest.mark.slow
 def test_a_sample_build_sums_up_its_quirks_in_one_line_per_source(sample_build):
     stderr = sample_build.stderr
     summaries = [match for line in stderr.splitlines() if (match := QUIRK_SUMMARY.match(line))]
@@ -117,6 +121,7 @@ def test_a_sample_build_sums_up_its_quirks_in_one_line_per_source(sample_build):
     assert len(listed) == int(summaries[0]["count"]) == 2, check.stderr
 
 
+@pytest.mark.slow
 def test_a_data_dir_build_prints_a_quirk_warning_once_on_its_own_line(tmp_path):
     """Outside ``--sample`` each warning stays, once, on a line of its own (not glued to a progress bar)."""
     replies = [

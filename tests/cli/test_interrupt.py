@@ -69,6 +69,7 @@ def interrupted_build(data: Path, output: Path, *options: str) -> tuple[int, str
         return status, log.read_text(encoding="utf-8"), time.monotonic() - sent
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("processes", ["1", "2"])
 def test_ctrl_c_is_one_line_status_130_and_leaves_nothing(big_locomo, tmp_path, processes):
     output = tmp_path / "out"

@@ -200,6 +200,7 @@ def test_missing_subset_is_an_error_not_a_download(tmp_path):
 # -- the build ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_per_subset_configs_load_one_dataset_alone(sample_build):
     output = str(sample_build.output)
     everything = datasets.load_dataset(output, "sessions")
@@ -342,6 +343,7 @@ def real_build(tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["camrest", "woz"])
 def test_full_builds_match_the_readme_tables(real_build, name):
     table = readme_table(name)
@@ -363,6 +365,7 @@ def test_full_builds_match_the_readme_tables(real_build, name):
     assert sum(rows.num_rows for rows in turns.values()) == table["all"][1]
 
 
+@pytest.mark.slow
 def test_real_ontology_and_database(real_build):
     ontology = {r["subset"]: r for r in datasets.load_dataset(str(real_build.output), "ontology")["train"]}
     assert set(ontology) == {"camrest", "woz"}
@@ -377,6 +380,7 @@ def test_real_ontology_and_database(real_build):
     assert "database-woz" not in (real_build.output / "README.md").read_text()  # WOZ ships no database
 
 
+@pytest.mark.slow
 def test_real_zip_dialogues_rebuild_exactly():
     records, _, _ = records_by_id(shared_data("convlab"), ("camrest", "woz"))
     for name in ("camrest", "woz"):
@@ -388,6 +392,7 @@ def test_real_zip_dialogues_rebuild_exactly():
             )
 
 
+@pytest.mark.slow
 def test_card_statistics_per_subset_and_split(real_build):
     card = (real_build.output / "README.md").read_text()
     assert re.search(r"\| train \| camrest \| 406 \| 406 \| 3,342 \| 0 \| 8\.23 \|", card)

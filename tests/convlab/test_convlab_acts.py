@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import pytest
 from convlab_samples import turn_extra
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -71,6 +72,7 @@ _STATE = _mostly(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(acts=_ACTS, state=_STATE)
 @example(acts={"binary": [{"intent": "a", "other": "x"}]}, state={"d": {}})

@@ -409,6 +409,7 @@ def test_forged_sizes_cannot_get_a_bomb_past_the_limit(tmp_path, capsys):
     assert time.perf_counter() - started < 20
 
 
+@pytest.mark.slow
 def test_reading_on_after_a_break_keeps_memory_to_a_chunk_not_the_file(tmp_path):
     """A 40 MB indented file broken in its 6th dialogue: the skip scan holds a few chunks, as on a good
     file (before, it read the whole rest of the file into one string to decide the break was real)."""

@@ -85,6 +85,7 @@ def test_shards_are_consecutive_even_and_balanced_by_bytes():
     assert len(skewed[0]) < len(skewed[1])  # bytes, not dialogue counts, set the cut
 
 
+@pytest.mark.slow
 def test_every_large_split_gets_two_shards_and_a_large_zip_is_read_from_one_copy(tmp_path, monkeypatch):
 
     template = sample_dialogues("toyhotel")[0]
@@ -186,6 +187,7 @@ def _write_zip(folder: Path, raw: bytes) -> Path:
     return folder / "data.zip"
 
 
+@pytest.mark.slow
 def test_a_stream_of_a_large_zip_reads_one_copy_made_while_scanning(tmp_path, monkeypatch):
     raw = _dialogues_text(300, 2, split=lambda i: ("train", "validation", "test")[i % 3])
     _write_zip(tmp_path / "in" / "big", raw)
@@ -222,6 +224,7 @@ def test_the_copy_of_a_large_zip_goes_to_convhub_tmpdir(tmp_path, monkeypatch):
     assert Path(copies.pop()).parent.parent == tmp_path / "scratch"
 
 
+@pytest.mark.slow
 def test_a_stream_and_a_build_in_one_process_share_one_scan_and_copy(tmp_path, monkeypatch):
     """A build after a stream in one process reads the copy and the index the stream's scan made."""
 

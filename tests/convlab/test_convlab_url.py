@@ -25,6 +25,7 @@ def convlab_shards(url: str, subsets: list[str] | None = None) -> list[dict]:
     return [shard for split in shards.values() for shard in split]
 
 
+@pytest.mark.slow
 def test_convlab_reads_a_zip_a_data_folder_and_a_dummy_file_at_a_url_from_local_copies(bucket, tmp_path):
     """Each dataset's file (or ``data/`` folder) is copied down once and read where a local one is read; the
     records equal the local folder's, and the inputs keep their URLs for errors and for other machines."""

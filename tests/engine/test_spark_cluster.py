@@ -25,6 +25,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import mnbvc_synthetic
 import oracle
 
+#: One worker (``--dist loadfile``; the group for ``loadgroup``) starts the cluster and runs every build on it, once.
+#: Its time limit is the cluster's own (a start of up to 120 s per daemon, 1200 s for the driver), not pyproject's.
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("spark-cluster"),
+    pytest.mark.timeout(1800),
+]
+
 #: The driver: every (source, data dir, output) of argv[2] built on the master of argv[1] by one SparkEngine.
 DRIVER = """
 import json, sys

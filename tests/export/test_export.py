@@ -14,6 +14,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from conftest import shared_data
 from export_checks import (
     LOCOMO_QUIRKS,
@@ -182,6 +183,7 @@ def test_an_export_is_the_same_bytes_whenever_it_runs(sample_builds, tmp_path, m
 CONVLAB_CONFIGS = ("sessions", "ontology", "database")
 
 
+@pytest.mark.slow
 def test_convlab_real_zips_export_equal(tmp_path):
     data_dir = shared_data("convlab")
     for name in ("camrest", "woz"):

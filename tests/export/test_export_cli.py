@@ -18,6 +18,7 @@ from export_checks import (
     assert_equal_values,
     export,
 )
+from mix_sources import short_arrow_shutdown_pause  # noqa: F401 (autouse: streamed reads pause 0.1 s, not 5)
 
 from convhub import registry
 from convhub.cli import main as cli
@@ -28,6 +29,7 @@ from convhub.storage.staging import MARKER
 # -- Hub repos, the command line, failures ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_export_from_a_hub_repo(hub, sample_builds, tmp_path):
     from convhub.publish.push import push_folder
 

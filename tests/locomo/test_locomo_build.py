@@ -263,6 +263,7 @@ def rows_of(folder: Path, config: str) -> list[dict]:
     return load_folder(folder, config).to_list()
 
 
+@pytest.mark.slow
 def test_num_proc_two_gives_the_same_rows(tmp_path):
     data_dir = split_sample(tmp_path / "data")
     serial, parallel = tmp_path / "serial", tmp_path / "parallel"
@@ -384,6 +385,7 @@ def test_bad_input_through_the_command(tmp_path, capsys):
 # -- scripts/build.py --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_build_script_runs_from_a_checkout(tmp_path):
     output = tmp_path / "locomo-unified"
     command = [sys.executable, str(ROOT / "scripts" / "build.py"), "locomo", "--data-dir", str(SAMPLE)]

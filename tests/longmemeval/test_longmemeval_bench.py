@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import oracle
@@ -22,6 +24,7 @@ def test_the_scaled_input_has_both_file_names_and_recurring_fillers(tmp_path):
     assert all(len(item["haystack_sessions"]) == len(item["haystack_dates"]) for item in instances)
 
 
+@pytest.mark.slow
 def test_against_skips_a_source_the_saved_folder_lacks(tmp_path, capsys):
     reference = tmp_path / "reference"
     assert oracle.main(["--save", str(reference), "--source", "longmemeval", "--scale", "0.004"]) == 0

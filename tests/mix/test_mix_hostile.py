@@ -210,6 +210,7 @@ def test_a_streamed_source_emptied_by_filters_fails_as_the_map_style_one(tmp_pat
 # -- 4. recipe files that are not recipes ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_deeply_nested_recipe_and_a_folder_are_one_error(tmp_path, capsys):
     deep = tmp_path / "deep.yaml"
     deep.write_text("sources: " + "[" * 5000 + "]" * 5000 + "\n")
@@ -272,6 +273,7 @@ def test_a_missing_hub_repo_or_revision_names_its_key(hub, tmp_path):
     assert caught.value.key == "sources[0].revision"
 
 
+@pytest.mark.slow
 def test_a_hub_lost_after_the_first_file_ends_the_stream_in_bounded_tries_with_one_line(
     hub, tmp_path, capsys, monkeypatch
 ):

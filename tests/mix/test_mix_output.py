@@ -185,6 +185,7 @@ def test_mixing_the_sample_build_of_every_registered_source(sample_builds, tmp_p
 # -- the Hub (tests/hub_double.py) ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sources_from_hub_repos_streamed_and_the_mixture_pushed(hub, tmp_path):
     from convhub.publish.push import push_folder
 

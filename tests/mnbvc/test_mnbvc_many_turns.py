@@ -115,6 +115,7 @@ def test_a_lone_surrogate_in_a_later_chunk_gives_every_pair_dict_turns(monkeypat
     assert [turn["text"] for turn in made if turn["turn_id"] == "9q"] == ["\ud800"]
 
 
+@pytest.mark.slow
 def test_columnar_build_equals_the_dict_build(tmp_path, monkeypatch):
     data = large_record.write_many_turns(tmp_path / "in", 10_000)  # 6,000 rows
     common = ["build", "mnbvc", "--data-dir", str(data), "--num-proc", "1"]
@@ -129,6 +130,7 @@ def test_columnar_build_equals_the_dict_build(tmp_path, monkeypatch):
     assert (tmp_path / "dicts" / "README.md").read_text() == (tmp_path / "columns" / "README.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_long_conversation_streams_the_views_its_build_derives(tmp_path):
     """Streamed, the conversation's turns are Arrow columns too (``ArrowList``): the streamed ``turns`` and
     ``messages`` (derived a batch of records at a time, ``View.rows_of``) are the build's rows."""
@@ -164,6 +166,7 @@ def build_peak_mib(data: Path, output: Path) -> float:
     return int(done.stdout.split()[-1]) / 1024  # kB on Linux
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss == 0, reason="no ru_maxrss here")
 def test_many_tiny_turns_stay_within_the_input_bound(tmp_path):
     """166,667 tiny turns (32 MiB): within ``TARGET_MULTIPLE`` of the input above a 1-row build. Most of it is the

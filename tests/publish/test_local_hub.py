@@ -54,6 +54,7 @@ def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180)
 
 
+@pytest.mark.slow
 def test_push_to_the_local_hub_lands_the_build_and_ctrl_c_stops_it(local_hub, tmp_path):
     process, variables = local_hub
     assert set(variables) == {"HF_ENDPOINT", "HF_TOKEN", "HF_HUB_DISABLE_XET"}

@@ -91,6 +91,7 @@ def local_rows(folder: Path, config: str):
     return datasets.load_dataset("parquet", data_dir=str(folder / config), split="test")
 
 
+@pytest.mark.slow
 def test_a_folder_at_a_url_is_pushed_as_the_same_folder_would_be_locally(hub, bucket, folder, capsys):
     """A build Spark wrote to HDFS or S3 (here the tests' S3 server): its files are read there, and those
     the plan uploads are copied to a local temporary folder first."""
@@ -347,6 +348,7 @@ def test_a_dropped_lfs_upload_is_retried_by_the_client(hub, folder):
     assert len(hub.repo(REPO).commits_on("main")) == 2
 
 
+@pytest.mark.slow
 def test_the_push_script_reads_hf_endpoint_from_the_environment(hub, folder):
     """The user's path: a fresh process that finds HF_ENDPOINT and HF_TOKEN in its environment."""
     environment = {**os.environ, "HF_TOKEN": HUB_TOKEN, "PYTHONPATH": str(ROOT)}
@@ -412,6 +414,7 @@ def test_a_hub_error_is_reported_on_stderr_with_exit_status_1(hub, folder, capsy
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_push_of_fewer_subsets_deletes_the_stale_subset_shards(hub, tmp_path):
     """Per-subset shards (``<config>/<subset>/<split>-…``) are the build's too: a narrower build deletes them."""
     sample = registry.get("convlab").sample_dir()

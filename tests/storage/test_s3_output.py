@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from conftest import HUB_TOKEN, tables
 
 from convhub import registry
@@ -134,6 +135,7 @@ def test_a_rebuild_on_s3_removes_the_staging_a_killed_build_left_and_only_that(s
     ]
 
 
+@pytest.mark.slow
 def test_a_build_at_s3_is_pushed_to_the_hub_and_exported_as_the_local_build_is(
     s3_bucket, hub, tmp_path, capsys
 ):
