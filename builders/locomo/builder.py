@@ -51,7 +51,9 @@ def samples_of(
             count += 1
             if positions is not None:
                 positions.append(position)
-            yield parse.record_name(position, sample), sample
+            sample_box = [sample]
+            del sample  # not held here while its record is converted and written
+            yield parse.record_name(position, sample_box[0]), sample_box.pop()
     if not count:
         raise SourceError(path, None, None, "no samples: the list is empty")
 
@@ -61,7 +63,7 @@ def side_table_rows(record: dict, name: str) -> Iterator[dict]:
     session's extra), with the conversation's and the session's ids. Observation evidence is normalized as QA
     evidence is (the raw evidence kept as JSON); the parser counted that already, so this counts into nothing."""
     ids = {key: record[key] for key in schema.CONVERSATION_IDS}
-    turn_ids = {turn["turn_id"] for session in record["sessions"] for turn in session["turns"]}
+    turn_ids = parse.TurnIds(record["sessions"]) if name == "observation" else None  # (events cite no turn)
     for session in record["sessions"]:
         entry, field = json.loads(session["extra"] or "{}").get(name), f"{name}.{session['session_id']}"
         if entry is None:

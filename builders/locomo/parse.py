@@ -9,10 +9,12 @@ import re
 from datetime import datetime
 from typing import Any
 
+import pyarrow.compute as pc
 from dateutil import parser as dateparser
 
 from builders.locomo.evidence import parse_evidence, parse_observations, session_ids_of
 from convhub import schema
+from convhub.engine.arrow_rows import ArrowList, session_turns
 from convhub.errors import FieldError, Notes, require_field
 
 #: LoCoMo's own evaluation code (task_eval/evaluation.py) and most published results use these names.
@@ -53,6 +55,29 @@ def parse_timestamp(date_time: str | None, notes: Notes) -> datetime | None:
         return None
 
 
+class TurnIds:
+    """The turn ids of a conversation's sessions, for evidence to be looked up in: a set of the ids of the
+    sessions whose turns are dicts, and the ``turn_id`` column of those held as Arrow (``ArrowList``: a session of
+    a million tiny turns), looked in with Arrow, not made a Python string per turn."""
+
+    def __init__(self, sessions: list[dict]) -> None:
+        self.in_dicts: set[str] = set()
+        self.columns: list = []
+        for session in sessions:
+            turns = session["turns"]
+            if isinstance(turns, ArrowList):
+                self.columns.append(turns.array.field("turn_id"))
+            else:
+                self.in_dicts.update(turn["turn_id"] for turn in turns)
+
+    def __contains__(self, turn_id: object) -> bool:
+        if turn_id in self.in_dicts:
+            return True
+        return isinstance(turn_id, str) and any(
+            pc.index(column, turn_id).as_py() >= 0 for column in self.columns
+        )
+
+
 def parse_sample(sample: Any, subset: str, notes: Notes) -> dict:
     """One LoCoMo sample → one canonical record: its sessions, questions and whatever no field claims."""
     if not isinstance(sample, dict):
@@ -64,7 +89,7 @@ def parse_sample(sample: Any, subset: str, notes: Notes) -> dict:
         raise FieldError("conversation.speaker_b", f"same name as speaker_a ({speakers[0]!r})")
     tables = {name: require_field(sample, name, dict, optional=True) for name in SESSION_TABLES}
     sessions = parse_sessions(conversation, tables, dict(zip(speakers, ROLES.values(), strict=True)), notes)
-    turn_ids = {turn["turn_id"] for session in sessions for turn in session["turns"]}
+    turn_ids = TurnIds(sessions)
     observations = tables["observation"] or {}
     for session in sessions:  # once every turn id is known: an observation may cite a later session
         key = SESSION_TABLES["observation"].format(session["session_id"].removeprefix("session_"))
@@ -117,9 +142,9 @@ def parse_sessions(conversation: dict, tables: dict, roles: dict, notes: Notes) 
             extra["event_summary"] = events[event_key]
         if observation_key in observations:
             extra["observation"] = observations[observation_key]
-        turns = [
+        turns = session_turns(
             parse_turn(turn, roles, notes, f"conversation.{body_key}[{i}]") for i, turn in enumerate(body)
-        ]
+        )
         session = schema.empty_session(body_key, turns)
         session["date_time"] = require_field(conversation, date_key, str, "conversation", optional=True)
         session["timestamp"] = parse_timestamp(session["date_time"], notes)
@@ -190,7 +215,9 @@ def parse_images(turn: dict, notes: Notes, field: str) -> list[schema.Image]:
     return [{"url": url, "caption": caption, "query": query} for url in urls]
 
 
-def parse_question(qa: Any, sample_id: str, position: int, turn_ids: set, notes: Notes) -> schema.Question:
+def parse_question(
+    qa: Any, sample_id: str, position: int, turn_ids: set | TurnIds, notes: Notes
+) -> schema.Question:
     """``qa[position]`` → a question: category named, answers as strings (a number's raw value in extra),
     evidence normalized into the turn ids it names and the pieces that name none."""
     field = f"qa[{position}]"

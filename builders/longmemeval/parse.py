@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from convhub import schema
+from convhub.engine.arrow_rows import session_turns
 from convhub.engine.json_list import SKIPPED_HEAD_BYTES, SkippedBytes, read_elements
 from convhub.engine.records import convert_records
 from convhub.engine.source_files import JSON_OR_EXTENSIONLESS
@@ -60,7 +61,9 @@ class _PlacedInstances:
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         for position, instance in self.items:
             self.position = position
-            yield position, instance
+            instance_box = [instance]
+            del instance  # not held here while its record is converted and written
+            yield position, instance_box.pop()
 
     def unique_ids(self, convert: Callable[[Any, Notes], dict[str, Any]]) -> Callable[[Any, Notes], dict]:
         def converted_once(instance: Any, notes: Notes) -> dict[str, Any]:
@@ -90,7 +93,9 @@ def read_instances(path: str, reject: Reject | None = None) -> Iterator[tuple[in
                     raise error
                 reject(error, _head_of(handle), "file")  # the file left out whole, its first bytes kept
                 return
-            yield position, instance
+            instance_box = [instance]
+            del instance  # not held here while its record is converted and written
+            yield position, instance_box.pop()
             break
         yield from elements
 
@@ -250,14 +255,17 @@ def parse_session(
     field = f"haystack_sessions[{index}]"
     if not isinstance(turns, list):
         raise FieldError(field, f"expected a list of turns, got {type(turns).__name__}")
-    records: list[schema.Turn] = []
     evidence: list[str] = []
-    for number, turn in enumerate(turns, 1):
-        turn_id = f"{session_id}_{number}"
-        records.append(parse_turn(turn, turn_id, f"{field}[{number - 1}]", key_orders))
-        if turn.get("has_answer") is True:
-            evidence.append(turn_id)
-    session = schema.empty_session(session_id, records)
+
+    def records() -> Iterator[schema.Turn]:
+        """The session's turns as they are parsed, noting the ``has_answer`` ones in ``evidence``."""
+        for number, turn in enumerate(turns, 1):
+            turn_id = f"{session_id}_{number}"
+            yield parse_turn(turn, turn_id, f"{field}[{number - 1}]", key_orders)
+            if turn.get("has_answer") is True:
+                evidence.append(turn_id)
+
+    session = schema.empty_session(session_id, session_turns(records()))
     session["date_time"] = date
     try:
         session["timestamp"] = datetime.strptime(date, DATE_FORMAT)

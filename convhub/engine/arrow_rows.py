@@ -10,8 +10,15 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from convhub import schema
 from convhub.engine.memory import give_back_pages
+
+#: The Arrow type of one turn, as the ``sessions`` table holds it.
+SESSION_TURN_TYPE: pa.StructType = (
+    schema.SESSIONS_FEATURES.arrow_schema.field("sessions").type.value_type.field("turns").type.value_type
+)
 
 
 class ArrowList(Sequence):
@@ -78,6 +85,44 @@ class ArrowList(Sequence):
 
     def __repr__(self) -> str:
         return f"ArrowList({len(self)} {self.array.type})"
+
+
+def session_turns(turns: Iterable[dict]) -> ArrowList | list[dict]:
+    """A parser's turns of one session (dicts of the ``sessions`` table's turn type, made as they are read) as
+    ``ArrowList.of_rows`` keeps them: a long session's as one Arrow array, a short one's as the dicts."""
+    return ArrowList.of_rows(turns, SESSION_TURN_TYPE)
+
+
+def records_of_batch(batch: pa.RecordBatch) -> list[dict]:
+    """``batch.to_pylist()`` of a ``sessions`` batch, but a session of ``ArrowList.ROWS_CHUNK`` turns or more
+    keeps them as an ``ArrowList`` over the batch's own array (no copy), as its parser made them: one session of a
+    million tiny turns read back as dicts took some 7 times its JSON (LoCoMo's ``observations`` view)."""
+    if "sessions" not in batch.schema.names:
+        return batch.to_pylist()
+    sessions = batch.column("sessions")
+    flat = sessions.flatten()  # every row's sessions, in order
+    turns = flat.field("turns")
+    if not len(turns) or pc.max(turns.value_lengths()).as_py() < ArrowList.ROWS_CHUNK:
+        return batch.to_pylist()
+    records = batch.drop_columns(["sessions"]).to_pylist()
+    names = [field.name for field in flat.type]
+    shells = pa.StructArray.from_arrays(
+        [flat.field(name) for name in names if name != "turns"], [name for name in names if name != "turns"]
+    ).to_pylist()
+    offsets = turns.offsets.to_pylist()
+    values = turns.values
+    made = []
+    for index, shell in enumerate(shells):
+        start, end = offsets[index], offsets[index + 1]
+        held = ArrowList(values.slice(start, end - start)) if end - start >= ArrowList.ROWS_CHUNK else None
+        held = held if held is not None else turns[index].as_py()
+        made.append({name: held if name == "turns" else shell[name] for name in names})
+    session_offsets = sessions.offsets.to_pylist()
+    first = session_offsets[0]
+    for row, record in enumerate(records):
+        start, end = session_offsets[row] - first, session_offsets[row + 1] - first
+        record["sessions"] = made[start:end] if sessions[row].is_valid else None
+    return [{name: record[name] for name in batch.schema.names} for record in records]
 
 
 def has_arrow_turns(row: dict) -> bool:

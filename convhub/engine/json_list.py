@@ -128,11 +128,13 @@ def scan_json_array(
     # decoded UTF-8 holds) and the element around it rejected with its exact bytes; else it ends the scan
     utf8 = codecs.getincrementaldecoder("utf-8")("strict" if on_break is None else "surrogateescape")
     text, pos, byte_pos, eof = "", 0, 0, False
+    # whether the buffer is ASCII: then a slice's bytes are its characters, counted, not encoded
+    ascii_text = True
     read_bytes = 0  # of the file, before the chunk being decoded
 
     def fill() -> bool:
         """Read one more chunk (at least as much again as the buffer holds); False at the end."""
-        nonlocal text, pos, eof, read_bytes
+        nonlocal text, pos, eof, read_bytes, ascii_text
         if eof:
             return False
         chunk = stream.read(max(chunk_size, len(text) - pos))
@@ -144,7 +146,7 @@ def scan_json_array(
             at = read_bytes - held + error.start
             raise SourceError(path, None, None, f"not valid UTF-8 at byte {at}: {error.reason}") from error
         read_bytes += len(chunk)
-        pos = 0
+        pos, ascii_text = 0, text.isascii()
         return True
 
     def skip_space() -> str:
@@ -269,15 +271,19 @@ def scan_json_array(
                 return
             resumed = True
             continue
-        value, end = decoded
-        size = _byte_size(text, pos, end)
-        not_utf8 = _NOT_UTF8.search(text, pos, end) if on_break is not None else None
+        element_box, end = [decoded[0]], decoded[1]
+        # the element is held by ``element_box`` alone, which the yield empties: not while it is used
+        del decoded
+        size = end - pos if ascii_text else _byte_size(text, pos, end)
+        not_utf8 = _NOT_UTF8.search(text, pos, end) if on_break is not None and not ascii_text else None
         if not_utf8 and on_break is not None:
             at = byte_pos + _byte_size(text, pos, not_utf8.start())
             error = SourceError(path, index, None, f"not valid UTF-8 at byte {at}")
             on_break(error, text[pos:end].encode("utf-8", "surrogateescape"), 1)
         else:
-            yield byte_pos, byte_pos + size, index, value
+            if end >= chunk_size:  # a large element's text is let go before it is handed on
+                text, end = text[end:], 0
+            yield byte_pos, byte_pos + size, index, element_box.pop()
         pos, byte_pos, index = end, byte_pos + size, index + 1
     if skip_space():
         raise SourceError(path, None, None, "data after the end of the top-level list")
@@ -301,6 +307,8 @@ def read_elements(
     recover = on_break if reject is not None else None
     for _, _, position, value in scan_json_array(stream, path, on_break=recover, element=element, key=key):
         held += 1
-        yield position, value
+        element_box = [value]
+        del value  # not held here while the caller converts and writes it
+        yield position, element_box.pop()
     if not held:
         raise SourceError(path, None, None, f"no {element}s: the list is empty")

@@ -33,6 +33,7 @@ def convert_records(
         except SourceError as error:
             reject(error, raw)
             continue
+        del raw  # the raw record is not held while its record is written
         notes.update(counted)
         yield record
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from convhub import schema
+from convhub.engine.arrow_rows import records_of_batch
 from convhub.engine.memory import LARGE_TABLE_BYTES, give_back_pages
 from convhub.engine.parquet_writer import ParquetWriter
 from convhub.storage.folders import parquet_file, text_of
@@ -123,7 +124,7 @@ def _add_views(
     for name, writer in writers.items():
         rows_from_record = views[name][2]
         if rows_from_record is not None:
-            records = batch.to_pylist() if records is None else records
+            records = records_of_batch(batch) if records is None else records  # (long sessions' turns: Arrow)
             writer.add(record_view_table(records, rows_from_record, writer.schema))
         elif name in COUNTING:
             writer.add(DERIVERS[name](batch, notes))
