@@ -15,7 +15,7 @@ from builders.locomo import audit, evidence, parse
 from convhub import schema
 from convhub.engine.builder import ConversationBuilder, ConvHubConfig
 from convhub.engine.input_shards import Shard, own_shard
-from convhub.engine.json_list import SkippedBytes, scan_json_array
+from convhub.engine.json_list import read_elements
 from convhub.engine.records import convert_records
 from convhub.engine.source_files import JSON
 from convhub.errors import Notes, Reject, SourceError
@@ -32,30 +32,13 @@ def samples_of(
     follows one sample. Given ``reject`` (``--on-bad-record skip``), a break in the list goes to it with the
     bytes skipped (scope ``span``), costing only the samples they held. A list without a sample is an error.
     Given ``positions``, each sample's position in the list is appended to it before the sample is yielded."""
-    count = 0  # samples read or lost to a break: a list whose every sample a break lost is not an empty one
-
-    def on_break(error: SourceError, raw: bytes | SkippedBytes, held: int) -> None:
-        nonlocal count
-        count += held
-        if reject is not None:  # (given to the scan only then)
-            reject(error, raw, "span", records=held)
-
     with open_file(path) as handle:
-        for _, _, position, sample in scan_json_array(
-            handle,
-            str(path),
-            on_break=None if reject is None else on_break,
-            element="sample",
-            key="sample_id",
-        ):
-            count += 1
+        for position, sample in read_elements(handle, str(path), "sample", "sample_id", reject):
             if positions is not None:
                 positions.append(position)
             sample_box = [sample]
             del sample  # not held here while its record is converted and written
             yield parse.record_name(position, sample_box[0]), sample_box.pop()
-    if not count:
-        raise SourceError(path, None, None, "no samples: the list is empty")
 
 
 def side_table_rows(record: dict, name: str) -> Iterator[dict]:
