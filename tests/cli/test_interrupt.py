@@ -83,3 +83,30 @@ def test_ctrl_c_is_one_line_status_130_and_leaves_nothing(big_locomo, tmp_path, 
     assert sorted(path.name for path in tmp_path.iterdir()) == [
         "out.stderr"
     ]  # no output, staging, quarantine
+
+
+#: A command whose import of ``convhub.cli.main`` is broken by Ctrl-C as Python sometimes reports it: wrapped in
+#: the RuntimeError a class body's ``__set_name__`` raises from it (seen at 0.5 s: a traceback and status 1).
+WRAPPED_INTERRUPT = """
+import sys
+
+class Interrupted:
+    def find_spec(self, name, path=None, target=None):
+        if name == "convhub.cli.main":
+            raise RuntimeError("Error calling __set_name__") from KeyboardInterrupt()
+        return None
+
+sys.meta_path.insert(0, Interrupted())
+sys.argv = ["convhub", "build", "locomo", "--sample", "--output", "out"]
+from convhub.cli.entry import console_main
+console_main()
+"""
+
+
+def test_ctrl_c_wrapped_by_the_import_it_broke_is_one_line_and_130(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", WRAPPED_INTERRUPT], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.splitlines() == ["convhub build: interrupted; nothing was written"]
+    assert list(tmp_path.iterdir()) == []
