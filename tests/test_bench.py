@@ -284,6 +284,7 @@ print(1)
 """
 
 
+@pytest.mark.slow
 def test_peak_memory_is_the_cases_own_tree_not_this_process():
     """Known cases: one process holding 200 MiB, and the same with two workers holding 200 MiB each.
 
@@ -337,6 +338,7 @@ def wait_for(condition, seconds: float = 60.0) -> None:
         time.sleep(0.01)
 
 
+@pytest.mark.slow
 def test_a_spike_between_two_samples_is_the_peak():
     """300 MiB held for a moment between two samples 3 seconds apart: the sampled footprint misses it, the
     process's own high-water mark (VmHWM, read at the next sample) does not. The spike starts once the first

@@ -46,6 +46,7 @@ def test_a_device_as_the_quarantine_file_is_refused_unread(tmp_path):
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 def test_a_fifo_as_the_quarantine_file_is_refused_without_waiting_for_a_writer(tmp_path):
     fifo = tmp_path / "bad.jsonl"

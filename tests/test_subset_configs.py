@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import datasets
+import pytest
 
 from convhub import registry
 from convhub.engine.build import build_source
 
 
+@pytest.mark.slow
 def test_a_build_of_one_subset_moves_its_files_and_loads_alone_and_whole(tmp_path):
     sample = registry.get("convlab").sample_dir()
     whole = build_source("convlab", tmp_path / "whole", data_dir=sample)

@@ -41,6 +41,7 @@ def record_of(turns) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_the_check_of_a_long_conversation_holds_a_slice_of_its_json():
     """Encoded whole, the check of 200,000 tiny turns took 2.6 times the record's JSON (orjson's growing
     buffer); a slice at a time, a small part of it."""
@@ -55,6 +56,7 @@ def test_the_check_of_a_long_conversation_holds_a_slice_of_its_json():
     assert peak < 0.25 * json_size, (peak, json_size)
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_in_the_last_slice_is_named():
     turns = tiny_turns(200_000)
     turns[-1]["text"] = "\udc80"

@@ -95,6 +95,7 @@ def test_a_refused_connection_and_an_unknown_host_are_said(tmp_path, monkeypatch
     assert "its host name does not resolve (no network, or an unknown host)" in one_line(capsys)
 
 
+@pytest.mark.slow
 def test_a_stalled_server_is_said_to_have_stalled(tmp_path):
     """A server that accepts the connection and sends nothing: the command ends after CONVHUB_DOWNLOAD_TIMEOUT
     and says so (in a process of its own: fsspec keeps its HTTP sessions, and their timeouts, per process)."""

@@ -87,6 +87,7 @@ def test_locomo_sample_wrong_and_missing_answers(locomo_sample, tmp_path, capsys
     assert "evidence_recall" not in report["overall"]  # no prediction ranked anything
 
 
+@pytest.mark.slow
 def test_locomo_real_file(tmp_path_factory, tmp_path, capsys):
     data = build("locomo", tmp_path_factory.mktemp("real") / "locomo", real_data("locomo"))
     capsys.readouterr()  # the build's progress bars

@@ -164,6 +164,7 @@ def audited_build(tmp_path_factory) -> Path:
     return output
 
 
+@pytest.mark.slow
 def test_audited_figures_are_locomos_code_fed_the_corrected_labels(audited_build, tmp_path, capsys):
     rows = qa_rows(audited_build)
     predictions = varied_predictions(rows)
@@ -183,6 +184,7 @@ def test_audited_figures_are_locomos_code_fed_the_corrected_labels(audited_build
     assert "audited labels, f1 without adversarial" in out and "ceiling of the original labels" in out
 
 
+@pytest.mark.slow
 def test_the_ceiling_of_the_original_labels_is_the_audits_figure(audited_build, tmp_path, capsys):
     rows = qa_rows(audited_build)
     predictions = [{"question_id": row["question_id"], "prediction": row["answer"] or "-"} for row in rows]

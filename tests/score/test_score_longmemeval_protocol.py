@@ -201,6 +201,7 @@ def test_retrieval_protocol_is_for_longmemeval_only(locomo_sample, tmp_path, cap
     assert status == 2 and err == "convhub score: error: --retrieval-protocol applies to longmemeval only\n"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_session_level_widening_is_linear_in_the_ranking():
     """200,000 turns of 20 sessions: k = 30 and 50 never see 30 distinct sessions, so k widens to the whole

@@ -34,6 +34,7 @@ def files_under(folder) -> list[str]:
     return sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", registry.names())
 def test_a_build_at_a_url_holds_the_local_builds_files_tables_and_card(source, bucket, sample_builds):
     local = sample_builds[source].output
@@ -52,6 +53,7 @@ def test_a_build_at_a_url_holds_the_local_builds_files_tables_and_card(source, b
     assert [path.name for path in bucket.iterdir()] == ["out"]  # no staging folder left beside it
 
 
+@pytest.mark.slow
 def test_a_rebuild_at_a_url_replaces_convhubs_folder_and_refuses_a_users(bucket):
     sample = registry.get("locomo").sample_dir()
     output = bucket / "out"
@@ -83,6 +85,7 @@ def test_a_failed_build_at_a_url_leaves_the_earlier_build_and_no_staging(bucket,
     assert [path.name for path in bucket.iterdir()] == ["out"]
 
 
+@pytest.mark.slow
 def test_skipped_records_are_quarantined_beside_a_folder_at_a_url(bucket, tmp_path):
     data_dir = tmp_path / "data"
     bad = hostile_mix(SOURCES["mnbvc"], data_dir)
@@ -211,6 +214,7 @@ def test_the_url_handed_to_tasks_names_the_same_file_system(url, expected):
     assert text_of(folder_at(expected)) == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", registry.names())
 def test_a_build_at_a_url_exports_the_local_builds_files(source, bucket, sample_builds, tmp_path):
     """``convhub export --from URL`` reads a build Spark wrote where it lies: the same files, byte for byte."""

@@ -66,6 +66,7 @@ def one_error_line(capsys) -> str:
     return errors[0]
 
 
+@pytest.mark.slow
 def test_a_build_from_s3_to_s3_then_rebuilds_replace_it_and_leave_nothing_beside(s3_bucket, tmp_path, capsys):
     data, output = upload_sample(s3_bucket), f"{s3_bucket}/out/lu"
     assert main(["build", "locomo", "--data-dir", data, "--output", output]) == 0
