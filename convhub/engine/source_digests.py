@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from convhub.engine.source_files import FileKind, find_files
-from convhub.storage.folders import fsspec_url
+from convhub.storage.folders import fsspec_url, open_file
 
 #: Inputs whose sizes add up to more than this are not hashed (a second read of them would cost hours).
 HASH_BUDGET_BYTES = 16 << 30
@@ -93,17 +93,9 @@ def _size(path: str) -> int:
     return int(fs.size(inner))
 
 
-def _open(path: str):
-    if not _is_url(path):
-        return open(path, "rb")
-    import fsspec
-
-    return fsspec.open(fsspec_url(path), "rb").open()
-
-
 def _sha256(path: str) -> str:
     digest = hashlib.sha256()
-    with _open(path) as handle:
+    with open_file(path) as handle:
         while chunk := handle.read(_READ_BYTES):
             digest.update(chunk)
     return digest.hexdigest()
@@ -114,7 +106,8 @@ def _modified(path: str) -> str | None:
         import fsspec
 
         fs, inner = fsspec.core.url_to_fs(fsspec_url(path))
-        modified = fs.info(inner).get("LastModified") or fs.info(inner).get("mtime")
+        info = fs.info(inner)
+        modified = info.get("LastModified") or info.get("mtime")
         return str(modified) if modified is not None else None
     stamp = datetime.fromtimestamp(os.path.getmtime(path), UTC)
     return stamp.isoformat(timespec="seconds").replace("+00:00", "Z")
