@@ -14,7 +14,7 @@ import os
 import sys
 
 from convhub.cli import errors as cli_errors
-from convhub.errors import in_chain
+from convhub.errors import kind_in_chain
 
 
 def console_main() -> None:
@@ -24,7 +24,7 @@ def console_main() -> None:
     except BaseException as error:
         # Ctrl-C as itself, or wrapped by the import it broke (a class body's ``__set_name__`` raises RuntimeError
         # from it)
-        if in_chain(error, lambda each: isinstance(each, KeyboardInterrupt)) is None:
+        if kind_in_chain(error, KeyboardInterrupt) is None:
             raise
         status = cli_errors.interrupted(cli_errors.command_in(sys.argv[1:]))
         sys.stdout.flush()

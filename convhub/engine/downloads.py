@@ -17,10 +17,9 @@ dependency). Three things are convhub's:
 from __future__ import annotations
 
 import os
-import socket
 from urllib.parse import urlsplit
 
-from convhub.errors import in_chain, kind_in_chain
+from convhub.errors import in_chain, kind_in_chain, unconnectable
 
 #: The environment variable naming a mirror of the sources' hosts (see the module docstring).
 MIRROR_ENV = "CONVHUB_SOURCE_MIRROR"
@@ -29,6 +28,12 @@ TIMEOUT_ENV = "CONVHUB_DOWNLOAD_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0
 
 _installed = False
+
+#: What each of ``convhub.errors.unconnectable``'s reasons means for a download.
+_UNCONNECTABLE_HINTS = {
+    "its host name does not resolve": "no network, or an unknown host",
+    "connection refused": "nothing listens there",
+}
 
 
 def source_url(url: str) -> str:
@@ -86,13 +91,12 @@ def reason(error: BaseException) -> str | None:
     answered = kind_in_chain(error, aiohttp.ClientResponseError)
     if answered is not None:
         return f"the server answered {answered.status} {answered.message}".rstrip()
-    if in_chain(error, lambda each: isinstance(each, socket.gaierror)) is not None:
-        return "its host name does not resolve (no network, or an unknown host)"
-    if in_chain(error, lambda each: isinstance(each, ConnectionRefusedError)) is not None:
-        return "connection refused (nothing listens there)"
+    unreached = unconnectable(error)  # the Hub's client tells these two apart the same way
+    if unreached is not None:
+        return f"{unreached} ({_UNCONNECTABLE_HINTS[unreached]})"
     if in_chain(error, _is_timeout) is not None:
         return f"the server stalled: no answer within {timeout_seconds():g} s (timed out; {TIMEOUT_ENV} sets the limit)"
-    unreachable = in_chain(error, lambda each: isinstance(each, aiohttp.ClientConnectionError))
+    unreachable = kind_in_chain(error, aiohttp.ClientConnectionError)
     if unreachable is not None:
         cause = in_chain(unreachable, lambda each: isinstance(each, OSError) and each.strerror)
         return f"no connection ({cause.strerror if isinstance(cause, OSError) else unreachable})"
