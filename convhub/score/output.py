@@ -11,6 +11,7 @@ removed. The report's mode follows the umask, as a file the user makes.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -18,13 +19,13 @@ import stat
 import tempfile
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 import fsspec
 
 from convhub.score.inputs import ScoreError
-from convhub.storage.folders import location
-from convhub.storage.staging import _umask
+from convhub.storage.folders import file_url_path, location
+from convhub.storage.staging import process_umask
 
 #: The key and value every report carries first: what tells a report convhub may replace.
 WRITTEN_BY = ("written_by", "convhub score")
@@ -40,13 +41,13 @@ def report_path(value: str) -> Path:
     """``--output`` as a local path: ``file:`` URLs (``file:/abs``, ``file:///abs``, ``file://localhost/abs``)
     mean their path; any other URL is refused (write the report locally and copy it), also one that starts with
     a file system's protocol and a colon without ``//`` (``s3:/bucket/r.json``); ``notes:v2.json`` is a file."""
-    if value.startswith("file:"):
-        parts = urlsplit(value)
-        if parts.netloc not in ("", "localhost") or not parts.path:
-            raise OutputRefused(
-                f"--output {value}: a file: URL names a local path, as file:///abs/report.json"
-            )
-        return Path(unquote(parts.path))
+    if value.startswith("file:/"):
+        try:
+            return Path(file_url_path(value))  # as build, export and mix read one
+        except argparse.ArgumentTypeError as error:
+            raise OutputRefused(f"--output {error}") from None
+    if value.startswith("file:"):  # file:report.json, a relative path
+        return Path(unquote(value.removeprefix("file:")))
     scheme = value.partition(":")[0] if ":" in value.split("/", 1)[0] else ""
     if "://" in value or scheme.lower() in fsspec.available_protocols():
         # s3:/bucket/r.json (one slash) is a URL mistyped, not a folder named "s3:" to make
@@ -163,7 +164,7 @@ def write_report(report: dict[str, Any], path: Path, predictions: Path, data: st
             json.dump(report, handle, indent=2, ensure_ascii=False)
             handle.write("\n")
         os.chmod(
-            temporary, 0o666 & ~_umask()
+            temporary, 0o666 & ~process_umask()
         )  # (mkstemp makes it 0600: a report is as shareable as any file)
         check_report_target(path, predictions, data)
         os.replace(temporary, path)

@@ -169,7 +169,7 @@ def staged_folder(
     sweep_abandoned(output.parent, prefix)
     staging = marked_dir(output.parent, prefix)
     try:
-        staging.chmod(0o777 & ~_umask())  # (as a folder the user makes: as shareable as any other)
+        staging.chmod(0o777 & ~process_umask())  # (as a folder the user makes: as shareable as any other)
         (staging / MARKER).write_text(_MARKER_TEXT, encoding="utf-8")
         yield staging
         check_output(output, overwrite, inputs)  # the folder may have changed during a long build
@@ -373,7 +373,7 @@ def _libc():
         return None
 
 
-def _umask() -> int:
+def process_umask() -> int:
     """The process's umask (reading it means setting it: set it straight back)."""
     mask = os.umask(0o022)
     os.umask(mask)
