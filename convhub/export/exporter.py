@@ -139,7 +139,9 @@ class LocalBuild(Build):
         if not readme.is_file():
             raise ExportError(f"{self.location} is not a convhub build folder (no README.md)")
         readme_identity = file_identity(text_of(readme))
-        configs = MetadataConfigs.from_dataset_card_data(read_card(readme).data)
+        #: the card read once, with the files it lists (``convhub score`` copies its ``source_files``)
+        self.card = read_card(readme)
+        configs = MetadataConfigs.from_dataset_card_data(self.card.data)
         self._files: dict[str, dict[str, list[str]]] = {}
         for name, config in configs.items():
             patterns = sanitize_patterns(config["data_files"])

@@ -250,11 +250,10 @@ def source_files(build: Build) -> Any:
 
     from convhub.export.exporter import LocalBuild
     from convhub.publish.hub_errors import redact
-    from convhub.storage.folders import read_card
 
     try:
         if isinstance(build, LocalBuild):
-            card = read_card(build.folder / "README.md")
+            card = build.card  # the card the build's files were listed from
         else:
             readme = hf_hub_download(
                 build.repo_id, "README.md", repo_type="dataset", revision=build.revision, token=build.token
