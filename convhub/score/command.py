@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from convhub.publish.hub_errors import redact
-from convhub.score import gigamemory, judge_options, locomo, longmemeval, mem0_judge
+from convhub.score import gigamemory, locomo, longmemeval
 from convhub.score.inputs import (
     ScoreError,
     config_rows,
@@ -25,7 +25,9 @@ from convhub.score.inputs import (
     read_questions,
     source_files,
 )
-from convhub.score.judge import PROMPT_VERSION, Judge, JudgeError
+from convhub.score.judge import mem0 as mem0_judge
+from convhub.score.judge import options as judge_options
+from convhub.score.judge.client import PROMPT_VERSION, Judge, JudgeError
 from convhub.score.longmemeval_retrieval import PROTOCOLS, read_conversations
 from convhub.score.output import (
     WRITTEN_BY,

@@ -9,7 +9,7 @@ questions with the abstention prompt, whose "explanation" is the gold answer, e.
 from __future__ import annotations
 
 from convhub.score.inputs import Scored, mean
-from convhub.score.judge import GIGAMEMORY_PROMPTS, Judge, judge_prompt, longmemeval_request, says_yes
+from convhub.score.judge.client import GIGAMEMORY_PROMPTS, Judge, judge_prompt, longmemeval_request, says_yes
 from convhub.score.report import Figures, Report
 
 DEFAULT_PROMPT = "single-session-user"

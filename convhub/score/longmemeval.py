@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from convhub.score.inputs import Scored, mean
-from convhub.score.judge import Judge, judge_prompt, longmemeval_prompt_name
+from convhub.score.judge.client import Judge, judge_prompt, longmemeval_prompt_name
 from convhub.score.longmemeval_retrieval import (
     ABSTENTION,
     KS,

@@ -37,7 +37,7 @@ class Figures(TypedDict, total=False):
 
 
 class JudgeInfo(TypedDict):
-    """Which judge gave the accuracy figures, with which prompts, and at what cost (``judge_options.judge_section``
+    """Which judge gave the accuracy figures, with which prompts, and at what cost (``judge.options.judge_section``
     sets every key but ``protocol`` and ``cost``)."""
 
     model: str

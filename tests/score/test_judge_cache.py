@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from score_helpers import qa_rows, run_score, write_predictions
 
-from convhub.score.judge import Judge
-from convhub.score.judge_cache import JudgeCache, default_folder, request_key
-from convhub.score.judge_http import Reply
+from convhub.score.judge.cache import JudgeCache, default_folder, request_key
+from convhub.score.judge.client import Judge
+from convhub.score.judge.transport import Reply
 
 #: the fixtures gigamemory_sample and judge
 pytest_plugins = ["score_fixtures"]

@@ -18,9 +18,9 @@ import pytest
 from score_helpers import qa_rows, run_score, write_predictions
 
 from convhub.cli.main import main
-from convhub.score import mem0_judge
-from convhub.score.judge import Judge, JudgeError, VerdictFailed
-from convhub.score.judge_http import MAX_BODY, redact, shown_url
+from convhub.score.judge import mem0 as mem0_judge
+from convhub.score.judge.client import Judge, JudgeError, VerdictFailed
+from convhub.score.judge.transport import MAX_BODY, redact, shown_url
 
 #: the fixtures gigamemory_sample and judge
 pytest_plugins = ["score_fixtures"]

@@ -16,8 +16,8 @@ import pytest
 from openai import OpenAI
 from score_helpers import qa_rows, run_score, write_predictions
 
-from convhub.score import mem0_judge
-from convhub.score.judge import Judge
+from convhub.score.judge import mem0 as mem0_judge
+from convhub.score.judge.client import Judge
 
 #: the fixtures locomo_sample and judge
 pytest_plugins = ["score_fixtures"]

@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from convhub.score import judge as judge_module
 from convhub.score import longmemeval
 from convhub.score import longmemeval_retrieval as retrieval
 from convhub.score.inputs import Prediction, Scored, ScoreError
-from convhub.score.judge import Judge
+from convhub.score.judge import client as judge_module
+from convhub.score.judge.client import Judge
 from convhub.score.longmemeval_retrieval import Conversation, Turn, ranking_level
 
 #: the fixture judge

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from score_helpers import qa_rows, run_score, score_argv, write_predictions
 
-from convhub.score.judge_http import Endpoint, redact
+from convhub.score.judge.transport import Endpoint, redact
 
 #: the fixtures gigamemory_sample, locomo_sample and judge
 pytest_plugins = ["score_fixtures"]
@@ -184,8 +184,8 @@ def test_a_short_ranking_leaves_the_rest_unretrieved_at_every_k():
 def test_a_cache_entry_to_distrust_is_asked_again(tmp_path):
     """A shared cache folder may hold a FIFO, a device link, a huge file or another entry's copy at an entry's
     name: none blocks, fills the memory or is taken as this request's reply."""
-    from convhub.score.judge_cache import LARGEST_ENTRY, JudgeCache, request_key
-    from convhub.score.judge_http import Reply
+    from convhub.score.judge.cache import LARGEST_ENTRY, JudgeCache, request_key
+    from convhub.score.judge.transport import Reply
 
     cache = JudgeCache(tmp_path)
     url = "http://127.0.0.1/v1/chat/completions"
@@ -234,9 +234,9 @@ def test_an_id_both_a_session_and_a_turn_takes_the_rankings_level():
 
 def test_a_verdict_holding_the_key_json_escaped_is_cached_without_it(tmp_path, judge):
     """mem0's verdicts are JSON inside the content: a key echoed there comes escaped, and was cached so."""
-    from convhub.score import mem0_judge
-    from convhub.score.judge import Judge
-    from convhub.score.judge_cache import JudgeCache
+    from convhub.score.judge import mem0 as mem0_judge
+    from convhub.score.judge.cache import JudgeCache
+    from convhub.score.judge.client import Judge
 
     key = 'sk-a/b"c\\d-s3cr3t'
     judge.verdict_case = lambda text: json.dumps({"label": text, "seen": f"Bearer {key}"})

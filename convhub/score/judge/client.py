@@ -10,7 +10,7 @@ abstention prompt.
 The endpoint is ``--judge-url`` (a base URL such as ``https://api.openai.com/v1`` or a local vLLM's
 ``http://127.0.0.1:8001/v1``); requests go to ``BASE/chat/completions`` through httpx2 (huggingface_hub's
 HTTP client, already installed), each bounded in time and size and retried a bounded number of times
-(``judge_http``), ``workers`` at once, each reply cached as it arrives (``judge_cache``) and each question
+(``transport``), ``workers`` at once, each reply cached as it arrives (``cache``) and each question
 asked ``runs`` times, its verdict the majority. A failed verdict ends the run (one :class:`JudgeError` line)
 unless the benchmark's policy counts it as negative (GigaMemory's contest does).
 """
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from convhub.score.inputs import ScoreError
-from convhub.score.judge_cache import JudgeCache, request_key
-from convhub.score.judge_http import Endpoint, JudgeError, Reply, VerdictFailed
+from convhub.score.judge.cache import JudgeCache, request_key
+from convhub.score.judge.transport import Endpoint, JudgeError, Reply, VerdictFailed
 
 #: Where the prompts come from: the repository, file and commit they were read at.
 PROMPT_VERSION = "LongMemEval src/evaluation/evaluate_qa.py@b11ff723381cf41e744c5524be0c52b3a408516c"

@@ -12,9 +12,9 @@ import math
 import os
 from typing import Any
 
-from convhub.score.judge import Judge
-from convhub.score.judge_cache import JudgeCache, default_folder
-from convhub.score.judge_http import MAX_TIMEOUT, url_problem
+from convhub.score.judge.cache import JudgeCache, default_folder
+from convhub.score.judge.client import Judge
+from convhub.score.judge.transport import MAX_TIMEOUT, url_problem
 from convhub.score.report import JudgeInfo
 
 PROTOCOLS = ("f1", "mem0-judge")

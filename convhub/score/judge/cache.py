@@ -6,7 +6,7 @@ times: each run is its own entry). One small JSON file per reply, ``FOLDER/ab/ab
 temporary file and renamed into place as soon as the reply arrives: a run killed half-way keeps every reply
 it got, a second scorer writing the same entry at once replaces it whole, and a reader never sees half a
 file. An unreadable entry is asked again. The key never holds the API key; the stored content has the key
-replaced (``judge_http``).
+replaced (``transport``).
 
 The default folder is ``$XDG_CACHE_HOME/convhub/judge`` (``~/.cache/convhub/judge`` without it).
 """
@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from convhub.score.judge_http import MAX_BODY, Reply
+from convhub.score.judge.transport import MAX_BODY, Reply
 
 
 def default_folder() -> Path:
@@ -37,7 +37,7 @@ def request_key(url: str, body: dict[str, Any], run: int) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-#: The largest entry read back, in bytes: a reply is at most ``judge_http.MAX_BODY``, its request a prompt.
+#: The largest entry read back, in bytes: a reply is at most ``transport.MAX_BODY``, its request a prompt.
 LARGEST_ENTRY = 4 * MAX_BODY
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 
 from convhub.score.inputs import Scored, mean
-from convhub.score.judge import Judge
+from convhub.score.judge.client import Judge
 from convhub.score.locomo import ADVERSARIAL, CATEGORY_NAMES, gold_answer
 from convhub.score.report import Report
 
