@@ -19,7 +19,6 @@ parent passed (all these processes are forked by it directly).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import signal
 import sys
@@ -45,7 +44,8 @@ def die_with_parent(parent_pid: int) -> None:
 def _ask_kernel() -> bool:
     """``prctl(PR_SET_PDEATHSIG, SIGKILL)``; whether the kernel took it."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # the process's own symbols, libc's among them (find_library would run ldconfig in every worker)
+        libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
