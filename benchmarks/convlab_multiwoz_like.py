@@ -31,7 +31,7 @@ def templates() -> list[dict]:
     source = harness.real_file("convlab")
     if source.exists():
         return json.loads(source.read_text(encoding="utf-8"))
-    from builders.convlab.builder import ConvLabBuilder, find_inputs
+    from convhub.builders.convlab.builder import ConvLabBuilder, find_inputs
 
     sample = {s.name: s for s in find_inputs(ConvLabBuilder.sample_dir(), None)}["toyhotel"]
     return sample.read_json("dialogues.json")

@@ -18,7 +18,7 @@ bytes, 2 to 24 rows a conversation), then runs each candidate in a fresh process
 - ``datasets``: ``Dataset.from_parquet(...).sort(...)`` (an index over memory-mapped Arrow files);
 - ``duckdb``: ``ORDER BY`` over ``read_parquet`` with a memory limit (spills to disk), read as Arrow batches;
 - ``polars``: ``scan_parquet(...).sort(...)`` on the streaming engine, read in slices;
-- ``duckdb-keys`` (what convhub's local build has done since, ``convhub.engine.regroup``) and ``polars-keys``:
+- ``duckdb-keys`` (what convhub's local build has done since, ``convhub.engine.grouping.local_groupby``) and ``polars-keys``:
   the engine sorts only the keys (key, 多轮序号, file, line, and where the payload is), and each payload is read
   in that order with ``os.pread`` from its shard's payload file: the payloads never pass through the engine, so
   its memory follows the keys, not the rows.

@@ -32,7 +32,7 @@ QUESTIONS_PER_DIALOGUE = 4
 def template_lines() -> list[dict]:
     source = harness.real_file("gigamemory")
     if not source.exists():
-        from builders.gigamemory.builder import GigamemoryBuilder
+        from convhub.builders.gigamemory.builder import GigamemoryBuilder
 
         source = Path(GigamemoryBuilder.sample_dir()) / "dialogues.jsonl"
     with open(source, encoding="utf-8") as handle:

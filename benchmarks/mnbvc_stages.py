@@ -41,12 +41,12 @@ STAGES = r"""
 import gc, sys, tempfile, time
 import convhub.cli  # first, as the command does (its allocator settings)
 import orjson
-from builders.mnbvc import multiturn
+from convhub.builders.mnbvc import multiturn
 from convhub import schema
-from convhub.engine import json_lines
-from convhub.engine.arrow_rows import rows_table
-from convhub.engine.parquet_writer import ParquetWriter
-from convhub.engine.stats import SplitStats
+from convhub.engine.readers import json_lines
+from convhub.engine.writers.arrow_rows import rows_table
+from convhub.engine.writers.parquet_writer import ParquetWriter
+from convhub.engine.checks.stats import SplitStats
 from convhub.errors import Notes
 gc.disable()
 files = sys.argv[1:]

@@ -147,7 +147,7 @@ import gc, re, sys, tempfile
 gc.disable()  # the whole input is held as Python values: collections over them would measure the holding
 import orjson, pyarrow as pa
 from convhub import schema
-from convhub.engine.parquet_writer import ParquetWriter
+from convhub.engine.writers.parquet_writer import ParquetWriter
 loose = {name: re.compile(f'"{name}"\\s*:\\s*"?([^",}}\\s]+)') for name in ("会话", "多轮序号")}
 def extension_of(text):
     try:
@@ -212,7 +212,7 @@ COLUMNS_TO_SESSIONS = r"""
 import tempfile
 import numpy as np
 import pyarrow.compute as pc
-from convhub.engine.arrow_structs import struct_array
+from convhub.engine.writers.arrow_structs import struct_array
 order = pc.sort_indices(keys, [("source", "ascending"), ("session", "ascending"), ("order", "ascending")])
 keys, rows = keys.take(order).combine_chunks(), rows.take(order).combine_chunks()
 source, session = keys.column("source").chunk(0), keys.column("session").chunk(0)
@@ -300,7 +300,7 @@ ARROW_RAW_LINES = (
     r"""
 import sys, numpy as np, pyarrow as pa, pyarrow.compute as pc, pyarrow.json as pj
 from convhub import schema
-from convhub.engine.parquet_writer import ParquetWriter
+from convhub.engine.writers.parquet_writer import ParquetWriter
 tables, lines = [], []
 for path in sys.argv[1:]:
     with open(path, "rb") as file:

@@ -61,7 +61,7 @@ def locomo(folder: Path, scale: float) -> ScaledInput:
     written as 4 files so that ``num_proc`` has shards to share."""
     source = harness.real_file("locomo")
     if not source.exists():
-        from builders.locomo.builder import LocomoBuilder
+        from convhub.builders.locomo.builder import LocomoBuilder
 
         source = next(Path(LocomoBuilder.sample_dir()).glob("*.json"))
     samples = json.loads(source.read_text(encoding="utf-8"))
@@ -115,7 +115,7 @@ def longmemeval(folder: Path, scale: float) -> ScaledInput:
     each question keeps its evidence sessions among ~40 dated sessions drawn from a pool of long filler sessions,
     which recur across haystacks as LongMemEval's do. Two files, one with ``.json`` and one without, so that
     ``num_proc`` has shards to share and both names are read."""
-    from builders.longmemeval.builder import LongMemEvalBuilder
+    from convhub.builders.longmemeval.builder import LongMemEvalBuilder
 
     sample = json.loads((Path(LongMemEvalBuilder.sample_dir()) / "longmemeval_s").read_text(encoding="utf-8"))
     text = "Tell me more about the history of the printing press and how it changed Europe. " * 8

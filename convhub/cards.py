@@ -22,9 +22,9 @@ from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from convhub import registry
-from convhub.engine import source_digests
-from convhub.engine.memory import LARGE_TABLE_BYTES
-from convhub.engine.stats import markdown_table
+from convhub.engine.checks.stats import markdown_table
+from convhub.engine.inputs import digests
+from convhub.engine.runners.memory import LARGE_TABLE_BYTES
 from convhub.storage.folders import parquet_file, write_text
 from convhub.views.definitions import DEFAULT_VIEW
 
@@ -47,7 +47,7 @@ def templates_dir() -> Path:
     checkout = Path(__file__).resolve().parent.parent / "dataset_cards"
     if checkout.is_dir():
         return checkout
-    return Path(str(resources.files("dataset_cards")))
+    return Path(str(resources.files("convhub.dataset_cards")))
 
 
 def size_categories(result) -> list[str]:
@@ -83,7 +83,7 @@ def card_data(result, folder: Path | None = None) -> DatasetCardData:
     )
     parts = [part for built in result.configs.values() for part in (built, *built.subsets.values())]
     add_configs(data, parts, DEFAULT_VIEW, folder)
-    for key, value in source_digests.card_yaml(getattr(result, "source_files", [])).items():
+    for key, value in digests.card_yaml(getattr(result, "source_files", [])).items():
         data[key] = value  # each input file's name, bytes and sha256: convhub score reads them
     return data
 
@@ -197,7 +197,7 @@ def render_body(result, folder: Path | None = None, repo_id: str | None = None) 
         license=builder_cls.card_license(built_subsets(result))["license"],
         licenses=builder_cls.subset_licenses(built_subsets(result)),
         source_files=getattr(result, "source_files", []),
-        source_digests=source_digests,
+        source_digests=digests,
     )
     return tidy(body) + repo_marker(repo_id)
 

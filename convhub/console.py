@@ -92,7 +92,7 @@ class _QuirkFilter(logging.Filter):
 
     def __init__(self, source: str) -> None:
         super().__init__()
-        self.prefix = f"builders.{source}."
+        self.prefix = f"convhub.builders.{source}."
         self.count = multiprocessing.Value("i", 0)
         self.last: logging.LogRecord | None = None  # one record passes each handler: counted once
 

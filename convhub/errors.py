@@ -38,7 +38,7 @@ class SourceError(ValueError):
 
 class FieldError(ValueError):
     """What a source's pure conversion raises: the field (a dotted path such as ``sessions[2].date``) and the
-    problem. The engine's per-record loop (``convhub.engine.records``) knows the file and the record, and turns
+    problem. The engine's per-record loop (``convhub.engine.readers.record_loop``) knows the file and the record, and turns
     it into a :class:`SourceError` naming all three."""
 
     def __init__(self, field: str | None, problem: str):

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import importlib
 
-from convhub.engine.builder import ConversationBuilder
+from convhub.engine.sources.builder import ConversationBuilder
 
 BUILDERS = {
-    "locomo": "builders.locomo.builder:LocomoBuilder",
-    "gigamemory": "builders.gigamemory.builder:GigamemoryBuilder",
-    "convlab": "builders.convlab.builder:ConvLabBuilder",
-    "mnbvc": "builders.mnbvc.builder:MnbvcBuilder",
-    "longmemeval": "builders.longmemeval.builder:LongMemEvalBuilder",
+    "locomo": "convhub.builders.locomo.builder:LocomoBuilder",
+    "gigamemory": "convhub.builders.gigamemory.builder:GigamemoryBuilder",
+    "convlab": "convhub.builders.convlab.builder:ConvLabBuilder",
+    "mnbvc": "convhub.builders.mnbvc.builder:MnbvcBuilder",
+    "longmemeval": "convhub.builders.longmemeval.builder:LongMemEvalBuilder",
 }
 
 

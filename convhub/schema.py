@@ -22,7 +22,7 @@ from typing import Any, TypedDict, overload
 import orjson
 from datasets import Features, List, Value
 
-from convhub.engine.jsonio import holds_non_finite_float
+from convhub.engine.readers.exact_json import holds_non_finite_float
 
 SOURCES = ("locomo", "gigamemory", "convlab", "mnbvc", "longmemeval")
 ROLES = ("user", "assistant", "system")
@@ -143,7 +143,7 @@ CONVERSATION_IDS = {
 }
 
 #: The fields whose values are free text of the source's own length (turns, summaries, answers, JSON leftovers).
-#: Parquet writes them with neither min/max statistics nor a dictionary (``convhub.engine.parquet_writer.ParquetWriter``): no
+#: Parquet writes them with neither min/max statistics nor a dictionary (``convhub.engine.writers.parquet_writer.ParquetWriter``): no
 #: filter prunes on them, they rarely repeat, and both would copy a very long value several times.
 FREE_TEXT = frozenset(
     {

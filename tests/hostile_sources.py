@@ -14,8 +14,8 @@ from typing import Any
 import datasets
 import pytest
 
-from convhub.engine import quarantine
 from convhub.engine.build import build_source
+from convhub.engine.checks import quarantine
 from convhub.errors import SourceError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The local engine (``convhub.engine.local_build``) writes exactly what ``datasets``' own per-example writer writes.
+"""The local engine (``convhub.engine.runners.local``) writes exactly what ``datasets``' own per-example writer writes.
 
 Every config of every source is prepared twice from its sample: once by the local engine, once by ``datasets``'
 own ``download_and_prepare`` of the same builder (a plain ``GeneratorBasedBuilder``). Tables and row counts must be
@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from convhub import registry
-from convhub.engine.local_build import MAX_SHARD_BYTES, balanced_runs, consecutive_runs, jobs, write_config
+from convhub.engine.runners.local import MAX_SHARD_BYTES, balanced_runs, consecutive_runs, jobs, write_config
 from convhub.errors import Notes
 
 
@@ -160,7 +160,7 @@ def _threshold_probe(source: str):
 def test_the_cycle_collector_runs_less_often_while_parsing_and_is_restored(tmp_path):
     import gc
 
-    from convhub.engine.builder import GC_YOUNG_THRESHOLD
+    from convhub.engine.sources.builder import GC_YOUNG_THRESHOLD
 
     Probe, seen = _threshold_probe("locomo")
     before = gc.get_threshold()
@@ -175,7 +175,7 @@ def test_the_cycle_collector_runs_less_often_while_parsing_and_is_restored(tmp_p
 def test_convhub_check_parses_with_the_collector_relaxed_and_restores_it():
     import gc
 
-    from convhub.engine.builder import GC_YOUNG_THRESHOLD
+    from convhub.engine.sources.builder import GC_YOUNG_THRESHOLD
 
     Probe, seen = _threshold_probe("locomo")
     before = gc.get_threshold()
@@ -187,7 +187,7 @@ def test_convhub_check_parses_with_the_collector_relaxed_and_restores_it():
 def test_a_stream_parses_with_the_collector_relaxed_and_hands_each_row_back_without():
     import gc
 
-    from convhub.engine.builder import GC_YOUNG_THRESHOLD
+    from convhub.engine.sources.builder import GC_YOUNG_THRESHOLD
 
     Probe, seen = _threshold_probe("locomo")
     before = gc.get_threshold()
@@ -201,7 +201,7 @@ def test_a_stream_parses_with_the_collector_relaxed_and_hands_each_row_back_with
 def test_a_stream_scans_its_shards_with_the_collector_relaxed_too():
     import gc
 
-    from convhub.engine.builder import GC_YOUNG_THRESHOLD
+    from convhub.engine.sources.builder import GC_YOUNG_THRESHOLD
 
     convlab = registry.get("convlab")
     seen = []

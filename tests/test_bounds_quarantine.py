@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from convhub.engine import quarantine
+from convhub.engine.checks import quarantine
 from convhub.storage.staging import OutputError
 
 #: The child's address space: far above a check's needs, far below an unbounded read of /dev/zero.

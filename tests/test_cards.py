@@ -110,7 +110,7 @@ def test_sizes_sources_and_licenses_are_the_hub_metadata_fields(sample_builds):
 
 
 def test_a_convlab_card_says_each_subsets_license_and_one_license_only_when_they_share_it():
-    from builders.convlab.builder import ConvLabBuilder
+    from convhub.builders.convlab.builder import ConvLabBuilder
 
     assert ConvLabBuilder.card_license(["camrest", "tm1"]) == {"license": "cc-by-4.0"}
     mixed = ConvLabBuilder.card_license(["camrest", "woz"])
@@ -198,7 +198,7 @@ def test_the_example_row_made_from_arrow_equals_the_whole_row_shortened(sample_b
     ``shortened_first_row`` (the card's: a small first row group in one read, a large one a Parquet column at a
     time) gives the same, its keys in the same order."""
     from convhub.cards import shorten, shortened, shortened_first_row
-    from convhub.engine.memory import LARGE_TABLE_BYTES
+    from convhub.engine.runners.memory import LARGE_TABLE_BYTES
     from convhub.storage.folders import parquet_file
 
     compared = 0

@@ -13,7 +13,7 @@ import os
 import pytest
 
 from convhub.cli import main as cli
-from convhub.engine import parquet_writer
+from convhub.engine.writers import parquet_writer
 
 
 def fails(capsys, arguments: list[str], status: int) -> str:

@@ -1,7 +1,7 @@
 """convhub overrides no private method of ``datasets``: no class in ``convhub`` or ``builders`` defines a method that
 a ``datasets`` class it extends defines with a private name (``_``-prefixed, not a dunder), but the hooks
 ``datasets`` documents for a builder to define. A ``datasets`` release may change its private methods freely; the
-local build (``convhub.engine.local_build``) and the writer (``convhub.engine.parquet_writer``) call none.
+local build (``convhub.engine.runners.local``) and the writer (``convhub.engine.writers.parquet_writer``) call none.
 
 Then the files that writer makes: free text without statistics or dictionary, every other column with both.
 """
@@ -14,8 +14,8 @@ import pkgutil
 
 import pytest
 
-import builders
 import convhub
+from convhub import builders
 
 #: The hooks ``datasets`` documents for a builder to define (its own are empty or abstract).
 DOCUMENTED_HOOKS = frozenset({"_info", "_split_generators", "_generate_examples"})
@@ -61,7 +61,7 @@ def _private_overrides(cls: type) -> set[tuple[str, str, str]]:
 def test_the_walk_finds_every_builder():
     """The check below sees the builders (a walk that found nothing would pass)."""
     from convhub import registry
-    from convhub.engine.builder import ConversationBuilder
+    from convhub.engine.sources.builder import ConversationBuilder
 
     classes = set(_classes_of(convhub)) | set(_classes_of(builders))
     assert ConversationBuilder in classes
@@ -142,7 +142,7 @@ def test_a_shard_rewritten_without_duplicates_is_written_like_every_shard(tmp_pa
 
     from convhub import registry
     from convhub.engine.build import build_source
-    from convhub.engine.duplicate_ids import write_shard
+    from convhub.engine.checks.duplicate_ids import write_shard
 
     build_source("locomo", tmp_path / "out", registry.get("locomo").sample_dir(), ["sessions"], None)
     [built] = sorted((tmp_path / "out" / "sessions").glob("*.parquet"))

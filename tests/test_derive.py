@@ -8,7 +8,7 @@ import datasets
 import pytest
 
 from convhub import registry
-from convhub.engine.stats import Report
+from convhub.engine.checks.stats import Report
 from convhub.errors import Notes, SourceError
 from convhub.storage.staging import MARKER
 from convhub.views.derive import DERIVERS

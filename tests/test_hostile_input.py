@@ -39,8 +39,8 @@ from hostile_sources import (
 )
 
 from convhub.cli import main as cli
-from convhub.engine import duplicate_ids, quarantine
 from convhub.engine.build import build_source, check_source
+from convhub.engine.checks import duplicate_ids, quarantine
 from convhub.errors import SourceError
 
 # -- one test per hostile input, for every source -------------------------------------------------------

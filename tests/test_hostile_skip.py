@@ -20,8 +20,8 @@ from hostile_sources import (
 )
 
 from convhub.cli import main as cli
-from convhub.engine import quarantine
 from convhub.engine.build import build_source, check_source
+from convhub.engine.checks import quarantine
 from convhub.errors import SourceError
 
 # -- skip: the good records are built, the bad ones are quarantined, the card counts them -----------------

@@ -1,4 +1,4 @@
-"""``convhub.engine.json_list``: a top-level JSON list read one element at a time gives ``json.loads``'s values, exact
+"""``convhub.engine.readers.json_list``: a top-level JSON list read one element at a time gives ``json.loads``'s values, exact
 byte ranges, and errors that name the file's byte, whatever the chunk a read cuts."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from convhub.engine.json_list import scan_json_array
+from convhub.engine.readers.json_list import scan_json_array
 from convhub.errors import SourceError
 
 CHUNK_SIZES = (1, 7, 64, 1 << 22)
@@ -116,7 +116,7 @@ def test_reading_on_after_a_break_keeps_positions_in_the_file():
 def test_a_long_skipped_stretch_is_counted_not_held(chunk_size):
     """Garbage of 100 KB after a break: the reader hands on its first bytes and its size, and counts the elements
     it held (each ``"k":`` once, also one cut between two chunks), at any chunk size."""
-    from convhub.engine.json_list import SKIPPED_HEAD_BYTES, SkippedBytes
+    from convhub.engine.readers.json_list import SKIPPED_HEAD_BYTES, SkippedBytes
 
     lost = '{"k": 9, "x": [1, 2,' + ' "filler"' * 1000 + "oops"
     garbage = "#" * (100 << 10) + lost * 3

@@ -1,4 +1,4 @@
-"""``convhub.engine.jsonio``: every source's JSON read with ``json``'s values, through orjson where the two agree."""
+"""``convhub.engine.readers.exact_json``: every source's JSON read with ``json``'s values, through orjson where the two agree."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from convhub.engine import jsonio
-from convhub.engine.jsonio import (
+from convhub.engine.readers import exact_json
+from convhub.engine.readers.exact_json import (
     INEXACT,
     load_object,
     loads_exact,
@@ -109,9 +109,9 @@ def test_a_long_list_is_checked_in_pieces_and_its_bad_string_named(monkeypatch, 
     record = {"id": "c", "sessions": [{"session_id": "s", "turns": turns}], "questions": [{"q": "x"}]}
     assert unencodable_field(record) is None
     encoded = []
-    monkeypatch.setattr(jsonio.orjson, "dumps", lambda value, **options: encoded.append(value) or b"")
+    monkeypatch.setattr(exact_json.orjson, "dumps", lambda value, **options: encoded.append(value) or b"")
     unencodable_field(record)
-    assert max(len(value) for value in encoded if isinstance(value, list)) == jsonio.ENCODED_SLICE
+    assert max(len(value) for value in encoded if isinstance(value, list)) == exact_json.ENCODED_SLICE
     monkeypatch.undo()
     turns[bad_turn]["text"] = "\ud800"
     assert unencodable_field(record) == f"sessions[0].turns[{bad_turn}].text"
@@ -120,6 +120,6 @@ def test_a_long_list_is_checked_in_pieces_and_its_bad_string_named(monkeypatch, 
 def test_a_record_without_a_long_list_is_encoded_in_one_call(monkeypatch):
     record = {"id": "c", "sessions": [{"turns": [{"text": f"t{index}"} for index in range(4096)]}] * 3}
     encoded = []
-    monkeypatch.setattr(jsonio.orjson, "dumps", lambda value, **options: encoded.append(value) or b"")
+    monkeypatch.setattr(exact_json.orjson, "dumps", lambda value, **options: encoded.append(value) or b"")
     assert unencodable_field(record) is None
     assert encoded == [record]

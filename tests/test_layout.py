@@ -47,9 +47,8 @@ def test_no_module_is_over_500_lines():
 
 def test_the_packages_sit_in_folders_of_their_names():
     """What makes the editable install a plain path entry: each import package is the folder of its name."""
-    import builders
     import convhub
-    import dataset_cards
+    from convhub import builders, dataset_cards
 
     assert [Path(module.__file__).parent.name for module in (convhub, builders, dataset_cards)] == list(
         PACKAGES

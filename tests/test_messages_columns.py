@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convhub import schema
-from convhub.engine.arrow_rows import rows_table
+from convhub.engine.writers.arrow_rows import rows_table
 from convhub.views.chat import (
     EMPTY_LEFT_OUT,
     LATE_SYSTEM,

@@ -13,8 +13,8 @@ import yaml
 from hostile_sources import SOURCES
 
 from convhub import registry
-from convhub.engine import source_digests
 from convhub.engine.build import build_source
+from convhub.engine.inputs import digests
 
 
 def front_matter(folder: Path) -> dict:
@@ -44,11 +44,11 @@ def test_past_the_hash_budget_files_are_named_by_size_and_time(tmp_path, monkeyp
     for name in ("b.jsonl", "a.jsonl"):
         (tmp_path / name).write_text("{}\n" * 10)
     os.utime(tmp_path / "a.jsonl", (0, 86400))
-    files = source_digests.input_files(str(tmp_path), None)
+    files = digests.input_files(str(tmp_path), None)
     assert [name for name, _ in files] == ["a.jsonl", "b.jsonl"]
-    assert source_digests.describe(files)[0] == entry(tmp_path / "a.jsonl", "a.jsonl")
-    monkeypatch.setattr(source_digests, "HASH_BUDGET_BYTES", 59)  # the two files are 60 bytes
-    first = source_digests.describe(files)[0]
+    assert digests.describe(files)[0] == entry(tmp_path / "a.jsonl", "a.jsonl")
+    monkeypatch.setattr(digests, "HASH_BUDGET_BYTES", 59)  # the two files are 60 bytes
+    first = digests.describe(files)[0]
     assert first == {"name": "a.jsonl", "bytes": 30, "sha256": None, "modified": "1970-01-02T00:00:00Z"}
 
 
@@ -57,9 +57,9 @@ def test_a_source_of_many_files_lists_a_bounded_number_and_says_how_many_more(tm
     data = tmp_path / "data"
     for index in range(12):
         source.write(data, [source.record(index)], f"part-{index:02d}.jsonl")
-    monkeypatch.setattr(source_digests, "YAML_FILES", 5)
-    monkeypatch.setattr(source_digests, "BODY_FILES", 3)
-    monkeypatch.setattr(source_digests, "HASH_BUDGET_BYTES", 0)
+    monkeypatch.setattr(digests, "YAML_FILES", 5)
+    monkeypatch.setattr(digests, "BODY_FILES", 3)
+    monkeypatch.setattr(digests, "HASH_BUDGET_BYTES", 0)
     result = build_source("gigamemory", tmp_path / "out", str(data), configs=["sessions"], num_proc=1)
     header = front_matter(result.output)
     assert [item["name"] for item in header["source_files"]] == [f"part-{i:02d}.jsonl" for i in range(5)]

@@ -21,9 +21,9 @@ from conftest import shared_data
 
 import convhub.cli  # noqa: F401  what the command sets before a build starts Spark (Arrow's allocator)
 from convhub import registry
-from convhub.engine import duplicate_ids
 from convhub.engine.build import build_source
-from convhub.engine.memory import ARROW_POOL_VARIABLE, JEMALLOC_CONF_VARIABLE
+from convhub.engine.checks import duplicate_ids
+from convhub.engine.runners.memory import ARROW_POOL_VARIABLE, JEMALLOC_CONF_VARIABLE
 from convhub.errors import SourceError
 from convhub.export.exporter import export_source
 
@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import oracle
 
-from convhub.engine import spark as spark_module
-from convhub.engine.spark import SparkEngine
+from convhub.engine.runners import spark as spark_module
+from convhub.engine.runners.spark import SparkEngine
 
 #: One worker (``--dist loadfile``; the group for ``loadgroup``) starts the local[2] session and runs every test here.
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark-local")]
@@ -47,7 +47,7 @@ def spark():
 
 
 def test_spark_python_workers_take_arrow_memory_as_the_command_does(spark):
-    """The command chooses the allocator of Arrow's memory (``convhub.engine.memory``); Spark's Python workers
+    """The command chooses the allocator of Arrow's memory (``convhub.engine.runners.memory``); Spark's Python workers
     are told through the executors' environment, on a cluster as locally."""
     conf = spark.context.getConf()
     told = [conf.get(f"spark.executorEnv.{name}") for name in (ARROW_POOL_VARIABLE, JEMALLOC_CONF_VARIABLE)]
@@ -79,7 +79,7 @@ def test_mnbvc_conversations_spread_over_many_partitions_come_out_in_the_local_o
     spark, tmp_path, monkeypatch
 ):
     """Partitions of 300 bytes: the sample's multi-turn rows go to several partitions, moved by Spark's shuffle."""
-    from builders.mnbvc.builder import MnbvcBuilder
+    from convhub.builders.mnbvc.builder import MnbvcBuilder
 
     monkeypatch.setattr(MnbvcBuilder, "PARTITION_BYTES", 300, raising=False)
     monkeypatch.setattr(MnbvcBuilder, "SLICE_BYTES", 300, raising=False)
@@ -94,7 +94,7 @@ def test_a_split_past_the_file_limit_is_written_in_fewer_bigger_files(spark, tmp
     """Past ``MAX_FILES`` files for a split (the Hub advises under 10,000 entries per folder: a 60 TB build),
     consecutive shards share a task, a group shard has fewer partitions, and each task writes one file: every
     config holds the same rows as the local build (the regrouped conversations in their new partitions' order)."""
-    from builders.mnbvc.builder import MnbvcBuilder
+    from convhub.builders.mnbvc.builder import MnbvcBuilder
 
     monkeypatch.setattr(MnbvcBuilder, "PARTITION_BYTES", 300, raising=False)  # 5 partitions and 2 row files
     sample = MnbvcBuilder.sample_dir()
@@ -118,7 +118,7 @@ def test_the_file_limit_keeps_each_part_of_a_split_its_share():
 
 def _mnbvc_with_bad_rows(folder: Path) -> Path:
     """The MNBVC sample plus a multi-turn file with a line that is not JSON and a row of neither 问 nor 答."""
-    from builders.mnbvc.builder import MnbvcBuilder
+    from convhub.builders.mnbvc.builder import MnbvcBuilder
 
     shutil.copytree(MnbvcBuilder.sample_dir(), folder)
     good = {"问": "你好", "答": "你好！", "来源": "bad-test", "元数据": {"会话": "c1", "多轮序号": 1}}
@@ -150,7 +150,7 @@ def test_skipped_rows_are_quarantined_and_counted_as_locally(spark, tmp_path):
 def test_multi_turn_files_of_rejected_rows_alone_build_on_spark_as_locally(spark, tmp_path):
     """Every multi-turn row bad, under skip (the forum file's rows are the build's): Spark's shuffle moves only
     rejected rows (the partition past the last), which come back in file and line order, as locally."""
-    from builders.mnbvc.builder import MnbvcBuilder
+    from convhub.builders.mnbvc.builder import MnbvcBuilder
 
     folder = tmp_path / "data" / "multiturn"
     folder.mkdir(parents=True)
@@ -301,7 +301,7 @@ def test_a_spark_build_writes_straight_to_a_url(source, spark, sample_builds, tm
     """``--output`` a URL (here ``file://``; ``hdfs://``, ``s3a://`` alike through fsspec): the tasks write in the
     staging folder at the URL, not in a local work folder, and the rows are the local build's. MNBVC's rows go
     through Spark's shuffle; ConvLab's files are then split by subset on the driver."""
-    from convhub.engine.spark import SparkEngine
+    from convhub.engine.runners.spark import SparkEngine
 
     works = []
     write_config = SparkEngine.write_config
@@ -376,7 +376,7 @@ def test_the_oracle_names_what_differs(sample_builds):
 
 def _locomo_with_a_bad_record(folder: Path) -> Path:
     """The LoCoMo sample with a speaker that is a number: its task fails on an executor."""
-    from builders.locomo.builder import LocomoBuilder
+    from convhub.builders.locomo.builder import LocomoBuilder
 
     samples = json.loads(
         (Path(LocomoBuilder.sample_dir()) / "locomo_sample.json").read_text(encoding="utf-8")

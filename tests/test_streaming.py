@@ -99,7 +99,7 @@ def test_streaming_features_are_the_configs_features(source):
 
 def test_locomo_streams_without_reading_every_file_first_and_still_refuses_a_duplicate_id(tmp_path):
     """Streaming checks sample_id across files as it goes (the build checks before any shard)."""
-    from builders.locomo.builder import LocomoBuilder
+    from convhub.builders.locomo.builder import LocomoBuilder
     from convhub.errors import SourceError
 
     sample = next(Path(LocomoBuilder.sample_dir()).glob("*.json"))

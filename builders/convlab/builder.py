@@ -4,8 +4,8 @@ Each ConvLab dataset is a ``subset``: ``DIR/<name>/data.zip``, its extracted ``d
 ``dummy_data.json`` (``LAYOUTS``); ``DIR`` may also be one dataset's own folder, and a URL. Without ``--data-dir``
 each default subset's ``data.zip`` is downloaded from the Hub. Configs: the shared views, plus ``dialogues``
 (ConvLab's dialogue-level fields), ``ontology`` and ``database``. The engine reads the files
-(``convhub.engine.inputs``) and each ``dialogues.json`` by byte ranges, one split's shard at a time
-(``convhub.engine.inputs_ranges``); ``builders.convlab.parse`` turns them into records and rows.
+(``convhub.engine.inputs.file_sets``) and each ``dialogues.json`` by byte ranges, one split's shard at a time
+(``convhub.engine.readers.byte_ranges``); ``convhub.builders.convlab.parse`` turns them into records and rows.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from typing import ClassVar
 
 from datasets import Features, List, Value
 
-from builders.convlab import parse
 from convhub import schema
-from convhub.engine import inputs_ranges
-from convhub.engine.builder import ConversationBuilder, ConvHubConfig, download_folder
-from convhub.engine.downloads import source_url
-from convhub.engine.input_shards import Shard, own_shard
-from convhub.engine.inputs import DataInput, Layout, copied_here, inputs_in, listable
-from convhub.engine.records import convert_records
+from convhub.builders.convlab import parse
+from convhub.engine.inputs.downloads import source_url
+from convhub.engine.inputs.file_sets import DataInput, Layout, copied_here, inputs_in, listable
+from convhub.engine.readers import byte_ranges
+from convhub.engine.readers.record_loop import convert_records
+from convhub.engine.sources.builder import ConversationBuilder, ConvHubConfig, download_folder
+from convhub.engine.sources.input_shards import Shard, own_shard
 from convhub.errors import Notes
 from convhub.views.definitions import View
 
@@ -43,7 +43,7 @@ DEFAULT_SUBSETS = ("camrest", "crosswoz", "dailydialog", "kvret", "metalwoz", "m
 DEFAULT_SUBSETS += ("sgd2", "sgd3", "sgd4", "sgd5", "tm1", "tm2", "tm3", "woz")
 SUBSET_NAME = re.compile(r"^[\w.-]+$")
 SPLIT_ORDER = ("train", "validation", "test")
-#: At most about this many dialogues per shard (``inputs_ranges.shard_ranges``: a split of
+#: At most about this many dialogues per shard (``byte_ranges.shard_ranges``: a split of
 #: ``2 * MIN_DIALOGUES_PER_SHARD`` dialogues or more is cut into an even number of shards of about equal bytes).
 DIALOGUES_PER_SHARD = 1000
 MIN_DIALOGUES_PER_SHARD = 100
@@ -199,14 +199,14 @@ class ConvLabBuilder(ConversationBuilder):
 
     def shards(self, dl_manager) -> dict[str, list[Shard]]:
         """Ontology and database: one shard per subset that has them. Sessions: each split's dialogues,
-        subset after subset, cut by ``inputs_ranges.shard_ranges``."""
+        subset after subset, cut by ``byte_ranges.shard_ranges``."""
         inputs = listable(self.inputs(dl_manager), self.reject)
         if self.config.name == ONTOLOGY_VIEW.name:
             found = [source for source in inputs if ONTOLOGY in source.members()]
             return {"train": [{"input": s, "table": "ontology", "path": s.label(ONTOLOGY)} for s in found]}
         if self.config.name == DATABASE_VIEW.name:
             return {"train": [{"input": s, "table": "database"} for s in inputs if database_files(s)]}
-        return inputs_ranges.ranged_shards(
+        return byte_ranges.ranged_shards(
             inputs,
             DIALOGUES,
             parse.split_checker,
@@ -228,7 +228,7 @@ class ConvLabBuilder(ConversationBuilder):
         def convert(dialogue: dict, counted: Notes) -> dict:
             return parse.parse_dialogue(dialogue, source.name, counted, path)
 
-        yield from convert_records(path, inputs_ranges.read_shard(shard), convert, notes, self.reject)
+        yield from convert_records(path, byte_ranges.read_shard(shard), convert, notes, self.reject)
 
     def table_rows(self, view: View, shard):
         shard = own_shard(shard)

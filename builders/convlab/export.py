@@ -1,4 +1,4 @@
-"""Canonical ConvLab records and rows → ConvLab-3 unified files again: the inverse of ``builders.convlab.parse``.
+"""Canonical ConvLab records and rows → ConvLab-3 unified files again: the inverse of ``convhub.builders.convlab.parse``.
 
 ``dialogue_from_record``, ``ontology_from_row`` and ``database_from_rows`` invert ``parse_dialogue``,
 ``ontology_row`` and ``database_rows``, so every dialogue, ontology and database file comes back equal as a JSON
@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from builders.convlab.builder import DATABASE_VIEW, DIALOGUES, ONTOLOGY, ONTOLOGY_VIEW, ordered_splits
-from builders.convlab.parse import (
+from convhub.builders.convlab.builder import DATABASE_VIEW, DIALOGUES, ONTOLOGY, ONTOLOGY_VIEW, ordered_splits
+from convhub.builders.convlab.parse import (
     ACT_KINDS,
     ACT_KINDS_KEY,
     ACTS_ABSENT,

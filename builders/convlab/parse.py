@@ -2,7 +2,7 @@
 
 Pure functions. Every ConvLab dialogue becomes one canonical record with one session; every field is reachable:
 typed where the shared schema has a place (acts, state, speaker, utterance), raw in an ``extra`` otherwise. Each
-``*_to_source`` function is the exact inverse of its parser, so that ``convhub export`` (``builders.convlab.export``)
+``*_to_source`` function is the exact inverse of its parser, so that ``convhub export`` (``convhub.builders.convlab.export``)
 rebuilds ``dialogues.json`` and ``ontology.json`` as equal JSON values; the parsers check that inverse on every
 value and keep the raw value in ``extra`` whenever the typed form would not give it back.
 """
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from convhub import schema
-from convhub.engine.shards import RESERVED_SPLITS, SPLIT_NAME
+from convhub.engine.writers.output_shards import RESERVED_SPLITS, SPLIT_NAME
 from convhub.errors import Notes, SourceError, require
 
 ACT_KINDS = ("categorical", "non-categorical", "binary")

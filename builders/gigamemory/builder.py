@@ -1,21 +1,21 @@
 """GigaMemory: the long-term-memory benchmark of the AI Journey 2025 contest (ai-forever/memory_aij2025).
 
 Each line is a question and the whole dialogue it asks about, and lines far apart can share one: a file is read in
-two passes (``convhub.engine.json_lines_groups``), its lines grouped by dialogue, one conversation per group."""
+two passes (``convhub.engine.grouping.line_groups``), its lines grouped by dialogue, one conversation per group."""
 
 from __future__ import annotations
 
 from functools import partial
 from typing import Any, ClassVar
 
-from builders.gigamemory import parse
-from builders.gigamemory.parse import Line, where
-from convhub.engine import json_lines_groups
-from convhub.engine.builder import ConversationBuilder, download_folder
-from convhub.engine.input_shards import own_shard
-from convhub.engine.jsonio import load_object
-from convhub.engine.records import convert_one, convert_records
-from convhub.engine.source_files import JSON_LINES
+from convhub.builders.gigamemory import parse
+from convhub.builders.gigamemory.parse import Line, where
+from convhub.engine.grouping import line_groups
+from convhub.engine.inputs.listing import JSON_LINES
+from convhub.engine.readers.exact_json import load_object
+from convhub.engine.readers.record_loop import convert_one, convert_records
+from convhub.engine.sources.builder import ConversationBuilder, download_folder
+from convhub.engine.sources.input_shards import own_shard
 from convhub.errors import Notes, Reject, SourceError, raise_error
 from convhub.storage.folders import local_copy
 
@@ -69,7 +69,7 @@ class GigamemoryBuilder(ConversationBuilder):
             gz = path.endswith(".gz")
             shard_bytes = self.SHARD_BYTES if gz else min(self.SHARD_BYTES, self.PLAIN_SHARD_BYTES)
             subset = JSON_LINES.stem(file_name)
-            shards += json_lines_groups.group_shards(
+            shards += line_groups.group_shards(
                 groups, notes, shard_bytes, path, local, file_name=file_name, subset=subset
             )
         return {SPLIT: shards}
@@ -81,15 +81,13 @@ class GigamemoryBuilder(ConversationBuilder):
 def index_file(path: str, name: str | None = None, reject: Reject = raise_error):
     """Pass 1 over one file (``name``: the URL ``path`` is a copy of): its groups and notes."""
     shared = "line sharing its dialogue with an earlier line (one conversation, several questions)"
-    return json_lines_groups.index_groups(
-        path, "GigaMemory", parse.line_key(), name, reject, where, where, shared
-    )
+    return line_groups.index_groups(path, "GigaMemory", parse.line_key(), name, reject, where, where, shared)
 
 
 def parse_shard(shard: dict[str, Any], notes: Notes, reject: Reject = raise_error):
     """Pass 2: one conversation per group of lines, from its first line read again; none when ``reject`` took
     every line of it. Normalizations are counted only for what is kept."""
-    for group, raw in json_lines_groups.first_lines(shard, notes, where):
+    for group, raw in line_groups.first_lines(shard, notes, where):
         counted = Notes()
         record = _conversation(group, raw, shard, counted, reject)
         if record is not None and record["questions"]:

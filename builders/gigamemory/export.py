@@ -1,4 +1,4 @@
-"""Canonical GigaMemory records → GigaMemory JSONL lines again: the inverse of ``builders.gigamemory.parse``.
+"""Canonical GigaMemory records → GigaMemory JSONL lines again: the inverse of ``convhub.builders.gigamemory.parse``.
 
 Each question's ``extra`` names its file and line and keeps what the canonical fields do not (raw ids, a numeric
 ``ans``, key order), so every line comes back whole, at its place: written as ``json.dumps(line,
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from builders.gigamemory.parse import MESSAGE_KEYS, RECORD_KEYS, SESSION_KEYS
+from convhub.builders.gigamemory.parse import MESSAGE_KEYS, RECORD_KEYS, SESSION_KEYS
 from convhub.export.exporter import Build, as_object, source_rows
 from convhub.export.files import LineSpool
 

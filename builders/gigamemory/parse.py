@@ -2,7 +2,7 @@
 
 Every field of every line stays reachable with its raw JSON type: a question's ``extra`` holds its line's file,
 number, raw ``id`` and ``ans_session_ids`` (and any other key), a session's its raw ``id``, and key order is kept
-where it differs from the real file's: enough to rebuild each line (:mod:`builders.gigamemory.export`).
+where it differs from the real file's: enough to rebuild each line (:mod:`convhub.builders.gigamemory.export`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from convhub import schema
-from convhub.engine.json_lines_groups import KeyOf, canonical_digest
+from convhub.engine.grouping.line_groups import KeyOf, canonical_digest
 from convhub.errors import FieldError, Notes
 
 #: The four question types of the contest, in the order of its format document.

@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from builders.locomo.evidence import parse_evidence
 from convhub import schema
+from convhub.builders.locomo.evidence import parse_evidence
 from convhub.errors import FieldError, Notes, SourceError, require_field
 from convhub.storage.folders import open_file
 

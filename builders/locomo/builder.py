@@ -11,13 +11,13 @@ from typing import Any, ClassVar
 from datasets import Features, List, Value
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 
-from builders.locomo import audit, evidence, parse
 from convhub import schema
-from convhub.engine.builder import ConversationBuilder, ConvHubConfig
-from convhub.engine.input_shards import Shard, own_shard
-from convhub.engine.json_list import read_elements
-from convhub.engine.records import convert_records
-from convhub.engine.source_files import JSON
+from convhub.builders.locomo import audit, evidence, parse
+from convhub.engine.inputs.listing import JSON
+from convhub.engine.readers.json_list import read_elements
+from convhub.engine.readers.record_loop import convert_records
+from convhub.engine.sources.builder import ConversationBuilder, ConvHubConfig
+from convhub.engine.sources.input_shards import Shard, own_shard
 from convhub.errors import Notes, Reject, SourceError
 from convhub.storage.folders import open_file
 from convhub.views.definitions import View

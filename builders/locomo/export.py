@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from builders.locomo.parse import SESSION_TABLES, SPEAKER_KEYS
+from convhub.builders.locomo.parse import SESSION_TABLES, SPEAKER_KEYS
 from convhub.export.exporter import Build, as_object, source_rows
 from convhub.export.files import JsonListWriter, safe_join
 

@@ -12,9 +12,9 @@ from typing import Any
 import pyarrow.compute as pc
 from dateutil import parser as dateparser
 
-from builders.locomo.evidence import parse_evidence, parse_observations, session_ids_of
 from convhub import schema
-from convhub.engine.arrow_rows import ArrowList, session_turns
+from convhub.builders.locomo.evidence import parse_evidence, parse_observations, session_ids_of
+from convhub.engine.writers.arrow_rows import ArrowList, session_turns
 from convhub.errors import FieldError, Notes, require_field
 
 #: LoCoMo's own evaluation code (task_eval/evaluation.py) and most published results use these names.

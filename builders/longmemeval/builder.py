@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from builders.longmemeval import parse
-from convhub.engine.builder import ConversationBuilder, ConvHubConfig
-from convhub.engine.input_shards import Shard, own_shard
-from convhub.engine.source_files import JSON_OR_EXTENSIONLESS, files_by_stem, find_files
+from convhub.builders.longmemeval import parse
+from convhub.engine.inputs.listing import JSON_OR_EXTENSIONLESS, files_by_stem, find_files
+from convhub.engine.sources.builder import ConversationBuilder, ConvHubConfig
+from convhub.engine.sources.input_shards import Shard, own_shard
 
 #: Without ``--data-dir``: the oracle file (evidence sessions only, 15 MB) of the cleaned release (September
 #: 2025, the version users cite; its subset ``longmemeval_oracle``). The first release's files, extension-less

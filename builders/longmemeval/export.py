@@ -1,4 +1,4 @@
-"""Canonical LongMemEval records → LongMemEval files again: the inverse of ``builders.longmemeval.parse``. Each file
+"""Canonical LongMemEval records → LongMemEval files again: the inverse of ``convhub.builders.longmemeval.parse``. Each file
 comes back under its own name (with or without ``.json``), equal to the original as JSON, key order and number
 types included (a numeric answer and a key order other than the documented one are kept in the question's extra)."""
 

@@ -16,10 +16,10 @@ from functools import partial
 from typing import Any
 
 from convhub import schema
-from convhub.engine.arrow_rows import session_turns
-from convhub.engine.json_list import SKIPPED_HEAD_BYTES, SkippedBytes, read_elements
-from convhub.engine.records import convert_records
-from convhub.engine.source_files import JSON_OR_EXTENSIONLESS
+from convhub.engine.inputs.listing import JSON_OR_EXTENSIONLESS
+from convhub.engine.readers.json_list import SKIPPED_HEAD_BYTES, SkippedBytes, read_elements
+from convhub.engine.readers.record_loop import convert_records
+from convhub.engine.writers.arrow_rows import session_turns
 from convhub.errors import FieldError, Notes, Reject, SourceError, raise_error
 from convhub.storage.folders import open_file
 

@@ -3,7 +3,7 @@
 Input: ``*.jsonl`` / ``*.jsonl.gz`` files under ``--data-dir`` (a folder, a file or an fsspec URL such as
 ``hf://datasets/liwu/MNBVC/forum/20230253``), by default the forum files MNBVC publishes in the Hugging Face
 dataset ``liwu/MNBVC``; each file's format detected from its first rows or given with ``--format``. The engine
-(``convhub.engine.json_lines_builder``) lists, shards and reads them: a 问答 or 论坛 row is a conversation of its own
+(``convhub.engine.sources.json_lines_builder``) lists, shards and reads them: a 问答 or 论坛 row is a conversation of its own
 (``parse``), and 多轮对话 rows are regrouped by conversation wherever they are (``multiturn``).
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from builders.mnbvc import multiturn, parse
-from convhub.engine.input_shards import group_of
-from convhub.engine.json_lines_builder import JsonLinesBuilder
+from convhub.builders.mnbvc import multiturn, parse
+from convhub.engine.sources.input_shards import group_of
+from convhub.engine.sources.json_lines_builder import JsonLinesBuilder
 
 
 class MnbvcBuilder(JsonLinesBuilder):

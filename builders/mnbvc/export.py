@@ -1,4 +1,4 @@
-"""Canonical MNBVC records → MNBVC JSONL rows again: the inverse of ``builders.mnbvc.parse``.
+"""Canonical MNBVC records → MNBVC JSONL rows again: the inverse of ``convhub.builders.mnbvc.parse``.
 
 The turn a source row starts (a Q/A pair's question, a forum thread's topic post) keeps in its ``extra``
 the file, the line, the row without its text fields (every value with its JSON type, the raw ``扩展字段``
@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from builders.mnbvc.parse import FORUM
-from convhub.engine.json_lines_builder import rebuilt_row
+from convhub.builders.mnbvc.parse import FORUM
+from convhub.engine.sources.json_lines_builder import rebuilt_row
 from convhub.export.exporter import Build, as_object, source_rows
 from convhub.export.files import LineSpool
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from convhub.engine.jsonio import loads_exact
+from convhub.engine.readers.exact_json import loads_exact
 
 
 @dataclass(slots=True)

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from builders.mnbvc.dates import date_iso, parse_date
-from builders.mnbvc.extension import Extension, parse_extension
-from builders.mnbvc.language import detect_language
 from convhub import schema
-from convhub.engine.formats import Formats
-from convhub.engine.json_lines_builder import LineWarnings, Objects, convert_rows
+from convhub.builders.mnbvc.dates import date_iso, parse_date
+from convhub.builders.mnbvc.extension import Extension, parse_extension
+from convhub.builders.mnbvc.language import detect_language
+from convhub.engine.sources.formats import Formats
+from convhub.engine.sources.json_lines_builder import LineWarnings, Objects, convert_rows
 from convhub.errors import FieldError, Notes, Reject, SourceError, raise_error
 
 logger = logging.getLogger(__name__)

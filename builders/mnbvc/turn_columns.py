@@ -5,7 +5,7 @@ input, so a conversation of a million tiny turns peaked at many times its size. 
 conversation's converted pairs one at a time and, from ``COLUMNAR_PAIRS`` pairs on, makes their turns Arrow struct
 arrays a chunk of pairs at a time, with the values ``parse.converted_turns`` gives, in the same order: only one
 chunk of pairs is ever held as Python values. The session's turns are then one array (an
-``convhub.engine.arrow_rows.ArrowList``), which the writer puts into the ``sessions`` table as it is.
+``convhub.engine.writers.arrow_rows.ArrowList``), which the writer puts into the ``sessions`` table as it is.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builders.mnbvc.parse import ANSWER_SPEAKER, QUESTION_SPEAKER, ConvertedPair, converted_turns
 from convhub import schema
-from convhub.engine.arrow_rows import ArrowList
-from convhub.engine.arrow_structs import string_array, struct_array
+from convhub.builders.mnbvc.parse import ANSWER_SPEAKER, QUESTION_SPEAKER, ConvertedPair, converted_turns
+from convhub.engine.writers.arrow_rows import ArrowList
+from convhub.engine.writers.arrow_structs import string_array, struct_array
 
 #: A conversation of at least this many Q/A rows has its turns made as Arrow columns, this many pairs at a time.
 #: Below it, dicts: a few Arrow arrays per conversation would cost more than the dicts of a short one.

@@ -3,6 +3,6 @@
 Importing it chooses the allocator of Arrow's memory (``engine.memory``), before any of the command's modules
 imports pyarrow, which reads the choice once."""
 
-from convhub.engine.memory import choose_the_allocator
+from convhub.engine.runners.memory import choose_the_allocator
 
 choose_the_allocator()

@@ -148,7 +148,7 @@ def exit_status(command: str, error: BaseException, token=None, written: Sequenc
             command, f"{describe(full)} (the disk is full){what_was_kept(command, written)}", token
         )
         return DATA
-    from convhub.engine import downloads
+    from convhub.engine.inputs import downloads
 
     dropped = None if _says_it_all(error) else dropped_transfer(error) or downloads.failure_line(error)
     if dropped is not None:

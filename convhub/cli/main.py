@@ -21,7 +21,7 @@ from convhub.cli import checks as cli_checks
 from convhub.cli import errors as cli_errors
 from convhub.cli.errors import UsageError
 from convhub.cli.parsing import Parser
-from convhub.engine.stats import markdown_table
+from convhub.engine.checks.stats import markdown_table
 from convhub.errors import EngineError
 from convhub.publish import hub_errors
 from convhub.storage.folders import folder_at, local_output, text_of
@@ -267,7 +267,7 @@ def run_build(args) -> int:
     with contextlib.ExitStack() as stack:
         engine = args.engine
         if engine == "spark":  # one Spark session for every source, quiet unless --verbose
-            from convhub.engine.spark import SparkEngine
+            from convhub.engine.runners.spark import SparkEngine
 
             engine = SparkEngine(args.spark_master, verbose=args.verbose)
             stack.callback(engine.stop)
@@ -323,7 +323,7 @@ def print_build(result) -> None:
         files = sum(len(paths) for paths in built.files.values())
         print(f"  {name:<14} {splits}  ({files} Parquet file{'s' if files != 1 else ''})")
     if getattr(result, "skipped", 0):
-        from convhub.engine.quarantine import unread_text
+        from convhub.engine.checks.quarantine import unread_text
 
         unread = unread_text(getattr(result, "unread_files", ()))
         print(
@@ -338,8 +338,8 @@ def print_build(result) -> None:
 
 
 def run_check(args) -> int:
-    from convhub.engine import quarantine
     from convhub.engine.build import check_source
+    from convhub.engine.checks import quarantine
 
     data_dir = registry.get(args.source).sample_dir() if args.sample else args.data_dir
     target = args.quarantine or Path(f"{args.source}{quarantine.SUFFIX}")
@@ -458,7 +458,7 @@ def _run(args) -> int:
         problem = cli_checks.source_options_error(args)
         if problem:
             raise UsageError(problem)
-    from convhub.engine import downloads
+    from convhub.engine.inputs import downloads
 
     downloads.use_timeouts()  # a source's host that accepts a connection and never answers: its own limit
     if cli_checks.talks_to_the_hub(args):

@@ -24,13 +24,14 @@ from huggingface_hub.utils import validate_repo_id
 
 from convhub import registry
 from convhub.console import phases
-from convhub.engine import quarantine, source_digests
-from convhub.engine.child_processes import die_with_parent
+from convhub.engine.checks import quarantine
+from convhub.engine.checks.duplicate_ids import drop_duplicate_ids, drop_rows_of_duplicates, forget
+from convhub.engine.checks.stats import Report, Statistics
 from convhub.engine.datasets_cache import card_configs, forget_cached_copies
-from convhub.engine.duplicate_ids import drop_duplicate_ids, drop_rows_of_duplicates, forget
-from convhub.engine.local_build import write_config
-from convhub.engine.shards import ConfigBuild, shard_path, split_by_subset
-from convhub.engine.stats import Report, Statistics
+from convhub.engine.inputs import digests
+from convhub.engine.runners.child_processes import die_with_parent
+from convhub.engine.runners.local import write_config
+from convhub.engine.writers.output_shards import ConfigBuild, shard_path, split_by_subset
 from convhub.errors import Notes, SourceError
 from convhub.storage.abandoned import MarkedTemporaryDirectory
 from convhub.storage.folders import folder_at, move, parquet_file, remove_tree
@@ -51,7 +52,7 @@ class BuildResult:
     quarantine: Path | None = None
     #: Files whose rest could not be read from some point under ``on_bad_record="skip"`` (records not counted).
     unread_files: tuple[str, ...] = ()
-    #: ``{name, bytes, sha256}`` of each input file (``convhub.engine.source_digests``), for the card.
+    #: ``{name, bytes, sha256}`` of each input file (``convhub.engine.inputs.digests``), for the card.
     source_files: list[dict] = field(default_factory=list)
     #: The most processes the local build ran a split in (``num_proc``, less where a split had fewer shards);
     #: None on another engine.
@@ -113,7 +114,7 @@ def build_source(
 ) -> BuildResult:
     """Build ``configs`` (all by default) of ``source`` into ``output``, replacing it only on success.
 
-    ``engine``: ``local`` (``convhub.engine.local_build``, ``num_proc`` processes) or ``spark`` (``convhub.engine.spark``,
+    ``engine``: ``local`` (``convhub.engine.runners.local``, ``num_proc`` processes) or ``spark`` (``convhub.engine.runners.spark``,
     on ``spark_master``); or an engine object to reuse (a ``SparkEngine``, which the caller stops).
 
     ``repo_id`` is the Hub repo the card's code loads (``ORG/<hub name>`` when not given).
@@ -156,7 +157,7 @@ def build_source(
             for config, split in run.left_out:
                 notes.add(f"split with no row left out of the build: {config}/{split}")
             downloads = str(Path(work) / "cache" / "downloads")  # (without data_dir: what the build fetched)
-            source_files = source_digests.describe(builder_cls.input_files(data_dir, subsets, downloads))
+            source_files = digests.describe(builder_cls.input_files(data_dir, subsets, downloads))
         if rejected and (not built or (run.sessions is not None and not run.sessions.splits)):
             quarantine.save(rejected, quarantine.path_beside(output))
             raise SourceError(
@@ -190,7 +191,7 @@ ENGINE_WORK = ".convhub-work"
 
 
 def _engine(engine: str | Any, spark_master: str | None):
-    """None for the local build (``convhub.engine.local_build``), else the engine that runs the build's jobs."""
+    """None for the local build (``convhub.engine.runners.local``), else the engine that runs the build's jobs."""
     if not isinstance(engine, str):
         return engine
     if engine not in ENGINES:
@@ -199,7 +200,7 @@ def _engine(engine: str | Any, spark_master: str | None):
         if spark_master:
             raise ValueError("--spark-master needs --engine spark")
         return None
-    from convhub.engine.spark import SparkEngine  # PySpark is an extra
+    from convhub.engine.runners.spark import SparkEngine  # PySpark is an extra
 
     return SparkEngine(spark_master)
 
@@ -235,8 +236,8 @@ class _Run:
     duplicates: list[tuple[str, dict, str]] = field(default_factory=list)
     #: What the derived views left out or merged (``messages``: sessions no chat template takes), for the card.
     derive_notes: Counter = field(default_factory=Counter)
-    #: None: the local engine (``convhub.engine.local_build``, ``num_proc`` processes); else an engine
-    #: (``convhub.engine.spark.SparkEngine``).
+    #: None: the local engine (``convhub.engine.runners.local``, ``num_proc`` processes); else an engine
+    #: (``convhub.engine.runners.spark.SparkEngine``).
     engine: Any = None
     #: The most processes a split of the local build ran in (``ConversationBuilder.processes_run``).
     processes: int = 0

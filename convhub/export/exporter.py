@@ -38,7 +38,7 @@ from convhub.storage.folders import folder_at, is_url, local_output, parquet_fil
 from convhub.storage.staging import check_output, staged_folder
 
 #: Source name → its export module (``write_files`` and the pure inverse functions).
-EXPORTERS = {name: f"builders.{name}.export" for name in registry.names()}
+EXPORTERS = {name: f"convhub.builders.{name}.export" for name in registry.names()}
 SESSIONS = "sessions"
 #: Rows per Arrow batch: a GigaMemory ``sessions`` row is a whole ~350k-character dialogue.
 BATCH_ROWS = 64

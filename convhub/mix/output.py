@@ -26,9 +26,9 @@ from convhub.cards import (
     template,
     tidy,
 )
-from convhub.engine.parquet_writer import write_parquet
-from convhub.engine.shards import shard_path
-from convhub.engine.stats import markdown_table
+from convhub.engine.checks.stats import markdown_table
+from convhub.engine.writers.output_shards import shard_path
+from convhub.engine.writers.parquet_writer import write_parquet
 from convhub.mix.pipeline import Mixer, SourceReport
 from convhub.mix.recipe import CONFIG_FEATURES, Recipe, RecipeError
 from convhub.mix.rows import PROVENANCE_COLUMNS

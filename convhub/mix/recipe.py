@@ -19,7 +19,7 @@ import yaml
 from datasets import Features
 
 from convhub import schema
-from convhub.engine.shards import RESERVED_SPLITS, SPLIT_NAME
+from convhub.engine.writers.output_shards import RESERVED_SPLITS, SPLIT_NAME
 from convhub.mix.recipe_values import (
     RecipeError,
     boolean,

@@ -20,7 +20,7 @@ from pathlib import Path
 from huggingface_hub import HfApi, RepoFile
 from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
-from convhub.engine.shards import SHARD_PATH
+from convhub.engine.writers.output_shards import SHARD_PATH
 from convhub.errors import NESTED_TOO_DEEPLY
 from convhub.publish.local_files import CARD, file_digests
 from convhub.publish.session import HubSession, PushError

@@ -17,7 +17,7 @@ import pyarrow as pa
 from datasets import Features
 
 from convhub import schema
-from convhub.engine.arrow_rows import rows_table
+from convhub.engine.writers.arrow_rows import rows_table
 from convhub.views.derive import messages_table, qa_table, turns_table
 
 Record = dict[str, Any]

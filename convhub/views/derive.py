@@ -17,9 +17,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from convhub import schema
-from convhub.engine.arrow_rows import records_of_batch
-from convhub.engine.memory import LARGE_TABLE_BYTES, give_back_pages
-from convhub.engine.parquet_writer import ParquetWriter
+from convhub.engine.runners.memory import LARGE_TABLE_BYTES, give_back_pages
+from convhub.engine.writers.arrow_rows import records_of_batch
+from convhub.engine.writers.parquet_writer import ParquetWriter
 from convhub.storage.folders import parquet_file, text_of
 from convhub.views.messages import messages_table
 from convhub.views.nested import flattened, list_positions, sessions_of, struct_fields
@@ -63,7 +63,7 @@ FLUSH_BYTES = 64 * 2**20
 
 
 class _BufferedWriter:
-    """A ``ParquetWriter`` (``convhub.engine.parquet_writer``) fed derived tables, written once enough rows are
+    """A ``ParquetWriter`` (``convhub.engine.writers.parquet_writer``) fed derived tables, written once enough rows are
     buffered."""
 
     def __init__(self, features, path: Path):

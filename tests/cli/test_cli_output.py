@@ -117,7 +117,9 @@ def test_a_sample_build_sums_up_its_quirks_in_one_line_per_source(sample_build):
     assert "WARNING" not in stderr and "unreadable" not in stderr, stderr
     # the command the line gives works, and lists as many warnings as the line counted
     check = convhub("check", "mnbvc", "--sample")
-    listed = [line for line in check.stderr.splitlines() if line.startswith("WARNING builders.mnbvc.")]
+    listed = [
+        line for line in check.stderr.splitlines() if line.startswith("WARNING convhub.builders.mnbvc.")
+    ]
     assert len(listed) == int(summaries[0]["count"]) == 2, check.stderr
 
 
@@ -139,6 +141,8 @@ def test_a_data_dir_build_prints_a_quirk_warning_once_on_its_own_line(tmp_path):
     )  # fmt: skip
     assert done.stderr.count("unreadable") == 1, done.stderr
     warned = [line for line in done.stderr.split("\n") if "unreadable" in line]
-    assert warned[0].startswith("WARNING builders.mnbvc.parse: forum/treehole.jsonl, line 1, 回复.扩展字段: ")
+    assert warned[0].startswith(
+        "WARNING convhub.builders.mnbvc.parse: forum/treehole.jsonl, line 1, 回复.扩展字段: "
+    )
     assert not QUIRK_SUMMARY.search(done.stderr)
     assert not repeated(done.stderr)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from builders.locomo.builder import LocomoBuilder
+from convhub.builders.locomo.builder import LocomoBuilder
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES, COPIES = 4, 4000  # about 10 s of building on one core: long enough to be stopped in the middle

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import IO
 
-from builders.convlab import parse
-from builders.convlab.builder import ConvLabBuilder, find_inputs
-from convhub.engine import inputs_ranges
-from convhub.engine.json_list import CHUNK_BYTES
+from convhub.builders.convlab import parse
+from convhub.builders.convlab.builder import ConvLabBuilder, find_inputs
+from convhub.engine.readers import byte_ranges
+from convhub.engine.readers.json_list import CHUNK_BYTES
 from convhub.errors import Reject, raise_error
 
 SAMPLE = Path(ConvLabBuilder.sample_dir())
@@ -32,9 +32,9 @@ def index_dialogues(
     reject: Reject = raise_error,
     recover: bool = False,
     chunk_size: int = CHUNK_BYTES,
-) -> dict[str, list[inputs_ranges.Range]]:
+) -> dict[str, list[byte_ranges.Range]]:
     """Split → the byte ranges of its dialogues in a ``dialogues.json`` stream, as the builder's ``shards`` index it."""
     checker = parse.split_checker(path)
-    return inputs_ranges.index_list(
+    return byte_ranges.index_list(
         stream, path, checker, reject, recover, "dialogue", "dialogue_id", chunk_size
     )

@@ -15,8 +15,8 @@ import pytest
 from conftest import shared_data
 from convlab_samples import SAMPLE, index_dialogues, sample_dialogues, turn_extra
 
-from builders.convlab import export
-from builders.convlab.builder import ConvLabBuilder, DataInput, find_inputs
+from convhub.builders.convlab import export
+from convhub.builders.convlab.builder import ConvLabBuilder, DataInput, find_inputs
 from convhub.cli import main as cli
 from convhub.engine.build import build_source, check_source
 from convhub.errors import Notes, SourceError

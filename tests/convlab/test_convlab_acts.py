@@ -9,7 +9,7 @@ from convlab_samples import turn_extra
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from builders.convlab import export, parse
+from convhub.builders.convlab import export, parse
 from convhub.errors import Notes
 
 # -- acts and state that do not fit the typed lists ------------------------------------------

@@ -15,13 +15,13 @@ from convlab_samples import index_dialogues, sample_dialogues
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders.convlab.builder import (
+from convhub.builders.convlab.builder import (
     DIALOGUES_PER_SHARD,
     MIN_DIALOGUES_PER_SHARD,
     ConvLabBuilder,
 )
-from convhub.engine import inputs_ranges
 from convhub.engine.build import build_source, check_source
+from convhub.engine.readers import byte_ranges
 from convhub.errors import SourceError
 
 # -- streaming -----------------------------------------------------------------------------------
@@ -33,7 +33,7 @@ def test_the_index_gives_ranges_that_read_back_each_dialogue():
     ]
     raw = ("\ufeff[ " + " ,\n".join(json.dumps(d, ensure_ascii=False) for d in dialogues) + "\n]\n").encode()
     ranges = index_dialogues(io.BytesIO(raw), "mem")["train"]
-    assert [d["dialogue_id"] for _, d in inputs_ranges.read_ranges(io.BytesIO(raw), ranges[5:9], "mem")] == [
+    assert [d["dialogue_id"] for _, d in byte_ranges.read_ranges(io.BytesIO(raw), ranges[5:9], "mem")] == [
         "x-5",
         "x-6",
         "x-7",
@@ -54,7 +54,7 @@ def test_read_ranges_gives_json_values_where_orjson_reads_differently():
     dialogues[9]["inf"] = "1e400"
     raw = json.dumps(dialogues, indent=2).replace('"1e400"', "1e400").encode()
     ranges = index_dialogues(io.BytesIO(raw), "mem")["train"]
-    read = dict(inputs_ranges.read_ranges(io.BytesIO(raw), ranges, "mem"))
+    read = dict(byte_ranges.read_ranges(io.BytesIO(raw), ranges, "mem"))
     assert read[7]["odd"]["big"] == 18446744073709551616 and isinstance(read[7]["odd"]["neg"], int)
     assert read[7]["odd"]["surrogate"] == "\ud800" and read[7]["odd"]["nan"] != read[7]["odd"]["nan"]
     assert read[9]["inf"] == float("inf")
@@ -63,7 +63,7 @@ def test_read_ranges_gives_json_values_where_orjson_reads_differently():
 
 def test_shards_are_consecutive_even_and_balanced_by_bytes():
     def shard_ranges(ranges):
-        return inputs_ranges.shard_ranges(ranges, DIALOGUES_PER_SHARD, MIN_DIALOGUES_PER_SHARD)
+        return byte_ranges.shard_ranges(ranges, DIALOGUES_PER_SHARD, MIN_DIALOGUES_PER_SHARD)
 
     def ranges(count, size=lambda i: 100 + i % 7 * 50):
         starts = [0]
@@ -114,14 +114,14 @@ def test_every_large_split_gets_two_shards_and_a_large_zip_is_read_from_one_copy
         }
         return {split: table.to_list() for split, table in tables.items()}
 
-    monkeypatch.setattr(inputs_ranges, "EXTRACT_MIN_BYTES", 1 << 40)
+    monkeypatch.setattr(byte_ranges, "EXTRACT_MIN_BYTES", 1 << 40)
     from_zip = build("zip", 1)
     builder = ConvLabBuilder(config_name="sessions", data_dir=str(tmp_path / "in"))
     shards = builder.shards(datasets.DownloadManager())
     assert [len(shards[split]) for split in ("train", "validation", "test")] == [2, 2, 1]
     assert all(shard["copy"] is None for split in shards.values() for shard in split)
-    inputs_ranges._INDEX_CACHE.clear()
-    monkeypatch.setattr(inputs_ranges, "EXTRACT_MIN_BYTES", 0)
+    byte_ranges._INDEX_CACHE.clear()
+    monkeypatch.setattr(byte_ranges, "EXTRACT_MIN_BYTES", 0)
     shards = builder.shards(datasets.DownloadManager())
     copies = {shard["copy"] for split in shards.values() for shard in split}
     assert len(copies) == 1 and Path(copies.pop()).read_bytes() == json.dumps(dialogues, indent=2).encode()
@@ -191,7 +191,7 @@ def _write_zip(folder: Path, raw: bytes) -> Path:
 def test_a_stream_of_a_large_zip_reads_one_copy_made_while_scanning(tmp_path, monkeypatch):
     raw = _dialogues_text(300, 2, split=lambda i: ("train", "validation", "test")[i % 3])
     _write_zip(tmp_path / "in" / "big", raw)
-    monkeypatch.setattr(inputs_ranges, "EXTRACT_MIN_BYTES", 0)
+    monkeypatch.setattr(byte_ranges, "EXTRACT_MIN_BYTES", 0)
     builder = ConvLabBuilder(config_name="sessions", data_dir=str(tmp_path / "in"))
     shards = builder.shards(datasets.StreamingDownloadManager())
     copies = {shard["copy"] for split in shards.values() for shard in split}
@@ -213,8 +213,8 @@ def test_the_copy_of_a_large_zip_goes_to_convhub_tmpdir(tmp_path, monkeypatch):
     """As MNBVC's partitions: a user whose /tmp is small points every large temporary file elsewhere."""
 
     _write_zip(tmp_path / "in" / "big", _dialogues_text(20, 2, split=lambda i: ("train", "test")[i % 2]))
-    monkeypatch.setattr(inputs_ranges, "EXTRACT_MIN_BYTES", 0)
-    monkeypatch.setattr(inputs_ranges, "_TEMP_DIR", [])
+    monkeypatch.setattr(byte_ranges, "EXTRACT_MIN_BYTES", 0)
+    monkeypatch.setattr(byte_ranges, "_TEMP_DIR", [])
     monkeypatch.setenv("CONVHUB_TMPDIR", str(tmp_path / "scratch"))
     (tmp_path / "scratch").mkdir()
     builder = ConvLabBuilder(config_name="sessions", data_dir=str(tmp_path / "in"))
@@ -230,7 +230,7 @@ def test_a_stream_and_a_build_in_one_process_share_one_scan_and_copy(tmp_path, m
 
     raw = _dialogues_text(40, 2, split=lambda i: ("train", "test")[i % 2])
     _write_zip(tmp_path / "in" / "big", raw)
-    monkeypatch.setattr(inputs_ranges, "EXTRACT_MIN_BYTES", 0)
+    monkeypatch.setattr(byte_ranges, "EXTRACT_MIN_BYTES", 0)
     builder = ConvLabBuilder(config_name="sessions", data_dir=str(tmp_path / "in"))
     expected = index_dialogues(io.BytesIO(raw), "mem")
     streamed = builder.shards(datasets.StreamingDownloadManager())
@@ -240,7 +240,7 @@ def test_a_stream_and_a_build_in_one_process_share_one_scan_and_copy(tmp_path, m
         row["conversation_id"] for rows in builder.as_streaming_dataset().values() for row in rows
     ]
     assert streamed_ids == [f"d-{position}" for ranges in expected.values() for _, _, position in ranges]
-    monkeypatch.setattr(inputs_ranges, "index_list", None)  # the build reuses the stream's scan
+    monkeypatch.setattr(byte_ranges, "index_list", None)  # the build reuses the stream's scan
     shards = builder.shards(datasets.DownloadManager())
     copies = {shard["copy"] for split in [*shards.values(), *streamed.values()] for shard in split}
     assert len(copies) == 1 and Path(copies.pop()).read_bytes() == raw
@@ -261,7 +261,7 @@ def test_a_bad_large_zip_reports_what_the_decoding_scan_reports(tmp_path, monkey
     _write_zip(tmp_path / "in" / "big", edit(_dialogues_text(30, 2)))
     messages = []
     for threshold in (0, 1 << 40):  # scanned in a copy, then in the zip
-        monkeypatch.setattr(inputs_ranges, "EXTRACT_MIN_BYTES", threshold)
+        monkeypatch.setattr(byte_ranges, "EXTRACT_MIN_BYTES", threshold)
         with pytest.raises(SourceError, match=problem) as error:
             check_source("convlab", str(tmp_path / "in"))
         messages.append(str(error.value))
@@ -277,7 +277,7 @@ def test_a_corrupt_zip_member_is_reported_alike_with_or_without_a_copy(tmp_path,
     path.write_bytes(bytes(data))
     messages = []
     for threshold in (0, 1 << 40):  # scanned in a copy, then in the zip
-        monkeypatch.setattr(inputs_ranges, "EXTRACT_MIN_BYTES", threshold)
+        monkeypatch.setattr(byte_ranges, "EXTRACT_MIN_BYTES", threshold)
         with pytest.raises(SourceError, match="corrupt or truncated zip member") as error:
             check_source("convlab", str(tmp_path / "in"))
         messages.append(str(error.value))

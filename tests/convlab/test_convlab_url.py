@@ -14,7 +14,7 @@ import datasets
 import pytest
 from conftest import tables, uploaded
 
-from builders.convlab.builder import ConvLabBuilder
+from convhub.builders.convlab.builder import ConvLabBuilder
 from convhub.engine.build import build_source, check_source
 from convhub.errors import Notes, SourceError
 

@@ -14,14 +14,14 @@ import textwrap
 import pytest
 from running_commands import command_env, still_running
 
-from convhub.engine import child_processes
+from convhub.engine.runners import child_processes
 
 #: A parent that forks a worker (which calls ``die_with_parent`` and sleeps), prints its pid and sleeps too;
 #: ``sys.argv[1]`` "watch" makes the worker use the watching thread instead of the kernel.
 PARENT = textwrap.dedent(
     """
     import multiprocessing, os, sys, time
-    from convhub.engine import child_processes
+    from convhub.engine.runners import child_processes
 
     def worker(parent_pid):
         if sys.argv[1] == "watch":

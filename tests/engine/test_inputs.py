@@ -10,8 +10,8 @@ import zipfile
 import pytest
 from conftest import uploaded
 
-from convhub.engine import inputs_ranges
-from convhub.engine.inputs import DataInput, Layout, copied_here, inputs_in, listable
+from convhub.engine.inputs.file_sets import DataInput, Layout, copied_here, inputs_in, listable
+from convhub.engine.readers import byte_ranges
 from convhub.errors import SourceError
 
 LAYOUTS = (
@@ -111,16 +111,16 @@ def test_ranged_shards_read_back_every_element_from_a_zip_with_or_without_a_copy
     tmp_path, monkeypatch, threshold
 ):
     write_three_layouts(tmp_path)
-    monkeypatch.setattr(inputs_ranges, "EXTRACT_MIN_BYTES", threshold)
-    monkeypatch.setattr(inputs_ranges, "_INDEX_CACHE", {})
+    monkeypatch.setattr(byte_ranges, "EXTRACT_MIN_BYTES", threshold)
+    monkeypatch.setattr(byte_ranges, "_INDEX_CACHE", {})
     sources = list(inputs_in(str(tmp_path), LAYOUTS, "d").values())
-    shards = inputs_ranges.ranged_shards(sources, "x.json", place, sizes=(2, 1))
+    shards = byte_ranges.ranged_shards(sources, "x.json", place, sizes=(2, 1))
     assert list(shards) == ["a", "b"]
     read = {
         group: [
             (shard["input"].name, value["id"])
             for shard in found
-            for _, value in inputs_ranges.read_shard(shard)
+            for _, value in byte_ranges.read_shard(shard)
         ]
         for group, found in shards.items()
     }
@@ -135,7 +135,7 @@ def test_ranged_shards_read_back_every_element_from_a_zip_with_or_without_a_copy
 def test_a_bad_element_is_rejected_and_the_rest_indexed():
     raw = json.dumps([{"group": "a"}, 7, {"group": "b"}]).encode()
     rejected = []
-    index = inputs_ranges.index_list(
+    index = byte_ranges.index_list(
         io.BytesIO(raw), "m.json", place("m.json"), lambda e, raw, *a, **k: rejected.append(raw)
     )
     assert {group: [position for _, _, position in ranges] for group, ranges in index.items()} == {
@@ -144,4 +144,4 @@ def test_a_bad_element_is_rejected_and_the_rest_indexed():
     }
     assert rejected == [7]
     with pytest.raises(SourceError, match=r"m\.json, record 1: not an object"):
-        inputs_ranges.index_list(io.BytesIO(raw), "m.json", place("m.json"))
+        byte_ranges.index_list(io.BytesIO(raw), "m.json", place("m.json"))

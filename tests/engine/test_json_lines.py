@@ -1,5 +1,5 @@
-"""The engine's JSON Lines reader (``convhub.engine.json_lines``) and its two-pass grouping of lines
-(``convhub.engine.json_lines_groups``): line numbers and offsets, gzip, CRLF, URLs, byte ranges that read as the
+"""The engine's JSON Lines reader (``convhub.engine.readers.json_lines``) and its two-pass grouping of lines
+(``convhub.engine.grouping.line_groups``): line numbers and offsets, gzip, CRLF, URLs, byte ranges that read as the
 whole file does, errors naming file and line, the lines read again by their offsets, and memory that follows one
 line."""
 
@@ -13,7 +13,8 @@ import tracemalloc
 import fsspec
 import pytest
 
-from convhub.engine import json_lines, json_lines_groups
+from convhub.engine.grouping import line_groups
+from convhub.engine.readers import json_lines
 from convhub.errors import FieldError, Notes, SourceError
 
 ROWS = [{"id": 1, "text": "один"}, {"id": 2, "text": "два"}, {"id": 3, "text": "один"}]
@@ -121,10 +122,10 @@ def test_lines_grouped_by_key_in_two_passes(tmp_path):
     def key_of(number, value):
         if "id" not in value:
             raise FieldError("id", "missing")
-        return json_lines_groups.canonical_digest(value["text"]), value["id"]
+        return line_groups.canonical_digest(value["text"]), value["id"]
 
     rejected = []
-    groups, notes = json_lines_groups.index_groups(
+    groups, notes = line_groups.index_groups(
         str(path),
         "Test",
         key_of,
@@ -133,21 +134,21 @@ def test_lines_grouped_by_key_in_two_passes(tmp_path):
     )
     assert [group.kept for group in groups] == [[1, 3], [2]] and notes == {"joined": 1}
     assert rejected == [f"{path}, record line 4, field 'id': missing"]
-    shards = json_lines_groups.group_shards(groups, notes, 1, str(path), subset="rows")
+    shards = line_groups.group_shards(groups, notes, 1, str(path), subset="rows")
     assert [len(shard["groups"]) for shard in shards] == [1, 1] and shards[1]["subset"] == "rows"
     counted = Notes()
-    firsts = [json.loads(raw) for shard in shards for _, raw in json_lines_groups.first_lines(shard, counted)]
+    firsts = [json.loads(raw) for shard in shards for _, raw in line_groups.first_lines(shard, counted)]
     assert firsts == ROWS[:2] and counted == {"joined": 1}
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"\n")
     with pytest.raises(SourceError, match="no records: the file is empty"):
-        json_lines_groups.index_groups(str(empty), "Test", key_of)
+        line_groups.index_groups(str(empty), "Test", key_of)
 
 
 def test_canonical_digest_is_that_of_json_dumps():
     for value in [ROWS, {"big": 2**70, "float": 1e16, "nan": float("nan")}, ["\ud800"]]:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
-        assert json_lines_groups.canonical_digest(value) == json_lines.line_sha256(text)
+        assert line_groups.canonical_digest(value) == json_lines.line_sha256(text)
 
 
 def test_memory_follows_the_longest_line_not_the_file(tmp_path):

@@ -1,11 +1,11 @@
-"""The row helpers of JSON Lines sources (``convhub.engine.json_lines_builder``): the per-record loop, warnings
+"""The row helpers of JSON Lines sources (``convhub.engine.sources.json_lines_builder``): the per-record loop, warnings
 that stop at their limit, and a source row rebuilt in its key order."""
 
 from __future__ import annotations
 
 import logging
 
-from convhub.engine import json_lines_builder
+from convhub.engine.sources import json_lines_builder
 from convhub.errors import FieldError, Notes, SourceError
 
 

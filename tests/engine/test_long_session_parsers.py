@@ -12,13 +12,13 @@ import weakref
 import pyarrow as pa
 import pytest
 
-from builders.locomo import parse as locomo
-from builders.locomo.builder import samples_of, side_table_rows
-from builders.longmemeval import parse as longmemeval
 from convhub import schema
-from convhub.engine.arrow_rows import ArrowList, records_of_batch, rows_table
-from convhub.engine.json_list import read_elements, scan_json_array
-from convhub.engine.records import convert_records
+from convhub.builders.locomo import parse as locomo
+from convhub.builders.locomo.builder import samples_of, side_table_rows
+from convhub.builders.longmemeval import parse as longmemeval
+from convhub.engine.readers.json_list import read_elements, scan_json_array
+from convhub.engine.readers.record_loop import convert_records
+from convhub.engine.writers.arrow_rows import ArrowList, records_of_batch, rows_table
 from convhub.errors import Notes
 
 LONG = ArrowList.ROWS_CHUNK + 7

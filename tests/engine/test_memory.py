@@ -1,4 +1,4 @@
-"""Where a build's memory comes from (``convhub.engine.memory``): on Linux the command takes Arrow's memory from
+"""Where a build's memory comes from (``convhub.engine.runners.memory``): on Linux the command takes Arrow's memory from
 pyarrow's jemalloc with a short decay, elsewhere from the C library's allocator, in its process and the ones it
 starts, unless the user named another pool or other jemalloc settings."""
 
@@ -10,7 +10,12 @@ import sys
 
 import pytest
 
-from convhub.engine.memory import ARROW_POOL_VARIABLE, ARROW_VARIABLES, JEMALLOC_CONF, JEMALLOC_CONF_VARIABLE
+from convhub.engine.runners.memory import (
+    ARROW_POOL_VARIABLE,
+    ARROW_VARIABLES,
+    JEMALLOC_CONF,
+    JEMALLOC_CONF_VARIABLE,
+)
 
 #: Which pool pyarrow uses and the jemalloc settings, in the command's process once its package is imported and in
 #: a child process it starts.

@@ -1,4 +1,4 @@
-"""convhub's Parquet writer (``convhub.engine.parquet_writer``): the files ``datasets`` reads back with the same
+"""convhub's Parquet writer (``convhub.engine.writers.parquet_writer``): the files ``datasets`` reads back with the same
 features, row groups of the writer's batch, tables conformed to the features, and a URL written through fsspec."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from convhub.engine.parquet_writer import ParquetWriter, write_parquet
+from convhub.engine.writers.parquet_writer import ParquetWriter, write_parquet
 
 FEATURES = datasets.Features(
     {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from convhub.engine.records import convert_records
+from convhub.engine.readers.record_loop import convert_records
 from convhub.errors import NESTED_TOO_DEEPLY, FieldError, Notes, SourceError
 
 

@@ -1,11 +1,11 @@
-"""Which files a source reads (``convhub.engine.source_files``): found in a folder (and below it,
+"""Which files a source reads (``convhub.engine.inputs.listing``): found in a folder (and below it,
 where the source searches recursively) once each in path order, and chosen by stem where each file is a subset."""
 
 from __future__ import annotations
 
 import pytest
 
-from convhub.engine import source_files
+from convhub.engine.inputs import listing
 from convhub.errors import SourceError
 
 
@@ -13,18 +13,18 @@ def test_files_are_found_and_chosen_by_stem(tmp_path):
     for name in ("b.jsonl.gz", "a.jsonl", "notes.txt", "sub/c.jsonl"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("{}\n")
-    files = source_files.find_files(str(tmp_path), "Test")
+    files = listing.find_files(str(tmp_path), "Test")
     assert [name for name, _ in files] == ["a.jsonl", "b.jsonl.gz"]
-    chosen = source_files.files_by_stem(files, ["b"], "test")
+    chosen = listing.files_by_stem(files, ["b"], "test")
     assert chosen == [("b.jsonl.gz", str(tmp_path / "b.jsonl.gz"))]
     with pytest.raises(KeyError, match="test has no subset c; subsets: a, b"):
-        source_files.files_by_stem(files, ["c"], "test")
+        listing.files_by_stem(files, ["c"], "test")
     (tmp_path / "a.jsonl.gz").write_text("{}\n")
     with pytest.raises(SourceError, match="same subset 'a'"):
-        source_files.files_by_stem(source_files.find_files(str(tmp_path), "Test"), None, "test")
+        listing.files_by_stem(listing.find_files(str(tmp_path), "Test"), None, "test")
     with pytest.raises(FileNotFoundError, match=r"no Test \*\.jsonl or \*\.jsonl\.gz file.*neither a folder"):
-        source_files.find_files(str(tmp_path / "notes.txt") + "-none", "Test")
-    assert source_files.JSON_LINES.stem("https://host/data/format_example.jsonl.gz") == "format_example"
+        listing.find_files(str(tmp_path / "notes.txt") + "-none", "Test")
+    assert listing.JSON_LINES.stem("https://host/data/format_example.jsonl.gz") == "format_example"
 
 
 def test_local_files_are_found_once_in_path_order(tmp_path):
@@ -33,7 +33,7 @@ def test_local_files_are_found_once_in_path_order(tmp_path):
         (tmp_path / name).write_text("{}\n")
     (tmp_path / "loop").symlink_to(tmp_path)
     (tmp_path / "same.jsonl").symlink_to(tmp_path / "b.jsonl")
-    found = source_files.find_files(str(tmp_path), "Test", recursive=True)
+    found = listing.find_files(str(tmp_path), "Test", recursive=True)
     assert found == [("a/c.jsonl.gz", str(tmp_path / "a/c.jsonl.gz")), ("b.jsonl", str(tmp_path / "b.jsonl"))]
 
 
@@ -43,20 +43,20 @@ def test_each_kind_finds_its_own_files_and_names_their_subsets(tmp_path):
     for name in ("a.json", "longmemeval_s", "b.jsonl", "notes.txt", ".hidden.json", "folder/c.json"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("[]")
-    json_files = source_files.find_files(str(tmp_path), "LoCoMo", kind=source_files.JSON)
+    json_files = listing.find_files(str(tmp_path), "LoCoMo", kind=listing.JSON)
     assert json_files == [("a.json", str(tmp_path / "a.json"))]
-    both = source_files.find_files(str(tmp_path), "LongMemEval", kind=source_files.JSON_OR_EXTENSIONLESS)
+    both = listing.find_files(str(tmp_path), "LongMemEval", kind=listing.JSON_OR_EXTENSIONLESS)
     assert [name for name, _ in both] == ["a.json", "longmemeval_s"]
-    assert [source_files.JSON.stem(name) for name in ("x/a.json", "a.b.txt")] == ["a", "a.b"]
-    assert [source_files.JSON_OR_EXTENSIONLESS.stem(name) for name in ("s.json", "s", "s.v2")] == [
+    assert [listing.JSON.stem(name) for name in ("x/a.json", "a.b.txt")] == ["a", "a.b"]
+    assert [listing.JSON_OR_EXTENSIONLESS.stem(name) for name in ("s.json", "s", "s.v2")] == [
         "s",
         "s",
         "s.v2",
     ]
-    assert source_files.JSON_LINES.stem("x.jsonl.gz") == "x" and source_files.JSON_LINES.stem("x.gz") == "x"
+    assert listing.JSON_LINES.stem("x.jsonl.gz") == "x" and listing.JSON_LINES.stem("x.gz") == "x"
     (tmp_path / "longmemeval_s.json").write_text("[]")
-    again = source_files.find_files(str(tmp_path), "LongMemEval", kind=source_files.JSON_OR_EXTENSIONLESS)
+    again = listing.find_files(str(tmp_path), "LongMemEval", kind=listing.JSON_OR_EXTENSIONLESS)
     with pytest.raises(SourceError, match="same subset 'longmemeval_s'"):
-        source_files.files_by_stem(again, None, "longmemeval", source_files.JSON_OR_EXTENSIONLESS)
+        listing.files_by_stem(again, None, "longmemeval", listing.JSON_OR_EXTENSIONLESS)
     with pytest.raises(FileNotFoundError, match=r"no LoCoMo \*\.json file in"):
-        source_files.find_files(str(tmp_path / "folder" / "none"), "LoCoMo", kind=source_files.JSON)
+        listing.find_files(str(tmp_path / "folder" / "none"), "LoCoMo", kind=listing.JSON)

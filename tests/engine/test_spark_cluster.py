@@ -38,7 +38,7 @@ pytestmark = [
 DRIVER = """
 import json, sys
 from convhub.engine.build import build_source
-from convhub.engine.spark import SparkEngine
+from convhub.engine.runners.spark import SparkEngine
 engine = SparkEngine(sys.argv[1])
 try:
     for source, data_dir, output in json.loads(sys.argv[2]):

@@ -29,8 +29,8 @@ from export_checks import (
     zip_json,
 )
 
-from builders.convlab.builder import DEFAULT_SUBSETS as CONVLAB_DATASETS
 from convhub import registry
+from convhub.builders.convlab.builder import DEFAULT_SUBSETS as CONVLAB_DATASETS
 from convhub.export.exporter import differences
 from convhub.storage.staging import MARKER
 

@@ -8,9 +8,9 @@ import gzip
 import json
 from pathlib import Path
 
-from builders.gigamemory import builder, export
-from convhub.engine import json_lines_groups
-from convhub.engine.source_files import JSON_LINES
+from convhub.builders.gigamemory import builder, export
+from convhub.engine.grouping import line_groups
+from convhub.engine.inputs.listing import JSON_LINES
 from convhub.errors import Notes, raise_error
 
 # -- fixture writers ----------------------------------------------------------------------------------
@@ -63,7 +63,7 @@ def shards_of(path: Path, shard_bytes: int = 1 << 30, reject=raise_error) -> lis
     """Pass 1 over one file and its shards, as the builder plans them."""
     file_groups, notes = builder.index_file(str(path), reject=reject)
     fields = {"file_name": path.name, "subset": JSON_LINES.stem(path.name)}
-    return json_lines_groups.group_shards(file_groups, notes, shard_bytes, str(path), **fields)
+    return line_groups.group_shards(file_groups, notes, shard_bytes, str(path), **fields)
 
 
 def extra(value):
@@ -71,7 +71,7 @@ def extra(value):
     return json.loads(value) if isinstance(value, str) else (value or {})
 
 
-# -- the round trip `convhub export` makes (builders.gigamemory.export) ----------------------------------
+# -- the round trip `convhub export` makes (convhub.builders.gigamemory.export) ----------------------------------
 
 
 def rebuild_lines(records) -> dict[tuple[str, int], dict]:

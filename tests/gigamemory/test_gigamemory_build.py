@@ -26,11 +26,11 @@ from gigamemory_lines import (
     write_jsonl,
 )
 
-from builders.gigamemory import builder, parse
-from builders.gigamemory.builder import GigamemoryBuilder
+from convhub.builders.gigamemory import builder, parse
+from convhub.builders.gigamemory.builder import GigamemoryBuilder
 from convhub.cli import main as cli
 from convhub.engine.build import build_source, check_source
-from convhub.engine.source_files import JSON_LINES
+from convhub.engine.inputs.listing import JSON_LINES
 from convhub.errors import SourceError
 
 REAL_COUNTS = {"conversations": 4, "questions": 4, "sessions": 149, "messages": 1900}
@@ -353,7 +353,7 @@ def test_cli_check_and_build(tmp_path, capsys):
 
 
 def test_default_download_is_the_public_sample():
-    from builders.gigamemory import builder
+    from convhub.builders.gigamemory import builder
 
     assert builder.URL.endswith("ai-forever/memory_aij2025/main/data/format_example.jsonl")
     assert JSON_LINES.stem(builder.URL) == "format_example"

@@ -21,10 +21,10 @@ from gigamemory_lines import (
     write_jsonl,
 )
 
-from builders.gigamemory import builder
-from builders.gigamemory.builder import GigamemoryBuilder
+from convhub.builders.gigamemory import builder
+from convhub.builders.gigamemory.builder import GigamemoryBuilder
 from convhub.engine.build import build_source
-from convhub.engine.json_lines_groups import canonical_digest
+from convhub.engine.grouping.line_groups import canonical_digest
 from convhub.errors import Notes, SourceError
 
 # -- grouping and ids ---------------------------------------------------------------------------------

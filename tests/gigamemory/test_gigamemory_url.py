@@ -13,11 +13,11 @@ import datasets
 import pytest
 from conftest import uploaded
 
-from builders.gigamemory import builder
-from builders.gigamemory.builder import GigamemoryBuilder
 from convhub import registry
-from convhub.engine import quarantine
+from convhub.builders.gigamemory import builder
+from convhub.builders.gigamemory.builder import GigamemoryBuilder
 from convhub.engine.build import check_source
+from convhub.engine.checks import quarantine
 from convhub.errors import Notes, SourceError
 
 

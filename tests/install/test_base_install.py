@@ -25,7 +25,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from builders.locomo import builder as locomo
+from convhub.builders.locomo import builder as locomo
 
 pytestmark = pytest.mark.slow
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from builders.locomo import builder as locomo
+from convhub.builders.locomo import builder as locomo
 from convhub.cli import main as cli
-from convhub.engine import downloads
+from convhub.engine.inputs import downloads
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCOMO_PATH = locomo.URL.split("://", 1)[

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import datasets
 
-from builders.locomo import parse
-from builders.locomo.builder import LocomoBuilder
-from convhub.engine.records import convert_one
+from convhub.builders.locomo import parse
+from convhub.builders.locomo.builder import LocomoBuilder
+from convhub.engine.readers.record_loop import convert_one
 from convhub.errors import Notes
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""``convhub build locomo --errata``: an audit of LoCoMo's labels carried in the build (``builders.locomo.audit``),
+"""``convhub build locomo --errata``: an audit of LoCoMo's labels carried in the build (``convhub.builders.locomo.audit``),
 on small files written here (a consolidated audit, a folder of per-conversation files, audits of another input)
 and on the real locomo10.json with dial481/locomo-audit's errors.json (skipped when ../shared/data is absent)."""
 
@@ -339,7 +339,7 @@ def test_the_real_audit_builds_on_spark_as_locally(real, tmp_path):
     pytest.importorskip("pyspark", reason='PySpark is the "spark" extra: pip install ".[spark]"')
     from conftest import shared_data
 
-    from convhub.engine.spark import SparkEngine
+    from convhub.engine.runners.spark import SparkEngine
 
     result, _, _ = real
     engine = SparkEngine("local[2]")

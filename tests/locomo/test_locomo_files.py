@@ -1,5 +1,5 @@
 """Which files LoCoMo reads: the download without ``--data-dir`` (its subset named after the URL), a folder's or
-one file's ``*.json`` (``convhub.engine.source_files``), none of them read while listing."""
+one file's ``*.json`` (``convhub.engine.inputs.listing``), none of them read while listing."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import datasets
 from locomo_samples import SAMPLE, split_sample
 
-import builders.locomo.builder as locomo_builder
-from builders.locomo.builder import LocomoBuilder
+import convhub.builders.locomo.builder as locomo_builder
+from convhub.builders.locomo.builder import LocomoBuilder
 from convhub.engine.build import build_source
 
 

@@ -10,9 +10,9 @@ from datetime import datetime
 import pytest
 from locomo_samples import extra, parse_tiny, question, tiny_sample, turn
 
-from builders.locomo import evidence as locomo_evidence
-from builders.locomo import parse
-from builders.locomo.export import sample_from_record
+from convhub.builders.locomo import evidence as locomo_evidence
+from convhub.builders.locomo import parse
+from convhub.builders.locomo.export import sample_from_record
 from convhub.errors import FieldError, Notes, SourceError
 
 # -- questions: answers and categories ---------------------------------------------------------------------

@@ -8,7 +8,7 @@ import json
 import pytest
 from locomo_samples import records_of, shard_of, tiny_sample
 
-from builders.locomo.builder import LocomoBuilder, samples_of
+from convhub.builders.locomo.builder import LocomoBuilder, samples_of
 from convhub.errors import Notes, SourceError
 
 # -- values ------------------------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ from datetime import datetime
 import pytest
 from locomo_samples import extra, load, records_of
 
-from builders.locomo import parse
-from builders.locomo.builder import samples_of
+from convhub.builders.locomo import parse
+from convhub.builders.locomo.builder import samples_of
 from convhub.engine.build import build_source, check_source
 from convhub.errors import Notes
 from convhub.export.exporter import LocalBuild

@@ -10,8 +10,8 @@ from pathlib import Path
 import datasets
 import pytest
 
-from builders.longmemeval import export, parse
-from builders.longmemeval.builder import LongMemEvalBuilder
+from convhub.builders.longmemeval import export, parse
+from convhub.builders.longmemeval.builder import LongMemEvalBuilder
 from convhub.engine.build import build_source
 from convhub.errors import Notes, SourceError
 from convhub.export.exporter import export_source

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from builders.longmemeval.builder import LongMemEvalBuilder
+from convhub.builders.longmemeval.builder import LongMemEvalBuilder
 from convhub.engine.build import build_source
 from convhub.score import command
 

@@ -16,8 +16,8 @@ import datasets
 import pytest
 import yaml
 
-import builders.longmemeval.builder as longmemeval_builder
-from builders.longmemeval.builder import LongMemEvalBuilder
+import convhub.builders.longmemeval.builder as longmemeval_builder
+from convhub.builders.longmemeval.builder import LongMemEvalBuilder
 from convhub.engine.build import build_source
 
 SAMPLE = Path(LongMemEvalBuilder.sample_dir())

@@ -9,10 +9,11 @@ import json
 from functools import partial
 from pathlib import Path
 
-from builders.mnbvc import multiturn
-from builders.mnbvc.builder import MnbvcBuilder
-from convhub.engine import json_lines, keyed, regroup
-from convhub.engine.input_shards import GroupShard, Partition
+from convhub.builders.mnbvc import multiturn
+from convhub.builders.mnbvc.builder import MnbvcBuilder
+from convhub.engine.grouping import local_groupby, sort_keys
+from convhub.engine.readers import json_lines
+from convhub.engine.sources.input_shards import GroupShard, Partition
 from convhub.errors import Notes, raise_error
 
 SAMPLE = Path(MnbvcBuilder.sample_dir())
@@ -26,14 +27,14 @@ def partition(inputs, folder, count: int, processes: int = 1, subsets=None, reje
     build does."""
     keyed_rows = partial(keyed_file, inputs, subsets, reject)
     sizes = [Path(path).stat().st_size for _, path in inputs]
-    return regroup.write_partitions(keyed_rows, sizes, str(folder), count, processes)
+    return local_groupby.write_partitions(keyed_rows, sizes, str(folder), count, processes)
 
 
 def keyed_file(inputs, subsets, reject, file_index: int):
     """The keyed rows of one multi-turn file, as ``MnbvcBuilder.keyed_rows`` gives them."""
     name, path = inputs[file_index]
     objects = json_lines.read_objects(path, "MNBVC", reject, name=name)
-    return keyed.keyed_file_rows(
+    return sort_keys.keyed_file_rows(
         objects, file_index, partial(multiturn.key_row, name, subsets=subsets), reject
     )
 
@@ -42,7 +43,7 @@ def partition_records(partitioned, number: int, names, notes, reject=raise_error
     """The records of one partition (or slice of one), as a build reads them."""
     group = GroupShard(files=[(name, "") for name in names], sizes=[0] * len(names), partitions=number + 1)
     shard = Partition(group, partitioned, number, part)
-    return multiturn.records_from_sorted(regroup.read_partition(shard), names, notes, reject)
+    return multiturn.records_from_sorted(local_groupby.read_partition(shard), names, notes, reject)
 
 
 def write_shard(path: Path, rows: list, gz: bool = False, crlf: bool = False) -> Path:
@@ -114,7 +115,7 @@ def extra(value):
     return json.loads(value) if isinstance(value, str) else value
 
 
-# -- the source rows as they are (rebuilt by builders.mnbvc.export, `convhub export`) ---------------
+# -- the source rows as they are (rebuilt by convhub.builders.mnbvc.export, `convhub export`) ---------------
 
 
 def source_rows(folder: Path) -> dict[tuple[str, int], dict]:

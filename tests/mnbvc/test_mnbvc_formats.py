@@ -8,11 +8,11 @@ import datasets
 import pytest
 from mnbvc_rows import by_id, extra, pair, questions, records, reply, texts, thread, write_shard
 
-from builders.mnbvc import language as languages
-from builders.mnbvc import parse
-from builders.mnbvc.builder import MnbvcBuilder
+from convhub.builders.mnbvc import language as languages
+from convhub.builders.mnbvc import parse
+from convhub.builders.mnbvc.builder import MnbvcBuilder
 from convhub.cli import main as cli
-from convhub.engine.input_shards import GroupShard
+from convhub.engine.sources.input_shards import GroupShard
 from convhub.errors import Notes, SourceError
 
 # -- 问答 -------------------------------------------------------------------------------------------------------

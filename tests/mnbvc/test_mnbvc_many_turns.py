@@ -1,5 +1,5 @@
 """Bounded work on one MNBVC conversation of many tiny turns (issue 33): its turns are made as Arrow columns a chunk
-of pairs at a time (``mnbvc.turn_columns``) and written as they are (``convhub.engine.arrow_rows.rows_table``), with
+of pairs at a time (``mnbvc.turn_columns``) and written as they are (``convhub.engine.writers.arrow_rows.rows_table``), with
 the same tables as the Python dicts gave, and the build's peak memory is held against the input."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from builders.mnbvc import turn_columns
-from builders.mnbvc.multiturn import multiturn_record
-from builders.mnbvc.parse import ConvertedPair, converted_turns
 from convhub import schema
+from convhub.builders.mnbvc import turn_columns
+from convhub.builders.mnbvc.multiturn import multiturn_record
+from convhub.builders.mnbvc.parse import ConvertedPair, converted_turns
 from convhub.cli import main as cli
-from convhub.engine.arrow_rows import ArrowList, rows_table
+from convhub.engine.writers.arrow_rows import ArrowList, rows_table
 from convhub.errors import Notes
 
 #: The benchmark's generator of issue 33's conversation (``large_record.py --tiny-turns``), so that the test and the
@@ -29,7 +29,7 @@ import large_record
 
 #: The large-record line (``large_record.TARGET_MULTIPLE``), which issue 33 asks of many small turns too: peak
 #: memory above a tiny build's within this multiple of the input. The build reaches 5.1-5.3x (Arrow's memory from
-#: jemalloc with a short decay, ``convhub.engine.memory``; 5.8-6.4x with the system allocator, 11.6x before the
+#: jemalloc with a short decay, ``convhub.engine.runners.memory``; 5.8-6.4x with the system allocator, 11.6x before the
 #: chunked turns and the forked pass 1): a build that holds a long conversation's pairs or turns as Python values
 #: again fails it.
 TARGET_MULTIPLE = large_record.TARGET_MULTIPLE
@@ -134,7 +134,7 @@ def test_columnar_build_equals_the_dict_build(tmp_path, monkeypatch):
 def test_a_long_conversation_streams_the_views_its_build_derives(tmp_path):
     """Streamed, the conversation's turns are Arrow columns too (``ArrowList``): the streamed ``turns`` and
     ``messages`` (derived a batch of records at a time, ``View.rows_of``) are the build's rows."""
-    from builders.mnbvc.builder import MnbvcBuilder
+    from convhub.builders.mnbvc.builder import MnbvcBuilder
 
     data = large_record.write_many_turns(tmp_path / "in", 10_000)  # 6,000 rows
     assert cli.main(["build", "mnbvc", "--data-dir", str(data), "--output", str(tmp_path / "out")]) == 0

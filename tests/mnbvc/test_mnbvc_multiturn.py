@@ -22,12 +22,12 @@ from mnbvc_rows import (
     write_shard,
 )
 
-from builders.mnbvc import multiturn, parse
-from builders.mnbvc.builder import MnbvcBuilder
-from builders.mnbvc.extension import parse_extension
-from convhub.engine import regroup
+from convhub.builders.mnbvc import multiturn, parse
+from convhub.builders.mnbvc.builder import MnbvcBuilder
+from convhub.builders.mnbvc.extension import parse_extension
 from convhub.engine.build import build_source
-from convhub.engine.jsonio import load_object
+from convhub.engine.grouping import local_groupby
+from convhub.engine.readers.exact_json import load_object
 from convhub.errors import Notes, SourceError
 
 # -- multi-turn regrouping -------------------------------------------------------------------------------
@@ -65,7 +65,7 @@ def test_partition_memory_holds_offsets_not_rows(tmp_path):
     long_answer = "长" * 5000
     shard = write_shard(tmp_path / "m.jsonl", [pair("c", n, f"q{n}", answer=long_answer) for n in (2, 1)])
     partitioned = partition([("m.jsonl", str(shard))], str(tmp_path), 1)
-    [(group, rows)] = regroup.partition_keys(partitioned, 0)
+    [(group, rows)] = local_groupby.partition_keys(partitioned, 0)
     assert group == ("ShareGPT", "会话", "c")
     assert [row[0][1] for row in rows] == [1, 2]
     assert all(len(repr(row)) < 100 for row in rows)
@@ -166,7 +166,7 @@ def test_unreadable_extension_warnings_follow_conversation_order_and_the_cap(tmp
     shard = write_shard(tmp_path / "m.jsonl", rows)
     partitioned = partition([("m.jsonl", str(shard))], str(tmp_path), 1)
     notes = Notes()
-    with caplog.at_level(logging.WARNING, logger="builders.mnbvc.parse"):
+    with caplog.at_level(logging.WARNING, logger="convhub.builders.mnbvc.parse"):
         found = list(partition_records(partitioned, 0, ["m.jsonl"], notes))
     assert len(found) == 2
     lines = [
@@ -185,7 +185,7 @@ def test_keys_keep_integers_past_64_bits_exactly(tmp_path):
     rows = [pair("c", str(big + 1), "second"), pair("c", str(big), "first"), pair("c", 3, "third")]
     shard = write_shard(tmp_path / "m.jsonl", rows)
     partitioned = partition([("m.jsonl", str(shard))], str(tmp_path), 1)
-    [(_, rows)] = regroup.partition_keys(partitioned, 0)
+    [(_, rows)] = local_groupby.partition_keys(partitioned, 0)
     assert [row[0][1] for row in rows] == [big, big + 1, 3]
     [record] = partition_records(partitioned, 0, ["m.jsonl"], Notes())
     assert questions(record) == ["first", "second", "third"]
@@ -204,11 +204,11 @@ def test_the_engine_sorts_conversations_in_pythons_order_of_their_texts(tmp_path
     ]
     shard = write_shard(tmp_path / "m.jsonl", rows)
     partitioned = partition([("m.jsonl", str(shard))], str(tmp_path), 1)
-    whole = list(regroup.partition_keys(partitioned, 0))
+    whole = list(local_groupby.partition_keys(partitioned, 0))
     assert [group for group, _ in whole] == sorted(
         (source, "会话", text) for text in sessions for source in ("来源b", "来源a")
     )
-    slices = [list(regroup.partition_keys(partitioned, 0, (number, 3))) for number in range(3)]
+    slices = [list(local_groupby.partition_keys(partitioned, 0, (number, 3))) for number in range(3)]
     assert [len(part) for part in slices] == [6, 7, 7]
     assert [conversation for part in slices for conversation in part] == whole
     records = list(partition_records(partitioned, 0, ["m.jsonl"], Notes()))
@@ -403,7 +403,7 @@ def test_unreadable_extension_is_logged_with_file_and_line_and_kept_raw(tmp_path
         tmp_path / "m.jsonl", [pair("z", 1, "好"), pair(None, None, "坏", row_id="md5-b", extension=broken)]
     )
     notes = Notes()
-    with caplog.at_level(logging.WARNING, logger="builders.mnbvc.parse"):
+    with caplog.at_level(logging.WARNING, logger="convhub.builders.mnbvc.parse"):
         found = by_id(records(tmp_path, notes=notes))
     assert any("m.jsonl, line 2, 元数据.扩展字段: unreadable" in message for message in caplog.messages)
     assert notes["元数据.扩展字段 unreadable (raw string kept)"] == 1

@@ -10,9 +10,9 @@ import datasets
 import pytest
 from mnbvc_rows import records, reply, thread, write_shard
 
-from builders.mnbvc.builder import MnbvcBuilder
-from convhub.engine import json_lines
+from convhub.builders.mnbvc.builder import MnbvcBuilder
 from convhub.engine.build import build_source
+from convhub.engine.readers import json_lines
 from convhub.errors import Notes, SourceError
 
 

@@ -12,10 +12,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mnbvc_rows import pair, records, thread, write_shard
 
-from builders.mnbvc import dates
-from builders.mnbvc import extension as extension_module
-from builders.mnbvc.extension import parse_extension
-from convhub.engine import json_lines
+from convhub.builders.mnbvc import dates
+from convhub.builders.mnbvc import extension as extension_module
+from convhub.builders.mnbvc.extension import parse_extension
+from convhub.engine.readers import json_lines
 from convhub.errors import Notes, SourceError
 
 # -- 扩展字段 ---------------------------------------------------------------------------------------------

@@ -21,9 +21,9 @@ from mnbvc_rows import (
     write_shard,
 )
 
-from builders.mnbvc import export
-from builders.mnbvc import language as languages
-from builders.mnbvc.builder import MnbvcBuilder
+from convhub.builders.mnbvc import export
+from convhub.builders.mnbvc import language as languages
+from convhub.builders.mnbvc.builder import MnbvcBuilder
 from convhub.cli import main as cli
 from convhub.engine.build import build_source, check_source
 from convhub.errors import SourceError

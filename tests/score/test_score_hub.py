@@ -11,7 +11,7 @@ import threading
 import pytest
 from score_helpers import qa_rows, score_argv, write_predictions
 
-from builders.longmemeval.builder import LongMemEvalBuilder
+from convhub.builders.longmemeval.builder import LongMemEvalBuilder
 from convhub.cli.main import main
 from convhub.engine.build import build_source
 from convhub.publish.hub_client import TIMEOUT_ENV

@@ -12,7 +12,7 @@ import pytest
 from longmemeval_oracle import oracle_averages, oracle_corpus
 from score_helpers import run_score, score_argv, write_predictions
 
-from builders.longmemeval.builder import LongMemEvalBuilder
+from convhub.builders.longmemeval.builder import LongMemEvalBuilder
 from convhub.engine.build import build_source
 from convhub.score.longmemeval_retrieval import Conversation, Turn, corpus, retrieval_metrics
 

@@ -11,7 +11,7 @@ import pytest
 from huggingface_hub import DatasetCard
 from score_helpers import qa_rows, run_score, score_argv, write_predictions
 
-from builders.longmemeval.builder import LongMemEvalBuilder
+from convhub.builders.longmemeval.builder import LongMemEvalBuilder
 from convhub.engine.build import build_source
 
 pytest_plugins = ["score_fixtures"]

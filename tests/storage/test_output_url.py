@@ -21,8 +21,8 @@ from mix_sources import recipe as mix_recipe
 
 from convhub import mix, registry
 from convhub.cli import main as cli
-from convhub.engine import quarantine
 from convhub.engine.build import ENGINE_WORK, build_source
+from convhub.engine.checks import quarantine
 from convhub.errors import SourceError
 from convhub.export.exporter import export_source
 from convhub.storage import staging

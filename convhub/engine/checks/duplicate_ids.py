@@ -12,10 +12,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from convhub.engine import quarantine
-from convhub.engine.parquet_writer import write_parquet
-from convhub.engine.shards import ConfigBuild
-from convhub.engine.stats import SplitStats, Statistics
+from convhub.engine.checks import quarantine
+from convhub.engine.checks.stats import SplitStats, Statistics
+from convhub.engine.writers.output_shards import ConfigBuild
+from convhub.engine.writers.parquet_writer import write_parquet
 from convhub.errors import SourceError
 from convhub.storage.folders import parquet_file, read_parquet, text_of
 

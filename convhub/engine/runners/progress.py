@@ -1,7 +1,7 @@
 """Progress bars that say what they count: ``locomo sessions test: 100%|██| 1/1 shards [00:00, 2 rows]``.
 
 ``datasets`` draws one bar per split, ``Generating train split: 0 examples``: no source, no config, and no
-total (a split's row count is unknown until it is written). The local engine (``convhub.engine.local_build``)
+total (a split's row count is unknown until it is written). The local engine (``convhub.engine.runners.local``)
 draws a ``ShardBar`` per split instead: the split's shards counted against their total, the rows written so far
 beside them. It is a ``datasets.utils.tqdm.tqdm``, so ``datasets.disable_progress_bars()`` turns it off too.
 

@@ -23,7 +23,7 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from convhub.engine.source_files import FileKind, find_files
+from convhub.engine.inputs.listing import FileKind, find_files
 from convhub.storage.folders import fsspec_url, open_file
 
 #: Inputs whose sizes add up to more than this are not hashed (a second read of them would cost hours).

@@ -11,7 +11,7 @@ The engine moves the data; convhub's parsers stay what they are. A build config 
   its partition (``regroup.partition_of``, the embedded engine's) and sorts the partition by key
   (``RDD.repartitionAndSortWithinPartitions``, which spills to disk), and one task per partition turns the
   conversations into records (``grouped_records``) and writes them. The partitions and the order are the
-  embedded engine's (``convhub.engine.regroup``), so the conversations come out in the local build's order;
+  embedded engine's (``convhub.engine.grouping.local_groupby``), so the conversations come out in the local build's order;
 - derived views (``turns``, ``messages``, ``qa``) are one task per ``sessions`` shard (``derive.derive_views``).
 - a source whose listing is heavy work of its own gets the engine's ``map`` in ``engine_shards``: GigaMemory's
   pass 1 parses and hashes each distinct dialogue in these tasks, and groups the lines on the driver.
@@ -44,11 +44,11 @@ from typing import Any
 import datasets
 
 from convhub.console import phases
-from convhub.engine.builder import fewer_collections
-from convhub.engine.input_shards import GroupShard, SortedPartition
-from convhub.engine.local_build import MAX_SHARD_BYTES, consecutive_runs, run_job
-from convhub.engine.memory import ARROW_VARIABLES
-from convhub.engine.regroup import partition_of
+from convhub.engine.grouping.local_groupby import partition_of
+from convhub.engine.runners.local import MAX_SHARD_BYTES, consecutive_runs, run_job
+from convhub.engine.runners.memory import ARROW_VARIABLES
+from convhub.engine.sources.builder import fewer_collections
+from convhub.engine.sources.input_shards import GroupShard, SortedPartition
 from convhub.errors import EngineError, SourceError
 from convhub.storage.abandoned import MarkedTemporaryDirectory
 from convhub.storage.folders import text_of

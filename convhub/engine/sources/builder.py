@@ -20,13 +20,15 @@ from typing import Any, ClassVar
 import datasets
 from datasets.builder import Key
 
-from convhub.engine import quarantine, regroup, source_digests
-from convhub.engine.downloads import source_url
-from convhub.engine.input_shards import GroupShard, Partition, Shard, SortedPartition, shard_name
-from convhub.engine.jsonio import unencodable_field
-from convhub.engine.keyed import may_hold_lone_surrogate
-from convhub.engine.source_files import JSON_LINES, FileKind, files_by_stem, find_files
-from convhub.engine.stats import Report
+from convhub.engine.checks import quarantine
+from convhub.engine.checks.stats import Report
+from convhub.engine.grouping import local_groupby
+from convhub.engine.grouping.sort_keys import may_hold_lone_surrogate
+from convhub.engine.inputs import digests
+from convhub.engine.inputs.downloads import source_url
+from convhub.engine.inputs.listing import JSON_LINES, FileKind, files_by_stem, find_files
+from convhub.engine.readers.exact_json import unencodable_field
+from convhub.engine.sources.input_shards import GroupShard, Partition, Shard, SortedPartition, shard_name
 from convhub.errors import NESTED_TOO_DEEPLY, Notes, SourceError
 from convhub.views.definitions import DEFAULT_VIEW, QA, SHARED_VIEWS, Record, Row, View
 
@@ -68,8 +70,8 @@ def download_folder(dl_manager: datasets.DownloadManager) -> str:
 def group_shard(files: list[tuple[str, str]], sizes: list[int], partition_bytes: int) -> GroupShard:
     """Rows of ``files`` ((name, path); ``sizes``: their bytes, uncompressed) whose conversations may lie anywhere
     in them: an engine regroups them into partitions of about ``partition_bytes`` (the embedded engine in
-    ``ConversationBuilder.local_shards``, Spark's shuffle in ``convhub.engine.spark``)."""
-    return GroupShard(files, sizes, regroup.partition_count(sum(sizes), partition_bytes))
+    ``ConversationBuilder.local_shards``, Spark's shuffle in ``convhub.engine.runners.spark``)."""
+    return GroupShard(files, sizes, local_groupby.partition_count(sum(sizes), partition_bytes))
 
 
 @dataclass
@@ -84,7 +86,7 @@ class ConvHubConfig(datasets.BuilderConfig):
     #: here (``report-*.json``), so a build needs no separate checking pass over the source.
     report_dir: str | None = None
     #: ``raise``: the first bad source record stops the build (a SourceError naming file, record, field).
-    #: ``skip``: it is left out and written to ``quarantine_dir`` (see ``convhub.engine.quarantine``).
+    #: ``skip``: it is left out and written to ``quarantine_dir`` (see ``convhub.engine.checks.quarantine``).
     on_bad_record: str = "raise"
     #: Where each process appends the records it rejected under ``skip`` (``quarantine-<pid>.jsonl``).
     quarantine_dir: str | None = None
@@ -133,9 +135,9 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     _build_processes: int | None = None
     #: The most processes a split was written in by the local engine (``local_build.write_config``).
     processes_run: int = 0
-    #: The sizes of the regrouping of a ``group_shard`` (``convhub.engine.regroup``); tests make them tiny.
-    PARTITION_BYTES: ClassVar[int] = regroup.PARTITION_BYTES
-    SLICE_BYTES: ClassVar[int] = regroup.SLICE_BYTES
+    #: The sizes of the regrouping of a ``group_shard`` (``convhub.engine.grouping.local_groupby``); tests make them tiny.
+    PARTITION_BYTES: ClassVar[int] = local_groupby.PARTITION_BYTES
+    SLICE_BYTES: ClassVar[int] = local_groupby.SLICE_BYTES
 
     def __init__(self, *args, data_dir=None, **kwargs):
         # a pathlib.Path is welcome; parsers compare and join strings (datasets sets it after __post_init__)
@@ -171,7 +173,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     ) -> list[tuple[str, str]]:
         """(name, path) of the files a build read, for the card's ``source_files`` (``source_digests``): by
         default every file of ``data_dir`` that is not hidden, or the files downloaded into ``downloads``."""
-        return source_digests.input_files(data_dir, downloads)
+        return digests.input_files(data_dir, downloads)
 
     @classmethod
     def subset_licenses(cls, subsets: list[str]) -> dict[str, tuple[str, str]]:
@@ -228,17 +230,17 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         """Rows of a table view (one not derived from conversations)."""
         raise NotImplementedError(f"{self.SOURCE} has no table view {view.name!r}")
 
-    # -- for an engine that moves rows itself (``convhub.engine.spark``) ---------------------------------
+    # -- for an engine that moves rows itself (``convhub.engine.runners.spark``) ---------------------------------
 
     def engine_shards(self, dl_manager: datasets.DownloadManager) -> dict[str, list[Shard]]:
         """The shards an engine other than the local one reads: ``shards``, where a source has no reason to list
         them otherwise (MNBVC reads a URL ``--data-dir`` in the engine's tasks, not after a download)."""
         return self.shards(dl_manager)
 
-    def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[regroup.KeyedRow]:
+    def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[local_groupby.KeyedRow]:
         """((group, order), payload, bytes of the source line) of each row of file ``file_index`` of a
         ``group_shard``: the texts that name the row's conversation, its place in it, and the row converted
-        (``convhub.engine.regroup``), as ``convhub.engine.keyed.payload`` makes it: ``marshal``'s bytes, which
+        (``convhub.engine.grouping.local_groupby``), as ``convhub.engine.grouping.sort_keys.payload`` makes it: ``marshal``'s bytes, which
         ``SurrogateScreen`` scans for a lone surrogate."""
         raise NotImplementedError(f"{self.SOURCE} returns no group shard")
 
@@ -270,7 +272,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         on one record (an unreadable file, a truncated gzip) quarantines the rest of the shard."""
         screen = None
         if isinstance(shard, Partition):  # the embedded engine's, read here
-            shard = SortedPartition(shard.group, regroup.read_partition(shard))
+            shard = SortedPartition(shard.group, local_groupby.read_partition(shard))
         if isinstance(shard, SortedPartition):
             screen = SurrogateScreen(shard)
             records = self.grouped_records(iter(screen), shard.group, notes)
@@ -324,7 +326,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
 
     def local_shards(self, dl_manager: datasets.DownloadManager) -> dict[str, list[Shard]]:
         """``shards`` as the local engine reads them: each ``group_shard`` regrouped by the embedded engine
-        (``convhub.engine.regroup``, in the build's ``num_proc`` processes) into one shard per slice of each partition.
+        (``convhub.engine.grouping.local_groupby``, in the build's ``num_proc`` processes) into one shard per slice of each partition.
         With fewer collections: a source's listing may parse it whole (ConvLab's index scan, GigaMemory's grouping),
         before a stream's first row or a check's first record."""
         with fewer_collections():
@@ -337,7 +339,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         if not isinstance(shard, GroupShard):
             return [shard]
         processes = self._build_processes or 1
-        return regroup.partition_shards(self, shard, processes, self.SLICE_BYTES)
+        return local_groupby.partition_shards(self, shard, processes, self.SLICE_BYTES)
 
     def _split_generators(self, dl_manager):
         shards = self.local_shards(dl_manager)
@@ -366,7 +368,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
             report.save(self.config.report_dir)
 
     def download_and_prepare(self, *args, num_proc: int | None = None, **kwargs):
-        """``datasets``' own build (convhub builds with ``convhub.engine.local_build`` instead), its ``num_proc``
+        """``datasets``' own build (convhub builds with ``convhub.engine.runners.local`` instead), its ``num_proc``
         noted for the work a source does before its shards are read (the regrouping writers, GigaMemory's grouping),
         with fewer cycle collections: ``shards()`` may read a whole source."""
         self._build_processes = num_proc or 1
@@ -391,7 +393,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
                     for record in self.records_of(shard, notes):
                         yield split, record
             finally:
-                regroup.remove_partitions(shards)  # now, not when the builder is collected
+                local_groupby.remove_partitions(shards)  # now, not when the builder is collected
 
 
 #: Allocations between two young-generation collections while a builder prepares (Python's default: 700).

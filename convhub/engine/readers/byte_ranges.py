@@ -1,7 +1,7 @@
 """A member that is one large JSON list, read by byte ranges: indexed once, cut into shards by bytes, read back
 with forward seeks.
 
-:func:`index_list` walks the list once (``convhub.engine.json_list``: one chunk and one element in memory) and
+:func:`index_list` walks the list once (``convhub.engine.readers.json_list``: one chunk and one element in memory) and
 groups each element's byte range by what the source's ``place`` says of it (its split); :func:`shard_ranges`
 cuts a group into consecutive shards of about equal bytes, and each worker reads its shard with
 :func:`read_ranges`, so ``num_proc`` workers share one file. :func:`ranged_shards` and :func:`read_shard` are the
@@ -28,10 +28,10 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
-from convhub.engine.input_shards import Shard
-from convhub.engine.inputs import DataInput
-from convhub.engine.json_list import CHUNK_BYTES, SkippedBytes, scan_json_array
-from convhub.engine.jsonio import loads_exact
+from convhub.engine.inputs.file_sets import DataInput
+from convhub.engine.readers.exact_json import loads_exact
+from convhub.engine.readers.json_list import CHUNK_BYTES, SkippedBytes, scan_json_array
+from convhub.engine.sources.input_shards import Shard
 from convhub.errors import Reject, SourceError, raise_error
 
 Range = tuple[int, int, int]  # (start byte, end byte, position in the list) of one element

@@ -39,12 +39,12 @@ from typing import Any
 import datasets
 from datasets.builder import Key
 
-from convhub.engine import progress
-from convhub.engine.arrow_rows import rows_table
-from convhub.engine.child_processes import die_with_parent
-from convhub.engine.input_shards import shard_work
-from convhub.engine.memory import LARGE_TABLE_BYTES, give_back_pages
-from convhub.engine.parquet_writer import ParquetWriter
+from convhub.engine.runners import progress
+from convhub.engine.runners.child_processes import die_with_parent
+from convhub.engine.runners.memory import LARGE_TABLE_BYTES, give_back_pages
+from convhub.engine.sources.input_shards import shard_work
+from convhub.engine.writers.arrow_rows import rows_table
+from convhub.engine.writers.parquet_writer import ParquetWriter
 
 #: A job starts a new file once the one it writes holds more than this many Arrow bytes (``datasets``' 500MB).
 MAX_SHARD_BYTES = 500 * 10**6
@@ -137,7 +137,7 @@ def write_job(
 ) -> Iterator[progress.Progress | JobResult]:
     """The rows of ``builder._generate_examples(**gen_kwargs)`` written a writer batch at a time into files named
     ``path_template.format(file=N)``: ``progress.Progress`` updates as it goes, then the ``JobResult``."""
-    from convhub.engine.builder import fewer_collections  # (builder imports this module)
+    from convhub.engine.sources.builder import fewer_collections  # (builder imports this module)
 
     features = builder.info.features
     arrow_schema = features.arrow_schema
@@ -214,7 +214,7 @@ def write_config(
 ) -> dict[str, SplitWritten]:
     """Every split of ``builder``'s config as Parquet files in ``folder``; a URL the source reads is downloaded
     into ``download_dir``. Sets ``builder.processes_run``: the most processes a split ran in."""
-    from convhub.engine.builder import fewer_collections
+    from convhub.engine.sources.builder import fewer_collections
 
     builder._build_processes = num_proc or 1
     download_config = datasets.DownloadConfig(cache_dir=download_dir, num_proc=num_proc)

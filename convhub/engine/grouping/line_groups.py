@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from convhub.engine.json_lines import LineSpot, line_place, lines_at, read_objects, spot_of
-from convhub.engine.jsonio import holds_float
+from convhub.engine.readers.exact_json import holds_float
+from convhub.engine.readers.json_lines import LineSpot, line_place, lines_at, read_objects, spot_of
 from convhub.errors import FieldError, Notes, Reject, SourceError, raise_error
 
 #: ``key_of(number, object)`` of a line: its group's key and what pass 1 keeps of it, or a FieldError.

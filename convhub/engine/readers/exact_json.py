@@ -154,7 +154,7 @@ def unencodable_field(value: Any) -> str | None:
     Parquet and Arrow store UTF-8 only, so such a record cannot be written: the parsers' callers reject it by
     name instead of crashing the write. orjson refuses exactly such strings while encoding at memory speed,
     so the walk runs only for the rare value it refuses (or cannot say: deep nesting, huge integers). An Arrow
-    array inside it (``convhub.engine.arrow_rows.ArrowList``, a very long conversation's turns) is passed over without
+    array inside it (``convhub.engine.writers.arrow_rows.ArrowList``, a very long conversation's turns) is passed over without
     making it Python: Arrow holds UTF-8 only, and refused any other string when it was made. A key that is not
     a string (none in a record or a table row, whose keys are field names) is left to the walk too: orjson's
     option for such keys made every record's check 1.3x as long.

@@ -1,5 +1,5 @@
 """The embedded engine's group-by: the rows of one conversation, wherever they lie in the input, brought together
-on one machine. Spark's shuffle does the same on a cluster (``convhub.engine.spark``); both give the same partitions,
+on one machine. Spark's shuffle does the same on a cluster (``convhub.engine.runners.spark``); both give the same partitions,
 sorted the same way, so the two builds write the same rows in the same order.
 
 A source with such rows (MNBVC's 多轮对话) returns a ``group_shard`` and says two things
@@ -48,8 +48,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from convhub.engine.child_processes import die_with_parent
-from convhub.engine.input_shards import GroupShard, Partition
+from convhub.engine.runners.child_processes import die_with_parent
+from convhub.engine.sources.input_shards import GroupShard, Partition
 from convhub.errors import SourceError
 from convhub.storage.abandoned import marked_dir, release, sweep_abandoned
 

@@ -30,8 +30,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from convhub.engine.json_list import SkippedBytes
-from convhub.engine.jsonio import unencodable_field
+from convhub.engine.readers.exact_json import unencodable_field
+from convhub.engine.readers.json_list import SkippedBytes
 from convhub.errors import SourceError
 from convhub.storage.folders import folder_at, is_url, move
 from convhub.storage.staging import OutputError
@@ -42,7 +42,7 @@ PART_PATTERN = "quarantine-*.jsonl"
 SUFFIX = ".quarantine.jsonl"
 NOTE_PREFIX = "bad record skipped (--on-bad-record skip; listed in the quarantine file)"
 
-logger = logging.getLogger("convhub.engine.quarantine")
+logger = logging.getLogger("convhub.engine.checks.quarantine")
 
 _LINE = re.compile(r"\bline (\d+)\b")
 _QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from convhub import schema
-from convhub.engine.memory import give_back_pages
+from convhub.engine.runners.memory import give_back_pages
 
 #: The Arrow type of one turn, as the ``sessions`` table holds it.
 SESSION_TURN_TYPE: pa.StructType = (

@@ -4,7 +4,7 @@ A source's ``shards`` gives, per split, a list of shards of its own making: a fi
 its file under ``path``, ``file``, ``name`` or ``input`` (an object with a ``path``); only the source reads
 them. Where the rows of one conversation may lie anywhere in some files, the source gives a :class:`GroupShard`
 instead, and the engine turns it into what its workers read: :class:`Partition` (the embedded engine's slice of
-a partition, ``convhub.engine.regroup``) and :class:`SortedPartition` (a partition's rows in order, which the
+a partition, ``convhub.engine.grouping.local_groupby``) and :class:`SortedPartition` (a partition's rows in order, which the
 source's ``grouped_records`` turns into records, on either engine).
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from convhub.engine.regroup import Partitioned
+    from convhub.engine.grouping.local_groupby import Partitioned
 
 
 @dataclass

@@ -13,7 +13,7 @@ import datasets
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from convhub.engine.parquet_writer import ParquetWriter
+from convhub.engine.writers.parquet_writer import ParquetWriter
 from convhub.storage.folders import move, parquet_file, read_parquet, text_of
 
 #: A split name every reader takes: word characters, parts joined by single dots (``fullmatch``): it becomes part

@@ -1,4 +1,4 @@
-"""The glue between a source's pure row functions and the engine's group-by (``convhub.engine.regroup`` on one
+"""The glue between a source's pure row functions and the engine's group-by (``convhub.engine.grouping.local_groupby`` on one
 machine, Spark's shuffle on a cluster), for rows of one conversation that may lie anywhere in the input.
 
 In the pass that reads the files, each row is keyed and converted at once (``keyed_file_rows``, ``payload``): its
@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from convhub.engine.regroup import KeyedRow, SortKey
+from convhub.engine.grouping.local_groupby import KeyedRow, SortKey
 from convhub.errors import Reject, SourceError, raise_error
 
 _CONVERTED, _REJECTED = 0, 1

@@ -3,7 +3,7 @@ local ``--data-dir`` or at any fsspec URL, read from local copies.
 
 A source names its layouts (``Layout``: "``<name>/data.zip``, else ``<name>/data/``, else ``<name>/dummy.json``")
 and gets one :class:`DataInput` per dataset folder; the input lists and opens its files whichever form they take,
-zips within the bounds of ``convhub.engine.zips``. A ``--data-dir`` at a URL is read from local copies made once
+zips within the bounds of ``convhub.engine.inputs.zip_members``. A ``--data-dir`` at a URL is read from local copies made once
 per version (a zip is read by seeking, which a local file does at no cost and a URL with a request each); errors
 name the URL.
 """
@@ -23,9 +23,9 @@ from typing import IO, Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from convhub.engine import zips
-from convhub.engine.jsonio import loads_exact
-from convhub.engine.source_files import regular_file
+from convhub.engine.inputs import zip_members
+from convhub.engine.inputs.listing import regular_file
+from convhub.engine.readers.exact_json import loads_exact
 from convhub.errors import Reject, SourceError
 from convhub.storage.folders import fsspec_url, local_copy
 
@@ -73,20 +73,20 @@ class DataInput:
         if self.kind == "file":
             return [self.inner]
         if self.kind == "zip":
-            return zips.member_names(self.path, self.inner, self.shown)
+            return zip_members.member_names(self.path, self.inner, self.shown)
         found = [  # each a regular file (a FIFO would block the build)
             os.path.relpath(regular_file(os.path.join(root, name)), self.path)
             for root, _, files in os.walk(self.path)
             for name in files
         ]
         names = sorted(name.replace(os.sep, "/") for name in found)
-        zips.refuse_same_names(self.shown, names, f"files of {posixpath.basename(self.path)}/")
+        zip_members.refuse_same_names(self.shown, names, f"files of {posixpath.basename(self.path)}/")
         return names
 
     def member_size(self, member: str) -> int:
         """A member's size in bytes (inflated, for a zip; 0 when absent)."""
         if self.kind == "zip":
-            return zips.member_size(self.path, self.inner + member, self.shown)
+            return zip_members.member_size(self.path, self.inner + member, self.shown)
         path = self._file(member)
         return os.path.getsize(path) if os.path.isfile(path) else 0
 
@@ -94,7 +94,7 @@ class DataInput:
     def open(self, member: str) -> Iterator[IO[bytes]]:
         """A member as a binary stream; a damaged zip member raises a SourceError naming it."""
         if self.kind == "zip":
-            with zips.open_member(self.path, self.inner + member, self.shown) as stream:
+            with zip_members.open_member(self.path, self.inner + member, self.shown) as stream:
                 yield stream
             return
         with open(self._file(member), "rb") as stream:
@@ -180,7 +180,7 @@ def inputs_in(data_dir: str, layouts: Iterable[Layout], what: str) -> dict[str, 
         candidate = input_in(folder, layouts, fs) if fs.isdir(folder) else None
         if candidate is not None:
             found[entry] = candidate
-    zips.refuse_same_names(data_dir, sorted(found), "dataset folders")
+    zip_members.refuse_same_names(data_dir, sorted(found), "dataset folders")
     return found
 
 

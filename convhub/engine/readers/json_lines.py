@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 
 from datasets.utils.file_utils import xopen
 
-from convhub.engine.jsonio import load_object, refuse_json_document
+from convhub.engine.readers.exact_json import load_object, refuse_json_document
 from convhub.errors import Notes, Reject, SourceError, raise_error
 from convhub.storage.folders import open_url
 

@@ -10,7 +10,7 @@ Shards: a file of a row format is one shard, read by the source's ``format_recor
 bigger than ``RANGE_BYTES``, one shard per line-aligned byte range of it (rows, order and line numbers as one), so
 workers get even shares. The files of a ``GROUPED_FORMATS`` format (conversations spread over rows and files) are
 one ``group_shard``: the engine keys their rows with the source's ``key_row`` and regroups them
-(``convhub.engine.keyed``). When streaming (``as_streaming_dataset``), every file is read once from its URL by
+(``convhub.engine.grouping.sort_keys``). When streaming (``as_streaming_dataset``), every file is read once from its URL by
 ``format_records``, the grouped formats' too.
 """
 
@@ -24,12 +24,13 @@ from typing import Any, ClassVar
 
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 
-from convhub.engine import json_lines, keyed, regroup
-from convhub.engine.builder import ConversationBuilder, ConvHubConfig, group_shard
-from convhub.engine.formats import Formats
-from convhub.engine.input_shards import Shard, group_of, own_shard
-from convhub.engine.records import convert_one
-from convhub.engine.source_files import find_files, hub_files
+from convhub.engine.grouping import local_groupby, sort_keys
+from convhub.engine.inputs.listing import find_files, hub_files
+from convhub.engine.readers import json_lines
+from convhub.engine.readers.record_loop import convert_one
+from convhub.engine.sources.builder import ConversationBuilder, ConvHubConfig, group_shard
+from convhub.engine.sources.formats import Formats
+from convhub.engine.sources.input_shards import Shard, group_of, own_shard
 from convhub.errors import Notes, Reject, SourceError, raise_error
 
 #: What ``format_records`` gets of each line that is a JSON object: ``json_lines.read_objects``'s
@@ -51,7 +52,7 @@ class JsonLinesBuilder(ConversationBuilder):
     DEFAULT_PATTERN: ClassVar[str]
     SPLIT: ClassVar[str] = "train"
     #: A plain file of a row format bigger than this is read as line-aligned byte ranges, one shard each.
-    RANGE_BYTES: ClassVar[int] = regroup.SLICE_BYTES
+    RANGE_BYTES: ClassVar[int] = local_groupby.SLICE_BYTES
 
     # -- hooks a source implements -------------------------------------------------------------------
 
@@ -63,8 +64,8 @@ class JsonLinesBuilder(ConversationBuilder):
         """Canonical records of the rows of file ``name`` (:data:`Objects`), of format ``kind``."""
         raise NotImplementedError
 
-    def key_row(self, name: str, number: int, row: dict[str, Any], raw: bytes) -> keyed.Keyed | None:
-        """(group, order, ``keyed.payload``) of a row of a grouped format; None: not wanted."""
+    def key_row(self, name: str, number: int, row: dict[str, Any], raw: bytes) -> sort_keys.Keyed | None:
+        """(group, order, ``sort_keys.payload``) of a row of a grouped format; None: not wanted."""
         raise NotImplementedError(f"{self.SOURCE} has no grouped format")
 
     # -- where the shards are ----------------------------------------------------------------------
@@ -190,11 +191,11 @@ class JsonLinesBuilder(ConversationBuilder):
         )
         return self.format_records(shard["format"], objects, shard["name"], notes)
 
-    def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[regroup.KeyedRow]:
+    def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[local_groupby.KeyedRow]:
         """The rows of a grouped file keyed by ``key_row``, for the engine's group-by."""
         name, path = group_of(shard).files[file_index]
         objects = json_lines.read_objects(path, self.READER, self.reject, name=name)
-        return keyed.keyed_file_rows(objects, file_index, partial(self.key_row, name), self.reject)
+        return sort_keys.keyed_file_rows(objects, file_index, partial(self.key_row, name), self.reject)
 
 
 def _url_shards(name: str, url: str, kind: str) -> list[dict[str, Any]]:
@@ -209,7 +210,7 @@ def convert_rows(
     notes: Notes,
     reject: Reject = raise_error,
 ) -> Iterator[Any]:
-    """The per-record loop (``convhub.engine.records``) over (line number, row) pairs of a file whose rows are
+    """The per-record loop (``convhub.engine.readers.record_loop``) over (line number, row) pairs of a file whose rows are
     records by themselves: ``convert(number, row, notes)``, its errors naming the line, a bad row rejected alone
     and its normalizations counted only when it converts."""
     for number, row in rows:

@@ -1,0 +1,1 @@
+"""The engine's duplicate ids, quarantine, statistics."""

@@ -1,0 +1,1 @@
+"""The engine's rows of one conversation brought together by key."""

@@ -1,0 +1,1 @@
+"""The engine's where a source's files are: listing, downloads, zip members, digests."""

@@ -1,0 +1,1 @@
+"""The engine's the local engine and Spark: processes, memory, progress."""

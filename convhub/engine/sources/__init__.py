@@ -1,0 +1,1 @@
+"""The engine's what a source extends and declares: the builder, shard types, formats."""

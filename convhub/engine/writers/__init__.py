@@ -1,0 +1,1 @@
+"""The engine's Parquet files and Arrow rows."""
