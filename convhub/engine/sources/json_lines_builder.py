@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import Any, ClassVar
 
@@ -27,11 +27,10 @@ from datasets.download.streaming_download_manager import StreamingDownloadManage
 from convhub.engine.grouping import local_groupby, sort_keys
 from convhub.engine.inputs.listing import find_files, hub_files
 from convhub.engine.readers import json_lines
-from convhub.engine.readers.record_loop import convert_one
 from convhub.engine.sources.builder import ConversationBuilder, ConvHubConfig, group_shard
 from convhub.engine.sources.formats import Formats
 from convhub.engine.sources.input_shards import Shard, group_of, own_shard
-from convhub.errors import Notes, Reject, SourceError, raise_error
+from convhub.errors import Notes, SourceError
 
 #: What ``format_records`` gets of each line that is a JSON object: ``json_lines.read_objects``'s
 #: (number, offset, line, row).
@@ -201,27 +200,6 @@ class JsonLinesBuilder(ConversationBuilder):
 def _url_shards(name: str, url: str, kind: str) -> list[dict[str, Any]]:
     """A file of a row format an engine's task reads at its URL: one shard."""
     return [{"kind": "url", "format": kind, "name": name, "path": url}]
-
-
-def convert_rows(
-    path: str,
-    rows: Iterable[tuple[int, dict[str, Any]]],
-    convert: Callable[[int, dict[str, Any], Notes], Any],
-    notes: Notes,
-    reject: Reject = raise_error,
-) -> Iterator[Any]:
-    """The per-record loop (``convhub.engine.readers.record_loop``) over (line number, row) pairs of a file whose rows are
-    records by themselves: ``convert(number, row, notes)``, its errors naming the line, a bad row rejected alone
-    and its normalizations counted only when it converts."""
-    for number, row in rows:
-        counted = Notes()
-        try:
-            record = convert_one(path, f"line {number}", row, partial(convert, number), counted)
-        except SourceError as error:
-            reject(error, row)
-            continue
-        notes.update(counted)
-        yield record
 
 
 class LineWarnings:
