@@ -26,13 +26,12 @@ from datasets.download.streaming_download_manager import StreamingDownloadManage
 from convhub.engine.checks import quarantine
 from convhub.engine.checks.stats import Report
 from convhub.engine.grouping import local_groupby
-from convhub.engine.grouping.sort_keys import may_hold_lone_surrogate
 from convhub.engine.inputs import digests
 from convhub.engine.inputs.downloads import source_url
 from convhub.engine.inputs.listing import JSON_LINES, FileKind, files_by_stem, find_files
 from convhub.engine.readers.contract import Place, Reader
-from convhub.engine.readers.exact_json import unencodable_field
 from convhub.engine.readers.record_loop import UniqueIds, convert_records
+from convhub.engine.readers.storable import SurrogateScreen, unstorable
 from convhub.engine.sources.input_shards import (
     GroupShard,
     Partition,
@@ -43,28 +42,6 @@ from convhub.engine.sources.input_shards import (
 )
 from convhub.errors import NESTED_TOO_DEEPLY, Notes, SourceError
 from convhub.views.definitions import DEFAULT_VIEW, QA, SHARED_VIEWS, Record, Row, View
-
-
-class SurrogateScreen:
-    """A sorted partition's (sort key, payload) rows, passed on as they are, and whether every string they and the
-    partition's file names carry is one UTF-8 can encode (``clean``).
-
-    A grouped record is made of those strings alone (``grouped_records``), so while ``clean`` holds, the records
-    made so far need no check of their own: a scan of each payload's bytes (``may_hold_lone_surrogate``) and a
-    check of each small key cost a third of a check of every record (an encoding of the whole record). Once a row
-    may hold a lone surrogate, every later record of the partition is checked as before, and the bad one rejected
-    by name.
-    """
-
-    def __init__(self, partition: SortedPartition):
-        self.rows = partition.rows
-        self.clean = unencodable_field([name for name, _ in partition.group.files]) is None
-
-    def __iter__(self) -> Iterator[tuple[tuple, bytes]]:
-        for key, payload in self.rows:
-            if self.clean:
-                self.clean = not may_hold_lone_surrogate(payload) and unencodable_field(key) is None
-            yield key, payload
 
 
 def _too_deep(shard: Shard) -> SourceError:
@@ -352,13 +329,11 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
             self.reject(_too_deep(shard), None, scope="file")
 
     def _storable(self, value: dict, shard: Shard, record) -> bool:
-        """Whether Parquet can hold every string of ``value``; else it is rejected, named (not a crash in the
-        Arrow write, which ``convhub check`` would never reach)."""
-        field = unencodable_field(value)
-        if field is None:
+        """Whether Parquet can hold every string of ``value``; else it is rejected, named (``readers.storable``)."""
+        error = unstorable(value, shard_name(shard), record)
+        if error is None:
             return True
-        problem = "holds a lone surrogate (e.g. the escape \\ud800), which UTF-8 and so Parquet cannot store"
-        self.reject(SourceError(shard_name(shard), record, field, problem), value)
+        self.reject(error, value)
         return False
 
     # -- datasets plumbing ---------------------------------------------------------------------
