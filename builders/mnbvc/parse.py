@@ -24,11 +24,11 @@ from typing import Any, cast
 from convhub import schema
 from convhub.builders.mnbvc.dates import date_iso, parse_date
 from convhub.builders.mnbvc.extension import Extension, parse_extension
+from convhub.builders.mnbvc.formats import Formats
+from convhub.builders.mnbvc.json_lines_builder import LineWarnings, Objects
 from convhub.builders.mnbvc.language import detect_language
 from convhub.engine.readers.contract import Place, line_place
 from convhub.engine.readers.record_loop import convert_records
-from convhub.engine.sources.formats import Formats
-from convhub.engine.sources.json_lines_builder import LineWarnings, Objects
 from convhub.errors import FieldError, Notes, Reject, SourceError, raise_error
 
 logger = logging.getLogger(__name__)

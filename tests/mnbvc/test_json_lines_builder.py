@@ -1,4 +1,4 @@
-"""The row helpers of JSON Lines sources (``convhub.engine.sources.json_lines_builder``): a line's place in the
+"""The row helpers of JSON Lines sources (``convhub.builders.mnbvc.json_lines_builder``): a line's place in the
 per-record loop, warnings
 that stop at their limit, and a source row rebuilt in its key order."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import logging
 
+from convhub.builders.mnbvc import json_lines_builder
 from convhub.engine.readers.contract import line_place
 from convhub.engine.readers.record_loop import convert_records
-from convhub.engine.sources import json_lines_builder
 from convhub.errors import FieldError, Notes, SourceError
 
 
