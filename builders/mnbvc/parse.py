@@ -27,7 +27,7 @@ from convhub.builders.mnbvc.extension import Extension, parse_extension
 from convhub.builders.mnbvc.formats import Formats
 from convhub.builders.mnbvc.json_lines_builder import LineWarnings, Objects
 from convhub.builders.mnbvc.language import detect_language
-from convhub.engine.readers.contract import Place, line_place
+from convhub.engine.readers.contract import Place, place_of_line
 from convhub.engine.readers.record_loop import convert_records
 from convhub.errors import FieldError, Notes, Reject, SourceError, raise_error
 
@@ -305,7 +305,7 @@ def row_records(
 ) -> Iterator[dict[str, Any]]:
     """问答 and 论坛 rows, each a conversation by itself (its id the file and the line), of the wanted subsets."""
     wanted = (
-        (line_place(file, line, file, offset), row)
+        (place_of_line(file, line, file, offset), row)
         for line, offset, _, row in objects
         if subset_wanted(subsets, kind, source_name(row))
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from convhub.builders.mnbvc import json_lines_builder
-from convhub.engine.readers.contract import line_place
+from convhub.engine.readers.contract import place_of_line
 from convhub.engine.readers.record_loop import convert_records
 from convhub.errors import FieldError, Notes, SourceError
 
@@ -21,7 +21,7 @@ def test_a_row_of_json_lines_is_named_by_its_line_and_converted_with_its_place()
 
     notes, rejected = Notes(), []
     rows = [
-        (line_place("f.jsonl", number, None, 10 * number), row)
+        (place_of_line("f.jsonl", number, None, 10 * number), row)
         for number, row in enumerate([{"a": 1}, {"bad": True}, {"a": 3}], 1)
     ]
     reject = lambda error, raw: rejected.append(error)  # noqa: E731

@@ -48,7 +48,7 @@ class Reader(Protocol):
         ...
 
 
-def line_place(file: str, number: int, name: str | None = None, start: int | None = None) -> Place:
+def place_of_line(file: str, number: int, name: str | None = None, start: int | None = None) -> Place:
     """The place of line ``number`` (from 1; ``start``: its byte offset) of a JSON Lines file, an error naming
     it ``line 3``."""
     return Place(file, name or posixpath.basename(file), f"line {number}", line=number, start=start)
