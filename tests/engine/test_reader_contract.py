@@ -106,9 +106,13 @@ def test_a_source_that_names_its_reader_gets_the_engines_parse_path(tmp_path):
     with pytest.raises(SourceError) as raised:
         list(builder.parse_shard({"path": str(path), "name": "chat.jsonl"}, Notes()))
     assert str(raised.value) == f"{path}, record line 2, field 'text': expected a string"
-    builder.config.on_bad_record = "skip"
-    builder.config.quarantine_dir = str(tmp_path / "quarantine")
     (tmp_path / "quarantine").mkdir()
+    builder = TinyBuilder(
+        config_name="sessions",
+        cache_dir=str(tmp_path / "cache"),
+        on_bad_record="skip",
+        quarantine_dir=str(tmp_path / "quarantine"),
+    )
     records = list(builder.parse_shard({"path": str(path), "name": "chat.jsonl"}, Notes()))
     assert records == [
         {"conversation_id": "chat:a", "subset": "chat", "line": 1},
