@@ -26,7 +26,15 @@ from convhub.engine.grouping import local_groupby
 from convhub.engine.grouping.sort_keys import may_hold_lone_surrogate
 from convhub.engine.inputs import digests
 from convhub.engine.inputs.downloads import source_url
-from convhub.engine.inputs.listing import JSON_LINES, FileKind, files_by_stem, find_files
+from convhub.engine.inputs.listing import (
+    JSON_LINES,
+    FileKind,
+    Listing,
+    SourceFile,
+    chosen,
+    files_by_stem,
+    find_files,
+)
 from convhub.engine.readers.exact_json import unencodable_field
 from convhub.engine.sources.input_shards import GroupShard, Partition, Shard, SortedPartition, shard_name
 from convhub.errors import NESTED_TOO_DEEPLY, Notes, SourceError
@@ -127,6 +135,9 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     HAS_QUESTIONS: ClassVar[bool] = True
     #: Whether the source reads an audit of its labels (``ConvHubConfig.errata``).
     TAKES_ERRATA: ClassVar[bool] = False
+    #: How the source's files lie in ``--data-dir``: a file per subset (the default), a folder per subset, a file
+    #: per split, files at any depth (``convhub.engine.inputs.listing.Listing``); ``listed_files`` lists them.
+    LISTING: ClassVar[Listing] = Listing()
 
     BUILDER_CONFIG_CLASS = ConvHubConfig
     DEFAULT_CONFIG_NAME = DEFAULT_VIEW
@@ -212,6 +223,19 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         else:
             files = find_files(data_dir, reader, kind=kind)
         return files_by_stem(files, self.config.subsets, self.SOURCE, kind)
+
+    def listed_files(self, dl_manager: datasets.DownloadManager, url: str | None = None) -> list[SourceFile]:
+        """The files ``LISTING`` finds in ``--data-dir`` (a folder, a file or a URL), each with its subset and
+        split, those of ``--subset`` only; without ``--data-dir``, the file at ``url`` downloaded (from its mirror
+        when ``CONVHUB_SOURCE_MIRROR`` is set), named by the URL's file name, in the URL's folder."""
+        data_dir = self.config.data_dir
+        if data_dir is not None:
+            return self.LISTING.files(data_dir, self.SOURCE, self.config.subsets)
+        if url is None:
+            raise FileNotFoundError(f"{self.SOURCE} has no public download: give --data-dir")
+        folder = posixpath.basename(posixpath.dirname(url))  # a folder-per-subset file's subset
+        downloaded = self.LISTING.file(posixpath.basename(url), dl_manager.download(source_url(url)), folder)
+        return chosen([downloaded], self.SOURCE, self.config.subsets)
 
     # -- hooks a source implements -------------------------------------------------------------
 
