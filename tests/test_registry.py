@@ -18,7 +18,7 @@ from convhub.engine.sources.builder import ConversationBuilder
 
 
 class ToyBuilder(ConversationBuilder):
-    SOURCE = "toy"
+    SOURCE = "toy_discovered"
 """
 
 
@@ -31,7 +31,7 @@ def more_sources(tmp_path, monkeypatch):
     yield tmp_path
     registry._found.cache_clear()
     registry._builder_class.cache_clear()
-    for name in [name for name in sys.modules if name.startswith("convhub.builders.toy")]:
+    for name in [name for name in sys.modules if name.startswith("convhub.builders.toy_discovered")]:
         del sys.modules[name]
 
 
@@ -49,21 +49,28 @@ def test_the_sources_are_the_folders_with_a_builder_sorted_by_name():
 
 
 def test_a_new_folder_is_a_new_source(more_sources):
-    source_folder(more_sources, "toy", BUILDER)
-    source_folder(more_sources, "toy_helpers", None)  # a package without a builder module is no source
-    source_folder(more_sources, "_toy_private", BUILDER)  # nor is a private one
-    assert registry.names()[-1] == "toy" and "toy_helpers" not in registry.names()
-    assert registry.get("toy").__name__ == "ToyBuilder"
-    assert registry.get("toy").__module__ == "convhub.builders.toy.builder"
+    source_folder(more_sources, "toy_discovered", BUILDER)
+    source_folder(
+        more_sources, "toy_discovered_helpers", None
+    )  # a package without a builder module is no source
+    source_folder(more_sources, "_toy_discovered_private", BUILDER)  # nor is a private one
+    assert "toy_discovered" in registry.names() and registry.names() == sorted(registry.names())
+    assert not {"toy_discovered_helpers", "_toy_discovered_private"} & set(registry.names())
+    assert registry.get("toy_discovered").__name__ == "ToyBuilder"
+    assert registry.get("toy_discovered").__module__ == "convhub.builders.toy_discovered.builder"
 
 
 def test_a_builder_module_defines_one_builder_class(more_sources):
     """Classes a builder module imports (a base class) do not count; two of its own are an error naming both."""
     source_folder(
-        more_sources, "toy", BUILDER + "\n\nclass OtherBuilder(ToyBuilder):\n    SOURCE = 'other'\n"
+        more_sources,
+        "toy_discovered",
+        BUILDER + "\n\nclass OtherBuilder(ToyBuilder):\n    SOURCE = 'other'\n",
     )
-    with pytest.raises(TypeError, match=r"exactly one ConversationBuilder subclass.*OtherBuilder, ToyBuilder"):
-        registry.get("toy")
+    with pytest.raises(
+        TypeError, match=r"exactly one ConversationBuilder subclass.*OtherBuilder, ToyBuilder"
+    ):
+        registry.get("toy_discovered")
 
 
 def test_an_unknown_source_names_the_known_ones():
