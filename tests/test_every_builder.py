@@ -3,8 +3,8 @@
 The sources are the folders ``registry.names()`` finds under ``builders/``, so a new source is in this file as soon
 as its folder exists, and passes it before anything else: its folder holds a builder with sample files and an
 export, and ``dataset_cards/`` its card template; it publishes the shared views with exactly the shared features;
-every config loads back with ``load_dataset``; its card's YAML agrees with the Parquet files; ``check`` counts what ``build``
-wrote; and a build of its export is the same build. Source-specific behaviour lives in ``tests/<source>/``.
+every config loads back with ``load_dataset``; its card's YAML agrees with the Parquet files; ``check`` counts what
+``build`` wrote; and a build of its export is the same build. Source-specific behaviour lives in ``tests/<source>/``.
 """
 
 from __future__ import annotations
