@@ -2,8 +2,8 @@
 ``builder.py`` that defines one :class:`ConversationBuilder` subclass. Adding a folder adds the source to every
 command, test and benchmark that asks ``names()``; nothing else names it (``docs/adding-a-source.md``).
 
-``names()`` lists the folders without importing them (the CLI's choices cost no import of five parsers); ``get()``
-imports the one asked for.
+``names()`` lists the folders without importing their builders (the CLI's choices cost no import of the parsers);
+``get()`` imports the one asked for.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import os
 import posixpath
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import datasets
 from datasets.builder import Key
@@ -228,14 +228,16 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         """The files ``LISTING`` finds in ``--data-dir`` (a folder, a file or a URL), each with its subset and
         split, those of ``--subset`` only; without ``--data-dir``, the file at ``url`` downloaded (from its mirror
         when ``CONVHUB_SOURCE_MIRROR`` is set), named by the URL's file name, in the URL's folder."""
-        data_dir = self.config.data_dir
-        if data_dir is not None:
-            return self.LISTING.files(data_dir, self.SOURCE, self.config.subsets)
+        config = cast(ConvHubConfig, self.config)  # what BUILDER_CONFIG_CLASS made
+        if config.data_dir is not None:
+            return self.LISTING.files(config.data_dir, self.SOURCE, config.subsets)
         if url is None:
             raise FileNotFoundError(f"{self.SOURCE} has no public download: give --data-dir")
         folder = posixpath.basename(posixpath.dirname(url))  # a folder-per-subset file's subset
-        downloaded = self.LISTING.file(posixpath.basename(url), dl_manager.download(source_url(url)), folder)
-        return chosen([downloaded], self.SOURCE, self.config.subsets)
+        local = cast(str, dl_manager.download(source_url(url)))  # one URL in, one path out
+        return chosen(
+            [self.LISTING.file(posixpath.basename(url), local, folder)], self.SOURCE, config.subsets
+        )
 
     # -- hooks a source implements -------------------------------------------------------------
 
