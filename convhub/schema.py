@@ -24,7 +24,6 @@ from datasets import Features, List, Value
 
 from convhub.engine.readers.exact_json import holds_non_finite_float
 
-SOURCES = ("locomo", "gigamemory", "convlab", "mnbvc", "longmemeval")
 ROLES = ("user", "assistant", "system")
 
 #: Parquet has no second resolution (timestamp[s] comes back as timestamp[ms]); ms survives the round trip.

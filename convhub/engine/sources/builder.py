@@ -17,7 +17,7 @@ import os
 import posixpath
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import datasets
 from datasets.builder import Key
@@ -28,7 +28,15 @@ from convhub.engine.checks.stats import Report
 from convhub.engine.grouping import local_groupby
 from convhub.engine.inputs import digests
 from convhub.engine.inputs.downloads import source_url
-from convhub.engine.inputs.listing import JSON_LINES, FileKind, files_by_stem, find_files
+from convhub.engine.inputs.listing import (
+    JSON_LINES,
+    FileKind,
+    Listing,
+    SourceFile,
+    chosen,
+    files_by_stem,
+    find_files,
+)
 from convhub.engine.readers.contract import Place, Reader
 from convhub.engine.readers.record_loop import UniqueIds, convert_records
 from convhub.engine.readers.storable import SurrogateScreen, unstorable
@@ -128,6 +136,9 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     #: ``question_id`` is unique only within a subset's file), checked where one process reads every file (a
     #: stream, ``convhub check``, a build that raises); other repeats are the build's conversation_id check's.
     ID_ACROSS_FILES: ClassVar[bool] = False
+    #: How the source's files lie in ``--data-dir``: a file per subset (the default), a folder per subset, a file
+    #: per split, files at any depth (``convhub.engine.inputs.listing.Listing``); ``listed_files`` lists them.
+    LISTING: ClassVar[Listing] = Listing()
 
     BUILDER_CONFIG_CLASS = ConvHubConfig
     DEFAULT_CONFIG_NAME = DEFAULT_VIEW
@@ -215,6 +226,21 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         else:
             files = find_files(data_dir, reader, kind=kind)
         return files_by_stem(files, self.config.subsets, self.SOURCE, kind)
+
+    def listed_files(self, dl_manager: datasets.DownloadManager, url: str | None = None) -> list[SourceFile]:
+        """The files ``LISTING`` finds in ``--data-dir`` (a folder, a file or a URL), each with its subset and
+        split, those of ``--subset`` only; without ``--data-dir``, the file at ``url`` downloaded (from its mirror
+        when ``CONVHUB_SOURCE_MIRROR`` is set), named by the URL's file name, in the URL's folder."""
+        config = cast(ConvHubConfig, self.config)  # what BUILDER_CONFIG_CLASS made
+        if config.data_dir is not None:
+            return self.LISTING.files(config.data_dir, self.SOURCE, config.subsets)
+        if url is None:
+            raise FileNotFoundError(f"{self.SOURCE} has no public download: give --data-dir")
+        folder = posixpath.basename(posixpath.dirname(url))  # a folder-per-subset file's subset
+        local = cast(str, dl_manager.download(source_url(url)))  # one URL in, one path out
+        return chosen(
+            [self.LISTING.file(posixpath.basename(url), local, folder)], self.SOURCE, config.subsets
+        )
 
     # -- hooks a source implements -------------------------------------------------------------
 
