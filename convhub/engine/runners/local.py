@@ -29,10 +29,9 @@ from __future__ import annotations
 import os
 import queue
 import time
-from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import accumulate, islice, pairwise
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ from datasets.builder import Key
 
 from convhub.engine.runners import progress
 from convhub.engine.runners.child_processes import die_with_parent
+from convhub.engine.runners.cuts import balanced_runs, consecutive_runs
 from convhub.engine.runners.memory import LARGE_TABLE_BYTES, give_back_pages
 from convhub.engine.sources.input_shards import shard_work
 from convhub.engine.writers.arrow_rows import rows_table
@@ -68,40 +68,6 @@ class SplitWritten:
 
     info: datasets.SplitInfo
     files: list[str]
-
-
-def consecutive_runs(items: Sequence[Any], count: int) -> list[Sequence[Any]]:
-    """``items`` as ``count`` runs of consecutive items (or fewer, one per item), the first runs one item longer
-    where they do not divide evenly: the work of each process or task keeps the input's order."""
-    count = max(1, min(count, len(items)))
-    runs, start = [], 0
-    for run in range(count):
-        size = len(items) // count + (run < len(items) % count)
-        runs.append(items[start : start + size])
-        start += size
-    return runs
-
-
-def balanced_runs(weights: Sequence[float], count: int) -> list[range]:
-    """The indices of ``weights`` as ``count`` runs of consecutive ones (or fewer, one per item) whose weights are
-    as even as cuts between items make them: each cut at the item boundary nearest its share of the total."""
-    count = max(1, min(count, len(weights)))
-    prefix = [0, *accumulate(weights)]
-    total = prefix[-1]
-    if total <= 0:
-        return list(consecutive_runs(range(len(weights)), count))
-    cuts = [0]
-    for run in range(1, count):
-        target = total * run / count
-        after = bisect_left(prefix, target)  # the first cut reaching the target
-        cut = (
-            after
-            if after - 1 <= cuts[-1] or prefix[after] - target <= target - prefix[after - 1]
-            else after - 1
-        )
-        cuts.append(min(max(cut, cuts[-1] + 1), len(weights) - (count - run)))
-    cuts.append(len(weights))
-    return [range(start, end) for start, end in pairwise(cuts)]
 
 
 def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
