@@ -308,7 +308,9 @@ def test_a_spark_build_writes_straight_to_a_url(source, spark, sample_builds, tm
     monkeypatch.setattr(
         SparkEngine,
         "write_config",
-        lambda self, builder, work: works.append(str(work)) or write_config(self, builder, work),
+        lambda self, builder, work, *rest: (
+            works.append(str(work)) or write_config(self, builder, work, *rest)
+        ),
     )
     monkeypatch.chdir(tmp_path)
     output = tmp_path / "out" / source

@@ -35,23 +35,27 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import urllib.parse
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import datasets
 
 from convhub.console import phases
 from convhub.engine.grouping.local_groupby import partition_of
-from convhub.engine.runners.local import MAX_SHARD_BYTES, consecutive_runs, run_job
+from convhub.engine.runners.cuts import consecutive_runs
+from convhub.engine.runners.engine import ENGINE_WORK
+from convhub.engine.runners.local import MAX_SHARD_BYTES, SplitWritten, run_job
 from convhub.engine.runners.memory import ARROW_VARIABLES
 from convhub.engine.sources.builder import fewer_collections
 from convhub.engine.sources.input_shards import GroupShard, SortedPartition
 from convhub.errors import EngineError, SourceError
 from convhub.storage.abandoned import MarkedTemporaryDirectory
-from convhub.storage.folders import text_of
+from convhub.storage.folders import parquet_file, text_of
 
 #: Marks a SourceError inside the text of Spark's error, for the driver to raise it again as itself.
 _ERROR_MARK = "convhub source error: "
@@ -187,9 +191,32 @@ class SparkEngine:
             row["file"] = named[row["file"]]
         return rows
 
-    def write_config(self, builder, work) -> dict[str, tuple[TaskResult, ...]]:
+    def scratch(self, work: Path, staging: Path) -> Path:
+        """A hidden folder in the staging folder: on a cluster it is wherever the output is (a URL, a shared
+        file system), which every executor reaches; renaming from there into the layout stays on one file
+        system."""
+        return staging / ENGINE_WORK
+
+    def write_config(self, builder, work, download_dir: str | None = None) -> dict[str, SplitWritten]:
         """Every split of ``builder``'s config as Parquet files under ``work`` (a ``Path``, or a ``UPath`` at a
-        URL): split → the task results, in the order the local build writes the same rows."""
+        URL), in the order the local build writes the same rows; a task that wrote no row leaves no file (but the
+        split's first). The tasks' reports and rejected records are saved where the local build's workers save
+        theirs (the config's ``report_dir`` and ``quarantine_dir``). The tasks read a URL where it is, so
+        ``download_dir`` is not used."""
+        written = {}
+        for split, results in sorted(self._task_results(builder, work).items()):
+            for result in results:
+                _save_reports_and_rejections(builder.config, result)
+            files = [path for result in results for path in result.files]
+            kept = [path for path in files if parquet_file(path).metadata.num_rows] or files[:1]
+            info = datasets.SplitInfo(
+                split, sum(result.num_bytes for result in results), sum(result.rows for result in results)
+            )
+            written[split] = SplitWritten(info, kept)
+        return written
+
+    def _task_results(self, builder, work) -> dict[str, tuple[TaskResult, ...]]:
+        """Split → the results of the tasks that wrote it, in the order the local build writes the same rows."""
         download = datasets.DownloadManager(dataset_name=builder.SOURCE, data_dir=builder.config.data_dir)
         with fewer_collections():  # the driver lists the shards (GigaMemory's pass 1 parses in our tasks)
             by_split = builder.engine_shards(download)
@@ -322,6 +349,21 @@ class _Scratch:
 def _read(path: str) -> str:
     with open(path, encoding="utf-8") as handle:
         return handle.read()
+
+
+def _save_reports_and_rejections(config, result: TaskResult) -> None:
+    """A task's statistics reports and rejected records, saved on the driver as the local build's workers save
+    theirs: a report file each in ``config.report_dir``, the records appended to one file in its
+    ``quarantine_dir``."""
+    for text in result.reports:
+        fd, _ = tempfile.mkstemp(prefix="report-", suffix=".json", dir=config.report_dir)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    if result.quarantine:
+        with open(
+            os.path.join(config.quarantine_dir, "quarantine-engine.jsonl"), "a", encoding="utf-8"
+        ) as part:
+            part.writelines(line + "\n" for line in result.quarantine)
 
 
 def _write_records(builder, split: str, shards: list, prefix: str, max_shard_size: int | None) -> TaskResult:
