@@ -8,7 +8,7 @@ The engine moves the data; convhub's parsers stay what they are. A build config 
   metadata);
 - a group shard (MNBVC's multi-turn files, whose rows of one conversation may lie in any file) is a shuffle: one
   task per file turns its rows into (sort key, payload) with the builder's ``keyed_rows``, Spark moves each row to
-  its partition (``regroup.partition_of``, the embedded engine's) and sorts the partition by key
+  its partition (``local_groupby.keyed_by_partition``, the embedded engine's) and sorts the partition by key
   (``RDD.repartitionAndSortWithinPartitions``, which spills to disk), and one task per partition turns the
   conversations into records (``grouped_records``) and writes them. The partitions and the order are the
   embedded engine's (``convhub.engine.grouping.local_groupby``), so the conversations come out in the local build's order;
@@ -46,7 +46,7 @@ from typing import Any
 import datasets
 
 from convhub.console import phases
-from convhub.engine.grouping.local_groupby import partition_of
+from convhub.engine.grouping.local_groupby import keyed_by_partition
 from convhub.engine.runners.cuts import consecutive_runs
 from convhub.engine.runners.engine import ENGINE_WORK
 from convhub.engine.runners.local import MAX_SHARD_BYTES, SplitWritten, run_job
@@ -404,9 +404,9 @@ class _KeyedRows:
         rejected = TaskResult()
         with _Scratch(self.builder) as scratch, fewer_collections():
             try:
-                count = self.shard.partitions
-                for key, payload, _ in self.builder.keyed_rows(self.shard, file_index):
-                    yield (partition_of(key[0], count), key), payload
+                keyed = self.builder.keyed_rows(self.shard, file_index)
+                for partition, key, payload, _ in keyed_by_partition(keyed, self.shard.partitions):
+                    yield (partition, key), payload
             except SourceError as error:
                 raise _reraisable(error) from None
             scratch.collect(rejected)
