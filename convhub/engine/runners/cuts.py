@@ -3,7 +3,7 @@
 Every cut keeps the input's order (a run is a slice), so the rows a build writes, in order, never depend on how
 the work was cut; only which file or process holds them does. Three rules, one function each:
 
-- ``consecutive_runs``: a number of runs of similar numbers of items, the first ones one item longer where they do
+- ``consecutive_runs`` (``even_runs``, of indices): a number of runs of similar numbers of items, the first ones one item longer where they do
   not divide evenly (``datasets``' own cut of shards into jobs). Where nothing says how much work an item is: the
   local engine's jobs of unsized shards, Spark's tasks past its file limit.
 - ``balanced_runs``: a number of runs of similar total weight, each cut at the item boundary nearest its share
@@ -29,16 +29,22 @@ from typing import Literal, TypeVar
 Item = TypeVar("Item")
 
 
-def consecutive_runs(items: Sequence[Item], count: int) -> list[Sequence[Item]]:
-    """``items`` as ``count`` runs of consecutive items (or fewer, one per item), the first runs one item longer
-    where they do not divide evenly: the work of each process or task keeps the input's order."""
-    count = max(1, min(count, len(items)))
+def even_runs(length: int, count: int) -> list[range]:
+    """The indices of ``length`` items as ``count`` runs of consecutive ones (or fewer, one per item), the first
+    runs one item longer where they do not divide evenly."""
+    count = max(1, min(count, length))
     runs, start = [], 0
     for run in range(count):
-        size = len(items) // count + (run < len(items) % count)
-        runs.append(items[start : start + size])
+        size = length // count + (run < length % count)
+        runs.append(range(start, start + size))
         start += size
     return runs
+
+
+def consecutive_runs(items: Sequence[Item], count: int) -> list[Sequence[Item]]:
+    """``items`` as ``count`` runs of consecutive items (``even_runs``): the work of each process or task keeps
+    the input's order."""
+    return [items[run.start : run.stop] for run in even_runs(len(items), count)]
 
 
 def balanced_runs(
@@ -47,12 +53,12 @@ def balanced_runs(
     """The indices of ``weights`` as ``count`` runs of consecutive ones (or fewer, one per item, never an empty
     one) whose weights are as even as cuts between items make them. Each cut falls at the item boundary nearest
     its share of the total (``nearest``), or right after the item whose running total reaches it (``after``).
-    With no weight at all, runs of similar numbers of items (``consecutive_runs``)."""
+    With no weight at all, runs of similar numbers of items (``even_runs``)."""
     count = max(1, min(count, len(weights)))
     prefix = [0, *accumulate(weights)]
     total = prefix[-1]
     if total <= 0:
-        return list(consecutive_runs(range(len(weights)), count))
+        return even_runs(len(weights), count)
     cuts = [0]
     for run in range(1, count):
         target = total * run / count

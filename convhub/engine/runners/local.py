@@ -40,7 +40,7 @@ from datasets.builder import Key
 
 from convhub.engine.runners import progress
 from convhub.engine.runners.child_processes import die_with_parent
-from convhub.engine.runners.cuts import balanced_runs, consecutive_runs
+from convhub.engine.runners.cuts import balanced_runs, even_runs
 from convhub.engine.runners.memory import LARGE_TABLE_BYTES, give_back_pages
 from convhub.engine.sources.input_shards import shard_work
 from convhub.engine.writers.arrow_rows import rows_table
@@ -74,7 +74,7 @@ def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
     """``gen_kwargs`` cut into at most ``processes`` jobs: each list of it (the shards) into the same runs of
     consecutive items; other values go to every job. Where every shard says its work (``shard_work``: the
     engine's slices of partitions and byte ranges of files), the runs hold similar work (``balanced_runs``);
-    else similar numbers of shards, as ``datasets`` cuts them (``consecutive_runs``). By numbers, MNBVC's benchmark
+    else similar numbers of shards, as ``datasets`` cuts them (``even_runs``). By numbers, MNBVC's benchmark
     input left one process working alone for the last tenth of a two-process build."""
     lists = {name: value for name, value in gen_kwargs.items() if isinstance(value, list)}
     lengths = {len(value) for value in lists.values()}
@@ -83,11 +83,8 @@ def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
     count = lengths.pop() if lengths else 0
     if processes <= 1 or count <= 1:
         return [gen_kwargs]
-    weights = [shard_work(shard) for shard in gen_kwargs.get("shards") or ()]
-    if len(weights) == count and None not in weights:
-        runs = balanced_runs(weights, processes)
-    else:
-        runs = consecutive_runs(range(count), processes)
+    weights = [work for work in map(shard_work, gen_kwargs.get("shards") or ()) if work is not None]
+    runs = balanced_runs(weights, processes) if len(weights) == count else even_runs(count, processes)
     return [
         {**gen_kwargs, **{name: value[run.start : run.stop] for name, value in lists.items()}} for run in runs
     ]
@@ -167,8 +164,10 @@ def run_job(
     builder, gen_kwargs: dict[str, Any], path_template: str, max_shard_bytes: int | None
 ) -> JobResult:
     """``write_job`` to its end, its updates dropped: a job whose progress nobody shows (a Spark task)."""
-    *_, result = write_job(builder, gen_kwargs, path_template, max_shard_bytes)
-    return result
+    for item in write_job(builder, gen_kwargs, path_template, max_shard_bytes):
+        if isinstance(item, JobResult):
+            return item
+    raise RuntimeError("a job ended without its result")
 
 
 def write_config(
@@ -232,7 +231,7 @@ def _write_split(
 
 
 #: A worker's queue of progress updates (set when the worker starts: a queue cannot travel with a task).
-_updates = None
+_updates: Any = None
 #: What a worker puts on the queue when its job is done, after its last update.
 _JOB_DONE = "job done"
 

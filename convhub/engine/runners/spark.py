@@ -149,10 +149,15 @@ class SparkEngine:
         self._session = None
 
     @property
-    def context(self):
+    def session(self):
+        """The Spark session, started at the first job."""
         if self._session is None:
             self._session = spark_session(self.master, self.verbose)
-        return self._session.sparkContext
+        return self._session
+
+    @property
+    def context(self):
+        return self.session.sparkContext
 
     def stop(self) -> None:
         if self._session is not None:
@@ -173,8 +178,7 @@ class SparkEngine:
             return []
         from pyspark.sql import functions
 
-        self.context  # noqa: B018 - starts the session
-        table = self._session.read.parquet(*paths)
+        table = self.session.read.parquet(*paths)
         counted = table.select(column).groupBy(column).count().filter("count > 1")
         repeated = [row[0] for row in counted.collect()]
         if not repeated:  # a clean build: one pass over the column
@@ -197,14 +201,14 @@ class SparkEngine:
         system."""
         return staging / ENGINE_WORK
 
-    def write_config(self, builder, work, download_dir: str | None = None) -> dict[str, SplitWritten]:
-        """Every split of ``builder``'s config as Parquet files under ``work`` (a ``Path``, or a ``UPath`` at a
+    def write_config(self, builder, folder: Path, download_dir: str | None = None) -> dict[str, SplitWritten]:
+        """Every split of ``builder``'s config as Parquet files in ``folder`` (a ``Path``, or a ``UPath`` at a
         URL), in the order the local build writes the same rows; a task that wrote no row leaves no file (but the
         split's first). The tasks' reports and rejected records are saved where the local build's workers save
         theirs (the config's ``report_dir`` and ``quarantine_dir``). The tasks read a URL where it is, so
         ``download_dir`` is not used."""
         written = {}
-        for split, results in sorted(self._task_results(builder, work).items()):
+        for split, results in sorted(self._task_results(builder, folder).items()):
             for result in results:
                 _save_reports_and_rejections(builder.config, result)
             files = [path for result in results for path in result.files]
