@@ -4,7 +4,7 @@ The engine moves the data; convhub's parsers stay what they are. A build config 
 
 - each shard of the builder (``engine_shards``: a LoCoMo or ConvLab file, a GigaMemory slice, an MNBVC forum or
   Q&A file) is one task, which parses it with the builder's own ``records_of`` and writes its Parquet with the
-  local engine's writer (``local_build.run_job``: ``parquet_writer.ParquetWriter``, the same ``Features`` and
+  local engine's writer (``runners.local.run_job``: ``parquet_writer.ParquetWriter``, the same ``Features`` and
   metadata);
 - a group shard (MNBVC's multi-turn files, whose rows of one conversation may lie in any file) is a shuffle: one
   task per file turns its rows into (sort key, payload) with the builder's ``keyed_rows``, Spark moves each row to
@@ -371,7 +371,7 @@ def _save_reports_and_rejections(config, result: TaskResult) -> None:
 
 
 def _write_records(builder, split: str, shards: list, prefix: str, max_shard_size: int | None) -> TaskResult:
-    """The local engine's parse and write of shards, in order (``local_build.run_job``), into
+    """The local engine's parse and write of shards, in order (``runners.local.run_job``), into
     ``prefix-NNNNN.parquet``: a file at most ``max_shard_size`` Arrow bytes, or one file (None)."""
     with _Scratch(builder) as scratch:
         try:
