@@ -313,12 +313,10 @@ class _Run:
                     outputs[name] = (config.features, self.staging / relative, rows_from_record)
                 tasks.append((split, outputs, self.sessions_root / sessions_file))
         label = f"{self.builder_cls.SOURCE} {', '.join(names)} (from sessions)"
-        with hf_tqdm(total=len(tasks), desc=label, unit=" shards") as bar:
+        done = self.engine.map(_derive_task, [(outputs, path) for _, outputs, path in tasks])
+        with hf_tqdm(total=len(tasks), desc=label, unit=" shards") as bar, contextlib.closing(done):
             counts = []
-            # in task order, as each finishes
-            for shard_counts in self.engine.map(
-                _derive_task, [(outputs, path) for _, outputs, path in tasks]
-            ):
+            for shard_counts in done:  # in task order, as each finishes
                 counts.append(shard_counts)
                 bar.update()
         for (split, _, _), (shard_counts, notes) in zip(tasks, counts, strict=True):

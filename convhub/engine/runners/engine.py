@@ -11,7 +11,7 @@ its tasks may write (``scratch``). ``LocalEngine`` does them in this machine's p
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,8 +46,9 @@ class Engine(Protocol):
         ``quarantine_dir``; a URL it reads may be downloaded into ``download_dir``."""
         ...
 
-    def map(self, function: Callable[[Any], Any], tasks: list) -> Iterable:
-        """``function`` of each task, the results in the tasks' order."""
+    def map(self, function: Callable[[Any], Any], tasks: list) -> Generator:
+        """``function`` of each task, the results in the tasks' order; closing the generator (an error, Ctrl-C)
+        lets go of the workers at once."""
         ...
 
     def repeated_rows(self, paths: list[str], column: str, columns: list[str]) -> list[dict]:
@@ -74,7 +75,7 @@ class LocalEngine:
     def write_config(self, builder, folder: Path, download_dir: str | None = None) -> dict[str, SplitWritten]:
         return write_config(builder, folder, self.num_proc, download_dir or str(folder / "downloads"))
 
-    def map(self, function: Callable[[Any], Any], tasks: list) -> Iterator:
+    def map(self, function: Callable[[Any], Any], tasks: list) -> Generator:
         """In ``num_proc`` worker processes (no more than there are tasks; they die with the build), else here."""
         processes = min(self.num_proc or 1, len(tasks))
         if processes <= 1:

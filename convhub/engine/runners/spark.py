@@ -38,7 +38,7 @@ import sys
 import tempfile
 import urllib.parse
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,11 +164,10 @@ class SparkEngine:
             self._session.stop()
             self._session = None
 
-    def map(self, function: Callable, tasks: list) -> list:
-        """``function`` of each task, one Spark task each, results in the tasks' order."""
-        if not tasks:
-            return []
-        return _collect(self.context.parallelize(tasks, len(tasks)).map(function))
+    def map(self, function: Callable, tasks: list) -> Generator:
+        """``function`` of each task, one Spark task each, results in the tasks' order (all collected first)."""
+        if tasks:
+            yield from _collect(self.context.parallelize(tasks, len(tasks)).map(function))
 
     def repeated_rows(self, paths: list[str], column: str, columns: list[str]) -> list[dict]:
         """Each row of the Parquet files at ``paths`` whose ``column`` holds a value found in another row too: its
