@@ -16,9 +16,7 @@ several configs and a build after them scan and copy once.
 from __future__ import annotations
 
 import atexit
-import bisect
 import contextlib
-import itertools
 import json
 import math
 import os
@@ -32,6 +30,7 @@ from convhub.engine.inputs.file_sets import DataInput
 from convhub.engine.readers.contract import Place
 from convhub.engine.readers.exact_json import loads_exact
 from convhub.engine.readers.json_list import CHUNK_BYTES, SkippedBytes, scan_json_array
+from convhub.engine.runners.cuts import balanced_runs
 from convhub.engine.sources.input_shards import Shard
 from convhub.errors import Reject, SourceError, raise_error
 
@@ -164,15 +163,8 @@ def shard_ranges(ranges: list[Range], per_shard: int, min_per_shard: int) -> lis
     if len(ranges) < 2 * min_per_shard:
         return [ranges] if ranges else []
     count = math.ceil(len(ranges) / per_shard)
-    count += count % 2
-    running = list(itertools.accumulate(end - start for start, end, _ in ranges))  # bytes up to each
-    total = running[-1]
-    cuts = [0]
-    for share in range(1, count):
-        cut = bisect.bisect_left(running, total * share / count) + 1
-        cuts.append(min(max(cut, cuts[-1] + 1), len(ranges) - (count - share)))
-    cuts.append(len(ranges))
-    return [ranges[low:high] for low, high in itertools.pairwise(cuts)]
+    runs = balanced_runs([end - start for start, end, _ in ranges], count + count % 2, cut="after")
+    return [ranges[run.start : run.stop] for run in runs]
 
 
 def ranged_shards(
