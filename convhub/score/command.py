@@ -2,7 +2,7 @@
 
 Reads the build's ``qa`` config and the predictions (JSON Lines: ``question_id``, ``prediction``, optional
 ``retrieved``), scores them as the benchmark's own evaluation code does (``convhub.score.locomo``,
-``longmemeval``, ``gigamemory``) and writes the report (``convhub.score.report``). A user's mistake is one
+``longmemeval``, ``gigamemory``, ``beam``) and writes the report (``convhub.score.report``). A user's mistake is one
 line, ``convhub score: error: ...``: exit 2 for options that cannot go together, 1 for the data.
 """
 
