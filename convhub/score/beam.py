@@ -29,6 +29,7 @@ from typing import Any
 
 from convhub.score.beam_metrics import (
     EVENT_ORDERING,
+    Ask,
     NoScore,
     aligned,
     finite,
@@ -127,13 +128,15 @@ def says_yes(content: str) -> bool:
 def _alignments(items: list[Scored], rubrics: list[list[str]], judge: Judge) -> dict[int, list[str]]:
     """Each answered event-ordering question's aligned response lines. The questions advance together: each
     round asks every unfinished question's next (reference item, line) pair at once."""
-    running: dict[int, Generator] = {}
-    pending: dict[int, tuple[str, str]] = {}
+    running: dict[int, Generator[Ask, bool, list[str]]] = {}
+    pending: dict[int, Ask] = {}
     done: dict[int, list[str]] = {}
 
     def advance(position: int, verdict: bool | None) -> None:
+        """Send the verdict on the question's last pair (None: start it) and keep its next pair, or its end."""
+        alignment = running[position]
         try:
-            pair = running[position].send(verdict)
+            pair = next(alignment) if verdict is None else alignment.send(verdict)
         except StopIteration as finished:
             done[position] = finished.value
             del running[position]
@@ -170,8 +173,8 @@ def question_scores(items: list[Scored], judge: Judge, where: str) -> list[dict[
             "scale": item.question.get("subset") or "",
             "ability": ability,
             "missing": item.prediction is None,
-            "rubric_scores": scores[position],
-            "llm_judge_score": 0.0 if scores[position] is None else rubric_mean(scores[position]),
+            "rubric_scores": (judged := scores[position]),
+            "llm_judge_score": 0.0 if judged is None else rubric_mean(judged),
         }
         if ability == EVENT_ORDERING:
             if position in alignments:
@@ -270,14 +273,15 @@ def score(items: list[Scored], judge: Judge, where: str) -> Report:
 
 def summary_lines(report: Report) -> list[str]:
     """The terminal's table: each ability's published figure per scale."""
-    if "by_scale" not in report:
+    by_scale, by_category = report.get("by_scale"), report.get("by_category", {})
+    if by_scale is None:
         return []
-    scales = list(report["by_scale"])
+    scales = list(by_scale)
     lines = ["  BEAM figure by scale: " + "  ".join(f"{scale:>8}" for scale in scales)]
-    for ability, figures in report["by_category"].items():
+    for ability, figures in by_category.items():
         shown = [
-            f"{'-' if (value := figures['by_scale'].get(scale)) is None else f'{value:.3f}':>8}"
+            f"{'-' if (value := figures.get('by_scale', {}).get(scale)) is None else f'{value:.3f}':>8}"
             for scale in scales
         ]
-        lines.append(f"  {ability:<24} ({figures['metric']:<15})" + "  ".join(shown))
+        lines.append(f"  {ability:<24} ({figures.get('metric', ''):<15})" + "  ".join(shown))
     return lines

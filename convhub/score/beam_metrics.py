@@ -137,7 +137,7 @@ def ordering_scores(reference: list[str], system: list[str]) -> dict[str, float]
 
     with warnings.catch_warnings():  # one item: scipy warns and gives NaN, as in BEAM
         warnings.simplefilter("ignore")
-        tau, _ = kendalltau(ranks(reference), ranks(system), variant="b", method="auto")
+        tau: Any = kendalltau(ranks(reference), ranks(system), variant="b", method="auto")[0]
     tau_norm = (float(tau) + 1) / 2
     return {
         "precision": float(precision),

@@ -177,7 +177,7 @@ def score(args: argparse.Namespace, judge: Judge | None) -> Report:
     elif args.benchmark == "beam":
         assert judge is not None  # usage_error made sure
         report.update(beam.score(items, judge, build.location))
-        prompts = {name: beam.prompt_names(name) for name in report["by_category"]}
+        prompts = {name: beam.prompt_names(name) for name in report.get("by_category", {})}
     if judge is None:
         report.update(needs_judge(args.benchmark))
     else:
