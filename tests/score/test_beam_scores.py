@@ -20,9 +20,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from judge_double import JudgeDouble, start
-from score_helpers import run_score, score_argv, write_predictions
+from score_helpers import real_data, run_score, score_argv, write_predictions
 
-ITEM = re.compile(r"- RUBRIC CRITERION \(what to check\): (?P<item>.*?)\n- RESPONSE TO EVALUATE: ", re.S)
+ITEM = re.compile(
+    r"- RUBRIC CRITERION \(what to check\): (?P<item>.*?)\n- RESPONSE TO EVALUATE: (?P<response>.*?)\n\n## EVALUATION",
+    re.S,
+)
 SNIPPETS = re.compile(r"^First snippet: (?P<first>.*) \n\n {23}Second snippet: (?P<second>.*)\n {20}$", re.S)
 
 #: rubric item → the judge's reply (each a rule of BEAM's reading of it)
@@ -58,8 +61,13 @@ class BeamJudge(JudgeDouble):
         if messages[0]["role"] == "system":
             found = SNIPPETS.match(messages[1]["content"])
             assert found, messages[1]["content"]
-            return SAME_EVENT.get((found["first"], found["second"]), "NO")
-        return RUBRIC_REPLIES[ITEM.search(messages[0]["content"])["item"]]
+            same = found["first"] == found["second"]  # the real data's test: a line that is the item
+            return SAME_EVENT.get((found["first"], found["second"]), "YES" if same else "NO")
+        found = ITEM.search(messages[0]["content"])
+        held = found["item"] in found["response"]
+        return RUBRIC_REPLIES.get(
+            found["item"], '{"score": 1.0, "reason": "held"}' if held else '{"score": 0}'
+        )
 
 
 @pytest.fixture
@@ -322,3 +330,43 @@ def test_a_question_beam_cannot_score_is_one_line(tmp_path, beam_judge, capsys, 
     rows = [{**QUESTIONS[0], "extra": extra}]
     status, _, err, _ = score(tmp_path, beam_judge, capsys, rows, {})
     assert status == 1 and says in err and "100K/1:abstention:0" in err and err.count("\n") == 1
+
+
+def test_the_real_conversations_questions(tmp_path, beam_judge, capsys):
+    """The two real BEAM conversations' probing questions, as the BEAM source's ``qa`` rows carry them, each
+    answered with its rubric items one per line; the judge scores an item 1.0 when the response holds it and
+    calls a line the same event as an item when they are equal: every figure is 1.0, every rubric item is
+    asked once and each event-ordering line once."""
+    rows, predictions = [], {}
+    for number in (1, 2):
+        path = real_data("beam", "chats", "100K", str(number), "probing_questions", "probing_questions.json")
+        for ability, questions in json.loads(path.read_text(encoding="utf-8")).items():
+            for position, probing in enumerate(questions):
+                question_id = f"100K/{number}:{ability}:{position}"
+                rows.append(
+                    {
+                        "conversation_id": f"100K/{number}",
+                        "source": "beam",
+                        "subset": "100K",
+                        "question_id": question_id,
+                        "question": probing["question"],
+                        "category": ability,
+                        "extra": json.dumps(
+                            {"probing_question": probing, "ability": ability, "position": position},
+                            ensure_ascii=False,
+                        ),
+                    }
+                )
+                predictions[question_id] = "\n".join(probing["rubric"])
+    status, _, err, report = score(tmp_path, beam_judge, capsys, rows, predictions)
+    assert status == 0, err
+    assert report["questions"] == 40 and report["by_scale"]["100K"]["conversations"] == 2
+    assert len(report["by_scale"]["100K"]["by_ability"]) == 10
+    assert all(value == 1.0 for value in report["by_scale"]["100K"]["by_ability"].values())
+    items = sum(len(json.loads(row["extra"])["probing_question"]["rubric"]) for row in rows)
+    lines = sum(
+        len(json.loads(row["extra"])["probing_question"]["rubric"])
+        for row in rows
+        if row["category"] == "event_ordering"
+    )
+    assert report["judge"]["calls"] == items + lines
