@@ -19,8 +19,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from judge_double import JudgeDouble, start
 from score_helpers import real_data, run_score, score_argv, write_predictions
+
+pytest_plugins = ["judge_double"]
 
 ITEM = re.compile(
     r"- RUBRIC CRITERION \(what to check\): (?P<item>.*?)\n- RESPONSE TO EVALUATE: (?P<response>.*?)\n\n## EVALUATION",
@@ -55,30 +56,24 @@ SAME_EVENT = {
 }
 
 
-class BeamJudge(JudgeDouble):
-    def verdict(self, body: dict[str, Any]) -> str:
-        messages = body["messages"]
-        if messages[0]["role"] == "system":
-            found = SNIPPETS.match(messages[1]["content"])
-            assert found, messages[1]["content"]
-            same = found["first"] == found["second"]  # the real data's test: a line that is the item
-            return SAME_EVENT.get((found["first"], found["second"]), "YES" if same else "NO")
-        found = ITEM.search(messages[0]["content"])
-        held = found["item"] in found["response"]
-        return RUBRIC_REPLIES.get(
-            found["item"], '{"score": 1.0, "reason": "held"}' if held else '{"score": 0}'
-        )
+def beam_verdict(body: dict[str, Any]) -> str:
+    """The judge's reply to one of BEAM's requests, from the tables above."""
+    messages = body["messages"]
+    if messages[0]["role"] == "system":
+        found = SNIPPETS.match(messages[1]["content"])
+        assert found, messages[1]["content"]
+        same = found["first"] == found["second"]  # the real data's test: a line that is the item
+        return SAME_EVENT.get((found["first"], found["second"]), "YES" if same else "NO")
+    found = ITEM.search(messages[0]["content"])
+    held = found["item"] in found["response"]
+    return RUBRIC_REPLIES.get(found["item"], '{"score": 1.0, "reason": "held"}' if held else '{"score": 0}')
 
 
 @pytest.fixture
-def beam_judge(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
-    double = BeamJudge()
-    server, double.url = start(double)
-    yield double
-    double.released.set()
-    server.shutdown()
-    server.server_close()
+def beam_judge(judge, monkeypatch):
+    """The judge double of the other score tests, answering BEAM's requests."""
+    monkeypatch.setattr(judge, "verdict", beam_verdict)
+    return judge
 
 
 def question(conversation: str, number: int, ability: str, rubric: list[str]) -> dict[str, Any]:
