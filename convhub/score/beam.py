@@ -28,6 +28,7 @@ from collections.abc import Generator
 from typing import Any
 
 from convhub.score.beam_metrics import (
+    ABILITIES,
     EVENT_ORDERING,
     Ask,
     NoScore,
@@ -68,7 +69,13 @@ def published_metric(ability: str) -> str:
 
 
 def rubric_of(question: Row, where: str) -> list[str]:
-    """The question's rubric, from ``extra.probing_question`` (a list of strings BEAM's code can fill in)."""
+    """The question's rubric, from ``extra.probing_question`` (a list of strings BEAM's code can fill in), once
+    its ``category`` is one of BEAM's abilities."""
+    if question.get("category") not in ABILITIES:
+        raise ScoreError(
+            f"{where}: question {question['question_id']!r}, field 'category': {question.get('category')!r} is "
+            f"none of BEAM's abilities ({', '.join(ABILITIES)}), whose rules its evaluation has"
+        )
     extra = question.get("extra")
     name = f"{where}: question {question['question_id']!r}, field 'extra'"
     if isinstance(extra, str):

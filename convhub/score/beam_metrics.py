@@ -35,6 +35,19 @@ from scipy.stats import kendalltau
 
 #: The ability whose rubric items add ``float(score)`` and which has an ordering score.
 EVENT_ORDERING = "event_ordering"
+#: BEAM's ten abilities, the keys ``run_evaluation.py`` dispatches on (it has no rule for any other).
+ABILITIES = (
+    "abstention",
+    "contradiction_resolution",
+    EVENT_ORDERING,
+    "information_extraction",
+    "instruction_following",
+    "knowledge_update",
+    "multi_session_reasoning",
+    "preference_following",
+    "summarization",
+    "temporal_reasoning",
+)
 
 _FENCED = re.compile(r"```(?:json)?\s*(\[.*\]|\{.*\})\s*```", re.DOTALL)
 _FIRST_OBJECT = re.compile(r"(\{.*?\}|\[.*?\])", re.DOTALL)

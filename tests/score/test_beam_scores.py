@@ -319,10 +319,11 @@ def test_no_judge_is_a_usage_error(tmp_path, capsys):
             "probing_question.rubric: expected a non-empty list",
         ),
         (json.dumps({"probing_question": {"rubric": ["ok", 3]}}), "probing_question.rubric"),
+        (None, "field 'category': 'memory' is none of BEAM's abilities"),
     ],
 )
 def test_a_question_beam_cannot_score_is_one_line(tmp_path, beam_judge, capsys, extra, says):
-    rows = [{**QUESTIONS[0], "extra": extra}]
+    rows = [{**QUESTIONS[0], "extra": extra} if extra else {**QUESTIONS[0], "category": "memory"}]
     status, _, err, _ = score(tmp_path, beam_judge, capsys, rows, {})
     assert status == 1 and says in err and "100K/1:abstention:0" in err and err.count("\n") == 1
 
