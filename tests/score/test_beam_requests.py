@@ -104,9 +104,12 @@ def test_request_bytes_on_the_wire(judge):
             beam_prompts.equivalence_request(MODEL, item, "- a"),
         ]
     )
-    assert judge.raw[0] == body_bytes([("user", upstream_fill(item, response))])
-    assert judge.raw[1] == body_bytes(
-        [("system", UPSTREAM_EQUIVALENCE_SYSTEM), ("user", upstream_user(item, "- a"))]
+    # sent concurrently, so in either order
+    assert sorted(judge.raw) == sorted(
+        [
+            body_bytes([("user", upstream_fill(item, response))]),
+            body_bytes([("system", UPSTREAM_EQUIVALENCE_SYSTEM), ("user", upstream_user(item, "- a"))]),
+        ]
     )
 
 
@@ -135,4 +138,4 @@ def test_langchain_sends_the_same_bytes(judge):
             beam_prompts.equivalence_request(MODEL, item, "x"),
         ]
     )
-    assert judge.raw[2:] == judge.raw[:2]
+    assert sorted(judge.raw[2:]) == sorted(judge.raw[:2])  # convhub sends its two at once: either order
