@@ -65,6 +65,7 @@ def prompt_names(ability: str) -> str:
 
 
 def published_metric(ability: str) -> str:
+    """The per-question figure ``report_results.py`` averages for an ability."""
     return "tau_norm" if ability == EVENT_ORDERING else "llm_judge_score"
 
 
