@@ -12,6 +12,7 @@ BUILDERS = {
     "convlab": "convhub.builders.convlab.builder:ConvLabBuilder",
     "mnbvc": "convhub.builders.mnbvc.builder:MnbvcBuilder",
     "longmemeval": "convhub.builders.longmemeval.builder:LongMemEvalBuilder",
+    "beam": "convhub.builders.beam.builder:BeamBuilder",
 }
 
 
