@@ -27,6 +27,7 @@ REAL_FILES = {
     "locomo": "locomo/locomo10.json",
     "gigamemory": "gigamemory/format_example.jsonl",
     "convlab": "convlab/multiwoz21/dummy_data.json",
+    "beam": "beam/chats/100K",
 }
 
 

@@ -19,6 +19,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import beam_scaled
 import convlab_multiwoz_like
 import gigamemory_scaled
 import harness
@@ -152,6 +153,7 @@ GENERATORS = {
     "convlab": convlab,
     "mnbvc": mnbvc,
     "longmemeval": longmemeval,
+    "beam": beam_scaled.generate,
 }
 
 

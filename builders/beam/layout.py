@@ -145,7 +145,8 @@ def hub_chat(conversation_id: str, scale: str, row: dict[str, Any], place: dict[
     elif text is not None:
         raise FieldError("probing_questions", f"expected a string, got {type(text).__name__}")
     extra: dict[str, Any] = {"layout": "hub", **place, "column_order": list(row)}
-    extra["columns"] = {key: value for key, value in row.items() if key not in (*HUB_PARSED, "plans")}
+    parsed = (*HUB_PARSED, "plans")  # a null chat or questions column is kept as a column, as it is
+    extra["columns"] = {key: value for key, value in row.items() if key not in parsed or value is None}
     if isinstance(row.get("plans"), list):
         extra["plans"] = len(row["plans"])  # each a chat of its own, after this one
     if isinstance(text, str) and repr(questions) != text:
