@@ -1,4 +1,4 @@
-"""BEAM: where its chats are (the repository's folders or the Hub's Parquet files) and the card's facts."""
+"""BEAM: where its chats are (the repository's folders or the Hub's Parquet files, ``layout``) and the card's facts."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from convhub.engine.readers.record_loop import convert_records
 from convhub.engine.sources.builder import ConversationBuilder, ConvHubConfig
 from convhub.engine.sources.input_shards import Shard, own_shard
 
-#: Without ``--data-dir``: the smallest scale, 100K (20 chats), as the Hub's Parquet conversion of
-#: ``Mohammadta/BEAM`` serves it (the ``refs/convert/parquet`` branch, one file per split, a stable address).
+#: Without ``--data-dir``: the smallest scale, 100K (20 chats), from the Hub's Parquet conversion of
+#: ``Mohammadta/BEAM`` (the ``refs/convert/parquet`` branch, one file per split: a stable address).
 URL = "https://huggingface.co/datasets/Mohammadta/BEAM/resolve/refs%2Fconvert%2Fparquet/default/100K/0000.parquet"
-PARQUET = FileKind((".parquet",), "*.parquet")
+PARQUET = FileKind((".parquet",), "chat folder (chats/<scale>/<n>/chat.json) nor *.parquet")
 
 
 class BeamBuilder(ConversationBuilder):
@@ -26,7 +26,7 @@ class BeamBuilder(ConversationBuilder):
     LANGUAGES = ("en",)
     HOMEPAGE = "https://github.com/mohammadtavakoli78/BEAM"
     SOURCE_DATASETS = ("extended|Mohammadta/BEAM", "extended|Mohammadta/BEAM-10M")
-    DESCRIPTION = "Synthetic user-assistant chats of 100K to 10M tokens with probing questions on ten memory abilities."
+    DESCRIPTION = "Synthetic user-assistant chats of 100K to 10M tokens, probing ten memory abilities."
     ROLE_MAPPING: ClassVar[dict[str, str]] = dict(parse.ROLES)
     CITATION = """@article{tavakoli2025beyond,
   title   = {Beyond a Million Tokens: Benchmarking and Enhancing Long-Term Memory in {LLMs}},
@@ -40,42 +40,29 @@ class BeamBuilder(ConversationBuilder):
     WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {"sessions": 10}
 
     def shards(self, dl_manager) -> dict[str, list[Shard]]:
-        """One split, ``test``: a shard per chat folder of the repository's layout, or per Hub Parquet file;
-        ``--subset`` keeps the scales named."""
+        """One split, ``test``: a shard per chat folder, or per Hub Parquet file; ``--subset`` keeps scales."""
         data_dir = self.config.data_dir
         if data_dir is None:
-            name = URL.rsplit("/default/", 1)[-1]
-            shards = [{"path": dl_manager.download(source_url(URL)), "name": name, "hub": True}]
-        elif "://" in data_dir or not os.path.isdir(data_dir) or not layout.holds_chat_folder(data_dir):
-            found = find_files(data_dir, "BEAM", recursive=True, kind=PARQUET)
-            shards = [{"path": path, "name": name, "hub": True} for name, path in found]
-        else:
-            shards = [{"path": folder, "name": chat_id} for chat_id, folder in layout.chat_folders(data_dir)]
-        scales = {self.scale_of(shard): None for shard in shards}
-        wanted = self.config.subsets or list(scales)
-        unknown = sorted(set(wanted) - set(scales))
+            found = [(URL.rsplit("/default/")[1], dl_manager.download(source_url(URL)))]
+        elif not (found := os.path.isdir(data_dir) and layout.chat_folders(data_dir)):
+            found = find_files(data_dir, "BEAM", True, PARQUET)
+        shards = [{"path": path, "name": name, "scale": layout.scale_of_file(name)} for name, path in found]
+        scales = list(dict.fromkeys(shard["scale"] for shard in shards))
+        unknown = sorted(set(self.config.subsets or ()) - set(scales))
         if unknown:
             raise KeyError(f"beam has no subset {', '.join(unknown)}; subsets: {', '.join(scales)}")
-        return {"test": [shard for shard in shards if self.scale_of(shard) in wanted]}
-
-    @staticmethod
-    def scale_of(shard: dict) -> str:
-        return layout.scale_of_file(shard["name"]) if shard.get("hub") else shard["name"].split("/")[0]
+        return {"test": [shard for shard in shards if shard["scale"] in (self.config.subsets or scales)]}
 
     def parse_shard(self, shard, notes):
-        shard = own_shard(shard)
-        if shard.get("hub"):
-            items = layout.hub_rows(shard["name"], shard["path"])
-            return convert_records(shard["path"], items, convert_hub_row, notes, self.reject)
-        items = [(shard["name"], (shard["name"], shard["path"]))]
-        return convert_records(shard["path"], items, convert_folder, notes, self.reject)
+        """A Parquet file's rows (and plans), or the one chat of a folder (its name the conversation id)."""
+        name, path = own_shard(shard)["name"], own_shard(shard)["path"]
+        if name.endswith(".parquet"):
+            items = ((chat_id, (layout.hub_chat, row)) for chat_id, row in layout.hub_rows(name, path))
+        else:
+            items = iter([(name, (layout.read_folder, (name, path)))])
+        return convert_records(path, items, read_and_convert, notes, self.reject)
 
 
-def convert_folder(chat: tuple[str, str], notes) -> dict:
-    """(conversation id, folder) → its record; a file's error names the file, the loop the folder."""
-    return parse.convert_chat(layout.read_folder(*chat), notes)
-
-
-def convert_hub_row(row: tuple, notes) -> dict:
-    """``layout.hub_rows``' item → its record; a column's error names it, the loop the file and the chat."""
-    return parse.convert_chat(layout.hub_chat(*row), notes)
+def read_and_convert(item: tuple, notes) -> parse.schema.Conversation:
+    """(reader, its arguments) → the chat's record: an error of a file or column names it, the loop the chat."""
+    return parse.convert_chat(item[0](*item[1]), notes)

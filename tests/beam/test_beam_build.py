@@ -10,7 +10,6 @@ from pathlib import Path
 
 import datasets
 import pytest
-from test_messages import assert_every_row_renders
 
 from convhub.builders.beam.builder import BeamBuilder
 from convhub.engine.build import build_source
@@ -57,7 +56,11 @@ def test_batches_are_sessions_dated_by_their_anchor_or_their_first_message(sessi
     ]
     assert [json.loads(s["extra"]) for s in batches] == [
         {"batch": {"batch_number": 1, "time_anchor": None}, "turns_position": 1, "exchange_sizes": [2, 4]},
-        {"batch": {"batch_number": 2, "time_anchor": "April-02-2024"}, "turns_position": 2, "exchange_sizes": [2, 2]},
+        {
+            "batch": {"batch_number": 2, "time_anchor": "April-02-2024"},
+            "turns_position": 2,
+            "exchange_sizes": [2, 2],
+        },
         {"batch": {"batch_number": 3}, "turns_position": 1, "exchange_sizes": [2]},
     ]
 
@@ -104,7 +107,9 @@ def test_every_other_file_of_the_chat_is_in_the_conversation(sessions):
 
 
 def test_each_probing_question_is_a_qa_row_with_the_contract_score_beam_reads(qa):
-    questions = json.loads((CHAT / "probing_questions" / "probing_questions.json").read_text(encoding="utf-8"))
+    questions = json.loads(
+        (CHAT / "probing_questions" / "probing_questions.json").read_text(encoding="utf-8")
+    )
     ours = {qid: row for qid, row in qa.items() if qid.startswith("100K/1:")}
     expected = [(a, i, q) for a, listed in questions.items() for i, q in enumerate(listed)]
     assert [row["question_id"] for row in ours.values()] == [f"100K/1:{a}:{i}" for a, i, _ in expected]
@@ -113,7 +118,11 @@ def test_each_probing_question_is_a_qa_row_with_the_contract_score_beam_reads(qa
         assert json.dumps(json.loads(extra)) == json.dumps(
             {"probing_question": question, "ability": ability, "position": position}
         )  # every key, in order, and every number's type
-        assert (row["category"], row["question"], row["rubric"]) == (ability, question["question"], question["rubric"])
+        assert (row["category"], row["question"], row["rubric"]) == (
+            ability,
+            question["question"],
+            question["rubric"],
+        )
 
 
 def test_the_answer_is_the_reference_whatever_its_key(qa):
@@ -147,8 +156,15 @@ def test_the_card_lists_abilities_the_license_and_what_share_alike_obliges(built
     assert "license your adaptation under CC BY-SA 4.0" in card and "tavakoli2025beyond" in card
 
 
-def test_messages_pass_the_strict_chat_template(built):
-    assert assert_every_row_renders(built.output) == 4  # one per batch; the empty reply is left out
+def test_one_messages_row_per_batch(built):
+    """(The strict chat template is checked on every source's sample and real files in tests/test_messages.py.)"""
+    rows = datasets.load_dataset(str(built.output), "messages", split="test")
+    assert rows["session_id"] == ["batch-1", "batch-1", "batch-2", "batch-3"]  # 10M/1's plan, then 100K/1's
+    assert rows[2]["messages"] == [
+        {"role": "user", "content": "I switched to PostgreSQL 15 instead. ->-> 2,1"},
+        {"role": "assistant", "content": "Then update the connection string."},
+        {"role": "user", "content": "What did I pick first? ->-> 2,2"},
+    ]  # the empty reply left out, the session ending on the user
 
 
 def test_the_export_gives_the_folders_back_byte_for_byte(built, tmp_path):

@@ -38,7 +38,10 @@ def ten_million_row() -> dict:
     return {
         "conversation_id": "1",
         "conversation_seed": read(top, "topic.json"),
-        "user_profile": {"user_info": read(top, "main_spec.txt"), "user_relationships": read(top, "core_relationships.txt")},
+        "user_profile": {
+            "user_info": read(top, "main_spec.txt"),
+            "user_relationships": read(top, "core_relationships.txt"),
+        },
         "chat": [],
         "probing_questions": repr(read(top, "probing_questions/probing_questions.json")),
         "plans": [
@@ -61,7 +64,9 @@ def hub_folder(tmp_path_factory) -> Path:
     real = shared_data("beam", "chats", "100K")
     folder = tmp_path_factory.mktemp("hub")
     rows = [hub_row(real / "1"), hub_row(real / "2")]
-    rows[1]["probing_questions"] = pprint.pformat(eval_free(rows[1]["probing_questions"]), width=100, sort_dicts=False)
+    rows[1]["probing_questions"] = pprint.pformat(
+        eval_free(rows[1]["probing_questions"]), width=100, sort_dicts=False
+    )
     write_hub_file(folder / "data" / "100K-00000-of-00001.parquet", rows)
     write_hub_file(folder / "data" / "10M-00000-of-00001.parquet", [ten_million_row()])
     return folder
@@ -93,20 +98,29 @@ def test_the_hub_layout_gives_the_chats_of_the_repository_layout(hub_build, repo
         assert [(t["turn_id"], t["role"], t["text"]) for t in hub_turns] == [
             (t["turn_id"], t["role"], t["text"]) for t in repo_turns
         ]
-        assert [s["session_id"] for s in hub[chat_id]["sessions"]] == [s["session_id"] for s in repo[chat_id]["sessions"]]
+        assert [s["session_id"] for s in hub[chat_id]["sessions"]] == [
+            s["session_id"] for s in repo[chat_id]["sessions"]
+        ]
     extra = json.loads(hub["100K/1"]["extra"])
     assert (extra["layout"], extra["file"], extra["row"]) == ("hub", "data/100K-00000-of-00001.parquet", 0)
     assert extra["columns"]["conversation_seed"]["title"].startswith("Building a Personal Budget Tracker")
-    assert "probing_questions_text" not in extra and "probing_questions_text" in json.loads(hub["100K/2"]["extra"])
+    assert "probing_questions_text" not in extra and "probing_questions_text" in json.loads(
+        hub["100K/2"]["extra"]
+    )
     assert json.loads(hub["10M/1"]["extra"])["plans"] == 1
-    assert [t["text"] for s in hub["10M/1/plan-0"]["sessions"] for t in s["turns"]] == ["Roses or tulips? ->-> 1,1", "Roses."]
+    assert [t["text"] for s in hub["10M/1/plan-0"]["sessions"] for t in s["turns"]] == [
+        "Roses or tulips? ->-> 1,1",
+        "Roses.",
+    ]
 
 
 def test_the_hub_questions_are_the_repository_questions(hub_build, repository_build):
     hub, repo = rows_of(hub_build.output, "qa"), rows_of(repository_build.output, "qa")
     assert len(repo) == 40 and set(repo) <= set(hub)
     for question_id, row in repo.items():
-        assert {k: v for k, v in hub[question_id].items() if k != "subset"} == {k: v for k, v in row.items() if k != "subset"}
+        assert {k: v for k, v in hub[question_id].items() if k != "subset"} == {
+            k: v for k, v in row.items() if k != "subset"
+        }
 
 
 def test_a_hub_build_exports_to_the_hub_layout(hub_build, hub_folder, tmp_path):
