@@ -22,7 +22,9 @@ def template_chats() -> list[Path]:
         return sorted(path for path in real.iterdir() if path.is_dir())
     from convhub.builders.beam.builder import BeamBuilder
 
-    return sorted(path for path in (Path(BeamBuilder.sample_dir()) / "chats" / "100K").iterdir() if path.is_dir())
+    return sorted(
+        path for path in (Path(BeamBuilder.sample_dir()) / "chats" / "100K").iterdir() if path.is_dir()
+    )
 
 
 def generate(folder: Path, scale: float):
