@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import ClassVar
 
 from convhub.builders.beam import layout, parse
@@ -15,7 +14,7 @@ from convhub.engine.sources.input_shards import Shard, own_shard
 #: Without ``--data-dir``: the smallest scale, 100K (20 chats), from the Hub's Parquet conversion of
 #: ``Mohammadta/BEAM`` (the ``refs/convert/parquet`` branch, one file per split: a stable address).
 URL = "https://huggingface.co/datasets/Mohammadta/BEAM/resolve/refs%2Fconvert%2Fparquet/default/100K/0000.parquet"
-PARQUET = FileKind((".parquet",), "chat folder (chats/<scale>/<n>/chat.json) nor *.parquet")
+ANY_FILE = FileKind(("",), "chat folder (chats/<scale>/<n>/chat.json) or *.parquet")
 
 
 class BeamBuilder(ConversationBuilder):
@@ -40,29 +39,32 @@ class BeamBuilder(ConversationBuilder):
     WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {"sessions": 10}
 
     def shards(self, dl_manager) -> dict[str, list[Shard]]:
-        """One split, ``test``: a shard per chat folder, or per Hub Parquet file; ``--subset`` keeps scales."""
+        """One split, ``test``: a shard per chat (its files listed), or per Hub Parquet file; ``--subset`` keeps
+        the scales it names."""
         data_dir = self.config.data_dir
         if data_dir is None:
-            found = [(URL.rsplit("/default/")[1], dl_manager.download(source_url(URL)))]
-        elif not (found := os.path.isdir(data_dir) and layout.chat_folders(data_dir)):
-            found = find_files(data_dir, "BEAM", True, PARQUET)
-        shards = [{"path": path, "name": name, "scale": layout.scale_of_file(name)} for name, path in found]
-        scales = list(dict.fromkeys(shard["scale"] for shard in shards))
-        unknown = sorted(set(self.config.subsets or ()) - set(scales))
-        if unknown:
-            raise KeyError(f"beam has no subset {', '.join(unknown)}; subsets: {', '.join(scales)}")
-        return {"test": [shard for shard in shards if shard["scale"] in (self.config.subsets or scales)]}
+            listed = [(URL.rsplit("/default/")[1], dl_manager.download(source_url(URL)))]
+        else:
+            listed = find_files(data_dir, "BEAM", True, ANY_FILE)
+        found = layout.chats(data_dir or "", listed)
+        shards = [{"path": p, "name": c, "files": f} for c, p, f in found] or [
+            {"path": p, "name": n} for n, p in listed if n.endswith(".parquet")
+        ]
+        if not shards:
+            raise FileNotFoundError(f"no BEAM {ANY_FILE.shown} file in {data_dir}")
+        scales = list(dict.fromkeys(layout.scale_of_file(shard["name"]) for shard in shards))
+        wanted = self.config.subsets or scales
+        if set(wanted) - set(scales):
+            unknown = ", ".join(sorted(set(wanted) - set(scales)))
+            raise KeyError(f"beam has no subset {unknown}; subsets: {', '.join(scales)}")
+        return {"test": [shard for shard in shards if layout.scale_of_file(shard["name"]) in wanted]}
 
     def parse_shard(self, shard, notes):
-        """A Parquet file's rows (and plans), or the one chat of a folder (its name the conversation id)."""
-        name, path = own_shard(shard)["name"], own_shard(shard)["path"]
-        if name.endswith(".parquet"):
-            items = ((chat_id, (layout.hub_chat, row)) for chat_id, row in layout.hub_rows(name, path))
+        """A chat folder's one chat, or a Parquet file's rows and plans: each (id, (its reader, its arguments))."""
+        shard = own_shard(shard)
+        if "files" in shard:
+            items = iter([(shard["name"], (layout.read_folder, (shard["name"], shard["files"])))])
         else:
-            items = iter([(name, (layout.read_folder, (name, path)))])
-        return convert_records(path, items, read_and_convert, notes, self.reject)
-
-
-def read_and_convert(item: tuple, notes) -> parse.schema.Conversation:
-    """(reader, its arguments) → the chat's record: an error of a file or column names it, the loop the chat."""
-    return parse.convert_chat(item[0](*item[1]), notes)
+            items = layout.hub_rows(shard["name"], shard["path"])
+        convert = lambda item, notes: parse.convert_chat(item[0](*item[1]), notes)  # noqa: E731
+        return convert_records(shard["path"], items, convert, notes, self.reject)

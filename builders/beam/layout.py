@@ -9,58 +9,59 @@ import base64
 import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
+from posixpath import basename, dirname, join
 from typing import Any
 
 from convhub.engine.readers.exact_json import loads_exact
 from convhub.errors import FieldError, SourceError
-from convhub.storage.folders import parquet_file
+from convhub.storage.folders import open_file, parquet_file
 
 CHAT_FILE, QUESTIONS_FILE = "chat.json", "probing_questions/probing_questions.json"
 #: A scale as BEAM names it (``100K``, ``1M``, ``10M``): a folder of the repository, a part of a Hub file's path.
 SCALE = re.compile(r"(?:^|[/_-])([0-9]+[KM])(?=$|[/_.-])")
 
 
-def is_chat_folder(folder: str) -> bool:
-    return any(os.path.exists(os.path.join(folder, name)) for name in (CHAT_FILE, "probing_questions"))
+def chats(data_dir: str, listed: list[tuple[str, str]]) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """(conversation id: the path from its scale on, ``10M/1/plan-0``; folder; its files as (name in the chat,
+    path), a plan's not) of every folder holding ``chat.json`` or ``probing_questions/`` in ``listed``."""
+    owners = {dirname(n) for n, _ in listed if basename(n) == CHAT_FILE}
+    owners |= {dirname(dirname(n)) for n, _ in listed if basename(dirname(n)) == "probing_questions"}
+    found = {owner: [] for owner in owners}
+    for name, path in listed:
+        owner = max((o for o in owners if not o or name.startswith(f"{o}/")), key=len, default=None)
+        if owner is not None:
+            found[owner].append((name[len(owner) + 1 :] if owner else name, path))
+    result = []
+    for owner, files in found.items():
+        folder = join(data_dir, owner) if owner else data_dir
+        parts = (folder if "://" in folder else os.path.abspath(folder).replace(os.sep, "/")).split("/")
+        scales = [index for index, part in enumerate(parts) if SCALE.fullmatch("/" + part)]
+        if not scales:
+            raise SourceError(folder, None, None, "a chat outside a scale's folder (chats/<scale>/<n>/)")
+        result.append(("/".join(parts[scales[-1] :]), folder, files))
+    return sorted(result, key=lambda i: [int(p) if p.isdigit() else p for p in re.split("([0-9]+)", i[0])])
 
 
-def chat_folders(data_dir: str) -> list[tuple[str, str]]:
-    """(conversation id: the path from the scale on, ``10M/1/plan-0``, folder) of every chat under ``data_dir``."""
-    found = []
-    for root, folders, _ in os.walk(data_dir):
-        folders[:] = [name for name in folders if not name.startswith(".")]
-        if is_chat_folder(root):
-            parts = os.path.abspath(root).replace(os.sep, "/").split("/")
-            scales = [index for index, part in enumerate(parts) if SCALE.fullmatch("/" + part)]
-            if not scales:
-                raise SourceError(root, None, None, "a chat outside a scale's folder (chats/<scale>/<n>/)")
-            found.append(("/".join(parts[scales[-1] :]), root))
-    return sorted(found, key=lambda i: [int(p) if p.isdigit() else p for p in re.split("([0-9]+)", i[0])])
-
-
-def read_folder(conversation_id: str, folder: str) -> dict[str, Any]:
-    """A chat folder, every file but a plan's: JSON parsed (else a FieldError naming the file), UTF-8 text as text,
-    the rest (``.pickle`` twins too, never unpickled) in ``binary_files`` as base64."""
+def read_folder(conversation_id: str, listed: list[tuple[str, str]]) -> dict[str, Any]:
+    """A chat's files: JSON parsed (else a FieldError naming the file), UTF-8 text as text, the rest
+    (``.pickle`` twins too, never unpickled) in ``binary_files`` as base64."""
     files, binary = dict[str, Any](), dict[str, str]()
-    for root, folders, names in os.walk(folder):
-        folders[:] = sorted(n for n in folders if not is_chat_folder(os.path.join(root, n)))
-        for path in (os.path.join(root, name) for name in sorted(names)):
-            name = os.path.relpath(path, folder).replace(os.sep, "/")
-            raw = Path(path).read_bytes()
+    for name, path in listed:
+        with open_file(path) as handle:
+            raw = handle.read()
+        try:
+            text = None if name.endswith(".pickle") else raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if name.endswith(".json"):
             try:
-                text = None if name.endswith(".pickle") else raw.decode("utf-8")
-            except UnicodeDecodeError:
-                text = None
-            if name.endswith(".json"):
-                try:
-                    files[name] = loads_exact(raw)
-                except ValueError as error:
-                    raise FieldError(name, f"not JSON: {error}") from None
-            elif text is None:
-                binary[name] = base64.b64encode(raw).decode("ascii")
-            else:
-                files[name] = text
+                files[name] = loads_exact(raw)
+            except ValueError as error:
+                raise FieldError(name, f"not JSON: {error}") from None
+        elif text is None:
+            binary[name] = base64.b64encode(raw).decode("ascii")
+        else:
+            files[name] = text
     parsed = [name for name in (CHAT_FILE, QUESTIONS_FILE) if name in files]
     chat = {"conversation_id": conversation_id, "scale": conversation_id.split("/")[0]}
     chat |= {"batches": files.pop(CHAT_FILE, None), "questions": files.pop(QUESTIONS_FILE, None)}
@@ -76,16 +77,15 @@ def scale_of_file(name: str) -> str:
 
 
 def hub_rows(name: str, path: str) -> Iterator[tuple[str, tuple]]:
-    """(conversation id, :func:`hub_chat`'s arguments) of every row of a Hub file, a 10M row's plans after it."""
+    """(conversation id, (:func:`hub_chat`, its arguments)) of every row of a Hub file, 10M plans after theirs."""
     scale = scale_of_file(name)
     rows = (row for batch in parquet_file(path).iter_batches(batch_size=1) for row in batch.to_pylist())
     for position, row in enumerate(rows):
         conversation_id = f"{scale}/{row.get('conversation_id')}"
-        yield conversation_id, (conversation_id, scale, row, {"file": name, "row": position})
-        plans = row.get("plans")
-        for index, plan in enumerate(plans if isinstance(plans, list) else ()):
-            place = {"file": name, "row": position, "plan": index}
-            yield f"{conversation_id}/plan-{index}", (f"{conversation_id}/plan-{index}", scale, plan, place)
+        yield conversation_id, (hub_chat, (conversation_id, scale, row, {"file": name, "row": position}))
+        for index, plan in enumerate(row.get("plans") or ()):
+            place, plan_id = {"file": name, "row": position, "plan": index}, f"{conversation_id}/plan-{index}"
+            yield plan_id, (hub_chat, (plan_id, scale, plan, place))
 
 
 def hub_chat(conversation_id: str, scale: str, row: Any, place: dict[str, Any]) -> dict[str, Any]:

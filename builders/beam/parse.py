@@ -77,8 +77,7 @@ def parse_batch(batch: Any, field: str, turn_ids: set[str], key_orders: dict, no
 
 
 def parse_message(message: Any, field: str, turn_ids: set[str], key_orders: dict) -> schema.Turn:
-    """A message → a turn named by its ``id``; keys but ``role``, ``id``, ``content`` in ``extra``; an order
-    other than ``role, id, ..., content`` in the conversation's ``extra.message_key_orders``."""
+    """A message → a turn named by its ``id``, its other keys in ``extra``, an unusual key order noted."""
     expect(message, dict, field, "a message object")
     role = message.get("role")
     if role not in ROLES:
@@ -108,9 +107,8 @@ def parse_question(where: tuple, question: Any, turn_ids: set[str], notes: Notes
     key = next((key for key in ANSWER_KEYS if key in question), None)
     if key is None:
         notes.add("probing question without a reference answer")
-    elif question[key] is not None:
-        answer = question[key]
-        row["answer"] = answer if isinstance(answer, str) else schema.to_json(answer)
+    answer = question.get(key)
+    row["answer"] = answer if answer is None or isinstance(answer, str) else schema.to_json(answer)
     rubric = expect(question.get("rubric", []), list, f"{field}.rubric", "a list")
     row["rubric"] = [expect(item, str, f"{field}.rubric[{i}]", "a string") for i, item in enumerate(rubric)]
     evidence = question.get("source_chat_ids")
