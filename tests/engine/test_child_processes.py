@@ -12,9 +12,9 @@ import sys
 import textwrap
 
 import pytest
-from running_commands import command_env, still_running
 
 from convhub.engine.runners import child_processes
+from tests.support.running_commands import command_env, still_running
 
 #: A parent that forks a worker (which calls ``die_with_parent`` and sleeps), prints its pid and sleeps too;
 #: ``sys.argv[1]`` "watch" makes the worker use the watching thread instead of the kernel.

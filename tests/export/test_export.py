@@ -15,8 +15,13 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import shared_data
-from export_checks import (
+
+from convhub import registry
+from convhub.builders.convlab.builder import DEFAULT_SUBSETS as CONVLAB_DATASETS
+from convhub.export.exporter import differences
+from convhub.storage.staging import MARKER
+from tests.support.data_files import shared_data
+from tests.support.export_checks import (
     LOCOMO_QUIRKS,
     assert_convlab_zip_equal,
     assert_equal_values,
@@ -28,11 +33,6 @@ from export_checks import (
     source_files,
     zip_json,
 )
-
-from convhub import registry
-from convhub.builders.convlab.builder import DEFAULT_SUBSETS as CONVLAB_DATASETS
-from convhub.export.exporter import differences
-from convhub.storage.staging import MARKER
 
 # -- the comparison itself --------------------------------------------------------------------------------
 

@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import shared_data
-from hostile_sources import SOURCES, load, read_quarantine
 
 from convhub.cli import main as cli
 from convhub.engine.build import build_source
 from convhub.errors import SourceError
 from convhub.export.exporter import export_source
+from tests.support.data_files import shared_data
+from tests.support.hostile_sources import SOURCES, load, read_quarantine
 
 
 def instance(i: int, sessions: int = 2, turns: int = 2, text: str = "") -> dict:

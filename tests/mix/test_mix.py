@@ -12,7 +12,9 @@ import collections
 import datasets
 import pytest
 from huggingface_hub import DatasetCard
-from mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse fixture)
+
+from convhub import mix, schema
+from tests.support.mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse fixture)
     conversation,
     ids,
     numbered,
@@ -20,8 +22,6 @@ from mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse 
     short_arrow_shutdown_pause,
     write_source,
 )
-
-from convhub import mix, schema
 
 # -- recipe validation ----------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """``convhub mix`` against what a newcomer and an attacker hit (issue 33): recipes that would write outside the
 output, never finish, fail late or with a traceback, and mixtures that repeat a few rows unnoticed.
 
-Sources are small build folders written here (``tests/mix_sources.py``); the Hub is ``tests/hub_double.py``,
+Sources are small build folders written here (``tests/support/mix_sources.py``); the Hub is ``tests/support/hub_double.py``,
 and "unreachable" is a loopback port that is bound and never listens.
 """
 
@@ -15,7 +15,11 @@ import subprocess
 import sys
 
 import pytest
-from mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse fixture)
+
+from convhub import mix
+from convhub.cli import main as cli
+from convhub.mix import output as mix_output
+from tests.support.mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse fixture)
     conversation,
     ids,
     numbered,
@@ -23,10 +27,6 @@ from mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse 
     short_arrow_shutdown_pause,
     write_source,
 )
-
-from convhub import mix
-from convhub.cli import main as cli
-from convhub.mix import output as mix_output
 
 # -- 1. split names --------------------------------------------------------------------------------
 

@@ -9,7 +9,14 @@ from datetime import datetime
 
 import datasets
 import pytest
-from mnbvc_rows import (
+
+from convhub.builders.mnbvc import export
+from convhub.builders.mnbvc import language as languages
+from convhub.builders.mnbvc.builder import MnbvcBuilder
+from convhub.cli import main as cli
+from convhub.engine.build import build_source, check_source
+from convhub.errors import SourceError
+from tests.mnbvc.mnbvc_rows import (
     SAMPLE,
     by_id,
     pair,
@@ -20,13 +27,6 @@ from mnbvc_rows import (
     spread_fixture,
     write_shard,
 )
-
-from convhub.builders.mnbvc import export
-from convhub.builders.mnbvc import language as languages
-from convhub.builders.mnbvc.builder import MnbvcBuilder
-from convhub.cli import main as cli
-from convhub.engine.build import build_source, check_source
-from convhub.errors import SourceError
 
 # -- the packaged sample: nothing lost, the build, the card, the CLI -----------------------------------------
 

@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from score_helpers import build, qa_rows, real_data, run_score, write_predictions
+
+from tests.score.score_helpers import build, qa_rows, real_data, run_score, write_predictions
 
 #: the fixtures locomo_sample, gigamemory_sample and judge
-pytest_plugins = ["score_fixtures"]
+pytest_plugins = ["tests.score.score_fixtures"]
 
 
 def gold_predictions(rows: list[dict], retrieved: str | None = None) -> list[dict]:

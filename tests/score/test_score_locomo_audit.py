@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 from nltk.stem import PorterStemmer
-from score_helpers import qa_rows, real_data, run_score, write_predictions
 
 from convhub.engine.build import build_source
 from convhub.score import locomo
 from convhub.score.inputs import Prediction, Scored, ScoreError
+from tests.score.score_helpers import qa_rows, real_data, run_score, write_predictions
 
 #: the fixtures locomo_sample and judge
-pytest_plugins = ["score_fixtures"]
+pytest_plugins = ["tests.score.score_fixtures"]
 
 # -- LoCoMo's own code, transcribed -----------------------------------------------------------------------------
 # snap-research/locomo task_eval/evaluation.py (normalize_answer, f1_score, f1, eval_question_answering) with the

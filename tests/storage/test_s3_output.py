@@ -18,12 +18,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import HUB_TOKEN, tables
 
 from convhub import registry
 from convhub.cli.main import main
 from convhub.engine.build import build_source
 from convhub.storage.staging import MARKER
+from tests.support.data_files import tables
+from tests.support.hub_double import HUB_TOKEN
 
 LOCOMO_SAMPLE = Path(registry.get("locomo").sample_dir())
 REPO = "me/locomo-from-s3"
