@@ -1,5 +1,5 @@
-"""Builds on an object store for real: S3's own API (moto's server mode on 127.0.0.1, ``tests/s3_server.py``)
-reached through s3fs, every step through convhub's command line.
+"""Builds on an object store for real: S3's own API (moto's server mode on 127.0.0.1,
+``tests/support/s3_server.py``) reached through s3fs, every step through convhub's command line.
 
 S3 has no folders (a "folder" is the objects under a common prefix) and no rename (a "move" copies each object
 and deletes it), so what "moving the build into place" means there is tested here, not on a stand-in: a first
