@@ -26,8 +26,10 @@ MARKERS_BY_FIXTURE = {
 }
 
 
-#: Fixtures that start a JVM (a Spark session takes 10-30 s to start): a test that uses one is ``slow`` as well.
-SLOW_FIXTURES = ("spark", "cluster_builds")
+#: Fixtures that start a server the quick run (``-m "not slow"``) does without, so a test that uses one is ``slow``
+#: as well: a JVM (a Spark session takes 10-30 s to start) and moto's S3 server (its start and every round trip
+#: through it: 37 tests were 18% of the quick run's CPU; ``-m s3`` runs them alone).
+SLOW_FIXTURES = ("spark", "cluster_builds", "s3_endpoint")
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

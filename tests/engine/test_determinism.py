@@ -71,6 +71,7 @@ def test_a_build_in_another_process_with_another_hash_seed_is_byte_identical(sam
         assert_identical(sample_builds[source].output, tmp_path / registry.get(source).HUB_NAME)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["gigamemory", "mnbvc"])
 def test_two_builds_with_the_same_num_proc_are_byte_identical(source, tmp_path):
     """Worker processes finish in any order; the shards they write must not depend on it."""
@@ -86,6 +87,7 @@ def test_two_builds_with_the_same_num_proc_are_byte_identical(source, tmp_path):
     assert_identical(first.output, second.output)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", SOURCES)
 def test_pushing_a_second_build_of_the_same_input_makes_no_commit(source, hub, sample_builds, tmp_path):
     builder_cls = registry.get(source)

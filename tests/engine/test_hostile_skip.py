@@ -61,6 +61,7 @@ def test_skip_builds_the_good_records_and_quarantines_the_rest(tmp_path, name):
     assert (output / "README.md").is_file() and result.quarantine.is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_skip_under_num_proc_merges_every_workers_quarantine(tmp_path, name):
     source = SOURCES[name]

@@ -7,10 +7,12 @@ import sys
 from pathlib import Path
 
 import datasets
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_the_example_prints_the_whole_history_the_question_and_its_answer(sample_builds):
     folder = sample_builds["locomo"].output
     done = subprocess.run(

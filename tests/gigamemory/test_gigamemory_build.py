@@ -46,6 +46,7 @@ def real_build(tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_real_sample_counts(real_build):
     output = str(real_build.output)
     sessions = datasets.load_dataset(output, "sessions", split="test")

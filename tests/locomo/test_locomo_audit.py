@@ -291,6 +291,7 @@ def real(tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_the_real_audit_lands_on_the_questions_it_names(real, tmp_path):
     result, samples, entries = real
     rows = load(result, "qa")
@@ -317,6 +318,7 @@ def test_the_real_audit_lands_on_the_questions_it_names(real, tmp_path):
     assert json.loads((exported.output / "locomo10.json").read_text(encoding="utf-8")) == samples
 
 
+@pytest.mark.slow
 def test_the_real_audit_split_per_conversation_is_the_same_audit(real, tmp_path):
     """The audit's folder layout (audit/errors_conv_<i>.json), written here from errors.json."""
     result, _, entries = real

@@ -230,6 +230,7 @@ def test_convhub_check_names_both_files_of_a_sample_id_they_share(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_convhub_build_all_sample(tmp_path, capsys):
     from convhub import registry
 

@@ -104,6 +104,7 @@ STRUCTURAL_KEY = (
 )
 
 
+@pytest.mark.slow
 def test_every_field_of_the_real_file_is_reachable_in_the_sessions_config(real_file, tmp_path):
     import re
 

@@ -215,6 +215,7 @@ def test_session_ids_that_only_look_like_turn_ids_build(tmp_path, ids):
     assert_exports_exactly(tmp_path, [instance(0), fine])
 
 
+@pytest.mark.slow
 def test_one_huge_haystack_builds_and_exports_exactly(tmp_path):
     """One question whose haystack is 1,500 sessions and 8 MB of text, beside a small one."""
     huge = instance(1, sessions=1500, turns=4, text="memory " * 200)

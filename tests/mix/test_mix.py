@@ -286,6 +286,7 @@ def local_tokenizer(tmp_path):
     return folder
 
 
+@pytest.mark.slow
 def test_a_tokenizer_counts_tokens_with_its_chat_template_and_max_tokens_drops_or_truncates(
     tmp_path, local_tokenizer
 ):

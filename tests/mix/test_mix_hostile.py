@@ -113,6 +113,7 @@ def test_all_exhausted_that_cannot_finish_is_refused_at_recipe_load():
     assert first.probabilities[0] == pytest.approx(1e-18)  # the weights themselves are fine
 
 
+@pytest.mark.slow
 def test_all_exhausted_past_max_rows_is_refused_from_the_source_lengths(tmp_path):
     # 1/51 of the draws go to `a`: using up its 40 rows takes about 2,040 rows, of 43 distinct
     write_source(tmp_path / "a", numbered("a", 40))
@@ -238,6 +239,7 @@ def test_a_long_or_nested_value_is_quoted_short(tmp_path):
 # -- 5. the Hub ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_unreachable_hub_is_one_line_naming_the_endpoint(tmp_path):
     """A fresh process whose HF_ENDPOINT is a port that is bound and never listens: refused at once."""
     (tmp_path / "recipe.yaml").write_text("sources: [{repo: org/a-unified, weight: 1}]\n")

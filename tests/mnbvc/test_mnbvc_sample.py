@@ -99,6 +99,7 @@ def test_sample_build_counts_timestamps_and_configs(sample_builds):
     assert "回复 by anyone else | `assistant`" in card
 
 
+@pytest.mark.slow
 def test_build_with_two_processes_equals_one(tmp_path, monkeypatch):
     monkeypatch.setattr(MnbvcBuilder, "PARTITION_BYTES", 2000, raising=False)
     one = build_source("mnbvc", tmp_path / "one", str(SAMPLE), ["sessions"], num_proc=1)

@@ -84,6 +84,7 @@ REAL = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", sorted(REAL))
 def test_every_messages_row_of_the_real_files_renders_with_a_strict_template(source, tmp_path):
     data = shared_data(*REAL[source])
