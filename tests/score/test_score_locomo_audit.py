@@ -16,7 +16,8 @@ from nltk.stem import PorterStemmer
 from convhub.engine.build import build_source
 from convhub.score import locomo
 from convhub.score.inputs import Prediction, Scored, ScoreError
-from tests.score.score_helpers import qa_rows, real_data, run_score, write_predictions
+from tests.score.score_helpers import qa_rows, run_score, write_predictions
+from tests.support.data_files import shared_data
 
 #: the fixtures locomo_sample and judge
 pytest_plugins = ["tests.score.score_fixtures"]
@@ -159,7 +160,7 @@ def score(data: Path, predictions: list[dict], tmp_path: Path, capsys, *options:
 @pytest.fixture(scope="module")
 def audited_build(tmp_path_factory) -> Path:
     output = tmp_path_factory.mktemp("audited") / "locomo"
-    data, errata = real_data("locomo", "locomo10.json"), real_data("locomo-audit", "errors.json")
+    data, errata = shared_data("locomo", "locomo10.json"), shared_data("locomo-audit", "errors.json")
     build_source("locomo", output, str(data), configs=["qa"], num_proc=1, errata=str(errata))
     return output
 

@@ -77,6 +77,8 @@ def start(double: JudgeDouble) -> tuple[ThreadingHTTPServer, str]:
     """Serve ``double`` on a free loopback port; returns the server and its base URL (``.../v1``)."""
 
     class Handler(BaseHTTPRequestHandler):
+        answering = False  # this request is counted in in_flight
+
         def log_message(self, *args) -> None:  # quiet tests
             pass
 
@@ -91,11 +93,19 @@ def start(double: JudgeDouble) -> tuple[ThreadingHTTPServer, str]:
                 number = len(double.requests)
                 double.in_flight += 1
                 double.most_in_flight = max(double.most_in_flight, double.in_flight)
+            self.answering = True
             try:
                 self._answer(number, raw)
             finally:
+                self._answered()
+
+        def _answered(self) -> None:
+            """The request leaves ``in_flight`` before its reply's first byte: once the client has read the reply
+            it may send its next request, which must not find this one still counted (seen under load: 3 of 2)."""
+            if self.answering:
                 with double.lock:
                     double.in_flight -= 1
+                self.answering = False
 
         def _answer(self, number: int, raw: bytes) -> None:
             if self.path.partition("?")[0] != "/v1/chat/completions":  # a query (api-version) is allowed
@@ -130,6 +140,7 @@ def start(double: JudgeDouble) -> tuple[ThreadingHTTPServer, str]:
             self._send(200, json.dumps(completion).encode())
 
         def _send(self, status: int, payload: bytes, extra: dict[str, str] | None = None) -> None:
+            self._answered()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
@@ -147,6 +158,7 @@ def start(double: JudgeDouble) -> tuple[ThreadingHTTPServer, str]:
                 time.sleep(double.trickle)
 
         def _endless(self) -> None:
+            self._answered()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.end_headers()  # no length: the body runs until the connection closes
