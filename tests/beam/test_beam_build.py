@@ -157,7 +157,7 @@ def test_the_card_lists_abilities_the_license_and_what_share_alike_obliges(built
 
 
 def test_one_messages_row_per_batch(built):
-    """(The strict chat template is checked on every source's sample and real files in tests/test_messages.py.)"""
+    """(The strict chat template is checked on every source's sample and real files in tests/views/test_messages.py.)"""
     rows = datasets.load_dataset(str(built.output), "messages", split="test")
     assert rows["session_id"] == ["batch-1", "batch-1", "batch-2", "batch-3"]  # 10M/1's plan, then 100K/1's
     assert rows[2]["messages"] == [

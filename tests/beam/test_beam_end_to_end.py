@@ -16,13 +16,13 @@ import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from beam_hub_files import hub_row, write_hub_file
-from conftest import shared_data
 
 from convhub import mix, schema
 from convhub.cli.main import main
 from convhub.engine.build import build_source, check_source
 from convhub.export.exporter import export_source
+from tests.beam.beam_hub_files import hub_row, write_hub_file
+from tests.support.data_files import shared_data
 
 pytest_plugins = ["judge_double"]
 
