@@ -57,7 +57,7 @@ import sys, tempfile, json
 import convhub.cli  # first, as the command does: what it sets before pyarrow is imported (its allocator)
 import datasets
 datasets.disable_progress_bars()
-from convhub.engine.build import build_source
+from convhub.build import build_source
 source, data_dir, configs, num_proc = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
 engine = sys.argv[5] if len(sys.argv) > 5 else "local"  # "local", or "spark:<master>"
 engine, _, master = engine.partition(":")

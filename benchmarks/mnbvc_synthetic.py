@@ -30,7 +30,7 @@ MEASURE = """
 import json, resource, sys, tempfile, time
 import datasets
 datasets.disable_progress_bars()
-from convhub.engine.build import build_source
+from convhub.build import build_source
 data_dir, num_proc, configs = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 start = time.perf_counter()
 with tempfile.TemporaryDirectory() as out:

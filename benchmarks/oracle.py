@@ -95,7 +95,7 @@ def inputs(source: str, folder: Path, scale: float) -> dict[str, Path]:
 
 def build_and_export(source: str, data_dir: Path, folder: Path) -> tuple[Path, Path]:
     """Build ``data_dir`` with the local engine into ``folder``/build and export it to ``folder``/export."""
-    from convhub.engine.build import build_source
+    from convhub.build import build_source
     from convhub.export.exporter import export_source
 
     built = build_source(source, folder / "build", str(data_dir), num_proc=2)
@@ -155,7 +155,7 @@ def kept_input(reference: Path, source: str, name: str) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     from convhub import registry
-    from convhub.engine.build import build_source
+    from convhub.build import build_source
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=0.2)

@@ -3,7 +3,7 @@
 - Every log message is printed once, by one handler on the root logger: ``datasets`` adds a handler of
   its own to its ``datasets`` logger at import, which printed each of its warnings a second time, without
   a level or a name. ``setup_logging`` removes it; ``datasets``' records reach the root handler.
-- Warnings read ``WARNING logger.name: message``; the phase lines of a build (``convhub.engine.build``, INFO) are
+- Warnings read ``WARNING logger.name: message``; the phase lines of a build (``convhub.build``, INFO) are
   the bare message. Both go through ``tqdm.write``, so a line never lands in the middle of a progress bar.
 - ``quirks_counted`` turns a source parser's warnings into a count, for ``build --sample``: its sample
   files hold odd records on purpose, and ``convhub check SOURCE --sample`` lists them.
@@ -23,7 +23,7 @@ from tqdm import tqdm
 from convhub import registry
 
 #: The logger of a build's phases (derive, split by subset, card, move into place); INFO under the CLI.
-phases = logging.getLogger("convhub.engine.build")
+phases = logging.getLogger("convhub.build")
 
 WARNING_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
@@ -66,7 +66,7 @@ class ConsoleHandler(logging.Handler):
 
 def setup_logging() -> ConsoleHandler | None:
     """One handler on the root logger (added once, however often the CLI runs in one process); warnings
-    from every library, and ``convhub.engine.build``'s phase lines. Like ``logging.basicConfig``, nothing is added
+    from every library, and ``convhub.build``'s phase lines. Like ``logging.basicConfig``, nothing is added
     where the root logger has handlers already (a program that runs ``cli.main``, pytest): None."""
     import datasets.utils.logging
 

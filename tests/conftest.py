@@ -15,7 +15,7 @@ from tests.support.hub_double import HUB_TOKEN
 HUB_SOCKET = hub_double.isolate_from_real_hub()
 
 from convhub import registry  # noqa: E402
-from convhub.engine.build import build_source  # noqa: E402
+from convhub.build import build_source  # noqa: E402
 
 #: The markers a test gets from the fixtures it uses, itself or through other fixtures (``pytest_itemcollected``
 #: below), so that every test, also one added tomorrow, can be chosen by what it needs: ``-m "not spark"``.

@@ -22,8 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convhub import registry, schema
+from convhub.build import build_source, check_source
 from convhub.cards import templates_dir
-from convhub.engine.build import build_source, check_source
 from convhub.export.exporter import export_source, exporter
 from convhub.views.definitions import SHARED_VIEWS
 

@@ -283,7 +283,7 @@ def _num_proc(args) -> int | None:
 
 def _build_one(args, source: str, engine):
     """Build one source as the arguments say, print what was made; the folder it wrote."""
-    from convhub.engine.build import build_source
+    from convhub.build import build_source
 
     builder_cls = registry.get(source)
     data_dir = builder_cls.sample_dir() if args.sample else args.data_dir
@@ -342,7 +342,7 @@ def print_build(result) -> None:
 
 
 def run_check(args) -> int:
-    from convhub.engine.build import check_source
+    from convhub.build import check_source
     from convhub.engine.checks import quarantine
 
     data_dir = registry.get(args.source).sample_dir() if args.sample else args.data_dir

@@ -266,7 +266,7 @@ def card_data(result: MixResult, folder: Path | None = None) -> DatasetCardData:
 
 def _config_build(result: MixResult):
     """The mixture as the one config it is, in the shape source builds describe their configs."""
-    from convhub.engine.build import ConfigBuild
+    from convhub.engine.writers.output_shards import ConfigBuild
 
     recipe = result.recipe
     splits = {recipe.output_split: datasets.SplitInfo(recipe.output_split, result.num_bytes, result.rows)}

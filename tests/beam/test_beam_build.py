@@ -11,8 +11,8 @@ from pathlib import Path
 import datasets
 import pytest
 
+from convhub.build import build_source
 from convhub.builders.beam.builder import BeamBuilder
-from convhub.engine.build import build_source
 from convhub.errors import SourceError
 from convhub.export.exporter import export_source
 

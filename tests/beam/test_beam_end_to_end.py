@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from convhub import mix, schema
+from convhub.build import build_source, check_source
 from convhub.cli.main import main
-from convhub.engine.build import build_source, check_source
 from convhub.export.exporter import export_source
 from tests.beam.beam_hub_files import hub_row, write_hub_file
 from tests.support.data_files import shared_data

@@ -15,9 +15,9 @@ import datasets
 import pyarrow.parquet as pq
 import pytest
 
+from convhub.build import build_source
 from convhub.builders.beam import builder as beam_builder
 from convhub.builders.beam.builder import BeamBuilder
-from convhub.engine.build import build_source
 from convhub.errors import SourceError
 from convhub.export.exporter import export_source
 from tests.beam.beam_hub_files import flat_chat, hub_row, read, write_hub_file

@@ -9,7 +9,7 @@ from collections import Counter
 import datasets
 import pytest
 
-from convhub.engine.build import build_source
+from convhub.build import build_source
 from convhub.export.exporter import export_source
 from tests.support.data_files import shared_data
 

@@ -11,7 +11,7 @@ import yaml
 from huggingface_hub import DatasetCard
 
 from convhub import registry
-from convhub.engine.build import build_source
+from convhub.build import build_source
 
 
 def _first_turn_text(folder: Path) -> str:

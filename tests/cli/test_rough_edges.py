@@ -137,7 +137,7 @@ def test_an_error_spark_raises_is_its_first_line(capsys):
     ("failure", "status", "said"), [(KeyboardInterrupt, 130, "interrupted"), (ValueError, 1, "error: bad")]
 )
 def test_build_all_stopped_names_the_sources_it_wrote(failure, status, said, tmp_path, capsys, monkeypatch):
-    from convhub.engine import build
+    from convhub import build
 
     first, second = registry.names()[:2]
     real = build.build_source

@@ -16,8 +16,8 @@ from pathlib import Path
 import datasets
 import pytest
 
+from convhub.build import build_source
 from convhub.cli import main as cli
-from convhub.engine.build import build_source
 from convhub.engine.inputs import zip_members
 from convhub.engine.readers import json_list
 from convhub.export.exporter import export_source

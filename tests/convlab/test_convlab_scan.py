@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from convhub.build import build_source, check_source
 from convhub.builders.convlab.builder import (
     DIALOGUES_PER_SHARD,
     MIN_DIALOGUES_PER_SHARD,
     ConvLabBuilder,
 )
-from convhub.engine.build import build_source, check_source
 from convhub.engine.readers import byte_ranges
 from convhub.errors import SourceError
 from tests.convlab.convlab_samples import index_dialogues, sample_dialogues

@@ -13,8 +13,8 @@ from pathlib import Path
 import datasets
 import pytest
 
+from convhub.build import build_source, check_source
 from convhub.builders.convlab.builder import ConvLabBuilder
-from convhub.engine.build import build_source, check_source
 from convhub.errors import Notes, SourceError
 from tests.support.data_files import tables, uploaded
 

@@ -123,7 +123,7 @@ def test_free_text_columns_have_neither_statistics_nor_dictionary(config, tmp_pa
     """Written by the batch writer (sessions) and by the derived views (turns, messages): free text
     (``schema.FREE_TEXT``) without statistics or dictionary, ids and numbers with statistics."""
     from convhub import registry, schema
-    from convhub.engine.build import build_source
+    from convhub.build import build_source
 
     build_source("locomo", tmp_path / "out", registry.get("locomo").sample_dir(), [config], None)
     [path] = sorted((tmp_path / "out" / config).glob("*.parquet"))
@@ -141,7 +141,7 @@ def test_a_shard_rewritten_without_duplicates_is_written_like_every_shard(tmp_pa
     import pyarrow.parquet as pq
 
     from convhub import registry
-    from convhub.engine.build import build_source
+    from convhub.build import build_source
     from convhub.engine.checks.duplicate_ids import write_shard
 
     build_source("locomo", tmp_path / "out", registry.get("locomo").sample_dir(), ["sessions"], None)

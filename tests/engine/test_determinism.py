@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from convhub import registry
-from convhub.engine.build import build_source
+from convhub.build import build_source
 from convhub.publish.push import push_folder
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from convhub.build import build_source, check_source
 from convhub.cli import main as cli
-from convhub.engine.build import build_source, check_source
 from convhub.engine.checks import duplicate_ids, quarantine
 from convhub.errors import SourceError
 from tests.support.hostile_sources import (
@@ -260,7 +260,7 @@ def test_a_gzipped_locomo_file_is_named_not_utf8(tmp_path):
 HUGE_LINE_SCRIPT = textwrap.dedent(
     """
     import json, os, resource, sys, time
-    from convhub.engine.build import build_source
+    from convhub.build import build_source
     from convhub.errors import SourceError
 
     def measure(name, data_dir, output, policy):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from convhub.build import build_source, check_source
 from convhub.cli import main as cli
-from convhub.engine.build import build_source, check_source
 from convhub.engine.checks import quarantine
 from convhub.errors import SourceError
 from tests.support.hostile_sources import (

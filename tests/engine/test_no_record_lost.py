@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from convhub.engine.build import build_source
+from convhub.build import build_source
 from tests.support.hostile_sources import SOURCES, Source, load, read_quarantine
 
 COUNT, BROKEN = 10, 3

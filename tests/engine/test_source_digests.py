@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from convhub import registry
-from convhub.engine.build import build_source
+from convhub.build import build_source
 from convhub.engine.inputs import digests
 from tests.support.hostile_sources import SOURCES
 

@@ -20,7 +20,7 @@ import pytest
 
 import convhub.cli  # noqa: F401  what the command sets before a build starts Spark (Arrow's allocator)
 from convhub import registry
-from convhub.engine.build import build_source
+from convhub.build import build_source
 from convhub.engine.runners.engine import LocalEngine
 from convhub.engine.runners.memory import ARROW_POOL_VARIABLE, JEMALLOC_CONF_VARIABLE
 from convhub.errors import SourceError

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from convhub import registry
-from convhub.engine.build import build_source
+from convhub.build import build_source
 from tests.support.spark_cluster import cluster_env, standalone_cluster
 
 pytest.importorskip("pyspark", reason='PySpark is the "spark" extra: pip install ".[spark]"')
@@ -35,7 +35,7 @@ pytestmark = [
 #: The driver: every (source, data dir, output) of argv[2] built on the master of argv[1] by one SparkEngine.
 DRIVER = """
 import json, sys
-from convhub.engine.build import build_source
+from convhub.build import build_source
 from convhub.engine.runners.spark import SparkEngine
 engine = SparkEngine(sys.argv[1])
 try:

@@ -6,7 +6,7 @@ import datasets
 import pytest
 
 from convhub import registry
-from convhub.engine.build import build_source
+from convhub.build import build_source
 
 
 @pytest.mark.slow

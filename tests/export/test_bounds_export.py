@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from convhub.build import build_source
 from convhub.cli import main as cli
-from convhub.engine.build import build_source
 from convhub.export import files as export_files
 
 # -- line numbers -------------------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ import datasets
 import pytest
 
 from convhub import registry
+from convhub.build import build_source
 from convhub.cli import main as cli
-from convhub.engine.build import build_source
 from convhub.export.exporter import ExportError, LocalBuild, export_source
 from convhub.storage.staging import MARKER
 from tests.support.export_checks import (

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from convhub.engine.build import build_source
+from convhub.build import build_source
 from convhub.export.exporter import differences, export_source
 
 EXAMPLES = settings(

@@ -14,10 +14,10 @@ from pathlib import Path
 import datasets
 import pytest
 
+from convhub.build import build_source, check_source
 from convhub.builders.gigamemory import builder, parse
 from convhub.builders.gigamemory.builder import GigamemoryBuilder
 from convhub.cli import main as cli
-from convhub.engine.build import build_source, check_source
 from convhub.engine.inputs.listing import JSON_LINES
 from convhub.errors import SourceError
 from tests.gigamemory.gigamemory_lines import (

@@ -11,9 +11,9 @@ import json
 import datasets
 import pytest
 
+from convhub.build import build_source
 from convhub.builders.gigamemory import builder
 from convhub.builders.gigamemory.builder import GigamemoryBuilder
-from convhub.engine.build import build_source
 from convhub.engine.grouping.line_groups import canonical_digest
 from convhub.errors import Notes, SourceError
 from tests.gigamemory.gigamemory_lines import (

@@ -13,9 +13,9 @@ import datasets
 import pytest
 
 from convhub import registry
+from convhub.build import check_source
 from convhub.builders.gigamemory import builder
 from convhub.builders.gigamemory.builder import GigamemoryBuilder
-from convhub.engine.build import check_source
 from convhub.engine.checks import quarantine
 from convhub.errors import Notes, SourceError
 from tests.support.data_files import uploaded

@@ -11,8 +11,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from convhub.build import build_source
 from convhub.cli import main as cli
-from convhub.engine.build import build_source
 from convhub.errors import SourceError
 from convhub.export.exporter import export_source
 from tests.locomo.locomo_samples import load, tiny_sample

@@ -17,9 +17,9 @@ import pytest
 import yaml
 from huggingface_hub import DatasetCard
 
+from convhub.build import build_source, check_source
 from convhub.builders.locomo.builder import LocomoBuilder
 from convhub.cli import main as cli
-from convhub.engine.build import build_source, check_source
 from convhub.errors import SourceError
 from convhub.storage.staging import MARKER
 from tests.locomo.locomo_samples import ALL_CONFIGS, ROOT, SAMPLE, extra, load, split_sample, tiny_sample

@@ -12,8 +12,8 @@ from pathlib import Path
 import datasets
 
 import convhub.builders.locomo.builder as locomo_builder
+from convhub.build import build_source
 from convhub.builders.locomo.builder import LocomoBuilder
-from convhub.engine.build import build_source
 from tests.locomo.locomo_samples import SAMPLE, split_sample
 
 

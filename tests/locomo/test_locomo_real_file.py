@@ -10,9 +10,9 @@ from datetime import datetime
 
 import pytest
 
+from convhub.build import build_source, check_source
 from convhub.builders.locomo import parse
 from convhub.builders.locomo.builder import samples_of
-from convhub.engine.build import build_source, check_source
 from convhub.errors import Notes
 from convhub.export.exporter import LocalBuild
 from tests.locomo.locomo_samples import extra, load, records_of

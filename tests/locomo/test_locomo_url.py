@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from convhub import registry
-from convhub.engine.build import build_source
+from convhub.build import build_source
 from convhub.storage.folders import folder_at
 from tests.support.data_files import tables, uploaded
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import datasets
 import pytest
 
+from convhub.build import build_source
 from convhub.builders.longmemeval import export, parse
 from convhub.builders.longmemeval.builder import LongMemEvalBuilder
-from convhub.engine.build import build_source
 from convhub.errors import Notes, SourceError
 from convhub.export.exporter import export_source
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from convhub.build import build_source
 from convhub.cli import main as cli
-from convhub.engine.build import build_source
 from convhub.errors import SourceError
 from convhub.export.exporter import export_source
 from tests.support.data_files import shared_data

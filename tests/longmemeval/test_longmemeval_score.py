@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from convhub.build import build_source
 from convhub.builders.longmemeval.builder import LongMemEvalBuilder
-from convhub.engine.build import build_source
 from convhub.score import command
 
 pytest_plugins = ["tests.support.judge_double"]  # the judge fixture

@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 import convhub.builders.longmemeval.builder as longmemeval_builder
+from convhub.build import build_source
 from convhub.builders.longmemeval.builder import LongMemEvalBuilder
-from convhub.engine.build import build_source
 
 SAMPLE = Path(LongMemEvalBuilder.sample_dir())
 

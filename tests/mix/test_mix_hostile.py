@@ -166,7 +166,7 @@ def test_the_mixture_s_size_is_said_before_mixing(tmp_path, caplog, streaming):
     write_source(tmp_path / "b", numbered("b", 5))
     (tmp_path / "recipe.yaml").write_text("sources: [{path: b}, {path: a, repeat: 400}]")  # 805 rows of 7
     arguments = ["mix", str(tmp_path / "recipe.yaml"), "--output", str(tmp_path / "out"), *streaming]
-    with caplog.at_level(logging.INFO, logger="convhub.engine.build"):  # (the command's phase lines)
+    with caplog.at_level(logging.INFO, logger="convhub.build"):  # (the command's phase lines)
         assert cli.main(arguments) == 0
     said = [record.getMessage() for record in caplog.records if "mixing about" in record.getMessage()]
     assert len(said) == 1 and said[0].startswith("recipe: mixing about 805 rows of 7 distinct"), said

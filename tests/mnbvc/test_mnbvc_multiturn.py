@@ -10,10 +10,10 @@ from datetime import datetime
 import datasets
 import pytest
 
+from convhub.build import build_source
 from convhub.builders.mnbvc import multiturn, parse
 from convhub.builders.mnbvc.builder import MnbvcBuilder
 from convhub.builders.mnbvc.extension import parse_extension
-from convhub.engine.build import build_source
 from convhub.engine.grouping import local_groupby
 from convhub.engine.readers.exact_json import load_object
 from convhub.errors import Notes, SourceError

@@ -10,11 +10,11 @@ from datetime import datetime
 import datasets
 import pytest
 
+from convhub.build import build_source, check_source
 from convhub.builders.mnbvc import export
 from convhub.builders.mnbvc import language as languages
 from convhub.builders.mnbvc.builder import MnbvcBuilder
 from convhub.cli import main as cli
-from convhub.engine.build import build_source, check_source
 from convhub.errors import SourceError
 from tests.mnbvc.mnbvc_rows import (
     SAMPLE,

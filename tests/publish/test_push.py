@@ -20,8 +20,8 @@ from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
 from convhub import registry
+from convhub.build import build_source
 from convhub.cli.main import main
-from convhub.engine.build import build_source
 from convhub.engine.writers.output_shards import shard_path
 from convhub.publish.push import MANIFEST, PushError, RetryPolicy, looks_managed, push_folder
 from convhub.storage.staging import MARKER

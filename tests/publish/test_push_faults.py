@@ -20,8 +20,8 @@ from huggingface_hub.utils import _http
 
 import convhub.publish.push as push
 from convhub import registry
+from convhub.build import build_source
 from convhub.cli.main import main
-from convhub.engine.build import build_source
 from convhub.publish.push import MANIFEST, PushError, RetryPolicy, push_folder
 from convhub.storage.staging import MARKER
 from tests.support.hub_double import HUB_TOKEN

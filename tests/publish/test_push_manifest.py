@@ -15,8 +15,8 @@ import pytest
 from huggingface_hub import HfApi
 
 from convhub import registry
+from convhub.build import build_source
 from convhub.cli.main import main
-from convhub.engine.build import build_source
 from convhub.publish.local_files import file_digests
 from convhub.publish.push import MANIFEST, PushError, push_folder
 

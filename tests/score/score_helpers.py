@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from convhub import registry
-from convhub.engine.build import build_source
+from convhub.build import build_source
 from convhub.export.exporter import open_build
 from convhub.score import command
 

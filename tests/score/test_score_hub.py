@@ -10,9 +10,9 @@ import threading
 
 import pytest
 
+from convhub.build import build_source
 from convhub.builders.longmemeval.builder import LongMemEvalBuilder
 from convhub.cli.main import main
-from convhub.engine.build import build_source
 from convhub.publish.hub_client import TIMEOUT_ENV
 from tests.score.score_helpers import qa_rows, score_argv, write_predictions
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from nltk.stem import PorterStemmer
 
-from convhub.engine.build import build_source
+from convhub.build import build_source
 from convhub.score import locomo
 from convhub.score.inputs import Prediction, Scored, ScoreError
 from tests.score.score_helpers import qa_rows, run_score, write_predictions

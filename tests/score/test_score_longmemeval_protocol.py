@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from convhub.build import build_source
 from convhub.builders.longmemeval.builder import LongMemEvalBuilder
-from convhub.engine.build import build_source
 from convhub.score.longmemeval_retrieval import Conversation, Turn, corpus, retrieval_metrics
 from tests.score.longmemeval_oracle import oracle_averages, oracle_corpus
 from tests.score.score_helpers import run_score, score_argv, write_predictions

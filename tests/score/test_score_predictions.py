@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from convhub import registry
+from convhub.build import build_source
 from convhub.cli.main import main
-from convhub.engine.build import build_source
 from convhub.score.inputs import MAX_LINE_BYTES, ScoreError, read_predictions
 from tests.score.score_helpers import qa_rows, run_score, score_argv, write_predictions
 

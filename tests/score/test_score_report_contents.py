@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from huggingface_hub import DatasetCard
 
+from convhub.build import build_source
 from convhub.builders.longmemeval.builder import LongMemEvalBuilder
-from convhub.engine.build import build_source
 from tests.score.score_helpers import qa_rows, run_score, score_argv, write_predictions
 
 pytest_plugins = ["tests.score.score_fixtures"]

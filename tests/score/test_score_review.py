@@ -251,8 +251,8 @@ def test_a_verdict_holding_the_key_json_escaped_is_cached_without_it(tmp_path, j
 def test_a_prediction_of_another_subset_says_which(tmp_path, capsys):
     """Tried as a newcomer: predictions of the whole LongMemEval sample scored with --subset longmemeval_s
     said only "is not a question of the data" of an oracle-only id."""
+    from convhub.build import build_source
     from convhub.builders.longmemeval.builder import LongMemEvalBuilder
-    from convhub.engine.build import build_source
 
     build = tmp_path / "build"
     build_source("longmemeval", build, str(LongMemEvalBuilder.sample_dir()), ["qa", "turns"], 1)

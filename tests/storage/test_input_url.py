@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from convhub import registry
-from convhub.engine.build import build_source, check_source
+from convhub.build import build_source, check_source
 from convhub.storage.folders import local_copy
 from tests.support.data_files import tables, uploaded
 

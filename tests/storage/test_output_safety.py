@@ -12,8 +12,8 @@ import datasets
 import pytest
 
 from convhub import registry
+from convhub.build import build_source
 from convhub.cli.main import main
-from convhub.engine.build import build_source
 from convhub.export.exporter import export_source
 from convhub.mix import load_recipe, write_mixture
 from convhub.publish.push import local_files

@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from convhub import mix, registry
+from convhub.build import ENGINE_WORK, build_source
 from convhub.cli import main as cli
-from convhub.engine.build import ENGINE_WORK, build_source
 from convhub.engine.checks import quarantine
 from convhub.errors import SourceError
 from convhub.export.exporter import export_source

@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from convhub import registry
+from convhub.build import build_source
 from convhub.cli.main import main
-from convhub.engine.build import build_source
 from convhub.storage.staging import MARKER
 from tests.support.data_files import tables
 from tests.support.hub_double import HUB_TOKEN

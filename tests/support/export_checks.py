@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from convhub.engine.build import build_source
+from convhub.build import build_source
 from convhub.export.exporter import differences, export_source
 from convhub.storage.staging import MARKER
 

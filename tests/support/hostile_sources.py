@@ -14,7 +14,7 @@ from typing import Any
 import datasets
 import pytest
 
-from convhub.engine.build import build_source
+from convhub.build import build_source
 from convhub.engine.checks import quarantine
 from convhub.errors import SourceError
 

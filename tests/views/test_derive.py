@@ -40,7 +40,7 @@ def test_derived_view_equals_builder_view(sample_builds, tmp_path, source, view)
 
 
 def test_build_of_a_derived_view_alone_parses_once_and_writes_only_that_view(tmp_path):
-    from convhub.engine.build import build_source
+    from convhub.build import build_source
 
     builder_cls = registry.get("locomo")
     result = build_source("locomo", tmp_path / "out", data_dir=builder_cls.sample_dir(), configs=["qa"])
@@ -52,7 +52,7 @@ def test_build_of_a_derived_view_alone_parses_once_and_writes_only_that_view(tmp
 
 @pytest.mark.parametrize("source", ["mnbvc", "gigamemory"])
 def test_derive_in_worker_processes_gives_the_rows_of_one_process(sample_builds, tmp_path, source):
-    from convhub.engine.build import build_source
+    from convhub.build import build_source
 
     builder_cls = registry.get(source)
     result = build_source(source, tmp_path / "out", data_dir=builder_cls.sample_dir(), num_proc=2)
@@ -70,7 +70,7 @@ def test_derive_in_worker_processes_gives_the_rows_of_one_process(sample_builds,
 
 
 def test_a_build_of_source_configs_only_derives_nothing(tmp_path):
-    from convhub.engine.build import build_source
+    from convhub.build import build_source
 
     builder_cls = registry.get("locomo")
     result = build_source("locomo", tmp_path / "out", data_dir=builder_cls.sample_dir(), configs=["events"])

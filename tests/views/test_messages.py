@@ -10,7 +10,7 @@ import jinja2
 import pytest
 
 from convhub import registry
-from convhub.engine.build import build_source
+from convhub.build import build_source
 from convhub.views.chat import NO_ASSISTANT, turn_content
 from tests.support.data_files import shared_data
 

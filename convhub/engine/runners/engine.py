@@ -1,6 +1,6 @@
 """The engine a build runs on: one small interface (``Engine``), two engines behind it.
 
-``convhub.engine.build`` asks an engine for four things and never which one it is: write every split of a config
+``convhub.build`` asks an engine for four things and never which one it is: write every split of a config
 as Parquet files (``write_config``), run a function over tasks (``map``: the derived views, one task per sessions
 shard), find the rows whose value of a column is repeated (``repeated_rows``: the duplicate-id check), and where
 its tasks may write (``scratch``). ``LocalEngine`` does them in this machine's processes
