@@ -34,7 +34,7 @@ def test_every_import_resolves_for_pyright():
     run = subprocess.run(["pyright", "--outputjson"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     found = json.loads(run.stdout)
     # the project's own modules; a third-party one an extra brings (polars, for the benchmarks) may be absent
-    own = {PACKAGE} | {path.stem for folder in NEIGHBOURS for path in (ROOT / folder).rglob("*.py")}
+    own = {PACKAGE, "tests"} | {path.stem for folder in NEIGHBOURS for path in (ROOT / folder).rglob("*.py")}
     unresolved = [
         f"{Path(item['file']).relative_to(ROOT)}:{item['range']['start']['line'] + 1}: {item['message']}"
         for item in found["generalDiagnostics"]
@@ -87,8 +87,8 @@ def test_nothing_imports_the_linked_folders_as_packages_of_their_own():
 
 
 def test_no_test_module_imports_another():
-    """Shared fixtures live in helper modules (``tests/*_sources.py``, ``hub_double.py``...), never in a test module
-    another one imports: a test module can move or be deleted alone."""
+    """Shared fixtures live in helper modules (``tests.support.*``, a source's own ``tests.<source>.<helper>``), never
+    in a test module another one imports: a test module can move or be deleted alone."""
     import ast
 
     test_modules = {path.stem for path in (ROOT / "tests").rglob("test_*.py")}
@@ -97,7 +97,9 @@ def test_no_test_module_imports_another():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
             names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
-            imports.update({str(path.relative_to(ROOT)): n for n in names if n.split(".")[0] in test_modules})
+            imports.update(
+                {str(path.relative_to(ROOT)): n for n in names if n.split(".")[-1] in test_modules}
+            )
     assert imports == {}
 
 
