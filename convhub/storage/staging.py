@@ -37,6 +37,7 @@ from convhub.storage.abandoned import (
     sweep_abandoned,
 )
 from convhub.storage.folders import (
+    Folder,
     Location,
     is_url,
     location,
@@ -55,12 +56,12 @@ class OutputError(ValueError):
     """An output folder convhub must not write: one line for the user, raised before any work."""
 
 
-def made_by_convhub(folder: Path) -> bool:
+def made_by_convhub(folder: Folder) -> bool:
     """Whether ``folder`` holds the marker a convhub run writes into every folder it makes."""
     return (folder / MARKER).is_file()
 
 
-def check_output(output: Path, overwrite: bool = False, inputs: Iterable[str | os.PathLike] = ()) -> None:
+def check_output(output: Folder, overwrite: bool = False, inputs: Iterable[str | os.PathLike] = ()) -> None:
     """Refuse, before any work, an ``output`` that convhub may not write or replace.
 
     ``inputs`` are the files and folders the run reads (a data folder, the builds a mixture reads):
@@ -93,7 +94,7 @@ def check_output(output: Path, overwrite: bool = False, inputs: Iterable[str | o
     _check_not_users(output, overwrite)
 
 
-def _check_not_users(output: Path, overwrite: bool) -> None:
+def _check_not_users(output: Folder, overwrite: bool) -> None:
     if output.exists() and not made_by_convhub(output) and any(output.iterdir()) and not overwrite:
         raise OutputError(
             f"{text_of(output)} holds files convhub did not write: refusing to replace it "
@@ -150,8 +151,8 @@ def _local_paths(inputs: Iterable[str | os.PathLike]) -> Iterator[Path]:
 
 @contextmanager
 def staged_folder(
-    output: Path, overwrite: bool = False, inputs: Iterable[str | os.PathLike] = ()
-) -> Iterator[Path]:
+    output: Folder, overwrite: bool = False, inputs: Iterable[str | os.PathLike] = ()
+) -> Iterator[Folder]:
     """A hidden folder beside ``output`` to write into. When the block ends normally it takes ``output``'s
     place; on any error it is removed and ``output`` (an earlier build, say) stays as it was.
 
