@@ -17,7 +17,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, cast
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -25,6 +25,8 @@ import pyarrow.parquet as pq
 from upath import UPath
 
 if TYPE_CHECKING:  # TypeIs narrows both ways (``not is_url(p)`` is a ``Path``); only the checker needs it
+    from datasets.utils.metadata import MetadataConfigs
+    from huggingface_hub import DatasetCard
     from typing_extensions import TypeIs
 
 #: A path as callers give it: a string (a local path or a URL), a local path, or a ``UPath`` made of a URL.
@@ -140,11 +142,20 @@ def remove_tree(path: Folder) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def read_card(path: Folder):
+def read_card(path: Folder) -> DatasetCard:
     """A folder's dataset card (the folder local or at a URL), read as ``DatasetCard.load`` reads it: newlines kept."""
     from huggingface_hub import DatasetCard
 
     return DatasetCard(path.read_bytes().decode("utf-8"))
+
+
+def card_configs(card: DatasetCard) -> MetadataConfigs:
+    """The configs a card's YAML declares (their ``data_files``), as ``datasets`` reads them."""
+    from datasets.utils.metadata import MetadataConfigs
+    from huggingface_hub import DatasetCardData
+
+    # A DatasetCard makes its data a DatasetCardData (its card_data_class); RepoCard annotates it as the base class.
+    return MetadataConfigs.from_dataset_card_data(cast(DatasetCardData, card.data))
 
 
 def write_text(path: Folder, text: str) -> None:
