@@ -16,6 +16,7 @@ polars that its string functions refuse. Plain text reads the same everywhere: `
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypedDict, overload
 
@@ -240,7 +241,8 @@ class Session(TypedDict):
     date_time: str | None
     timestamp: datetime | None
     summary: str | None
-    turns: list[Turn]
+    #: (a long session's turns may be held as one Arrow array: ``engine.writers.arrow_rows.ArrowList``)
+    turns: Sequence[Turn]
     extra: str | None
 
 
@@ -302,7 +304,7 @@ def empty_turn(turn_id: str, speaker: str, role: str, text: str) -> Turn:
     }
 
 
-def empty_session(session_id: str, turns: list[Turn]) -> Session:
+def empty_session(session_id: str, turns: Sequence[Turn]) -> Session:
     return {
         "session_id": session_id,
         "date_time": None,

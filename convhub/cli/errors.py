@@ -19,8 +19,12 @@ import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from convhub.errors import EngineError, SourceError, in_chain
+
+if TYPE_CHECKING:
+    import httpx2
 
 USAGE, DATA, INTERRUPTED = 2, 1, 130
 
@@ -54,10 +58,11 @@ def dropped_transfer(error: BaseException) -> str | None:
     """
     import httpx2
 
-    lost = in_chain(error, lambda each: isinstance(each, httpx2.TransportError) and _request_of(each))
-    if lost is None:
+    lost = in_chain(error, lambda each: _request_of(each) is not None)
+    request = None if lost is None else _request_of(lost)
+    if request is None:
         return None
-    url = _request_of(lost).url
+    url = request.url
     origin = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}"
     from huggingface_hub import constants
 
@@ -93,7 +98,12 @@ def _from_spark(error: BaseException) -> bool:
     return type(error).__module__.split(".")[0] in ("pyspark", "py4j")
 
 
-def _request_of(error) -> object | None:
+def _request_of(error: BaseException) -> httpx2.Request | None:
+    """The request a transport error of httpx2's was sending; None for another error."""
+    import httpx2
+
+    if not isinstance(error, httpx2.TransportError):
+        return None
     try:
         return error.request
     except RuntimeError:  # an httpx2 error raised outside a request has none
@@ -160,11 +170,12 @@ def exit_status(command: str, error: BaseException, token=None, written: Sequenc
         first = str(spark).strip().splitlines()[0] if str(spark).strip() else type(spark).__name__
         hub_errors.report(command, f"Spark failed: {first} (--verbose shows Spark's own log)", token)
         return DATA
-    if not _reportable(error):  # a wrapper (DatasetGenerationError): its cause, if a user can act on it
-        error = in_chain(error, _reportable)
-        if error is None:
-            return None
-    line = _why_unreached(error, describe(error))
+    reportable = error if _reportable(error) else in_chain(error, _reportable)
+    if (
+        reportable is None
+    ):  # a wrapper (DatasetGenerationError) is reported by its cause, if a user can act on it
+        return None
+    line = _why_unreached(reportable, describe(reportable))
     hub_errors.report(command, line + (what_was_kept(command, written) if written else ""), token)
     return DATA
 

@@ -449,8 +449,8 @@ def main(argv: list[str] | None = None) -> int:
         if status is None:
             raise
         return status
-    except KeyboardInterrupt as error:  # Ctrl-C outside a library's own handling of it
-        return cli_errors.exit_status(args.command, error, written=getattr(args, "written", ()))
+    except KeyboardInterrupt:  # Ctrl-C outside a library's own handling of it
+        return cli_errors.interrupted(args.command, getattr(args, "written", ()))
 
 
 def _run(args) -> int:
