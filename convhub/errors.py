@@ -50,6 +50,12 @@ class FieldError(ValueError):
         return (FieldError, (self.field, self.problem))
 
 
+class UsageError(Exception):
+    """A command line that cannot run as given, found after parsing: one line and exit status 2 (``cli.errors``).
+    Here, below every command's package, so that a command (``publish.command``) raises it without importing
+    the CLI that imports the command."""
+
+
 class EngineError(RuntimeError):
     """An engine that cannot run a build (PySpark not installed, a Spark master that does not answer): the
     message says what to do."""

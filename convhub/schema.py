@@ -16,14 +16,13 @@ polars that its string functions refuse. Plain text reads the same everywhere: `
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import math
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any, TypedDict, overload
 
 import orjson
 from datasets import Features, List, Value
-
-from convhub.engine.readers.exact_json import holds_non_finite_float
 
 SOURCES = ("locomo", "gigamemory", "convlab", "mnbvc", "longmemeval")
 ROLES = ("user", "assistant", "system")
@@ -66,6 +65,30 @@ def to_json(value: Any) -> str | None:
     if b"null" in text and holds_non_finite_float(value):
         return json.dumps(value, ensure_ascii=False)
     return text.decode()
+
+
+def floats_in(value: Any) -> Iterator[float]:
+    """Every float in a decoded JSON value (containers walked without recursion; scalars never stacked)."""
+    if type(value) is float:
+        yield value
+        return
+    pending = [value] if type(value) in _CONTAINERS else []
+    while pending:
+        container = pending.pop()
+        for item in container.values() if type(container) is dict else container:
+            kind = type(item)
+            if kind is float:
+                yield item
+            elif kind in _CONTAINERS:
+                pending.append(item)
+
+
+_CONTAINERS = (dict, list, tuple)
+
+
+def holds_non_finite_float(value: Any) -> bool:
+    """True when orjson would write ``value`` differently from json (NaN and infinities become null)."""
+    return any(not math.isfinite(number) for number in floats_in(value))
 
 
 IMAGE = {"url": string(), "caption": string(), "query": string()}

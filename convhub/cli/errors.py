@@ -2,7 +2,7 @@
 what kind of failure it was; never a traceback for a user's mistake, bad data, a full disk or Ctrl-C.
 
 - ``USAGE`` (2): the command line cannot run as given (argparse's own status for its errors);
-  :class:`UsageError` carries such a problem found after parsing (a config a source does not have).
+  :class:`convhub.errors.UsageError` carries such a problem found after parsing (a config a source does not have).
 - ``DATA`` (1): the data, the files or the machine stopped the command (a bad record, a full disk).
 - ``INTERRUPTED`` (130, as a shell reports a process stopped by SIGINT): Ctrl-C.
 
@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from convhub.errors import EngineError, SourceError, in_chain
+from convhub.errors import EngineError, SourceError, UsageError, in_chain
 
 if TYPE_CHECKING:
     import httpx2
@@ -30,10 +30,6 @@ USAGE, DATA, INTERRUPTED = 2, 1, 130
 
 #: The commands whose output is staged and removed on failure: after Ctrl-C nothing of theirs is left.
 STAGED = ("build", "check")
-
-
-class UsageError(Exception):
-    """A command line that cannot run as given, found after parsing: one line and exit status 2."""
 
 
 def _no_space(error: BaseException) -> bool:

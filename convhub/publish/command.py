@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from huggingface_hub.errors import HfHubHTTPError
 
 from convhub import registry
-from convhub.cli.errors import UsageError
+from convhub.errors import UsageError
 from convhub.publish.hub_errors import report
 from convhub.publish.local_files import CARD
 from convhub.publish.session import PushError
