@@ -35,7 +35,7 @@ from convhub.publish.hub_client import HubUnreachable, reach_repo
 from convhub.publish.hub_errors import redact
 from convhub.schema import JSON_TEXT_FIELDS
 from convhub.storage.folders import (
-    card_configs,
+    configs_of_card,
     folder_at,
     is_url,
     local_output,
@@ -148,7 +148,7 @@ class LocalBuild(Build):
         readme_identity = file_identity(text_of(readme))
         #: the card read once, with the files it lists (``convhub score`` copies its ``source_files``)
         self.card = read_card(readme)
-        configs = card_configs(self.card)
+        configs = configs_of_card(self.card)
         self._files: dict[str, dict[str, list[str]]] = {}
         for name, config in configs.items():
             patterns = sanitize_patterns(config["data_files"])

@@ -33,7 +33,7 @@ from convhub.mix.rows import (
 )
 from convhub.publish.hub_client import HubUnreachable, reach_repo
 from convhub.publish.hub_errors import redact
-from convhub.storage.folders import Folder, card_configs, parquet_file, read_card, text_of
+from convhub.storage.folders import Folder, configs_of_card, parquet_file, read_card, text_of
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ def _local_data_files(folder: Folder, entry: SourceEntry, index: int) -> dict[st
     readme = folder / "README.md"
     if not readme.is_file():
         raise RecipeError(f"sources[{index}].path", f"{entry.location} is not a build folder (no README.md)")
-    configs = card_configs(read_card(readme))
+    configs = configs_of_card(read_card(readme))
     if entry.config not in configs:
         raise RecipeError(
             f"sources[{index}].config",

@@ -149,7 +149,7 @@ def read_card(path: Folder) -> DatasetCard:
     return DatasetCard(path.read_bytes().decode("utf-8"))
 
 
-def card_configs(card: DatasetCard) -> MetadataConfigs:
+def configs_of_card(card: DatasetCard) -> MetadataConfigs:
     """The configs a card's YAML declares (their ``data_files``), as ``datasets`` reads them."""
     from datasets.utils.metadata import MetadataConfigs
     from huggingface_hub import DatasetCardData
