@@ -13,7 +13,7 @@ from huggingface_hub import DatasetCard
 
 from convhub.cards import is_non_commercial
 from convhub.publish.session import PushError
-from convhub.storage.folders import Folder, is_url, parquet_file
+from convhub.storage.folders import Folder, is_url, parquet_file, relative_name
 
 CARD = "README.md"
 NO_LICENSE = {"", "none"}
@@ -24,7 +24,7 @@ def local_files(folder: Folder) -> dict[str, Folder]:
     folders are skipped."""
     files = {}
     for path in sorted(folder.rglob("*")):
-        relative = "/".join(path.parts[len(folder.parts) :])
+        relative = relative_name(path, folder)
         if path.is_file() and not any(part.startswith(".") for part in relative.split("/")):
             files[relative] = path
     if CARD not in files:

@@ -17,7 +17,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias, cast
+from typing import TYPE_CHECKING, BinaryIO, TypeAlias, cast
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -128,6 +128,12 @@ def move(source: PathArg, target: Folder) -> None:
 OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl", "oss"})
 
 
+def relative_name(path: Folder, folder: Folder) -> str:
+    """``path``'s name under ``folder``, which holds it, parts joined by ``/`` (``relative_to``, which a local
+    ``Path`` and a ``UPath`` type apart)."""
+    return "/".join(path.parts[len(folder.parts) :])
+
+
 def moves_by_copying(path: Folder) -> bool:
     """Whether moving ``path`` copies its every byte: a folder on an object store (S3 and its kin)."""
     return is_url(path) and path.protocol in OBJECT_STORES
@@ -236,16 +242,17 @@ def url_files(url: str, suffixes: tuple[str, ...], recursive: bool = False) -> l
     return [(name, prefix if found == [root] else f"{prefix}/{name}") for name in names]
 
 
-def open_url(url: str, compression: str | None = None):
+def open_url(url: str, compression: str | None = None) -> BinaryIO:
     """A file under a URL, opened with fsspec where a task reads it (no download; seeks are range reads).
     ``compression="gzip"``: its decompressed bytes (closing it closes the file under it too)."""
     import fsspec
 
     fs, path = fsspec.core.url_to_fs(fsspec_url(url))
-    return fsspec.core.OpenFile(fs, path, "rb", compression=compression).open()
+    # (opened "rb", a binary file object, which fsspec annotates as any IO)
+    return cast(BinaryIO, fsspec.core.OpenFile(fs, path, "rb", compression=compression).open())
 
 
-def open_file(path: str | os.PathLike[str]):
+def open_file(path: str | os.PathLike[str]) -> BinaryIO:
     """A source file's bytes: a local path opened here, a URL through fsspec (``open_url``)."""
     text = os.fspath(path)
     return open_url(text) if "://" in text else open(text, "rb")
