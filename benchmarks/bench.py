@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         started = time.perf_counter()
         for source in args.source or registry.names():
-            if source in scaled_inputs.GENERATORS:
+            if scaled_inputs.generator(source) is not None:
                 rows += bench_source(
                     source,
                     workdir,
@@ -245,7 +245,9 @@ def main(argv: list[str] | None = None) -> int:
                     None if args.baseline_code is None else str(args.baseline_code.resolve()),
                 )
             else:
-                print(f"| {source} | no scaled-input generator yet | | | | | | | | |")
+                print(
+                    f"| {source} | skipped: no scaled input (builders/{source}/scaled.py) | | | | | | | | |"
+                )
     print(f"\nload average at end: {load_average()}; whole run {time.perf_counter() - started:.0f} s")
     if args.repeat > 1:
         rows = merged(rows)

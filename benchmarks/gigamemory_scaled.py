@@ -3,19 +3,15 @@
     python benchmarks/gigamemory_scaled.py --lines 1000            # ~375 MB .jsonl, a few minutes
     python benchmarks/gigamemory_scaled.py --lines 1000 --gzip     # the same as .jsonl.gz
 
-The file is made from the real public sample (or the packaged sample when ../shared/data is absent): line ``i``
-is a copy of a real line with a new ``id`` and the dialogue number ``i % (lines // 4)``, a real dialogue marked
-with its number in its first message. Each dialogue thus has four questions, spread a quarter of the file
-apart: the worst case for grouping, which must not hold pending dialogues in memory. Nothing is written
-into the project; the file goes to a temporary folder (or ``--workdir``).
+The file is ``convhub.builders.gigamemory.scaled``'s (a real dialogue's four questions a quarter of the file
+apart). Nothing is written into the project; the file goes to a temporary folder (or ``--workdir``).
 
-``benchmarks/scaled_inputs.py`` calls ``write_scaled`` for ``bench.py`` (scale 1 = 1,600 lines, ~1 GB).
+``benchmarks/scaled_inputs.py`` makes the same file for ``bench.py`` (scale 1 = 1,600 lines, ~1 GB).
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import sys
@@ -24,40 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import harness
+import scaled_inputs
 
-QUESTIONS_PER_DIALOGUE = 4
-
-
-def template_lines() -> list[dict]:
-    source = harness.real_file("gigamemory")
-    if not source.exists():
-        from convhub.builders.gigamemory.builder import GigamemoryBuilder
-
-        source = Path(GigamemoryBuilder.sample_dir()) / "dialogues.jsonl"
-    with open(source, encoding="utf-8") as handle:
-        return [json.loads(text) for text in handle if text.strip()]
-
-
-def write_scaled(path: Path, lines: int) -> Path:
-    """``lines`` lines, streamed to ``path`` (``.gz`` compresses); one line in memory at a time."""
-    templates = template_lines()
-    dialogues = max(1, lines // QUESTIONS_PER_DIALOGUE)
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "wt", encoding="utf-8") as handle:
-        for index in range(lines):
-            number = index % dialogues
-            template = templates[number % len(templates)]
-            first, *rest = template["sessions"]
-            message, *messages = first["messages"]
-            marked = {**message, "content": f"[диалог {number}] {message['content']}"}
-            record = {
-                **template,
-                "id": index + 1,
-                "sessions": [{**first, "messages": [marked, *messages]}, *rest],
-            }
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-    return path
+from convhub.builders.gigamemory.scaled import write_scaled
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gigamemory-scaled-") as temp:
         folder = args.workdir or Path(temp)
         folder.mkdir(parents=True, exist_ok=True)
-        path = write_scaled(folder / ("scaled.jsonl.gz" if args.gzip else "scaled.jsonl"), args.lines)
+        path = write_scaled(
+            folder / ("scaled.jsonl.gz" if args.gzip else "scaled.jsonl"),
+            args.lines,
+            scaled_inputs.existing_real_file("gigamemory"),
+        )
         size = os.path.getsize(path) / 2**20
         print(f"{path.name}: {args.lines:,} lines, {size:,.1f} MiB on disk")
         every = json.dumps(["sessions", "turns", "qa", "messages"])

@@ -22,17 +22,6 @@ SHARED_DATA = Path(
     os.environ.get("CONVHUB_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
 )
 
-#: The real file each source's scaled input is made from, under ``SHARED_DATA``.
-REAL_FILES = {
-    "locomo": "locomo/locomo10.json",
-    "gigamemory": "gigamemory/format_example.jsonl",
-    "convlab": "convlab/multiwoz21/dummy_data.json",
-}
-
-
-def real_file(source: str) -> Path:
-    return SHARED_DATA / REAL_FILES[source]
-
 
 #: ``load_dataset("json")`` on the files, the baseline the benchmarks compare with. Files of different shapes
 #: (MNBVC's multi-turn and forum shards) cannot share one schema, not even as splits of one load: one

@@ -32,6 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import scaled_inputs
 from harness import BUILD, run_case
 
 #: Target (issue #13): peak memory within a small multiple of the record's size. The floor of a build that writes
@@ -43,13 +44,13 @@ TARGET_MULTIPLE = 6.0
 
 
 #: Each source's large record: the sample file whose first record it grows (a JSON list, or JSON Lines for
-#: ``.jsonl``), and where the record goes in its data folder, alone in a file of the same kind. Every source has one.
+#: ``.jsonl``), and where the record goes in its data folder, alone in a file of the same kind; declared in the
+#: source's ``builders/<name>/scaled.py`` as ``LARGE_RECORD`` (with ``LARGE_RECORD_UNIT``, the text it is grown
+#: with, and ``LARGE_RECORD_COMPANIONS``, sample files the record is read with). A source without one is skipped.
 RECORD_FILES = {
-    "locomo": ("locomo_sample.json", "one.json"),
-    "gigamemory": ("dialogues.jsonl", "one.jsonl"),
-    "convlab": ("toychat/data/dialogues.json", "toychat/data/dialogues.json"),
-    "mnbvc": ("multiturn/sharegpt-0002.jsonl", "multiturn/one.jsonl"),
-    "longmemeval": ("longmemeval_oracle.json", "longmemeval_oracle.json"),  # a haystack turn is grown
+    source: module.LARGE_RECORD
+    for source in scaled_inputs.sources()
+    if hasattr(module := scaled_inputs.generator(source), "LARGE_RECORD")
 }
 SOURCES = tuple(RECORD_FILES)
 
@@ -90,7 +91,8 @@ def write_input(source: str, folder: Path, megabytes: float | None) -> Path:
     from convhub import registry
 
     sample = Path(registry.get(source).sample_dir())
-    unit = "中文对话 " if source == "mnbvc" else "a long turn "
+    declared = scaled_inputs.generator(source)
+    unit = getattr(declared, "LARGE_RECORD_UNIT", "a long turn ")
 
     def grown(record):
         return record if megabytes is None else with_long_string(record, megabytes, unit)
@@ -104,8 +106,8 @@ def write_input(source: str, folder: Path, megabytes: float | None) -> Path:
         [first, *_] = json.loads((sample / original).read_text(encoding="utf-8"))
         text = json.dumps([grown(first)], ensure_ascii=False)
     target.write_text(text, encoding="utf-8")
-    if source == "convlab":  # a ConvLab dataset is read with its ontology
-        shutil.copy(sample / "toychat" / "data" / "ontology.json", target.parent / "ontology.json")
+    for companion in getattr(declared, "LARGE_RECORD_COMPANIONS", ()):  # e.g. a ConvLab dataset's ontology
+        shutil.copy(sample / companion, target.parent / Path(companion).name)
     return folder
 
 

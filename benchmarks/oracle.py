@@ -88,7 +88,8 @@ def inputs(source: str, folder: Path, scale: float) -> dict[str, Path]:
     real = harness.SHARED_DATA / source
     if real.is_dir():
         found["real"] = real
-    found[f"scaled-{scale}"] = scaled_inputs.make(source, folder / f"scaled-{scale}", scale).data_dir
+    if scaled_inputs.generator(source) is not None:  # a source without builders/<name>/scaled.py has none
+        found[f"scaled-{scale}"] = scaled_inputs.make(source, folder / f"scaled-{scale}", scale).data_dir
     return found
 
 
@@ -177,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="convhub-oracle-") as temp:
         for source in args.source or registry.names():
+            if scaled_inputs.generator(source) is None:
+                print(f"| {source} | skipped: no scaled input (builders/{source}/scaled.py) | | |")
+                continue
             made = scaled_inputs.make(source, Path(temp) / "input" / source, args.scale)
             started = time.perf_counter()
             local = build_source(source, Path(temp) / "local" / source, str(made.data_dir), num_proc=2)

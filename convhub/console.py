@@ -20,6 +20,8 @@ from collections.abc import Iterator
 
 from tqdm import tqdm
 
+from convhub import registry
+
 #: The logger of a build's phases (derive, split by subset, card, move into place); INFO under the CLI.
 phases = logging.getLogger("convhub.engine.build")
 
@@ -87,12 +89,13 @@ def setup_logging() -> ConsoleHandler | None:
 
 
 class _QuirkFilter(logging.Filter):
-    """Holds back the warnings of ``builders.<source>.*`` loggers and counts them. The count is in shared
-    memory, so the warnings of forked worker processes (``--num-proc``) count too."""
+    """Holds back the warnings of the loggers of ``source``'s package (``convhub.builders.<source>.*``, as
+    ``registry.module_name`` says) and counts them. The count is in shared memory, so the warnings of forked worker
+    processes (``--num-proc``) count too."""
 
     def __init__(self, source: str) -> None:
         super().__init__()
-        self.prefix = f"convhub.builders.{source}."
+        self.prefix = f"{registry.module_name(source)}."
         self.count = multiprocessing.Value("i", 0)
         self.last: logging.LogRecord | None = None  # one record passes each handler: counted once
 

@@ -24,7 +24,6 @@ from typing import Any, TypedDict, overload
 import orjson
 from datasets import Features, List, Value
 
-SOURCES = ("locomo", "gigamemory", "convlab", "mnbvc", "longmemeval")
 ROLES = ("user", "assistant", "system")
 
 #: Parquet has no second resolution (timestamp[s] comes back as timestamp[ms]); ms survives the round trip.
@@ -146,9 +145,14 @@ QUESTION = {
     "question": string(),
     "answer": string(),
     "adversarial_answer": string(),
+    #: The points a judge checks an answer against, one string each (BEAM's ``rubric``); empty where a source has none.
+    "rubric": List(string()),
     "category": string(),
     "category_id": Value("int32"),
     "evidence_turn_ids": List(string()),
+    #: Where the source says what each piece of evidence is (BEAM's ``first_statement``, ``original_info``, a role):
+    #: one label per ``evidence_turn_ids`` entry, in the same order; empty where the source gives no such structure.
+    "evidence_labels": List(string()),
     "evidence_session_ids": List(string()),
     #: Evidence the source gives that resolves to no turn or session of this conversation (an id naming none,
     #: or a piece with no id at all). Its own column, so that no key of the source's own can collide with it.
@@ -285,9 +289,11 @@ class Question(TypedDict):
     question: str
     answer: str | None
     adversarial_answer: str | None
+    rubric: list[str]
     category: str | None
     category_id: int | None
     evidence_turn_ids: list[str]
+    evidence_labels: list[str]
     evidence_session_ids: list[str]
     unresolved_evidence: list[str]
     extra: str | None
@@ -344,9 +350,11 @@ def empty_question(question_id: str, question: str) -> Question:
         "question": question,
         "answer": None,
         "adversarial_answer": None,
+        "rubric": [],
         "category": None,
         "category_id": None,
         "evidence_turn_ids": [],
+        "evidence_labels": [],
         "evidence_session_ids": [],
         "unresolved_evidence": [],
         "extra": None,

@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from convhub import registry
-from convhub.engine.runners.local import MAX_SHARD_BYTES, balanced_runs, consecutive_runs, jobs, write_config
+from convhub.engine.runners.cuts import balanced_runs, consecutive_runs
+from convhub.engine.runners.local import MAX_SHARD_BYTES, jobs, write_config
 from convhub.errors import Notes
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from convhub import registry
+from convhub.builders.locomo import scaled as locomo_scaled
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -201,7 +202,7 @@ def test_an_input_made_without_the_real_files_says_so(tmp_path, monkeypatch, sou
     made = scaled_inputs.make(source, tmp_path / source, float(TINY))
     assert made.files and all(path.stat().st_size > 0 for path in made.files)
     assert [note for note in made.notes if "packaged sample" in note] == [
-        f"{source}: {harness.real_file(source)} is absent (set CONVHUB_SHARED_DATA), so the input is made "
+        f"{source}: {scaled_inputs.real_file(source)} is absent (set CONVHUB_SHARED_DATA), so the input is made "
         "from convhub's packaged sample: its records are not the real ones' size and its figures do not compare "
         "with README's"
     ]
@@ -242,7 +243,7 @@ def test_real_cases_run_in_fresh_processes(tmp_path, capsys, source):
         else set()
     )
     assert set(rows) == {bench_cases.FLOOR_CASE} | local | spark
-    conversations = max(4, round(scaled_inputs.LOCOMO_CONVERSATIONS * float(TINY)))
+    conversations = max(4, round(locomo_scaled.CONVERSATIONS * float(TINY)))
     for case in local | spark:
         assert rows[case][4] == str(conversations)  # rows: one per conversation, on every engine
         tree, _, python = rows[case][7].partition(" (Python ")

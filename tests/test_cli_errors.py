@@ -49,9 +49,7 @@ def test_a_config_of_one_source_only_is_refused_with_all_naming_the_source(tmp_p
     text = fails(
         capsys, ["build", "--all", "--sample", "--config", "observations", "--output", str(tmp_path)], 2
     )
-    assert text.startswith(
-        "argument --config: gigamemory has no config 'observations' (choose from sessions, "
-    )
+    assert text.startswith("argument --config: convlab has no config 'observations' (choose from sessions, ")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -8,15 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from convhub.engine.readers import exact_json
+from convhub.engine.readers import storable
 from convhub.engine.readers.exact_json import (
-    INEXACT,
     load_object,
     loads_exact,
     may_hold_long_integer,
-    orjson_exact,
-    unencodable_field,
 )
+from convhub.engine.readers.storable import unencodable_field
 from convhub.errors import SourceError
 
 
@@ -64,12 +62,6 @@ def test_loads_exact_reads_a_text_as_json_reads_it():
         loads_exact('\ufeff{"a": 1}')
 
 
-def test_orjson_exact_says_where_orjson_would_differ():
-    assert orjson_exact(b'{"a": [1, "x"]}') == {"a": [1, "x"]}
-    for inexact in (b'{"a": 18446744073709551616}', b'{"a": 1.5}', b'{"a": NaN}', b'["\\ud800"]', b"{"):
-        assert orjson_exact(inexact) is INEXACT
-
-
 @pytest.mark.parametrize(
     ("raw", "problem"),
     [
@@ -109,9 +101,9 @@ def test_a_long_list_is_checked_in_pieces_and_its_bad_string_named(monkeypatch, 
     record = {"id": "c", "sessions": [{"session_id": "s", "turns": turns}], "questions": [{"q": "x"}]}
     assert unencodable_field(record) is None
     encoded = []
-    monkeypatch.setattr(exact_json.orjson, "dumps", lambda value, **options: encoded.append(value) or b"")
+    monkeypatch.setattr(storable.orjson, "dumps", lambda value, **options: encoded.append(value) or b"")
     unencodable_field(record)
-    assert max(len(value) for value in encoded if isinstance(value, list)) == exact_json.ENCODED_SLICE
+    assert max(len(value) for value in encoded if isinstance(value, list)) == storable.ENCODED_SLICE
     monkeypatch.undo()
     turns[bad_turn]["text"] = "\ud800"
     assert unencodable_field(record) == f"sessions[0].turns[{bad_turn}].text"
@@ -120,6 +112,6 @@ def test_a_long_list_is_checked_in_pieces_and_its_bad_string_named(monkeypatch, 
 def test_a_record_without_a_long_list_is_encoded_in_one_call(monkeypatch):
     record = {"id": "c", "sessions": [{"turns": [{"text": f"t{index}"} for index in range(4096)]}] * 3}
     encoded = []
-    monkeypatch.setattr(exact_json.orjson, "dumps", lambda value, **options: encoded.append(value) or b"")
+    monkeypatch.setattr(storable.orjson, "dumps", lambda value, **options: encoded.append(value) or b"")
     assert unencodable_field(record) is None
     assert encoded == [record]

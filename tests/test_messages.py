@@ -81,6 +81,7 @@ REAL = {
     "locomo": ("locomo",),
     "gigamemory": ("gigamemory",),
     "convlab": ("convlab",),
+    "beam": ("beam",),
 }
 
 

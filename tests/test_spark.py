@@ -22,7 +22,7 @@ from conftest import shared_data
 import convhub.cli  # noqa: F401  what the command sets before a build starts Spark (Arrow's allocator)
 from convhub import registry
 from convhub.engine.build import build_source
-from convhub.engine.checks import duplicate_ids
+from convhub.engine.runners.engine import LocalEngine
 from convhub.engine.runners.memory import ARROW_POOL_VARIABLE, JEMALLOC_CONF_VARIABLE
 from convhub.errors import SourceError
 from convhub.export.exporter import export_source
@@ -256,7 +256,7 @@ def test_a_duplicate_conversation_id_is_found_by_spark_as_locally(spark, tmp_pat
     def read_on_the_driver(*args):
         raise AssertionError("the driver read every sessions file's ids")
 
-    monkeypatch.setattr(duplicate_ids, "_id_table", read_on_the_driver)
+    monkeypatch.setattr(LocalEngine, "repeated_rows", read_on_the_driver)
     with pytest.raises(SourceError) as on_spark:
         build_source("convlab", tmp_path / "spark-raise", str(data), engine=spark)
     # the places name files, which are cut differently (one per Spark task): the rest is the same
@@ -308,7 +308,9 @@ def test_a_spark_build_writes_straight_to_a_url(source, spark, sample_builds, tm
     monkeypatch.setattr(
         SparkEngine,
         "write_config",
-        lambda self, builder, work: works.append(str(work)) or write_config(self, builder, work),
+        lambda self, builder, work, *rest: (
+            works.append(str(work)) or write_config(self, builder, work, *rest)
+        ),
     )
     monkeypatch.chdir(tmp_path)
     output = tmp_path / "out" / source

@@ -20,7 +20,6 @@ from convhub.builders.convlab import parse
 from convhub.engine.inputs.downloads import source_url
 from convhub.engine.inputs.file_sets import DataInput, Layout, copied_here, inputs_in, listable
 from convhub.engine.readers import byte_ranges
-from convhub.engine.readers.record_loop import convert_records
 from convhub.engine.sources.builder import ConversationBuilder, ConvHubConfig, download_folder
 from convhub.engine.sources.input_shards import Shard, own_shard
 from convhub.errors import Notes
@@ -135,6 +134,9 @@ class ConvLabBuilder(ConversationBuilder):
     SOURCE = "convlab"
     HUB_NAME = "convlab-unified"
     HAS_QUESTIONS = False  # no memory questions in the format
+    #: Each split's dialogues of ``dialogues.json``, read back by their byte ranges (``shards`` indexed them).
+    READER = byte_ranges.ByteRanges()
+    CONVERT = staticmethod(parse.convert)
     PRETTY_NAME = "ConvLab-3 unified datasets (convhub unified)"
     LICENSE = "other"
     LANGUAGES = ("en", "zh")
@@ -219,16 +221,12 @@ class ConvLabBuilder(ConversationBuilder):
         )
 
     def parse_shard(self, shard, notes: Notes):
+        """The engine's default (its ``READER``, a shard's dialogues by their byte ranges), noting a subset read
+        from ``dummy_data.json``."""
         shard = own_shard(shard)
-        source: DataInput = shard["input"]
-        path = shard["path"]  # the file an error names: the dialogues.json (at its URL), not the data folder
-        if shard["first"] and source.kind == "file":
+        if shard["first"] and shard["input"].kind == "file":
             notes.add("subset read from dummy_data.json (its first dialogues only, no ontology or database)")
-
-        def convert(dialogue: dict, counted: Notes) -> dict:
-            return parse.parse_dialogue(dialogue, source.name, counted, path)
-
-        yield from convert_records(path, byte_ranges.read_shard(shard), convert, notes, self.reject)
+        return super().parse_shard(shard, notes)
 
     def table_rows(self, view: View, shard):
         shard = own_shard(shard)

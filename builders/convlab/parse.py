@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from convhub import schema
+from convhub.engine.readers.contract import Place
 from convhub.engine.writers.output_shards import RESERVED_SPLITS, SPLIT_NAME
 from convhub.errors import Notes, SourceError, require
 
@@ -61,6 +62,11 @@ def split_checker(path: str) -> Callable[[Any, int], str]:
         return split
 
     return split_of
+
+
+def convert(dialogue: dict, place: Place, notes: Notes) -> dict:
+    """The engine's conversion of one dialogue read at ``place``: its subset is the input's name."""
+    return parse_dialogue(dialogue, place.name, notes, place.file)
 
 
 def parse_dialogue(dialogue: dict, subset: str, notes: Notes, path: str = "<memory>") -> dict:

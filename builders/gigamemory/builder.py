@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from convhub.builders.gigamemory import parse
 from convhub.builders.gigamemory.parse import Line, where
 from convhub.engine.grouping import line_groups
-from convhub.engine.inputs.listing import JSON_LINES
+from convhub.engine.readers.contract import Place
 from convhub.engine.readers.exact_json import load_object
 from convhub.engine.readers.record_loop import convert_one, convert_records
 from convhub.engine.sources.builder import ConversationBuilder, download_folder
@@ -68,10 +68,7 @@ class GigamemoryBuilder(ConversationBuilder):
             # a plain file's seeks are free: smaller shards balance num_proc workers
             gz = path.endswith(".gz")
             shard_bytes = self.SHARD_BYTES if gz else min(self.SHARD_BYTES, self.PLAIN_SHARD_BYTES)
-            subset = JSON_LINES.stem(file_name)
-            shards += line_groups.group_shards(
-                groups, notes, shard_bytes, path, local, file_name=file_name, subset=subset
-            )
+            shards += line_groups.group_shards(groups, notes, shard_bytes, path, local, file_name=file_name)
         return {SPLIT: shards}
 
     def parse_shard(self, shard, notes):
@@ -100,9 +97,9 @@ def _conversation(group, raw: bytes, shard: dict[str, Any], notes: Notes, reject
     line), a bad question only its line."""
     name, first = shard["path"], group.kept[0]
     sessions = load_object(raw, name, where(first.number))["sessions"]
-    convert = partial(parse.conversation, digest=group.key, subset=shard["subset"])
+    convert = partial(parse.conversation, digest=group.key)
     try:
-        record = convert_one(name, where(first.number, first.fields), sessions, convert, notes)
+        record = convert_one(place_of(shard, first), sessions, convert, notes)
     except SourceError as error:
         reject(error, raw)
         for line in group.kept[1:]:
@@ -111,13 +108,19 @@ def _conversation(group, raw: bytes, shard: dict[str, Any], notes: Notes, reject
             reject(line_error, {**line.fields, "sessions": f"<the sessions of line {first.number}>"})
         return None
     session_ids = {session["session_id"] for session in record["sessions"]}
-    question = partial(parse.parse_question, session_ids=session_ids, file_name=shard["file_name"])
+    question = partial(parse.parse_question, session_ids=session_ids)
 
     def reject_line(error: SourceError, line: Line) -> None:
         reject(
             error, raw if line is first else {**line.fields, "sessions": "<not kept: the dialogue is valid>"}
         )
 
-    lines = ((where(line.number, line.fields), line) for line in group.kept)
-    record["questions"] = list(convert_records(name, lines, question, notes, reject_line))
+    lines = ((place_of(shard, line), line) for line in group.kept)
+    record["questions"] = list(convert_records(lines, question, notes, reject_line))
     return record
+
+
+def place_of(shard: dict[str, Any], line: Line) -> Place:
+    """Where a line of a shard's file is: the file (the URL where it was read at one), its listed name (the
+    subset's), the line, named by its id where it has one."""
+    return Place(shard["path"], shard["file_name"], where(line.number, line.fields), line=line.number)

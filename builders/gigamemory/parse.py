@@ -12,6 +12,8 @@ from typing import Any
 
 from convhub import schema
 from convhub.engine.grouping.line_groups import KeyOf, canonical_digest
+from convhub.engine.inputs.listing import JSON_LINES
+from convhub.engine.readers.contract import Place
 from convhub.errors import FieldError, Notes
 
 #: The four question types of the contest, in the order of its format document.
@@ -63,8 +65,10 @@ def line_key() -> KeyOf:
     return key_of
 
 
-def conversation(sessions: Any, notes: Notes, digest: str, subset: str) -> dict[str, Any]:
-    """The conversation of one dialogue, its ``questions`` still empty."""
+def conversation(sessions: Any, place: Place, notes: Notes, digest: str) -> dict[str, Any]:
+    """The conversation of one dialogue (read at ``place``, its first line; the subset is its file's stem),
+    its ``questions`` still empty."""
+    subset = JSON_LINES.stem(place.name)
     parsed = [
         parse_session(session, i, notes) for i, session in enumerate(_expect(sessions, list, "sessions"))
     ]
@@ -143,12 +147,12 @@ def parse_message(message: Any, session_id: str, index: int, session_name: str) 
     return turn
 
 
-def parse_question(line: Line, notes: Notes, session_ids: set[str], file_name: str) -> schema.Question:
-    """The question of one line, its evidence resolved against the sessions of its dialogue."""
+def parse_question(line: Line, place: Place, notes: Notes, session_ids: set[str]) -> schema.Question:
+    """The question of one line (read at ``place``), its evidence resolved against the sessions of its dialogue."""
     fields = line.fields
     text = _expect(_required(fields, "question"), str, "question")
     question = schema.empty_question(str(fields["id"]), text)
-    extra: dict[str, Any] = {"file": file_name, "line": line.number, "id": fields["id"]}
+    extra: dict[str, Any] = {"file": place.name, "line": line.number, "id": fields["id"]}
     question["category"] = _question_type(fields, notes)
     question["answer"] = _answer(fields, extra, notes)
     evidence = _evidence(fields, extra, session_ids, notes)

@@ -1,5 +1,5 @@
 """LoCoMo (Maharana et al., ACL 2024): where its files are, how a file's samples become records (the engine's list
-reader and per-record loop around :func:`parse.parse_sample`), and its own ``observations`` and ``events``."""
+reader and per-record loop around :func:`parse.convert`), and its own ``observations`` and ``events``."""
 
 from __future__ import annotations
 
@@ -9,36 +9,27 @@ from functools import partial
 from typing import Any, ClassVar
 
 from datasets import Features, List, Value
-from datasets.download.streaming_download_manager import StreamingDownloadManager
 
 from convhub import schema
 from convhub.builders.locomo import audit, evidence, parse
 from convhub.engine.inputs.listing import JSON
-from convhub.engine.readers.json_list import read_elements
-from convhub.engine.readers.record_loop import convert_records
+from convhub.engine.readers.contract import Place
+from convhub.engine.readers.json_list import JsonList
 from convhub.engine.sources.builder import ConversationBuilder, ConvHubConfig
 from convhub.engine.sources.input_shards import Shard, own_shard
 from convhub.errors import Notes, Reject, SourceError
-from convhub.storage.folders import open_file
 from convhub.views.definitions import View
 
 URL = "https://raw.githubusercontent.com/snap-research/LoCoMo/main/data/locomo10.json"
+#: A file is one JSON list of samples, read one at a time so that memory follows one sample; an error names a
+#: sample by its ``sample_id`` where it has one, else by its position. Given ``--on-bad-record skip``, a break in
+#: the list costs only the samples it held. A list without a sample is an error.
+SAMPLES = JsonList(element="sample", id_field="sample_id", names_by_id=True)
 
 
-def samples_of(
-    path: str, reject: Reject | None = None, positions: list[int] | None = None
-) -> Iterator[tuple[str | int, Any]]:
-    """(``parse.record_name``, sample) of each sample of one file (a JSON list), read one at a time so that memory
-    follows one sample. Given ``reject`` (``--on-bad-record skip``), a break in the list goes to it with the
-    bytes skipped (scope ``span``), costing only the samples they held. A list without a sample is an error.
-    Given ``positions``, each sample's position in the list is appended to it before the sample is yielded."""
-    with open_file(path) as handle:
-        for position, sample in read_elements(handle, str(path), "sample", "sample_id", reject):
-            if positions is not None:
-                positions.append(position)
-            sample_box = [sample]
-            del sample  # not held here while its record is converted and written
-            yield parse.record_name(position, sample_box[0]), sample_box.pop()
+def samples_of(path: str, reject: Reject | None = None) -> Iterator[tuple[Place, Any]]:
+    """(place, sample) of each sample of one file, as a build reads them (``LocomoBuilder.READER``)."""
+    return SAMPLES.read(path, reject)
 
 
 def side_table_rows(record: dict, name: str) -> Iterator[dict]:
@@ -98,9 +89,11 @@ class LocomoBuilder(ConversationBuilder):
     TAKES_ERRATA = True
     #: A ``sessions`` row is a whole conversation (~1 MB as Python objects): 1,000 a batch would pass 1 GiB.
     WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {"sessions": 50}
-    #: sample_id → the file naming it first, where one process reads every file (a stream, ``convhub check``, a
-    #: build that raises); other repeats are the build's conversation_id check's (``engine.duplicate_ids``).
-    _first_files: dict[str, str] | None = None
+    READER = SAMPLES
+    CONVERT = staticmethod(parse.convert)
+    #: A sample_id is the conversation_id: unique in the whole input, not only in its file.
+    ID_FIELD = "sample_id"
+    ID_ACROSS_FILES = True
 
     def shards(self, dl_manager) -> dict[str, list[Shard]]:
         """One split, ``test``: the downloaded locomo10.json, or the ``*.json`` files of ``--data-dir``, each a
@@ -116,35 +109,28 @@ class LocomoBuilder(ConversationBuilder):
                 )
                 raise SourceError(self.config.errata, None, None, problem)
             audit.load(self.config.errata)  # a malformed audit stops the build before any sample is read
-        streaming = isinstance(dl_manager, StreamingDownloadManager)
-        self._first_files = {} if streaming or self.config.on_bad_record == "raise" else None
         return {"test": [{"path": path, "name": name} for name, path in kept]}
 
     def parse_shard(self, shard, notes):
-        """The records of one file. A sample_id seen before in this file, or first in another file this process
-        read (``_first_files``: reading one file again, as a stream's passes do, repeats nothing), is rejected.
-        With ``--errata``, each record's questions get the audit's verdicts (``audit.Audit.apply``)."""
-        shard = own_shard(shard)
-        path, subset = shard["path"], JSON.stem(shard["name"])
-        skip, seen_here = self.config.on_bad_record == "skip", set()
-        errata = None if self.config.errata is None else audit.load(self.config.errata)
-        positions: list[int] = []
-        audited: set[int] = set()
-        samples = samples_of(path, self.reject if skip else None, positions)
-        convert = lambda sample, counted: parse.parse_sample(sample, subset, counted)  # noqa: E731
-        for record in convert_records(path, samples, convert, notes, self.reject):
-            sample_id = record["conversation_id"]
-            first = path if self._first_files is None else self._first_files.setdefault(sample_id, path)
-            if sample_id in seen_here or first != path:
-                problem = f"duplicate sample_id {sample_id!r}, also in {first}"
-                self.reject(SourceError(path, sample_id, "sample_id", problem), None)
-                continue
-            seen_here.add(sample_id)
-            if (
-                errata is not None
-            ):  # records are converted one at a time: the last position read is this one's
-                errata.apply(record, positions[-1], path, notes)
-                audited.add(positions[-1])
+        """The records of one file (the engine's default), and with ``--errata`` each record's questions given
+        the audit's verdicts (``audit.Audit.apply``), every entry checked to name a sample of the file."""
+        if self.config.errata is None:
+            return super().parse_shard(shard, notes)
+        return self._audited(own_shard(shard), audit.load(self.config.errata), notes)
+
+    def _audited(self, shard: dict[str, Any], errata: audit.Audit, notes: Notes) -> Iterator[dict]:
+        path, positions, audited = shard["path"], [], set()
+
+        def noted(items: Iterator[tuple[Place, Any]]) -> Iterator[tuple[Place, Any]]:
+            for place, sample in items:
+                positions.append(place.position)
+                sample_box = [sample]
+                del sample  # not held here while its record is converted and written
+                yield place, sample_box.pop()
+
+        for record in self.converted(noted(self.read_shard(shard)), notes):
+            # records are converted one at a time: the last position read is this one's
+            errata.apply(record, positions[-1], path, notes)
+            audited.add(positions[-1])
             yield record
-        if errata is not None:
-            errata.check_all_found(positions, audited, path, notes)
+        errata.check_all_found(positions, audited, path, notes)

@@ -14,6 +14,8 @@ from dateutil import parser as dateparser
 
 from convhub import schema
 from convhub.builders.locomo.evidence import parse_evidence, parse_observations, session_ids_of
+from convhub.engine.inputs.listing import JSON
+from convhub.engine.readers.contract import Place
 from convhub.engine.writers.arrow_rows import ArrowList, session_turns
 from convhub.errors import FieldError, Notes, require_field
 
@@ -38,10 +40,9 @@ ROLES = {"speaker_a": "user", "speaker_b": "assistant"}
 SPEAKER_KEYS = tuple(ROLES)
 
 
-def record_name(position: int, sample: Any) -> str | int:
-    """How an error names a sample: by its ``sample_id`` where it has one, else by its position in the file."""
-    sample_id = sample.get("sample_id") if isinstance(sample, dict) else None
-    return sample_id if isinstance(sample_id, str) and sample_id else position
+def convert(sample: Any, place: Place, notes: Notes) -> dict:
+    """The engine's conversion of one sample read at ``place``: its subset is its file's stem."""
+    return parse_sample(sample, JSON.stem(place.name), notes)
 
 
 def parse_timestamp(date_time: str | None, notes: Notes) -> datetime | None:

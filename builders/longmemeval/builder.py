@@ -6,14 +6,19 @@ from typing import ClassVar
 
 from convhub.builders.longmemeval import parse
 from convhub.engine.inputs.listing import JSON_OR_EXTENSIONLESS, files_by_stem, find_files
+from convhub.engine.readers.json_list import JsonList
 from convhub.engine.sources.builder import ConversationBuilder, ConvHubConfig
-from convhub.engine.sources.input_shards import Shard, own_shard
+from convhub.engine.sources.input_shards import Shard
 
 #: Without ``--data-dir``: the oracle file (evidence sessions only, 15 MB) of the cleaned release (September
 #: 2025, the version users cite; its subset ``longmemeval_oracle``). The first release's files, extension-less
 #: in ``xiaowu0162/longmemeval``, and the cleaned ``longmemeval_s_cleaned.json``/``longmemeval_m_cleaned.json``
 #: build from ``--data-dir``, each a subset named by its file (``longmemeval_s``, ``longmemeval_s_cleaned``).
 URL = "https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned/resolve/main/longmemeval_oracle.json"
+#: A file is one JSON list of instances, read one at a time (an ``_m`` file is 2.75 GB); an error names an instance
+#: by its position, a file whose first element is not an instance is refused whole, and with ``--on-bad-record
+#: skip`` a break in the list costs only the instances it held.
+INSTANCES = JsonList(element="LongMemEval instance", id_field="question_id", recognize=parse.not_longmemeval)
 
 
 class LongMemEvalBuilder(ConversationBuilder):
@@ -36,6 +41,10 @@ class LongMemEvalBuilder(ConversationBuilder):
     config: ConvHubConfig  # what datasets made of BUILDER_CONFIG_CLASS, typed as such
     #: A ``sessions`` row is a haystack (~5.5 MB in ``_m``): 1,000 a batch would hold a whole 2.75 GB file.
     WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {"sessions": 10}
+    READER = INSTANCES
+    CONVERT = staticmethod(parse.convert)
+    #: Unique within a file (the conversation_id is ``<subset>:<question_id>``).
+    ID_FIELD = "question_id"
 
     def shards(self, dl_manager) -> dict[str, list[Shard]]:
         """One split, ``test``; one shard (``{"path", "name"}``) per file, its subset the name without ``.json``:
@@ -50,8 +59,3 @@ class LongMemEvalBuilder(ConversationBuilder):
             return super().input_files(data_dir, subsets, downloads)
         found = find_files(data_dir, "LongMemEval", kind=JSON_OR_EXTENSIONLESS)
         return sorted(files_by_stem(found, subsets, cls.SOURCE, JSON_OR_EXTENSIONLESS))
-
-    def parse_shard(self, shard, notes):
-        recover = self.config.on_bad_record == "skip"
-        shard = own_shard(shard)
-        return parse.parse_file(shard["path"], shard["name"], notes, self.reject, recover)

@@ -1,27 +1,23 @@
 """LongMemEval instances → canonical records, one per question (its haystack the sessions), run by the engine's
-per-record loop (``convert_records``: a :class:`FieldError` names the field, the loop the file and the record).
+per-record loop (``convert``: a :class:`FieldError` names the field, the loop the file and the record).
 Every field is reachable: typed where the schema has a place, raw otherwise, in the question's ``extra`` (question
 date, numeric answer, key orders other than the documented one: names convhub claims, so none is mistaken for a
 source key) or, unknown keys, in the conversation's ``extra.other_keys``."""
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 from convhub import schema
 from convhub.engine.inputs.listing import JSON_OR_EXTENSIONLESS
-from convhub.engine.readers.json_list import SKIPPED_HEAD_BYTES, SkippedBytes, read_elements
-from convhub.engine.readers.record_loop import convert_records
+from convhub.engine.readers.contract import Place
 from convhub.engine.writers.arrow_rows import session_turns
-from convhub.errors import FieldError, Notes, Reject, SourceError, raise_error
-from convhub.storage.folders import open_file
+from convhub.errors import FieldError, Notes
 
 #: The instance's keys in the order LongMemEval's README documents them; another order is kept in ``key_order``.
 FIRST_KEYS = ("question_id", "question_type", "question", "answer", "question_date")
@@ -39,72 +35,17 @@ def subset_of(name: str) -> str:
     return JSON_OR_EXTENSIONLESS.stem(name)
 
 
-def parse_file(
-    path: str, name: str, notes: Notes, reject: Reject = raise_error, recover: bool = False
-) -> Iterator[dict[str, Any]]:
-    """The records of one file (``name``: its file name, kept for the export), in file order; with ``recover``
-    (``--on-bad-record skip``) reading on after a break in the file's list. A ``question_id`` already given to
-    an earlier instance of the file is an error naming both (the conversation ids would collide)."""
-    instances = _PlacedInstances(read_instances(path, reject if recover else None))
-    convert = partial(convert_instance, subset=subset_of(name), file=posixpath.basename(name))
-    return convert_records(str(path), instances, instances.unique_ids(convert), notes, reject)
+def convert(instance: Any, place: Place, notes: Notes) -> dict[str, Any]:
+    """The engine's conversion of one instance read at ``place``: its subset and ``file`` are its file's name."""
+    return convert_instance(instance, notes, subset_of(place.name), posixpath.basename(place.name))
 
 
-class _PlacedInstances:
-    """A file's (position, instance) pairs, remembering the position of the one being converted, so that
-    :meth:`unique_ids`'s conversion can name the first instance of a repeated ``question_id``."""
-
-    def __init__(self, items: Iterator[tuple[int, Any]]) -> None:
-        self.items, self.position = items, -1
-        self.first_at: dict[str, int] = {}
-
-    def __iter__(self) -> Iterator[tuple[int, Any]]:
-        for position, instance in self.items:
-            self.position = position
-            instance_box = [instance]
-            del instance  # not held here while its record is converted and written
-            yield position, instance_box.pop()
-
-    def unique_ids(self, convert: Callable[[Any, Notes], dict[str, Any]]) -> Callable[[Any, Notes], dict]:
-        def converted_once(instance: Any, notes: Notes) -> dict[str, Any]:
-            record = convert(instance, notes)
-            question_id = record["questions"][0]["question_id"]
-            first = self.first_at.setdefault(question_id, self.position)
-            if first != self.position:
-                raise FieldError("question_id", f"{question_id!r} is also the id of record {first}")
-            return record
-
-        return converted_once
-
-
-def read_instances(path: str, reject: Reject | None = None) -> Iterator[tuple[int, Any]]:
-    """(position, instance) of each instance, one at a time (an ``_m`` file is 2.75 GB); an error names the
-    instance by its position in the file, as LoCoMo's do. Given ``reject`` (``--on-bad-record skip``), a break
-    in the list costs only the instances it held (each has one ``question_id``), quarantined with its bytes.
-
-    A file whose first element has none of an instance's keys (LoCoMo's ``locomo10.json`` beside LongMemEval's
-    files, say) is not LongMemEval's: the error says so for the whole file, not for one field of one record."""
-    with open_file(path) as handle:
-        elements = read_elements(handle, str(path), "LongMemEval instance", "question_id", reject)
-        for position, instance in elements:
-            if not isinstance(instance, dict) or not instance.keys() & set(KEYS):
-                error = SourceError(path, None, None, _not_longmemeval(instance))
-                if reject is None:
-                    raise error
-                reject(error, _head_of(handle), "file")  # the file left out whole, its first bytes kept
-                return
-            instance_box = [instance]
-            del instance  # not held here while its record is converted and written
-            yield position, instance_box.pop()
-            break
-        yield from elements
-
-
-def _head_of(handle) -> SkippedBytes:
-    """The file's first bytes (as many as a quarantine entry keeps) and its size."""
-    size = handle.seek(0, os.SEEK_END)
-    handle.seek(0)
-    return SkippedBytes(handle.read(SKIPPED_HEAD_BYTES), size)
+def not_longmemeval(element: Any) -> str | None:
+    """Why a file whose first element is ``element`` is not LongMemEval's (LoCoMo's ``locomo10.json`` beside
+    LongMemEval's files, say): none of an instance's keys. None where it may be."""
+    if isinstance(element, dict) and element.keys() & set(KEYS):
+        return None
+    return _not_longmemeval(element)
 
 
 def _not_longmemeval(element: Any) -> str:

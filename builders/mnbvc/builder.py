@@ -3,7 +3,7 @@
 Input: ``*.jsonl`` / ``*.jsonl.gz`` files under ``--data-dir`` (a folder, a file or an fsspec URL such as
 ``hf://datasets/liwu/MNBVC/forum/20230253``), by default the forum files MNBVC publishes in the Hugging Face
 dataset ``liwu/MNBVC``; each file's format detected from its first rows or given with ``--format``. The engine
-(``convhub.engine.sources.json_lines_builder``) lists, shards and reads them: a 问答 or 论坛 row is a conversation of its own
+(``convhub.builders.mnbvc.json_lines_builder``) lists, shards and reads them: a 问答 or 论坛 row is a conversation of its own
 (``parse``), and 多轮对话 rows are regrouped by conversation wherever they are (``multiturn``).
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from convhub.builders.mnbvc import multiturn, parse
+from convhub.builders.mnbvc.json_lines_builder import JsonLinesBuilder
 from convhub.engine.sources.input_shards import group_of
-from convhub.engine.sources.json_lines_builder import JsonLinesBuilder
 
 
 class MnbvcBuilder(JsonLinesBuilder):
@@ -41,7 +41,7 @@ class MnbvcBuilder(JsonLinesBuilder):
   howpublished = {\\url{https://github.com/esbatmop/MNBVC}}
 }"""
 
-    READER = "MNBVC"
+    NAME_IN_ERRORS = "MNBVC"
     FILE_FORMATS = parse.FILE_FORMATS
     GROUPED_FORMATS = frozenset({parse.MULTITURN})
     #: Without ``--data-dir``: the forum files MNBVC publishes (``JsonLinesBuilder.default_files``, the network)

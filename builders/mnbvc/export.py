@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from convhub.builders.mnbvc.json_lines_builder import rebuilt_row
 from convhub.builders.mnbvc.parse import FORUM
-from convhub.engine.sources.json_lines_builder import rebuilt_row
 from convhub.export.exporter import Build, as_object, source_rows
 from convhub.export.files import LineSpool
 

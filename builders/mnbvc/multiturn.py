@@ -16,6 +16,7 @@ from typing import Any
 from convhub import schema
 from convhub.builders.mnbvc import turn_columns
 from convhub.builders.mnbvc.extension import Extension, parse_extension
+from convhub.builders.mnbvc.json_lines_builder import LineWarnings, Objects
 from convhub.builders.mnbvc.parse import (
     MULTITURN,
     ConvertedPair,
@@ -32,7 +33,6 @@ from convhub.builders.mnbvc.parse import (
 )
 from convhub.engine.grouping import sort_keys
 from convhub.engine.grouping.local_groupby import SortKey
-from convhub.engine.sources.json_lines_builder import LineWarnings, Objects
 from convhub.errors import Notes, Reject, raise_error
 
 #: A gap in 多轮序号 of at most this many numbers is listed number by number (``missing_多轮序号``);

@@ -19,14 +19,16 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from convhub import schema
 from convhub.builders.mnbvc.dates import date_iso, parse_date
 from convhub.builders.mnbvc.extension import Extension, parse_extension
+from convhub.builders.mnbvc.formats import Formats
+from convhub.builders.mnbvc.json_lines_builder import LineWarnings, Objects
 from convhub.builders.mnbvc.language import detect_language
-from convhub.engine.sources.formats import Formats
-from convhub.engine.sources.json_lines_builder import LineWarnings, Objects, convert_rows
+from convhub.engine.readers.contract import Place, place_of_line
+from convhub.engine.readers.record_loop import convert_records
 from convhub.errors import FieldError, Notes, Reject, SourceError, raise_error
 
 logger = logging.getLogger(__name__)
@@ -302,12 +304,17 @@ def row_records(
     kind: str, objects: Objects, file: str, notes: Notes, subsets=None, reject: Reject = raise_error
 ) -> Iterator[dict[str, Any]]:
     """问答 and 论坛 rows, each a conversation by itself (its id the file and the line), of the wanted subsets."""
-    wanted = ((line, row) for line, _, _, row in objects if subset_wanted(subsets, kind, source_name(row)))
-    convert = partial(qa_record if kind == QA else forum_record, file=file, warnings=Warnings(file))
-    return convert_rows(file, wanted, convert, notes, reject)
+    wanted = (
+        (place_of_line(file, line, file, offset), row)
+        for line, offset, _, row in objects
+        if subset_wanted(subsets, kind, source_name(row))
+    )
+    convert = partial(qa_record if kind == QA else forum_record, warnings=Warnings(file))
+    return convert_records(wanted, convert, notes, reject)
 
 
-def qa_record(line: int, row: dict[str, Any], notes: Notes, file: str, warnings: WarnLine) -> dict[str, Any]:
+def qa_record(row: dict[str, Any], place: Place, notes: Notes, warnings: WarnLine) -> dict[str, Any]:
+    file, line = place.name, cast(int, place.line)
     pair = convert_pair(file, line, row, notes, warnings)
     session_id = _id_string(row.get("id"), notes, "id") or f"line {line}"
     session = schema.empty_session(session_id, converted_turns(pair, ""))
@@ -318,15 +325,14 @@ def qa_record(line: int, row: dict[str, Any], notes: Notes, file: str, warnings:
 # -- 论坛语料: a thread is a conversation ------------------------------------------------------------------
 
 
-def forum_record(
-    line: int, row: dict[str, Any], notes: Notes, file: str, warnings: WarnLine
-) -> dict[str, Any]:
+def forum_record(row: dict[str, Any], place: Place, notes: Notes, warnings: WarnLine) -> dict[str, Any]:
     """The topic post and each reply as turns; ``reply_to`` from 引用ID, speaker from 回复人.
 
     The topic post's speaker is ``楼主`` (MNBVC rows do not name the author); replies by ``楼主`` or
     ``洞主`` (the thread's author on 树洞 boards) are ``user`` turns like the topic, other replies
     ``assistant`` turns.
     """
+    file, line = place.name, cast(int, place.line)
     replies = row.get("回复", [])
     if not isinstance(replies, list):
         raise FieldError("回复", f"expected a list of replies, got {type(replies).__name__}")

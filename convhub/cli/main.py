@@ -264,16 +264,20 @@ def run_build(args) -> int:
         raise UsageError(problem)
     args.written = []
     with contextlib.ExitStack() as stack:
-        engine = args.engine
-        if engine == "spark":  # one Spark session for every source, quiet unless --verbose
-            from convhub.engine.runners.spark import SparkEngine
+        from convhub.engine.runners.engine import engine_named
 
-            engine = SparkEngine(args.spark_master, verbose=args.verbose)
-            stack.callback(engine.stop)
+        # one engine for every source (one Spark session, quiet unless --verbose)
+        engine = engine_named(args.engine, args.spark_master, _num_proc(args), verbose=args.verbose)
+        stack.callback(engine.stop)
         for source in sources:
             built = _build_one(args, source, engine)
             args.written.append(text_of(built))  # stays if a later source fails: its error line names it
     return 0
+
+
+def _num_proc(args) -> int | None:
+    """The local engine's processes: ``--num-proc``, else one for the sample files, else one per CPU."""
+    return args.num_proc or (1 if args.sample else os.cpu_count())
 
 
 def _build_one(args, source: str, engine):
@@ -291,7 +295,7 @@ def _build_one(args, source: str, engine):
             output,
             data_dir,
             args.configs,
-            args.num_proc or (1 if args.sample else os.cpu_count()),
+            _num_proc(args),
             args.subsets,
             source_format=args.source_format,
             on_bad_record=args.on_bad_record,

@@ -13,10 +13,8 @@ import contextlib
 import os
 import tempfile
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import datasets
 from datasets.utils.tqdm import tqdm as hf_tqdm
@@ -29,12 +27,11 @@ from convhub.engine.checks.duplicate_ids import drop_duplicate_ids, drop_rows_of
 from convhub.engine.checks.stats import Report, Statistics
 from convhub.engine.datasets_cache import card_configs, forget_cached_copies
 from convhub.engine.inputs import digests
-from convhub.engine.runners.child_processes import die_with_parent
-from convhub.engine.runners.local import write_config
+from convhub.engine.runners.engine import ENGINE_WORK, Engine, engine_named
 from convhub.engine.writers.output_shards import ConfigBuild, shard_path, split_by_subset
 from convhub.errors import Notes, SourceError
 from convhub.storage.abandoned import MarkedTemporaryDirectory
-from convhub.storage.folders import folder_at, move, parquet_file, remove_tree
+from convhub.storage.folders import folder_at, move, remove_tree
 from convhub.storage.staging import staged_folder
 from convhub.views.definitions import SESSIONS
 from convhub.views.derive import DERIVERS, derive_views
@@ -108,14 +105,15 @@ def build_source(
     on_bad_record: str = "raise",
     overwrite: bool = False,
     repo_id: str | None = None,
-    engine: str | Any = "local",
+    engine: str | Engine = "local",
     spark_master: str | None = None,
     errata: str | None = None,
 ) -> BuildResult:
     """Build ``configs`` (all by default) of ``source`` into ``output``, replacing it only on success.
 
-    ``engine``: ``local`` (``convhub.engine.runners.local``, ``num_proc`` processes) or ``spark`` (``convhub.engine.runners.spark``,
-    on ``spark_master``); or an engine object to reuse (a ``SparkEngine``, which the caller stops).
+    ``engine``: ``local`` (``convhub.engine.runners.local``, ``num_proc`` processes) or ``spark``
+    (``convhub.engine.runners.spark``, on ``spark_master``), which the build stops; or an ``Engine`` to reuse
+    (``convhub.engine.runners.engine``), which the caller stops and whose own processes count.
 
     ``repo_id`` is the Hub repo the card's code loads (``ORG/<hub name>`` when not given).
 
@@ -140,16 +138,15 @@ def build_source(
     output = folder_at(output)
     quarantine.check_replaceable(quarantine.path_beside(output))
     old_configs = card_configs(output)
-    runner = _engine(engine, spark_master)
+    runner = engine_named(engine, spark_master, num_proc) if isinstance(engine, str) else engine
     with contextlib.ExitStack() as stack:
-        if runner is not None and isinstance(engine, str):
+        if isinstance(engine, str):
             stack.callback(runner.stop)
         staging = stack.enter_context(staged_folder(output, overwrite, inputs=[data_dir]))
         with MarkedTemporaryDirectory(prefix="convhub-work-", dir=os.environ.get("CONVHUB_TMPDIR")) as work:
-            run = _Run(builder_cls, data_dir, _tuple(subsets), num_proc, Path(work), staging, source_format)
+            run = _Run(builder_cls, data_dir, _tuple(subsets), runner, Path(work), staging, source_format)
             run.on_bad_record = on_bad_record  # (a keyword of _Run: kept apart from the positional ones)
             run.errata = errata
-            run.engine = runner
             built = run.build_all(configs)
             notes, statistics = run.report(source, subsets)
             rejected = quarantine.collect(run.quarantine_dir)
@@ -185,26 +182,6 @@ def build_source(
     return result
 
 
-ENGINES = ("local", "spark")
-#: The engine's hidden work folder in the staging folder (``_Run.engine_work``).
-ENGINE_WORK = ".convhub-work"
-
-
-def _engine(engine: str | Any, spark_master: str | None):
-    """None for the local build (``convhub.engine.runners.local``), else the engine that runs the build's jobs."""
-    if not isinstance(engine, str):
-        return engine
-    if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}: one of {', '.join(ENGINES)}")
-    if engine == "local":
-        if spark_master:
-            raise ValueError("--spark-master needs --engine spark")
-        return None
-    from convhub.engine.runners.spark import SparkEngine  # PySpark is an extra
-
-    return SparkEngine(spark_master)
-
-
 def _place_quarantine(result: BuildResult, rejected: list[dict]) -> None:
     """Write the build's rejections beside its folder, or remove a file an earlier build left there."""
     target = quarantine.path_beside(result.output)
@@ -222,7 +199,7 @@ class _Run:
     builder_cls: type
     data_dir: str | None
     subsets: tuple[str, ...] | None
-    num_proc: int | None
+    engine: Engine
     work: Path
     staging: Path
     source_format: str | None = None
@@ -236,18 +213,14 @@ class _Run:
     duplicates: list[tuple[str, dict, str]] = field(default_factory=list)
     #: What the derived views left out or merged (``messages``: sessions no chat template takes), for the card.
     derive_notes: Counter = field(default_factory=Counter)
-    #: None: the local engine (``convhub.engine.runners.local``, ``num_proc`` processes); else an engine
-    #: (``convhub.engine.runners.spark.SparkEngine``).
-    engine: Any = None
     #: The most processes a split of the local build ran in (``ConversationBuilder.processes_run``).
     processes: int = 0
 
     @property
-    def engine_work(self) -> Path:
-        """Where an engine's tasks write before their files are placed: a hidden folder in the staging folder,
-        so that on a cluster it is wherever the output is (a URL, a shared file system), which every executor
-        reaches; renaming from there into the layout stays on one file system. Removed before the card."""
-        return self.staging / ENGINE_WORK
+    def scratch(self) -> Path:
+        """Where the engine's tasks write before their files are placed (``Engine.scratch``); a folder it makes
+        in the staging folder (``ENGINE_WORK``) is removed before the card."""
+        return self.engine.scratch(self.work, self.staging)
 
     @property
     def quarantine_dir(self) -> Path:
@@ -265,8 +238,7 @@ class _Run:
     def build_all(self, configs: list[str]) -> dict[str, ConfigBuild]:
         if any(name == SESSIONS.name or self.derivable(name) for name in configs):
             keep = SESSIONS.name in configs
-            work = self.work if self.engine is None else self.engine_work
-            self.sessions_root = self.staging if keep else work / "sessions-only"
+            self.sessions_root = self.staging if keep else self.scratch / "sessions-only"
             self.sessions_root.mkdir(parents=True, exist_ok=True)
             self.sessions = self.run_builder(SESSIONS.name, self.sessions_root, report=True)
             phases.info("%s: checking that every conversation_id is unique", self.builder_cls.SOURCE)
@@ -285,7 +257,7 @@ class _Run:
                 drop_rows_of_duplicates(config, self.staging, self.duplicates)
             if self.drop_empty_splits(config):
                 built[name] = config
-        remove_tree(self.engine_work)
+        remove_tree(self.staging / ENGINE_WORK)
         if self.builder_cls.SUBSET_CONFIGS:
             phases.info("%s: one config per subset: splitting the files by subset", self.builder_cls.SOURCE)
             for config in built.values():
@@ -306,11 +278,8 @@ class _Run:
             errata=self.errata,
             cache_dir=str(self.work / "cache"),
         )
-        if self.engine is not None:
-            return self.run_on_engine(builder, name, root)
-        written = write_config(
-            builder, self.work / f"local-{name}", self.num_proc, str(self.work / "cache" / "downloads")
-        )
+        downloads = str(self.work / "cache" / "downloads")
+        written = self.engine.write_config(builder, self.scratch / f"written-{name}", downloads)
         self.processes = max(self.processes, builder.processes_run)
         built = ConfigBuild(name, builder.info.features)
         (root / name).mkdir()
@@ -323,36 +292,9 @@ class _Run:
                 built.files[split].append(relative)
         return built
 
-    def run_on_engine(self, builder, name: str, root: Path) -> ConfigBuild:
-        """``name`` written by the engine's tasks, then placed as the local build places its files; the
-        tasks' reports and rejected records go where the local build's workers put theirs."""
-        written = self.engine.write_config(builder, self.engine_work / f"engine-{name}")
-        built = ConfigBuild(name, builder.info.features)
-        (root / name).mkdir()
-        for split, results in sorted(written.items()):  # as the local build lists them
-            for result in results:
-                for text in result.reports:
-                    fd, _ = tempfile.mkstemp(prefix="report-", suffix=".json", dir=self.work / "reports")
-                    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                        handle.write(text)
-                if result.quarantine:
-                    with open(self.quarantine_dir / "quarantine-engine.jsonl", "a", encoding="utf-8") as part:
-                        part.writelines(line + "\n" for line in result.quarantine)
-            files = [path for result in results for path in result.files]
-            kept = [path for path in files if parquet_file(path).metadata.num_rows] or files[:1]
-            built.splits[split] = datasets.SplitInfo(
-                split, sum(result.num_bytes for result in results), sum(result.rows for result in results)
-            )
-            built.files[split] = []
-            for index, path in enumerate(kept):
-                relative = shard_path(name, split, index, len(kept))
-                move(path, root / relative)
-                built.files[split].append(relative)
-        return built
-
     def derive(self, names: list[str]) -> dict[str, ConfigBuild]:
         """Derive ``names`` (``derivable``) from the sessions shards: one read of each shard writes every view,
-        and with ``num_proc`` the shards are shared between processes."""
+        one engine task per shard (``Engine.map``)."""
         if not names:
             return {}
         built = {name: ConfigBuild(name, self.builder_cls.view_named(name).features) for name in names}
@@ -371,19 +313,8 @@ class _Run:
                     outputs[name] = (config.features, self.staging / relative, rows_from_record)
                 tasks.append((split, outputs, self.sessions_root / sessions_file))
         label = f"{self.builder_cls.SOURCE} {', '.join(names)} (from sessions)"
-        with contextlib.ExitStack() as stack:
-            bar = stack.enter_context(hf_tqdm(total=len(tasks), desc=label, unit=" shards"))
-            if self.engine is not None:
-                done = self.engine.map(_derive_task, [(o, p) for _, o, p in tasks])
-            elif (self.num_proc or 1) > 1 and len(tasks) > 1:
-                pool = stack.enter_context(
-                    ProcessPoolExecutor(
-                        min(self.num_proc, len(tasks)), initializer=die_with_parent, initargs=(os.getpid(),)
-                    )
-                )
-                done = pool.map(derive_views, *zip(*[(o, p) for _, o, p in tasks], strict=True))
-            else:
-                done = (derive_views(outputs, path) for _, outputs, path in tasks)
+        done = self.engine.map(_derive_task, [(outputs, path) for _, outputs, path in tasks])
+        with hf_tqdm(total=len(tasks), desc=label, unit=" shards") as bar, contextlib.closing(done):
             counts = []
             for shard_counts in done:  # in task order, as each finishes
                 counts.append(shard_counts)

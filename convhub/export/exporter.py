@@ -45,8 +45,8 @@ from convhub.storage.folders import (
 )
 from convhub.storage.staging import check_output, staged_folder
 
-#: Source name → its export module (``write_files`` and the pure inverse functions).
-EXPORTERS = {name: f"convhub.builders.{name}.export" for name in registry.names()}
+#: The module of a source's folder that exports it (``write_files`` and the pure inverse functions).
+EXPORT_MODULE = "export"
 SESSIONS = "sessions"
 #: Rows per Arrow batch: a GigaMemory ``sessions`` row is a whole ~350k-character dialogue.
 BATCH_ROWS = 64
@@ -300,9 +300,10 @@ class ExportResult:
 
 
 def exporter(source: str):
-    if source not in EXPORTERS:
-        raise ExportError(f"no export for source {source!r}; sources: {', '.join(EXPORTERS)}")
-    return importlib.import_module(EXPORTERS[source])
+    """The export module of ``source``'s folder (``builders/<source>/export.py``)."""
+    if source not in registry.names():
+        raise ExportError(f"no export for source {source!r}; sources: {', '.join(registry.names())}")
+    return importlib.import_module(f"{registry.module_name(source)}.{EXPORT_MODULE}")
 
 
 def export_source(

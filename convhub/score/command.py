@@ -2,7 +2,7 @@
 
 Reads the build's ``qa`` config and the predictions (JSON Lines: ``question_id``, ``prediction``, optional
 ``retrieved``), scores them as the benchmark's own evaluation code does (``convhub.score.locomo``,
-``longmemeval``, ``gigamemory``) and writes the report (``convhub.score.report``). A user's mistake is one
+``longmemeval``, ``gigamemory``, ``beam``) and writes the report (``convhub.score.report``). A user's mistake is one
 line, ``convhub score: error: ...``: exit 2 for options that cannot go together, 1 for the data.
 """
 
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from convhub.publish.hub_errors import redact
-from convhub.score import gigamemory, locomo, longmemeval
+from convhub.score import beam, gigamemory, locomo, longmemeval
 from convhub.score.inputs import (
     ScoreError,
     config_rows,
@@ -39,9 +39,9 @@ from convhub.score.output import (
 )
 from convhub.score.report import MISSING_RULE, Report, summary_lines
 
-BENCHMARKS = ("locomo", "longmemeval", "gigamemory")
+BENCHMARKS = ("locomo", "longmemeval", "gigamemory", "beam")
 #: Benchmarks whose answers only a judge can score.
-NEEDS_JUDGE = frozenset({"gigamemory"})
+NEEDS_JUDGE = frozenset({"gigamemory", "beam"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -175,10 +175,16 @@ def score(args: argparse.Namespace, judge: Judge | None) -> Report:
             )
             for row in questions
         }
+    elif args.benchmark == "beam":
+        assert judge is not None  # usage_error made sure
+        report.update(beam.score(items, judge, build.location))
+        prompts = {name: beam.prompt_names(name) for name in report.get("by_category", {})}
     if judge is None:
         report.update(needs_judge(args.benchmark))
     else:
-        version = mem0_judge.PROMPT_VERSION if args.benchmark == "locomo" else PROMPT_VERSION
+        version = {"locomo": mem0_judge.PROMPT_VERSION, "beam": beam.PROMPT_VERSION}.get(
+            args.benchmark, PROMPT_VERSION
+        )
         report["judge"] = judge_options.judge_section(judge, args, version, prompts)
         if args.benchmark == "locomo":
             report["judge"]["protocol"] = "mem0-judge"
@@ -210,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
             judge.close()
     questions, missing = report.get("questions", 0), report.get("missing", 0)
     print(f"{args.benchmark}: {questions:,} questions, {missing:,} missing → {output}")
-    for line in summary_lines(report) + locomo.label_lines(report):
+    for line in summary_lines(report) + locomo.label_lines(report) + beam.summary_lines(report):
         print(line)
     if "judge" in report:
         print(judge_options.summary_line(report["judge"]))

@@ -203,7 +203,7 @@ def read_questions(
     if QA not in configs:
         raise ScoreError(
             f"{build.location} has no {QA!r} config (it has {', '.join(sorted(configs))}): it holds no questions "
-            f"to score; convhub score scores builds of locomo, longmemeval or gigamemory"
+            f"to score; convhub score scores builds of locomo, longmemeval, gigamemory or beam"
         )
     rows = config_rows(build, QA)
     subsets = sorted({row.get("subset") or "" for row in rows})

@@ -34,6 +34,11 @@ class Figures(TypedDict, total=False):
     #: LoCoMo's ceiling: questions whose answer an audit of the labels corrects, and the share it keeps
     answer_corrected: int
     share: float | None
+    #: BEAM: the figure it publishes for the ability (llm_judge_score, or tau_norm for event ordering), that
+    #: figure per scale, and event ordering's other figures per scale
+    metric: str
+    by_scale: dict[str, float | None]
+    also: dict[str, dict[str, float | None]]
 
 
 class JudgeInfo(TypedDict):
@@ -109,6 +114,11 @@ class Report(TypedDict, total=False):
     labels: str
     by_labels: dict[str, Report]
     ceiling: dict[str, Any]
+    #: BEAM: per scale its conversations, questions and published figure per ability; per conversation its scale
+    #: and figure per ability; every question's scores (``convhub.score.beam``)
+    by_scale: dict[str, Any]
+    by_conversation: dict[str, Any]
+    question_scores: list[dict[str, Any]]
 
 
 #: The retrieval figures the terminal shows per level (the report holds every metric at every k).

@@ -120,7 +120,7 @@ def test_ranged_shards_read_back_every_element_from_a_zip_with_or_without_a_copy
         group: [
             (shard["input"].name, value["id"])
             for shard in found
-            for _, value in byte_ranges.read_shard(shard)
+            for _, value in byte_ranges.ByteRanges().read(shard)
         ]
         for group, found in shards.items()
     }

@@ -16,6 +16,8 @@ from convhub import schema
 from convhub.builders.locomo import parse as locomo
 from convhub.builders.locomo.builder import samples_of, side_table_rows
 from convhub.builders.longmemeval import parse as longmemeval
+from convhub.builders.longmemeval.builder import INSTANCES
+from convhub.engine.readers.contract import Place
 from convhub.engine.readers.json_list import read_elements, scan_json_array
 from convhub.engine.readers.record_loop import convert_records
 from convhub.engine.writers.arrow_rows import ArrowList, records_of_batch, rows_table
@@ -123,7 +125,7 @@ def test_the_list_reader_holds_no_element_it_handed_on(recover):
     scan = scan_json_array(io.BytesIO(LIST), "l.json", on_break=on_break, key="id")
     for _, _, _, value in scan:
         assert_held_only_by_the_caller(value)
-    for _, value in read_elements(io.BytesIO(LIST), "l.json", "element", "id"):
+    for _, _, _, value in read_elements(io.BytesIO(LIST), "l.json", "element", "id"):
         assert_held_only_by_the_caller(value)
 
 
@@ -133,9 +135,7 @@ def test_locomo_and_longmemeval_readers_hold_no_sample_they_handed_on(tmp_path):
     for _, sample in samples_of(str(path)):
         assert_held_only_by_the_caller(sample)
     path.write_bytes(b'[{"question_id": "a"}, {"question_id": "b"}]')
-    for _, instance in longmemeval.read_instances(str(path)):
-        assert_held_only_by_the_caller(instance)
-    for _, instance in longmemeval._PlacedInstances(longmemeval.read_instances(str(path))):
+    for _, instance in INSTANCES.read(str(path)):
         assert_held_only_by_the_caller(instance)
 
 
@@ -146,9 +146,9 @@ class Raw:
 def test_the_record_loop_holds_no_raw_record_while_its_record_is_handed_on():
     def items():
         for position in range(2):
-            yield position, Raw()
+            yield Place("f.json", "f.json", position, position), Raw()
 
-    for raw_ref in convert_records("f.json", items(), lambda raw, notes: weakref.ref(raw), Notes()):
+    for raw_ref in convert_records(items(), lambda raw, place, notes: weakref.ref(raw), Notes()):
         assert raw_ref() is None
 
 

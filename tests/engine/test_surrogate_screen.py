@@ -8,8 +8,8 @@ import marshal
 
 import pytest
 
-from convhub.engine.grouping.sort_keys import may_hold_lone_surrogate, payload
-from convhub.engine.sources.builder import SurrogateScreen
+from convhub.engine.grouping.sort_keys import payload
+from convhub.engine.readers.storable import SurrogateScreen, may_hold_lone_surrogate
 from convhub.engine.sources.input_shards import GroupShard, SortedPartition
 
 #: Text UTF-8 can store, near the surrogates: Hangul's last syllables (0xED 0x9E), the private use area past them,

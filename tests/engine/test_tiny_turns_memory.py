@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from convhub import schema
-from convhub.engine.readers import exact_json
+from convhub.engine.readers import storable
 from convhub.engine.writers.arrow_rows import ArrowList, rows_table
 
 #: The benchmark's inputs and harness, so that the test measures what ``large_record.py --tiny-turns`` does.
@@ -49,7 +49,7 @@ def test_the_check_of_a_long_conversation_holds_a_slice_of_its_json():
     json_size = len(orjson.dumps(record))
     tracemalloc.start()
     try:
-        assert exact_json.unencodable_field(record) is None
+        assert storable.unencodable_field(record) is None
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -60,7 +60,7 @@ def test_the_check_of_a_long_conversation_holds_a_slice_of_its_json():
 def test_a_lone_surrogate_in_the_last_slice_is_named():
     turns = tiny_turns(200_000)
     turns[-1]["text"] = "\udc80"
-    assert exact_json.unencodable_field(record_of(turns)) == "sessions[0].turns[199999].text"
+    assert storable.unencodable_field(record_of(turns)) == "sessions[0].turns[199999].text"
 
 
 def test_turns_made_a_chunk_at_a_time_give_the_table_of_the_dicts():
@@ -87,7 +87,7 @@ def test_a_lone_surrogate_keeps_every_turn_a_dict_for_the_check_to_name(bad):
 
     made = ArrowList.of_rows(iter(tiny_turns(count, text)), TURN_TYPE)
     assert made == tiny_turns(count, text)
-    assert exact_json.unencodable_field(record_of(made)) == f"sessions[0].turns[{bad}].text"
+    assert storable.unencodable_field(record_of(made)) == f"sessions[0].turns[{bad}].text"
 
 
 #: Why LoCoMo's and LongMemEval's builds of one long session of tiny turns still miss the large-record line (issue

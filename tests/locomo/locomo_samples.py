@@ -8,7 +8,8 @@ from pathlib import Path
 import datasets
 
 from convhub.builders.locomo import parse
-from convhub.builders.locomo.builder import LocomoBuilder
+from convhub.builders.locomo.builder import SAMPLES, LocomoBuilder
+from convhub.engine.readers.contract import Place
 from convhub.engine.readers.record_loop import convert_one
 from convhub.errors import Notes
 
@@ -50,15 +51,15 @@ def tiny_sample(sample_id: str = "conv-t1", **changes) -> dict:
 
 def parse_tiny(sample: dict, notes: Notes | None = None) -> dict:
     """``sample`` through the engine's per-record loop, as the file ``tiny.json`` (errors name file and record)."""
-    where = parse.record_name(0, sample)
-    convert = lambda raw, counted: parse.parse_sample(raw, "tiny", counted)  # noqa: E731
-    return convert_one("tiny.json", where, sample, convert, notes if notes is not None else Notes())
+    place = SAMPLES.place("tiny.json", 0, sample)
+    return convert_one(place, sample, parse.convert, notes if notes is not None else Notes())
 
 
 def question(qa: dict, turn_ids=("D1:1", "D1:2", "D2:1", "D2:2"), notes: Notes | None = None) -> dict:
     """``qa`` as the first question of sample conv-t1 of ``t.json``."""
-    convert = lambda raw, counted: parse.parse_question(raw, "conv-t1", 0, set(turn_ids), counted)  # noqa: E731
-    return convert_one("t.json", "conv-t1", qa, convert, notes if notes is not None else Notes())
+    convert = lambda raw, _, counted: parse.parse_question(raw, "conv-t1", 0, set(turn_ids), counted)  # noqa: E731
+    place = Place("t.json", "t.json", "conv-t1")
+    return convert_one(place, qa, convert, notes if notes is not None else Notes())
 
 
 def shard_of(path) -> dict[str, str]:

@@ -124,7 +124,8 @@ def test_a_repeated_question_id_names_the_input_file_and_both_records(tmp_path):
     message = build_error(tmp_path, instances)
     assert (
         message
-        == f"{tmp_path / 'data' / 'lme.json'}, record 2, field 'question_id': 'q0' is also the id of record 0"
+        == f"{tmp_path / 'data' / 'lme.json'}, record 2, field 'question_id': duplicate question_id 'q0', "
+        f"also in {tmp_path / 'data' / 'lme.json'}, record 0"
     )
 
 

@@ -6,11 +6,11 @@ counts in the statistics).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import datasets
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from convhub.engine.checks import quarantine
 from convhub.engine.checks.stats import SplitStats, Statistics
@@ -19,11 +19,15 @@ from convhub.engine.writers.parquet_writer import write_parquet
 from convhub.errors import SourceError
 from convhub.storage.folders import parquet_file, read_parquet, text_of
 
+if TYPE_CHECKING:
+    from convhub.engine.runners.engine import Engine
+
 
 def drop_duplicate_ids(
-    root: Path, sessions: ConfigBuild, on_bad_record: str, quarantine_dir: Path, engine=None
+    root: Path, sessions: ConfigBuild, on_bad_record: str, quarantine_dir: Path, engine: Engine
 ) -> list[tuple[str, dict, str]]:
-    """``conversation_id`` is unique in the dataset: checked over every sessions shard (under ``root``) with Arrow.
+    """``conversation_id`` is unique in the dataset: checked over every sessions shard (under ``root``) by the
+    ``engine`` (``Engine.repeated_rows``).
 
     Shards are parsed apart (by ``num_proc`` workers), so a parser can only see duplicates in its own
     shard. ``raise``: a SourceError names both shards and rows and their subsets. ``skip``: the later
@@ -102,68 +106,33 @@ def drop_rows_of_duplicates(
             )
 
 
-def _id_table(root: Path, built: ConfigBuild) -> pa.Table:
-    """conversation_id and subset of every sessions row, with its split, shard index, row and file order."""
-    tables = []
-    for order, (split, index, relative) in enumerate(
-        (split, index, relative)
-        for split, files in built.files.items()
-        for index, relative in enumerate(files)
-    ):
-        table = read_parquet(root / relative, columns=["conversation_id", "subset"])
-        table = (
-            table.append_column("split", pa.array([split] * table.num_rows, pa.string()))
-            .append_column("index", pa.array(np.full(table.num_rows, index, dtype=np.int32)))
-            .append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-            .append_column("order", pa.array(np.full(table.num_rows, order, dtype=np.int32)))
-        )
-        tables.append(table)
-    return pa.concat_tables(tables) if tables else pa.table({"conversation_id": pa.array([], pa.string())})
+def find_duplicate_ids(root: Path, built: ConfigBuild, engine: Engine) -> list[tuple[str, dict, dict]]:
+    """(conversation_id, first place, later place) for every repeated id; a place names its subset, split, shard
+    ``index`` and ``file`` (relative to ``root``) and its ``row`` there, the first in (split, shard, row) order.
 
-
-def find_duplicate_ids(root: Path, built: ConfigBuild, engine=None) -> list[tuple[str, dict, dict]]:
-    """(conversation_id, first place, later place) for every repeated id; a place names split, file and row.
-
-    Only the id and subset columns are read, and counting is Arrow's: memory is a few dozen bytes a row. With an
-    engine that finds repeated values itself (``SparkEngine.repeated_rows``), the driver reads no file: it gets the
-    rows of repeated ids alone.
-    """
-    table = _id_table(root, built) if engine is None else _repeated_id_table(root, built, engine)
-    if table.num_rows == 0:
-        return []
-    counts = table.group_by("conversation_id").aggregate([("conversation_id", "count")])
-    repeated = counts.filter(pc.greater(counts.column("conversation_id_count"), 1)).column("conversation_id")
-    if len(repeated) == 0:
-        return []
-    rows = table.filter(pc.is_in(table.column("conversation_id"), value_set=repeated)).to_pylist()
-    rows.sort(key=lambda place: (place["order"], place["row"]))
-    first: dict[str, dict] = {}
-    found = []
-    for place in rows:
-        place["file"] = built.files[place["split"]][place["index"]]
-        if place["conversation_id"] in first:
-            found.append((place["conversation_id"], first[place["conversation_id"]], place))
-        else:
-            first[place["conversation_id"]] = place
-    return found
-
-
-def _repeated_id_table(root: Path, built: ConfigBuild, engine) -> pa.Table:
-    """:func:`_id_table`'s columns for the rows of repeated ids, found by ``engine`` (a row's place in the
-    build's list of files says its split, shard index and order)."""
+    The engine finds the rows of repeated ids (``Engine.repeated_rows``: Arrow reading the id and subset columns
+    alone, or Spark, whose driver reads no file); only those rows reach this process."""
     places = [(split, index) for split, files in built.files.items() for index in range(len(files))]
     paths = [text_of(root / built.files[split][index]) for split, index in places]
     rows = engine.repeated_rows(paths, "conversation_id", ["subset"])
-    return pa.table(
-        {
-            "conversation_id": pa.array([row["conversation_id"] for row in rows], pa.string()),
-            "subset": pa.array([row["subset"] for row in rows], pa.string()),
-            "split": pa.array([places[row["file"]][0] for row in rows], pa.string()),
-            "index": pa.array([places[row["file"]][1] for row in rows], pa.int32()),
-            "row": pa.array([row["row"] for row in rows], pa.int64()),
-            "order": pa.array([row["file"] for row in rows], pa.int32()),
+    rows.sort(key=lambda row: (row["file"], row["row"]))
+    first: dict[str, dict] = {}
+    found = []
+    for row in rows:
+        split, index = places[row["file"]]
+        conversation_id = row["conversation_id"]
+        place = {
+            "subset": row["subset"],
+            "split": split,
+            "index": index,
+            "file": built.files[split][index],
+            "row": row["row"],
         }
-    )
+        if conversation_id in first:
+            found.append((conversation_id, first[conversation_id], place))
+        else:
+            first[conversation_id] = place
+    return found
 
 
 def _row(path: Path, row: int) -> dict:

@@ -30,8 +30,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from convhub.engine.readers.exact_json import unencodable_field
 from convhub.engine.readers.json_list import SkippedBytes
+from convhub.engine.readers.storable import unencodable_field
 from convhub.errors import SourceError
 from convhub.storage.folders import folder_at, is_url, move
 from convhub.storage.staging import OutputError

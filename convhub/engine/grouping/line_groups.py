@@ -20,6 +20,7 @@ import orjson
 
 from convhub.engine.readers.exact_json import holds_float
 from convhub.engine.readers.json_lines import LineSpot, line_place, lines_at, read_objects, spot_of
+from convhub.engine.runners.cuts import runs_by_size
 from convhub.errors import FieldError, Notes, Reject, SourceError, raise_error
 
 #: ``key_of(number, object)`` of a line: its group's key and what pass 1 keeps of it, or a FieldError.
@@ -100,14 +101,11 @@ def group_shards(
 ) -> list[dict[str, Any]]:
     """Consecutive groups of one file (``name``; ``local``: its copy here), about ``shard_bytes`` of first lines
     each, every shard with ``fields``; the first carries the file's notes, so they are counted once."""
-    shards: list[dict[str, Any]] = []
-    size = 0
-    for group in groups:
-        if not shards or size >= shard_bytes:
-            shards.append({"path": name, "local": local or name, **fields, "groups": [], "notes": {}})
-            size = 0
-        shards[-1]["groups"].append(group)
-        size += group.spot[2]
+    runs = runs_by_size([group.spot[2] for group in groups], shard_bytes)
+    shards = [
+        {"path": name, "local": local or name, **fields, "groups": groups[run.start : run.stop], "notes": {}}
+        for run in runs
+    ]
     if shards:
         shards[0]["notes"] = dict(notes)
     return shards

@@ -1,6 +1,15 @@
-"""The embedded engine's group-by: the rows of one conversation, wherever they lie in the input, brought together
-on one machine. Spark's shuffle does the same on a cluster (``convhub.engine.runners.spark``); both give the same partitions,
-sorted the same way, so the two builds write the same rows in the same order.
+"""The group-by-key contract, and the embedded engine's group-by: the rows of one conversation, wherever they lie in
+the input, brought together on one machine. Spark's shuffle does the same on a cluster
+(``convhub.engine.runners.spark``). The contract both keep, so that the two builds write the same rows in the same
+order:
+
+- the map half is one function, ``keyed_by_partition``: each row of a file (the source's ``keyed_rows``) with its
+  partition, ``partition_of`` its group, a stable hash;
+- each partition's rows are sorted by their whole sort key as Python orders it (here: DuckDB sorts the groups by
+  ``group_bytes``, which sort as Python sorts them, and Python sorts each conversation's rows; Spark's
+  ``repartitionAndSortWithinPartitions`` compares the keys in Python);
+- a partition's sorted rows reach the source as a ``SortedPartition`` (its ``grouped_records``), partitions in
+  order (here as the slices of each partition, in order).
 
 A source with such rows (MNBVC's 多轮对话) returns a ``group_shard`` and says two things
 (``ConversationBuilder.keyed_rows`` and ``grouped_records``): for each row of a file, its sort key ``(group,
@@ -100,6 +109,15 @@ def partition_of(group: tuple[str, ...], count: int) -> int:
     run and engine (Python's ``hash`` of a text changes from one process to the next)."""
     text = "[" + ", ".join(map(encode_basestring, group)) + "]"
     return zlib.crc32(text.encode("utf-8", "surrogatepass")) % count
+
+
+def keyed_by_partition(
+    keyed_rows: Iterable[KeyedRow], count: int
+) -> Iterator[tuple[int, SortKey, bytes, int]]:
+    """The map half of the group-by-key contract, the same on both engines: each of a file's keyed rows (sort key,
+    payload, source bytes) with its partition among ``count`` first."""
+    for sort_key, payload, size in keyed_rows:
+        yield partition_of(sort_key[0], count), sort_key, payload, size
 
 
 def group_bytes(group: tuple[str, ...]) -> bytes:
@@ -258,11 +276,9 @@ def _write_keyed(
     ):
         for file_index in share:
             try:
-                for sort_key, payload, size in keyed_rows(file_index):
-                    group = sort_key[0]
-                    partition = partition_of(group, count)
+                for partition, sort_key, payload, size in keyed_by_partition(keyed_rows(file_index), count):
                     keys.append(
-                        (partition, group_bytes(group), marshal.dumps(sort_key), offset, len(payload))
+                        (partition, group_bytes(sort_key[0]), marshal.dumps(sort_key), offset, len(payload))
                     )
                     rows.write(payload)
                     offset += len(payload)

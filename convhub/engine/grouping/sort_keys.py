@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import marshal
-import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -34,20 +33,6 @@ def payload(convert: Callable[..., Any], raw: bytes, *arguments: Any) -> bytes:
     except SourceError as error:
         return marshal.dumps((_REJECTED, (error.path, error.record, error.field, error.problem), raw))
     return marshal.dumps((_CONVERTED, value, None))
-
-
-#: A lone surrogate (U+D800 to U+DFFF) in a payload's ``marshal`` bytes, which write a string as UTF-8 with
-#: surrogates passed: the lead byte 0xED, then 0xA0 or above. UTF-8 proper never has it (after 0xED it stops at
-#: 0x9F).
-_LONE_SURROGATE_MARSHALLED = re.compile(rb"\xed[\xa0-\xbf]")
-
-
-def may_hold_lone_surrogate(marshalled: bytes) -> bool:
-    """Whether a value, given as its ``marshal.dumps`` bytes (a ``payload``), may hold a string UTF-8 cannot
-    encode. False says that none of its strings does; True only that one may (its numbers and bytes are written as
-    they are), for ``jsonio.unencodable_field`` to say. A scan of the bytes, cheaper than that check of the
-    value."""
-    return _LONE_SURROGATE_MARSHALLED.search(marshalled) is not None
 
 
 def keyed_file_rows(

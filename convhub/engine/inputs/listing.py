@@ -1,10 +1,12 @@
 """Which files of ``--data-dir`` a source reads, for every source: a local folder (its subfolders too where the
 source says so), one file, or an fsspec URL, each file once, in path order; the files of a Hugging Face dataset;
-and the files a ``--subset`` chooses where each file is a subset named by its stem.
+and the subset and split of each file, as the source's layout says, and the files a ``--subset`` chooses.
 
 A source says which names it reads with a :class:`FileKind` (JSON Lines, JSON lists, or JSON files that may have
-no extension, as the Hub's ``longmemeval_s`` has); the listing, its errors and the choice by stem are the same for
-all of them."""
+no extension, as the Hub's ``longmemeval_s`` has) and how they are laid out with a :class:`Listing`: a file per
+subset (LoCoMo, GigaMemory, LongMemEval), a folder per subset (Multi-Session Chat's ``session_2/``), a file per
+split (``train.txt``, ``valid.txt``), and files in subfolders at any depth. The listing, its errors and the choice by
+subset are the same for all of them."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import posixpath
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from convhub.errors import SourceError
 from convhub.storage.folders import url_files
@@ -49,6 +52,8 @@ JSON_LINES = FileKind((".jsonl", ".jsonl.gz"), "*.jsonl or *.jsonl.gz")
 JSON = FileKind((".json",), "*.json")
 #: JSON files, or files with no extension (LongMemEval's, which the Hub serves without one).
 JSON_OR_EXTENSIONLESS = FileKind((".json",), "*.json, or no extension", extensionless=True)
+#: Text files (ParlAI's dialogue format, one episode a line, as Multi-Session Chat has).
+TEXT = FileKind((".txt",), "*.txt")
 
 
 def find_files(
@@ -153,3 +158,101 @@ def files_by_stem(
     if unknown:
         raise KeyError(f"{source} has no subset {', '.join(unknown)}; subsets: {', '.join(by_stem)}")
     return [(name, path) for name, path in files if kind.stem(name) in (wanted or by_stem)]
+
+
+# -- a source's layout, declared ---------------------------------------------------------------------------------
+
+#: Where a file's subset (or split) comes from: its name without its kind's suffix (``FileKind.stem``), or the
+#: folder it is in, the first below ``--data-dir``.
+FROM_FILE: Literal["file"] = "file"
+FROM_FOLDER: Literal["folder"] = "folder"
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file a build reads: its ``name`` (the path below ``--data-dir``, ``/``-separated; the base name when
+    ``--data-dir`` is the file), where it is (a local path or a URL), its subset (None: the source has none) and
+    its split."""
+
+    name: str
+    path: str
+    subset: str | None
+    split: str
+
+
+@dataclass(frozen=True)
+class Listing:
+    """How a source's files lie in ``--data-dir``, declared in its builder (``LISTING = Listing(...)``):
+
+    - ``Listing(JSON)``: a file per subset, ``DIR/<subset>.json`` (the default; LoCoMo, LongMemEval);
+    - ``Listing(TEXT, subset=FROM_FOLDER, split=FROM_FILE)``: a folder per subset and a file per split,
+      ``DIR/<subset>/<split>.txt`` (Multi-Session Chat: ``session_2/train.txt``);
+    - ``Listing(JSON_LINES, subset=FROM_FOLDER, recursive=True)``: a folder per subset, its files at any depth;
+    - ``Listing(JSON_LINES, subset=None, recursive=True)``: every file below, no subset (MNBVC's shards).
+
+    ``split`` is a split name all files share, or ``FROM_FILE``/``FROM_FOLDER``; ``split_names`` renames what a file
+    or folder says (``{"valid": "validation"}``). ``--data-dir`` may also be one subset's folder (with
+    ``subset=FROM_FOLDER``: its files directly in it are the subset named by the folder) or one file.
+
+    Where a file is a whole subset or split (``FROM_FILE``), two files of the same (subset, split) are an error
+    naming both, as two ``--subset`` names without a file are: nothing is read twice or silently left out.
+    """
+
+    kind: FileKind = JSON_LINES
+    subset: Literal["file", "folder"] | None = FROM_FILE
+    split: str = "train"
+    recursive: bool = False
+    split_names: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.subset == FROM_FILE and self.split == FROM_FILE:
+            raise ValueError("a file's name can say its subset or its split, not both")
+
+    def files(self, data_dir: str, source: str, subsets: Iterable[str] | None = None) -> list[SourceFile]:
+        """Every file of the layout in ``data_dir`` (a folder, a file or a URL) in path order, with its subset and
+        split; only those of ``subsets`` when given (an unknown one is a KeyError naming the subsets there are)."""
+        below = self.recursive or FROM_FOLDER in (self.subset, self.split)
+        found = find_files(data_dir, source, recursive=below, kind=self.kind)
+        folder = posixpath.basename(data_dir.rstrip("/").replace(os.sep, "/"))
+        listed = [self.file(name, path, folder) for name, path in found]
+        self._check_one_file_each(listed)
+        return chosen(listed, source, subsets)
+
+    def file(self, name: str, path: str, folder: str = "") -> SourceFile:
+        """The file ``name`` (its path below ``--data-dir``, which is ``folder``) at ``path``, with the subset and split
+        its name and folder say."""
+        return SourceFile(name, path, self._part(self.subset, name, folder), self._split(name, folder))
+
+    def _part(self, rule: str | None, name: str, folder: str) -> str | None:
+        if rule == FROM_FILE:
+            return self.kind.stem(name)
+        if rule == FROM_FOLDER:
+            return name.split("/")[0] if "/" in name else folder
+        return None
+
+    def _split(self, name: str, folder: str) -> str:
+        said = self._part(self.split, name, folder) if self.split in (FROM_FILE, FROM_FOLDER) else self.split
+        return dict(self.split_names).get(said, said) if said is not None else self.split
+
+    def _check_one_file_each(self, listed: list[SourceFile]) -> None:
+        if FROM_FILE not in (self.subset, self.split):
+            return
+        first: dict[tuple[str | None, str], str] = {}
+        for file in listed:
+            seen = first.setdefault((file.subset, file.split), file.path)
+            if seen != file.path:
+                what = f"subset {file.subset!r}" if self.subset == FROM_FILE else f"split {file.split!r}"
+                if self.subset is not None and self.subset != FROM_FILE:
+                    what += f" of subset {file.subset!r}"
+                raise SourceError(file.path, None, None, f"same {what} as {seen}; rename one")
+
+
+def chosen(listed: list[SourceFile], source: str, subsets: Iterable[str] | None) -> list[SourceFile]:
+    """The files of ``listed`` in ``subsets`` (all when None); a subset without a file is a KeyError naming the
+    subsets there are."""
+    wanted = set(subsets or ())
+    present = sorted({file.subset for file in listed if file.subset is not None})
+    unknown = sorted(wanted - set(present))
+    if unknown:
+        raise KeyError(f"{source} has no subset {', '.join(unknown)}; subsets: {', '.join(present)}")
+    return [file for file in listed if not wanted or file.subset in wanted]

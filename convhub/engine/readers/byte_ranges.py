@@ -2,10 +2,10 @@
 with forward seeks.
 
 :func:`index_list` walks the list once (``convhub.engine.readers.json_list``: one chunk and one element in memory) and
-groups each element's byte range by what the source's ``place`` says of it (its split); :func:`shard_ranges`
+groups each element's byte range by what the source's ``group_of`` says of it (its split); :func:`shard_ranges`
 cuts a group into consecutive shards of about equal bytes, and each worker reads its shard with
-:func:`read_ranges`, so ``num_proc`` workers share one file. :func:`ranged_shards` and :func:`read_shard` are the
-two together, for a source's ``shards`` and ``parse_shard``.
+:func:`read_ranges`, so ``num_proc`` workers share one file. :func:`ranged_shards` and :class:`ByteRanges` are the
+two together, for a source's ``shards`` and its ``READER``.
 
 A zipped list of ``EXTRACT_MIN_BYTES`` or more is first inflated to one temporary copy, which the scan and every
 shard then read: a zip member cannot seek, so each shard would otherwise inflate it again from its start, a cost
@@ -16,9 +16,7 @@ several configs and a build after them scan and copy once.
 from __future__ import annotations
 
 import atexit
-import bisect
 import contextlib
-import itertools
 import json
 import math
 import os
@@ -29,8 +27,10 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from convhub.engine.inputs.file_sets import DataInput
+from convhub.engine.readers.contract import Place
 from convhub.engine.readers.exact_json import loads_exact
 from convhub.engine.readers.json_list import CHUNK_BYTES, SkippedBytes, scan_json_array
+from convhub.engine.runners.cuts import balanced_runs
 from convhub.engine.sources.input_shards import Shard
 from convhub.errors import Reject, SourceError, raise_error
 
@@ -38,7 +38,7 @@ Range = tuple[int, int, int]  # (start byte, end byte, position in the list) of 
 #: A zipped list at least this large is inflated to one copy before it is scanned.
 EXTRACT_MIN_BYTES = 8 << 20
 #: What the index needs of one element (value, position) → the group it goes to; raises a SourceError for a bad one.
-Place = Callable[[Any, int], str]
+GroupOf = Callable[[Any, int], str]
 
 #: (stat key of the member) → (group → ranges, the copy of a large zipped member or None)
 _INDEX_CACHE: dict[tuple, tuple[dict[str, list[Range]], str | None]] = {}
@@ -48,7 +48,7 @@ _TEMP_DIR: list = []  # [folder, pid of the process that made it]
 def indexed(
     source: DataInput,
     member: str,
-    place: Place,
+    group_of: GroupOf,
     reject: Reject = raise_error,
     recover: bool = False,
     element: str = "element",
@@ -72,7 +72,7 @@ def indexed(
         with source.open(member) as stream, open(copy, "wb") as written:
             shutil.copyfileobj(stream, written, 16 << 20)
     with opened(source, member, copy) as stream:
-        index = index_list(stream, source.label(member), place, counting_reject, recover, element, key)
+        index = index_list(stream, source.label(member), group_of, counting_reject, recover, element, key)
     if not rejected:
         _INDEX_CACHE[cache_key] = (index, copy)
     return index, copy
@@ -102,16 +102,16 @@ def _remove_temp_dir(folder: str, pid: int) -> None:
 def index_list(
     stream: IO[bytes],
     path: str,
-    place: Place,
+    group_of: GroupOf,
     reject: Reject = raise_error,
     recover: bool = False,
     element: str = "element",
     key: str | None = None,
     chunk_size: int = CHUNK_BYTES,
 ) -> dict[str, list[Range]]:
-    """Group (``place(value, position)``) → the ranges of its elements, in file order.
+    """Group (``group_of(value, position)``) → the ranges of its elements, in file order.
 
-    A bad element (``place`` raises) goes to ``reject`` with its value (raising by default). When the list itself
+    A bad element (``group_of`` raises) goes to ``reject`` with its value (raising by default). When the list itself
     breaks, the rest of the file goes there once; ``element`` names an element in errors. With ``recover`` (and ``key``, a key every element has once and
     nothing inside one has) the scan reads on after the break and ``reject`` gets the break's bytes, scope
     ``"span"`` and ``records``, the elements it held. (Bytes that are not UTF-8 cost the element holding them.) A position counts the
@@ -132,7 +132,7 @@ def index_list(
             reject(error, None, "file")
             break
         try:
-            group = place(value, position)
+            group = group_of(value, position)
         except SourceError as error:
             reject(error, value)
             continue
@@ -163,21 +163,14 @@ def shard_ranges(ranges: list[Range], per_shard: int, min_per_shard: int) -> lis
     if len(ranges) < 2 * min_per_shard:
         return [ranges] if ranges else []
     count = math.ceil(len(ranges) / per_shard)
-    count += count % 2
-    running = list(itertools.accumulate(end - start for start, end, _ in ranges))  # bytes up to each
-    total = running[-1]
-    cuts = [0]
-    for share in range(1, count):
-        cut = bisect.bisect_left(running, total * share / count) + 1
-        cuts.append(min(max(cut, cuts[-1] + 1), len(ranges) - (count - share)))
-    cuts.append(len(ranges))
-    return [ranges[low:high] for low, high in itertools.pairwise(cuts)]
+    runs = balanced_runs([end - start for start, end, _ in ranges], count + count % 2, cut="after")
+    return [ranges[run.start : run.stop] for run in runs]
 
 
 def ranged_shards(
     inputs: Iterable[DataInput],
     member: str,
-    place_for: Callable[[str], Place],
+    group_of: Callable[[str], GroupOf],
     reject: Reject = raise_error,
     recover: bool = False,
     element: str = "element",
@@ -186,15 +179,15 @@ def ranged_shards(
     order: Callable[[Iterable[str]], list[str]] = sorted,
 ) -> dict[str, list[Shard]]:
     """Group → its shards, input after input: each input's list ``member`` indexed (:func:`indexed`, with
-    ``place_for(the file an error names)``) and each group cut by :func:`shard_ranges` (``sizes``: its
-    ``per_shard`` and ``min_per_shard``), groups in ``order``. A shard is a dict :func:`read_shard` reads: its
+    ``group_of(the file an error names)``) and each group cut by :func:`shard_ranges` (``sizes``: its
+    ``per_shard`` and ``min_per_shard``), groups in ``order``. A shard is a dict :class:`ByteRanges` reads: its
     ``input``, ``member``, ``ranges``, ``copy``, ``path`` (the file errors name) and ``first`` (whether it is its
     input's first). An input whose list cannot be read at all goes to ``reject`` (scope ``file``)."""
     shards: dict[str, list[Shard]] = {}
     for source in inputs:
         path = source.label(member)
         try:
-            index, copy = indexed(source, member, place_for(path), reject, recover, element, key)
+            index, copy = indexed(source, member, group_of(path), reject, recover, element, key)
         except SourceError as error:  # an unreadable file: with a skipping reject, the others go on
             reject(error, None, scope="file")
             continue
@@ -207,9 +200,22 @@ def ranged_shards(
     return {group: shards[group] for group in order(shards)}
 
 
-def read_shard(shard: dict) -> Iterator[tuple[int, Any]]:
-    """(position, value) of each element of a shard of :func:`ranged_shards`, on any machine: the input is
-    copied here where the driver's copy is not (``DataInput.here``)."""
-    source = shard["input"].here()
-    with opened(source, shard["member"], shard.get("copy")) as stream:
-        yield from read_ranges(stream, shard["ranges"], shard["path"])
+class ByteRanges:
+    """The reader of a shard of :func:`ranged_shards` (elements of one JSON list ``member`` of an input, by
+    their byte ranges), on any machine: the input is copied here where the driver's copy is not
+    (``DataInput.here``). A place names the member's file (``path``) and the input's name (ConvLab's dataset);
+    an error names an element by its position in the list. A break cannot happen here: :func:`ranged_shards`
+    read the list whole."""
+
+    def read(self, shard: str | dict[str, Any], reject: Reject | None = None) -> Iterator[tuple[Place, Any]]:
+        if not isinstance(shard, dict):
+            raise TypeError(f"a shard of ranged_shards expected, not {type(shard).__name__}")
+        source, path, member = shard["input"].here(), shard["path"], shard["member"]
+        spans = {position: (start, end) for start, end, position in shard["ranges"]}
+        with opened(source, member, shard.get("copy")) as stream:
+            for position, value in read_ranges(stream, shard["ranges"], path):
+                start, end = spans[position]
+                place = Place(path, source.name, position, position, start=start, end=end, member=member)
+                value_box = [value]
+                del value  # not held here while its record is converted and written
+                yield place, value_box.pop()

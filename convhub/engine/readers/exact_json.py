@@ -3,7 +3,7 @@
 orjson is 1.4-7x faster than ``json`` on the sources' lines and values, but not the same in two silent ways:
 it reads an integer beyond 64 bits as a float, and writes NaN and infinities as ``null``. (What it refuses,
 such as NaN in the input or lone surrogates, raises, and the callers fall back to ``json`` then.) Every reader
-of the sources' JSON goes through :func:`loads_exact` or :func:`orjson_exact`.
+of the sources' JSON goes through :func:`loads_exact`.
 """
 
 from __future__ import annotations
@@ -64,33 +64,14 @@ def json_loads(text: bytes | str) -> Any:
         raise json.JSONDecodeError(str(error), document, 0) from error
 
 
-#: What :func:`orjson_exact` gives where orjson's value would not be json's.
-INEXACT = object()
-
-
-def orjson_exact(data: bytes | memoryview) -> Any:
-    """``orjson.loads(data)`` where it equals ``json.loads(data)`` and holds no float, else ``INEXACT`` (bad
-    JSON included): a float-free value is also one ``orjson.dumps`` writes as ``json.dumps`` does (GigaMemory's
-    dialogue digest relies on it).
-
-    orjson refuses what json reads with a twist (NaN, 1e400, lone surrogates, a BOM, UTF-16); the one silent
-    difference, an integer past 64 bits read as a float, leaves a float in the value.
-    """
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return INEXACT
-    return INEXACT if holds_float(value) else value
-
-
 def loads_exact(data: bytes | str) -> Any:
     """``json.loads(data)`` (:func:`json_loads`), through orjson where orjson gives the same value (2-3x faster).
 
     orjson refuses what json reads with a twist (NaN, 1e400, lone surrogates, a BOM, UTF-16): json then reads
     it, or raises its own error. Integers past 64 bits orjson would read as floats, so text that may hold one
-    (:func:`may_hold_long_integer`, one pass in C) goes to json directly. (:func:`orjson_exact`'s walk for
-    floats would do too, but costs 3x more on ConvLab's dialogues: 0.87 s against 0.45 s for the 186 MB of the
-    scale-1 input.)
+    (:func:`may_hold_long_integer`, one pass in C) goes to json directly. (A walk of orjson's value for floats
+    would do too, but cost 3x more on ConvLab's dialogues: 0.87 s against 0.45 s for the 186 MB of the scale-1
+    input.)
     """
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data  # (for the scan alone)
     if not may_hold_long_integer(raw):
@@ -145,124 +126,6 @@ def holds_float(value: Any) -> bool:
 def holds_non_finite_float(value: Any) -> bool:
     """True when orjson would write ``value`` differently from json (NaN and infinities become null)."""
     return any(not math.isfinite(number) for number in floats_in(value))
-
-
-def unencodable_field(value: Any) -> str | None:
-    """Where ``value`` holds a string UTF-8 cannot encode (a lone surrogate, which ``json`` reads from
-    ``"\\ud800"``), as a path like ``sessions[0].turns[2].text``; None when every string is encodable.
-
-    Parquet and Arrow store UTF-8 only, so such a record cannot be written: the parsers' callers reject it by
-    name instead of crashing the write. orjson refuses exactly such strings while encoding at memory speed,
-    so the walk runs only for the rare value it refuses (or cannot say: deep nesting, huge integers). An Arrow
-    array inside it (``convhub.engine.writers.arrow_rows.ArrowList``, a very long conversation's turns) is passed over without
-    making it Python: Arrow holds UTF-8 only, and refused any other string when it was made. A key that is not
-    a string (none in a record or a table row, whose keys are field names) is left to the walk too: orjson's
-    option for such keys made every record's check 1.3x as long.
-
-    orjson encodes a long list in pieces (:func:`_encodes_in_pieces`): encoded whole, a conversation of a million
-    tiny turns (a 61 MB LoCoMo file) took 140 MiB of JSON at once, 2.3x the input, at its build's peak (issue 54).
-    """
-    kind = type(value)
-    if (kind is dict and _holds_long_list(value, ENCODED_DEPTH)) or (
-        (kind is list or kind is tuple) and len(value) > ENCODED_SLICE
-    ):
-        if _encodes_in_pieces(value, ENCODED_DEPTH):
-            return None
-    else:  # (inline: a regrouped row's key is checked so, a million times in a build)
-        try:
-            orjson.dumps(value, default=_arrow_or_repr)
-            return None
-        except (orjson.JSONEncodeError, TypeError):
-            pass
-    pending: list[tuple[str, Any]] = [("", value)]
-    while pending:
-        path, item = pending.pop()
-        if type(item) is str and not _encodable(item):
-            return path or "$"
-        if type(item) is dict:
-            for key, child in item.items():
-                if type(key) is str and not _encodable(key):
-                    return f"{path}.{key!a}" if path else ascii(key)
-                pending.append((f"{path}.{key}" if path else str(key), child))
-        elif type(item) in (list, tuple):
-            pending.extend((f"{path}[{index}]", child) for index, child in enumerate(item))
-    return None
-
-
-#: How deep :func:`_encodes_in_pieces` looks for a long list: a record, its sessions, a session, its turns.
-ENCODED_DEPTH = 3
-#: A list of more elements than ``ENCODED_SLICE`` is encoded that many elements at a time; one of at most
-#: ``ENCODED_SHORT_LIST`` is, at ``ENCODED_DEPTH`` or above, looked into element by element (a record's sessions).
-ENCODED_SHORT_LIST = 64
-ENCODED_SLICE = 4096
-
-
-def _holds_long_list(value: dict, depth: int) -> bool:
-    """Whether a list of more than ``ENCODED_SLICE`` elements lies within ``depth`` levels of ``value`` (a record
-    or row), looking only into dicts and short lists, level by level in one loop: an ordinary record or row is then
-    encoded in one call, a flat row's look costing a microsecond or two."""
-    level = [value]
-    for _ in range(depth):
-        below = []
-        for container in level:
-            for item in container.values() if type(container) is dict else container:
-                kind = type(item)
-                if kind is dict:
-                    below.append(item)
-                elif kind is list or kind is tuple:
-                    if len(item) > ENCODED_SLICE:
-                        return True
-                    if 0 < len(item) <= ENCODED_SHORT_LIST:
-                        below.append(item)
-        if not below:
-            return False
-        level = below
-    return False
-
-
-def _encodes_in_pieces(value: Any, depth: int) -> bool:
-    """Whether orjson encodes ``value`` (every string of it encodable, every key a string), encoded in pieces no
-    larger than a whole value below ``depth`` levels or ``ENCODED_SLICE`` elements of a long list: the memory of
-    one piece's JSON, not the whole record's. Looking into a record's few containers costs some microseconds;
-    the few orjson calls a record then needs encode what one call did."""
-    kind = type(value)
-    if kind in (list, tuple) and len(value) > ENCODED_SHORT_LIST:  # one piece when at most ENCODED_SLICE long
-        return all(
-            _encodes(value[start : start + ENCODED_SLICE]) for start in range(0, len(value), ENCODED_SLICE)
-        )
-    if depth == 0 or kind not in (dict, list, tuple):
-        return _encodes(value)
-    items = value.values() if kind is dict else value
-    leaves = [item for item in items if type(item) not in _CONTAINERS]
-    if kind is dict and not _encodes(list(value.keys())):  # a key with a lone surrogate: the walk names it
-        return False
-    if len(leaves) == len(value):
-        return _encodes(leaves)
-    return _encodes(leaves) and all(
-        _encodes_in_pieces(item, depth - 1) for item in items if type(item) in _CONTAINERS
-    )
-
-
-def _encodes(value: Any) -> bool:
-    try:
-        orjson.dumps(value, default=_arrow_or_repr)
-        return True
-    except (orjson.JSONEncodeError, TypeError):
-        return False
-
-
-def _arrow_or_repr(item: Any) -> str | None:
-    """What ``unencodable_field``'s encoding writes for a value JSON has no form for: nothing for an Arrow array
-    (pyarrow's ``__arrow_array__``: valid UTF-8 throughout), else its ``repr``."""
-    return None if hasattr(item, "__arrow_array__") else repr(item)
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 # -- one JSON document where JSON Lines are expected ----------------------------------------------------

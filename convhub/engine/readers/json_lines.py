@@ -5,7 +5,8 @@ file read as line-aligned byte ranges, each line as the object ``json.loads`` gi
 Memory follows the longest line: a line is read, parsed and handed on before the next one is read. Every error
 names the file and the line. A source that reads a file twice (a first pass that keeps only where each line is, a
 second that reads some lines again) gets the offsets from :func:`read_objects` and the lines back from
-:func:`lines_at`, which checks that each is still the very line the first pass read.
+:func:`lines_at`, which checks that each is still the very line the first pass read. :class:`JsonLines` is the
+reader a source of one record per line names (``convhub.engine.readers.contract``).
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from datasets.utils.file_utils import xopen
 
+from convhub.engine.readers.contract import Place, place_of_line, shard_file
 from convhub.engine.readers.exact_json import load_object, refuse_json_document
 from convhub.errors import Notes, Reject, SourceError, raise_error
 from convhub.storage.folders import open_url
@@ -239,3 +242,21 @@ def lines_at(
             if len(raw) != length or line_sha256(raw) != sha256:
                 raise SourceError(name, place(number), None, "the file changed while it was being converted")
             yield raw
+
+
+@dataclass(frozen=True)
+class JsonLines:
+    """The reader of a JSON Lines file a source names (``READER = JsonLines("MSC")``): each line that is a JSON
+    object is a record, its place the line (``line 3`` in errors) and its byte offset. A line that is not an
+    object goes to ``reject`` with its bytes (raised without one); a file that is one JSON document over many
+    lines is one error naming the file, ``source`` saying what reads one object per line."""
+
+    source: str
+
+    def read(self, shard: str | dict[str, Any], reject: Reject | None = None) -> Iterator[tuple[Place, Any]]:
+        path, name = shard_file(shard)
+        for number, offset, _, row in read_objects(path, self.source, reject or raise_error):
+            place = place_of_line(path, number, name, offset)
+            row_box = [row]
+            del row  # not held here while its record is converted and written
+            yield place, row_box.pop()

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
+import posixpath
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import IO, Any, NamedTuple
 
-from convhub.errors import NESTED_TOO_DEEPLY, SourceError
+from convhub.engine.readers.contract import Place, shard_file
+from convhub.errors import NESTED_TOO_DEEPLY, Reject, SourceError
+from convhub.storage.folders import open_file
 
 _TEXT_SPACE = re.compile(r"[ \t\r\n]*")
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")  # a byte the decoder held (surrogateescape)
@@ -291,11 +296,12 @@ def scan_json_array(
 
 def read_elements(
     stream: IO[bytes], path: str, element: str, key: str, reject: Callable[..., None] | None = None
-) -> Iterator[tuple[int, Any]]:
-    """(position, value) of each element of a source's file (a JSON list). Given ``reject`` (``--on-bad-record
-    skip``), a break in the list goes to it with the bytes skipped (scope ``span``, ``records``: the elements
-    they held, each named by ``key``) and reading goes on after it, so that every element is either read or
-    counted there. A list that held no element is an error (nothing would keep the file's name)."""
+) -> Iterator[tuple[int, int, int, Any]]:
+    """(start byte, end byte, position, value) of each element of a source's file (a JSON list). Given
+    ``reject`` (``--on-bad-record skip``), a break in the list goes to it with the bytes skipped (scope ``span``,
+    ``records``: the elements they held, each named by ``key``) and reading goes on after it, so that every
+    element is either read or counted there. A list that held no element is an error (nothing would keep the
+    file's name)."""
     held = 0  # elements read or lost to a break: a list whose every element a break lost is not an empty one
 
     def on_break(error: SourceError, raw: bytes | SkippedBytes, lost: int) -> None:
@@ -305,10 +311,74 @@ def read_elements(
             reject(error, raw, "span", records=lost)
 
     recover = on_break if reject is not None else None
-    for _, _, position, value in scan_json_array(stream, path, on_break=recover, element=element, key=key):
+    for start, end, position, value in scan_json_array(
+        stream, path, on_break=recover, element=element, key=key
+    ):
         held += 1
         element_box = [value]
         del value  # not held here while the caller converts and writes it
-        yield position, element_box.pop()
+        yield start, end, position, element_box.pop()
     if not held:
         raise SourceError(path, None, None, f"no {element}s: the list is empty")
+
+
+#: Why the first element of a file is not the source's (None: it is); see :class:`JsonList`.
+Recognize = Callable[[Any], "str | None"]
+
+
+@dataclass(frozen=True)
+class JsonList:
+    """The reader of a file that is one JSON list of records (LoCoMo's samples, LongMemEval's instances).
+
+    ``element`` names a record in errors (``sample``); ``id_field`` is the key every record has once and nothing
+    inside one has, which a break in the list is read past by (``--on-bad-record skip``). ``names_by_id``: an
+    error names a record by that id where it has a non-empty string one (LoCoMo's ``conv-26``), else by its
+    position. ``recognize``, given, looks at the first element: where it is not the source's (LoCoMo's file
+    beside LongMemEval's), the whole file is the error, not one field of one record (rejected with ``file``
+    scope and its first bytes)."""
+
+    element: str
+    id_field: str
+    names_by_id: bool = False
+    recognize: Recognize | None = None
+
+    def read(self, shard: str | dict[str, Any], reject: Reject | None = None) -> Iterator[tuple[Place, Any]]:
+        path, name = shard_file(shard)
+        with open_file(path) as handle:
+            elements = read_elements(handle, path, self.element, self.id_field, reject)
+            recognize = self.recognize
+            for start, end, position, value in elements:
+                problem, recognize = (None if recognize is None else recognize(value)), None  # (the first)
+                if problem is not None:
+                    error = SourceError(path, None, None, problem)
+                    if reject is None:
+                        raise error
+                    reject(error, _head_of(handle), "file")  # the file left out whole, its first bytes kept
+                    return
+                place = self.place(path, position, value, name, (start, end))
+                value_box = [value]
+                del value  # not held here while its record is converted and written
+                yield place, value_box.pop()
+
+    def place(
+        self,
+        path: str,
+        position: int,
+        value: Any,
+        name: str | None = None,
+        span: tuple[int, int] | tuple[None, None] = (None, None),
+    ) -> Place:
+        """The place of element ``position`` (``value``, its bytes ``span``) of ``path`` (listed as ``name``)."""
+        record = position
+        if self.names_by_id:
+            found = value.get(self.id_field) if isinstance(value, dict) else None
+            record = found if isinstance(found, str) and found else position
+        name = name or posixpath.basename(path)
+        return Place(path, name, record, position, start=span[0], end=span[1])
+
+
+def _head_of(handle: IO[bytes]) -> SkippedBytes:
+    """The file's first bytes (as many as a quarantine entry keeps) and its size."""
+    size = handle.seek(0, os.SEEK_END)
+    handle.seek(0)
+    return SkippedBytes(handle.read(SKIPPED_HEAD_BYTES), size)

@@ -29,10 +29,9 @@ from __future__ import annotations
 import os
 import queue
 import time
-from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import accumulate, islice, pairwise
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ from datasets.builder import Key
 
 from convhub.engine.runners import progress
 from convhub.engine.runners.child_processes import die_with_parent
+from convhub.engine.runners.cuts import balanced_runs, even_runs
 from convhub.engine.runners.memory import LARGE_TABLE_BYTES, give_back_pages
 from convhub.engine.sources.input_shards import shard_work
 from convhub.engine.writers.arrow_rows import rows_table
@@ -70,45 +70,11 @@ class SplitWritten:
     files: list[str]
 
 
-def consecutive_runs(items: Sequence[Any], count: int) -> list[Sequence[Any]]:
-    """``items`` as ``count`` runs of consecutive items (or fewer, one per item), the first runs one item longer
-    where they do not divide evenly: the work of each process or task keeps the input's order."""
-    count = max(1, min(count, len(items)))
-    runs, start = [], 0
-    for run in range(count):
-        size = len(items) // count + (run < len(items) % count)
-        runs.append(items[start : start + size])
-        start += size
-    return runs
-
-
-def balanced_runs(weights: Sequence[float], count: int) -> list[range]:
-    """The indices of ``weights`` as ``count`` runs of consecutive ones (or fewer, one per item) whose weights are
-    as even as cuts between items make them: each cut at the item boundary nearest its share of the total."""
-    count = max(1, min(count, len(weights)))
-    prefix = [0, *accumulate(weights)]
-    total = prefix[-1]
-    if total <= 0:
-        return list(consecutive_runs(range(len(weights)), count))
-    cuts = [0]
-    for run in range(1, count):
-        target = total * run / count
-        after = bisect_left(prefix, target)  # the first cut reaching the target
-        cut = (
-            after
-            if after - 1 <= cuts[-1] or prefix[after] - target <= target - prefix[after - 1]
-            else after - 1
-        )
-        cuts.append(min(max(cut, cuts[-1] + 1), len(weights) - (count - run)))
-    cuts.append(len(weights))
-    return [range(start, end) for start, end in pairwise(cuts)]
-
-
 def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
     """``gen_kwargs`` cut into at most ``processes`` jobs: each list of it (the shards) into the same runs of
     consecutive items; other values go to every job. Where every shard says its work (``shard_work``: the
     engine's slices of partitions and byte ranges of files), the runs hold similar work (``balanced_runs``);
-    else similar numbers of shards, as ``datasets`` cuts them (``consecutive_runs``). By numbers, MNBVC's benchmark
+    else similar numbers of shards, as ``datasets`` cuts them (``even_runs``). By numbers, MNBVC's benchmark
     input left one process working alone for the last tenth of a two-process build."""
     lists = {name: value for name, value in gen_kwargs.items() if isinstance(value, list)}
     lengths = {len(value) for value in lists.values()}
@@ -117,11 +83,8 @@ def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
     count = lengths.pop() if lengths else 0
     if processes <= 1 or count <= 1:
         return [gen_kwargs]
-    weights = [shard_work(shard) for shard in gen_kwargs.get("shards") or ()]
-    if len(weights) == count and None not in weights:
-        runs = balanced_runs(weights, processes)
-    else:
-        runs = consecutive_runs(range(count), processes)
+    weights = [work for work in map(shard_work, gen_kwargs.get("shards") or ()) if work is not None]
+    runs = balanced_runs(weights, processes) if len(weights) == count else even_runs(count, processes)
     return [
         {**gen_kwargs, **{name: value[run.start : run.stop] for name, value in lists.items()}} for run in runs
     ]
@@ -201,8 +164,10 @@ def run_job(
     builder, gen_kwargs: dict[str, Any], path_template: str, max_shard_bytes: int | None
 ) -> JobResult:
     """``write_job`` to its end, its updates dropped: a job whose progress nobody shows (a Spark task)."""
-    *_, result = write_job(builder, gen_kwargs, path_template, max_shard_bytes)
-    return result
+    for item in write_job(builder, gen_kwargs, path_template, max_shard_bytes):
+        if isinstance(item, JobResult):
+            return item
+    raise RuntimeError("a job ended without its result")
 
 
 def write_config(
@@ -266,7 +231,7 @@ def _write_split(
 
 
 #: A worker's queue of progress updates (set when the worker starts: a queue cannot travel with a task).
-_updates = None
+_updates: Any = None
 #: What a worker puts on the queue when its job is done, after its last update.
 _JOB_DONE = "job done"
 

@@ -4,11 +4,11 @@ The engine moves the data; convhub's parsers stay what they are. A build config 
 
 - each shard of the builder (``engine_shards``: a LoCoMo or ConvLab file, a GigaMemory slice, an MNBVC forum or
   Q&A file) is one task, which parses it with the builder's own ``records_of`` and writes its Parquet with the
-  local engine's writer (``local_build.run_job``: ``parquet_writer.ParquetWriter``, the same ``Features`` and
+  local engine's writer (``runners.local.run_job``: ``parquet_writer.ParquetWriter``, the same ``Features`` and
   metadata);
 - a group shard (MNBVC's multi-turn files, whose rows of one conversation may lie in any file) is a shuffle: one
   task per file turns its rows into (sort key, payload) with the builder's ``keyed_rows``, Spark moves each row to
-  its partition (``regroup.partition_of``, the embedded engine's) and sorts the partition by key
+  its partition (``local_groupby.keyed_by_partition``, the embedded engine's) and sorts the partition by key
   (``RDD.repartitionAndSortWithinPartitions``, which spills to disk), and one task per partition turns the
   conversations into records (``grouped_records``) and writes them. The partitions and the order are the
   embedded engine's (``convhub.engine.grouping.local_groupby``), so the conversations come out in the local build's order;
@@ -35,23 +35,27 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import urllib.parse
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import datasets
 
 from convhub.console import phases
-from convhub.engine.grouping.local_groupby import partition_of
-from convhub.engine.runners.local import MAX_SHARD_BYTES, consecutive_runs, run_job
+from convhub.engine.grouping.local_groupby import keyed_by_partition
+from convhub.engine.runners.cuts import consecutive_runs
+from convhub.engine.runners.engine import ENGINE_WORK
+from convhub.engine.runners.local import MAX_SHARD_BYTES, SplitWritten, run_job
 from convhub.engine.runners.memory import ARROW_VARIABLES
 from convhub.engine.sources.builder import fewer_collections
 from convhub.engine.sources.input_shards import GroupShard, SortedPartition
 from convhub.errors import EngineError, SourceError
 from convhub.storage.abandoned import MarkedTemporaryDirectory
-from convhub.storage.folders import text_of
+from convhub.storage.folders import parquet_file, text_of
 
 #: Marks a SourceError inside the text of Spark's error, for the driver to raise it again as itself.
 _ERROR_MARK = "convhub source error: "
@@ -145,21 +149,25 @@ class SparkEngine:
         self._session = None
 
     @property
-    def context(self):
+    def session(self):
+        """The Spark session, started at the first job."""
         if self._session is None:
             self._session = spark_session(self.master, self.verbose)
-        return self._session.sparkContext
+        return self._session
+
+    @property
+    def context(self):
+        return self.session.sparkContext
 
     def stop(self) -> None:
         if self._session is not None:
             self._session.stop()
             self._session = None
 
-    def map(self, function: Callable, tasks: list) -> list:
-        """``function`` of each task, one Spark task each, results in the tasks' order."""
-        if not tasks:
-            return []
-        return _collect(self.context.parallelize(tasks, len(tasks)).map(function))
+    def map(self, function: Callable, tasks: list) -> Generator:
+        """``function`` of each task, one Spark task each, results in the tasks' order (all collected first)."""
+        if tasks:
+            yield from _collect(self.context.parallelize(tasks, len(tasks)).map(function))
 
     def repeated_rows(self, paths: list[str], column: str, columns: list[str]) -> list[dict]:
         """Each row of the Parquet files at ``paths`` whose ``column`` holds a value found in another row too: its
@@ -169,8 +177,7 @@ class SparkEngine:
             return []
         from pyspark.sql import functions
 
-        self.context  # noqa: B018 - starts the session
-        table = self._session.read.parquet(*paths)
+        table = self.session.read.parquet(*paths)
         counted = table.select(column).groupBy(column).count().filter("count > 1")
         repeated = [row[0] for row in counted.collect()]
         if not repeated:  # a clean build: one pass over the column
@@ -187,9 +194,32 @@ class SparkEngine:
             row["file"] = named[row["file"]]
         return rows
 
-    def write_config(self, builder, work) -> dict[str, tuple[TaskResult, ...]]:
-        """Every split of ``builder``'s config as Parquet files under ``work`` (a ``Path``, or a ``UPath`` at a
-        URL): split → the task results, in the order the local build writes the same rows."""
+    def scratch(self, work: Path, staging: Path) -> Path:
+        """A hidden folder in the staging folder: on a cluster it is wherever the output is (a URL, a shared
+        file system), which every executor reaches; renaming from there into the layout stays on one file
+        system."""
+        return staging / ENGINE_WORK
+
+    def write_config(self, builder, folder: Path, download_dir: str | None = None) -> dict[str, SplitWritten]:
+        """Every split of ``builder``'s config as Parquet files in ``folder`` (a ``Path``, or a ``UPath`` at a
+        URL), in the order the local build writes the same rows; a task that wrote no row leaves no file (but the
+        split's first). The tasks' reports and rejected records are saved where the local build's workers save
+        theirs (the config's ``report_dir`` and ``quarantine_dir``). The tasks read a URL where it is, so
+        ``download_dir`` is not used."""
+        written = {}
+        for split, results in sorted(self._task_results(builder, folder).items()):
+            for result in results:
+                _save_reports_and_rejections(builder.config, result)
+            files = [path for result in results for path in result.files]
+            kept = [path for path in files if parquet_file(path).metadata.num_rows] or files[:1]
+            info = datasets.SplitInfo(
+                split, sum(result.num_bytes for result in results), sum(result.rows for result in results)
+            )
+            written[split] = SplitWritten(info, kept)
+        return written
+
+    def _task_results(self, builder, work) -> dict[str, tuple[TaskResult, ...]]:
+        """Split → the results of the tasks that wrote it, in the order the local build writes the same rows."""
         download = datasets.DownloadManager(dataset_name=builder.SOURCE, data_dir=builder.config.data_dir)
         with fewer_collections():  # the driver lists the shards (GigaMemory's pass 1 parses in our tasks)
             by_split = builder.engine_shards(download)
@@ -324,8 +354,23 @@ def _read(path: str) -> str:
         return handle.read()
 
 
+def _save_reports_and_rejections(config, result: TaskResult) -> None:
+    """A task's statistics reports and rejected records, saved on the driver as the local build's workers save
+    theirs: a report file each in ``config.report_dir``, the records appended to one file in its
+    ``quarantine_dir``."""
+    for text in result.reports:
+        fd, _ = tempfile.mkstemp(prefix="report-", suffix=".json", dir=config.report_dir)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    if result.quarantine:
+        with open(
+            os.path.join(config.quarantine_dir, "quarantine-engine.jsonl"), "a", encoding="utf-8"
+        ) as part:
+            part.writelines(line + "\n" for line in result.quarantine)
+
+
 def _write_records(builder, split: str, shards: list, prefix: str, max_shard_size: int | None) -> TaskResult:
-    """The local engine's parse and write of shards, in order (``local_build.run_job``), into
+    """The local engine's parse and write of shards, in order (``runners.local.run_job``), into
     ``prefix-NNNNN.parquet``: a file at most ``max_shard_size`` Arrow bytes, or one file (None)."""
     with _Scratch(builder) as scratch:
         try:
@@ -362,9 +407,9 @@ class _KeyedRows:
         rejected = TaskResult()
         with _Scratch(self.builder) as scratch, fewer_collections():
             try:
-                count = self.shard.partitions
-                for key, payload, _ in self.builder.keyed_rows(self.shard, file_index):
-                    yield (partition_of(key[0], count), key), payload
+                keyed = self.builder.keyed_rows(self.shard, file_index)
+                for partition, key, payload, _ in keyed_by_partition(keyed, self.shard.partitions):
+                    yield (partition, key), payload
             except SourceError as error:
                 raise _reraisable(error) from None
             scratch.collect(rejected)

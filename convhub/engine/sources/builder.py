@@ -2,8 +2,10 @@
 
 It turns a source's parser into one builder config per view: the shared views of
 ``convhub.views.definitions`` for every source, plus the source's own ``EXTRA_VIEWS``. A source builder only says
-where its files are (``shards``) and how one shard becomes canonical records (``parse_shard``); table
-views (ontology, database) also implement ``table_rows``.
+where its files are (``shards``) and how one shard becomes canonical records: by naming its ``READER`` and its
+``CONVERT`` (the default ``parse_shard`` runs reader -> record loop -> conversion, with the duplicate-id check of
+its ``ID_FIELD``), or by a ``parse_shard`` of its own; table views (ontology, database) also implement
+``table_rows``.
 """
 
 from __future__ import annotations
@@ -13,46 +15,41 @@ import gc
 import inspect
 import os
 import posixpath
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import datasets
 from datasets.builder import Key
+from datasets.download.streaming_download_manager import StreamingDownloadManager
 
 from convhub.engine.checks import quarantine
 from convhub.engine.checks.stats import Report
 from convhub.engine.grouping import local_groupby
-from convhub.engine.grouping.sort_keys import may_hold_lone_surrogate
 from convhub.engine.inputs import digests
 from convhub.engine.inputs.downloads import source_url
-from convhub.engine.inputs.listing import JSON_LINES, FileKind, files_by_stem, find_files
-from convhub.engine.readers.exact_json import unencodable_field
-from convhub.engine.sources.input_shards import GroupShard, Partition, Shard, SortedPartition, shard_name
+from convhub.engine.inputs.listing import (
+    JSON_LINES,
+    FileKind,
+    Listing,
+    SourceFile,
+    chosen,
+    files_by_stem,
+    find_files,
+)
+from convhub.engine.readers.contract import Place, Reader
+from convhub.engine.readers.record_loop import UniqueIds, convert_records
+from convhub.engine.readers.storable import SurrogateScreen, unstorable
+from convhub.engine.sources.input_shards import (
+    GroupShard,
+    Partition,
+    Shard,
+    SortedPartition,
+    own_shard,
+    shard_name,
+)
 from convhub.errors import NESTED_TOO_DEEPLY, Notes, SourceError
 from convhub.views.definitions import DEFAULT_VIEW, QA, SHARED_VIEWS, Record, Row, View
-
-
-class SurrogateScreen:
-    """A sorted partition's (sort key, payload) rows, passed on as they are, and whether every string they and the
-    partition's file names carry is one UTF-8 can encode (``clean``).
-
-    A grouped record is made of those strings alone (``grouped_records``), so while ``clean`` holds, the records
-    made so far need no check of their own: a scan of each payload's bytes (``may_hold_lone_surrogate``) and a
-    check of each small key cost a third of a check of every record (an encoding of the whole record). Once a row
-    may hold a lone surrogate, every later record of the partition is checked as before, and the bad one rejected
-    by name.
-    """
-
-    def __init__(self, partition: SortedPartition):
-        self.rows = partition.rows
-        self.clean = unencodable_field([name for name, _ in partition.group.files]) is None
-
-    def __iter__(self) -> Iterator[tuple[tuple, bytes]]:
-        for key, payload in self.rows:
-            if self.clean:
-                self.clean = not may_hold_lone_surrogate(payload) and unencodable_field(key) is None
-            yield key, payload
 
 
 def _too_deep(shard: Shard) -> SourceError:
@@ -127,6 +124,21 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     HAS_QUESTIONS: ClassVar[bool] = True
     #: Whether the source reads an audit of its labels (``ConvHubConfig.errata``).
     TAKES_ERRATA: ClassVar[bool] = False
+    #: The reader of the source's files (``convhub.engine.readers``: ``JsonList(...)``, ...), for the default
+    #: ``parse_shard``: each shard (a path, or a dict with ``path`` and ``name``) is read by it and each raw record
+    #: converted by ``CONVERT(raw, place, notes)`` (give it as ``staticmethod(parse.convert)``).
+    READER: ClassVar[Reader | None] = None
+    CONVERT: ClassVar[Callable[[Any, Place, Notes], Record]]
+    #: The key of a raw record that holds its id: a record whose id an earlier one of its file holds is rejected
+    #: while parsing (``record_loop.UniqueIds``), named by file, record and this field.
+    ID_FIELD: ClassVar[str | None] = None
+    #: Whether an id is unique across files too (LoCoMo's ``sample_id`` is the conversation_id; LongMemEval's
+    #: ``question_id`` is unique only within a subset's file), checked where one process reads every file (a
+    #: stream, ``convhub check``, a build that raises); other repeats are the build's conversation_id check's.
+    ID_ACROSS_FILES: ClassVar[bool] = False
+    #: How the source's files lie in ``--data-dir``: a file per subset (the default), a folder per subset, a file
+    #: per split, files at any depth (``convhub.engine.inputs.listing.Listing``); ``listed_files`` lists them.
+    LISTING: ClassVar[Listing] = Listing()
 
     BUILDER_CONFIG_CLASS = ConvHubConfig
     DEFAULT_CONFIG_NAME = DEFAULT_VIEW
@@ -135,6 +147,8 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     _build_processes: int | None = None
     #: The most processes a split was written in by the local engine (``local_build.write_config``).
     processes_run: int = 0
+    #: id → (file, record) of the first record with it this process read, where ``ID_ACROSS_FILES`` is checked.
+    _first_files: dict[Hashable, tuple[str, str | int]] | None = None
     #: The sizes of the regrouping of a ``group_shard`` (``convhub.engine.grouping.local_groupby``); tests make them tiny.
     PARTITION_BYTES: ClassVar[int] = local_groupby.PARTITION_BYTES
     SLICE_BYTES: ClassVar[int] = local_groupby.SLICE_BYTES
@@ -213,6 +227,21 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
             files = find_files(data_dir, reader, kind=kind)
         return files_by_stem(files, self.config.subsets, self.SOURCE, kind)
 
+    def listed_files(self, dl_manager: datasets.DownloadManager, url: str | None = None) -> list[SourceFile]:
+        """The files ``LISTING`` finds in ``--data-dir`` (a folder, a file or a URL), each with its subset and
+        split, those of ``--subset`` only; without ``--data-dir``, the file at ``url`` downloaded (from its mirror
+        when ``CONVHUB_SOURCE_MIRROR`` is set), named by the URL's file name, in the URL's folder."""
+        config = cast(ConvHubConfig, self.config)  # what BUILDER_CONFIG_CLASS made
+        if config.data_dir is not None:
+            return self.LISTING.files(config.data_dir, self.SOURCE, config.subsets)
+        if url is None:
+            raise FileNotFoundError(f"{self.SOURCE} has no public download: give --data-dir")
+        folder = posixpath.basename(posixpath.dirname(url))  # a folder-per-subset file's subset
+        local = cast(str, dl_manager.download(source_url(url)))  # one URL in, one path out
+        return chosen(
+            [self.LISTING.file(posixpath.basename(url), local, folder)], self.SOURCE, config.subsets
+        )
+
     # -- hooks a source implements -------------------------------------------------------------
 
     def shards(self, dl_manager: datasets.DownloadManager) -> dict[str, list[Shard]]:
@@ -223,8 +252,33 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         raise NotImplementedError
 
     def parse_shard(self, shard: Shard, notes: Notes) -> Iterator[Record]:
-        """Canonical records of one shard, in a deterministic order."""
-        raise NotImplementedError
+        """Canonical records of one shard, in a deterministic order: by default its ``READER``'s records through
+        the record loop and ``CONVERT``."""
+        return self.converted(self.read_shard(shard), notes)
+
+    # -- the default parse path: reader -> record loop -> convert --------------------------------------
+
+    def read_shard(self, shard: Shard) -> Iterator[tuple[Place, Any]]:
+        """(place, raw record) of each record of a source's own shard, as its ``READER`` reads them; with
+        ``--on-bad-record skip``, reading on after a break in a file."""
+        if self.READER is None:
+            raise NotImplementedError(f"{self.SOURCE} names no READER and has no parse_shard of its own")
+        recover = self.reject if self.config.on_bad_record == "skip" else None
+        return self.READER.read(own_shard(shard), recover)
+
+    def converted(self, items: Iterable[tuple[Place, Any]], notes: Notes) -> Iterator[Record]:
+        """``items`` through the record loop: ``CONVERT``, the ``ID_FIELD`` check, bad records to ``reject``."""
+        unique = None
+        if self.ID_FIELD is not None:
+            first_files = self._first_files if self.ID_ACROSS_FILES else None
+            unique = UniqueIds(self.ID_FIELD, first_files)
+        return convert_records(items, type(self).CONVERT, notes, self.reject, unique)
+
+    def _start_listing(self, dl_manager: datasets.DownloadManager) -> None:
+        """Before the shards are listed: which ids this process's records are checked against across files."""
+        streaming = isinstance(dl_manager, StreamingDownloadManager)
+        across = self.ID_ACROSS_FILES and (streaming or self.config.on_bad_record == "raise")
+        self._first_files = {} if across else None
 
     def table_rows(self, view: View, shard: Shard) -> Iterator[Row]:
         """Rows of a table view (one not derived from conversations)."""
@@ -235,6 +289,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     def engine_shards(self, dl_manager: datasets.DownloadManager) -> dict[str, list[Shard]]:
         """The shards an engine other than the local one reads: ``shards``, where a source has no reason to list
         them otherwise (MNBVC reads a URL ``--data-dir`` in the engine's tasks, not after a download)."""
+        self._start_listing(dl_manager)
         return self.shards(dl_manager)
 
     def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[local_groupby.KeyedRow]:
@@ -300,13 +355,11 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
             self.reject(_too_deep(shard), None, scope="file")
 
     def _storable(self, value: dict, shard: Shard, record) -> bool:
-        """Whether Parquet can hold every string of ``value``; else it is rejected, named (not a crash in the
-        Arrow write, which ``convhub check`` would never reach)."""
-        field = unencodable_field(value)
-        if field is None:
+        """Whether Parquet can hold every string of ``value``; else it is rejected, named (``readers.storable``)."""
+        error = unstorable(value, shard_name(shard), record)
+        if error is None:
             return True
-        problem = "holds a lone surrogate (e.g. the escape \\ud800), which UTF-8 and so Parquet cannot store"
-        self.reject(SourceError(shard_name(shard), record, field, problem), value)
+        self.reject(error, value)
         return False
 
     # -- datasets plumbing ---------------------------------------------------------------------
@@ -329,6 +382,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         (``convhub.engine.grouping.local_groupby``, in the build's ``num_proc`` processes) into one shard per slice of each partition.
         With fewer collections: a source's listing may parse it whole (ConvLab's index scan, GigaMemory's grouping),
         before a stream's first row or a check's first record."""
+        self._start_listing(dl_manager)
         with fewer_collections():
             return {
                 split: [part for shard in shards for part in self._regrouped(shard)]

@@ -28,7 +28,7 @@ class ArrowList(Sequence):
     Read as a sequence of plain values (``as_py``, a slice at a time), so whatever walks a record (statistics,
     language detection, ``datasets``' encoding, ``pa.Table.from_pylist``) sees what a list would hold; the writer
     (``rows_table``) puts the array into the table as it is. It holds no string UTF-8 cannot encode: Arrow
-    refuses one when the array is made (``__arrow_array__`` is pyarrow's protocol, which ``jsonio`` knows too).
+    refuses one when the array is made (``__arrow_array__`` is pyarrow's protocol, which ``readers.exact_json`` knows too).
     """
 
     #: Elements made Python values at a time while iterating.
@@ -56,7 +56,7 @@ class ArrowList(Sequence):
         ``ArrowList``, converted ``ROWS_CHUNK`` at a time, so that only a chunk of dicts lives at once: a LoCoMo
         turn is about 440 bytes of Python for 60 bytes of JSON. Fewer than ``ROWS_CHUNK`` rows stay the list of
         dicts (a few arrays would cost more than a short list); so do all of them when one holds a string UTF-8
-        cannot encode, so that the record's check (``jsonio.unencodable_field``) names it."""
+        cannot encode, so that the record's check (``readers.exact_json.unencodable_field``) names it."""
         chunks: list[pa.Array] = []
         rows = iter(rows)
         while chunk := list(itertools.islice(rows, cls.ROWS_CHUNK)):

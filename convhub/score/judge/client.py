@@ -168,25 +168,38 @@ class Judge:
         """Each request's verdict (``is_correct`` of the reply's content), the majority of ``runs`` replies
         (a tie is negative); None is False, never asked. A verdict that fails after its retries ends the
         run, or with ``failed_is_negative`` counts as a negative vote, unless every verdict failed."""
+        results = []
+        for runs in self.replies(bodies, failed_is_negative):
+            if runs is None:
+                results.append(False)
+                continue
+            votes = [content is not None and is_correct(content) for content in runs]
+            self.tally.questions += 1
+            self.tally.unanimous += len(set(votes)) == 1
+            results.append(sum(votes) * 2 > self.runs)
+        return results
+
+    def replies(
+        self, bodies: Sequence[dict[str, Any] | None], failed_is_negative: bool = False
+    ) -> list[list[str | None] | None]:
+        """The content of each request's ``runs`` replies (None for a failed one, with ``failed_is_negative``);
+        None for a None body, never asked. A benchmark whose verdict is no yes/no (BEAM's rubric scores)
+        reads the replies themselves; :meth:`verdicts` counts votes over them."""
         jobs = [
             (position, run, body) for position, body in enumerate(bodies) if body for run in range(self.runs)
         ]
         replies, last_failure = asyncio.run(self._ask_all(jobs, failed_is_negative))
         if jobs and all(reply is None for reply in replies.values()):
             raise JudgeError(f"{last_failure}; no verdict was obtained")
-        results = []
-        for position, body in enumerate(bodies):
-            if not body:
-                results.append(False)
-                continue
-            votes = []
-            for run in range(self.runs):
-                reply = replies[(position, run)]
-                votes.append(reply is not None and is_correct(reply.content))
-            self.tally.questions += 1
-            self.tally.unanimous += len(set(votes)) == 1
-            results.append(sum(votes) * 2 > self.runs)
-        return results
+        return [
+            None
+            if not body
+            else [
+                None if (reply := replies[(position, run)]) is None else reply.content
+                for run in range(self.runs)
+            ]
+            for position, body in enumerate(bodies)
+        ]
 
     async def _ask_all(
         self, jobs: list[tuple[int, int, dict[str, Any]]], failed_is_negative: bool

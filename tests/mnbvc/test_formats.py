@@ -1,10 +1,10 @@
-"""Format detection for sources of several file formats (``convhub.engine.sources.formats``)."""
+"""Format detection for sources of several file formats (``convhub.builders.mnbvc.formats``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from convhub.engine.sources import formats
+from convhub.builders.mnbvc import formats
 from convhub.errors import SourceError
 
 

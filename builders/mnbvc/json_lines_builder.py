@@ -1,6 +1,6 @@
 """The builder of a source whose input is JSON Lines files (``*.jsonl``, ``*.jsonl.gz``), in one format or several:
-the engine layer that lists the files, tells each one's format, shards them and reads them, so that a source
-declares what it is (``READER``, ``FILE_FORMATS``, ``DEFAULT_REPO``) and gives pure functions of rows.
+the layer that lists the files, tells each one's format, shards them and reads them, so that a source
+declares what it is (``NAME_IN_ERRORS``, ``FILE_FORMATS``, ``DEFAULT_REPO``) and gives pure functions of rows.
 
 Inputs: any number of files under ``--data-dir`` (searched recursively; a local folder or file, or an fsspec URL),
 or by default the files matching ``DEFAULT_PATTERN`` in the Hugging Face dataset ``DEFAULT_REPO``. Each file's
@@ -12,26 +12,28 @@ workers get even shares. The files of a ``GROUPED_FORMATS`` format (conversation
 one ``group_shard``: the engine keys their rows with the source's ``key_row`` and regroups them
 (``convhub.engine.grouping.sort_keys``). When streaming (``as_streaming_dataset``), every file is read once from its URL by
 ``format_records``, the grouped formats' too.
+
+MNBVC is its one user, so it lives here, with ``formats`` (what tells a file's format), not in the engine; a
+second source of several JSON Lines formats would move both back to ``convhub/engine/sources/``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import Any, ClassVar
 
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 
+from convhub.builders.mnbvc.formats import Formats
 from convhub.engine.grouping import local_groupby, sort_keys
 from convhub.engine.inputs.listing import find_files, hub_files
 from convhub.engine.readers import json_lines
-from convhub.engine.readers.record_loop import convert_one
 from convhub.engine.sources.builder import ConversationBuilder, ConvHubConfig, group_shard
-from convhub.engine.sources.formats import Formats
 from convhub.engine.sources.input_shards import Shard, group_of, own_shard
-from convhub.errors import Notes, Reject, SourceError, raise_error
+from convhub.errors import Notes, SourceError
 
 #: What ``format_records`` gets of each line that is a JSON object: ``json_lines.read_objects``'s
 #: (number, offset, line, row).
@@ -43,8 +45,8 @@ class JsonLinesBuilder(ConversationBuilder):
 
     config: ConvHubConfig  # what datasets made of BUILDER_CONFIG_CLASS, typed as such
 
-    #: How errors name the source's reader ("MNBVC reads one JSON object per line").
-    READER: ClassVar[str]
+    #: How errors name the source ("MNBVC reads one JSON object per line").
+    NAME_IN_ERRORS: ClassVar[str]
     FILE_FORMATS: ClassVar[Formats]
     #: Formats whose conversations span rows anywhere in the files: regrouped (``key_row``, ``grouped_records``).
     GROUPED_FORMATS: ClassVar[frozenset[str]] = frozenset()
@@ -83,7 +85,7 @@ class JsonLinesBuilder(ConversationBuilder):
         data_dir = self.config.data_dir or ""
         if "://" not in data_dir:
             return self.shards(dl_manager)
-        typed = self._typed(find_files(data_dir, self.READER, recursive=True), json_lines.open_source)
+        typed = self._typed(find_files(data_dir, self.NAME_IN_ERRORS, recursive=True), json_lines.open_source)
         return self._listed(typed, _url_shards)
 
     def _listed(self, typed, row_shards) -> dict[str, list[Shard]]:
@@ -130,7 +132,7 @@ class JsonLinesBuilder(ConversationBuilder):
         data_dir = self.config.data_dir
         if data_dir is None:
             return self._default_inputs(dl_manager)
-        found = find_files(data_dir, self.READER, recursive=True)
+        found = find_files(data_dir, self.NAME_IN_ERRORS, recursive=True)
         if "://" in data_dir:  # streamed, or downloaded first
             paths = dl_manager.download([url for _, url in found])
             return [(name, path) for (name, _), path in zip(found, paths, strict=True)]
@@ -143,7 +145,7 @@ class JsonLinesBuilder(ConversationBuilder):
             urls = self.default_files()
         except Exception as error:  # any network or Hub failure: the message says what to do
             raise FileNotFoundError(
-                f"could not list {self.READER}'s {pattern} files in the Hugging Face dataset {repo} "
+                f"could not list {self.NAME_IN_ERRORS}'s {pattern} files in the Hugging Face dataset {repo} "
                 f"({type(error).__name__}: {error}); download them yourself and pass --data-dir DIR"
             ) from error
         if not urls:
@@ -156,13 +158,16 @@ class JsonLinesBuilder(ConversationBuilder):
         forced = self.config.source_format
         if forced:
             return self.FILE_FORMATS.normalize(forced)
-        objects = json_lines.read_objects(path, self.READER, self.reject, name=name, opener=open_path)
+        objects = json_lines.read_objects(path, self.NAME_IN_ERRORS, self.reject, name=name, opener=open_path)
         try:
             rows = ((number, row) for number, _, _, row in objects)
             kind = self.FILE_FORMATS.detect(rows, name, tolerant=self.config.on_bad_record == "skip")
             if kind is None:
                 raise SourceError(
-                    name, None, None, f"no row: the file is empty ({self.READER} files are JSON lines)"
+                    name,
+                    None,
+                    None,
+                    f"no row: the file is empty ({self.NAME_IN_ERRORS} files are JSON lines)",
                 )
             return kind
         except SourceError as error:
@@ -182,7 +187,7 @@ class JsonLinesBuilder(ConversationBuilder):
             )
         objects = json_lines.read_objects(
             shard["path"],
-            self.READER,
+            self.NAME_IN_ERRORS,
             self.reject,
             None,
             shard["name"],
@@ -194,34 +199,13 @@ class JsonLinesBuilder(ConversationBuilder):
     def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[local_groupby.KeyedRow]:
         """The rows of a grouped file keyed by ``key_row``, for the engine's group-by."""
         name, path = group_of(shard).files[file_index]
-        objects = json_lines.read_objects(path, self.READER, self.reject, name=name)
+        objects = json_lines.read_objects(path, self.NAME_IN_ERRORS, self.reject, name=name)
         return sort_keys.keyed_file_rows(objects, file_index, partial(self.key_row, name), self.reject)
 
 
 def _url_shards(name: str, url: str, kind: str) -> list[dict[str, Any]]:
     """A file of a row format an engine's task reads at its URL: one shard."""
     return [{"kind": "url", "format": kind, "name": name, "path": url}]
-
-
-def convert_rows(
-    path: str,
-    rows: Iterable[tuple[int, dict[str, Any]]],
-    convert: Callable[[int, dict[str, Any], Notes], Any],
-    notes: Notes,
-    reject: Reject = raise_error,
-) -> Iterator[Any]:
-    """The per-record loop (``convhub.engine.readers.record_loop``) over (line number, row) pairs of a file whose rows are
-    records by themselves: ``convert(number, row, notes)``, its errors naming the line, a bad row rejected alone
-    and its normalizations counted only when it converts."""
-    for number, row in rows:
-        counted = Notes()
-        try:
-            record = convert_one(path, f"line {number}", row, partial(convert, number), counted)
-        except SourceError as error:
-            reject(error, row)
-            continue
-        notes.update(counted)
-        yield record
 
 
 class LineWarnings:

@@ -1,26 +1,32 @@
-"""The row helpers of JSON Lines sources (``convhub.engine.sources.json_lines_builder``): the per-record loop, warnings
+"""The row helpers of JSON Lines sources (``convhub.builders.mnbvc.json_lines_builder``): a line's place in the
+per-record loop, warnings
 that stop at their limit, and a source row rebuilt in its key order."""
 
 from __future__ import annotations
 
 import logging
 
-from convhub.engine.sources import json_lines_builder
+from convhub.builders.mnbvc import json_lines_builder
+from convhub.engine.readers.contract import place_of_line
+from convhub.engine.readers.record_loop import convert_records
 from convhub.errors import FieldError, Notes, SourceError
 
 
-def test_convert_rows_names_the_line_and_counts_only_converted_rows():
-    def convert(number, row, notes):
+def test_a_row_of_json_lines_is_named_by_its_line_and_converted_with_its_place():
+    def convert(row, place, notes):
         notes.add("seen")
         if row.get("bad"):
             raise FieldError("bad", "not allowed")
-        return {"line": number, **row}
+        return {"line": place.line, "start": place.start, **row}
 
     notes, rejected = Notes(), []
-    rows = [(1, {"a": 1}), (2, {"bad": True}), (3, {"a": 3})]
+    rows = [
+        (place_of_line("f.jsonl", number, None, 10 * number), row)
+        for number, row in enumerate([{"a": 1}, {"bad": True}, {"a": 3}], 1)
+    ]
     reject = lambda error, raw: rejected.append(error)  # noqa: E731
-    converted = list(json_lines_builder.convert_rows("f.jsonl", rows, convert, notes, reject))
-    assert converted == [{"line": 1, "a": 1}, {"line": 3, "a": 3}]
+    converted = list(convert_records(rows, convert, notes, reject))
+    assert converted == [{"line": 1, "start": 10, "a": 1}, {"line": 3, "start": 30, "a": 3}]
     assert notes == {"seen": 2}
     assert str(rejected[0]) == str(SourceError("f.jsonl", "line 2", "bad", "not allowed"))
 

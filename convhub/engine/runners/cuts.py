@@ -1,0 +1,85 @@
+"""The one way the engine cuts a list of work into shards, jobs or tasks: runs of consecutive items.
+
+Every cut keeps the input's order (a run is a slice), so the rows a build writes, in order, never depend on how
+the work was cut; only which file or process holds them does. Three rules, one function each:
+
+- ``consecutive_runs`` (``even_runs``, of indices): a number of runs of similar numbers of items, the first ones one item longer where they do
+  not divide evenly (``datasets``' own cut of shards into jobs). Where nothing says how much work an item is: the
+  local engine's jobs of unsized shards, Spark's tasks past its file limit.
+- ``balanced_runs``: a number of runs of similar total weight, each cut at the item boundary nearest its share
+  (``cut="nearest"``: the local engine's jobs of shards that say their bytes) or right after the item whose
+  running total reaches its share (``cut="after"``: ConvLab's byte ranges of a file, whose shards were cut so
+  before the local engine's jobs were balanced; kept, as the shards a source lists are part of its output's layout).
+- ``runs_by_size``: as many runs as it takes for each to hold about a size, a new run begun once the last holds
+  ``limit`` or more (GigaMemory's groups of lines: their count is not known before they are read).
+
+Two cuts are not lists and stay where they run: a job's writer starts a new file once it holds more than
+``MAX_SHARD_BYTES`` (``runners.local.write_job``: rows stream, nothing is listed before), and the embedded
+group-by shares files between writer processes biggest first (``grouping.local_groupby.share_files``: its writers
+need no order, the sort restores it, so the best balance wins over consecutive runs).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from itertools import accumulate, pairwise
+from typing import Literal, TypeVar
+
+Item = TypeVar("Item")
+
+
+def even_runs(length: int, count: int) -> list[range]:
+    """The indices of ``length`` items as ``count`` runs of consecutive ones (or fewer, one per item), the first
+    runs one item longer where they do not divide evenly."""
+    count = max(1, min(count, length))
+    runs, start = [], 0
+    for run in range(count):
+        size = length // count + (run < length % count)
+        runs.append(range(start, start + size))
+        start += size
+    return runs
+
+
+def consecutive_runs(items: Sequence[Item], count: int) -> list[Sequence[Item]]:
+    """``items`` as ``count`` runs of consecutive items (``even_runs``): the work of each process or task keeps
+    the input's order."""
+    return [items[run.start : run.stop] for run in even_runs(len(items), count)]
+
+
+def balanced_runs(
+    weights: Sequence[float], count: int, cut: Literal["nearest", "after"] = "nearest"
+) -> list[range]:
+    """The indices of ``weights`` as ``count`` runs of consecutive ones (or fewer, one per item, never an empty
+    one) whose weights are as even as cuts between items make them. Each cut falls at the item boundary nearest
+    its share of the total (``nearest``), or right after the item whose running total reaches it (``after``).
+    With no weight at all, runs of similar numbers of items (``even_runs``)."""
+    count = max(1, min(count, len(weights)))
+    prefix = [0, *accumulate(weights)]
+    total = prefix[-1]
+    if total <= 0:
+        return even_runs(len(weights), count)
+    cuts = [0]
+    for run in range(1, count):
+        target = total * run / count
+        after = bisect_left(prefix, target)  # the first boundary whose running total reaches the target
+        nearer_before = prefix[after] - target > target - prefix[after - 1]
+        chosen = after - 1 if cut == "nearest" and after - 1 > cuts[-1] and nearer_before else after
+        cuts.append(min(max(chosen, cuts[-1] + 1), len(weights) - (count - run)))
+    cuts.append(len(weights))
+    return [range(start, end) for start, end in pairwise(cuts)]
+
+
+def runs_by_size(sizes: Sequence[int], limit: int) -> list[range]:
+    """The indices of ``sizes`` as runs of consecutive ones, a new run begun once the last holds ``limit`` or more:
+    each run holds at least ``limit`` (but the last) and at most ``limit`` plus its last item."""
+    runs: list[range] = []
+    start, held = 0, 0
+    for index, size in enumerate(sizes):
+        if index > start and held >= limit:
+            runs.append(range(start, index))
+            start, held = index, 0
+        held += size
+    if sizes:
+        runs.append(range(start, len(sizes)))
+    return runs
