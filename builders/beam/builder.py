@@ -7,6 +7,7 @@ from typing import ClassVar
 from convhub.builders.beam import layout, parse
 from convhub.engine.inputs.downloads import source_url
 from convhub.engine.inputs.listing import FileKind, find_files
+from convhub.engine.readers.contract import Place
 from convhub.engine.readers.record_loop import convert_records
 from convhub.engine.sources.builder import ConversationBuilder, ConvHubConfig
 from convhub.engine.sources.input_shards import Shard, own_shard
@@ -43,7 +44,7 @@ class BeamBuilder(ConversationBuilder):
         the scales it names."""
         data_dir = self.config.data_dir
         if data_dir is None:
-            listed = [(URL.rsplit("/default/")[1], dl_manager.download(source_url(URL)))]
+            listed = [(URL.rsplit("/default/")[1], str(dl_manager.download(source_url(URL))))]
         else:
             listed = find_files(data_dir, "BEAM", True, ANY_FILE)
         found = layout.chats(data_dir or "", listed)
@@ -66,5 +67,6 @@ class BeamBuilder(ConversationBuilder):
             items = iter([(shard["name"], (layout.read_folder, (shard["name"], shard["files"])))])
         else:
             items = layout.hub_rows(shard["name"], shard["path"])
-        convert = lambda item, notes: parse.convert_chat(item[0](*item[1]), notes)  # noqa: E731
-        return convert_records(shard["path"], items, convert, notes, self.reject)
+        placed = ((Place(shard["path"], shard["name"], where), plan) for where, plan in items)
+        convert = lambda plan, place, notes: parse.convert_chat(plan[0](*plan[1]), notes)  # noqa: E731
+        return convert_records(placed, convert, notes, self.reject)
