@@ -224,7 +224,7 @@ MESSAGES_FEATURES = Features(
 )
 
 
-# The canonical record as Python types, beside the Features above (``tests/test_schema.py`` keeps the two equal):
+# The canonical record as Python types, beside the Features above (``tests/schema/test_schema.py`` keeps the two equal):
 # what a source's conversion returns and what every view reads. ``str | None`` is a nullable string column;
 # ``extra`` is JSON text made by :func:`to_json`.
 

@@ -6,9 +6,9 @@
 It prints the ``export HF_ENDPOINT=... HF_TOKEN=... HF_HUB_DISABLE_XET=1`` line to paste into another shell; there
 ``convhub push`` (``--dry-run`` too), ``convhub export`` from a repo and ``datasets.load_dataset`` talk to this
 process instead of huggingface.co. The double is the one the test suite publishes to: the Hub's HTTP routes the
-real clients call (see tests/hub_double.py), repos kept in memory only, so everything is gone when it stops. It
-speaks plain git-LFS, not Xet, hence ``HF_HUB_DISABLE_XET=1``. Writes need the printed token (random unless
-``--token`` is given), so other local users cannot push to it; it listens on 127.0.0.1 only.
+real clients call (see tests/support/hub_double.py), repos kept in memory only, so everything is gone when it
+stops. It speaks plain git-LFS, not Xet, hence ``HF_HUB_DISABLE_XET=1``. Writes need the printed token (random
+unless ``--token`` is given), so other local users cannot push to it; it listens on 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import sys
 import threading
 from pathlib import Path
 
-# The double is test code and lives in tests/, where its three modules (hub_double, hub_routes, hub_store) import
-# one another by their plain names, as pytest (which puts tests/ on sys.path) imports them. Putting that folder on
-# sys.path imports the very modules the tests use, from this checkout; nothing is installed or copied.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from hub_double import HubDouble
+# The double is test code and lives in tests/support/ (the package ``tests.support``, as pytest imports it). Putting
+# the checkout's root on sys.path imports the very modules the tests use, from this checkout; nothing is installed
+# or copied.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.support.hub_double import HubDouble
 
 DEFAULT_PORT = 8877  # fixed, so the export line stays the same across restarts
 

@@ -1,37 +1,35 @@
-"""Shared fixtures: where the real source files are, and sample builds made once per test session."""
+"""Shared fixtures: sample builds made once per test session, the Hub double and the S3 server, and the markers a
+test gets from the fixtures it uses. Helper functions and the doubles themselves are in ``tests/support/``."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-import hub_double
-import pyarrow.parquet as pq
 import pytest
 
+from tests.support import hub_double
+from tests.support.hub_double import HUB_TOKEN
+
 # Before anything imports huggingface_hub (which reads HF_ENDPOINT once, at import): the whole test session
-# talks to a loopback Hub double only, with a temporary HF_HOME (see tests/hub_double.py).
+# talks to a loopback Hub double only, with a temporary HF_HOME (see tests/support/hub_double.py).
 HUB_SOCKET = hub_double.isolate_from_real_hub()
 
 from convhub import registry  # noqa: E402
 from convhub.engine.build import build_source  # noqa: E402
 
-SHARED_DATA = Path(
-    os.environ.get("CONVHUB_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
-)
-
-
 #: The markers a test gets from the fixtures it uses, itself or through other fixtures (``pytest_itemcollected``
 #: below), so that every test, also one added tomorrow, can be chosen by what it needs: ``-m "not spark"``.
 MARKERS_BY_FIXTURE = {
-    "spark": ("spark", "cluster_builds"),  # tests/test_spark.py's local[2] session, the standalone cluster
+    "spark": ("spark", "cluster_builds"),  # engine/test_spark.py's local[2] session, the standalone cluster
     "s3": ("s3_endpoint",),  # every S3 fixture (bucket, s3_bucket) starts from it
     "hub": ("_hub_server", "local_hub"),  # the Hub double in this process (hub), scripts/local_hub.py
 }
 
 
-#: Fixtures that start a JVM (a Spark session takes 10-30 s to start): a test that uses one is ``slow`` as well.
-SLOW_FIXTURES = ("spark", "cluster_builds")
+#: Fixtures that start a server the quick run (``-m "not slow"``) does without, so a test that uses one is ``slow``
+#: as well: a JVM (a Spark session takes 10-30 s to start) and moto's S3 server (its start and every round trip
+#: through it: 37 tests were 18% of the quick run's CPU; ``-m s3`` runs them alone).
+SLOW_FIXTURES = ("spark", "cluster_builds", "s3_endpoint")
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -43,16 +41,6 @@ def pytest_itemcollected(item: pytest.Item) -> None:
             item.add_marker(marker)
 
 
-def shared_data(*parts: str) -> Path:
-    """A real source file under ../shared/data, or skip the test (with the reason) when it is absent."""
-    path = SHARED_DATA.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(
-            f"real source data not available: {path} is absent (../shared/data is not beside this checkout)"
-        )
-    return path
-
-
 @pytest.fixture(scope="session")
 def sample_builds(tmp_path_factory) -> dict:
     """Every registered source built from its packaged sample files, once per test session."""
@@ -62,27 +50,6 @@ def sample_builds(tmp_path_factory) -> dict:
         builder_cls = registry.get(name)
         results[name] = build_source(name, root / builder_cls.HUB_NAME, data_dir=builder_cls.sample_dir())
     return results
-
-
-HUB_TOKEN = "hf_convhubTestToken0123456789abcdefXYZ"  # fake; tests assert it never leaks anywhere
-
-
-def uploaded(folder: str | Path, bucket, name: str = "data") -> str:
-    """The files of a local folder and its subfolders, copied under ``bucket / name``: their URL."""
-    target = bucket / name
-    for path in sorted(Path(folder).rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts:
-            copied = target / path.relative_to(folder).as_posix()
-            copied.parent.mkdir(parents=True, exist_ok=True)
-            copied.write_bytes(path.read_bytes())
-    return str(target)
-
-
-def tables(output: Path) -> dict[str, object]:
-    """Every Parquet file of a build folder as a table, by its path in the folder."""
-    return {
-        path.relative_to(output).as_posix(): pq.read_table(path) for path in sorted(output.rglob("*.parquet"))
-    }
 
 
 @pytest.fixture
@@ -119,11 +86,11 @@ def hub(_hub_server, monkeypatch) -> hub_double.HubDouble:
 
 @pytest.fixture(scope="session")
 def s3_endpoint():
-    """A real S3 API on 127.0.0.1 for the whole session (moto's server mode, ``tests/s3_server.py``): its
+    """A real S3 API on 127.0.0.1 for the whole session (moto's server mode, ``tests/support/s3_server.py``): its
     endpoint URL, with this process's S3 clients (s3fs, botocore) and any subprocess pointed at it."""
     import logging
 
-    from s3_server import s3_server
+    from tests.support.s3_server import s3_server
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # the server's line per request
     with s3_server() as endpoint:
@@ -135,7 +102,7 @@ def s3_bucket(s3_endpoint, request) -> str:
     """A new bucket on the S3 server for one test: its URL (``s3://NAME``)."""
     import re
 
-    from s3_server import new_bucket
+    from tests.support.s3_server import new_bucket
 
     name = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:50] + "-" + os.urandom(3).hex()
     return new_bucket(name)

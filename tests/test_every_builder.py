@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import datasets
+import oracle
 import pyarrow.parquet as pq
 import pytest
 from huggingface_hub import DatasetCard
@@ -26,10 +26,6 @@ from convhub.cards import templates_dir
 from convhub.engine.build import build_source, check_source
 from convhub.export.exporter import export_source, exporter
 from convhub.views.definitions import SHARED_VIEWS
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-import oracle
 
 SHARED = {view.name: view.features for view in SHARED_VIEWS}
 

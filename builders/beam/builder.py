@@ -7,10 +7,8 @@ from typing import ClassVar
 from convhub.builders.beam import layout, parse
 from convhub.engine.inputs.downloads import source_url
 from convhub.engine.inputs.listing import FileKind, find_files
-from convhub.engine.readers.contract import Place
-from convhub.engine.readers.record_loop import convert_records
 from convhub.engine.sources.builder import ConversationBuilder, ConvHubConfig
-from convhub.engine.sources.input_shards import Shard, own_shard
+from convhub.engine.sources.input_shards import Shard
 
 #: Without ``--data-dir``: the smallest scale, 100K (20 chats), from the Hub's Parquet conversion of
 #: ``Mohammadta/BEAM`` (the ``refs/convert/parquet`` branch, one file per split: a stable address).
@@ -36,37 +34,26 @@ class BeamBuilder(ConversationBuilder):
 }"""
 
     config: ConvHubConfig
+    READER, CONVERT = layout.ChatFiles(), staticmethod(parse.convert)
+    #: A raw chat's ``id``, its path from the scale on (``100K/1``, ``10M/1/plan-0``), is unique in the input.
+    ID_FIELD, ID_ACROSS_FILES = "id", True
     #: A ``sessions`` row is a whole chat (0.6 MB at 100K, tens of MB at 10M).
     WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {"sessions": 10}
 
     def shards(self, dl_manager) -> dict[str, list[Shard]]:
-        """One split, ``test``: a shard per chat (its files listed), or per Hub Parquet file; ``--subset`` keeps
-        the scales it names."""
+        """One split, ``test``: a shard per chat folder (``layout.chat_shards``, not ``LISTING``, whose record
+        is a file and subset at a fixed depth) or per Hub Parquet file; ``--subset`` keeps the scales."""
         data_dir = self.config.data_dir
         if data_dir is None:
             listed = [(URL.rsplit("/default/")[1], str(dl_manager.download(source_url(URL))))]
         else:
             listed = find_files(data_dir, "BEAM", True, ANY_FILE)
-        found = layout.chats(data_dir or "", listed)
-        shards = [{"path": p, "name": c, "files": f} for c, p, f in found] or [
-            {"path": p, "name": n} for n, p in listed if n.endswith(".parquet")
-        ]
+        parquet_files = [{"path": path, "name": name} for name, path in listed if name.endswith(".parquet")]
+        shards = layout.chat_shards(data_dir or "", listed) or parquet_files
         if not shards:
             raise FileNotFoundError(f"no BEAM {ANY_FILE.shown} file in {data_dir}")
         scales = list(dict.fromkeys(layout.scale_of_file(shard["name"]) for shard in shards))
-        wanted = self.config.subsets or scales
-        if set(wanted) - set(scales):
-            unknown = ", ".join(sorted(set(wanted) - set(scales)))
+        if unknown := ", ".join(sorted(set(self.config.subsets or ()) - set(scales))):
             raise KeyError(f"beam has no subset {unknown}; subsets: {', '.join(scales)}")
+        wanted = self.config.subsets or scales
         return {"test": [shard for shard in shards if layout.scale_of_file(shard["name"]) in wanted]}
-
-    def parse_shard(self, shard, notes):
-        """A chat folder's one chat, or a Parquet file's rows and plans: each (id, (its reader, its arguments))."""
-        shard = own_shard(shard)
-        if "files" in shard:
-            items = iter([(shard["name"], (layout.read_folder, (shard["name"], shard["files"])))])
-        else:
-            items = layout.hub_rows(shard["name"], shard["path"])
-        placed = ((Place(shard["path"], shard["name"], where), plan) for where, plan in items)
-        convert = lambda plan, place, notes: parse.convert_chat(plan[0](*plan[1]), notes)  # noqa: E731
-        return convert_records(placed, convert, notes, self.reject)

@@ -1,6 +1,5 @@
-"""Canonical BEAM records → BEAM's files, in the layout they were read from (the inverse of ``layout`` and
-``parse``): ``chats/<conversation_id>/`` with every file of the chat (JSON as BEAM writes it, ``indent=4``, equal as
-JSON values; text and binary byte for byte), or each Hub Parquet file under its name, a 10M row's plans in it."""
+"""BEAM records → BEAM's files in the layout read: ``chats/<conversation_id>/`` with every file (JSON as BEAM
+writes it, ``indent=4``; text and binary byte for byte), or each Hub Parquet file, 10M plans in their rows."""
 
 from __future__ import annotations
 
@@ -50,9 +49,8 @@ def questions_of(record: dict[str, Any]) -> dict[str, list]:
 def write_folder(folder: Path, record: dict[str, Any]) -> list[str]:
     """One chat of the repository's layout, under ``chats/<conversation_id>/``."""
     extra = as_object(record["extra"])
-    files = dict(extra["files"])
     rebuilt = {CHAT_FILE: batches_of, QUESTIONS_FILE: questions_of}
-    files |= {name: rebuilt[name](record) for name in extra["parsed_files"]}
+    files = extra["files"] | {name: rebuilt[name](record) for name in extra["parsed_files"]}
     files |= {name: base64.b64decode(value) for name, value in extra["binary_files"].items()}
     for name, value in files.items():
         target = safe_join(folder, f"chats/{record['conversation_id']}/{name}")
@@ -74,8 +72,7 @@ def hub_row(record: dict[str, Any]) -> dict[str, Any]:
 
 def write_files(build: Build, folder: Path) -> list[str]:
     """Every chat in the layout it was read from."""
-    written: list[str] = []
-    hub_files: dict[str, list[dict]] = {}
+    written, hub_files = list[str](), dict[str, list[dict]]()
     for _, record in source_rows(build, "beam"):
         extra = as_object(record["extra"])
         if extra["layout"] == "repository":

@@ -1,6 +1,5 @@
-"""A BEAM chat, read by ``layout``, → one canonical record: batches are sessions ``batch-<n>``, messages turns named
-by their ``id`` (other keys in the turn's ``extra``, text untouched), probing questions ``qa`` rows whose ``extra``
-holds the question object whole, its ``ability`` and ``position`` (what ``convhub score beam`` reads)."""
+"""A BEAM chat → one record: batches are sessions ``batch-<n>``, messages turns named by their ``id`` (text
+untouched), probing questions ``qa`` rows, ``extra`` holding the question whole, its ability and position."""
 
 from __future__ import annotations
 
@@ -8,6 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from convhub import schema
+from convhub.builders.beam import layout
+from convhub.engine.readers.contract import Place
 from convhub.errors import FieldError, Notes
 
 ROLES = {"user": "user", "assistant": "assistant"}
@@ -24,29 +25,28 @@ def expect(value: Any, kind: type | tuple, field: str, what: str) -> Any:
     return value
 
 
-def convert_chat(chat: dict[str, Any], notes: Notes) -> schema.Conversation:
-    """``chat`` as ``layout`` reads it: ids, ``batches`` and ``questions`` (or None), ``extra`` (all else)."""
+def convert(raw: dict[str, Any], place: Place, notes: Notes) -> dict[str, Any]:
+    """``BeamBuilder.CONVERT``: a raw chat of either layout (``layout.ChatFiles``) → its record, through what
+    ``layout`` gives of both: ``batches`` and ``questions`` (or None), ``extra`` (all else)."""
+    batches, probing, extra = layout.hub_chat(raw, place) if "row" in raw else layout.folder_chat(raw)
     turn_ids, key_orders = set[str](), dict[str, list[str]]()
-    batches = expect(chat["batches"], (list, NONE), "chat", "a list of batches") or []
+    batches = expect(batches, (list, NONE), "chat", "a list of batches") or []
     sessions = [parse_batch(b, f"chat[{i}]", turn_ids, key_orders, notes) for i, b in enumerate(batches)]
-    probing = expect(chat["questions"], (dict, NONE), "probing_questions", "an object of abilities") or {}
+    probing = expect(probing, (dict, NONE), "probing_questions", "an object of abilities")
     questions = []
-    for ability, listed in probing.items():
+    for ability, listed in (probing or {}).items():
         for position, question in enumerate(expect(listed, list, f"probing_questions.{ability}", "a list")):
-            where = (chat["conversation_id"], ability, position)
-            questions.append(parse_question(where, question, turn_ids, notes))
-    extra = dict(chat["extra"])
-    if chat["questions"] is not None:
+            questions.append(parse_question((raw["id"], ability, position), question, turn_ids, notes))
+    if probing is not None:
         extra["abilities"] = list(probing)  # an ability with no question too
-    if key_orders:
-        extra["message_key_orders"] = key_orders
-    record = {"conversation_id": chat["conversation_id"], "source": "beam", "subset": chat["scale"]}
+    extra |= {"message_key_orders": key_orders} if key_orders else {}
+    record = {"conversation_id": raw["id"], "source": "beam", "subset": raw["id"].split("/")[0]}
     record |= {"language": "en", "speakers": ["user", "assistant"], "sessions": sessions}
-    return record | {"questions": questions, "extra": schema.to_json(extra)}  # type: ignore[return-value]
+    return record | {"questions": questions, "extra": schema.to_json(extra)}
 
 
 def parse_batch(batch: Any, field: str, turn_ids: set[str], key_orders: dict, notes: Notes) -> schema.Session:
-    """A batch → a session dated by its ``time_anchor``, else its first message's; the batch's keys but ``turns``
+    """A batch → a session dated by its ``time_anchor``, else its first message's; its keys but ``turns``
     in ``extra.batch``, its exchanges' sizes in ``extra.exchange_sizes`` (null: messages listed flat)."""
     expect(batch, dict, field, "a batch object")
     number = expect(batch.get("batch_number"), int, f"{field}.batch_number", "an integer")
@@ -96,8 +96,8 @@ def parse_message(message: Any, field: str, turn_ids: set[str], key_orders: dict
 
 
 def parse_question(where: tuple, question: Any, turn_ids: set[str], notes: Notes) -> schema.Question:
-    """A probing question → a row ``<conversation>:<ability>:<position>``: the answer whatever its key (JSON text
-    if no string), ``source_chat_ids`` as turn ids, labelled by their key where they are an object of lists."""
+    """A probing question → a row ``<chat>:<ability>:<position>``: the answer whatever its key (JSON text if
+    no string), ``source_chat_ids`` as turn ids, labelled by their key where they are an object of lists."""
     conversation_id, ability, position = where
     field = f"probing_questions.{ability}[{position}]"
     expect(question, dict, field, "a question object")
@@ -116,9 +116,8 @@ def parse_question(where: tuple, question: Any, turn_ids: set[str], notes: Notes
         notes.add("probing question without source_chat_ids")
     evidence = expect(evidence, (list, dict, NONE), f"{field}.source_chat_ids", "a list or an object") or []
     for label, ids in evidence.items() if isinstance(evidence, dict) else [(None, evidence)]:
-        for chat_id in expect(
-            ids, list, f"{field}.source_chat_ids" + (f".{label}" if label else ""), "a list of ids"
-        ):
+        ids_field = f"{field}.source_chat_ids" + (f".{label}" if label else "")
+        for chat_id in expect(ids, list, ids_field, "a list of ids"):
             if isinstance(chat_id, int) and not isinstance(chat_id, bool) and str(chat_id) in turn_ids:
                 row["evidence_turn_ids"].append(str(chat_id))
                 row["evidence_labels"] += [] if label is None else [label]

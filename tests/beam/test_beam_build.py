@@ -157,7 +157,7 @@ def test_the_card_lists_abilities_the_license_and_what_share_alike_obliges(built
 
 
 def test_one_messages_row_per_batch(built):
-    """(The strict chat template is checked on every source's sample and real files in tests/test_messages.py.)"""
+    """(The strict chat template is checked on every source's sample and real files in tests/views/test_messages.py.)"""
     rows = datasets.load_dataset(str(built.output), "messages", split="test")
     assert rows["session_id"] == ["batch-1", "batch-1", "batch-2", "batch-3"]  # 10M/1's plan, then 100K/1's
     assert rows[2]["messages"] == [
@@ -210,3 +210,31 @@ def test_the_subset_option_keeps_scales_and_names_the_others(tmp_path):
     assert sorted(rows["conversation_id"]) == ["10M/1", "10M/1/plan-0"]
     with pytest.raises(KeyError, match="beam has no subset 1M; subsets: 10M, 100K"):
         build_source("beam", tmp_path / "none", str(SAMPLE), ["sessions"], 1, subsets=["1M"])
+
+
+def test_with_skip_a_bad_chat_is_quarantined_whole_and_the_others_built(tmp_path):
+    """A chat is one record of the reader (``layout.ChatFiles``): a file of it that does not parse costs that chat
+    only, quarantined by folder, chat id and file, its files' bytes kept in the entry."""
+    data = tmp_path / "in" / "chats" / "100K"
+    shutil.copytree(CHAT, data / "1")
+    shutil.copytree(CHAT, data / "2")
+    (data / "2" / "topic.json").write_text("{oops", encoding="utf-8")
+    result = build_source(
+        "beam", tmp_path / "out", str(tmp_path / "in"), configs=["sessions"], num_proc=1, on_bad_record="skip"
+    )
+    rows = datasets.Dataset.from_parquet(str(result.output / "sessions" / "*.parquet"))
+    assert rows["conversation_id"] == ["100K/1"] and result.skipped == 1
+    [entry] = [json.loads(line) for line in result.quarantine.read_text(encoding="utf-8").splitlines()]
+    assert (entry["file"], entry["record"], entry["field"]) == (str(data / "2"), "100K/2", "topic.json")
+    assert entry["reason"].startswith("not JSON") and "{oops" in entry["raw"]
+
+
+def test_a_chat_id_read_twice_is_named_while_parsing(tmp_path):
+    """Two Hub rows of one conversation_id: the reader's ``id`` is the source's ID_FIELD."""
+    from beam_hub_files import hub_row, write_hub_file
+
+    row = hub_row(CHAT)
+    data = write_hub_file(tmp_path / "100K-0.parquet", [row, row])
+    with pytest.raises(SourceError, match=r"record 100K/1, field 'id': duplicate id '100K/1'"):
+        build_source("beam", tmp_path / "out", str(data), configs=["sessions"], num_proc=1)
+    assert not (tmp_path / "out").exists()

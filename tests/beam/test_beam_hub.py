@@ -14,14 +14,14 @@ from pathlib import Path
 import datasets
 import pyarrow.parquet as pq
 import pytest
-from beam_hub_files import flat_chat, hub_row, read, write_hub_file
-from conftest import shared_data
 
 from convhub.builders.beam import builder as beam_builder
 from convhub.builders.beam.builder import BeamBuilder
 from convhub.engine.build import build_source
 from convhub.errors import SourceError
 from convhub.export.exporter import export_source
+from tests.beam.beam_hub_files import flat_chat, hub_row, read, write_hub_file
+from tests.support.data_files import shared_data
 
 SAMPLE_CHATS = Path(BeamBuilder.sample_dir()) / "chats"
 

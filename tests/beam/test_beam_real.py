@@ -8,10 +8,10 @@ from collections import Counter
 
 import datasets
 import pytest
-from conftest import shared_data
 
 from convhub.engine.build import build_source
 from convhub.export.exporter import export_source
+from tests.support.data_files import shared_data
 
 
 @pytest.fixture(scope="module")

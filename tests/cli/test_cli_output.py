@@ -96,6 +96,7 @@ def test_the_sample_build_prints_no_line_twice(sample_build):
     assert not repeated(sample_build.stderr), sample_build.stderr
 
 
+@pytest.mark.slow
 def test_progress_names_source_and_each_built_config_with_a_total(sample_build):
     configs = built_configs(sample_build.stdout)
     assert set(configs) == set(registry.names())

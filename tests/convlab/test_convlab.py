@@ -12,14 +12,14 @@ from pathlib import Path
 
 import datasets
 import pytest
-from conftest import shared_data
-from convlab_samples import SAMPLE, index_dialogues, sample_dialogues, turn_extra
 
 from convhub.builders.convlab import export
 from convhub.builders.convlab.builder import ConvLabBuilder, DataInput, find_inputs
 from convhub.cli import main as cli
 from convhub.engine.build import build_source, check_source
 from convhub.errors import Notes, SourceError
+from tests.convlab.convlab_samples import SAMPLE, index_dialogues, sample_dialogues, turn_extra
+from tests.support.data_files import shared_data
 
 REAL_DATASETS = ConvLabBuilder.DEFAULT_SUBSETS
 

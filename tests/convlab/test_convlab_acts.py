@@ -5,12 +5,12 @@
 from __future__ import annotations
 
 import pytest
-from convlab_samples import turn_extra
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from convhub.builders.convlab import export, parse
 from convhub.errors import Notes
+from tests.convlab.convlab_samples import turn_extra
 
 # -- acts and state that do not fit the typed lists ------------------------------------------
 

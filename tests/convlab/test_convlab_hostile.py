@@ -15,13 +15,13 @@ from pathlib import Path
 
 import datasets
 import pytest
-from convlab_samples import index_dialogues
 
 from convhub.cli import main as cli
 from convhub.engine.build import build_source
 from convhub.engine.inputs import zip_members
 from convhub.engine.readers import json_list
 from convhub.export.exporter import export_source
+from tests.convlab.convlab_samples import index_dialogues
 
 
 def dialogue(i: int, split: str = "train", subset: str = "toy") -> dict:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import datasets
 import pytest
-from convlab_samples import index_dialogues, sample_dialogues
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +22,7 @@ from convhub.builders.convlab.builder import (
 from convhub.engine.build import build_source, check_source
 from convhub.engine.readers import byte_ranges
 from convhub.errors import SourceError
+from tests.convlab.convlab_samples import index_dialogues, sample_dialogues
 
 # -- streaming -----------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """ConvLab's ``--data-dir`` at a URL: each dataset's ``data.zip``, ``data/`` folder or ``dummy_data.json`` is read from a
 local copy made once per version (zips are read by seeking); a task on a machine without the driver's copies makes
-its own, and errors name the URL. ``tests/test_input_url.py`` builds and streams every source from a URL the same
+its own, and errors name the URL. ``tests/storage/test_input_url.py`` builds and streams every source from a URL the same
 way.
 """
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import datasets
 import pytest
-from conftest import tables, uploaded
 
 from convhub.builders.convlab.builder import ConvLabBuilder
 from convhub.engine.build import build_source, check_source
 from convhub.errors import Notes, SourceError
+from tests.support.data_files import tables, uploaded
 
 
 def convlab_shards(url: str, subsets: list[str] | None = None) -> list[dict]:

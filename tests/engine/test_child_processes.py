@@ -12,9 +12,9 @@ import sys
 import textwrap
 
 import pytest
-from running_commands import command_env, still_running
 
 from convhub.engine.runners import child_processes
+from tests.support.running_commands import command_env, still_running
 
 #: A parent that forks a worker (which calls ``die_with_parent`` and sleeps), prints its pid and sleeps too;
 #: ``sys.argv[1]`` "watch" makes the worker use the watching thread instead of the kernel.
@@ -27,12 +27,11 @@ PARENT = textwrap.dedent(
         if sys.argv[1] == "watch":
             child_processes._ask_kernel = lambda: False
         child_processes.die_with_parent(parent_pid)
-        print("ready", flush=True)
+        print(os.getpid(), "ready", flush=True)  # one line of one process: the parent writes nothing
         time.sleep(600)
 
     process = multiprocessing.get_context("fork").Process(target=worker, args=(os.getpid(),))
     process.start()
-    print(process.pid, flush=True)
     time.sleep(600)
     """
 )
@@ -44,8 +43,11 @@ def test_a_worker_dies_with_its_killed_parent(how):
         [sys.executable, "-c", PARENT, how], stdout=subprocess.PIPE, text=True, env=command_env()
     )
     try:
-        worker = int(parent.stdout.readline())
-        assert parent.stdout.readline().strip() == "ready"  # the worker has called die_with_parent
+        # the worker's pid and "ready" once it has called die_with_parent; when the parent printed the pid
+        # and the worker "ready", a loaded machine interleaved the two writes ("ready3027")
+        pid, said = parent.stdout.readline().split()
+        worker = int(pid)
+        assert said == "ready"
     finally:
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=30)

@@ -8,11 +8,11 @@ import json
 import zipfile
 
 import pytest
-from conftest import uploaded
 
 from convhub.engine.inputs.file_sets import DataInput, Layout, copied_here, inputs_in, listable
 from convhub.engine.readers import byte_ranges
 from convhub.errors import SourceError
+from tests.support.data_files import uploaded
 
 LAYOUTS = (
     Layout("zip", "data.zip", inner="data/"),

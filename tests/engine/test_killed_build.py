@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from running_commands import ROOT, descendants, start, still_running, wait_until
+import scaled_inputs  # (a benchmark module: its folder is put on the path above)
 
 from convhub import registry
 from convhub.storage.folders import folder_at
 from convhub.storage.staging import WRITING
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import scaled_inputs  # (a benchmark module: its folder is put on the path above)
+from tests.support.running_commands import descendants, start, still_running, wait_until
 
 LOCOMO_SAMPLE = str(registry.get("locomo").sample_dir())
 MNBVC_SAMPLE = str(registry.get("mnbvc").sample_dir())

@@ -1,4 +1,4 @@
-"""Builds on a Spark standalone cluster (a master and two workers on 127.0.0.1, ``tests/spark_cluster.py``), equal
+"""Builds on a Spark standalone cluster (a master and two workers on 127.0.0.1, ``tests/support/spark_cluster.py``), equal
 to the local build: every config and split as a table (``pyarrow.Table.equals``), the cards but for byte figures
 (``benchmarks/oracle.py``).
 
@@ -14,14 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from spark_cluster import cluster_env, standalone_cluster
 
 from convhub import registry
 from convhub.engine.build import build_source
+from tests.support.spark_cluster import cluster_env, standalone_cluster
 
 pytest.importorskip("pyspark", reason='PySpark is the "spark" extra: pip install ".[spark]"')
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
 import mnbvc_synthetic
 import oracle
 

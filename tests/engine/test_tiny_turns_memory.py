@@ -4,10 +4,10 @@ with the table the dicts gave."""
 
 from __future__ import annotations
 
-import sys
 import tracemalloc
-from pathlib import Path
 
+#: The benchmark's inputs and harness, so that the test measures what ``large_record.py --tiny-turns`` does.
+import large_record
 import orjson
 import pyarrow as pa
 import pytest
@@ -15,10 +15,6 @@ import pytest
 from convhub import schema
 from convhub.engine.readers import storable
 from convhub.engine.writers.arrow_rows import ArrowList, rows_table
-
-#: The benchmark's inputs and harness, so that the test measures what ``large_record.py --tiny-turns`` does.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import large_record
 
 SESSIONS_SCHEMA = schema.SESSIONS_FEATURES.arrow_schema
 TURN_TYPE: pa.StructType = SESSIONS_SCHEMA.field("sessions").type.value_type.field("turns").type.value_type

@@ -117,6 +117,7 @@ def _changed_sample(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_a_rebuild_swapped_in_between_two_file_reads_is_refused_never_mixed(tmp_path, monkeypatch, capsys):
     """The rebuild has the same shard layout (two ``sessions`` files); it is swapped in after the first file was
     read. The export must hold one build's rows or refuse: before, it exported the first file of one build and the

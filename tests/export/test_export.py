@@ -15,8 +15,13 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import shared_data
-from export_checks import (
+
+from convhub import registry
+from convhub.builders.convlab.builder import DEFAULT_SUBSETS as CONVLAB_DATASETS
+from convhub.export.exporter import differences
+from convhub.storage.staging import MARKER
+from tests.support.data_files import shared_data
+from tests.support.export_checks import (
     LOCOMO_QUIRKS,
     assert_convlab_zip_equal,
     assert_equal_values,
@@ -28,11 +33,6 @@ from export_checks import (
     source_files,
     zip_json,
 )
-
-from convhub import registry
-from convhub.builders.convlab.builder import DEFAULT_SUBSETS as CONVLAB_DATASETS
-from convhub.export.exporter import differences
-from convhub.storage.staging import MARKER
 
 # -- the comparison itself --------------------------------------------------------------------------------
 
@@ -52,6 +52,7 @@ def test_differences_compare_types_not_only_values():
 # -- LoCoMo -----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_locomo_real_file_exports_equal_with_integer_answers(tmp_path):
     path = shared_data("locomo", "locomo10.json")
     exported = build_and_export("locomo", path, tmp_path) / "locomo10.json"
@@ -201,6 +202,7 @@ def test_convlab_real_zips_export_equal(tmp_path):
         assert json.dumps(rebuilt, sort_keys=True) == json.dumps(original, sort_keys=True)
 
 
+@pytest.mark.slow
 def test_convlab_16_real_dummy_files_export_equal(tmp_path):
     root = tmp_path / "dummies"
     for name in CONVLAB_DATASETS:

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import datasets
 import pytest
-from export_checks import (
+
+from convhub import registry
+from convhub.cli import main as cli
+from convhub.engine.build import build_source
+from convhub.export.exporter import ExportError, LocalBuild, export_source
+from convhub.storage.staging import MARKER
+from tests.support.export_checks import (
     BYTE_DIFFERENCES,
     CARD_TEMPLATES,
     LOCOMO_QUIRKS,
@@ -18,13 +24,7 @@ from export_checks import (
     assert_equal_values,
     export,
 )
-from mix_sources import short_arrow_shutdown_pause  # noqa: F401 (autouse: streamed reads pause 0.1 s, not 5)
-
-from convhub import registry
-from convhub.cli import main as cli
-from convhub.engine.build import build_source
-from convhub.export.exporter import ExportError, LocalBuild, export_source
-from convhub.storage.staging import MARKER
+from tests.support.mix_sources import short_arrow_shutdown_pause  # noqa: F401 (autouse: streamed reads pause 0.1 s, not 5)
 
 # -- Hub repos, the command line, failures ------------------------------------------------------------------
 

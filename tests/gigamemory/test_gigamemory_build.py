@@ -13,8 +13,14 @@ from pathlib import Path
 
 import datasets
 import pytest
-from conftest import shared_data
-from gigamemory_lines import (
+
+from convhub.builders.gigamemory import builder, parse
+from convhub.builders.gigamemory.builder import GigamemoryBuilder
+from convhub.cli import main as cli
+from convhub.engine.build import build_source, check_source
+from convhub.engine.inputs.listing import JSON_LINES
+from convhub.errors import SourceError
+from tests.gigamemory.gigamemory_lines import (
     DIALOGUE_A,
     DIALOGUE_B,
     assert_round_trip,
@@ -25,13 +31,7 @@ from gigamemory_lines import (
     source_lines,
     write_jsonl,
 )
-
-from convhub.builders.gigamemory import builder, parse
-from convhub.builders.gigamemory.builder import GigamemoryBuilder
-from convhub.cli import main as cli
-from convhub.engine.build import build_source, check_source
-from convhub.engine.inputs.listing import JSON_LINES
-from convhub.errors import SourceError
+from tests.support.data_files import shared_data
 
 REAL_COUNTS = {"conversations": 4, "questions": 4, "sessions": 149, "messages": 1900}
 
@@ -46,6 +46,7 @@ def real_build(tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_real_sample_counts(real_build):
     output = str(real_build.output)
     sessions = datasets.load_dataset(output, "sessions", split="test")

@@ -10,7 +10,13 @@ import json
 
 import datasets
 import pytest
-from gigamemory_lines import (
+
+from convhub.builders.gigamemory import builder
+from convhub.builders.gigamemory.builder import GigamemoryBuilder
+from convhub.engine.build import build_source
+from convhub.engine.grouping.line_groups import canonical_digest
+from convhub.errors import Notes, SourceError
+from tests.gigamemory.gigamemory_lines import (
     DIALOGUE_A,
     DIALOGUE_B,
     assert_round_trip,
@@ -20,12 +26,6 @@ from gigamemory_lines import (
     shards_of,
     write_jsonl,
 )
-
-from convhub.builders.gigamemory import builder
-from convhub.builders.gigamemory.builder import GigamemoryBuilder
-from convhub.engine.build import build_source
-from convhub.engine.grouping.line_groups import canonical_digest
-from convhub.errors import Notes, SourceError
 
 # -- grouping and ids ---------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """GigaMemory's ``--data-dir`` at a URL: pass 1 reads a local copy of each file (made once per version), and a task
-where that copy is not reads its lines at the URL; errors name the URL. ``tests/test_input_url.py`` builds and
+where that copy is not reads its lines at the URL; errors name the URL. ``tests/storage/test_input_url.py`` builds and
 streams every source from a URL the same way.
 """
 
@@ -11,7 +11,6 @@ from pathlib import Path
 
 import datasets
 import pytest
-from conftest import uploaded
 
 from convhub import registry
 from convhub.builders.gigamemory import builder
@@ -19,6 +18,7 @@ from convhub.builders.gigamemory.builder import GigamemoryBuilder
 from convhub.engine.build import check_source
 from convhub.engine.checks import quarantine
 from convhub.errors import Notes, SourceError
+from tests.support.data_files import uploaded
 
 
 def gigamemory_shards(url: str) -> list[dict]:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from locomo_samples import load, tiny_sample
 
 from convhub.cli import main as cli
 from convhub.engine.build import build_source
 from convhub.errors import SourceError
 from convhub.export.exporter import export_source
+from tests.locomo.locomo_samples import load, tiny_sample
 
 
 def entry(sample: int, question: int, qa: dict, error_type: str, answer: str, evidence: list[str]) -> dict:
@@ -280,7 +280,7 @@ def test_the_command_refuses_in_one_line(data, tmp_path, capsys):
 @pytest.fixture(scope="module")
 def real(tmp_path_factory):
     """locomo10.json built with the audit's errors.json, and both files as they were read."""
-    from conftest import shared_data
+    from tests.support.data_files import shared_data
 
     data, errata = shared_data("locomo", "locomo10.json"), shared_data("locomo-audit", "errors.json")
     result = build_source("locomo", tmp_path_factory.mktemp("real") / "out", str(data), errata=str(errata))
@@ -291,6 +291,7 @@ def real(tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_the_real_audit_lands_on_the_questions_it_names(real, tmp_path):
     result, samples, entries = real
     rows = load(result, "qa")
@@ -317,6 +318,7 @@ def test_the_real_audit_lands_on_the_questions_it_names(real, tmp_path):
     assert json.loads((exported.output / "locomo10.json").read_text(encoding="utf-8")) == samples
 
 
+@pytest.mark.slow
 def test_the_real_audit_split_per_conversation_is_the_same_audit(real, tmp_path):
     """The audit's folder layout (audit/errors_conv_<i>.json), written here from errors.json."""
     result, _, entries = real
@@ -325,7 +327,7 @@ def test_the_real_audit_split_per_conversation_is_the_same_audit(real, tmp_path)
         sample = int(raw["question_id"].split("_")[1])
         path = folder / f"errors_conv_{sample}.json"
         write(path, [*(json.loads(path.read_text()) if path.exists() else []), raw])
-    from conftest import shared_data
+    from tests.support.data_files import shared_data
 
     split = build_source(
         "locomo", tmp_path / "out", str(shared_data("locomo", "locomo10.json")), errata=str(folder)
@@ -337,9 +339,8 @@ def test_the_real_audit_split_per_conversation_is_the_same_audit(real, tmp_path)
 @pytest.mark.slow
 def test_the_real_audit_builds_on_spark_as_locally(real, tmp_path):
     pytest.importorskip("pyspark", reason='PySpark is the "spark" extra: pip install ".[spark]"')
-    from conftest import shared_data
-
     from convhub.engine.runners.spark import SparkEngine
+    from tests.support.data_files import shared_data
 
     result, _, _ = real
     engine = SparkEngine("local[2]")

@@ -16,13 +16,13 @@ import datasets
 import pytest
 import yaml
 from huggingface_hub import DatasetCard
-from locomo_samples import ALL_CONFIGS, ROOT, SAMPLE, extra, load, split_sample, tiny_sample
 
 from convhub.builders.locomo.builder import LocomoBuilder
 from convhub.cli import main as cli
 from convhub.engine.build import build_source, check_source
 from convhub.errors import SourceError
 from convhub.storage.staging import MARKER
+from tests.locomo.locomo_samples import ALL_CONFIGS, ROOT, SAMPLE, extra, load, split_sample, tiny_sample
 
 # -- the packaged sample -----------------------------------------------------------------------------------
 
@@ -230,6 +230,7 @@ def test_convhub_check_names_both_files_of_a_sample_id_they_share(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_convhub_build_all_sample(tmp_path, capsys):
     from convhub import registry
 

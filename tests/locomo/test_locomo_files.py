@@ -10,11 +10,11 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import datasets
-from locomo_samples import SAMPLE, split_sample
 
 import convhub.builders.locomo.builder as locomo_builder
 from convhub.builders.locomo.builder import LocomoBuilder
 from convhub.engine.build import build_source
+from tests.locomo.locomo_samples import SAMPLE, split_sample
 
 
 class RecordingDownloads:

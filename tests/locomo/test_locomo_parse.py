@@ -8,12 +8,12 @@ import copy
 from datetime import datetime
 
 import pytest
-from locomo_samples import extra, parse_tiny, question, tiny_sample, turn
 
 from convhub.builders.locomo import evidence as locomo_evidence
 from convhub.builders.locomo import parse
 from convhub.builders.locomo.export import sample_from_record
 from convhub.errors import FieldError, Notes, SourceError
+from tests.locomo.locomo_samples import extra, parse_tiny, question, tiny_sample, turn
 
 # -- questions: answers and categories ---------------------------------------------------------------------
 

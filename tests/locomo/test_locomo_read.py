@@ -6,10 +6,10 @@ import gc
 import json
 
 import pytest
-from locomo_samples import records_of, shard_of, tiny_sample
 
 from convhub.builders.locomo.builder import LocomoBuilder, samples_of
 from convhub.errors import Notes, SourceError
+from tests.locomo.locomo_samples import records_of, shard_of, tiny_sample
 
 # -- values ------------------------------------------------------------------------------------------------
 

@@ -9,13 +9,13 @@ from collections import Counter
 from datetime import datetime
 
 import pytest
-from locomo_samples import extra, load, records_of
 
 from convhub.builders.locomo import parse
 from convhub.builders.locomo.builder import samples_of
 from convhub.engine.build import build_source, check_source
 from convhub.errors import Notes
 from convhub.export.exporter import LocalBuild
+from tests.locomo.locomo_samples import extra, load, records_of
 
 REAL_COUNTS = {"conversations": 10, "sessions": 272, "turns": 5882, "questions": 1986}
 REAL_CATEGORIES = {
@@ -49,7 +49,7 @@ REAL_NOTES = {
 
 @pytest.fixture(scope="module")
 def real_file():
-    from conftest import shared_data
+    from tests.support.data_files import shared_data
 
     return shared_data("locomo", "locomo10.json")
 
@@ -104,6 +104,7 @@ STRUCTURAL_KEY = (
 )
 
 
+@pytest.mark.slow
 def test_every_field_of_the_real_file_is_reachable_in_the_sessions_config(real_file, tmp_path):
     import re
 
@@ -190,8 +191,9 @@ def test_real_observations_and_events_configs(real_file, tmp_path):
 def test_every_real_date_is_read_as_its_exact_format_says():
     """parse_timestamp (dateutil) gives, on every date of the real file, the datetime LoCoMo's own format
     ("1:56 pm on 8 May, 2023") says."""
-    from conftest import shared_data
     from dateutil import parser as dateparser
+
+    from tests.support.data_files import shared_data
 
     samples = json.loads(shared_data("locomo", "locomo10.json").read_text(encoding="utf-8"))
     dates = [value for s in samples for key, value in s["conversation"].items() if key.endswith("_date_time")]

@@ -1,14 +1,13 @@
 """LoCoMo's ``--data-dir`` at a URL: one file, or some subsets of a folder, each opened where its task reads it.
-``tests/test_input_url.py`` builds and streams every source from a URL the same way.
+``tests/storage/test_input_url.py`` builds and streams every source from a URL the same way.
 """
 
 from __future__ import annotations
 
-from conftest import tables, uploaded
-
 from convhub import registry
 from convhub.engine.build import build_source
 from convhub.storage.folders import folder_at
+from tests.support.data_files import tables, uploaded
 
 
 def test_a_locomo_url_to_one_file_and_a_subset_of_a_folder(bucket, sample_builds, tmp_path):

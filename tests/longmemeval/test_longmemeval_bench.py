@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
-
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import oracle
+import pytest
 import scaled_inputs
 
 

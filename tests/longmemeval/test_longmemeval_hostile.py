@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import shared_data
-from hostile_sources import SOURCES, load, read_quarantine
 
 from convhub.cli import main as cli
 from convhub.engine.build import build_source
 from convhub.errors import SourceError
 from convhub.export.exporter import export_source
+from tests.support.data_files import shared_data
+from tests.support.hostile_sources import SOURCES, load, read_quarantine
 
 
 def instance(i: int, sessions: int = 2, turns: int = 2, text: str = "") -> dict:
@@ -216,6 +216,7 @@ def test_session_ids_that_only_look_like_turn_ids_build(tmp_path, ids):
     assert_exports_exactly(tmp_path, [instance(0), fine])
 
 
+@pytest.mark.slow
 def test_one_huge_haystack_builds_and_exports_exactly(tmp_path):
     """One question whose haystack is 1,500 sessions and 8 MB of text, beside a small one."""
     huge = instance(1, sessions=1500, turns=4, text="memory " * 200)

@@ -12,7 +12,7 @@ from convhub.builders.longmemeval.builder import LongMemEvalBuilder
 from convhub.engine.build import build_source
 from convhub.score import command
 
-pytest_plugins = ["judge_double"]  # the judge fixture
+pytest_plugins = ["tests.support.judge_double"]  # the judge fixture
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,9 @@ import collections
 import datasets
 import pytest
 from huggingface_hub import DatasetCard
-from mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse fixture)
+
+from convhub import mix, schema
+from tests.support.mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse fixture)
     conversation,
     ids,
     numbered,
@@ -20,8 +22,6 @@ from mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse 
     short_arrow_shutdown_pause,
     write_source,
 )
-
-from convhub import mix, schema
 
 # -- recipe validation ----------------------------------------------------------------------------
 
@@ -286,6 +286,7 @@ def local_tokenizer(tmp_path):
     return folder
 
 
+@pytest.mark.slow
 def test_a_tokenizer_counts_tokens_with_its_chat_template_and_max_tokens_drops_or_truncates(
     tmp_path, local_tokenizer
 ):

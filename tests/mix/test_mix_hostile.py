@@ -1,7 +1,7 @@
 """``convhub mix`` against what a newcomer and an attacker hit (issue 33): recipes that would write outside the
 output, never finish, fail late or with a traceback, and mixtures that repeat a few rows unnoticed.
 
-Sources are small build folders written here (``tests/mix_sources.py``); the Hub is ``tests/hub_double.py``,
+Sources are small build folders written here (``tests/support/mix_sources.py``); the Hub is ``tests/support/hub_double.py``,
 and "unreachable" is a loopback port that is bound and never listens.
 """
 
@@ -15,7 +15,11 @@ import subprocess
 import sys
 
 import pytest
-from mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse fixture)
+
+from convhub import mix
+from convhub.cli import main as cli
+from convhub.mix import output as mix_output
+from tests.support.mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse fixture)
     conversation,
     ids,
     numbered,
@@ -23,10 +27,6 @@ from mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse 
     short_arrow_shutdown_pause,
     write_source,
 )
-
-from convhub import mix
-from convhub.cli import main as cli
-from convhub.mix import output as mix_output
 
 # -- 1. split names --------------------------------------------------------------------------------
 
@@ -113,6 +113,7 @@ def test_all_exhausted_that_cannot_finish_is_refused_at_recipe_load():
     assert first.probabilities[0] == pytest.approx(1e-18)  # the weights themselves are fine
 
 
+@pytest.mark.slow
 def test_all_exhausted_past_max_rows_is_refused_from_the_source_lengths(tmp_path):
     # 1/51 of the draws go to `a`: using up its 40 rows takes about 2,040 rows, of 43 distinct
     write_source(tmp_path / "a", numbered("a", 40))
@@ -238,6 +239,7 @@ def test_a_long_or_nested_value_is_quoted_short(tmp_path):
 # -- 5. the Hub ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_unreachable_hub_is_one_line_naming_the_endpoint(tmp_path):
     """A fresh process whose HF_ENDPOINT is a port that is bound and never listens: refused at once."""
     (tmp_path / "recipe.yaml").write_text("sources: [{repo: org/a-unified, weight: 1}]\n")

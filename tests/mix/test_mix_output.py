@@ -1,5 +1,5 @@
 """``convhub mix``'s output: the mixture folder (card, shares, license, shards), written as builds are; a mix of
-every registered source's sample build; sources from Hub repos and the mixture pushed (``tests/hub_double.py``).
+every registered source's sample build; sources from Hub repos and the mixture pushed (``tests/support/hub_double.py``).
 """
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ import datasets
 import pytest
 import yaml
 from huggingface_hub import DatasetCard
-from mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse fixture)
+
+from convhub import mix, schema
+from convhub.cli import main as cli
+from convhub.storage.staging import MARKER
+from tests.support.mix_sources import (  # noqa: F401 (short_arrow_shutdown_pause: an autouse fixture)
     ids,
     numbered,
     recipe,
     short_arrow_shutdown_pause,
     write_source,
 )
-
-from convhub import mix, schema
-from convhub.cli import main as cli
-from convhub.storage.staging import MARKER
 
 # -- the mixture folder ---------------------------------------------------------------------------
 
@@ -182,7 +182,7 @@ def test_mixing_the_sample_build_of_every_registered_source(sample_builds, tmp_p
     ]
 
 
-# -- the Hub (tests/hub_double.py) ----------------------------------------------------------------
+# -- the Hub (tests/support/hub_double.py) ----------------------------------------------------------------
 
 
 @pytest.mark.slow

@@ -6,7 +6,6 @@ import json
 
 import datasets
 import pytest
-from mnbvc_rows import by_id, extra, pair, questions, records, reply, texts, thread, write_shard
 
 from convhub.builders.mnbvc import language as languages
 from convhub.builders.mnbvc import parse
@@ -14,6 +13,7 @@ from convhub.builders.mnbvc.builder import MnbvcBuilder
 from convhub.cli import main as cli
 from convhub.engine.sources.input_shards import GroupShard
 from convhub.errors import Notes, SourceError
+from tests.mnbvc.mnbvc_rows import by_id, extra, pair, questions, records, reply, texts, thread, write_shard
 
 # -- 问答 -------------------------------------------------------------------------------------------------------
 

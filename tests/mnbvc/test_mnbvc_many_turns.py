@@ -10,6 +10,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+#: The benchmark's generator of issue 33's conversation (``large_record.py --tiny-turns``), so that the test and the
+#: benchmark measure the same input: Q/A rows shaped as the sample's first line, every third answer empty.
+import large_record
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -21,11 +24,6 @@ from convhub.builders.mnbvc.parse import ConvertedPair, converted_turns
 from convhub.cli import main as cli
 from convhub.engine.writers.arrow_rows import ArrowList, rows_table
 from convhub.errors import Notes
-
-#: The benchmark's generator of issue 33's conversation (``large_record.py --tiny-turns``), so that the test and the
-#: benchmark measure the same input: Q/A rows shaped as the sample's first line, every third answer empty.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import large_record
 
 #: The large-record line (``large_record.TARGET_MULTIPLE``), which issue 33 asks of many small turns too: peak
 #: memory above a tiny build's within this multiple of the input. The build reaches 5.1-5.3x (Arrow's memory from

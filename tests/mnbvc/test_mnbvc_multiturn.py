@@ -9,7 +9,15 @@ from datetime import datetime
 
 import datasets
 import pytest
-from mnbvc_rows import (
+
+from convhub.builders.mnbvc import multiturn, parse
+from convhub.builders.mnbvc.builder import MnbvcBuilder
+from convhub.builders.mnbvc.extension import parse_extension
+from convhub.engine.build import build_source
+from convhub.engine.grouping import local_groupby
+from convhub.engine.readers.exact_json import load_object
+from convhub.errors import Notes, SourceError
+from tests.mnbvc.mnbvc_rows import (
     by_id,
     extra,
     pair,
@@ -21,14 +29,6 @@ from mnbvc_rows import (
     texts,
     write_shard,
 )
-
-from convhub.builders.mnbvc import multiturn, parse
-from convhub.builders.mnbvc.builder import MnbvcBuilder
-from convhub.builders.mnbvc.extension import parse_extension
-from convhub.engine.build import build_source
-from convhub.engine.grouping import local_groupby
-from convhub.engine.readers.exact_json import load_object
-from convhub.errors import Notes, SourceError
 
 # -- multi-turn regrouping -------------------------------------------------------------------------------
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import datasets
 import pytest
-from mnbvc_rows import records, reply, thread, write_shard
 
 from convhub.builders.mnbvc.builder import MnbvcBuilder
 from convhub.engine.build import build_source
 from convhub.engine.readers import json_lines
 from convhub.errors import Notes, SourceError
+from tests.mnbvc.mnbvc_rows import records, reply, thread, write_shard
 
 
 def qa_row(number, question, source="wikihow"):

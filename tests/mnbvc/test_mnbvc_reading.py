@@ -10,13 +10,13 @@ from datetime import datetime
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from mnbvc_rows import pair, records, thread, write_shard
 
 from convhub.builders.mnbvc import dates
 from convhub.builders.mnbvc import extension as extension_module
 from convhub.builders.mnbvc.extension import parse_extension
 from convhub.engine.readers import json_lines
 from convhub.errors import Notes, SourceError
+from tests.mnbvc.mnbvc_rows import pair, records, thread, write_shard
 
 # -- 扩展字段 ---------------------------------------------------------------------------------------------
 

@@ -11,7 +11,14 @@ from datetime import datetime
 import datasets
 import numpy as np
 import pytest
-from mnbvc_rows import (
+
+from convhub.builders.mnbvc import export
+from convhub.builders.mnbvc import language as languages
+from convhub.builders.mnbvc.builder import MnbvcBuilder
+from convhub.cli import main as cli
+from convhub.engine.build import build_source, check_source
+from convhub.errors import SourceError
+from tests.mnbvc.mnbvc_rows import (
     SAMPLE,
     by_id,
     pair,
@@ -22,13 +29,6 @@ from mnbvc_rows import (
     spread_fixture,
     write_shard,
 )
-
-from convhub.builders.mnbvc import export
-from convhub.builders.mnbvc import language as languages
-from convhub.builders.mnbvc.builder import MnbvcBuilder
-from convhub.cli import main as cli
-from convhub.engine.build import build_source, check_source
-from convhub.errors import SourceError
 
 # -- the packaged sample: nothing lost, the build, the card, the CLI -----------------------------------------
 
@@ -101,6 +101,7 @@ def test_sample_build_counts_timestamps_and_configs(sample_builds):
     assert "回复 by anyone else | `assistant`" in card
 
 
+@pytest.mark.slow
 def test_build_with_two_processes_equals_one(tmp_path, monkeypatch):
     monkeypatch.setattr(MnbvcBuilder, "PARTITION_BYTES", 2000, raising=False)
     one = build_source("mnbvc", tmp_path / "one", str(SAMPLE), ["sessions"], num_proc=1)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import HUB_TOKEN
-from mix_sources import numbered, write_source
 
 from convhub.cli.main import main
 from convhub.publish.hub_errors import redact
 from convhub.publish.push import push_folder
+from tests.support.hub_double import HUB_TOKEN
+from tests.support.mix_sources import numbered, write_source
 
 
 def one_redacted_line(capsys) -> str:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import datasets
 import pytest
-from conftest import HUB_TOKEN
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
@@ -26,6 +25,7 @@ from convhub.engine.build import build_source
 from convhub.engine.writers.output_shards import shard_path
 from convhub.publish.push import MANIFEST, PushError, RetryPolicy, looks_managed, push_folder
 from convhub.storage.staging import MARKER
+from tests.support.hub_double import HUB_TOKEN
 
 REPO = "org/locomo-unified"
 ROOT = Path(__file__).resolve().parents[2]

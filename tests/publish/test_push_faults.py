@@ -15,7 +15,6 @@ import types
 from pathlib import Path
 
 import pytest
-from conftest import HUB_TOKEN
 from huggingface_hub import HfApi
 from huggingface_hub.utils import _http
 
@@ -25,6 +24,7 @@ from convhub.cli.main import main
 from convhub.engine.build import build_source
 from convhub.publish.push import MANIFEST, PushError, RetryPolicy, push_folder
 from convhub.storage.staging import MARKER
+from tests.support.hub_double import HUB_TOKEN
 
 REPO = "org/locomo-unified"
 

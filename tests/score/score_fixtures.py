@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from score_helpers import build
 
-pytest_plugins = ["judge_double"]  # the judge fixture, for the modules that load this plugin
+from tests.score.score_helpers import build
+
+pytest_plugins = ["tests.support.judge_double"]  # the judge fixture, for the modules that load this plugin
 
 
 @pytest.fixture(scope="session")

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
-
-import pytest
 
 from convhub import registry
 from convhub.engine.build import build_source
@@ -54,16 +51,3 @@ def run_score(argv: list[str], capsys) -> tuple[int, str, str]:
     status = command.run(parser.parse_args(argv))
     out, err = capsys.readouterr()
     return status, out, err
-
-
-def real_data(*parts: str) -> Path:
-    """A file under ../shared/data (as tests/conftest.py finds it), or skip the test saying why."""
-    root = Path(
-        os.environ.get("CONVHUB_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data")
-    )
-    path = root.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(
-            f"real source data not available: {path} is absent (../shared/data is not beside this checkout)"
-        )
-    return path

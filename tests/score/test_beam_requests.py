@@ -19,7 +19,7 @@ import pytest
 from convhub.score import beam_prompts
 from convhub.score.judge.client import Judge
 
-pytest_plugins = ["judge_double"]
+pytest_plugins = ["tests.support.judge_double"]
 
 # Each a JSON string: the prompt's exact text, its trailing spaces and typographic quotes included.
 UPSTREAM_RUBRIC_PROMPT = json.loads(

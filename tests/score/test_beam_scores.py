@@ -19,9 +19,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from score_helpers import real_data, run_score, score_argv, write_predictions
 
-pytest_plugins = ["judge_double"]
+from tests.score.score_helpers import run_score, score_argv, write_predictions
+from tests.support.data_files import shared_data
+
+pytest_plugins = ["tests.support.judge_double"]
 
 ITEM = re.compile(
     r"- RUBRIC CRITERION \(what to check\): (?P<item>.*?)\n- RESPONSE TO EVALUATE: (?P<response>.*?)\n\n## EVALUATION",
@@ -335,7 +337,9 @@ def test_the_real_conversations_questions(tmp_path, beam_judge, capsys):
     asked once and each event-ordering line once."""
     rows, predictions = [], {}
     for number in (1, 2):
-        path = real_data("beam", "chats", "100K", str(number), "probing_questions", "probing_questions.json")
+        path = shared_data(
+            "beam", "chats", "100K", str(number), "probing_questions", "probing_questions.json"
+        )
         for ability, questions in json.loads(path.read_text(encoding="utf-8")).items():
             for position, probing in enumerate(questions):
                 question_id = f"100K/{number}:{ability}:{position}"

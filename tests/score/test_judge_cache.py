@@ -8,14 +8,14 @@ import threading
 from pathlib import Path
 
 import pytest
-from score_helpers import qa_rows, run_score, write_predictions
 
 from convhub.score.judge.cache import JudgeCache, default_folder, request_key
 from convhub.score.judge.client import Judge
 from convhub.score.judge.transport import Reply
+from tests.score.score_helpers import qa_rows, run_score, write_predictions
 
 #: the fixtures gigamemory_sample and judge
-pytest_plugins = ["score_fixtures"]
+pytest_plugins = ["tests.score.score_fixtures"]
 
 
 def score_gigamemory(sample: Path, tmp_path: Path, capsys, judge, *options: str, answers=None):

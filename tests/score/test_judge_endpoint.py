@@ -15,15 +15,15 @@ import time
 from pathlib import Path
 
 import pytest
-from score_helpers import qa_rows, run_score, write_predictions
 
 from convhub.cli.main import main
 from convhub.score.judge import mem0 as mem0_judge
 from convhub.score.judge.client import Judge, JudgeError, VerdictFailed
 from convhub.score.judge.transport import MAX_BODY, redact, shown_url
+from tests.score.score_helpers import qa_rows, run_score, write_predictions
 
 #: the fixtures gigamemory_sample and judge
-pytest_plugins = ["score_fixtures"]
+pytest_plugins = ["tests.score.score_fixtures"]
 
 PROMPT = "x\n\nQuestion: Q\n\nCorrect Answer: Lisbon\n\nModel Response: Lisbon\n\nIs it?"
 

@@ -14,13 +14,13 @@ from collections import defaultdict
 import numpy as np
 import pytest
 from openai import OpenAI
-from score_helpers import qa_rows, run_score, write_predictions
 
 from convhub.score.judge import mem0 as mem0_judge
 from convhub.score.judge.client import Judge
+from tests.score.score_helpers import qa_rows, run_score, write_predictions
 
 #: the fixtures locomo_sample and judge
-pytest_plugins = ["score_fixtures"]
+pytest_plugins = ["tests.score.score_fixtures"]
 
 # mem0 evaluation/metrics/llm_judge.py@6723043, ACCURACY_PROMPT, transcribed (its trailing spaces as \x20)
 ORACLE_PROMPT = (

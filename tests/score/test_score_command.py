@@ -7,10 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from score_helpers import build, qa_rows, real_data, run_score, write_predictions
+
+from tests.score.score_helpers import build, qa_rows, run_score, write_predictions
+from tests.support.data_files import shared_data
 
 #: the fixtures locomo_sample, gigamemory_sample and judge
-pytest_plugins = ["score_fixtures"]
+pytest_plugins = ["tests.score.score_fixtures"]
 
 
 def gold_predictions(rows: list[dict], retrieved: str | None = None) -> list[dict]:
@@ -89,7 +91,7 @@ def test_locomo_sample_wrong_and_missing_answers(locomo_sample, tmp_path, capsys
 
 @pytest.mark.slow
 def test_locomo_real_file(tmp_path_factory, tmp_path, capsys):
-    data = build("locomo", tmp_path_factory.mktemp("real") / "locomo", real_data("locomo"))
+    data = build("locomo", tmp_path_factory.mktemp("real") / "locomo", shared_data("locomo"))
     capsys.readouterr()  # the build's progress bars
     rows = qa_rows(data)
     predictions = gold_predictions(rows, "evidence_turn_ids")

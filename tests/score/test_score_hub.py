@@ -9,14 +9,14 @@ import socket
 import threading
 
 import pytest
-from score_helpers import qa_rows, score_argv, write_predictions
 
 from convhub.builders.longmemeval.builder import LongMemEvalBuilder
 from convhub.cli.main import main
 from convhub.engine.build import build_source
 from convhub.publish.hub_client import TIMEOUT_ENV
+from tests.score.score_helpers import qa_rows, score_argv, write_predictions
 
-pytest_plugins = ["score_fixtures"]
+pytest_plugins = ["tests.score.score_fixtures"]
 
 pytestmark = pytest.mark.hub
 

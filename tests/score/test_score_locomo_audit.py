@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 from nltk.stem import PorterStemmer
-from score_helpers import qa_rows, real_data, run_score, write_predictions
 
 from convhub.engine.build import build_source
 from convhub.score import locomo
 from convhub.score.inputs import Prediction, Scored, ScoreError
+from tests.score.score_helpers import qa_rows, run_score, write_predictions
+from tests.support.data_files import shared_data
 
 #: the fixtures locomo_sample and judge
-pytest_plugins = ["score_fixtures"]
+pytest_plugins = ["tests.score.score_fixtures"]
 
 # -- LoCoMo's own code, transcribed -----------------------------------------------------------------------------
 # snap-research/locomo task_eval/evaluation.py (normalize_answer, f1_score, f1, eval_question_answering) with the
@@ -159,7 +160,7 @@ def score(data: Path, predictions: list[dict], tmp_path: Path, capsys, *options:
 @pytest.fixture(scope="module")
 def audited_build(tmp_path_factory) -> Path:
     output = tmp_path_factory.mktemp("audited") / "locomo"
-    data, errata = real_data("locomo", "locomo10.json"), real_data("locomo-audit", "errors.json")
+    data, errata = shared_data("locomo", "locomo10.json"), shared_data("locomo-audit", "errors.json")
     build_source("locomo", output, str(data), configs=["qa"], num_proc=1, errata=str(errata))
     return output
 

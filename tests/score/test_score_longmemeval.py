@@ -15,7 +15,7 @@ from convhub.score.judge.client import Judge
 from convhub.score.longmemeval_retrieval import Conversation, Turn, ranking_level
 
 #: the fixture judge
-pytest_plugins = ["score_fixtures"]
+pytest_plugins = ["tests.score.score_fixtures"]
 
 
 def evaluate(ranking: list[str], gold: list[str], k: int) -> tuple[float, ...]:

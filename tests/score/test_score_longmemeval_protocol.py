@@ -9,14 +9,14 @@ import random
 from pathlib import Path
 
 import pytest
-from longmemeval_oracle import oracle_averages, oracle_corpus
-from score_helpers import run_score, score_argv, write_predictions
 
 from convhub.builders.longmemeval.builder import LongMemEvalBuilder
 from convhub.engine.build import build_source
 from convhub.score.longmemeval_retrieval import Conversation, Turn, corpus, retrieval_metrics
+from tests.score.longmemeval_oracle import oracle_averages, oracle_corpus
+from tests.score.score_helpers import run_score, score_argv, write_predictions
 
-pytest_plugins = ["score_fixtures"]
+pytest_plugins = ["tests.score.score_fixtures"]
 
 
 def session(*turns: tuple[str, bool | None]) -> list[dict]:

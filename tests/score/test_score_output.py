@@ -10,11 +10,11 @@ import stat
 from pathlib import Path
 
 import pytest
-from score_helpers import qa_rows, run_score, score_argv, write_predictions
 
 from convhub.score import output as output_module
+from tests.score.score_helpers import qa_rows, run_score, score_argv, write_predictions
 
-pytest_plugins = ["score_fixtures"]
+pytest_plugins = ["tests.score.score_fixtures"]
 
 
 @pytest.fixture

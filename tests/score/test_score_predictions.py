@@ -9,14 +9,14 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from score_helpers import qa_rows, run_score, score_argv, write_predictions
 
 from convhub import registry
 from convhub.cli.main import main
 from convhub.engine.build import build_source
 from convhub.score.inputs import MAX_LINE_BYTES, ScoreError, read_predictions
+from tests.score.score_helpers import qa_rows, run_score, score_argv, write_predictions
 
-pytest_plugins = ["score_fixtures"]
+pytest_plugins = ["tests.score.score_fixtures"]
 
 
 def score_file(data: Path, predictions: Path, tmp_path: Path, capsys, benchmark: str = "locomo"):

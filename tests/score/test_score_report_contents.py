@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 from huggingface_hub import DatasetCard
-from score_helpers import qa_rows, run_score, score_argv, write_predictions
 
 from convhub.builders.longmemeval.builder import LongMemEvalBuilder
 from convhub.engine.build import build_source
+from tests.score.score_helpers import qa_rows, run_score, score_argv, write_predictions
 
-pytest_plugins = ["score_fixtures"]
+pytest_plugins = ["tests.score.score_fixtures"]
 
 FILES = [
     {

@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
-from score_helpers import qa_rows, run_score, score_argv, write_predictions
 
 from convhub.score.judge.transport import Endpoint, redact
+from tests.score.score_helpers import qa_rows, run_score, score_argv, write_predictions
 
 #: the fixtures gigamemory_sample, locomo_sample and judge
-pytest_plugins = ["score_fixtures"]
+pytest_plugins = ["tests.score.score_fixtures"]
 
 
 def gigamemory_argv(sample: Path, tmp_path: Path, url: str, rows=None, *options: str) -> list[str]:

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from running_commands import start
 
 from convhub import registry
 from convhub.storage.abandoned import owner_record
 from convhub.storage.folders import folder_at
 from convhub.storage.staging import MARKER, WRITING, OutputError, staged_folder
+from tests.support.running_commands import start
 
 COPIES = 40  # of each sample conversation: a build of some seconds, so that the two overlap
 

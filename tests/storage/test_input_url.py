@@ -4,7 +4,7 @@ the files its errors name) live with its other tests (``tests/<source>/test_<sou
 ``tests/mnbvc/test_mnbvc_formats.py``); ``convhub.storage.folders.local_copy``, which two of them use, is tested here.
 
 The files are on a real S3 API (moto's server on 127.0.0.1, the ``bucket`` fixture), reached through s3fs: its URLs
-are no local paths, so a step that opened the file on the local disk fails here. ``tests/test_spark.py`` has Spark's tasks read a ``file://`` URL.
+are no local paths, so a step that opened the file on the local disk fails here. ``tests/engine/test_spark.py`` has Spark's tasks read a ``file://`` URL.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import tables, uploaded
 
 from convhub import registry
 from convhub.engine.build import build_source, check_source
 from convhub.storage.folders import local_copy
+from tests.support.data_files import tables, uploaded
 
 
 @pytest.mark.parametrize("source", registry.names())
@@ -130,7 +130,7 @@ def test_a_local_copy_another_task_made_first_is_kept(bucket, tmp_path, monkeypa
 
 @pytest.mark.parametrize("source", registry.names())
 def test_a_stream_reads_a_data_dir_at_a_url(source, bucket):
-    """The rows of the same stream from the local folder (which ``tests/test_streaming.py`` holds to the build's)."""
+    """The rows of the same stream from the local folder (which ``tests/engine/test_streaming.py`` holds to the build's)."""
     sample = registry.get(source).sample_dir()
     url = uploaded(sample, bucket)
 

@@ -12,18 +12,15 @@ import hashlib
 import json
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from running_commands import ROOT, in_session, start, still_running
+import scaled_inputs  # (a benchmark module: its folder is put on the path above)
 
 from convhub import registry
 from convhub.export.exporter import open_build
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import scaled_inputs  # (a benchmark module: its folder is put on the path above)
+from tests.support.running_commands import in_session, start, still_running
 
 pytestmark = pytest.mark.slow
 

@@ -143,6 +143,7 @@ def test_folders_follow_the_users_umask(tmp_path, umask):
     assert (tmp_path / "out").stat().st_mode & 0o777 == 0o777 & ~umask
 
 
+@pytest.mark.slow
 def test_a_reader_polling_during_a_rebuild_never_sees_the_folder_missing_or_half_removed(tmp_path):
     if not _exchange_supported(tmp_path):
         pytest.skip("this system cannot exchange two folders in one step (renameat2); the fallback has a gap")

@@ -4,7 +4,7 @@ rules for what convhub may write or replace.
 The builds go to a real S3 API (moto's server on 127.0.0.1, the ``bucket`` fixture), reached through s3fs: its
 paths are no local paths (``os.fspath`` refuses them), so any step that still reached for the local disk fails
 here. How two spellings of one URL compare is tested on ``memory://`` URLs too, which need no server.
-``tests/test_spark.py`` has Spark's tasks write to a ``file://`` URL.
+``tests/engine/test_spark.py`` has Spark's tasks write to a ``file://`` URL.
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ from pathlib import Path
 import datasets
 import pyarrow.parquet as pq
 import pytest
-from hostile_sources import SOURCES, hostile_mix
-from mix_sources import numbered, write_source
-from mix_sources import recipe as mix_recipe
 
 from convhub import mix, registry
 from convhub.cli import main as cli
@@ -28,6 +25,9 @@ from convhub.export.exporter import export_source
 from convhub.storage import staging
 from convhub.storage.folders import folder_at, read_parquet, text_of
 from convhub.storage.staging import MARKER, OutputError, check_output
+from tests.support.hostile_sources import SOURCES, hostile_mix
+from tests.support.mix_sources import numbered, write_source
+from tests.support.mix_sources import recipe as mix_recipe
 
 
 def files_under(folder) -> list[str]:

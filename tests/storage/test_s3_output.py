@@ -1,5 +1,5 @@
-"""Builds on an object store for real: S3's own API (moto's server mode on 127.0.0.1, ``tests/s3_server.py``)
-reached through s3fs, every step through convhub's command line.
+"""Builds on an object store for real: S3's own API (moto's server mode on 127.0.0.1,
+``tests/support/s3_server.py``) reached through s3fs, every step through convhub's command line.
 
 S3 has no folders (a "folder" is the objects under a common prefix) and no rename (a "move" copies each object
 and deletes it), so what "moving the build into place" means there is tested here, not on a stand-in: a first
@@ -18,12 +18,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import HUB_TOKEN, tables
 
 from convhub import registry
 from convhub.cli.main import main
 from convhub.engine.build import build_source
 from convhub.storage.staging import MARKER
+from tests.support.data_files import tables
+from tests.support.hub_double import HUB_TOKEN
 
 LOCOMO_SAMPLE = Path(registry.get("locomo").sample_dir())
 REPO = "me/locomo-from-s3"
