@@ -231,7 +231,7 @@ def test_with_skip_a_bad_chat_is_quarantined_whole_and_the_others_built(tmp_path
 
 def test_a_chat_id_read_twice_is_named_while_parsing(tmp_path):
     """Two Hub rows of one conversation_id: the reader's ``id`` is the source's ID_FIELD."""
-    from beam_hub_files import hub_row, write_hub_file
+    from tests.beam.beam_hub_files import hub_row, write_hub_file
 
     row = hub_row(CHAT)
     data = write_hub_file(tmp_path / "100K-0.parquet", [row, row])

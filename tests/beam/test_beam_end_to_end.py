@@ -24,7 +24,7 @@ from convhub.export.exporter import export_source
 from tests.beam.beam_hub_files import hub_row, write_hub_file
 from tests.support.data_files import shared_data
 
-pytest_plugins = ["judge_double"]
+pytest_plugins = ["tests.support.judge_double"]
 
 RUBRIC_ITEM = re.compile(
     r"- RUBRIC CRITERION \(what to check\): (?P<item>.*?)\n- RESPONSE TO EVALUATE: (?P<response>.*?)\n\n## EVALUATION",
