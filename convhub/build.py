@@ -31,7 +31,7 @@ from convhub.engine.runners.engine import ENGINE_WORK, Engine, engine_named
 from convhub.engine.writers.output_shards import ConfigBuild, shard_path, split_by_subset
 from convhub.errors import Notes, SourceError
 from convhub.storage.abandoned import MarkedTemporaryDirectory
-from convhub.storage.folders import folder_at, move, remove_tree
+from convhub.storage.folders import Folder, PathArg, folder_at, move, remove_tree
 from convhub.storage.staging import staged_folder
 from convhub.views.definitions import SESSIONS
 from convhub.views.derive import DERIVERS, derive_views
@@ -40,13 +40,13 @@ from convhub.views.derive import DERIVERS, derive_views
 @dataclass
 class BuildResult:
     source: str
-    output: Path  # or a UPath, for a folder at a URL
+    output: Folder
     configs: dict[str, ConfigBuild]
     notes: Notes
     statistics: Statistics
     #: Records left out under ``on_bad_record="skip"`` and the file listing them (beside ``output``).
     skipped: int = 0
-    quarantine: Path | None = None
+    quarantine: Folder | None = None
     #: Files whose rest could not be read from some point under ``on_bad_record="skip"`` (records not counted).
     unread_files: tuple[str, ...] = ()
     #: ``{name, bytes, sha256}`` of each input file (``convhub.engine.inputs.digests``), for the card.
@@ -96,7 +96,7 @@ def check_source(
 
 def build_source(
     source: str,
-    output: str | os.PathLike,
+    output: PathArg,
     data_dir: str | None = None,
     configs: list[str] | None = None,
     num_proc: int | None = None,
@@ -255,7 +255,7 @@ class _Run:
             else:
                 config = self.run_builder(name, self.staging, report=False)
                 drop_rows_of_duplicates(config, self.staging, self.duplicates)
-            if self.drop_empty_splits(config):
+            if config is not None and self.drop_empty_splits(config):
                 built[name] = config
         remove_tree(self.staging / ENGINE_WORK)
         if self.builder_cls.SUBSET_CONFIGS:
@@ -297,11 +297,13 @@ class _Run:
         one engine task per shard (``Engine.map``)."""
         if not names:
             return {}
+        sessions, sessions_root = self.sessions, self.sessions_root
+        assert sessions is not None and sessions_root is not None, "build_all builds sessions first"
         built = {name: ConfigBuild(name, self.builder_cls.view_named(name).features) for name in names}
         tasks = []
         for name in names:
             (self.staging / name).mkdir()
-        for split, sessions_files in self.sessions.files.items():
+        for split, sessions_files in sessions.files.items():
             for index, sessions_file in enumerate(sessions_files):
                 outputs = {}
                 for name, config in built.items():
@@ -311,7 +313,7 @@ class _Run:
                         None if name in DERIVERS else self.builder_cls.view_named(name).rows_from_record
                     )
                     outputs[name] = (config.features, self.staging / relative, rows_from_record)
-                tasks.append((split, outputs, self.sessions_root / sessions_file))
+                tasks.append((split, outputs, sessions_root / sessions_file))
         label = f"{self.builder_cls.SOURCE} {', '.join(names)} (from sessions)"
         done = self.engine.map(_derive_task, [(outputs, path) for _, outputs, path in tasks])
         with hf_tqdm(total=len(tasks), desc=label, unit=" shards") as bar, contextlib.closing(done):

@@ -25,7 +25,7 @@ from convhub import registry
 from convhub.engine.checks.stats import markdown_table
 from convhub.engine.inputs import digests
 from convhub.engine.runners.memory import LARGE_TABLE_BYTES
-from convhub.storage.folders import parquet_file, write_text
+from convhub.storage.folders import Folder, parquet_file, relative_name, write_text
 from convhub.views.definitions import DEFAULT_VIEW
 
 NON_COMMERCIAL = re.compile(r"(^|[-_ ])(nc|noncommercial|non-commercial)([-_ ]|$)", re.IGNORECASE)
@@ -66,7 +66,7 @@ def size_category(rows: int) -> str:
     return "1M<n<10M" if rows < 10_000_000 else "10M<n<100M"
 
 
-def card_data(result, folder: Path | None = None) -> DatasetCardData:
+def card_data(result, folder: Folder | None = None) -> DatasetCardData:
     """The card's YAML. With the built ``folder``, each config's ``download_size`` is its Parquet bytes: what
     a user downloads, and what makes ``datasets``' cache key for a local folder change when its data
     changes (that key hashes the YAML, not the files, so a rebuild would otherwise load stale rows)."""
@@ -100,7 +100,7 @@ def languages(result) -> list[str]:
     return [language for language in found if language] or list(registry.get(result.source).LANGUAGES)
 
 
-def add_configs(data: DatasetCardData, parts, default: str, folder: Path | None = None) -> None:
+def add_configs(data: DatasetCardData, parts, default: str, folder: Folder | None = None) -> None:
     """``configs`` (data_files per split, ``default`` marked) and ``dataset_info`` of built configs."""
     configs = {}
     infos = {}
@@ -120,11 +120,11 @@ def add_configs(data: DatasetCardData, parts, default: str, folder: Path | None 
     DatasetInfosDict(infos).to_dataset_card_data(data)
 
 
-def _parquet_bytes(folder: Path, built) -> int:
+def _parquet_bytes(folder: Folder, built) -> int:
     return sum((folder / path).stat().st_size for files in built.files.values() for path in files)
 
 
-def _data_files(built, folder: Path | None = None) -> list[dict]:
+def _data_files(built, folder: Folder | None = None) -> list[dict]:
     """Per split, one pattern that matches exactly the split's files, else their explicit list.
 
     ``<config>/<split>-*`` for a flat config, ``<config>/<subset>/<split>-*`` for one subset and
@@ -138,13 +138,13 @@ def _data_files(built, folder: Path | None = None) -> list[dict]:
     return entries
 
 
-def _pattern(config: str, split: str, files: list[str], folder: Path | None) -> str | None:
+def _pattern(config: str, split: str, files: list[str], folder: Folder | None) -> str | None:
     parents = {path.rpartition("/")[0] for path in files}
     pattern = f"{next(iter(parents))}/{split}-*" if len(parents) == 1 else f"{config}/*/{split}-*"
     if folder is None:  # nothing to glob: only the flat layout, whose folder holds nothing else
         flat = parents == {config} and all(path.startswith(f"{config}/{split}-") for path in files)
         return pattern if flat else None
-    matched = sorted(path.relative_to(folder).as_posix() for path in folder.glob(pattern))
+    matched = sorted(relative_name(path, folder) for path in folder.glob(pattern))
     return pattern if matched == sorted(files) else None
 
 
@@ -180,7 +180,7 @@ def template(name: str) -> jinja2.Template:
     return environment.get_template(name)
 
 
-def render_body(result, folder: Path | None = None, repo_id: str | None = None) -> str:
+def render_body(result, folder: Folder | None = None, repo_id: str | None = None) -> str:
     builder_cls = registry.get(result.source)
     repo_id = repo_id or f"ORG/{builder_cls.HUB_NAME}"
     body = template(f"{result.source}.md").render(
@@ -227,7 +227,7 @@ def for_repo(card_text: str, repo_id: str) -> str:
     return card_text[:end] + card_text[end:].replace(found.group(1), repo_id)
 
 
-def example_rows(folder: Path, configs: dict) -> dict[str, str]:
+def example_rows(folder: Folder, configs: dict) -> dict[str, str]:
     """The first row of each config, shortened and as indented JSON: what a row looks like, at a glance.
 
     The first row of the first split's first file that has one: a derived view may have an empty file where a
@@ -302,7 +302,7 @@ def shorten(value: Any) -> Any:
     return value
 
 
-def write_card(result, folder: Path, repo_id: str | None = None) -> DatasetCard:
+def write_card(result, folder: Folder, repo_id: str | None = None) -> DatasetCard:
     data = card_data(result, folder)
     card = DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{render_body(result, folder, repo_id)}")
     write_text(folder / "README.md", str(card))  # DatasetCard.save, for a folder at a URL too

@@ -7,6 +7,7 @@ the dataset card can say what was normalized and how often.
 
 from __future__ import annotations
 
+import os
 import socket
 from collections import Counter
 from collections.abc import Callable
@@ -19,7 +20,9 @@ ErrorKind = TypeVar("ErrorKind", bound=BaseException)
 class SourceError(ValueError):
     """A source record that cannot be converted; the message names file, record and field."""
 
-    def __init__(self, path: str, record: str | int | None, field: str | None, problem: str):
+    def __init__(
+        self, path: str | os.PathLike[str], record: str | int | None, field: str | None, problem: str
+    ):
         self.path = str(path)
         self.record = record
         self.field = field
@@ -48,6 +51,12 @@ class FieldError(ValueError):
 
     def __reduce__(self):
         return (FieldError, (self.field, self.problem))
+
+
+class UsageError(Exception):
+    """A command line that cannot run as given, found after parsing: one line and exit status 2 (``cli.errors``).
+    Here, below every command's package, so that a command (``publish.command``) raises it without importing
+    the CLI that imports the command."""
 
 
 class EngineError(RuntimeError):

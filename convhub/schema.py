@@ -16,13 +16,13 @@ polars that its string functions refuse. Plain text reads the same everywhere: `
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any, TypedDict, overload
 
 import orjson
 from datasets import Features, List, Value
-
-from convhub.engine.readers.exact_json import holds_non_finite_float
 
 ROLES = ("user", "assistant", "system")
 
@@ -64,6 +64,30 @@ def to_json(value: Any) -> str | None:
     if b"null" in text and holds_non_finite_float(value):
         return json.dumps(value, ensure_ascii=False)
     return text.decode()
+
+
+def floats_in(value: Any) -> Iterator[float]:
+    """Every float in a decoded JSON value (containers walked without recursion; scalars never stacked)."""
+    if type(value) is float:
+        yield value
+        return
+    pending = [value] if type(value) in _CONTAINERS else []
+    while pending:
+        container = pending.pop()
+        for item in container.values() if type(container) is dict else container:
+            kind = type(item)
+            if kind is float:
+                yield item
+            elif kind in _CONTAINERS:
+                pending.append(item)
+
+
+_CONTAINERS = (dict, list, tuple)
+
+
+def holds_non_finite_float(value: Any) -> bool:
+    """True when orjson would write ``value`` differently from json (NaN and infinities become null)."""
+    return any(not math.isfinite(number) for number in floats_in(value))
 
 
 IMAGE = {"url": string(), "caption": string(), "query": string()}
@@ -244,7 +268,8 @@ class Session(TypedDict):
     date_time: str | None
     timestamp: datetime | None
     summary: str | None
-    turns: list[Turn]
+    #: (a long session's turns may be held as one Arrow array: ``engine.writers.arrow_rows.ArrowList``)
+    turns: Sequence[Turn]
     extra: str | None
 
 
@@ -308,7 +333,7 @@ def empty_turn(turn_id: str, speaker: str, role: str, text: str) -> Turn:
     }
 
 
-def empty_session(session_id: str, turns: list[Turn]) -> Session:
+def empty_session(session_id: str, turns: Sequence[Turn]) -> Session:
     return {
         "session_id": session_id,
         "date_time": None,

@@ -20,7 +20,7 @@ from convhub.builders.convlab import parse
 from convhub.engine.inputs.downloads import source_url
 from convhub.engine.inputs.file_sets import DataInput, Layout, copied_here, inputs_in, listable
 from convhub.engine.readers import byte_ranges
-from convhub.engine.sources.builder import ConversationBuilder, ConvHubConfig, download_folder
+from convhub.engine.sources.builder import CardLicense, ConversationBuilder, ConvHubConfig, download_folder
 from convhub.engine.sources.input_shards import Shard, own_shard
 from convhub.errors import Notes
 from convhub.views.definitions import View
@@ -166,7 +166,7 @@ class ConvLabBuilder(ConversationBuilder):
         return {name: SUBSET_LICENSES.get(name, ("unknown", UNIFIED_DATASETS_URL)) for name in subsets}
 
     @classmethod
-    def card_license(cls, subsets: list[str]) -> dict[str, str]:
+    def card_license(cls, subsets: list[str]) -> CardLicense:
         """The subsets' one license when they share it, else ``other`` pointing at the per-subset table."""
         ids = {license_id for license_id, _ in cls.subset_licenses(subsets).values()}
         if len(ids) == 1 and ids != {"other"}:

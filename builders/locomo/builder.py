@@ -37,7 +37,7 @@ def side_table_rows(record: dict, name: str) -> Iterator[dict]:
     session's extra), with the conversation's and the session's ids. Observation evidence is normalized as QA
     evidence is (the raw evidence kept as JSON); the parser counted that already, so this counts into nothing."""
     ids = {key: record[key] for key in schema.CONVERSATION_IDS}
-    turn_ids = parse.TurnIds(record["sessions"]) if name == "observation" else None  # (events cite no turn)
+    turn_ids = parse.TurnIds(record["sessions"]) if name == "observation" else set()  # (events cite no turn)
     for session in record["sessions"]:
         entry, field = json.loads(session["extra"] or "{}").get(name), f"{name}.{session['session_id']}"
         if entry is None:

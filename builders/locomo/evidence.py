@@ -5,6 +5,7 @@ keeps the raw evidence beside them."""
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from typing import Any
 
 from convhub.errors import FieldError, Notes
@@ -50,7 +51,9 @@ def session_ids_of(turn_ids: list[str]) -> list[str]:
     return list(dict.fromkeys("session_" + turn_id[1 : turn_id.index(":")] for turn_id in turn_ids))
 
 
-def parse_observations(entry: Any, turn_ids: set[str], notes: Notes, field: str) -> list[dict[str, Any]]:
+def parse_observations(
+    entry: Any, turn_ids: Container[str], notes: Notes, field: str
+) -> list[dict[str, Any]]:
     """One session's ``observation`` entry ({speaker: [[text, evidence], ...]}) → rows, evidence normalized as QA
     evidence is and returned raw beside the ids; ids that name no turn are counted and left out of the ids."""
     if not isinstance(entry, dict):

@@ -61,7 +61,7 @@ class TurnIds:
     sessions whose turns are dicts, and the ``turn_id`` column of those held as Arrow (``ArrowList``: a session of
     a million tiny turns), looked in with Arrow, not made a Python string per turn."""
 
-    def __init__(self, sessions: list[dict]) -> None:
+    def __init__(self, sessions: list[schema.Session]) -> None:
         self.in_dicts: set[str] = set()
         self.columns: list = []
         for session in sessions:

@@ -104,7 +104,7 @@ def _read_loose_object(text: str) -> tuple[dict[str, Any], set[str]]:
 def _read_key(text: str, position: int, problems: set[str]) -> tuple[str, int]:
     if text.startswith('"', position):
         try:
-            return json.decoder.scanstring(text, position + 1)
+            return _DECODER.raw_decode(text, position)  # a JSON string there: the key and where it ends
         except json.JSONDecodeError as error:
             raise _Unreadable(f"bad key at character {position}: {error.msg}") from error
     end = text.find(":", position)

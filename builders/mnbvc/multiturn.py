@@ -206,7 +206,8 @@ def records_from_sorted(
     for group, run in sort_keys.grouped_rows(rows, reject):
         counted.clear()
         pairs = _converted_pairs(run, names, warnings, counted)
-        record = multiturn_record(pairs, *group, conversation_id(group), counted)
+        source, how, key = group
+        record = multiturn_record(pairs, source, how, key, conversation_id(group), counted)
         if record is not None:
             notes.update(counted)
             yield record

@@ -2,7 +2,7 @@
 what kind of failure it was; never a traceback for a user's mistake, bad data, a full disk or Ctrl-C.
 
 - ``USAGE`` (2): the command line cannot run as given (argparse's own status for its errors);
-  :class:`UsageError` carries such a problem found after parsing (a config a source does not have).
+  :class:`convhub.errors.UsageError` carries such a problem found after parsing (a config a source does not have).
 - ``DATA`` (1): the data, the files or the machine stopped the command (a bad record, a full disk).
 - ``INTERRUPTED`` (130, as a shell reports a process stopped by SIGINT): Ctrl-C.
 
@@ -19,17 +19,17 @@ import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
-from convhub.errors import EngineError, SourceError, in_chain
+from convhub.errors import EngineError, SourceError, UsageError, in_chain
+
+if TYPE_CHECKING:
+    import httpx2
 
 USAGE, DATA, INTERRUPTED = 2, 1, 130
 
 #: The commands whose output is staged and removed on failure: after Ctrl-C nothing of theirs is left.
 STAGED = ("build", "check")
-
-
-class UsageError(Exception):
-    """A command line that cannot run as given, found after parsing: one line and exit status 2."""
 
 
 def _no_space(error: BaseException) -> bool:
@@ -54,10 +54,11 @@ def dropped_transfer(error: BaseException) -> str | None:
     """
     import httpx2
 
-    lost = in_chain(error, lambda each: isinstance(each, httpx2.TransportError) and _request_of(each))
-    if lost is None:
+    lost = in_chain(error, lambda each: _request_of(each) is not None)
+    request = None if lost is None else _request_of(lost)
+    if request is None:
         return None
-    url = _request_of(lost).url
+    url = request.url
     origin = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}"
     from huggingface_hub import constants
 
@@ -93,7 +94,12 @@ def _from_spark(error: BaseException) -> bool:
     return type(error).__module__.split(".")[0] in ("pyspark", "py4j")
 
 
-def _request_of(error) -> object | None:
+def _request_of(error: BaseException) -> httpx2.Request | None:
+    """The request a transport error of httpx2's was sending; None for another error."""
+    import httpx2
+
+    if not isinstance(error, httpx2.TransportError):
+        return None
     try:
         return error.request
     except RuntimeError:  # an httpx2 error raised outside a request has none
@@ -160,11 +166,12 @@ def exit_status(command: str, error: BaseException, token=None, written: Sequenc
         first = str(spark).strip().splitlines()[0] if str(spark).strip() else type(spark).__name__
         hub_errors.report(command, f"Spark failed: {first} (--verbose shows Spark's own log)", token)
         return DATA
-    if not _reportable(error):  # a wrapper (DatasetGenerationError): its cause, if a user can act on it
-        error = in_chain(error, _reportable)
-        if error is None:
-            return None
-    line = _why_unreached(error, describe(error))
+    reportable = error if _reportable(error) else in_chain(error, _reportable)
+    if (
+        reportable is None
+    ):  # a wrapper (DatasetGenerationError) is reported by its cause, if a user can act on it
+        return None
+    line = _why_unreached(reportable, describe(reportable))
     hub_errors.report(command, line + (what_was_kept(command, written) if written else ""), token)
     return DATA
 

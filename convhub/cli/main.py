@@ -19,10 +19,9 @@ from pathlib import Path
 from convhub import console, registry
 from convhub.cli import checks as cli_checks
 from convhub.cli import errors as cli_errors
-from convhub.cli.errors import UsageError
 from convhub.cli.parsing import Parser
 from convhub.engine.checks.stats import markdown_table
-from convhub.errors import EngineError
+from convhub.errors import EngineError, UsageError
 from convhub.publish import hub_errors
 from convhub.storage.folders import folder_at, local_output, text_of
 
@@ -453,8 +452,8 @@ def main(argv: list[str] | None = None) -> int:
         if status is None:
             raise
         return status
-    except KeyboardInterrupt as error:  # Ctrl-C outside a library's own handling of it
-        return cli_errors.exit_status(args.command, error, written=getattr(args, "written", ()))
+    except KeyboardInterrupt:  # Ctrl-C outside a library's own handling of it
+        return cli_errors.interrupted(args.command, getattr(args, "written", ()))
 
 
 def _run(args) -> int:

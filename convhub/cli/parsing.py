@@ -13,8 +13,12 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
+from collections.abc import Iterable
+from typing import Any, TypeVar, overload
 
 from convhub.cli import errors as cli_errors
+
+_N = TypeVar("_N")
 
 
 class Parser(argparse.ArgumentParser):
@@ -36,7 +40,18 @@ class Parser(argparse.ArgumentParser):
         self.has_commands = True  # its commands' options are theirs to check
         return super().add_subparsers(**kwargs)
 
-    def parse_known_args(self, args=None, namespace=None):
+    # (argparse's own three signatures, which an override must keep)
+    @overload
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: None = None
+    ) -> tuple[argparse.Namespace, list[str]]: ...
+    @overload
+    def parse_known_args(self, args: Iterable[str] | None, namespace: _N) -> tuple[_N, list[str]]: ...
+    @overload
+    def parse_known_args(self, *, namespace: _N) -> tuple[_N, list[str]]: ...
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: Any = None
+    ) -> tuple[Any, list[str]]:
         given = list(sys.argv[1:] if args is None else args)
         self.misspelt = [] if self.has_commands else self.unknown_options(given)
         namespace, extras = super().parse_known_args(args, namespace)

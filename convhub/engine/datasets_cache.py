@@ -11,10 +11,10 @@ import datasets
 import datasets.config
 from huggingface_hub import DatasetCard
 
-from convhub.storage.folders import is_url
+from convhub.storage.folders import Folder, is_url
 
 
-def card_configs(folder: Path) -> set[str]:
+def card_configs(folder: Folder) -> set[str]:
     """The config names an earlier build's card lists (none when ``folder`` is no build, or is at a URL:
     ``datasets`` caches local folders only)."""
     if is_url(folder):
@@ -29,7 +29,7 @@ def card_configs(folder: Path) -> set[str]:
     return {entry["config_name"] for entry in data.get("configs") or [] if "config_name" in entry}
 
 
-def forget_cached_copies(folder: Path, configs: set[str]) -> None:
+def forget_cached_copies(folder: Folder, configs: set[str]) -> None:
     """Drop ``datasets``' cached copies of ``folder``'s ``configs``, and nothing else.
 
     ``load_dataset(folder)`` caches a local folder under its *name* and a hash of its card's YAML, not of

@@ -34,7 +34,15 @@ from convhub.export.files import ExportError
 from convhub.publish.hub_client import HubUnreachable, reach_repo
 from convhub.publish.hub_errors import redact
 from convhub.schema import JSON_TEXT_FIELDS
-from convhub.storage.folders import folder_at, is_url, local_output, parquet_file, read_card, text_of
+from convhub.storage.folders import (
+    configs_of_card,
+    folder_at,
+    is_url,
+    local_output,
+    parquet_file,
+    read_card,
+    text_of,
+)
 from convhub.storage.staging import check_output, staged_folder
 
 #: The module of a source's folder that exports it (``write_files`` and the pure inverse functions).
@@ -131,7 +139,6 @@ class LocalBuild(Build):
 
     def __init__(self, folder: str | os.PathLike):
         from datasets.data_files import DataFilesDict, sanitize_patterns
-        from datasets.utils.metadata import MetadataConfigs
 
         self.folder = folder_at(folder)
         self.location = text_of(self.folder)
@@ -141,7 +148,7 @@ class LocalBuild(Build):
         readme_identity = file_identity(text_of(readme))
         #: the card read once, with the files it lists (``convhub score`` copies its ``source_files``)
         self.card = read_card(readme)
-        configs = MetadataConfigs.from_dataset_card_data(self.card.data)
+        configs = configs_of_card(self.card)
         self._files: dict[str, dict[str, list[str]]] = {}
         for name, config in configs.items():
             patterns = sanitize_patterns(config["data_files"])

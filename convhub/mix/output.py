@@ -9,10 +9,12 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import datasets
+import pyarrow as pa
 import yaml
-from datasets import Dataset
+from datasets import Dataset, IterableDataset
 from datasets.exceptions import DatasetGenerationError
 from datasets.utils.py_utils import convert_file_size_to_int
 from huggingface_hub import DatasetCard, DatasetCardData
@@ -142,7 +144,9 @@ def write_mixture(
     with staged_folder(output, overwrite, inputs) as staging:
         with tempfile.TemporaryDirectory(prefix="convhub-mix-cache-") as cache_dir:
             mixed = mixer.mixture(provenance=True)
-            if streaming:  # materialize once: only what the mixture reads is fetched
+            if isinstance(
+                mixed, IterableDataset
+            ):  # streamed: materialize once, only what the mixture reads is fetched
                 repeats = recipe.stopping_strategy == "all_exhausted" or any(
                     e.repeat > 1 for e in recipe.sources
                 )
@@ -204,9 +208,10 @@ def _count(mixed: Dataset, mixer: Mixer) -> None:
     Arrow batches."""
     columns = ["_mix_entry", "_mix_position", "_mix_tokens", "_mix_characters", "language"]
     positions: dict[int, set[int]] = {}
-    for batch in mixed.select_columns(columns).with_format("arrow").iter(batch_size=100_000):
+    for rows in mixed.select_columns(columns).with_format("arrow").iter(batch_size=100_000):
+        # (the "arrow" format makes each batch a pyarrow Table; datasets annotates iter's batches as dicts)
         # a batch gathered through the mixture's index is a chunk a row: Arrow's group-by took 5 s on one
-        batch = batch.combine_chunks()
+        batch = cast(pa.Table, rows).combine_chunks()
         grouped = batch.group_by(["_mix_entry", "language"], use_threads=False).aggregate(
             [("_mix_entry", "count"), ("_mix_tokens", "sum"), ("_mix_characters", "sum")]
         )

@@ -7,12 +7,12 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import datasets
 import numpy as np
 from datasets import Dataset, Features, IterableDataset
 from datasets.data_files import DataFilesDict, sanitize_patterns
-from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, constants
 from huggingface_hub.errors import HfHubHTTPError
 
@@ -33,7 +33,7 @@ from convhub.mix.rows import (
 )
 from convhub.publish.hub_client import HubUnreachable, reach_repo
 from convhub.publish.hub_errors import redact
-from convhub.storage.folders import parquet_file, read_card, text_of
+from convhub.storage.folders import Folder, configs_of_card, parquet_file, read_card, text_of
 
 logger = logging.getLogger(__name__)
 
@@ -76,11 +76,11 @@ class SourceReport:
         return self.license.lower() in UNKNOWN_LICENSES
 
 
-def check_repo(entry: SourceEntry, index: int) -> None:
-    """A Hub source's repo (and revision) asked for once, before anything else reads it (``reach_repo``): an
+def check_repo(entry: SourceEntry, repo: str, index: int) -> None:
+    """A Hub source's ``repo`` (and revision) asked for once, before anything else reads it (``reach_repo``): an
     unreachable Hub is one error naming the endpoint at once, a missing repo or revision names its key."""
     try:
-        reach_repo(entry.repo, revision=entry.revision)
+        reach_repo(repo, revision=entry.revision)
     except HubUnreachable as error:
         raise RecipeError(f"sources[{index}].repo", f"{error} (reading {entry.repo})") from error
     except HfHubHTTPError as error:
@@ -100,6 +100,8 @@ def source_card(entry: SourceEntry) -> DatasetCard | None:
     if entry.path is not None:
         readme = entry.path / "README.md"
         return read_card(readme) if readme.is_file() else None
+    if entry.repo is None:  # (a source is a path or a repo: recipe._source)
+        return None
     try:
         return DatasetCard.load(entry.repo, repo_type="dataset")
     except Exception as error:  # a repo with no card still mixes; the card says "unknown"
@@ -126,26 +128,24 @@ def load_source(
     entry: SourceEntry, index: int, features: Features, streaming: bool
 ) -> Dataset | IterableDataset:
     """The entry's split(s) of its config, checked against the shared features."""
-    parts = []
-    local_files = _local_data_files(entry, index) if entry.path is not None else None
+    parts: list[Dataset | IterableDataset] = []
+    local_files = _local_data_files(entry.path, entry, index) if entry.path is not None else {}
     for split in entry.splits:
         try:
-            if local_files is None:
-                loaded = datasets.load_dataset(
-                    entry.repo, entry.config, split=split, revision=entry.revision, streaming=streaming
-                )
+            if entry.repo is not None:
+                loaded = _load_split(entry.repo, entry.config, split, streaming, revision=entry.revision)
             elif split not in local_files:
                 raise ValueError(f'Unknown split "{split}". Should be one of {sorted(local_files)}.')
             else:
-                loaded = datasets.load_dataset(
-                    "parquet", data_files={split: local_files[split]}, split=split, streaming=streaming
+                loaded = _load_split(
+                    "parquet", None, split, streaming, data_files={split: local_files[split]}
                 )
         except (ValueError, FileNotFoundError) as error:
             raise RecipeError(
                 f"sources[{index}]", f"cannot load {entry.location} ({entry.config}/{split}): {error}"
             ) from error
         parts.append(loaded)
-    dataset = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+    dataset = parts[0] if len(parts) == 1 else _concatenated(parts)
     if dataset.features is not None and dataset.features != features:
         raise RecipeError(
             f"sources[{index}].config",
@@ -155,24 +155,33 @@ def load_source(
     return dataset
 
 
-def _local_data_files(entry: SourceEntry, index: int) -> dict[str, list[str]]:
+def _load_split(
+    path: str, name: str | None, split: str, streaming: bool, **options: Any
+) -> Dataset | IterableDataset:
+    """``datasets.load_dataset`` of one split: an ``IterableDataset`` streamed, else a ``Dataset``."""
+    if streaming:
+        return datasets.load_dataset(path, name, split=split, streaming=True, **options)
+    return datasets.load_dataset(path, name, split=split, **options)
+
+
+def _local_data_files(folder: Folder, entry: SourceEntry, index: int) -> dict[str, list[str]]:
     """Split → Parquet files of a local build folder's config, resolved from its card like ``load_dataset``.
 
     The folder is read as plain Parquet files rather than ``load_dataset(folder)``: ``datasets`` keys the
     cache of a folder with a card by the folder's name and YAML only, so a rebuilt folder (or another folder
     of the same name) would load stale rows; the ``parquet`` loader keys it by the files and their mtimes.
     """
-    readme = entry.path / "README.md"
+    readme = folder / "README.md"
     if not readme.is_file():
         raise RecipeError(f"sources[{index}].path", f"{entry.location} is not a build folder (no README.md)")
-    configs = MetadataConfigs.from_dataset_card_data(read_card(readme).data)
+    configs = configs_of_card(read_card(readme))
     if entry.config not in configs:
         raise RecipeError(
             f"sources[{index}].config",
             f"{entry.path} has no config {entry.config!r}; it has {sorted(configs)}",
         )
     patterns = sanitize_patterns(configs[entry.config]["data_files"])
-    resolved = DataFilesDict.from_patterns(patterns, base_path=text_of(entry.path))
+    resolved = DataFilesDict.from_patterns(patterns, base_path=text_of(folder))
     return {split: list(files) for split, files in resolved.items()}
 
 
@@ -186,7 +195,7 @@ class Mixer:
         self.with_provenance = Features({**self.features, **PROVENANCE})
         for index, entry in enumerate(recipe.sources):
             if entry.repo is not None:
-                check_repo(entry, index)
+                check_repo(entry, entry.repo, index)
         self.reports = [describe_source(entry) for entry in recipe.sources]
         self.deduplicator = Deduplicator()
         #: Each source's held-out rows (with provenance), kept apart by conversation from its training rows.
@@ -197,8 +206,9 @@ class Mixer:
         sources = self.recipe.sources
         prepared = [self._prepare(index, entry) for index, entry in enumerate(sources)]
         # before the repeats are made (a repeat's index costs 8 bytes a row) and before any row is mixed
-        distinct = [self._known_rows(index, dataset) for index, dataset in enumerate(prepared)]
-        if None not in distinct:
+        counted = [self._known_rows(index, dataset) for index, dataset in enumerate(prepared)]
+        distinct = [rows for rows in counted if rows is not None]
+        if len(distinct) == len(counted):
             lengths = [rows * entry.repeat for rows, entry in zip(distinct, sources, strict=True)]
             planned = check_planned_rows(self.recipe, lengths, self.reports, distinct)
             phases.info(
@@ -215,21 +225,13 @@ class Mixer:
             _repeated(dataset, entry.repeat) if entry.repeat > 1 else dataset
             for dataset, entry in zip(prepared, sources, strict=True)
         ]
-        if self.recipe.interleaved:
-            mixed = datasets.interleave_datasets(
-                prepared,
-                probabilities=self.recipe.probabilities,
-                seed=self.recipe.seed,
-                stopping_strategy=self.recipe.stopping_strategy,
-            )
-        else:
-            mixed = datasets.concatenate_datasets(prepared)
+        mixed = _interleaved(prepared, self.recipe) if self.recipe.interleaved else _concatenated(prepared)
         if self.recipe.deduplicate:
             mixed = self._deduplicate(mixed)
         if self.recipe.shuffle:
             mixed = (
                 mixed.shuffle(seed=self.recipe.seed, buffer_size=self.recipe.shuffle_buffer)
-                if self.streaming
+                if isinstance(mixed, IterableDataset)
                 else mixed.shuffle(seed=self.recipe.seed)
             )
         return mixed if provenance else mixed.remove_columns(PROVENANCE_COLUMNS)
@@ -237,14 +239,14 @@ class Mixer:
     def _known_rows(self, index: int, dataset: Dataset | IterableDataset) -> int | None:
         """A prepared source's rows: its length map-style; streamed, its Parquet files' row counts where nothing
         drops rows on the way (a local build, no filter, budget, length limit or held-out split), else None."""
-        if not self.streaming:
+        if isinstance(dataset, Dataset):  # (map-style: not streaming)
             return len(dataset)
         entry = self.recipe.sources[index]
         if entry.path is None or not (entry.filters.is_empty() and entry.budget.is_empty()):
             return None
         if entry.max_tokens is not None or entry.eval is not None:
             return None
-        files = _local_data_files(entry, index)
+        files = _local_data_files(entry.path, entry, index)
         return sum(
             parquet_file(path).metadata.num_rows for split in entry.splits for path in files.get(split, ())
         )
@@ -263,7 +265,7 @@ class Mixer:
             fn_kwargs={"entry_index": index, "count": self.count},
             features=self.with_provenance,
         )
-        if not self.streaming:
+        if isinstance(dataset, Dataset):
             report.rows_loaded = len(dataset)
         if not entry.filters.is_empty():
             dataset = dataset.filter(
@@ -279,12 +281,12 @@ class Mixer:
         if entry.max_tokens is not None:
             dataset = self._within_length(dataset, entry.max_tokens, report)
         if entry.eval is not None:
-            dataset = self._hold_out(dataset, entry, index)
-        if not self.streaming:
+            dataset = self._hold_out(dataset, entry, entry.eval, index)
+        if isinstance(dataset, Dataset):
             report.rows_after_filters = len(dataset)
         if not entry.budget.is_empty():
             dataset = self._within_budget(dataset, entry.budget, self.recipe.seed + index)
-        if not self.streaming:
+        if isinstance(dataset, Dataset):
             report.rows_after_budget = len(dataset)
         # interleaving an empty source: datasets refuses map-style and streams on silently; say which and why
         if self.recipe.interleaved and _is_empty(dataset):
@@ -317,15 +319,15 @@ class Mixer:
             return datasets.concatenate_datasets([kept, fitting]).select(order)  # the source's order again
         return datasets.concatenate_datasets([kept, fitting])
 
-    def _hold_out(self, dataset, entry: SourceEntry, index: int):
-        """Set aside ``entry.eval`` of the source's conversations (at random, the recipe's seed): every row of a
+    def _hold_out(self, dataset, entry: SourceEntry, share: float | int, index: int):
+        """Set aside ``share`` (``entry.eval``) of the source's conversations (at random, the recipe's seed): every row of a
         held-out conversation goes to the eval split and none to training. Returns the training rows."""
         if self.streaming:
             raise RecipeError(
                 f"sources[{index}].eval", "a held-out split needs the map-style mix (no --streaming)"
             )
         conversations = sorted(set(dataset.unique("conversation_id")))
-        count = entry.eval if isinstance(entry.eval, int) else round(entry.eval * len(conversations))
+        count = share if isinstance(share, int) else round(share * len(conversations))
         if not 0 < count < len(conversations):
             raise RecipeError(
                 f"sources[{index}].eval",
@@ -396,12 +398,38 @@ def _repeated(dataset: Dataset | IterableDataset, passes: int) -> Dataset | Iter
     return dataset.select(np.tile(np.arange(len(dataset), dtype=np.int64), passes))
 
 
-def _arrow_bytes(prepared: list[Dataset], lengths: list[int]) -> float:
-    """About the Arrow bytes of ``lengths`` rows of each prepared source, at its table's bytes per row."""
+def _arrow_bytes(prepared: list[Dataset | IterableDataset], lengths: list[int]) -> float:
+    """About the Arrow bytes of ``lengths`` rows of each prepared source, at its table's bytes per row (the
+    map-style ones: a streamed source has no table)."""
     return sum(
         dataset.data.nbytes / max(len(dataset.data), 1) * length
         for dataset, length in zip(prepared, lengths, strict=True)
+        if isinstance(dataset, Dataset)
     )
+
+
+def _of_one_kind(parts: list[Dataset | IterableDataset]) -> tuple[list[Dataset], list[IterableDataset]]:
+    """The map-style parts and the streamed ones, of which one list is empty: ``datasets`` mixes one kind at a
+    time, and every part of a mixture is of the mixture's kind (loaded with its ``streaming``)."""
+    maps = [part for part in parts if isinstance(part, Dataset)]
+    streams = [part for part in parts if isinstance(part, IterableDataset)]
+    if maps and streams:
+        raise TypeError("map-style and streamed datasets cannot be mixed")
+    return maps, streams
+
+
+def _concatenated(parts: list[Dataset | IterableDataset]) -> Dataset | IterableDataset:
+    maps, streams = _of_one_kind(parts)
+    return datasets.concatenate_datasets(maps) if maps else datasets.concatenate_datasets(streams)
+
+
+def _interleaved(parts: list[Dataset | IterableDataset], recipe: Recipe) -> Dataset | IterableDataset:
+    """The parts drawn at random with the recipe's probabilities, seed and stopping strategy."""
+    probabilities, seed, strategy = recipe.probabilities, recipe.seed, recipe.stopping_strategy
+    maps, streams = _of_one_kind(parts)
+    if maps:
+        return datasets.interleave_datasets(maps, probabilities, seed, stopping_strategy=strategy)
+    return datasets.interleave_datasets(streams, probabilities, seed, stopping_strategy=strategy)
 
 
 def check_planned_rows(
@@ -415,14 +443,15 @@ def check_planned_rows(
     distinct = sum(distinct_rows)
     passes = sum(lengths)  # every row of every source once, repeats included
     planned, slowest = passes, None
-    if recipe.interleaved and recipe.stopping_strategy == "all_exhausted":
-        draws = [length / p for length, p in zip(lengths, recipe.probabilities, strict=True)]
+    probabilities = recipe.probabilities
+    if probabilities is not None and recipe.stopping_strategy == "all_exhausted":
+        draws = [length / p for length, p in zip(lengths, probabilities, strict=True)]
         slowest = int(np.argmax(draws))
         planned = max(passes, round(draws[slowest]))
     if planned <= max(distinct, recipe.max_rows):
         return planned
     repeated = [length - rows for length, rows in zip(lengths, distinct_rows, strict=True)]
-    if slowest is not None and planned - passes > sum(repeated):
+    if slowest is not None and probabilities is not None and planned - passes > sum(repeated):
         entry = reports[slowest].entry
         name = "probability" if entry.probability is not None else "weight"
         key, fix = (
@@ -431,7 +460,7 @@ def check_planned_rows(
         )
         why = (
             f"all_exhausted draws until {entry.name} ({lengths[slowest]:,} rows, probability "
-            f"{recipe.probabilities[slowest]:.3g}) is used up: about {planned:,} rows of {distinct:,} distinct"
+            f"{probabilities[slowest]:.3g}) is used up: about {planned:,} rows of {distinct:,} distinct"
         )
     else:
         index = int(np.argmax(repeated))

@@ -13,7 +13,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import yaml
 from datasets import Features
@@ -32,7 +32,7 @@ from convhub.mix.recipe_values import (
     string,
     string_list,
 )
-from convhub.storage.folders import folder_at, text_of
+from convhub.storage.folders import Folder, folder_at, text_of
 
 CONFIG_FEATURES: dict[str, Features] = {
     "messages": schema.MESSAGES_FEATURES,
@@ -40,7 +40,8 @@ CONFIG_FEATURES: dict[str, Features] = {
     "turns": schema.TURNS_FEATURES,
     "qa": schema.QA_FEATURES,
 }
-STOPPING_STRATEGIES = ("first_exhausted", "all_exhausted", "all_exhausted_without_replacement")
+StoppingStrategy = Literal["first_exhausted", "all_exhausted", "all_exhausted_without_replacement"]
+STOPPING_STRATEGIES: tuple[StoppingStrategy, ...] = get_args(StoppingStrategy)
 #: The most rows a mixture may have when it has more rows than distinct ones (``repeat``, ``all_exhausted``
 #: oversampling); the recipe's ``max_rows`` changes it. A mixture with no row repeated is never refused.
 DEFAULT_MAX_ROWS = 10_000_000
@@ -131,7 +132,7 @@ class SourceEntry:
     name: str
     config: str
     splits: tuple[str, ...]
-    path: Path | None = None
+    path: Folder | None = None
     repo: str | None = None
     revision: str | None = None
     weight: float | None = None
@@ -170,7 +171,7 @@ class Recipe:
     pretty_name: str | None = None
     description: str | None = None
     seed: int = 0
-    stopping_strategy: str = "first_exhausted"
+    stopping_strategy: StoppingStrategy = "first_exhausted"
     deduplicate: bool = True
     shuffle: bool = False
     shuffle_buffer: int = 10_000
@@ -188,9 +189,10 @@ class Recipe:
         """The weights or probabilities normalised to sum to 1 (numpy refuses a sum off by more than ~1e-8)."""
         if not self.interleaved:
             return None
-        return _normalised(
-            [entry.probability if entry.probability is not None else entry.weight for entry in self.sources]
-        )
+        shares = [
+            entry.probability if entry.probability is not None else entry.weight for entry in self.sources
+        ]
+        return _normalised([share for share in shares if share is not None])  # all or none (_check_weights)
 
 
 def _normalised(values: list[float]) -> list[float]:
@@ -304,9 +306,9 @@ def _check_growth(recipe: Recipe) -> None:
                 f"{entry.repeat:,} passes make more rows than max_rows ({recipe.max_rows:,}) from a single row; "
                 "lower repeat (or raise max_rows)",
             )
-    if recipe.stopping_strategy != "all_exhausted":
-        return
     probabilities = recipe.probabilities
+    if recipe.stopping_strategy != "all_exhausted" or probabilities is None:  # (None: concatenated, no draws)
+        return
     rarest = min(range(len(probabilities)), key=probabilities.__getitem__)
     draws = math.inf if probabilities[rarest] == 0 else 1 / probabilities[rarest]
     if draws > recipe.max_rows:
@@ -319,27 +321,32 @@ def _check_growth(recipe: Recipe) -> None:
         )
 
 
-def _source(item, key, config, default_splits, shared_filters, base_dir: Path) -> SourceEntry:
+def _source(
+    item: Any, key: str, config: str, default_splits: tuple[str, ...], shared_filters: dict, base_dir: Path
+) -> SourceEntry:
     if not isinstance(item, dict):
         raise RecipeError(key, f"a source is a mapping with `path` or `repo`, got {shown(item)}")
     no_unknown_keys(item, SOURCE_KEYS, key)
     path = string(item, "path", key, default=None)
     repo = string(item, "repo", key, default=None)
-    if (path is None) == (repo is None):
+    resolved: Folder | None = None
+    if path is not None and repo is None:
+        # a URL (a build Spark wrote to HDFS or S3) as it is; a local path from the recipe's folder
+        resolved = folder_at(path) if "://" in path else (base_dir / path).resolve()
+        default_name = resolved.name
+    elif repo is not None and path is None:
+        if repo.count("/") != 1:
+            raise RecipeError(f"{key}.repo", f"{repo!r} is not a Hub dataset id of the form ORG/NAME")
+        default_name = repo.split("/")[1]
+    else:
         raise RecipeError(
             key, "give exactly one of `path` (a build folder, local or a URL) or `repo` (a Hub dataset id)"
         )
-    if repo is not None and repo.count("/") != 1:
-        raise RecipeError(f"{key}.repo", f"{repo!r} is not a Hub dataset id of the form ORG/NAME")
     if path is not None and item.get("revision") is not None:
         raise RecipeError(f"{key}.revision", "only a Hub `repo` has revisions")
-    # a URL (a build Spark wrote to HDFS or S3) as it is; a local path from the recipe's folder
-    resolved = None
-    if path is not None:
-        resolved = folder_at(path) if "://" in path else (base_dir / path).resolve()
     filters = {**shared_filters, **mapping(item, "filters", key)}
     return SourceEntry(
-        name=string(item, "name", key, default=(resolved.name if resolved else repo.split("/")[1])),
+        name=string(item, "name", key, default=default_name),
         config=string(item, "config", key, default=config),
         splits=split_names(item["split"], f"{key}.split") if "split" in item else default_splits,
         path=resolved,
@@ -388,7 +395,11 @@ def _filters(document: dict, key: str) -> Filters:
         max_turns=integer(document, "max_turns", key, default=None, minimum=0),
         **{name: boolean(document, name, key, default=False) for name in CHAT_FILTERS},
     )
-    if None not in (filters.min_turns, filters.max_turns) and filters.min_turns > filters.max_turns:
+    if (
+        filters.min_turns is not None
+        and filters.max_turns is not None
+        and filters.min_turns > filters.max_turns
+    ):
         raise RecipeError(f"{key}.min_turns", f"{filters.min_turns} is above max_turns {filters.max_turns}")
     return filters
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import reprlib
+from typing import overload
 
 
 class RecipeError(ValueError):
@@ -29,7 +30,12 @@ def where(key: str, name: str) -> str:
     return f"{key}.{name}" if key else name
 
 
-def string(document, name, key, default):
+@overload
+def string(document: dict, name: str, key: str, default: str) -> str: ...
+@overload
+def string(document: dict, name: str, key: str, default: None) -> str | None: ...
+def string(document: dict, name: str, key: str, default: str | None) -> str | None:
+    """``document[name]``, a string (``default`` when absent)."""
     value = document.get(name, default)
     if value is not None and not isinstance(value, str):
         raise RecipeError(where(key, name), f"must be a string, got {shown(value)}")
@@ -50,7 +56,12 @@ def boolean(document, name, key, default) -> bool:
     return value
 
 
-def integer(document, name, key, default, minimum):
+@overload
+def integer(document: dict, name: str, key: str, default: int, minimum: int) -> int: ...
+@overload
+def integer(document: dict, name: str, key: str, default: None, minimum: int) -> int | None: ...
+def integer(document: dict, name: str, key: str, default: int | None, minimum: int) -> int | None:
+    """``document[name]``, an integer ≥ ``minimum`` (``default`` when absent)."""
     value = document.get(name, default)
     if value is None:
         return None
@@ -59,7 +70,7 @@ def integer(document, name, key, default, minimum):
     return value
 
 
-def positive(document, name, key, maximum=math.inf):
+def positive(document: dict, name: str, key: str, maximum: float = math.inf) -> float | None:
     value = document.get(name)
     if value is None:
         return None

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from huggingface_hub.errors import HfHubHTTPError
 
 from convhub import registry
-from convhub.cli.errors import UsageError
+from convhub.errors import UsageError
 from convhub.publish.hub_errors import report
 from convhub.publish.local_files import CARD
 from convhub.publish.session import PushError
@@ -44,11 +44,14 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    if args.source is None and args.folder is None:
+    if args.folder is not None:
+        folder = args.folder
+    elif args.source is not None:
+        folder = Path("out") / registry.get(args.source).HUB_NAME
+    else:
         raise UsageError("give a SOURCE, or --folder for a mixture (convhub mix)")
     from convhub.publish.push import push_folder  # (push imports this module to export its names)
 
-    folder = args.folder or Path("out") / registry.get(args.source).HUB_NAME
     _check_source(folder, args.source)
     try:
         result = push_folder(

@@ -23,9 +23,9 @@ its error. :func:`use_timeouts` gives ``datasets`` :data:`STREAMING_TRIES` tries
 
 from __future__ import annotations
 
-import os
 import threading
 
+from convhub.engine.inputs.downloads import positive_seconds
 from convhub.errors import unconnectable
 
 #: The environment variable that sets the limit, in seconds (a positive number).
@@ -44,15 +44,6 @@ _installed = False
 def timeout_seconds() -> float:
     """The limit in seconds: ``CONVHUB_HUB_TIMEOUT`` when it is a positive number, else ``DEFAULT_TIMEOUT``."""
     return positive_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT)
-
-
-def positive_seconds(variable: str, default: float) -> float:
-    """The environment ``variable`` as seconds when it is a positive number, else ``default``."""
-    try:
-        value = float(os.environ.get(variable, ""))
-    except ValueError:
-        return default
-    return value if value > 0 else default
 
 
 def use_timeouts() -> None:

@@ -13,18 +13,18 @@ from huggingface_hub import DatasetCard
 
 from convhub.cards import is_non_commercial
 from convhub.publish.session import PushError
-from convhub.storage.folders import is_url, parquet_file
+from convhub.storage.folders import Folder, is_url, parquet_file, relative_name
 
 CARD = "README.md"
 NO_LICENSE = {"", "none"}
 
 
-def local_files(folder: Path) -> dict[str, Path]:
+def local_files(folder: Folder) -> dict[str, Folder]:
     """Every file the build wrote (path in the repo → its path, local or at the folder's URL); hidden files and
     folders are skipped."""
     files = {}
     for path in sorted(folder.rglob("*")):
-        relative = path.relative_to(folder).as_posix()
+        relative = relative_name(path, folder)
         if path.is_file() and not any(part.startswith(".") for part in relative.split("/")):
             files[relative] = path
     if CARD not in files:
@@ -82,7 +82,7 @@ def license_warnings(card: DatasetCard) -> list[str]:
     return warnings
 
 
-def file_digests(path: Path) -> tuple[str, str]:
+def file_digests(path: Folder) -> tuple[str, str]:
     """(sha256, git blob sha1) of a file, read once in blocks, and a local file once per push: a push asks for the
     digests of a file the Hub may already hold (is it unchanged?) and again for its manifest, and reading a build
     of 120 TB once takes a day. Kept while the file's size and modification time stay as they were."""
@@ -97,7 +97,7 @@ def _local_digests(path: str, size: int, modified_ns: int) -> tuple[str, str]:
     return _read_digests(Path(path), size)
 
 
-def _read_digests(path: Path, size: int) -> tuple[str, str]:
+def _read_digests(path: Folder, size: int) -> tuple[str, str]:
     sha256, blob = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % size)
     with path.open("rb") as stream:
         for block in iter(lambda: stream.read(1 << 20), b""):
@@ -106,7 +106,7 @@ def _read_digests(path: Path, size: int) -> tuple[str, str]:
     return sha256.hexdigest(), blob.hexdigest()
 
 
-def card_disagreements(folder: Path, card: DatasetCard) -> list[str]:
+def card_disagreements(folder: Folder, card: DatasetCard) -> list[str]:
     """Where the card's row counts differ from the rows the Parquet footers of its config's files hold."""
     counts = expected_rows(card)
     problems = []

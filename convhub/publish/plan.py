@@ -24,6 +24,7 @@ from convhub.engine.writers.output_shards import SHARD_PATH
 from convhub.errors import NESTED_TOO_DEEPLY
 from convhub.publish.local_files import CARD, file_digests
 from convhub.publish.session import HubSession, PushError
+from convhub.storage.folders import Folder
 
 #: What convhub published in the repo's last push: the only files a later push may delete.
 MANIFEST = ".convhub/published.json"
@@ -63,7 +64,7 @@ class PushPlan:
         return bool(self.uploads or self.deletions)
 
 
-def is_unchanged(local: Path, remote: RemoteFile | None) -> bool:
+def is_unchanged(local: Folder, remote: RemoteFile | None) -> bool:
     if remote is None or remote.size != local.stat().st_size:
         return False
     sha256, blob_id = file_digests(local)
@@ -110,7 +111,7 @@ def _repo_info(api: HfApi, repo_id: str, revision: str | None):
         raise _Absent("revision") from None
 
 
-def carries_this_push(plan: PushPlan, files: dict[str, Path], state: RemoteState) -> bool:
+def carries_this_push(plan: PushPlan, files: dict[str, Folder], state: RemoteState) -> bool:
     """Whether ``state`` is exactly what this push's commit makes of the planned parent (no more, no less)."""
     changed = set(plan.uploads) | set(plan.deletions)
     untouched = {path: remote for path, remote in plan.remote.files.items() if path not in changed}
@@ -126,7 +127,7 @@ def looks_managed(path: str) -> bool:
     return path == CARD or bool(SHARD_PATH.match(path))
 
 
-def write_manifest(local: dict[str, Path], scratch: Path) -> dict[str, Path]:
+def write_manifest(local: dict[str, Folder], scratch: Path) -> dict[str, Folder]:
     """``local`` plus the list of what this push publishes with each file's digests (sorted: an unchanged build
     makes no commit)."""
     manifest = scratch / "published.json"
@@ -214,7 +215,7 @@ def _shape(value) -> str:
     )
 
 
-def plan_push(local: dict[str, Path], remote: RemoteState, published: Published | None = None) -> PushPlan:
+def plan_push(local: dict[str, Folder], remote: RemoteState, published: Published | None = None) -> PushPlan:
     """What to upload and delete. A file the build no longer has is deleted only when the last convhub push
     published it (``published``) and the Hub still holds the content it published (see the module docstring)."""
     uploads, unchanged = [], []

@@ -39,7 +39,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, get_token
+from huggingface_hub import CommitOperation, CommitOperationAdd, CommitOperationDelete, HfApi, get_token
 
 from convhub.cards import for_repo
 from convhub.publish.command import add_arguments, print_result, run
@@ -70,7 +70,7 @@ from convhub.publish.plan import (
     write_manifest,
 )
 from convhub.publish.session import TRANSIENT_STATUSES, HubFault, HubSession, PushError, RetryPolicy
-from convhub.storage.folders import folder_at, is_url, read_card
+from convhub.storage.folders import Folder, folder_at, is_url, read_card
 
 __all__ = [
     "CARD",
@@ -123,7 +123,6 @@ class PushResult:
     dry_run: bool
     commit: str | None = None  # the new commit, or the unchanged head when nothing changed
     created_commit: bool = False
-    created_repo: bool = False
     commit_url: str | None = None
     pr_url: str | None = None
     verified: dict[str, dict[str, int]] = field(default_factory=dict)  # config → split → rows loaded back
@@ -207,7 +206,7 @@ def push_folder(
     return result
 
 
-def card_for_repo(files: dict[str, Path], repo_id: str, scratch: Path) -> dict[str, Path]:
+def card_for_repo(files: dict[str, Folder], repo_id: str, scratch: Path) -> dict[str, Folder]:
     """``files`` with a card whose code loads ``repo_id``: a copy in ``scratch`` when the build named another
     repo (``convhub build --repo-id``, else ``ORG/<name>``). The folder's own card is left as it is."""
     text = files[CARD].read_text(encoding="utf-8")
@@ -219,19 +218,19 @@ def card_for_repo(files: dict[str, Path], repo_id: str, scratch: Path) -> dict[s
     return {**files, CARD: copy}
 
 
-def local_uploads(files: dict[str, Path], uploads: list[str], scratch: Path) -> dict[str, Path]:
+def local_uploads(files: dict[str, Folder], uploads: list[str], scratch: Path) -> dict[str, Folder]:
     """``files`` with each file to upload that lies at a URL copied under ``scratch``: only those the plan sends."""
     copies = {}
     for path in uploads:
-        if is_url(files[path]):
+        if is_url(remote := files[path]):
             copy = scratch / "uploads" / path
             copy.parent.mkdir(parents=True, exist_ok=True)
-            files[path].fs.get_file(files[path].path, str(copy))
+            remote.fs.get_file(remote.path, str(copy))
             copies[path] = copy
     return {**files, **copies}
 
 
-def _plan(session: HubSession, files: dict[str, Path], scratch: Path) -> PushPlan:
+def _plan(session: HubSession, files: dict[str, Folder], scratch: Path) -> PushPlan:
     """The plan against the repo as it is now; refused when it would delete a file replaced by hand."""
     remote = remote_state(session)
     plan = plan_push(files, remote, published_before(session, remote, scratch))
@@ -272,7 +271,6 @@ def _prepare_repo(session: HubSession, result: PushResult, private: bool) -> boo
             private=private or None,
             exist_ok=True,
         )
-        result.created_repo = True
     elif private:
         logger.info("%s exists: --private only applies to a new repo", result.repo_id)
     if not remote.revision_exists and not result.revision.startswith("refs/"):
@@ -287,15 +285,17 @@ def _prepare_repo(session: HubSession, result: PushResult, private: bool) -> boo
     return not (remote.exists and remote.revision_exists)
 
 
-def _commit(session: HubSession, result: PushResult, files: dict[str, Path], create_pr: bool) -> None:
+def _commit(session: HubSession, result: PushResult, files: dict[str, Folder], create_pr: bool) -> None:
     """Upload the new objects (the client retries those), then make the one commit (retried here, see below)."""
     plan = result.plan
     if not plan.changes:
         result.commit = plan.remote.head
         return
-    operations = [CommitOperationAdd(path, str(files[path])) for path in plan.uploads]
-    operations += [CommitOperationDelete(path) for path in plan.deletions]
-    additions = operations[: len(plan.uploads)]
+    additions = [CommitOperationAdd(path, str(files[path])) for path in plan.uploads]
+    operations: list[CommitOperation] = [
+        *additions,
+        *(CommitOperationDelete(path) for path in plan.deletions),
+    ]
     session.once(
         "uploading the files",
         session.api.preupload_lfs_files,
@@ -306,7 +306,11 @@ def _commit(session: HubSession, result: PushResult, files: dict[str, Path], cre
         create_pr=create_pr,
         free_memory=False,
     )
-    for attempt in range(1, session.policy.attempts + 1):
+    attempt = 0
+    while (
+        True
+    ):  # until it lands or _resolve_failed_commit raises (after the attempts the policy gives the fault)
+        attempt += 1
         try:
             info = session.api.create_commit(
                 result.repo_id,
@@ -334,7 +338,7 @@ def _commit(session: HubSession, result: PushResult, files: dict[str, Path], cre
 def _resolve_failed_commit(
     session: HubSession,
     result: PushResult,
-    files: dict[str, Path],
+    files: dict[str, Folder],
     fault: HubFault,
     attempt: int,
     create_pr: bool,
@@ -379,14 +383,14 @@ def _resolve_failed_commit(
             "%s: the commit's answer was lost (%s) but %s carries exactly this push: done",
             session.target,
             fault.reason,
-            state.head[:12],
+            (state.head or "")[:12],
         )
         result.commit, result.created_commit = state.head, True
         result.commit_url = f"{session.api.endpoint}/datasets/{session.repo_id}/commit/{state.head}"
         return True
     raise PushError(
         f"{session.target}: someone else committed while this push ran ({fault.reason}): the head is now "
-        f"{state.head[:12]}, this push was planned against {(plan.remote.head or '')[:12]}; nothing of this push was "
+        f"{(state.head or '')[:12]}, this push was planned against {(plan.remote.head or '')[:12]}; nothing of this push was "
         "committed. Check what changed on the Hub, then re-run `convhub push` (it plans against the new head)",
         kind="conflict",
         status=fault.status,
@@ -399,9 +403,10 @@ def _commit_description(plan: PushPlan) -> str:
 
 
 def verify_push(
-    repo_id: str, commit: str, expected: dict[str, dict[str, int]], token
+    repo_id: str, commit: str | None, expected: dict[str, dict[str, int]], token
 ) -> dict[str, dict[str, int]]:
-    """Load every config of the card from the Hub at ``commit`` and compare its row counts with the build."""
+    """Load every config of the card from the Hub at ``commit`` (None: the main branch's head) and compare its
+    row counts with the build."""
     loaded = {}
     with tempfile.TemporaryDirectory(prefix="convhub-verify-") as cache_dir:
         for config, splits in expected.items():
@@ -414,7 +419,7 @@ def verify_push(
     return loaded
 
 
-def _load_back(repo_id: str, config: str, commit: str, token, cache_dir: str) -> dict[str, int]:
+def _load_back(repo_id: str, config: str, commit: str | None, token, cache_dir: str) -> dict[str, int]:
     import datasets
 
     try:
@@ -424,4 +429,4 @@ def _load_back(repo_id: str, config: str, commit: str, token, cache_dir: str) ->
             f"{repo_id}@{commit} config {config} does not load back: {redact(str(error), token)}",
             kind="verify",
         ) from error
-    return {split: dataset[split].num_rows for split in dataset}
+    return {str(split): dataset[split].num_rows for split in dataset}

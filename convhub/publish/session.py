@@ -18,6 +18,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ParamSpec, TypeVar
 
 import httpx2
 from huggingface_hub import HfApi, constants
@@ -26,6 +27,9 @@ from huggingface_hub.errors import HfHubHTTPError
 from convhub.errors import unconnectable
 from convhub.publish.hub_client import TIMEOUT_ENV, timeout_seconds
 from convhub.publish.hub_errors import redact
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 logger = logging.getLogger("convhub.publish.push")  # the push's one logger, whichever module logs
 
@@ -127,9 +131,11 @@ class HubSession:
     def target(self) -> str:
         return f"{self.repo_id}@{self.revision}"
 
-    def call(self, step: str, function, *args, **kwargs):
-        """A call the client sends only once and that is safe to repeat: retried on transient faults."""
-        for attempt in range(1, self.policy.attempts + 1):
+    def call(self, step: str, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """A call the client sends only once and that is safe to repeat: retried on transient faults, as many
+        times as the policy gives the fault (``RetryPolicy.last``: a refused connection has its own count)."""
+        attempt = 1
+        while True:
             try:
                 return function(*args, **kwargs)
             except Exception as error:
@@ -139,8 +145,9 @@ class HubSession:
                 if not fault.transient or self.policy.last(attempt, fault):
                     raise self.failure(step, fault, attempt) from None
                 self.wait(step, fault, attempt)
+                attempt += 1
 
-    def once(self, step: str, function, *args, **kwargs):
+    def once(self, step: str, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """A call the client already retries by itself (``http_backoff``): not retried again here."""
         try:
             return function(*args, **kwargs)

@@ -138,26 +138,27 @@ def score(args: argparse.Namespace, judge: Judge | None) -> Report:
     questions = read_questions(build, args.benchmark, args.subset, elsewhere)
     predictions = read_predictions(args.predictions, (row["question_id"] for row in questions), elsewhere)
     items = pair(questions, predictions)
-    report: Report = {
-        "written_by": WRITTEN_BY[1],
-        "benchmark": args.benchmark,
-        "data": build.location,
-        **({"subset": args.subset} if args.subset else {}),
-        "data_hash": data_hash(questions),
-        **data_version(build),
-        "predictions": os.fspath(args.predictions),
-        "questions": len(items),
-        "predicted": sum(item.prediction is not None for item in items),
-        "missing": sum(item.prediction is None for item in items),
-        "missing_scored_as": MISSING_RULE,
-    }
+    report: Report = {"written_by": WRITTEN_BY[1], "benchmark": args.benchmark, "data": build.location}
+    if args.subset:
+        report["subset"] = args.subset
+    report["data_hash"] = data_hash(questions)
+    report.update(data_version(build))
+    report.update(
+        {
+            "predictions": os.fspath(args.predictions),
+            "questions": len(items),
+            "predicted": sum(item.prediction is not None for item in items),
+            "missing": sum(item.prediction is None for item in items),
+            "missing_scored_as": MISSING_RULE,
+        }
+    )
     prompts: dict[str, str] = {}  # question category → the judge's prompt for it (set for each benchmark)
     if args.benchmark == "locomo":
         report.update(locomo.score(items, args.evidence or "raw", args.labels or "original"))
         if judge is None:
             return {**report, **needs_judge(args.benchmark)}
         mem0_judge.add_accuracy(report, locomo.labeled(items, args.labels or "original"), judge)
-        prompts = {name: "ACCURACY_PROMPT" for name in report["by_category"] if name != "Adversarial"}
+        prompts = {name: "ACCURACY_PROMPT" for name in report.get("by_category", {}) if name != "Adversarial"}
     if args.benchmark == "gigamemory":
         assert judge is not None  # usage_error made sure
         report.update(gigamemory.score(items, judge))  # a failed verdict is negative: the contest's rule
@@ -213,9 +214,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if judge is not None:
             judge.close()
-    print(
-        f"{report['benchmark']}: {report['questions']:,} questions, {report['missing']:,} missing → {output}"
-    )
+    questions, missing = report.get("questions", 0), report.get("missing", 0)
+    print(f"{args.benchmark}: {questions:,} questions, {missing:,} missing → {output}")
     for line in summary_lines(report) + locomo.label_lines(report) + beam.summary_lines(report):
         print(line)
     if "judge" in report:

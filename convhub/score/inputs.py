@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from convhub.export.exporter import Build, ExportError, open_build
+from convhub.export.exporter import Build, ExportError, HubBuild, LocalBuild, open_build
 
 Row = dict[str, Any]
 QA = "qa"
@@ -248,17 +248,18 @@ def source_files(build: Build) -> Any:
     from huggingface_hub import DatasetCard, hf_hub_download
     from huggingface_hub.errors import HfHubHTTPError
 
-    from convhub.export.exporter import LocalBuild
     from convhub.publish.hub_errors import redact
 
     try:
         if isinstance(build, LocalBuild):
             card = build.card  # the card the build's files were listed from
-        else:
+        elif isinstance(build, HubBuild):
             readme = hf_hub_download(
                 build.repo_id, "README.md", repo_type="dataset", revision=build.revision, token=build.token
             )
             card = DatasetCard.load(readme)
+        else:
+            raise TypeError(f"{build!r} is neither a local build nor one on the Hub")
     except (OSError, ValueError, HfHubHTTPError) as error:
         raise ScoreError(
             f"{build.location}: cannot read its card (README.md): {redact(str(error))}"

@@ -267,8 +267,8 @@ def label_lines(report: Report) -> list[str]:
     if "ceiling" not in report:
         return []
     lines = []
-    for name, labeled in report["by_labels"].items():
-        value = labeled["overall_without_adversarial"]["f1"]
+    for name, labeled in report.get("by_labels", {}).items():
+        value = labeled.get("overall_without_adversarial", {}).get("f1")
         lines.append(f"  {name} labels, f1 without adversarial: {'-' if value is None else f'{value:.3f}'}")
     top = report["ceiling"]["overall_without_adversarial"]
     lines.append(

@@ -138,7 +138,9 @@ def score(
             )
         return result
 
-    by_category = {name: {"category": name, **figures(positions)} for name, positions in groups.items()}
+    by_category: dict[str, Figures] = {
+        name: {"category": name, **figures(positions)} for name, positions in groups.items()
+    }
     report: Report = {"overall": figures(list(range(len(items)))), "by_category": by_category}
     if scored.levels:
         report["retrieval_protocol"] = protocol
@@ -148,7 +150,7 @@ def score(
             report["retrieval_passed_over_assistant_turns"] = scored.passed_over
     if labels is not None:
         report["task_averaged_accuracy"] = mean(
-            [f["accuracy"] for f in by_category.values() if f["accuracy"] is not None]
+            [accuracy for f in by_category.values() if (accuracy := f.get("accuracy")) is not None]
         )
         report["abstention"] = figures([p for p, item in enumerate(items) if is_abstention(item.question)])
     return report

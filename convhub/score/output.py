@@ -17,8 +17,8 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote
 
 import fsspec
@@ -154,7 +154,7 @@ def _local_folder(data: str) -> Path | None:
     return path.resolve() if path.exists() else None
 
 
-def write_report(report: dict[str, Any], path: Path, predictions: Path, data: str) -> None:
+def write_report(report: Mapping[str, object], path: Path, predictions: Path, data: str) -> None:
     """Write the report as indented JSON through a temporary file beside ``path``, renamed into place once whole
     and checked again (the target may have changed during a long judge run); the temporary file never stays."""
     path.parent.mkdir(parents=True, exist_ok=True)

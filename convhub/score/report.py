@@ -132,7 +132,7 @@ def _figure(value: float | None) -> str:
 def summary_lines(report: Report) -> list[str]:
     """A few lines for the terminal: each category's count and figures, then the overall ones."""
     lines = []
-    rows = [*report.get("by_category", {}).items(), ("overall", report["overall"])]
+    rows = [*report.get("by_category", {}).items(), ("overall", report.get("overall", {}))]
     if "overall_without_adversarial" in report:
         rows.append(("overall without adversarial", report["overall_without_adversarial"]))
     if "abstention" in report:
@@ -145,13 +145,14 @@ def summary_lines(report: Report) -> list[str]:
                 shown.append(f"{metric} {_figure(value)}")
         for level, values in figures.get("retrieval", {}).items():
             shown.extend(f"{level} {name} {_figure(values.get(name))}" for name in SUMMARY_RETRIEVAL)
-        if figures.get("missing"):
-            shown.append(f"{figures['missing']} missing")
+        if missing := figures.get("missing"):
+            shown.append(f"{missing} missing")
         lines.append(f"  {name:<28} " + "  ".join(shown))
     left_out = report.get("retrieval_left_out")
     if left_out is not None:
         reasons = ", ".join(f"{count} {reason.replace('_', ' ')}" for reason, count in left_out.items())
-        lines.append(f"  retrieval ({report['retrieval_protocol']} protocol) leaves out: {reasons}")
+        protocol = report.get("retrieval_protocol")
+        lines.append(f"  retrieval ({protocol} protocol) leaves out: {reasons}")
     needs = report.get("needs_judge")
     if needs:
         lines.append(

@@ -23,12 +23,16 @@ import secrets
 import socket
 import tempfile
 from pathlib import Path
+from typing import TypeVar
 
-from convhub.storage.folders import folder_at, is_url, remove_tree
+from convhub.storage.folders import Folder, PathArg, folder_at, is_url, remove_tree
 
 #: What an owner file's name ends with: ``NAME.owner`` owns the folder ``NAME`` beside it.
 OWNER_SUFFIX = ".owner"
 _KIND = "convhub scratch folder"
+
+#: A local folder or one at a URL, kept as the caller's kind: a local parent gives a local ``Path``.
+FolderT = TypeVar("FolderT", bound=Folder)
 
 
 def owner_record(pid: int | None = None) -> dict:
@@ -75,7 +79,7 @@ def _is_zombie(pid: int) -> bool:
         return False
 
 
-def claim(parent: Path, prefix: str) -> Path:
+def claim(parent: FolderT, prefix: str) -> FolderT:
     """A new name ``prefix<random>`` in ``parent`` (made if missing), its owner file written: nothing is at the
     name yet, and whatever the caller puts there is marked as this process's."""
     parent.mkdir(parents=True, exist_ok=True)  # (on an object store a no-op: a prefix needs no folder)
@@ -83,7 +87,7 @@ def claim(parent: Path, prefix: str) -> Path:
     while True:
         path = parent / f"{prefix}{secrets.token_hex(4)}"
         owner = _owner_of(path)
-        if is_url(parent):
+        if is_url(owner):
             if owner.exists() or path.exists():
                 continue
             owner.write_text(text)
@@ -99,7 +103,7 @@ def claim(parent: Path, prefix: str) -> Path:
         return path
 
 
-def marked_dir(parent: Path, prefix: str, mode: int = 0o777) -> Path:
+def marked_dir(parent: FolderT, prefix: str, mode: int = 0o777) -> FolderT:
     """A new folder ``prefix<random>`` in ``parent``, marked as this process's (``claim``) before it exists
     (``mode`` as ``Path.mkdir`` takes it, under the umask, for a local one)."""
     path = claim(parent, prefix)
@@ -110,12 +114,12 @@ def marked_dir(parent: Path, prefix: str, mode: int = 0o777) -> Path:
     return path
 
 
-def release(path: Path) -> None:
+def release(path: Folder) -> None:
     """Remove a folder ``claim`` named (if it is there) and then its owner file: the folder first, so that a run
     killed in between leaves an owner file that a later sweep still honours."""
     remove_tree(path)
     owner = _owner_of(path)
-    if is_url(path):
+    if is_url(owner):
         if owner.exists():
             owner.fs.rm(owner.path)
     else:
@@ -127,7 +131,7 @@ class MarkedTemporaryDirectory:
     manager giving the path): the folders a killed run left in ``dir`` (TMPDIR by default) under ``prefix`` are
     removed first, and this one is marked as this process's, so a later run removes it if this one is killed."""
 
-    def __init__(self, prefix: str, dir: str | os.PathLike | None = None):
+    def __init__(self, prefix: str, dir: str | os.PathLike[str] | None = None):
         parent = Path(dir if dir is not None else tempfile.gettempdir())
         sweep_abandoned(parent, prefix)
         self.name = str(
@@ -144,12 +148,12 @@ class MarkedTemporaryDirectory:
         self.cleanup()
 
 
-def sweep_abandoned(parent: str | os.PathLike, prefix: str) -> list[str]:
+def sweep_abandoned(parent: PathArg, prefix: str) -> list[str]:
     """Remove the ``prefix*`` folders in ``parent`` that a convhub process of this host made and that no running
     process holds any more (module docstring); the names removed. Anything else is left as it is."""
-    parent = folder_at(parent)
+    parent_folder = folder_at(parent)
     try:
-        entries = list(parent.iterdir())
+        entries = list(parent_folder.iterdir())
     except (FileNotFoundError, NotADirectoryError):
         return []
     removed = []
@@ -159,7 +163,7 @@ def sweep_abandoned(parent: str | os.PathLike, prefix: str) -> list[str]:
             continue
         if not is_abandoned(read_owner_record(owner)):
             continue
-        folder = parent / name[: -len(OWNER_SUFFIX)]
+        folder = parent_folder / name[: -len(OWNER_SUFFIX)]
         try:
             release(folder)
         except OSError:  # another run's sweep got there first, or another user's folder in a shared TMPDIR
@@ -173,7 +177,7 @@ def is_abandoned(record: dict | None) -> bool:
     return record is not None and record.get("host") == socket.gethostname() and not is_running(record)
 
 
-def read_owner_record(owner: Path) -> dict | None:
+def read_owner_record(owner: Folder) -> dict | None:
     """An owner file's record, or None when it is no owner file of convhub's (not JSON, another kind, a folder)."""
     try:
         if is_url(owner):
@@ -187,5 +191,5 @@ def read_owner_record(owner: Path) -> dict | None:
     return record if isinstance(record, dict) and record.get("kind") == _KIND else None
 
 
-def _owner_of(path: Path) -> Path:
+def _owner_of(path: FolderT) -> FolderT:
     return path.parent / (path.name + OWNER_SUFFIX)

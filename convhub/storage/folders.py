@@ -17,14 +17,25 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO, TypeAlias, cast
 from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from upath import UPath
 
+if TYPE_CHECKING:  # TypeIs narrows both ways (``not is_url(p)`` is a ``Path``); only the checker needs it
+    from datasets.utils.metadata import MetadataConfigs
+    from huggingface_hub import DatasetCard
+    from typing_extensions import TypeIs
 
-def folder_at(value: str | os.PathLike) -> Path | UPath:
+#: A path as callers give it: a string (a local path or a URL), a local path, or a ``UPath`` made of a URL.
+PathArg: TypeAlias = "str | os.PathLike[str] | UPath"
+#: A path after ``folder_at``: a local ``Path`` or a ``UPath`` for a URL.
+Folder: TypeAlias = "Path | UPath"
+
+
+def folder_at(value: PathArg) -> Folder:
     """``value`` as a path: a ``UPath`` for a URL (``scheme://...``, and ``file:/abs`` or ``file://localhost/abs``,
     other spellings of ``file:///abs``), else a local ``Path``."""
     if isinstance(value, UPath):
@@ -61,12 +72,12 @@ def local_output(value: str) -> Path:
     return Path(value)
 
 
-def is_url(path: object) -> bool:
+def is_url(path: object) -> TypeIs[UPath]:
     """Whether ``path`` was given as a URL (``folder_at`` made it a ``UPath``)."""
     return isinstance(path, UPath)
 
 
-def text_of(path: str | os.PathLike) -> str:
+def text_of(path: PathArg) -> str:
     """The path as a string any fsspec caller opens (Spark's tasks, ``datasets``' writer): the URL for a remote
     path, the local path otherwise. A namenode's host and port, which a ``UPath`` keeps in its storage options
     and leaves out of ``str`` (``hdfs:///x``), go back into the URL: without them it would name the default one."""
@@ -79,46 +90,56 @@ def text_of(path: str | os.PathLike) -> str:
     return text
 
 
-def parquet_file(path: str | os.PathLike, **options) -> pq.ParquetFile:
+def parquet_file(path: PathArg, **options) -> pq.ParquetFile:
     """``pq.ParquetFile`` of a local or remote file (read through the folder's own file system)."""
-    path = folder_at(path)
-    if is_url(path):
-        return pq.ParquetFile(path.path, filesystem=path.fs, **options)
-    return pq.ParquetFile(path, **options)
+    file = folder_at(path)
+    if is_url(file):
+        return pq.ParquetFile(file.path, filesystem=file.fs, **options)
+    return pq.ParquetFile(file, **options)
 
 
-def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> pa.Table:
-    path = folder_at(path)
-    if is_url(path):
-        return pq.read_table(path.path, columns=columns, filesystem=path.fs)
-    return pq.read_table(path, columns=columns)
+def read_parquet(path: PathArg, columns: list[str] | None = None) -> pa.Table:
+    file = folder_at(path)
+    if is_url(file):
+        return pq.read_table(file.path, columns=columns, filesystem=file.fs)
+    return pq.read_table(file, columns=columns)
 
 
-def move(source: str | os.PathLike, target: Path | UPath) -> None:
+def move(source: PathArg, target: Folder) -> None:
     """Move a file or folder to ``target`` (which must not exist). Local to a URL is an upload, then a delete."""
-    source = folder_at(source)
+    moved = folder_at(source)
     if not is_url(target):
-        shutil.move(source, target)
-    elif is_url(source):
-        target.fs.mv(source.path, target.path, recursive=source.is_dir())
-    else:
-        target.fs.put(os.fspath(source), target.path, recursive=source.is_dir())
-        if source.is_dir():
-            remove_tree(source)
+        if is_url(moved):  # a URL to the local disk: a download, then a delete
+            moved.fs.get(moved.path, os.fspath(target), recursive=moved.is_dir())
+            remove_tree(moved)
         else:
-            source.unlink()
+            shutil.move(moved, target)
+    elif is_url(moved):
+        target.fs.mv(moved.path, target.path, recursive=moved.is_dir())
+    else:
+        target.fs.put(os.fspath(moved), target.path, recursive=moved.is_dir())
+        if moved.is_dir():
+            remove_tree(moved)
+        else:
+            moved.unlink()
 
 
 #: fsspec's names of object stores, where a "move" copies every object and deletes the old ones (no rename).
 OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl", "oss"})
 
 
-def moves_by_copying(path: Path | UPath) -> bool:
+def relative_name(path: Folder, folder: Folder) -> str:
+    """``path``'s name under ``folder``, which holds it, parts joined by ``/`` (``relative_to``, which a local
+    ``Path`` and a ``UPath`` type apart)."""
+    return "/".join(path.parts[len(folder.parts) :])
+
+
+def moves_by_copying(path: Folder) -> bool:
     """Whether moving ``path`` copies its every byte: a folder on an object store (S3 and its kin)."""
     return is_url(path) and path.protocol in OBJECT_STORES
 
 
-def remove_tree(path: Path | UPath) -> None:
+def remove_tree(path: Folder) -> None:
     """Remove a folder and everything in it; nothing when it is not there."""
     if is_url(path):
         if path.exists():
@@ -127,14 +148,23 @@ def remove_tree(path: Path | UPath) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def read_card(path: Path | UPath):
+def read_card(path: Folder) -> DatasetCard:
     """A folder's dataset card (the folder local or at a URL), read as ``DatasetCard.load`` reads it: newlines kept."""
     from huggingface_hub import DatasetCard
 
     return DatasetCard(path.read_bytes().decode("utf-8"))
 
 
-def write_text(path: Path | UPath, text: str) -> None:
+def configs_of_card(card: DatasetCard) -> MetadataConfigs:
+    """The configs a card's YAML declares (their ``data_files``), as ``datasets`` reads them."""
+    from datasets.utils.metadata import MetadataConfigs
+    from huggingface_hub import DatasetCardData
+
+    # A DatasetCard makes its data a DatasetCardData (its card_data_class); RepoCard annotates it as the base class.
+    return MetadataConfigs.from_dataset_card_data(cast(DatasetCardData, card.data))
+
+
+def write_text(path: Folder, text: str) -> None:
     """Write ``text`` as UTF-8, its newlines as they are (a card's bytes do not depend on the system)."""
     with path.open("wb") as handle:
         handle.write(text.encode("utf-8"))
@@ -212,21 +242,23 @@ def url_files(url: str, suffixes: tuple[str, ...], recursive: bool = False) -> l
     return [(name, prefix if found == [root] else f"{prefix}/{name}") for name in names]
 
 
-def open_url(url: str, compression: str | None = None):
+def open_url(url: str, compression: str | None = None) -> BinaryIO:
     """A file under a URL, opened with fsspec where a task reads it (no download; seeks are range reads).
     ``compression="gzip"``: its decompressed bytes (closing it closes the file under it too)."""
     import fsspec
 
-    return fsspec.open(fsspec_url(url), "rb", compression=compression).open()
+    fs, path = fsspec.core.url_to_fs(fsspec_url(url))
+    # (opened "rb", a binary file object, which fsspec annotates as any IO)
+    return cast(BinaryIO, fsspec.core.OpenFile(fs, path, "rb", compression=compression).open())
 
 
-def open_file(path: str | os.PathLike):
+def open_file(path: str | os.PathLike[str]) -> BinaryIO:
     """A source file's bytes: a local path opened here, a URL through fsspec (``open_url``)."""
     text = os.fspath(path)
     return open_url(text) if "://" in text else open(text, "rb")
 
 
-def local_copy(url: str, folder: str | os.PathLike) -> str:
+def local_copy(url: str, folder: str | os.PathLike[str]) -> str:
     """A copy of the file or folder at ``url`` in the local ``folder``, under its own name (a reader that goes by
     the name, as ``.gz`` does, reads it the same), made once per version: the URL, and the sizes and the times or
     ETags its file system reports of each file. A ``file://`` URL is its own local copy."""

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from convhub.storage.abandoned import (
+    FolderT,
     claim,
     is_abandoned,
     marked_dir,
@@ -37,7 +38,9 @@ from convhub.storage.abandoned import (
     sweep_abandoned,
 )
 from convhub.storage.folders import (
+    Folder,
     Location,
+    PathArg,
     is_url,
     location,
     move,
@@ -55,12 +58,12 @@ class OutputError(ValueError):
     """An output folder convhub must not write: one line for the user, raised before any work."""
 
 
-def made_by_convhub(folder: Path) -> bool:
+def made_by_convhub(folder: Folder) -> bool:
     """Whether ``folder`` holds the marker a convhub run writes into every folder it makes."""
     return (folder / MARKER).is_file()
 
 
-def check_output(output: Path, overwrite: bool = False, inputs: Iterable[str | os.PathLike] = ()) -> None:
+def check_output(output: Folder, overwrite: bool = False, inputs: Iterable[PathArg | None] = ()) -> None:
     """Refuse, before any work, an ``output`` that convhub may not write or replace.
 
     ``inputs`` are the files and folders the run reads (a data folder, the builds a mixture reads):
@@ -93,7 +96,7 @@ def check_output(output: Path, overwrite: bool = False, inputs: Iterable[str | o
     _check_not_users(output, overwrite)
 
 
-def _check_not_users(output: Path, overwrite: bool) -> None:
+def _check_not_users(output: Folder, overwrite: bool) -> None:
     if output.exists() and not made_by_convhub(output) and any(output.iterdir()) and not overwrite:
         raise OutputError(
             f"{text_of(output)} holds files convhub did not write: refusing to replace it "
@@ -101,7 +104,7 @@ def _check_not_users(output: Path, overwrite: bool) -> None:
         )
 
 
-def _check_url_output(output, where: Location, overwrite: bool, inputs: Iterable[str | os.PathLike]) -> None:
+def _check_url_output(output, where: Location, overwrite: bool, inputs: Iterable[PathArg | None]) -> None:
     """``check_output`` for a folder at a URL: the inputs compared as URLs first (as their file systems name
     them, none asked: ``folders.location``), then what the folder holds."""
     name = text_of(output)
@@ -131,7 +134,7 @@ def _holds(folder: str, url: str) -> bool:
     return location(folder).holds(location(url))
 
 
-def _local_paths(inputs: Iterable[str | os.PathLike]) -> Iterator[Path]:
+def _local_paths(inputs: Iterable[PathArg | None]) -> Iterator[Path]:
     """The inputs that are local paths (an ``hf://`` or Hub repo id is not; ``file://`` and a cache over a
     local file are), resolved."""
     for value in inputs:
@@ -150,8 +153,8 @@ def _local_paths(inputs: Iterable[str | os.PathLike]) -> Iterator[Path]:
 
 @contextmanager
 def staged_folder(
-    output: Path, overwrite: bool = False, inputs: Iterable[str | os.PathLike] = ()
-) -> Iterator[Path]:
+    output: FolderT, overwrite: bool = False, inputs: Iterable[PathArg | None] = ()
+) -> Iterator[FolderT]:
     """A hidden folder beside ``output`` to write into. When the block ends normally it takes ``output``'s
     place; on any error it is removed and ``output`` (an earlier build, say) stays as it was.
 
@@ -184,7 +187,7 @@ def partial_prefix(output) -> str:
 
 
 @contextmanager
-def _staged_url_folder(output, overwrite: bool, inputs: Iterable[str | os.PathLike]) -> Iterator:
+def _staged_url_folder(output, overwrite: bool, inputs: Iterable[PathArg | None]) -> Iterator:
     """``staged_folder`` on a remote file system: the staging folder gets a random name beside ``output``.
 
     On an object store (S3), where there are no folders, only objects under a common prefix, and no rename (a

@@ -4,10 +4,12 @@ and a 论坛 shard): every quirk of SOURCES.md, nothing lost, the build, the car
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from datetime import datetime
 
 import datasets
+import numpy as np
 import pytest
 
 from convhub.build import build_source, check_source
@@ -130,22 +132,36 @@ def test_partitions_are_removed_after_check(tmp_path, monkeypatch):
     assert leftovers == []
 
 
+#: The four scripts as patterns: the specification that detect_language's table lookup must match.
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+KANA = re.compile(r"[\u3040-\u30ff]+")
+HANGUL = re.compile(r"[\uac00-\ud7af]+")
+LATIN_WORD = re.compile(r"[A-Za-z]+")
+
+
+def script_counts(sample: str) -> tuple[int, int, int, int]:
+    """Kana, Hangul and CJK characters and Latin words of ``sample``, counted as detect_language counts them."""
+    classes = languages._script_classes(sample)
+    counts = np.bincount(classes, minlength=5)
+    kinds = (languages._KANA, languages._HANGUL, languages._CJK)
+    return (*(int(counts[kind]) for kind in kinds), languages._latin_words(classes))
+
+
 def test_script_counts_are_the_regex_counts():
-    """detect_language counts scripts with numpy; the counts are those of the module's patterns."""
+    """detect_language counts scripts with numpy; the counts are those of the patterns."""
     import random
 
     def regex_counts(sample: str) -> tuple[int, ...]:
-        scripts = (languages.KANA, languages.HANGUL, languages.CJK)
         return (
-            *(sum(map(len, s.findall(sample))) for s in scripts),
-            len(languages.LATIN_WORD.findall(sample)),
+            *(sum(map(len, s.findall(sample))) for s in (KANA, HANGUL, CJK)),
+            len(LATIN_WORD.findall(sample)),
         )
 
     rng = random.Random(0)
     alphabet = "abcXYZ 123,。的一是あいアイ한국어\ud800\U0001f600ＡＢ\u3400\uf900\u4dbf\u9fff\u30ff\u3040@[`{"
     for _ in range(3000):
         sample = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
-        assert languages._script_counts(sample) == regex_counts(sample)
+        assert script_counts(sample) == regex_counts(sample)
 
 
 def test_detect_language_decides_as_its_rule_on_every_count():
@@ -154,7 +170,7 @@ def test_detect_language_decides_as_its_rule_on_every_count():
     import random
 
     def by_the_rule(text: str) -> str:
-        kana, hangul, cjk, latin_words = languages._script_counts(text[: languages.LANGUAGE_SAMPLE_CHARS])
+        kana, hangul, cjk, latin_words = script_counts(text[: languages.LANGUAGE_SAMPLE_CHARS])
         if kana and kana * 5 >= cjk:
             return "ja"
         if hangul > cjk and hangul >= latin_words:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections.abc
 import datetime
 import types
 import typing
@@ -37,7 +38,11 @@ def _check(typed: type, features: dict, path: str) -> None:
             assert typing.is_typeddict(base), (path, name, hint)
             _check(base, feature, f"{path}.{name}")
             continue
-        assert base is _python_type(feature), (path, name, hint, feature)
+        # a list the record may hold as another sequence (a long session's turns as an Arrow array) says so
+        allowed = (
+            (list, collections.abc.Sequence) if _python_type(feature) is list else (_python_type(feature),)
+        )
+        assert base in allowed, (path, name, hint, feature)
         if isinstance(feature, List) and isinstance(feature.feature, dict):
             (item,) = args
             _check(item, feature.feature, f"{path}.{name}")

@@ -27,13 +27,12 @@ import os
 import re
 import stat
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from convhub.engine.readers.json_list import SkippedBytes
 from convhub.engine.readers.storable import unencodable_field
 from convhub.errors import SourceError
-from convhub.storage.folders import folder_at, is_url, move
+from convhub.storage.folders import Folder, PathArg, folder_at, is_url, move
 from convhub.storage.staging import OutputError
 
 ON_BAD_RECORD = ("raise", "skip")
@@ -55,7 +54,7 @@ def check_policy(on_bad_record: str) -> str:
     return on_bad_record
 
 
-def path_beside(output: str | os.PathLike) -> Path:
+def path_beside(output: PathArg) -> Folder:
     """``<output>.quarantine.jsonl``, in the output's parent folder (outside what push uploads; a URL for a
     folder at a URL)."""
     output = folder_at(output)
@@ -195,7 +194,7 @@ def _json_text(value: Any) -> str:
 FIRST_LINE_LIMIT = 4 * 2**20
 
 
-def check_replaceable(target: str | os.PathLike) -> None:
+def check_replaceable(target: PathArg) -> None:
     """Refuse a quarantine path that holds a file convhub did not write (its first line is no rejection).
 
     Only a regular file is read, and only its first line up to :data:`FIRST_LINE_LIMIT` characters: a device
@@ -218,7 +217,7 @@ def check_replaceable(target: str | os.PathLike) -> None:
         raise refused
 
 
-def _regular_file(target: Path) -> bool:
+def _regular_file(target: Folder) -> bool:
     """Whether ``target`` is a regular file, asked without opening it (a FIFO's open would wait for a writer)."""
     if is_url(target):
         return target.is_file()  # (an fsspec file system has no devices or FIFOs)
@@ -228,7 +227,7 @@ def _regular_file(target: Path) -> bool:
         return False
 
 
-def save(entries: list[dict[str, Any]], target: str | os.PathLike) -> None:
+def save(entries: list[dict[str, Any]], target: PathArg) -> None:
     """Write the quarantine file whole (through a temporary name, so a reader never sees half of it)."""
     target = folder_at(target)
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
@@ -239,4 +238,4 @@ def save(entries: list[dict[str, Any]], target: str | os.PathLike) -> None:
         target.unlink(missing_ok=True)  # (fsspec's move does not replace a file everywhere)
         move(partial, target)
     else:
-        os.replace(partial, target)
+        partial.replace(target)

@@ -74,7 +74,7 @@ class SplitStats:
     @classmethod
     def from_dict(cls, data: dict) -> SplitStats:
         counters = {name: Counter(data.pop(name, {})) for name in cls.COUNTERS}
-        return cls(**data, **counters)
+        return cls(**{**data, **counters})
 
     def row(self) -> dict:
         """The figures a statistics table shows, rounded for reading."""

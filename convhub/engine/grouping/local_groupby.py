@@ -370,7 +370,8 @@ def read_partition(shard: Partition) -> Iterator[tuple[SortKey, bytes]]:
     partitioned = shard.partitioned
     with contextlib.ExitStack() as stack:
         descriptors = [stack.enter_context(open(path, "rb")).fileno() for path in partitioned.rows]
-        for group, rows in partition_keys(partitioned, shard.partition, tuple(shard.part)):
+        number, of = shard.part
+        for group, rows in partition_keys(partitioned, shard.partition, (number, of)):
             # popped, not iterated: each row's order is let go once read, so a long conversation's keys do not all
             # stay beside the rows made of them
             rows.reverse()

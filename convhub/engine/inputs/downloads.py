@@ -47,9 +47,16 @@ def source_url(url: str) -> str:
 
 def timeout_seconds() -> float:
     """The limit: :data:`TIMEOUT_ENV` when it is a positive number, else :data:`DEFAULT_TIMEOUT`."""
-    from convhub.publish.hub_client import positive_seconds
-
     return positive_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT)
+
+
+def positive_seconds(variable: str, default: float) -> float:
+    """The environment ``variable`` as seconds when it is a positive number, else ``default``."""
+    try:
+        value = float(os.environ.get(variable, ""))
+    except ValueError:
+        return default
+    return value if value > 0 else default
 
 
 async def _client_with_timeouts(**client_kwargs):

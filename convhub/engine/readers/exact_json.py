@@ -9,7 +9,6 @@ of the sources' JSON goes through :func:`loads_exact`.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -18,6 +17,7 @@ from typing import Any
 import orjson
 
 from convhub.errors import NESTED_TOO_DEEPLY, SourceError
+from convhub.schema import floats_in
 
 #: Each byte → ``0`` for an ASCII digit, ``x`` otherwise: :func:`may_hold_long_integer` then finds runs of
 #: digits with one ``bytes.find`` (a regex over a whole file cost 3x the parse itself).
@@ -98,22 +98,6 @@ def load_object(raw: bytes, path: str | os.PathLike, place: str) -> dict[str, An
     return value
 
 
-def floats_in(value: Any) -> Iterator[float]:
-    """Every float in a decoded JSON value (containers walked without recursion; scalars never stacked)."""
-    if type(value) is float:
-        yield value
-        return
-    pending = [value] if type(value) in _CONTAINERS else []
-    while pending:
-        container = pending.pop()
-        for item in container.values() if type(container) is dict else container:
-            kind = type(item)
-            if kind is float:
-                yield item
-            elif kind in _CONTAINERS:
-                pending.append(item)
-
-
 _CONTAINERS = (dict, list, tuple)
 
 
@@ -121,11 +105,6 @@ def holds_float(value: Any) -> bool:
     """True when orjson's reading of ``value`` may differ from json's (an integer past 64 bits became a
     float); a value without floats is what both read exactly."""
     return next(floats_in(value), None) is not None
-
-
-def holds_non_finite_float(value: Any) -> bool:
-    """True when orjson would write ``value`` differently from json (NaN and infinities become null)."""
-    return any(not math.isfinite(number) for number in floats_in(value))
 
 
 # -- one JSON document where JSON Lines are expected ----------------------------------------------------

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from datasets.utils.file_utils import xopen
 
@@ -55,14 +55,14 @@ def open_source(path: str | os.PathLike) -> BinaryIO:
 
 def open_streamed(path: str, download_config=None) -> BinaryIO:
     """A file ``datasets`` streams (``as_streaming_dataset``): its ``xopen`` reads URLs and fsspec paths."""
-    return xopen(path, "rb", download_config=download_config)
+    return cast(BinaryIO, xopen(path, "rb", download_config=download_config))  # ("rb": binary, typed any IO)
 
 
 @contextmanager
 def decompressed(path: str | os.PathLike, opener: Opener = open_source) -> Iterator[tuple[BinaryIO, bool]]:
     """(the file's bytes, whether it is gzip): gunzipped when it begins as gzip does, whatever its name, so that
     offsets count its text."""
-    with opener(path) as raw:
+    with opener(os.fspath(path)) as raw:
         buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
         if buffered.peek(2)[:2] != GZIP_MAGIC:
             yield buffered, False

@@ -17,9 +17,10 @@ import os
 import posixpath
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Required, TypedDict, cast
 
 import datasets
+from datasets import config as datasets_config
 from datasets.builder import Key
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 
@@ -61,7 +62,7 @@ def download_folder(dl_manager: datasets.DownloadManager) -> str:
     """Where a source copies a file it reads at a URL: the download folder of ``datasets``' manager (a build's own
     work folder; a stream's or a check's cache)."""
     config = getattr(dl_manager, "download_config", None)
-    return getattr(config, "cache_dir", None) or datasets.config.DOWNLOADED_DATASETS_PATH
+    return str(getattr(config, "cache_dir", None) or datasets_config.DOWNLOADED_DATASETS_PATH)
 
 
 def group_shard(files: list[tuple[str, str]], sizes: list[int], partition_bytes: int) -> GroupShard:
@@ -92,8 +93,18 @@ class ConvHubConfig(datasets.BuilderConfig):
     errata: str | None = None
 
 
+class CardLicense(TypedDict, total=False):
+    """The card's license keys (``ConversationBuilder.card_license``): a None one is left out of the card."""
+
+    license: Required[str]
+    license_name: str | None
+    license_link: str | None
+
+
 class ConversationBuilder(datasets.GeneratorBasedBuilder):
     """Shared views for one source; subclasses set the class attributes and the two parse hooks."""
+
+    config: ConvHubConfig  # (datasets makes it of BUILDER_CONFIG_CLASS)
 
     SOURCE: ClassVar[str]
     HUB_NAME: ClassVar[str]  # the folder and Hub repo name, e.g. "locomo-unified"
@@ -171,7 +182,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         ]
 
     @classmethod
-    def card_license(cls, subsets: list[str]) -> dict[str, str]:
+    def card_license(cls, subsets: list[str]) -> CardLicense:
         """The card's ``license`` for a build of ``subsets`` (and ``license_name`` / ``license_link`` for other)."""
         if cls.LICENSE != "other":
             return {"license": cls.LICENSE}
@@ -222,7 +233,9 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         keeps the files of those stems (``source_files.files_by_stem``)."""
         data_dir = self.config.data_dir
         if data_dir is None:
-            files = [(posixpath.basename(url), dl_manager.download(source_url(url)))]
+            files = [
+                (posixpath.basename(url), cast(str, dl_manager.download(source_url(url))))
+            ]  # one URL, one path
         else:
             files = find_files(data_dir, reader, kind=kind)
         return files_by_stem(files, self.config.subsets, self.SOURCE, kind)
@@ -393,7 +406,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         if not isinstance(shard, GroupShard):
             return [shard]
         processes = self._build_processes or 1
-        return local_groupby.partition_shards(self, shard, processes, self.SLICE_BYTES)
+        return [*local_groupby.partition_shards(self, shard, processes, self.SLICE_BYTES)]
 
     def _split_generators(self, dl_manager):
         shards = self.local_shards(dl_manager)
@@ -406,7 +419,8 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         view = self.view
         if view.name == QA.name and not self.HAS_QUESTIONS:
             return
-        report = Report() if self.config.report_dir and not view.is_table else None
+        report_dir = self.config.report_dir
+        report = Report() if report_dir and not view.is_table else None
         for shard_index, shard in enumerate(shards):
             if view.is_table:
                 rows = self._table_rows(view, shard)
@@ -418,8 +432,8 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
                 rows = each_made_with_fewer_collections(view.rows_of(records))
             for row_index, row in enumerate(rows):
                 yield Key(shard_index, row_index), row
-        if report:
-            report.save(self.config.report_dir)
+        if report and report_dir:
+            report.save(report_dir)
 
     def download_and_prepare(self, *args, num_proc: int | None = None, **kwargs):
         """``datasets``' own build (convhub builds with ``convhub.engine.runners.local`` instead), its ``num_proc``

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -19,6 +19,10 @@ from convhub.engine.runners.memory import give_back_pages
 SESSION_TURN_TYPE: pa.StructType = (
     schema.SESSIONS_FEATURES.arrow_schema.field("sessions").type.value_type.field("turns").type.value_type
 )
+
+
+#: A row as a parser made it (a dict, a schema TypedDict such as ``schema.Turn``).
+RowT = TypeVar("RowT")
 
 
 class ArrowList(Sequence):
@@ -51,7 +55,7 @@ class ArrowList(Sequence):
         return cls(pa.concat_arrays(chunks))
 
     @classmethod
-    def of_rows(cls, rows: Iterable[dict], struct_type: pa.StructType) -> ArrowList | list[dict]:
+    def of_rows(cls, rows: Iterable[RowT], struct_type: pa.StructType) -> ArrowList | list[RowT]:
         """``rows`` (dicts of ``struct_type``'s fields, made as they are read: a parser's turns) as one
         ``ArrowList``, converted ``ROWS_CHUNK`` at a time, so that only a chunk of dicts lives at once: a LoCoMo
         turn is about 440 bytes of Python for 60 bytes of JSON. Fewer than ``ROWS_CHUNK`` rows stay the list of
@@ -87,7 +91,7 @@ class ArrowList(Sequence):
         return f"ArrowList({len(self)} {self.array.type})"
 
 
-def session_turns(turns: Iterable[dict]) -> ArrowList | list[dict]:
+def session_turns(turns: Iterable[RowT]) -> ArrowList | list[RowT]:
     """A parser's turns of one session (dicts of the ``sessions`` table's turn type, made as they are read) as
     ``ArrowList.of_rows`` keeps them: a long session's as one Arrow array, a short one's as the dicts."""
     return ArrowList.of_rows(turns, SESSION_TURN_TYPE)

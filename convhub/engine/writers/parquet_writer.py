@@ -101,7 +101,8 @@ class ParquetWriter:
             self._writer = pq.ParquetWriter(
                 self._stream if self._stream is not None else self.path,
                 self.schema,
-                use_content_defined_chunking=CONTENT_DEFINED_CHUNKING,
+                # pyarrow annotates a bool; its documentation and its code take a dict of the chunker's options
+                use_content_defined_chunking=CONTENT_DEFINED_CHUNKING,  # pyright: ignore[reportArgumentType]
                 write_page_index=True,
                 **column_options(self.schema),
             )

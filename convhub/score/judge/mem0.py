@@ -98,7 +98,9 @@ def add_accuracy(report: Report, items: list[Scored], judge: Judge) -> None:
     for item, label in zip(scored, labels, strict=True):
         by_category.setdefault(item.question["category_id"], []).append(float(label))
     for category_id, values in by_category.items():
-        figures = report["by_category"].get(CATEGORY_NAMES[category_id])
+        figures = report.get("by_category", {}).get(CATEGORY_NAMES[category_id])
         if figures is not None:
             figures["accuracy"] = mean(values)
-    report["overall_without_adversarial"]["accuracy"] = mean([float(label) for label in labels])
+    report.setdefault("overall_without_adversarial", {})["accuracy"] = mean(
+        [float(label) for label in labels]
+    )
