@@ -20,7 +20,7 @@ KNOWN_ERRORS = Counter(
     {
         # _Run.staging is a Path, and the staging folder of an output at a URL a UPath (the engine's interface,
         # Engine.scratch and write_config, types it Path too)
-        ("convhub/engine/build.py", "reportArgumentType"): 1,
+        ("convhub/build.py", "reportArgumentType"): 1,
         # decompressed() peeks into any BinaryIO and wraps one without peek in a BufferedReader
         ("convhub/engine/readers/json_lines.py", "reportArgumentType"): 1,
         ("convhub/engine/readers/json_lines.py", "reportAttributeAccessIssue"): 1,
