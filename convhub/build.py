@@ -201,10 +201,10 @@ class _Run:
     subsets: tuple[str, ...] | None
     engine: Engine
     work: Path
-    staging: Path
+    staging: Folder
     source_format: str | None = None
     sessions: ConfigBuild | None = None
-    sessions_root: Path | None = None
+    sessions_root: Folder | None = None
     left_out: list[tuple[str, str]] = field(default_factory=list)
     on_bad_record: str = "raise"
     errata: str | None = None
@@ -217,7 +217,7 @@ class _Run:
     processes: int = 0
 
     @property
-    def scratch(self) -> Path:
+    def scratch(self) -> Folder:
         """Where the engine's tasks write before their files are placed (``Engine.scratch``); a folder it makes
         in the staging folder (``ENGINE_WORK``) is removed before the card."""
         return self.engine.scratch(self.work, self.staging)
@@ -264,7 +264,7 @@ class _Run:
                 split_by_subset(self.staging, config)
         return built
 
-    def run_builder(self, name: str, root: Path, report: bool) -> ConfigBuild:
+    def run_builder(self, name: str, root: Folder, report: bool) -> ConfigBuild:
         report_dir = self.work / "reports"
         report_dir.mkdir(exist_ok=True)
         builder = self.builder_cls(

@@ -17,14 +17,14 @@ from convhub.engine.checks.stats import SplitStats, Statistics
 from convhub.engine.writers.output_shards import ConfigBuild
 from convhub.engine.writers.parquet_writer import write_parquet
 from convhub.errors import SourceError
-from convhub.storage.folders import parquet_file, read_parquet, text_of
+from convhub.storage.folders import Folder, parquet_file, read_parquet, text_of
 
 if TYPE_CHECKING:
     from convhub.engine.runners.engine import Engine
 
 
 def drop_duplicate_ids(
-    root: Path, sessions: ConfigBuild, on_bad_record: str, quarantine_dir: Path, engine: Engine
+    root: Folder, sessions: ConfigBuild, on_bad_record: str, quarantine_dir: Path, engine: Engine
 ) -> list[tuple[str, dict, str]]:
     """``conversation_id`` is unique in the dataset: checked over every sessions shard (under ``root``) by the
     ``engine`` (``Engine.repeated_rows``).
@@ -68,7 +68,7 @@ def drop_duplicate_ids(
 
 
 def drop_rows_of_duplicates(
-    built: ConfigBuild, staging: Path, duplicates: list[tuple[str, dict, str]]
+    built: ConfigBuild, staging: Folder, duplicates: list[tuple[str, dict, str]]
 ) -> None:
     """A source's own per-conversation config (``built``, under ``staging``) drops the rows of the sessions rows
     dropped as duplicates (``duplicates``, from ``drop_duplicate_ids``).
@@ -106,7 +106,7 @@ def drop_rows_of_duplicates(
             )
 
 
-def find_duplicate_ids(root: Path, built: ConfigBuild, engine: Engine) -> list[tuple[str, dict, dict]]:
+def find_duplicate_ids(root: Folder, built: ConfigBuild, engine: Engine) -> list[tuple[str, dict, dict]]:
     """(conversation_id, first place, later place) for every repeated id; a place names its subset, split, shard
     ``index`` and ``file`` (relative to ``root``) and its ``row`` there, the first in (split, shard, row) order.
 
@@ -135,7 +135,7 @@ def find_duplicate_ids(root: Path, built: ConfigBuild, engine: Engine) -> list[t
     return found
 
 
-def _row(path: Path, row: int) -> dict:
+def _row(path: Folder, row: int) -> dict:
     """Row ``row`` of a Parquet file, from the one row group that holds it (a ``sessions`` file may be 500 MB)."""
     file, start = parquet_file(path), 0
     for group in range(file.num_row_groups):
@@ -153,7 +153,7 @@ def forget(statistics: Statistics, split: str, record: dict) -> None:
     statistics.by_split_subset[(split, record["subset"])].subtract(removed)
 
 
-def write_shard(path: Path, table: pa.Table) -> None:
+def write_shard(path: Folder, table: pa.Table) -> None:
     """Write a shard's kept rows back as every shard is written (``parquet_writer.write_parquet``), the
     features read from the shard's own, not with pyarrow's defaults."""
     write_parquet(text_of(path), datasets.Features.from_arrow_schema(table.schema), lambda _: [table])

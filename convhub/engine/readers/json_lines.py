@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO, Protocol, cast, runtime_checkable
 
 from datasets.utils.file_utils import xopen
 
@@ -58,12 +58,27 @@ def open_streamed(path: str, download_config=None) -> BinaryIO:
     return cast(BinaryIO, xopen(path, "rb", download_config=download_config))  # ("rb": binary, typed any IO)
 
 
+@runtime_checkable
+class Peekable(Protocol):
+    """A stream that shows its next bytes without reading them (io's buffered files, a zip member, a gzip)."""
+
+    def peek(self, size: int = 0, /) -> bytes: ...
+
+
+#: A file's bytes as :func:`decompressed` gives them: the file itself, or the gzip's text.
+DecompressedStream = BinaryIO | gzip.GzipFile
+
+
 @contextmanager
-def decompressed(path: str | os.PathLike, opener: Opener = open_source) -> Iterator[tuple[BinaryIO, bool]]:
+def decompressed(
+    path: str | os.PathLike, opener: Opener = open_source
+) -> Iterator[tuple[DecompressedStream, bool]]:
     """(the file's bytes, whether it is gzip): gunzipped when it begins as gzip does, whatever its name, so that
     offsets count its text."""
     with opener(os.fspath(path)) as raw:
-        buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
+        # typing's BinaryIO declares no readinto, which a BufferedReader reads through and which every file an
+        # opener gives has (io's and fsspec's)
+        buffered = raw if isinstance(raw, Peekable) else io.BufferedReader(cast(io.RawIOBase, raw))
         if buffered.peek(2)[:2] != GZIP_MAGIC:
             yield buffered, False
             return

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from convhub.engine.runners.child_processes import die_with_parent
 from convhub.engine.runners.local import SplitWritten, write_config
-from convhub.storage.folders import read_parquet
+from convhub.storage.folders import Folder, read_parquet
 
 #: The engine names ``convhub build --engine`` takes.
 ENGINES = ("local", "spark")
@@ -35,12 +35,14 @@ class Engine(Protocol):
 
     name: str
 
-    def scratch(self, work: Path, staging: Path) -> Path:
+    def scratch(self, work: Path, staging: Folder) -> Folder:
         """Where the engine's tasks write files the build then places: ``work`` (this machine's work folder) or a
         folder in ``staging`` (the output's own staging folder, which every machine of a cluster reaches)."""
         ...
 
-    def write_config(self, builder, folder: Path, download_dir: str | None = None) -> dict[str, SplitWritten]:
+    def write_config(
+        self, builder, folder: Folder, download_dir: str | None = None
+    ) -> dict[str, SplitWritten]:
         """Every split of ``builder``'s config as Parquet files in ``folder``: split → its files in order and its
         ``SplitInfo``. What the builder's workers report and reject goes to its config's ``report_dir`` and
         ``quarantine_dir``; a URL it reads may be downloaded into ``download_dir``."""
@@ -69,10 +71,16 @@ class LocalEngine:
     def __init__(self, num_proc: int | None = None):
         self.num_proc = num_proc
 
-    def scratch(self, work: Path, staging: Path) -> Path:
+    def scratch(self, work: Path, staging: Folder) -> Folder:
         return work
 
-    def write_config(self, builder, folder: Path, download_dir: str | None = None) -> dict[str, SplitWritten]:
+    def write_config(
+        self, builder, folder: Folder, download_dir: str | None = None
+    ) -> dict[str, SplitWritten]:
+        if not isinstance(folder, Path):  # (a local UPath is a Path)
+            raise ValueError(
+                f"the local engine writes in this machine's work folder (its scratch), not at {folder}"
+            )
         return write_config(builder, folder, self.num_proc, download_dir or str(folder / "downloads"))
 
     def map(self, function: Callable[[Any], Any], tasks: list) -> Generator:

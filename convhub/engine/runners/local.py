@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import datasets
 from datasets.builder import Key
@@ -262,9 +262,13 @@ def _in_workers(
     """Each job in a worker process; the updates reach the bar as they come, the results return in job order.
     The first job that fails stops the others (the pool is terminated) and its error is raised here."""
     import multiprocess  # datasets' dependency: pickles the builder (and a test's local class) with dill
+    from multiprocess.context import BaseContext
 
-    updates = multiprocess.Queue()
-    with multiprocess.Pool(len(cut), initializer=_start_worker, initargs=(updates, os.getpid())) as pool:
+    # the package copies its default context's methods (Queue, Pool, get_context) onto itself at import time, which
+    # a type checker cannot follow: typed as that context, it gives the context its Queue and Pool come from
+    context = cast(BaseContext, multiprocess).get_context()
+    updates = context.Queue()
+    with context.Pool(len(cut), initializer=_start_worker, initargs=(updates, os.getpid())) as pool:
         pending = [
             pool.apply_async(_job_in_worker, (builder, gen_kwargs, template, max_shard_bytes))
             for gen_kwargs, template in cut

@@ -41,7 +41,7 @@ import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 import datasets
 
@@ -55,7 +55,7 @@ from convhub.engine.sources.builder import fewer_collections
 from convhub.engine.sources.input_shards import GroupShard, SortedPartition
 from convhub.errors import EngineError, SourceError
 from convhub.storage.abandoned import MarkedTemporaryDirectory
-from convhub.storage.folders import parquet_file, text_of
+from convhub.storage.folders import Folder, parquet_file, text_of
 
 #: Marks a SourceError inside the text of Spark's error, for the driver to raise it again as itself.
 _ERROR_MARK = "convhub source error: "
@@ -194,13 +194,15 @@ class SparkEngine:
             row["file"] = named[row["file"]]
         return rows
 
-    def scratch(self, work: Path, staging: Path) -> Path:
+    def scratch(self, work: Path, staging: Folder) -> Folder:
         """A hidden folder in the staging folder: on a cluster it is wherever the output is (a URL, a shared
         file system), which every executor reaches; renaming from there into the layout stays on one file
         system."""
         return staging / ENGINE_WORK
 
-    def write_config(self, builder, folder: Path, download_dir: str | None = None) -> dict[str, SplitWritten]:
+    def write_config(
+        self, builder, folder: Folder, download_dir: str | None = None
+    ) -> dict[str, SplitWritten]:
         """Every split of ``builder``'s config as Parquet files in ``folder`` (a ``Path``, or a ``UPath`` at a
         URL), in the order the local build writes the same rows; a task that wrote no row leaves no file (but the
         split's first). The tasks' reports and rejected records are saved where the local build's workers save
@@ -280,8 +282,16 @@ def _partition_of(key: tuple[int, tuple]) -> int:
     return key[0]
 
 
-def _sort_key_of(key: tuple[int, tuple]) -> tuple:
-    return key[1]
+class Ordered(Protocol):
+    """What pyspark's stubs ask of a sort key (their ``SupportsOrdering``, in a stub-only module). They name
+    ``__lt__``'s argument (``other``) where tuple's is positional-only, so no tuple matches it for a type checker,
+    though Spark sorts tuples by their ``<``."""
+
+    def __lt__(self, other: Any) -> bool: ...
+
+
+def _sort_key_of(key: tuple[int, tuple]) -> Ordered:
+    return cast(Ordered, key[1])  # a tuple (see Ordered)
 
 
 #: The most Parquet files a Spark build writes for one split of a config: the Hub advises fewer than 10,000

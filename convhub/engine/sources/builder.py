@@ -52,13 +52,17 @@ from convhub.engine.sources.input_shards import (
 from convhub.errors import NESTED_TOO_DEEPLY, Notes, SourceError
 from convhub.views.definitions import DEFAULT_VIEW, QA, SHARED_VIEWS, Record, Row, View
 
+#: The download managers ``datasets`` gives ``_split_generators``: a build's, or a stream's (``as_streaming_dataset``),
+#: which reads URLs in place; a source's listing takes either.
+DownloadManagers = datasets.DownloadManager | StreamingDownloadManager
+
 
 def _too_deep(shard: Shard) -> SourceError:
     """Where a parser did not catch it by record: the shard is named."""
     return SourceError(shard_name(shard), None, None, NESTED_TOO_DEEPLY)
 
 
-def download_folder(dl_manager: datasets.DownloadManager) -> str:
+def download_folder(dl_manager: DownloadManagers) -> str:
     """Where a source copies a file it reads at a URL: the download folder of ``datasets``' manager (a build's own
     work folder; a stream's or a check's cache)."""
     config = getattr(dl_manager, "download_config", None)
@@ -224,7 +228,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         return os.path.join(os.path.dirname(inspect.getfile(cls)), "sample")
 
     def subset_files(
-        self, dl_manager: datasets.DownloadManager, url: str, reader: str, kind: FileKind = JSON_LINES
+        self, dl_manager: DownloadManagers, url: str, reader: str, kind: FileKind = JSON_LINES
     ) -> list[tuple[str, str]]:
         """(name, local path or URL) of each file a source of one subset per file reads: the files of ``kind`` in
         ``--data-dir`` (a folder, a file or a URL; ``reader`` names the source in its errors), else the file at
@@ -240,7 +244,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
             files = find_files(data_dir, reader, kind=kind)
         return files_by_stem(files, self.config.subsets, self.SOURCE, kind)
 
-    def listed_files(self, dl_manager: datasets.DownloadManager, url: str | None = None) -> list[SourceFile]:
+    def listed_files(self, dl_manager: DownloadManagers, url: str | None = None) -> list[SourceFile]:
         """The files ``LISTING`` finds in ``--data-dir`` (a folder, a file or a URL), each with its subset and
         split, those of ``--subset`` only; without ``--data-dir``, the file at ``url`` downloaded (from its mirror
         when ``CONVHUB_SOURCE_MIRROR`` is set), named by the URL's file name, in the URL's folder."""
@@ -257,7 +261,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
 
     # -- hooks a source implements -------------------------------------------------------------
 
-    def shards(self, dl_manager: datasets.DownloadManager) -> dict[str, list[Shard]]:
+    def shards(self, dl_manager: DownloadManagers) -> dict[str, list[Shard]]:
         """Split name → the shards of that split (local paths after download). Files whose rows of one
         conversation may lie anywhere (MNBVC's multi-turn rows) are one ``group_shard``: each engine reads each of
         its files with ``keyed_rows``, moves every row to its partition, sorts each partition by the rows' keys
@@ -287,7 +291,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
             unique = UniqueIds(self.ID_FIELD, first_files)
         return convert_records(items, type(self).CONVERT, notes, self.reject, unique)
 
-    def _start_listing(self, dl_manager: datasets.DownloadManager) -> None:
+    def _start_listing(self, dl_manager: DownloadManagers) -> None:
         """Before the shards are listed: which ids this process's records are checked against across files."""
         streaming = isinstance(dl_manager, StreamingDownloadManager)
         across = self.ID_ACROSS_FILES and (streaming or self.config.on_bad_record == "raise")
@@ -299,7 +303,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
 
     # -- for an engine that moves rows itself (``convhub.engine.runners.spark``) ---------------------------------
 
-    def engine_shards(self, dl_manager: datasets.DownloadManager) -> dict[str, list[Shard]]:
+    def engine_shards(self, dl_manager: DownloadManagers) -> dict[str, list[Shard]]:
         """The shards an engine other than the local one reads: ``shards``, where a source has no reason to list
         them otherwise (MNBVC reads a URL ``--data-dir`` in the engine's tasks, not after a download)."""
         self._start_listing(dl_manager)
@@ -390,7 +394,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
             citation=self.CITATION,
         )
 
-    def local_shards(self, dl_manager: datasets.DownloadManager) -> dict[str, list[Shard]]:
+    def local_shards(self, dl_manager: DownloadManagers) -> dict[str, list[Shard]]:
         """``shards`` as the local engine reads them: each ``group_shard`` regrouped by the embedded engine
         (``convhub.engine.grouping.local_groupby``, in the build's ``num_proc`` processes) into one shard per slice of each partition.
         With fewer collections: a source's listing may parse it whole (ConvLab's index scan, GigaMemory's grouping),
@@ -415,7 +419,12 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
             for split, split_shards in shards.items()
         ]
 
-    def _generate_examples(self, shards: list[Shard], split: str | None = None) -> Iterator[tuple[Key, Row]]:
+    def _generate_examples(self, **gen_kwargs: Any) -> Iterator[tuple[Key, Row]]:
+        """``datasets``' hook, declared with ``**kwargs`` there: given the ``gen_kwargs`` of ``_split_generators``."""
+        return self.split_rows(**gen_kwargs)
+
+    def split_rows(self, shards: list[Shard], split: str) -> Iterator[tuple[Key, Row]]:
+        """The rows of ``shards`` of ``split`` (keyed by shard and row), its report saved when one is asked for."""
         view = self.view
         if view.name == QA.name and not self.HAS_QUESTIONS:
             return

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import datasets
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from convhub.engine.writers.parquet_writer import ParquetWriter
-from convhub.storage.folders import move, parquet_file, read_parquet, text_of
+from convhub.storage.folders import Folder, move, parquet_file, read_parquet, text_of
 
 #: A split name every reader takes: word characters, parts joined by single dots (``fullmatch``): it becomes part
 #: of a shard's file name, so no separator, no ``..`` and no line break.
@@ -44,7 +43,7 @@ def shard_path(config: str, split: str, index: int, total: int) -> str:
 SHARD_PATH = re.compile(r"^[^/]+/(?:[^/]+/)?[^/]+-\d{5}-of-\d{5}\.parquet$")
 
 
-def split_by_subset(staging: Path, built: ConfigBuild, batch_rows: int = 256) -> None:
+def split_by_subset(staging: Folder, built: ConfigBuild, batch_rows: int = 256) -> None:
     """Rewrite each split of ``built`` as one Parquet file per subset: ``<config>/<subset>/<split>-...``.
 
     The card then offers ``<config>-<subset>`` configs that load one subset alone, while ``<config>`` lists
@@ -87,7 +86,7 @@ def split_by_subset(staging: Path, built: ConfigBuild, batch_rows: int = 256) ->
             built.files[split].append(relative)
 
 
-def _move_to_subset(staging: Path, built: ConfigBuild, split: str, subset: str) -> None:
+def _move_to_subset(staging: Folder, built: ConfigBuild, split: str, subset: str) -> None:
     """Every row of ``split`` is in ``subset``: its files become that subset's files by a rename."""
     moved = []
     for index, relative in enumerate(built.files[split]):
