@@ -161,7 +161,7 @@ def _threshold_probe(source: str):
 def test_the_cycle_collector_runs_less_often_while_parsing_and_is_restored(tmp_path):
     import gc
 
-    from convhub.engine.sources.builder import GC_YOUNG_THRESHOLD
+    from convhub.engine.runners.memory import GC_YOUNG_THRESHOLD
 
     Probe, seen = _threshold_probe("locomo")
     before = gc.get_threshold()
@@ -176,7 +176,7 @@ def test_the_cycle_collector_runs_less_often_while_parsing_and_is_restored(tmp_p
 def test_convhub_check_parses_with_the_collector_relaxed_and_restores_it():
     import gc
 
-    from convhub.engine.sources.builder import GC_YOUNG_THRESHOLD
+    from convhub.engine.runners.memory import GC_YOUNG_THRESHOLD
 
     Probe, seen = _threshold_probe("locomo")
     before = gc.get_threshold()
@@ -188,7 +188,7 @@ def test_convhub_check_parses_with_the_collector_relaxed_and_restores_it():
 def test_a_stream_parses_with_the_collector_relaxed_and_hands_each_row_back_without():
     import gc
 
-    from convhub.engine.sources.builder import GC_YOUNG_THRESHOLD
+    from convhub.engine.runners.memory import GC_YOUNG_THRESHOLD
 
     Probe, seen = _threshold_probe("locomo")
     before = gc.get_threshold()
@@ -202,7 +202,7 @@ def test_a_stream_parses_with_the_collector_relaxed_and_hands_each_row_back_with
 def test_a_stream_scans_its_shards_with_the_collector_relaxed_too():
     import gc
 
-    from convhub.engine.sources.builder import GC_YOUNG_THRESHOLD
+    from convhub.engine.runners.memory import GC_YOUNG_THRESHOLD
 
     convlab = registry.get("convlab")
     seen = []

@@ -41,7 +41,7 @@ from datasets.builder import Key
 from convhub.engine.runners import progress
 from convhub.engine.runners.child_processes import die_with_parent
 from convhub.engine.runners.cuts import balanced_runs, even_runs
-from convhub.engine.runners.memory import LARGE_TABLE_BYTES, give_back_pages
+from convhub.engine.runners.memory import LARGE_TABLE_BYTES, fewer_collections, give_back_pages
 from convhub.engine.sources.input_shards import shard_work
 from convhub.engine.writers.arrow_rows import rows_table
 from convhub.engine.writers.parquet_writer import ParquetWriter
@@ -100,7 +100,6 @@ def write_job(
 ) -> Iterator[progress.Progress | JobResult]:
     """The rows of ``builder._generate_examples(**gen_kwargs)`` written a writer batch at a time into files named
     ``path_template.format(file=N)``: ``progress.Progress`` updates as it goes, then the ``JobResult``."""
-    from convhub.engine.sources.builder import fewer_collections  # (builder imports this module)
 
     features = builder.info.features
     arrow_schema = features.arrow_schema
@@ -179,7 +178,6 @@ def write_config(
 ) -> dict[str, SplitWritten]:
     """Every split of ``builder``'s config as Parquet files in ``folder``; a URL the source reads is downloaded
     into ``download_dir``. Sets ``builder.processes_run``: the most processes a split ran in."""
-    from convhub.engine.sources.builder import fewer_collections
 
     builder._build_processes = num_proc or 1
     download_config = datasets.DownloadConfig(cache_dir=download_dir, num_proc=num_proc)

@@ -50,8 +50,7 @@ from convhub.engine.grouping.local_groupby import keyed_by_partition
 from convhub.engine.runners.cuts import consecutive_runs
 from convhub.engine.runners.engine import ENGINE_WORK
 from convhub.engine.runners.local import MAX_SHARD_BYTES, SplitWritten, run_job
-from convhub.engine.runners.memory import ARROW_VARIABLES
-from convhub.engine.sources.builder import fewer_collections
+from convhub.engine.runners.memory import ARROW_VARIABLES, fewer_collections
 from convhub.engine.sources.input_shards import GroupShard, SortedPartition
 from convhub.errors import EngineError, SourceError
 from convhub.storage.abandoned import MarkedTemporaryDirectory
