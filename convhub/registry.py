@@ -14,11 +14,11 @@ import importlib.util
 import inspect
 import pkgutil
 
-from convhub import builders
-from convhub.engine.sources.builder import ConversationBuilder
+from convhub.builder import ConversationBuilder
 
 #: Where the sources live: ``builders/`` at the checkout's root, imported through the ``convhub/builders`` link.
-PACKAGE = builders.__name__
+#: Looked up by name, as a plugin folder is: the sources import convhub, convhub never imports them by name.
+PACKAGE = "convhub.builders"
 #: The module of a source's folder that defines its builder.
 BUILDER_MODULE = "builder"
 
@@ -30,7 +30,11 @@ def names() -> list[str]:
 
 @functools.cache
 def _found() -> tuple[str, ...]:
-    packages = [module.name for module in pkgutil.iter_modules(builders.__path__) if module.ispkg]
+    packages = [
+        module.name
+        for module in pkgutil.iter_modules(importlib.import_module(PACKAGE).__path__)
+        if module.ispkg
+    ]
     return tuple(sorted(name for name in packages if not name.startswith("_") and _has_builder(name)))
 
 

@@ -14,7 +14,7 @@ from convhub import builders, registry
 ROOT = Path(__file__).resolve().parents[1]
 
 BUILDER = """
-from convhub.engine.sources.builder import ConversationBuilder
+from convhub.builder import ConversationBuilder
 
 
 class ToyBuilder(ConversationBuilder):

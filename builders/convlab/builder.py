@@ -16,11 +16,11 @@ from typing import ClassVar
 from datasets import Features, List, Value
 
 from convhub import schema
+from convhub.builder import CardLicense, ConversationBuilder, ConvHubConfig, download_folder
 from convhub.builders.convlab import parse
 from convhub.engine.inputs.downloads import source_url
 from convhub.engine.inputs.file_sets import DataInput, Layout, copied_here, inputs_in, listable
 from convhub.engine.readers import byte_ranges
-from convhub.engine.sources.builder import CardLicense, ConversationBuilder, ConvHubConfig, download_folder
 from convhub.engine.sources.input_shards import Shard, own_shard
 from convhub.errors import Notes
 from convhub.views.definitions import View

@@ -8,13 +8,13 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, ClassVar
 
+from convhub.builder import ConversationBuilder, download_folder
 from convhub.builders.gigamemory import parse
 from convhub.builders.gigamemory.parse import Line, where
 from convhub.engine.grouping import line_groups
 from convhub.engine.readers.contract import Place
 from convhub.engine.readers.exact_json import load_object
 from convhub.engine.readers.record_loop import convert_one, convert_records
-from convhub.engine.sources.builder import ConversationBuilder, download_folder
 from convhub.engine.sources.input_shards import own_shard
 from convhub.errors import Notes, Reject, SourceError, raise_error
 from convhub.storage.folders import local_copy

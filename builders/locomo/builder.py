@@ -11,11 +11,11 @@ from typing import Any, ClassVar
 from datasets import Features, List, Value
 
 from convhub import schema
+from convhub.builder import ConversationBuilder, ConvHubConfig
 from convhub.builders.locomo import audit, evidence, parse
 from convhub.engine.inputs.listing import JSON
 from convhub.engine.readers.contract import Place
 from convhub.engine.readers.json_list import JsonList
-from convhub.engine.sources.builder import ConversationBuilder, ConvHubConfig
 from convhub.engine.sources.input_shards import Shard, own_shard
 from convhub.errors import Notes, Reject, SourceError
 from convhub.views.definitions import View

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from convhub.builder import ConversationBuilder, ConvHubConfig
 from convhub.builders.longmemeval import parse
 from convhub.engine.inputs.listing import JSON_OR_EXTENSIONLESS, files_by_stem, find_files
 from convhub.engine.readers.json_list import JsonList
-from convhub.engine.sources.builder import ConversationBuilder, ConvHubConfig
 from convhub.engine.sources.input_shards import Shard
 
 #: Without ``--data-dir``: the oracle file (evidence sessions only, 15 MB) of the cleaned release (September

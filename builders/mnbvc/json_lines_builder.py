@@ -27,11 +27,11 @@ from typing import Any, ClassVar
 
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 
+from convhub.builder import ConversationBuilder, ConvHubConfig, group_shard
 from convhub.builders.mnbvc.formats import Formats
 from convhub.engine.grouping import local_groupby, sort_keys
 from convhub.engine.inputs.listing import find_files, hub_files
 from convhub.engine.readers import json_lines
-from convhub.engine.sources.builder import ConversationBuilder, ConvHubConfig, group_shard
 from convhub.engine.sources.input_shards import Shard, group_of, own_shard
 from convhub.errors import Notes, SourceError
 

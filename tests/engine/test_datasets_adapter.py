@@ -61,7 +61,7 @@ def _private_overrides(cls: type) -> set[tuple[str, str, str]]:
 def test_the_walk_finds_every_builder():
     """The check below sees the builders (a walk that found nothing would pass)."""
     from convhub import registry
-    from convhub.engine.sources.builder import ConversationBuilder
+    from convhub.builder import ConversationBuilder
 
     classes = set(_classes_of(convhub)) | set(_classes_of(builders))
     assert ConversationBuilder in classes

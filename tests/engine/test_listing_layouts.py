@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from convhub.builder import ConversationBuilder
 from convhub.engine.inputs.listing import (
     FROM_FILE,
     FROM_FOLDER,
@@ -16,7 +17,6 @@ from convhub.engine.inputs.listing import (
     Listing,
     SourceFile,
 )
-from convhub.engine.sources.builder import ConversationBuilder
 from convhub.errors import SourceError
 
 

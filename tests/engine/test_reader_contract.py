@@ -9,10 +9,10 @@ from typing import ClassVar
 
 import pytest
 
+from convhub.builder import ConversationBuilder
 from convhub.engine.readers.contract import Place
 from convhub.engine.readers.json_lines import JsonLines
 from convhub.engine.readers.json_list import JsonList
-from convhub.engine.sources.builder import ConversationBuilder
 from convhub.errors import FieldError, Notes, SourceError
 
 ELEMENTS = [{"id": "a", "text": "x"}, {"text": "no id"}, {"id": "", "text": "é"}]

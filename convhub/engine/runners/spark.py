@@ -45,7 +45,6 @@ from typing import Any, Protocol, cast
 
 import datasets
 
-from convhub.console import phases
 from convhub.engine.grouping.local_groupby import keyed_by_partition
 from convhub.engine.runners.cuts import consecutive_runs
 from convhub.engine.runners.engine import ENGINE_WORK
@@ -58,6 +57,9 @@ from convhub.storage.folders import Folder, parquet_file, text_of
 
 #: Marks a SourceError inside the text of Spark's error, for the driver to raise it again as itself.
 _ERROR_MARK = "convhub source error: "
+
+#: The build's phase lines (``convhub.console`` prints this logger's INFO lines as they are).
+phases = logging.getLogger("convhub.build")
 
 
 @dataclass
