@@ -1,36 +1,51 @@
 """The ``convhub`` command's entry point (``[project.scripts]``, and ``python -m convhub.cli``): Ctrl-C from the
 command's first moment is one line and exit status 130.
 
-The command's modules import ``datasets``, pyarrow and pandas, a second or more before ``main`` runs. A Ctrl-C in
-that time raised ``KeyboardInterrupt`` inside an import, outside ``main``'s handling of it: Python's traceback, and
-a process killed by SIGINT (status -2 to a caller, not 130). Here they are imported inside that handling; this
-module itself imports only the standard library and ``convhub.cli.errors``. What is left is the interpreter's own
-start and the import of this module, some tens of milliseconds.
+Before the command runs, its modules import ``datasets``, pyarrow and pandas and the parser imports each
+command's module: a second or two. A Ctrl-C then raised ``KeyboardInterrupt`` inside an import, where Python
+reports it as it may: itself, wrapped in the ``RuntimeError`` of a class body's ``__set_name__``, or as an
+extension module's ``ImportError: initialization failed`` (pybind11's, in scipy). And an interrupt that lands
+inside an extension module's own run of Python code marks the interpreter as ended by an unhandled Ctrl-C even
+once handled: Python then kills itself with SIGINT at exit (status -2 to a caller, not 130).
+
+So while the modules are imported and the command line parsed, Ctrl-C is held, not raised: the imports end
+whole, and then the command stops with its one line and 130 (nothing is open or written yet). This module
+itself imports only the standard library and ``convhub.cli.errors``; what is left unguarded is the
+interpreter's own start and this import, some tens of milliseconds.
 """
 
 from __future__ import annotations
 
-import os
+import signal
 import sys
+from types import FrameType
 
 from convhub.cli import errors as cli_errors
 from convhub.errors import kind_in_chain
 
 
 def console_main() -> None:
-    """Import the command, then run it (``main.console_main``); Ctrl-C during the imports: one line, 130."""
+    """Import the command and parse its line with Ctrl-C held, then run it (``main.console_main``)."""
+    pressed: list[int] = []
+    args = None
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        pressed.append(signum)
+
+    previous = signal.signal(signal.SIGINT, hold)
     try:
         from convhub.cli import main
+
+        args = main.parse(sys.argv[1:])
     except BaseException as error:
-        # Ctrl-C as itself, or wrapped by the import it broke (a class body's ``__set_name__`` raises RuntimeError
-        # from it)
+        # a Ctrl-C from before this handler was set, as itself or wrapped by the import it broke
         if kind_in_chain(error, KeyboardInterrupt) is None:
-            raise
-        status = cli_errors.interrupted(cli_errors.command_in(sys.argv[1:]))
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # Not sys.exit: an interrupt that lands inside an extension module's own run of Python code (its import)
-        # marks the interpreter as ended by an unhandled Ctrl-C even though it was handled here, and Python then
-        # kills itself with SIGINT at exit (status -2, seen 1 time in 8 at 0.5 s). Nothing is open or written yet.
-        os._exit(status)
-    main.console_main()
+            raise  # argparse's own exit (usage, --help), or a bug
+        pressed.append(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pressed or args is None:
+        sys.exit(cli_errors.interrupted(cli_errors.command_in(sys.argv[1:])))
+    from convhub.cli import main
+
+    main.console_main(args)

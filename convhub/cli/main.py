@@ -21,7 +21,7 @@ from convhub.cli import checks as cli_checks
 from convhub.cli import errors as cli_errors
 from convhub.cli.parsing import Parser
 from convhub.engine.checks.stats import markdown_table
-from convhub.errors import EngineError, UsageError
+from convhub.errors import EngineError, UsageError, kind_in_chain
 from convhub.publish import hub_errors
 from convhub.storage.folders import folder_at, local_output, text_of
 
@@ -421,28 +421,42 @@ def _push_mixture(folder: Path, args) -> int:
     return 0
 
 
-def console_main() -> None:
-    """``main``'s exit status, without the interpreter's last garbage collections (the command's entry point,
-    ``cli.entry``, runs it once this module is imported).
+def console_main(args: argparse.Namespace) -> None:
+    """Run the command ``parse`` read (``cli.entry`` parses it while it holds Ctrl-C) and exit with its status,
+    without the interpreter's last garbage collections.
 
     At exit Python looks for reference cycles among every object still alive, and a build keeps ``datasets``,
     pandas and pyarrow alive: 0.4-1.4 s between the last line printed and the prompt, each time. Frozen
     (``gc.freeze``), they are left to the process's end. Nothing convhub writes waits on that collection:
     files are closed and temporary folders removed before ``main`` returns, and ``atexit`` handlers and
     ``weakref.finalize`` calls still run."""
-    status = main()
+    status = run(args)
     gc.freeze()
     sys.exit(status)
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line read: logging set up, the parser built (each command's module imported) and run."""
+    console.setup_logging()
+    return build_parser().parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; a failure a user can act on is one line on stderr and its exit status
     (``cli_errors``: 2 usage, 1 data, 130 Ctrl-C), a bug keeps its traceback."""
     try:
-        console.setup_logging()
-        args = build_parser().parse_args(argv)
-    except KeyboardInterrupt:  # Ctrl-C while the command starts
+        args = parse(argv)
+    except Exception as error:  # Ctrl-C while the command starts, maybe wrapped by the import it broke
+        if kind_in_chain(error, KeyboardInterrupt) is None:
+            raise
         return cli_errors.interrupted(cli_errors.command_in(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:
+        return cli_errors.interrupted(cli_errors.command_in(sys.argv[1:] if argv is None else argv))
+    return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the parsed command: one line and an exit status for a failure a user can act on, or for Ctrl-C."""
     try:
         with cli_errors.interrupt_in_main_process_only():
             return _run(args)
@@ -487,5 +501,5 @@ def _run(args) -> int:
     return push.run(args)
 
 
-if __name__ == "__main__":  # ``python -m convhub.cli`` handles a Ctrl-C during these imports too
-    console_main()
+if __name__ == "__main__":
+    sys.exit(main())

@@ -31,7 +31,6 @@ from collections.abc import Generator
 from typing import Any
 
 from json_repair import repair_json
-from scipy.stats import kendalltau
 
 #: The ability whose rubric items add ``float(score)`` and which has an ordering score.
 EVENT_ORDERING = "event_ordering"
@@ -147,6 +146,9 @@ def ordering_scores(reference: list[str], system: list[str]) -> dict[str, float]
     def ranks(sequence: list[str]) -> list[int]:
         position = {item: index + 1 for index, item in enumerate(sequence)}
         return [position.get(item, absent) for item in union]
+
+    # scipy's import takes a second and loads extension modules: only a BEAM score pays it, not every command's start
+    from scipy.stats import kendalltau
 
     with warnings.catch_warnings():  # one item: scipy warns and gives NaN, as in BEAM
         warnings.simplefilter("ignore")

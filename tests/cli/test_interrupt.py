@@ -110,3 +110,16 @@ def test_ctrl_c_wrapped_by_the_import_it_broke_is_one_line_and_130(tmp_path):
     assert done.returncode == 130, done.stderr
     assert done.stderr.splitlines() == ["convhub build: interrupted; nothing was written"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_command_line_is_read_without_importing_scipy():
+    """scipy (BEAM's Kendall tau) loads extension modules for a second: a Ctrl-C in its import was reported as
+    "ImportError: initialization failed". Only a BEAM score imports it, not every command's start."""
+    code = (
+        "import sys\n"
+        "from convhub.cli import main\n"
+        "print(main.parse(['mix', 'recipe.yaml', '--output', 'out']).command)\n"
+        "print(sorted(name for name in sys.modules if name.split('.')[0] == 'scipy'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.stdout.splitlines() == ["mix", "[]"], done.stderr
