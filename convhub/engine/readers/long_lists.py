@@ -27,6 +27,8 @@ KEPT_ITEMS = 4096
 #: A lazy list notes where every ``STRIDE``-th item starts, for indexing without decoding from the first.
 STRIDE = 1024
 
+#: The longest path (``LongLists``) a source may name: lazy lists lie no deeper.
+DEEPEST_PATH = 4
 #: A path into an element whose list, when long, is lazy: each step a key (a string, or a pattern its keys match
 #: whole) or ``int`` for every item of a list. LoCoMo's: ``("conversation", re.compile(r"session_[1-9]\d*"))``.
 LongLists = tuple[tuple["str | re.Pattern[str] | type[int]", ...], ...]
@@ -105,16 +107,19 @@ class LazyJsonArray(Sequence):
 JSON_LIST = (list, LazyJsonArray)
 
 
-def materialized(value: Any) -> Any:
-    """``value`` with every :class:`LazyJsonArray` in it (in dicts and lists) made the list it stands for: for
-    what stores or encodes a raw record whole (the quarantine). ``value`` itself when it holds none."""
+def materialized(value: Any, depth: int = DEEPEST_PATH) -> Any:
+    """``value`` with every :class:`LazyJsonArray` in it (in dicts and lists down to ``depth`` levels, where a
+    path puts them) made the list it stands for, for what stores or encodes a raw record whole (the quarantine);
+    ``value`` itself when it holds none. (Not deeper: a raw value nested thousands deep is no stack's trouble.)"""
     if isinstance(value, LazyJsonArray):
-        return [materialized(item) for item in value]
-    if type(value) is dict and any(isinstance(item, (dict, list, LazyJsonArray)) for item in value.values()):
-        return {key: materialized(item) for key, item in value.items()}
-    if type(value) is list and any(isinstance(item, (dict, list, LazyJsonArray)) for item in value):
-        return [materialized(item) for item in value]
-    return value
+        return [materialized(item, depth - 1) for item in value]
+    if depth <= 0 or type(value) not in (dict, list):
+        return value
+    if type(value) is dict:
+        made = {key: materialized(item, depth - 1) for key, item in value.items()}
+        return value if all(made[key] is item for key, item in value.items()) else made
+    made_items = [materialized(item, depth - 1) for item in value]
+    return value if all(mine is item for mine, item in zip(made_items, value, strict=True)) else made_items
 
 
 def decode_with_long_lists(
@@ -123,6 +128,8 @@ def decode_with_long_lists(
     """The element at ``text[pos]`` and its end, its long lists on ``long_lists`` lazy; None when the text ends
     inside it before the end of the file (read more and call again). What the walk cannot read, ``json``'s
     decoder reads whole, raising its own error (``JSONDecodeError``, ``ValueError``, ``RecursionError``)."""
+    if any(len(path) > DEEPEST_PATH for path in long_lists):
+        raise ValueError(f"a long-list path of more than {DEEPEST_PATH} steps")
     walk = _Walk(decoder, text, eof)
     try:
         value, end = walk.value(pos, long_lists)
