@@ -160,6 +160,10 @@ def scan_json_array(
         pos, ascii_text = 0, text.isascii()
         return True
 
+    def read_on() -> str | None:
+        """The buffer with the next chunk after it, or None at the end of the file."""
+        return text if fill() else None
+
     def skip_space() -> str:
         """The next character that is not whitespace (or a BOM), or "" at the end of the file."""
         nonlocal pos, byte_pos
@@ -227,14 +231,12 @@ def scan_json_array(
 
     def decode_element() -> tuple[Any, int] | SourceError:
         """The element at ``pos`` and its end, reading more where the buffer cuts it, or what breaks it."""
+        nonlocal text, pos
         while True:
             try:
                 if long_lists and len(text) - pos > LONG_ELEMENT_CHARS:
-                    decoded = decode_with_long_lists(decoder, text, pos, long_lists, eof)
-                    if decoded is None:  # cut by the buffer's end
-                        fill()
-                        continue
-                    value, end = decoded
+                    text, pos = text[pos:], 0  # (the walk reads on: the buffer grows, its positions stay)
+                    value, end = decode_with_long_lists(decoder, text, pos, long_lists, read_on)
                 else:
                     value, end = decoder.raw_decode(text, pos)
             except json.JSONDecodeError as error:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from json.decoder import scanstring as _scanstring  # pyright: ignore[reportAttributeAccessIssue]  (json reads keys with it)
 from typing import Any
 
@@ -34,10 +34,7 @@ DEEPEST_PATH = 4
 LongLists = tuple[tuple["str | re.Pattern[str] | type[int]", ...], ...]
 
 _SPACE = re.compile(r"[ \t\n\r]*")  # JSON's whitespace, as json's decoder skips it
-
-
-class _Cut(Exception):
-    """The text ends inside the element: more of the file is needed."""
+_SEPARATOR = re.compile(r"[ \t\n\r]*,?[ \t\n\r]*")  # (between two items of a list read whole before)
 
 
 class _Broken(Exception):
@@ -63,10 +60,7 @@ class LazyJsonArray(Sequence):
 
     def _next(self, position: int) -> int:
         """Past the comma (and the spaces around it) after an item that ends at ``position``."""
-        position = _SPACE.match(self._text, position).end()  # type: ignore[union-attr]
-        if self._text.startswith(",", position):
-            position = _SPACE.match(self._text, position + 1).end()  # type: ignore[union-attr]
-        return position
+        return _SEPARATOR.match(self._text, position).end()  # type: ignore[union-attr]
 
     def _items_from(self, index: int) -> Iterator[Any]:
         position = self._starts[index // STRIDE]
@@ -122,32 +116,38 @@ def materialized(value: Any, depth: int = DEEPEST_PATH) -> Any:
     return value if all(mine is item for mine, item in zip(made_items, value, strict=True)) else made_items
 
 
+#: Gives the reader's buffer with more of the file after it (the same text, longer), or None at the end.
+ReadMore = Callable[[], "str | None"]
+
+
 def decode_with_long_lists(
-    decoder: json.JSONDecoder, text: str, pos: int, long_lists: LongLists, eof: bool
-) -> tuple[Any, int] | None:
-    """The element at ``text[pos]`` and its end, its long lists on ``long_lists`` lazy; None when the text ends
-    inside it before the end of the file (read more and call again). What the walk cannot read, ``json``'s
-    decoder reads whole, raising its own error (``JSONDecodeError``, ``ValueError``, ``RecursionError``)."""
+    decoder: json.JSONDecoder, text: str, pos: int, long_lists: LongLists, more: ReadMore
+) -> tuple[Any, int]:
+    """The element at ``text[pos]`` and its end, its long lists on ``long_lists`` lazy, reading on (``more``)
+    where the text ends inside it: the walk is not begun again. What the walk cannot read, ``json``'s decoder
+    reads whole, raising its own error (``JSONDecodeError``, ``ValueError``, ``RecursionError``)."""
     if any(len(path) > DEEPEST_PATH for path in long_lists):
         raise ValueError(f"a long-list path of more than {DEEPEST_PATH} steps")
-    walk = _Walk(decoder, text, eof)
+    walk = _Walk(decoder, text, more)
     try:
-        value, end = walk.value(pos, long_lists)
-    except _Cut:
-        return None
+        return walk.value(pos, long_lists)
     except _Broken:
-        return decoder.raw_decode(text, pos)
-    for lazy, stop in walk.lazy:
-        lazy.own_text(stop)
-    return value, end
+        return decoder.raw_decode(walk.text, pos)
 
 
 class _Walk:
     """One walk over an element's text (see :func:`decode_with_long_lists`)."""
 
-    def __init__(self, decoder: json.JSONDecoder, text: str, eof: bool) -> None:
-        self.decoder, self.text, self.eof = decoder, text, eof
-        self.lazy: list[tuple[LazyJsonArray, int]] = []  # (each lazy list made, where its ``]`` is)
+    def __init__(self, decoder: json.JSONDecoder, text: str, more: ReadMore) -> None:
+        self.decoder, self.text, self.more = decoder, text, more
+
+    def read_more(self) -> bool:
+        """More of the file after the text (positions in it stay), or False at its end."""
+        text = self.more()
+        if text is None:
+            return False
+        self.text = text
+        return True
 
     def value(self, pos: int, paths: LongLists) -> tuple[Any, int]:
         char = self.text[pos : pos + 1]
@@ -160,25 +160,30 @@ class _Walk:
         return self.leaf(pos)
 
     def leaf(self, pos: int) -> tuple[Any, int]:
-        """One value read by ``json``'s decoder."""
-        try:
-            return self.decoder.raw_decode(self.text, pos)
-        except json.JSONDecodeError as error:
-            raise self.cut_or_broken(error) from None
-        except (ValueError, RecursionError):
+        """One value read by ``json``'s decoder (a number at the text's end read again with more after it)."""
+        while True:
+            try:
+                value, end = self.decoder.raw_decode(self.text, pos)
+            except json.JSONDecodeError as error:
+                self.read_more_or_break(error)
+                continue
+            except (ValueError, RecursionError):
+                raise _Broken from None
+            if end < len(self.text) or not self.read_more():
+                return value, end
+
+    def read_more_or_break(self, error: json.JSONDecodeError) -> None:
+        """More of the file where it could make ``error`` go away (as the reader judges a whole decode's)."""
+        cut = error.pos >= len(self.text) - 16 or error.msg.startswith("Unterminated string")
+        if not (cut and self.read_more()):
             raise _Broken from None
 
-    def cut_or_broken(self, error: json.JSONDecodeError) -> type[Exception]:
-        """Whether more of the file could make ``error`` go away (as the reader judges a whole decode's)."""
-        cut = error.pos >= len(self.text) - 16 or error.msg.startswith("Unterminated string")
-        return _Cut if cut and not self.eof else _Broken
-
     def space(self, pos: int) -> int:
-        """Past the spaces at ``pos``, which must be before the text's end."""
-        pos = _SPACE.match(self.text, pos).end()  # type: ignore[union-attr]
-        if pos >= len(self.text):
-            raise _Broken if self.eof else _Cut
-        return pos
+        """Past the spaces at ``pos``, which must be before the end of the file."""
+        while (end := _SPACE.match(self.text, pos).end()) >= len(self.text):  # type: ignore[union-attr]
+            if not self.read_more():
+                raise _Broken
+        return end
 
     def after_item(self, pos: int, closing: str) -> tuple[int, bool]:
         """Past the ``,`` (False) or ``closing`` (True) after an item."""
@@ -198,10 +203,12 @@ class _Walk:
         while not done:
             if self.text[pos] != '"':
                 raise _Broken
-            try:
-                key, pos = _scanstring(self.text, pos + 1, True)
-            except json.JSONDecodeError as error:
-                raise self.cut_or_broken(error) from None
+            while True:
+                try:
+                    key, pos = _scanstring(self.text, pos + 1, True)
+                    break
+                except json.JSONDecodeError as error:
+                    self.read_more_or_break(error)
             pos = self.space(pos)
             if self.text[pos] != ":":
                 raise _Broken
@@ -244,7 +251,7 @@ class _Walk:
         if kept is not None:
             return kept, pos
         lazy = LazyJsonArray(self.decoder, self.text, starts, count)
-        self.lazy.append((lazy, pos - 1))
+        lazy.own_text(pos - 1)  # (not the buffer's: it grows, and the walk goes on)
         return lazy, pos
 
 
