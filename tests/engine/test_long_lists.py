@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import pickle
 import re
 
 import pytest
@@ -96,6 +97,7 @@ def test_a_lazy_list_indexes_slices_and_compares_as_its_list():
     with pytest.raises(IndexError):
         lazy[len(expected)]
     assert repr(lazy) == f"LazyJsonArray({len(expected)} items)"
+    assert pickle.loads(pickle.dumps(lazy)) == expected  # (as a raw record crosses to a worker process)
 
 
 @pytest.mark.usefixtures("walk_every_element")

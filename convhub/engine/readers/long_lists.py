@@ -34,6 +34,7 @@ DEEPEST_PATH = 4
 LongLists = tuple[tuple["str | re.Pattern[str] | type[int]", ...], ...]
 
 _SPACE = re.compile(r"[ \t\n\r]*")  # JSON's whitespace, as json's decoder skips it
+_DECODER = json.JSONDecoder()  # (as the reader's: json.loads's values)
 _SEPARATOR = re.compile(r"[ \t\n\r]*,?[ \t\n\r]*")  # (between two items of a list read whole before)
 
 
@@ -43,29 +44,27 @@ class _Broken(Exception):
 
 class LazyJsonArray(Sequence):
     """A JSON list held as its text: ``len``, iteration, indexing and equality as the list ``json.loads`` gives,
-    each item decoded again (by the same decoder, from the same text) when it is reached. Not a ``list``: what
-    stores or encodes a raw value takes :func:`materialized`; a parser iterates it once."""
+    each item decoded again (by ``json``'s decoder, from the same text) when it is reached. Not a ``list``: what
+    stores or encodes a raw value takes :func:`materialized`; a parser iterates it once.
 
-    __slots__ = ("_decoder", "_length", "_starts", "_text")
+    ``starts``: where every ``STRIDE``-th of its ``count`` items starts in ``text``, which it copies its own span
+    of, up to ``stop`` (its ``]``), not holding the reader's buffer."""
 
-    def __init__(self, decoder: json.JSONDecoder, text: str, starts: array, count: int) -> None:
-        self._decoder, self._text, self._starts, self._length = decoder, text, starts, count
+    __slots__ = ("_length", "_starts", "_stride", "_text")
 
-    def own_text(self, stop: int) -> None:
-        """Keep only this list's own span of the text it was read from, up to ``stop`` (its ``]``): the reader's
-        buffer is let go."""
-        first = self._starts[0]
-        self._text = self._text[first:stop]
-        self._starts = array("q", (start - first for start in self._starts))
+    def __init__(self, text: str, stop: int, starts: array, count: int) -> None:
+        first = starts[0]
+        self._text, self._length, self._stride = text[first:stop], count, STRIDE
+        self._starts = array("q", (start - first for start in starts))
 
     def _next(self, position: int) -> int:
         """Past the comma (and the spaces around it) after an item that ends at ``position``."""
         return _SEPARATOR.match(self._text, position).end()  # type: ignore[union-attr]
 
     def _items_from(self, index: int) -> Iterator[Any]:
-        position = self._starts[index // STRIDE]
-        for number in range(index - index % STRIDE, self._length):
-            item, position = self._decoder.raw_decode(self._text, position)
+        position = self._starts[index // self._stride]
+        for number in range(index - index % self._stride, self._length):
+            item, position = _DECODER.raw_decode(self._text, position)
             position = self._next(position)
             if number >= index:
                 yield item
@@ -250,9 +249,7 @@ class _Walk:
             pos, done = self.after_item(pos, "]")
         if kept is not None:
             return kept, pos
-        lazy = LazyJsonArray(self.decoder, self.text, starts, count)
-        lazy.own_text(pos - 1)  # (not the buffer's: it grows, and the walk goes on)
-        return lazy, pos
+        return LazyJsonArray(self.text, pos - 1, starts, count), pos
 
 
 def _matches(step: Any, key: str) -> bool:
