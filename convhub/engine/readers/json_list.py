@@ -38,8 +38,9 @@ RESYNC_MAX_CHARS = 64 << 20
 #: The most bytes of a skipped stretch handed on (the quarantine keeps 64 KB of a record's raw text): the rest
 #: is counted, not held.
 SKIPPED_HEAD_BYTES = 64 << 10
-#: An element that the buffer holds more than this many characters of, unfinished, is read with its long lists
-#: lazy where its source names them (``long_lists``; ``readers.long_lists``); a smaller one by ``json`` whole.
+#: An element the buffer holds more than this many characters from (a large element, or one after it) is read
+#: with its long lists lazy where its source names them (``long_lists``; ``readers.long_lists``): the same values.
+#: Otherwise ``json`` reads it whole.
 LONG_ELEMENT_CHARS = 1 << 20
 
 
@@ -128,8 +129,8 @@ def scan_json_array(
     followed by ``,`` or ``]``, reports the skipped bytes and the elements they held (each has one
     ``"key":``; a broken object counts at least one), and goes on: one missing comma costs no element, a
     broken element that one. Bytes that are not UTF-8 then cost the element that holds them (reported with its
-    exact bytes), not the rest of the file. ``element`` names an element in errors. An element of more than
-    ``LONG_ELEMENT_CHARS`` holds its long lists on ``long_lists`` as ``LazyJsonArray``s over their text.
+    exact bytes), not the rest of the file. ``element`` names an element in errors. A large element (past
+    ``LONG_ELEMENT_CHARS``) holds its long lists on ``long_lists`` as ``LazyJsonArray``s over their text.
     """
     if on_break is not None and key is None:
         raise ValueError("reading on after a break needs the key every element has")
