@@ -24,7 +24,7 @@ URL = "https://raw.githubusercontent.com/snap-research/LoCoMo/main/data/locomo10
 #: A file is one JSON list of samples, read one at a time so that memory follows one sample; an error names a
 #: sample by its ``sample_id`` where it has one, else by its position. Given ``--on-bad-record skip``, a break in
 #: the list costs only the samples it held. A list without a sample is an error.
-SAMPLES = JsonList(element="sample", id_field="sample_id", names_by_id=True)
+SAMPLES = JsonList(element="sample", id_field="sample_id", names_by_id=True, long_lists=parse.LONG_LISTS)
 
 
 def samples_of(path: str, reject: Reject | None = None) -> Iterator[tuple[Place, Any]]:

@@ -16,6 +16,7 @@ from convhub import schema
 from convhub.builders.locomo.evidence import parse_evidence, parse_observations, session_ids_of
 from convhub.engine.inputs.listing import JSON
 from convhub.engine.readers.contract import Place
+from convhub.engine.readers.long_lists import JSON_LIST, LongLists
 from convhub.engine.writers.arrow_rows import ArrowList, session_turns
 from convhub.errors import FieldError, Notes, require_field
 
@@ -26,6 +27,8 @@ ADVERSARIAL = 5
 #: ``session_01`` is not a LoCoMo session key: it stays, untouched, in the conversation's extra.
 SESSION_KEY = re.compile(r"^session_([1-9]\d*)$")
 SESSION_DATE_KEY = re.compile(r"^session_([1-9]\d*)_date_time$")
+#: Where a large sample's long lists are, read lazily (``readers.long_lists``): its sessions' turns.
+LONG_LISTS: LongLists = (("conversation", SESSION_KEY),)
 IMAGE_KEYS = frozenset({"img_url", "blip_caption", "query"})
 TURN_KEYS = frozenset({"speaker", "dia_id", "text"}) | IMAGE_KEYS
 QA_KEYS = {"question", "answer", "adversarial_answer", "evidence", "category"}
@@ -132,7 +135,9 @@ def parse_sessions(conversation: dict, tables: dict, roles: dict, notes: Notes) 
     sessions: list[schema.Session] = []
     for number in sorted(numbers):
         body_key, date_key = f"session_{number}", f"session_{number}_date_time"
-        body = require_field(conversation, body_key, list, "conversation")
+        body = conversation[body_key]  # (a list, or a long one's LazyJsonArray)
+        if not isinstance(body, JSON_LIST):
+            raise FieldError(f"conversation.{body_key}", f"expected list, got {type(body).__name__}")
         event_key, observation_key, summary_key = (key.format(number) for key in SESSION_TABLES.values())
         extra: dict[str, Any] = {}
         if date_key not in conversation:

@@ -18,7 +18,12 @@ URL = "https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned/resolve/ma
 #: A file is one JSON list of instances, read one at a time (an ``_m`` file is 2.75 GB); an error names an instance
 #: by its position, a file whose first element is not an instance is refused whole, and with ``--on-bad-record
 #: skip`` a break in the list costs only the instances it held.
-INSTANCES = JsonList(element="LongMemEval instance", id_field="question_id", recognize=parse.not_longmemeval)
+INSTANCES = JsonList(
+    element="LongMemEval instance",
+    id_field="question_id",
+    recognize=parse.not_longmemeval,
+    long_lists=parse.LONG_LISTS,
+)
 
 
 class LongMemEvalBuilder(ConversationBuilder):

@@ -16,6 +16,7 @@ from typing import Any
 from convhub import schema
 from convhub.engine.inputs.listing import JSON_OR_EXTENSIONLESS
 from convhub.engine.readers.contract import Place
+from convhub.engine.readers.long_lists import JSON_LIST, LongLists
 from convhub.engine.writers.arrow_rows import session_turns
 from convhub.errors import FieldError, Notes
 
@@ -25,6 +26,8 @@ KEYS = (*FIRST_KEYS, "haystack_session_ids", "haystack_dates", "haystack_session
 ROLES = {"user": "user", "assistant": "assistant"}
 TURN_KEYS = ("role", "content")
 _TURN_NUMBER = re.compile("[1-9][0-9]*")  # (as a turn id writes its number)
+#: Where a large instance's long lists are, read lazily (``readers.long_lists``): its haystack sessions' turns.
+LONG_LISTS: LongLists = (("haystack_sessions", int),)
 #: ``2023/05/20 (Sat) 02:21``: the weekday is read (``%a``), not checked against the date.
 DATE_FORMAT = "%Y/%m/%d (%a) %H:%M"
 
@@ -194,7 +197,7 @@ def parse_session(
     """One haystack session (dated, its turns ``<session id>_<n>`` from 1, as LongMemEval's retrieval names
     them) and the ids of its ``has_answer`` turns."""
     field = f"haystack_sessions[{index}]"
-    if not isinstance(turns, list):
+    if not isinstance(turns, JSON_LIST):  # (a long session's turns: a LazyJsonArray)
         raise FieldError(field, f"expected a list of turns, got {type(turns).__name__}")
     evidence: list[str] = []
 

@@ -28,11 +28,16 @@ IDS = list(schema.CONVERSATION_IDS)
 BATCH_ROWS = 64  # conversations per batch: bounds memory on very long conversations
 
 
-def turns_table(batch: pa.RecordBatch) -> pa.Table:
+def turns_table(batch: pa.RecordBatch, part: slice | None = None) -> pa.Table:
+    """The ``turns`` rows of a batch (given ``part``, of its turns ``part.start`` to ``part.stop`` alone)."""
     session_parent, session_index, session_fields = sessions_of(batch)
     turns = session_fields["turns"]
     turn_rows = flattened(turns)
     turn_session, turn_index = list_positions(turns)
+    if part is not None:
+        turn_rows, turn_session, turn_index = (
+            array.slice(part.start, part.stop - part.start) for array in (turn_rows, turn_session, turn_index)
+        )
     turn_conversation = session_parent.take(turn_session)
     columns = {name: batch.column(name).take(turn_conversation) for name in IDS}
     columns["session_id"] = session_fields["session_id"].take(turn_session)
@@ -42,6 +47,30 @@ def turns_table(batch: pa.RecordBatch) -> pa.Table:
     columns["timestamp"] = session_fields["timestamp"].take(turn_session)
     columns.update(struct_fields(turn_rows))
     return pa.table(columns)
+
+
+#: A batch of more turns than this makes its ``turns`` rows about this many at a time (each a multiple of the
+#: row group's 1,000 rows, counted from the writer's pending rows, so that the row groups are the ones the whole
+#: table made): one conversation of 300,000 tiny turns made a table of 3.8 times its JSON (every turn repeats its
+#: conversation's and session's ids), the peak of a LongMemEval build (issue 54).
+TURN_SLICE = 64_000
+
+
+def turns_tables(batch: pa.RecordBatch, pending: int) -> Iterator[pa.Table]:
+    """``turns_table(batch)``, as tables of ``TURN_SLICE`` turns or so for a batch of many more, to a writer that
+    holds ``pending`` rows (fewer than ``FLUSH_ROWS``): the first slice tops them up to ``TURN_SLICE``, and a
+    last one of fewer than ``FLUSH_ROWS`` rows joins the one before, so that each slice is written as it comes
+    (and its memory given back before the next is made)."""
+    count = len(flattened(sessions_of(batch)[2]["turns"]))
+    if count <= TURN_SLICE:
+        yield turns_table(batch)
+        return
+    bounds = [0, *range(TURN_SLICE - pending, count, TURN_SLICE)]
+    if count - bounds[-1] < FLUSH_ROWS and len(bounds) > 1:
+        bounds.pop()
+    for start, stop in zip(bounds, [*bounds[1:], count], strict=True):
+        yield turns_table(batch, slice(start, stop))
+        give_back_pages()  # (the slice written: its pages, under LARGE_TABLE_BYTES, would stay the pool's)
 
 
 def qa_table(batch: pa.RecordBatch) -> pa.Table:
@@ -128,6 +157,9 @@ def _add_views(
             writer.add(record_view_table(records, rows_from_record, writer.schema))
         elif name in COUNTING:
             writer.add(DERIVERS[name](batch, notes))
+        elif name == "turns":
+            for table in turns_tables(batch, writer.rows):
+                writer.add(table)
         else:
             writer.add(DERIVERS[name](batch))
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import IO, Any, NamedTuple
 
 from convhub.engine.readers.contract import Place, shard_file
+from convhub.engine.readers.long_lists import LongLists, decode_with_long_lists
 from convhub.errors import NESTED_TOO_DEEPLY, Reject, SourceError
 from convhub.storage.folders import open_file
 
@@ -37,6 +38,10 @@ RESYNC_MAX_CHARS = 64 << 20
 #: The most bytes of a skipped stretch handed on (the quarantine keeps 64 KB of a record's raw text): the rest
 #: is counted, not held.
 SKIPPED_HEAD_BYTES = 64 << 10
+#: An element the buffer holds more than this many characters from (a large element, or one after it) is read
+#: with its long lists lazy where its source names them (``long_lists``; ``readers.long_lists``): the same values.
+#: Otherwise ``json`` reads it whole.
+LONG_ELEMENT_CHARS = 1 << 20
 
 
 class SkippedBytes(NamedTuple):
@@ -114,6 +119,7 @@ def scan_json_array(
     on_break: OnBreak | None = None,
     element: str = "element",
     key: str | None = None,
+    long_lists: LongLists = (),
 ) -> Iterator[tuple[int, int, int, Any]]:
     """(start byte, end byte, position, value) of each element of a top-level JSON list, reading a chunk at a
     time. A position counts the elements a break lost before it, so positions stay positions in the file.
@@ -123,7 +129,8 @@ def scan_json_array(
     followed by ``,`` or ``]``, reports the skipped bytes and the elements they held (each has one
     ``"key":``; a broken object counts at least one), and goes on: one missing comma costs no element, a
     broken element that one. Bytes that are not UTF-8 then cost the element that holds them (reported with its
-    exact bytes), not the rest of the file. ``element`` names an element in errors.
+    exact bytes), not the rest of the file. ``element`` names an element in errors. A large element (past
+    ``LONG_ELEMENT_CHARS``) holds its long lists on ``long_lists`` as ``LazyJsonArray``s over their text.
     """
     if on_break is not None and key is None:
         raise ValueError("reading on after a break needs the key every element has")
@@ -153,6 +160,10 @@ def scan_json_array(
         read_bytes += len(chunk)
         pos, ascii_text = 0, text.isascii()
         return True
+
+    def read_on() -> str | None:
+        """The buffer with the next chunk after it, or None at the end of the file."""
+        return text if fill() else None
 
     def skip_space() -> str:
         """The next character that is not whitespace (or a BOM), or "" at the end of the file."""
@@ -221,9 +232,14 @@ def scan_json_array(
 
     def decode_element() -> tuple[Any, int] | SourceError:
         """The element at ``pos`` and its end, reading more where the buffer cuts it, or what breaks it."""
+        nonlocal text, pos
         while True:
             try:
-                value, end = decoder.raw_decode(text, pos)
+                if long_lists and len(text) - pos > LONG_ELEMENT_CHARS:
+                    text, pos = text[pos:], 0  # (the walk reads on: the buffer grows, its positions stay)
+                    value, end = decode_with_long_lists(decoder, text, pos, long_lists, read_on)
+                else:
+                    value, end = decoder.raw_decode(text, pos)
             except json.JSONDecodeError as error:
                 if _maybe_cut(error, text) and fill():
                     continue
@@ -295,13 +311,18 @@ def scan_json_array(
 
 
 def read_elements(
-    stream: IO[bytes], path: str, element: str, key: str, reject: Callable[..., None] | None = None
+    stream: IO[bytes],
+    path: str,
+    element: str,
+    key: str,
+    reject: Callable[..., None] | None = None,
+    long_lists: LongLists = (),
 ) -> Iterator[tuple[int, int, int, Any]]:
     """(start byte, end byte, position, value) of each element of a source's file (a JSON list). Given
     ``reject`` (``--on-bad-record skip``), a break in the list goes to it with the bytes skipped (scope ``span``,
     ``records``: the elements they held, each named by ``key``) and reading goes on after it, so that every
     element is either read or counted there. A list that held no element is an error (nothing would keep the
-    file's name)."""
+    file's name). A large element's lists on ``long_lists`` are lazy (:func:`scan_json_array`)."""
     held = 0  # elements read or lost to a break: a list whose every element a break lost is not an empty one
 
     def on_break(error: SourceError, raw: bytes | SkippedBytes, lost: int) -> None:
@@ -312,7 +333,7 @@ def read_elements(
 
     recover = on_break if reject is not None else None
     for start, end, position, value in scan_json_array(
-        stream, path, on_break=recover, element=element, key=key
+        stream, path, on_break=recover, element=element, key=key, long_lists=long_lists
     ):
         held += 1
         element_box = [value]
@@ -335,17 +356,19 @@ class JsonList:
     error names a record by that id where it has a non-empty string one (LoCoMo's ``conv-26``), else by its
     position. ``recognize``, given, looks at the first element: where it is not the source's (LoCoMo's file
     beside LongMemEval's), the whole file is the error, not one field of one record (rejected with ``file``
-    scope and its first bytes)."""
+    scope and its first bytes). ``long_lists``: where a large record's long lists are (LoCoMo's sessions), held
+    as ``readers.long_lists.LazyJsonArray``s, for a parser that takes them so (``JSON_LIST``)."""
 
     element: str
     id_field: str
     names_by_id: bool = False
     recognize: Recognize | None = None
+    long_lists: LongLists = ()
 
     def read(self, shard: str | dict[str, Any], reject: Reject | None = None) -> Iterator[tuple[Place, Any]]:
         path, name = shard_file(shard)
         with open_file(path) as handle:
-            elements = read_elements(handle, path, self.element, self.id_field, reject)
+            elements = read_elements(handle, path, self.element, self.id_field, reject, self.long_lists)
             recognize = self.recognize
             for start, end, position, value in elements:
                 problem, recognize = (None if recognize is None else recognize(value)), None  # (the first)

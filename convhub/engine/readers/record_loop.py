@@ -14,6 +14,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from convhub.engine.readers.contract import Place
+from convhub.engine.readers.long_lists import materialized
 from convhub.errors import NESTED_TOO_DEEPLY, FieldError, Notes, Reject, SourceError, raise_error
 
 Converted = TypeVar("Converted")
@@ -65,7 +66,7 @@ def convert_records(
             if unique is not None:
                 unique.check(raw, place)
         except SourceError as error:
-            reject(error, raw)
+            reject(error, materialized(raw))  # (a large record's lazy lists as the lists they are)
             continue
         del raw  # the raw record is not held while its record is written
         notes.update(counted)

@@ -1,0 +1,260 @@
+"""A large JSON-list element whose long lists are not held as Python values: each such list is a
+:class:`LazyJsonArray` over its own text, whose items are decoded again, one at a time, when it is iterated.
+
+A LoCoMo sample or a LongMemEval instance of one session of a million tiny turns (a 61 MB element) decoded by
+``json`` whole is some 350 bytes of Python per 60-byte turn: 5.8 times the input before its parser starts, and the
+build's peak with the parser's Arrow turns beside it (issue 54). Here the element is walked in Python only along the
+paths its source names (``LongLists``: LoCoMo's ``conversation.session_N``, LongMemEval's ``haystack_sessions[i]``);
+every other value, and every item of a list on such a path, is read by ``json``'s own decoder (``raw_decode``), so
+each value is exactly the one ``json.loads`` gives (NaN, integers of any size, lone surrogates, the last of
+duplicate keys). A list of more than ``KEPT_ITEMS`` items keeps none of them: each is decoded (a syntax error is
+found where it is) and let go, and the list keeps its text. Whatever the walk finds wrong, ``json`` decodes the
+whole element again, so an error is the one, at the byte, that a whole decode raises.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from json.decoder import scanstring as _scanstring  # pyright: ignore[reportAttributeAccessIssue]  (json reads keys with it)
+from typing import Any
+
+#: A list on a long-list path of more items than this keeps none (``ArrowList.ROWS_CHUNK``: the parsers make a
+#: session of as many turns Arrow).
+KEPT_ITEMS = 4096
+#: A lazy list notes where every ``STRIDE``-th item starts, for indexing without decoding from the first.
+STRIDE = 1024
+
+#: The longest path (``LongLists``) a source may name: lazy lists lie no deeper.
+DEEPEST_PATH = 4
+#: A path into an element whose list, when long, is lazy: each step a key (a string, or a pattern its keys match
+#: whole) or ``int`` for every item of a list. LoCoMo's: ``("conversation", re.compile(r"session_[1-9]\d*"))``.
+LongLists = tuple[tuple["str | re.Pattern[str] | type[int]", ...], ...]
+
+_SPACE = re.compile(r"[ \t\n\r]*")  # JSON's whitespace, as json's decoder skips it
+_DECODER = json.JSONDecoder()  # (as the reader's: json.loads's values)
+_SEPARATOR = re.compile(r"[ \t\n\r]*,?[ \t\n\r]*")  # (between two items of a list read whole before)
+
+
+class _Broken(Exception):
+    """The walk met something it does not read: ``json`` decodes the element whole to say what."""
+
+
+class LazyJsonArray(Sequence):
+    """A JSON list held as its text: ``len``, iteration, indexing and equality as the list ``json.loads`` gives,
+    each item decoded again (by ``json``'s decoder, from the same text) when it is reached. Not a ``list``: what
+    stores or encodes a raw value takes :func:`materialized`; a parser iterates it once.
+
+    ``starts``: where every ``STRIDE``-th of its ``count`` items starts in ``text``, which it copies its own span
+    of, up to ``stop`` (its ``]``), not holding the reader's buffer."""
+
+    __slots__ = ("_length", "_starts", "_stride", "_text")
+
+    def __init__(self, text: str, stop: int, starts: array, count: int) -> None:
+        first = starts[0]
+        self._text, self._length, self._stride = text[first:stop], count, STRIDE
+        self._starts = array("q", (start - first for start in starts))
+
+    def _next(self, position: int) -> int:
+        """Past the comma (and the spaces around it) after an item that ends at ``position``."""
+        return _SEPARATOR.match(self._text, position).end()  # type: ignore[union-attr]
+
+    def _items_from(self, index: int) -> Iterator[Any]:
+        position = self._starts[index // self._stride]
+        for number in range(index - index % self._stride, self._length):
+            item, position = _DECODER.raw_decode(self._text, position)
+            position = self._next(position)
+            if number >= index:
+                yield item
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._items_from(0)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return list(self)[index]
+        position = index + self._length if index < 0 else index
+        if not 0 <= position < self._length:
+            raise IndexError("list index out of range")
+        return next(self._items_from(position))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (list, LazyJsonArray)):
+            return NotImplemented
+        return len(self) == len(other) and all(
+            mine == theirs for mine, theirs in zip(self, other, strict=True)
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # (as a list's)
+
+    def __repr__(self) -> str:
+        return f"LazyJsonArray({self._length} items)"
+
+
+#: What a parser takes for a JSON list where its source reads long lists lazily.
+JSON_LIST = (list, LazyJsonArray)
+
+
+def materialized(value: Any, depth: int = DEEPEST_PATH) -> Any:
+    """``value`` with every :class:`LazyJsonArray` in it (in dicts and lists down to ``depth`` levels, where a
+    path puts them) made the list it stands for, for what stores or encodes a raw record whole (the quarantine);
+    ``value`` itself when it holds none. (Not deeper: a raw value nested thousands deep is no stack's trouble.)"""
+    if isinstance(value, LazyJsonArray):
+        return [materialized(item, depth - 1) for item in value]
+    if depth <= 0 or type(value) not in (dict, list):
+        return value
+    if type(value) is dict:
+        made = {key: materialized(item, depth - 1) for key, item in value.items()}
+        return value if all(made[key] is item for key, item in value.items()) else made
+    made_items = [materialized(item, depth - 1) for item in value]
+    return value if all(mine is item for mine, item in zip(made_items, value, strict=True)) else made_items
+
+
+#: Gives the reader's buffer with more of the file after it (the same text, longer), or None at the end.
+ReadMore = Callable[[], "str | None"]
+
+
+def decode_with_long_lists(
+    decoder: json.JSONDecoder, text: str, pos: int, long_lists: LongLists, more: ReadMore
+) -> tuple[Any, int]:
+    """The element at ``text[pos]`` and its end, its long lists on ``long_lists`` lazy, reading on (``more``)
+    where the text ends inside it: the walk is not begun again. What the walk cannot read, ``json``'s decoder
+    reads whole, raising its own error (``JSONDecodeError``, ``ValueError``, ``RecursionError``)."""
+    if any(len(path) > DEEPEST_PATH for path in long_lists):
+        raise ValueError(f"a long-list path of more than {DEEPEST_PATH} steps")
+    walk = _Walk(decoder, text, more)
+    try:
+        return walk.value(pos, long_lists)
+    except _Broken:
+        return decoder.raw_decode(walk.text, pos)
+
+
+class _Walk:
+    """One walk over an element's text (see :func:`decode_with_long_lists`)."""
+
+    def __init__(self, decoder: json.JSONDecoder, text: str, more: ReadMore) -> None:
+        self.decoder, self.text, self.more = decoder, text, more
+
+    def read_more(self) -> bool:
+        """More of the file after the text (positions in it stay), or False at its end."""
+        text = self.more()
+        if text is None:
+            return False
+        self.text = text
+        return True
+
+    def value(self, pos: int, paths: LongLists) -> tuple[Any, int]:
+        char = self.text[pos : pos + 1]
+        if () in paths and char == "[":
+            return self.long_list(pos)
+        if char == "{" and (paths := tuple(path for path in paths if path and path[0] is not int)):
+            return self.object(pos, paths)
+        if char == "[" and (paths := tuple(path for path in paths if path and path[0] is int)):
+            return self.list(pos, tuple(path[1:] for path in paths))
+        return self.leaf(pos)
+
+    def leaf(self, pos: int) -> tuple[Any, int]:
+        """One value read by ``json``'s decoder (a number at the text's end read again with more after it)."""
+        while True:
+            try:
+                value, end = self.decoder.raw_decode(self.text, pos)
+            except json.JSONDecodeError as error:
+                self.read_more_or_break(error)
+                continue
+            except (ValueError, RecursionError):
+                raise _Broken from None
+            if end < len(self.text) or not self.read_more():
+                return value, end
+
+    def read_more_or_break(self, error: json.JSONDecodeError) -> None:
+        """More of the file where it could make ``error`` go away (as the reader judges a whole decode's)."""
+        cut = error.pos >= len(self.text) - 16 or error.msg.startswith("Unterminated string")
+        if not (cut and self.read_more()):
+            raise _Broken from None
+
+    def space(self, pos: int) -> int:
+        """Past the spaces at ``pos``, which must be before the end of the file."""
+        while (end := _SPACE.match(self.text, pos).end()) >= len(self.text):  # type: ignore[union-attr]
+            if not self.read_more():
+                raise _Broken
+        return end
+
+    def after_item(self, pos: int, closing: str) -> tuple[int, bool]:
+        """Past the ``,`` (False) or ``closing`` (True) after an item."""
+        pos = self.space(pos)
+        if self.text[pos] == closing:
+            return pos + 1, True
+        if self.text[pos] != ",":
+            raise _Broken
+        return self.space(pos + 1), False
+
+    def object(self, pos: int, paths: LongLists) -> tuple[dict, int]:
+        result: dict[str, Any] = {}
+        pos = self.space(pos + 1)
+        if self.text[pos] == "}":
+            return result, pos + 1
+        done = False
+        while not done:
+            if self.text[pos] != '"':
+                raise _Broken
+            while True:
+                try:
+                    key, pos = _scanstring(self.text, pos + 1, True)
+                    break
+                except json.JSONDecodeError as error:
+                    self.read_more_or_break(error)
+            pos = self.space(pos)
+            if self.text[pos] != ":":
+                raise _Broken
+            below = tuple(path[1:] for path in paths if _matches(path[0], key))
+            result[key], pos = self.value(self.space(pos + 1), below)
+            pos, done = self.after_item(pos, "}")
+        return result, pos
+
+    def list(self, pos: int, paths: LongLists) -> tuple[list, int]:
+        result: list[Any] = []
+        pos = self.space(pos + 1)
+        if self.text[pos] == "]":
+            return result, pos + 1
+        done = False
+        while not done:
+            item, pos = self.value(pos, paths)
+            result.append(item)
+            pos, done = self.after_item(pos, "]")
+        return result, pos
+
+    def long_list(self, pos: int) -> tuple[list | LazyJsonArray, int]:
+        """A list on a long-list path: its items, or past ``KEPT_ITEMS`` a :class:`LazyJsonArray` of them."""
+        kept: list[Any] | None = []
+        starts, count = array("q"), 0
+        pos = self.space(pos + 1)
+        if self.text[pos] == "]":
+            return [], pos + 1
+        done = False
+        while not done:
+            if count % STRIDE == 0:
+                starts.append(pos)
+            item, pos = self.leaf(pos)
+            count += 1
+            if kept is not None:
+                kept.append(item)
+                if count > KEPT_ITEMS:
+                    kept = None
+            del item
+            pos, done = self.after_item(pos, "]")
+        if kept is not None:
+            return kept, pos
+        return LazyJsonArray(self.text, pos - 1, starts, count), pos
+
+
+def _matches(step: Any, key: str) -> bool:
+    return (
+        step == key
+        if isinstance(step, str)
+        else isinstance(step, re.Pattern) and step.fullmatch(key) is not None
+    )
