@@ -17,6 +17,7 @@ import pytest
 from convhub import registry
 from convhub.cli import errors as cli_errors
 from convhub.cli import main as cli
+from convhub.cli.parsing import Parser
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -244,3 +245,28 @@ def test_a_stalled_hub_is_said_to_have_stalled(capsys, monkeypatch):
         "/datasets/ORG/x/resolve/main/a.parquet: no answer within 7 s (timed out; CONVHUB_HUB_TIMEOUT sets the "
         "limit), on every try\n"
     )
+
+
+def test_an_option_of_an_argument_group_is_known_and_suggested(capsys):
+    """Options added through ``add_argument_group`` and ``add_mutually_exclusive_group`` (nested too) are the
+    parser's as much as any: given right they parse, misspelt they are named with the close one."""
+    parser = Parser(prog="convhub try")
+    parser.add_argument("--output", required=True)
+    group = parser.add_argument_group("judging")
+    group.add_argument("--judge-model")
+    exclusive = group.add_mutually_exclusive_group()
+    exclusive.add_argument("--streaming", action="store_true")
+    parser.add_mutually_exclusive_group().add_argument("--revision")
+    args = parser.parse_args(["--output", "o", "--judge-model", "m", "--streaming", "--revision", "v"])
+    assert (args.judge_model, args.streaming, args.revision) == ("m", True, "v")
+    for typo, meant in (
+        ("--judge-modle", "--judge-model"),
+        ("--streamng", "--streaming"),
+        ("--revison", "--revision"),
+    ):
+        with pytest.raises(SystemExit) as exited:
+            parser.parse_args([typo, "x"])
+        assert exited.value.code == cli_errors.USAGE
+        assert capsys.readouterr().err.strip() == (
+            f"convhub try: error: unrecognized option {typo} (did you mean {meant}?) (see convhub try --help)"
+        )
