@@ -43,7 +43,7 @@ from convhub.storage.folders import (
     read_card,
     text_of,
 )
-from convhub.storage.staging import check_output, staged_folder
+from convhub.storage.staging import check_output, staged_folder, unfinished_build
 
 #: The module of a source's folder that exports it (``write_files`` and the pure inverse functions).
 EXPORT_MODULE = "export"
@@ -143,6 +143,9 @@ class LocalBuild(Build):
         self.folder = folder_at(folder)
         self.location = text_of(self.folder)
         readme = self.folder / "README.md"
+        unfinished = unfinished_build(self.folder)
+        if unfinished is not None:  # a killed run's card and part of its Parquet files: no build to read
+            raise ExportError(unfinished)
         if not readme.is_file():
             raise ExportError(f"{self.location} is not a convhub build folder (no README.md)")
         readme_identity = file_identity(text_of(readme))
