@@ -4,12 +4,16 @@ command's first moment is one line and exit status 130.
 Before the command runs, its modules import ``datasets``, pyarrow and pandas and the parser imports each
 command's module: a second or two. A Ctrl-C then raised ``KeyboardInterrupt`` inside an import, where Python
 reports it as it may: itself, wrapped in the ``RuntimeError`` of a class body's ``__set_name__``, or as an
-extension module's ``ImportError: initialization failed`` (pybind11's, in scipy). And an interrupt that lands
-inside an extension module's own run of Python code marks the interpreter as ended by an unhandled Ctrl-C even
-once handled: Python then kills itself with SIGINT at exit (status -2 to a caller, not 130).
+extension module's ``ImportError: initialization failed`` (pybind11's, in scipy). And an interrupt that leaves
+an ``exec`` or ``eval`` of a string (``dataclasses`` makes each class's methods so, ``namedtuple`` its ``__new__``)
+marks the interpreter as ended by an unhandled Ctrl-C even once handled: ``python -m`` then kills itself with
+SIGINT at exit (status -2 to a caller, not 130).
 
 So while the modules are imported and the command line parsed, Ctrl-C is held, not raised: the imports end
-whole, and then the command stops with its one line and 130 (nothing is open or written yet). This module
+whole, and then the command stops with its one line and 130 (nothing is open or written yet). What a command
+imports as its work starts (``main.IMPORTED_BEFORE_WORK``: scipy's extensions, which ``datasets`` imports for each
+builder) is imported in that window too. An interrupt that leaves an ``exec`` of a string (a dataclass being
+made) while the command runs is handled, and its mark cleared (``errors.forget_handled_interrupts``). This module
 itself imports only the standard library and ``convhub.cli.errors``; what is left unguarded is the
 interpreter's own start and this import, some tens of milliseconds.
 """
@@ -37,6 +41,7 @@ def console_main() -> None:
         from convhub.cli import main
 
         args = main.parse(sys.argv[1:])
+        main.import_before_work(args)  # the lazy imports of its first seconds, Ctrl-C still held
     except BaseException as error:
         # a Ctrl-C from before this handler was set, as itself or wrapped by the import it broke
         if kind_in_chain(error, KeyboardInterrupt) is None:
@@ -45,6 +50,7 @@ def console_main() -> None:
     finally:
         signal.signal(signal.SIGINT, previous)
     if pressed or args is None:
+        cli_errors.forget_handled_interrupts()  # (one that broke an import's dataclass: handled all the same)
         sys.exit(cli_errors.interrupted(cli_errors.command_in(sys.argv[1:])))
     from convhub.cli import main
 
