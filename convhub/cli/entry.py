@@ -11,7 +11,7 @@ SIGINT at exit (status -2 to a caller, not 130).
 
 So while the modules are imported and the command line parsed, Ctrl-C is held, not raised: the imports end
 whole, and then the command stops with its one line and 130 (nothing is open or written yet). What a command
-imports as its work starts (``main.IMPORTED_BEFORE_WORK``: scipy's extensions, which ``datasets`` imports for each
+imports as its work starts (``IMPORTED_BEFORE_WORK``: scipy's extensions, which ``datasets`` imports for each
 builder) is imported in that window too. An interrupt that leaves an ``exec`` of a string (a dataclass being
 made) while the command runs is handled, and its mark cleared (``errors.forget_handled_interrupts``). This module
 itself imports only the standard library and ``convhub.cli.errors``; what is left unguarded is the
@@ -23,9 +23,42 @@ from __future__ import annotations
 import signal
 import sys
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from convhub.cli import errors as cli_errors
 from convhub.errors import kind_in_chain
+
+if TYPE_CHECKING:
+    from argparse import Namespace
+
+
+#: What each command imports as its work starts, imported before it (``import_before_work``): ``datasets`` imports
+#: ``scipy.io`` for each dataset builder it makes (its streaming patch of ``loadmat``), and a BEAM score scipy's
+#: Kendall tau; scipy's extension modules reported a Ctrl-C during their initialization as "ImportError:
+#: initialization failed" (status 1), and a dataclass being made as "unhandled" (``errors.forget_handled_interrupts``).
+IMPORTED_BEFORE_WORK = {
+    "build": ("convhub.build", "convhub.engine.runners.engine", "scipy.io"),
+    "check": ("convhub.build", "scipy.io"),
+    "mix": ("convhub.mix", "scipy.io"),
+}
+#: Those an install may lack: ``datasets`` imports them only when present, and so does this.
+OPTIONAL_IMPORTS = frozenset({"scipy.io", "scipy.stats"})
+
+
+def import_before_work(args: Namespace) -> None:
+    """Import what the parsed command imports as its work starts, while Ctrl-C is still held: an
+    interrupt then never lands inside those imports (a second, the extension modules' initialization included)."""
+    import importlib
+
+    names = IMPORTED_BEFORE_WORK.get(args.command, ())
+    if args.command == "score" and getattr(args, "benchmark", None) == "beam":
+        names = ("scipy.stats",)
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            if name not in OPTIONAL_IMPORTS:
+                raise
 
 
 def console_main() -> None:
@@ -41,7 +74,7 @@ def console_main() -> None:
         from convhub.cli import main
 
         args = main.parse(sys.argv[1:])
-        main.import_before_work(args)  # the lazy imports of its first seconds, Ctrl-C still held
+        import_before_work(args)  # the lazy imports of its first seconds, Ctrl-C still held
     except BaseException as error:
         # a Ctrl-C from before this handler was set, as itself or wrapped by the import it broke
         if kind_in_chain(error, KeyboardInterrupt) is None:

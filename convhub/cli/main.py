@@ -436,35 +436,6 @@ def console_main(args: argparse.Namespace) -> None:
     sys.exit(status)
 
 
-#: What each command imports as its work starts, imported before it (``import_before_work``): ``datasets`` imports
-#: ``scipy.io`` for each dataset builder it makes (its streaming patch of ``loadmat``), and a BEAM score scipy's
-#: Kendall tau; scipy's extension modules reported a Ctrl-C during their initialization as "ImportError:
-#: initialization failed" (status 1), and a dataclass being made as "unhandled" (``forget_handled_interrupts``).
-IMPORTED_BEFORE_WORK = {
-    "build": ("convhub.build", "convhub.engine.runners.engine", "scipy.io"),
-    "check": ("convhub.build", "scipy.io"),
-    "mix": ("convhub.mix", "scipy.io"),
-}
-#: Those an install may lack: ``datasets`` imports them only when present, and so does this.
-OPTIONAL_IMPORTS = frozenset({"scipy.io", "scipy.stats"})
-
-
-def import_before_work(args: argparse.Namespace) -> None:
-    """Import what the parsed command imports as its work starts, while ``cli.entry`` still holds Ctrl-C: an
-    interrupt then never lands inside those imports (a second, the extension modules' initialization included)."""
-    import importlib
-
-    names = IMPORTED_BEFORE_WORK.get(args.command, ())
-    if args.command == "score" and getattr(args, "benchmark", None) == "beam":
-        names = ("scipy.stats",)
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            if name not in OPTIONAL_IMPORTS:
-                raise
-
-
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line read: logging set up, the parser built (each command's module imported) and run."""
     console.setup_logging()

@@ -301,9 +301,9 @@ def unfinished_build(folder: Folder) -> str | None:
     holds ``WRITING``, or None: a first build on an object store is written in place and a rebuild's objects are
     copied in one by one, so a run killed part-way leaves a folder with a card and some Parquet files that looks
     whole but is not. A run of this host that still holds it is named: the build may yet end."""
+    if is_url(folder):
+        folder.fs.invalidate_cache(folder.path)
     lock = folder / WRITING
-    if is_url(lock):
-        lock.fs.invalidate_cache(folder.path)
     if not lock.exists():
         return None
     name, record = text_of(folder), read_owner_record(lock)

@@ -166,10 +166,10 @@ def test_what_a_build_imports_as_its_work_starts_is_imported_while_ctrl_c_is_hel
     modules' initialization was an ImportError. ``import_before_work`` (in ``cli.entry``'s held window) does it first."""
     code = (
         "import sys\n"
-        "from convhub.cli import main\n"
+        "from convhub.cli import entry, main\n"
         "args = main.parse(['build', 'locomo', '--sample', '--output', 'out'])\n"
         "before = {'convhub.build', 'scipy.io'} & set(sys.modules)\n"
-        "main.import_before_work(args)\n"
+        "entry.import_before_work(args)\n"
         "print(sorted(before), sorted({'convhub.build', 'scipy.io'} & set(sys.modules)))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
