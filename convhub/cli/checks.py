@@ -11,41 +11,33 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import socket
-from urllib.parse import urlsplit
 
 from convhub import registry
-from convhub.cli.errors import describe
+from convhub.errors import EngineError
 
 #: ``local``, ``local[N]``, ``local[*]``, ``local[N,F]``, ``local[*,F]`` (F: task retries).
 LOCAL_MASTER = re.compile(r"^local(?:\[(?P<threads>[^\],]*)(?:,(?P<retries>[^\]]*))?\])?$")
-#: Cluster masters, checked for their shape only (``spark://`` is tried before the build: ``spark.check_reachable``).
+#: Cluster masters, checked here for their shape (each is tried before the build: ``cluster_master_error``).
 CLUSTER_MASTER = re.compile(r"^(?:spark://[^/\s]+|yarn|k8s://\S+|local-cluster\[\d+,\d+,\d+\])$")
 #: ``local[N]`` runs N task threads, each with a Python worker process: more than this many per core is a typo.
 THREADS_PER_CORE = 4
 
 MASTER_FORMS = "local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL"
-#: How long a ``k8s://`` master's API server is given to accept a connection (as ``spark.check_reachable``).
-CONNECT_SECONDS = 5.0
 
 
 def cluster_master_error(master: str | None) -> str | None:
-    """What stops a ``yarn`` or ``k8s://`` master before Spark starts (None: nothing found), checked as Spark's own
-    submission does; without it, Spark's JVM exited and PySpark raised a traceback of its own."""
-    if master == "yarn" and not (os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")):
-        return (
-            "--spark-master yarn: set HADOOP_CONF_DIR or YARN_CONF_DIR to the folder of the cluster's "
-            "configuration (Spark finds the YARN cluster there)"
-        )
-    if master and master.startswith("k8s://"):
-        api = master[len("k8s://") :]
-        parts = urlsplit(api if "://" in api else f"https://{api}")  # Spark's default: https
-        try:
-            port = parts.port or (80 if parts.scheme == "http" else 443)
-            with socket.create_connection((parts.hostname or "", port), timeout=CONNECT_SECONDS):
-                return None
-        except (OSError, ValueError) as error:
-            return f"--spark-master {master}: the Kubernetes API server does not answer ({describe(error)})"
+    """What stops a cluster master (``spark://``, ``yarn``, ``k8s://``) before any work (None: it answers, or the
+    master is local): its configuration missing, or no place it names answering (``spark.check_reachable``, the
+    engine's own check). Without it, Spark's JVM exited with a traceback of PySpark's, or YARN's client retried
+    a cluster that was down for many minutes."""
+    if not master or master.startswith("local"):
+        return None
+    from convhub.engine.runners.spark import check_reachable
+
+    try:
+        check_reachable(master)
+    except EngineError as error:
+        return str(error)
     return None
 
 

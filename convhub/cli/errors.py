@@ -132,6 +132,21 @@ def interrupted(command: str | None, written: Sequence[str] = ()) -> int:
     return INTERRUPTED
 
 
+def forget_handled_interrupts() -> None:
+    """Clear CPython's mark of an unhandled Ctrl-C once the command has handled every Ctrl-C it met.
+
+    ``exec`` and ``eval`` of a string (``dataclasses`` builds each class's ``__init__``, ``__repr__`` and
+    ``__eq__`` so, ``namedtuple`` its ``__new__``: every module defining one, imported while a command runs)
+    set that mark when a ``KeyboardInterrupt`` leaves the string's code, even when a caller catches it, and
+    ``python -m convhub.cli`` then ends by killing itself with SIGINT after its cleanup (status -2 to a
+    caller, not the 130 it printed the line for). Each such ``exec`` also clears the mark when it starts
+    (CPython's ``run_eval_code_obj``), so running one empty string does; nothing else changes, and the exit
+    that follows runs every cleanup (``atexit``, ``weakref.finalize``, pool shutdown) as before. A
+    ``KeyboardInterrupt`` nothing handled (a bug's traceback) leaves the module as an error, which sets the
+    mark again."""
+    exec("")
+
+
 def command_in(argv: list[str]) -> str | None:
     """The command a command line names before it is parsed (its first word that is no option), for Ctrl-C's line
     while the command starts."""

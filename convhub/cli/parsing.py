@@ -3,7 +3,8 @@ named with the option it is close to.
 
 argparse checks the required options before it looks at the ones it does not know, so ``--ouput out`` was
 reported as "the following arguments are required: --output". Each parser here keeps the option strings it was
-given (``add_argument`` returns the action, whose ``option_strings`` is public) and, on an error or on leftover
+given (``add_argument`` returns the action, whose ``option_strings`` is public), those of its argument groups and
+mutually exclusive groups too (each group's ``add_argument`` is made to tell the parser), and, on an error or on leftover
 arguments, first names an unknown ``--option`` and the close one (``difflib``), as
 ``unrecognized option --ouput (did you mean --output?)``.
 """
@@ -35,6 +36,28 @@ class Parser(argparse.ArgumentParser):
         action = super().add_argument(*names, **kwargs)
         self.option_names += action.option_strings
         return action
+
+    def add_argument_group(self, *args, **kwargs):
+        return self._telling(super().add_argument_group(*args, **kwargs))
+
+    def add_mutually_exclusive_group(self, **kwargs):
+        return self._telling(super().add_mutually_exclusive_group(**kwargs))
+
+    def _telling(self, group):
+        """``group``, whose options (and those of the groups made from it) are added to this parser's names: an
+        option in a group is known, and suggested for a misspelling of it, as any other."""
+        add_argument, add_group = group.add_argument, group.add_argument_group
+        add_exclusive = group.add_mutually_exclusive_group
+
+        def add_recorded(*names, **kwargs):
+            action = add_argument(*names, **kwargs)
+            self.option_names += action.option_strings
+            return action
+
+        group.add_argument = add_recorded
+        group.add_argument_group = lambda *args, **kwargs: self._telling(add_group(*args, **kwargs))
+        group.add_mutually_exclusive_group = lambda **kwargs: self._telling(add_exclusive(**kwargs))
+        return group
 
     def add_subparsers(self, **kwargs):
         self.has_commands = True  # its commands' options are theirs to check

@@ -30,6 +30,7 @@ from datasets import Features, LargeList, List
 from huggingface_hub.errors import HfHubHTTPError
 
 from convhub import registry
+from convhub.errors import UsageError
 from convhub.export.files import ExportError
 from convhub.publish.hub_client import HubUnreachable, reach_repo
 from convhub.publish.hub_errors import redact
@@ -43,7 +44,7 @@ from convhub.storage.folders import (
     read_card,
     text_of,
 )
-from convhub.storage.staging import check_output, staged_folder
+from convhub.storage.staging import check_output, staged_folder, unfinished_build
 
 #: The module of a source's folder that exports it (``write_files`` and the pure inverse functions).
 EXPORT_MODULE = "export"
@@ -143,6 +144,9 @@ class LocalBuild(Build):
         self.folder = folder_at(folder)
         self.location = text_of(self.folder)
         readme = self.folder / "README.md"
+        unfinished = unfinished_build(self.folder)
+        if unfinished is not None:  # a killed run's card and part of its Parquet files: no build to read
+            raise ExportError(unfinished)
         if not readme.is_file():
             raise ExportError(f"{self.location} is not a convhub build folder (no README.md)")
         readme_identity = file_identity(text_of(readme))
@@ -259,6 +263,33 @@ class HubBuild(Build):
             yield from decoded_rows(table, dataset.features or Features.from_arrow_schema(table.schema))
 
 
+#: Hosts whose ``/datasets/ORG/NAME`` pages show a Hub dataset (and the host ``HF_ENDPOINT`` names).
+HUB_PAGE_HOSTS = ("huggingface.co", "www.huggingface.co", "hf.co")
+
+
+def hub_page_repo(text: str) -> str | None:
+    """What to give instead of a Hub page's URL (``https://huggingface.co/datasets/ORG/NAME``, ``.../tree/REV``):
+    ``ORG/NAME``, with ``--revision REV`` for a page of a revision; None for any other location.
+
+    A page is refused, not read: ``HF_ENDPOINT`` says which Hub convhub reads, and a page of another host (or a
+    revision beside ``--revision``) would leave it to a guess."""
+    from urllib.parse import unquote, urlsplit
+
+    from huggingface_hub import constants
+
+    parts = urlsplit(text)
+    hosts = {*HUB_PAGE_HOSTS, urlsplit(constants.ENDPOINT).netloc.lower()}
+    words = [unquote(word) for word in parts.path.split("/") if word]
+    if parts.scheme not in ("http", "https") or parts.netloc.lower() not in hosts:
+        return None
+    if len(words) < 3 or words[0] != "datasets":
+        return None
+    repo = f"{words[1]}/{words[2]}"
+    if len(words) > 4 and words[3] in ("tree", "blob", "resolve"):
+        return f"{repo} with --revision {words[4]}"
+    return repo
+
+
 def open_build(
     location: str | os.PathLike,
     revision: str | None = None,
@@ -268,6 +299,9 @@ def open_build(
     """A build folder when ``location`` exists on disk or is a URL (``hdfs://``, ``s3a://``; not ``hf://``), else a
     Hub repo id (``org/name``)."""
     text = os.fspath(location)
+    repo = hub_page_repo(text)
+    if repo is not None:  # the command line cannot run as given: exit 2
+        raise UsageError(f"{text} is a Hub page, not a build: use {repo} to read it (its repo id)")
     if os.path.exists(location) or ("://" in text and not text.startswith("hf://")):
         if revision:
             raise ExportError("--revision applies to a Hub repo, not to a local folder")

@@ -34,6 +34,7 @@ from convhub.mix.rows import (
 from convhub.publish.hub_client import HubUnreachable, reach_repo
 from convhub.publish.hub_errors import redact
 from convhub.storage.folders import Folder, configs_of_card, parquet_file, read_card, text_of
+from convhub.storage.staging import unfinished_build
 
 logger = logging.getLogger(__name__)
 
@@ -196,6 +197,8 @@ class Mixer:
         for index, entry in enumerate(recipe.sources):
             if entry.repo is not None:
                 check_repo(entry, entry.repo, index)
+            elif entry.path is not None and (unfinished := unfinished_build(entry.path)) is not None:
+                raise RecipeError(f"sources[{index}].path", unfinished)
         self.reports = [describe_source(entry) for entry in recipe.sources]
         self.deduplicator = Deduplicator()
         #: Each source's held-out rows (with provenance), kept apart by conversation from its training rows.

@@ -71,6 +71,7 @@ from convhub.publish.plan import (
 )
 from convhub.publish.session import TRANSIENT_STATUSES, HubFault, HubSession, PushError, RetryPolicy
 from convhub.storage.folders import Folder, folder_at, is_url, read_card
+from convhub.storage.staging import unfinished_build
 
 __all__ = [
     "CARD",
@@ -154,6 +155,9 @@ def push_folder(
     use_timeouts()  # no Hub request of this push may wait forever
     folder = folder_at(folder)
     revision = revision or "main"
+    unfinished = unfinished_build(folder)
+    if unfinished is not None:  # a killed run's card and part of its files: never to be published as a build
+        raise PushError(unfinished, kind="unfinished")
     files = local_files(folder)
     card = read_card(files[CARD])
     check_license(card)

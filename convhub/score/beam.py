@@ -45,7 +45,7 @@ from convhub.score.beam_prompts import (
     equivalence_request,
     rubric_request,
 )
-from convhub.score.inputs import Row, Scored, ScoreError
+from convhub.score.inputs import Row, Scored, ScoreError, mean
 from convhub.score.judge.client import Judge, JudgeError
 from convhub.score.report import Report
 
@@ -194,10 +194,6 @@ def question_scores(items: list[Scored], judge: Judge, where: str) -> list[dict[
     return records
 
 
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
-
-
 def _by_conversation(records: list[dict[str, Any]], metric_of) -> dict[str, dict[str, Any]]:
     """Per conversation: its scale and, per ability, the mean over its questions of ``metric_of(ability)``."""
     found: dict[str, dict[str, Any]] = {}
@@ -209,19 +205,19 @@ def _by_conversation(records: list[dict[str, Any]], metric_of) -> dict[str, dict
     return {
         name: {
             "scale": entry["scale"],
-            "by_ability": {a: _mean(v) for a, v in sorted(entry["values"].items())},
+            "by_ability": {a: mean(v) for a, v in sorted(entry["values"].items())},
         }
         for name, entry in found.items()
     }
 
 
-def _by_scale(conversations: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+def _by_scale(conversations: dict[str, dict[str, Any]]) -> dict[str, dict[str, float | None]]:
     """Per scale and ability: the mean over the scale's conversations that have the ability."""
     values: dict[str, dict[str, list[float]]] = {}
     for entry in conversations.values():
         for ability, value in entry["by_ability"].items():
             values.setdefault(entry["scale"], {}).setdefault(ability, []).append(value)
-    return {scale: {a: _mean(v) for a, v in sorted(found.items())} for scale, found in sorted(values.items())}
+    return {scale: {a: mean(v) for a, v in sorted(found.items())} for scale, found in sorted(values.items())}
 
 
 def _finite_tree(value: Any) -> Any:

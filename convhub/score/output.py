@@ -25,7 +25,7 @@ import fsspec
 
 from convhub.score.inputs import ScoreError
 from convhub.storage.folders import file_url_path, location
-from convhub.storage.staging import process_umask
+from convhub.storage.staging import OutputError, process_umask
 
 #: The key and value every report carries first: what tells a report convhub may replace.
 WRITTEN_BY = ("written_by", "convhub score")
@@ -33,8 +33,9 @@ WRITTEN_BY = ("written_by", "convhub score")
 _LARGEST_REPORT = 16 * 1024 * 1024
 
 
-class OutputRefused(ScoreError):
-    """An ``--output`` convhub must not write: one line, found before any work (a usage error, exit 2)."""
+class OutputRefused(ScoreError, OutputError):
+    """An ``--output`` convhub must not write: one line, found before any work (a usage error, exit 2, as
+    ``build``, ``export`` and ``mix`` refuse theirs: ``storage.staging.OutputError``)."""
 
 
 def report_path(value: str) -> Path:

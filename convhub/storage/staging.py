@@ -23,14 +23,17 @@ import ctypes
 import errno
 import json
 import os
+import socket
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from convhub.errors import UsageError
 from convhub.storage.abandoned import (
     FolderT,
     claim,
     is_abandoned,
+    is_running,
     marked_dir,
     owner_record,
     read_owner_record,
@@ -54,8 +57,11 @@ MARKER = ".convhub"
 _MARKER_TEXT = "This folder was written by convhub; a later convhub run may replace it.\n"
 
 
-class OutputError(ValueError):
-    """An output folder convhub must not write: one line for the user, raised before any work."""
+class OutputError(UsageError, ValueError):
+    """An output convhub must not write (a folder or file of the user's, an input, one another run is writing):
+    one line for the user, raised before any work. The command line cannot run as given (another ``--output``,
+    or ``--overwrite``, is the answer), so every command exits 2 for it (``convhub.cli.errors.USAGE``), as
+    argparse does for an ``--output`` it refuses itself (a URL where a local folder is needed)."""
 
 
 def made_by_convhub(folder: Folder) -> bool:
@@ -287,6 +293,28 @@ def _check_not_being_written(output) -> dict | None:
     raise OutputError(
         f"{text_of(output)} is being written by another convhub run{holder}: refusing to write it at the same time "
         f"(if no such run is left, delete {text_of(lock)})"
+    )
+
+
+def unfinished_build(folder: Folder) -> str | None:
+    """The line refusing ``folder`` as a build to read (``export``, ``push``, ``mix``, ``score --data``) while it
+    holds ``WRITING``, or None: a first build on an object store is written in place and a rebuild's objects are
+    copied in one by one, so a run killed part-way leaves a folder with a card and some Parquet files that looks
+    whole but is not. A run of this host that still holds it is named: the build may yet end."""
+    if is_url(folder):
+        folder.fs.invalidate_cache(folder.path)
+    lock = folder / WRITING
+    if not lock.exists():
+        return None
+    name, record = text_of(folder), read_owner_record(lock)
+    if record is not None and record.get("host") == socket.gethostname() and is_running(record):
+        return (
+            f"{name} is still being written by a convhub run (pid {record.get('pid')}): its build is not finished; "
+            "read it once that run has ended"
+        )
+    return (
+        f"{name} holds a build that was never finished (its run stopped while writing it, leaving {WRITING}): "
+        f"build it again with `convhub build SOURCE --output {name}`, which replaces it"
     )
 
 

@@ -168,7 +168,8 @@ def test_an_unreachable_spark_master_fails_at_once(tmp_path, capsys):
     text = fails(capsys, [*arguments, "--output", str(tmp_path / "o")], 1)
     assert (
         text
-        == "--spark-master spark://127.0.0.1:1: no Spark master answers (127.0.0.1:1: Connection refused)"
+        == "--spark-master spark://127.0.0.1:1: the cluster could not be reached: no Spark master answers "
+        "(127.0.0.1:1: Connection refused)"
     )
     assert list(tmp_path.iterdir()) == []
 

@@ -123,3 +123,54 @@ def test_the_command_line_is_read_without_importing_scipy():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.stdout.splitlines() == ["mix", "[]"], done.stderr
+
+
+@pytest.mark.parametrize(
+    "phase, command, line",
+    [
+        (
+            "parse",
+            ["build", "locomo", "--sample", "--output", "out"],
+            "convhub build: interrupted; nothing was written",
+        ),
+        (
+            "run",
+            ["build", "locomo", "--sample", "--output", "out"],
+            "convhub build: interrupted; nothing was written",
+        ),
+        (
+            "run",
+            ["score", "locomo", "--data", "d", "--predictions", "p", "--output", "r"],
+            "convhub score: interrupted",
+        ),
+    ],
+)
+def test_ctrl_c_inside_a_strings_exec_exits_130_not_by_sigint(tmp_path, phase, command, line):
+    """A Ctrl-C that lands in ``exec`` of a string (a dataclass being made by a module imported as the command
+    starts or runs) is handled as any other: ``python -m`` ended by SIGINT (status -2) after the line."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.cli.ctrl_c_in_exec", phase, *command],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.splitlines() == [line]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_what_a_build_imports_as_its_work_starts_is_imported_while_ctrl_c_is_held():
+    """``datasets`` imports ``scipy.io`` for each builder it makes (its streaming patch): a Ctrl-C in its extension
+    modules' initialization was an ImportError. ``import_before_work`` (in ``cli.entry``'s held window) does it first."""
+    code = (
+        "import sys\n"
+        "from convhub.cli import entry, main\n"
+        "args = main.parse(['build', 'locomo', '--sample', '--output', 'out'])\n"
+        "before = {'convhub.build', 'scipy.io'} & set(sys.modules)\n"
+        "entry.import_before_work(args)\n"
+        "print(sorted(before), sorted({'convhub.build', 'scipy.io'} & set(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.stdout.splitlines() == ["[] ['convhub.build', 'scipy.io']"], done.stderr

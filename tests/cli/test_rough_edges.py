@@ -17,6 +17,7 @@ import pytest
 from convhub import registry
 from convhub.cli import errors as cli_errors
 from convhub.cli import main as cli
+from convhub.cli.parsing import Parser
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -244,3 +245,86 @@ def test_a_stalled_hub_is_said_to_have_stalled(capsys, monkeypatch):
         "/datasets/ORG/x/resolve/main/a.parquet: no answer within 7 s (timed out; CONVHUB_HUB_TIMEOUT sets the "
         "limit), on every try\n"
     )
+
+
+def test_an_option_of_an_argument_group_is_known_and_suggested(capsys):
+    """Options added through ``add_argument_group`` and ``add_mutually_exclusive_group`` (nested too) are the
+    parser's as much as any: given right they parse, misspelt they are named with the close one."""
+    parser = Parser(prog="convhub try")
+    parser.add_argument("--output", required=True)
+    group = parser.add_argument_group("judging")
+    group.add_argument("--judge-model")
+    exclusive = group.add_mutually_exclusive_group()
+    exclusive.add_argument("--streaming", action="store_true")
+    parser.add_mutually_exclusive_group().add_argument("--revision")
+    args = parser.parse_args(["--output", "o", "--judge-model", "m", "--streaming", "--revision", "v"])
+    assert (args.judge_model, args.streaming, args.revision) == ("m", True, "v")
+    for typo, meant in (
+        ("--judge-modle", "--judge-model"),
+        ("--streamng", "--streaming"),
+        ("--revison", "--revision"),
+    ):
+        with pytest.raises(SystemExit) as exited:
+            parser.parse_args([typo, "x"])
+        assert exited.value.code == cli_errors.USAGE
+        assert capsys.readouterr().err.strip() == (
+            f"convhub try: error: unrecognized option {typo} (did you mean {meant}?) (see convhub try --help)"
+        )
+
+
+def _yarn_site(folder: Path, *properties: tuple[str, str]) -> Path:
+    folder.mkdir()
+    lines = "".join(
+        f"<property><name>{name}</name><value>{value}</value></property>" for name, value in properties
+    )
+    (folder / "yarn-site.xml").write_text(f'<?xml version="1.0"?><configuration>{lines}</configuration>')
+    return folder
+
+
+@pytest.mark.parametrize("variable", ["HADOOP_CONF_DIR", "YARN_CONF_DIR"])
+def test_yarn_whose_resourcemanager_does_not_answer_ends_in_one_line(variable, tmp_path):
+    """``HADOOP_CONF_DIR`` names a cluster that is down: the command hung (YARN's client retries for many minutes);
+    now one line naming the place and the setting, exit 1, in seconds. A real ``convhub`` process."""
+    port = closed_port()
+    conf = _yarn_site(tmp_path / "conf", ("yarn.resourcemanager.address", f"127.0.0.1:{port}"))
+    env = {
+        name: value for name, value in os.environ.items() if name not in ("HADOOP_CONF_DIR", "YARN_CONF_DIR")
+    }
+    env.update(PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env[variable] = str(conf)
+    argv = ["build", "locomo", "--sample", "--output", str(tmp_path / "out"), "--engine", "spark"]
+    done = subprocess.run(
+        [sys.executable, "-m", "convhub.cli", *argv, "--spark-master", "yarn"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == cli_errors.DATA, done.stderr
+    assert done.stderr.splitlines() == [
+        "convhub build: error: --spark-master yarn: the cluster could not be reached: no YARN ResourceManager "
+        f"answers (127.0.0.1:{port}: Connection refused); named by yarn.resourcemanager.address in "
+        f"{conf / 'yarn-site.xml'} (${variable})"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_resourcemanagers_yarn_site_names(tmp_path, monkeypatch):
+    """High availability (each ``rm-id``), a host without its port (Hadoop's 8032), a ``${name}`` expanded."""
+    from convhub.engine.runners.cluster_masters import contact
+
+    conf = _yarn_site(
+        tmp_path / "conf",
+        ("yarn.resourcemanager.ha.enabled", "true"),
+        ("yarn.resourcemanager.ha.rm-ids", "rm1, rm2"),
+        ("yarn.resourcemanager.hostname.rm1", "first.example"),
+        ("cluster.host", "second.example"),
+        ("yarn.resourcemanager.address.rm2", "${cluster.host}:9032"),
+    )
+    monkeypatch.delenv("YARN_CONF_DIR", raising=False)
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(conf))
+    found = contact("yarn")
+    assert found is not None and found.places == [("first.example", 8032), ("second.example", 9032)]
+    assert found.named_by.startswith(
+        "yarn.resourcemanager.hostname.rm1, yarn.resourcemanager.address.rm2 in "
+    )
+    (conf / "yarn-site.xml").unlink()
+    found = contact("yarn")
+    assert found is not None and found.places == [("0.0.0.0", 8032)] and "Hadoop's default" in found.named_by

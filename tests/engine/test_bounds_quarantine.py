@@ -39,7 +39,7 @@ def _check_in_child(quarantine_path: str, tmp_path) -> subprocess.CompletedProce
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
 def test_a_device_as_the_quarantine_file_is_refused_unread(tmp_path):
     done = _check_in_child("/dev/zero", tmp_path)
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 2, done.stderr  # an output refused: exit 2, as in every command
     lines = done.stderr.strip().splitlines()
     assert lines == [
         "convhub check: error: /dev/zero is not a quarantine file convhub wrote: refusing to replace it"
@@ -55,7 +55,7 @@ def test_a_fifo_as_the_quarantine_file_is_refused_without_waiting_for_a_writer(t
         done = _check_in_child(str(fifo), tmp_path)
     except subprocess.TimeoutExpired:
         pytest.fail("the check waited on the FIFO")
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 2, done.stderr  # an output refused: exit 2, as in every command
     assert done.stderr.strip().splitlines() == [
         f"convhub check: error: {fifo} is not a quarantine file convhub wrote: refusing to replace it"
     ]
@@ -67,7 +67,7 @@ def test_a_link_to_a_device_is_refused_before_it_is_followed(tmp_path):
     link = tmp_path / "out.quarantine.jsonl"
     link.symlink_to("/dev/zero")
     done = _check_in_child(str(link), tmp_path)
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 2, done.stderr  # an output refused: exit 2, as in every command
     assert done.stderr.strip().splitlines() == [
         f"convhub check: error: {link} is not a quarantine file convhub wrote: refusing to replace it"
     ]

@@ -30,12 +30,13 @@ def data(tmp_path) -> Path:
     return folder
 
 
-def refused(capsys, *args: str) -> str:
-    """Run ``convhub build mnbvc ARGS``; assert it failed with status 1 in one line; that line."""
+def refused(capsys, *args: str, status_expected: int = 1) -> str:
+    """Run ``convhub build mnbvc ARGS``; assert it failed with ``status_expected`` (1, a data error) in one line;
+    that line."""
     capsys.readouterr()
     status = main(["build", "mnbvc", *args])
     [line] = capsys.readouterr().err.strip().splitlines()
-    assert status == 1, line
+    assert status == status_expected, line
     assert line.startswith("convhub build: error: ")
     return line
 
@@ -136,6 +137,7 @@ def test_a_link_to_a_regular_file_outside_the_folder_is_read(data, tmp_path):
 @pytest.mark.parametrize("output", [".", "sub"])
 def test_the_data_folder_as_the_output_or_holding_it_is_refused_before_work(data, capsys, output):
     before = sorted(os.listdir(data))
-    line = refused(capsys, "--data-dir", str(data), "--output", str(data / output))
+    # an output refused: the command line cannot run as given (exit 2, as every command refuses an output)
+    line = refused(capsys, "--data-dir", str(data), "--output", str(data / output), status_expected=2)
     assert "refusing to write" in line and str(data) in line
     assert sorted(os.listdir(data)) == before

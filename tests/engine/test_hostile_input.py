@@ -56,7 +56,7 @@ def test_a_bad_field_names_file_record_and_field(tmp_path, name, kind):
     marker = "toy-train-1" if name == "convlab" else record_marker(source, 1)
     error = assert_fails_cleanly(name, data_dir, tmp_path, Path(source.file_name).name, marker)
     assert error.field is not None and field in error.field
-    assert ("missing" if kind == "missing" else "expected") in error.problem
+    assert (source.missing_says if kind == "missing" else "expected") in error.problem
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -119,7 +119,12 @@ def test_duplicate_ids_in_one_file(tmp_path, name):
         ids = load(tmp_path / "out", "sessions")["conversation_id"]
         assert ids == [source.conversation_id(i) for i in range(3)]
         return
-    field = {"locomo": "sample_id", "gigamemory": "id", "convlab": "dialogue_id"}[name]
+    field = {
+        "locomo": "sample_id",
+        "gigamemory": "id",
+        "convlab": "dialogue_id",
+        "longmemeval": "question_id",
+    }[name]
     error = assert_fails_cleanly(name, data_dir, tmp_path, Path(source.file_name).name, "duplicate")
     assert error.field == field
 
@@ -443,11 +448,13 @@ def test_a_users_file_where_the_quarantine_goes_is_refused_by_build_and_check(tm
     hostile_mix(source, data_dir)
     (tmp_path / "out.quarantine.jsonl").write_text("my notes\n", encoding="utf-8")
     args = ["build", "mnbvc", "--data-dir", str(data_dir), "--output", str(tmp_path / "out")]
-    assert cli.main([*args, "--on-bad-record", "skip"]) == 1
+    assert cli.main([*args, "--on-bad-record", "skip"]) == 2  # an output refused: exit 2 in every command
     assert "not a quarantine file convhub wrote" in capsys.readouterr().err
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mnbvc.quarantine.jsonl").write_text("more notes\n", encoding="utf-8")
-    assert cli.main(["check", "mnbvc", "--data-dir", str(data_dir), "--on-bad-record", "skip"]) == 1
+    assert (
+        cli.main(["check", "mnbvc", "--data-dir", str(data_dir), "--on-bad-record", "skip"]) == 2
+    )  # an output refused: exit 2 in every command
     assert "not a quarantine file convhub wrote" in capsys.readouterr().err
     assert (tmp_path / "out.quarantine.jsonl").read_text("utf-8") == "my notes\n"
     assert (tmp_path / "mnbvc.quarantine.jsonl").read_text("utf-8") == "more notes\n"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import datasets
@@ -25,6 +27,7 @@ from tests.support.export_checks import (
     export,
 )
 from tests.support.mix_sources import short_arrow_shutdown_pause  # noqa: F401 (autouse: streamed reads pause 0.1 s, not 5)
+from tests.support.running_commands import command_env
 
 # -- Hub repos, the command line, failures ------------------------------------------------------------------
 
@@ -92,6 +95,40 @@ def test_a_folder_that_is_no_build_or_a_bad_repo_id_is_one_clear_error(tmp_path)
     with pytest.raises(ExportError, match="neither a local build folder nor a Hub repo id"):
         export_source("locomo", tmp_path / "no" / "such" / "folder", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "page, use",
+    [
+        (
+            "https://huggingface.co/datasets/ORG/locomo-unified",
+            "use ORG/locomo-unified",
+        ),
+        ("https://hf.co/datasets/ORG/locomo-unified/", "use ORG/locomo-unified"),
+        (
+            "https://huggingface.co/datasets/ORG/locomo-unified/tree/v2",
+            "use ORG/locomo-unified with --revision v2",
+        ),
+    ],
+)
+def test_a_hub_page_url_is_refused_naming_the_repo_id_to_use(tmp_path, page, use):
+    """A Hub page's URL is no location convhub reads: ``export --from`` and ``score --data`` say the repo id to
+    give (exit 2, a command line that cannot run as given), in a real ``convhub`` process, with nothing written."""
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text('{"question_id": "q", "prediction": "p"}\n', encoding="utf-8")
+    for command, argv in (
+        ("export", ["export", "locomo", "--from", page, "--output", "again"]),
+        ("score", ["score", "locomo", "--data", page, "--predictions", str(answers), "--output", "r.json"]),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "convhub.cli", *argv],
+            capture_output=True, text=True, env=command_env(), cwd=tmp_path, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip().splitlines() == [
+            f"convhub {command}: error: {page} is a Hub page, not a build: {use} to read it (its repo id)"
+        ]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["answers.jsonl"]
 
 
 def test_json_text_columns_read_exactly_through_export_and_load_dataset(tmp_path):

@@ -370,3 +370,11 @@ def test_the_real_conversations_questions(tmp_path, beam_judge, capsys):
         if row["category"] == "event_ordering"
     )
     assert report["judge"]["calls"] == items + lines
+
+
+def test_one_mean_for_every_benchmark():
+    """BEAM's means are the shared one (``score.inputs.mean``, None over no value), not a twin of its own."""
+    from convhub.score import beam, inputs
+
+    assert "_mean" not in vars(beam) and beam.mean is inputs.mean
+    assert beam._by_scale({"c": {"scale": "100K", "by_ability": {"a": 1.0}}}) == {"100K": {"a": 1.0}}

@@ -19,8 +19,9 @@ import pytest
 from convhub.cli.main import main
 from convhub.score.judge import mem0 as mem0_judge
 from convhub.score.judge.client import Judge, JudgeError, VerdictFailed
-from convhub.score.judge.transport import MAX_BODY, redact, shown_url
+from convhub.score.judge.transport import MAX_BODY, clear_text_warning, redact, shown_url
 from tests.score.score_helpers import qa_rows, run_score, write_predictions
+from tests.support.running_commands import command_env
 
 #: the fixtures gigamemory_sample and judge
 pytest_plugins = ["tests.score.score_fixtures"]
@@ -236,7 +237,7 @@ def test_ctrl_c_during_a_stall_stops_at_once(gigamemory_sample, tmp_path, judge)
     file = write_predictions(
         tmp_path / "p.jsonl", [{"question_id": row["question_id"], "prediction": "x"} for row in rows]
     )
-    command = [sys.executable, "-c", "from convhub.cli.main import console_main; console_main()", "score"]
+    command = [sys.executable, "-m", "convhub.cli", "score"]  # the command's own entry point
     command += ["gigamemory", "--data", str(gigamemory_sample), "--predictions", str(file)]
     command += ["--output", str(tmp_path / "r.json"), "--judge-url", judge.url, "--judge-model", "m"]
     command += ["--judge-timeout", "600", "--judge-cache", str(tmp_path / "cache")]
@@ -261,3 +262,67 @@ def test_a_refused_request_is_not_retried(judge):
     with pytest.raises(VerdictFailed, match=r"HTTP 400: .* \(1 try\)$"):
         ask(judge, retries=3)
     assert len(judge.requests) == 1
+
+
+# -- a key over plain http ----------------------------------------------------------------------------------
+
+
+def _score_through(judge, gigamemory_sample, tmp_path, url: str, **env: str) -> tuple[int, str]:
+    """``convhub score gigamemory`` as a real process asking the judge at ``url`` with a key set: its exit
+    status and stderr."""
+    rows = qa_rows(gigamemory_sample)
+    file = write_predictions(
+        tmp_path / "p.jsonl", [{"question_id": rows[0]["question_id"], "prediction": "x"}]
+    )
+    argv = [sys.executable, "-m", "convhub.cli", "score", "gigamemory", "--data", str(gigamemory_sample)]
+    argv += ["--predictions", str(file), "--output", str(tmp_path / "r.json"), "--judge-url", url]
+    argv += ["--judge-model", "m", "--judge-retries", "0", "--no-judge-cache"]
+    environment = command_env(OPENAI_API_KEY="sk-plain-" + "k" * 20, NO_PROXY="", no_proxy="", **env)
+    done = subprocess.run(argv, capture_output=True, text=True, env=environment, timeout=120)
+    return done.returncode, done.stderr
+
+
+def test_a_key_over_plain_http_to_another_machine_is_warned_of_before_the_first_request(
+    gigamemory_sample, tmp_path, judge
+):
+    """``http://judge.example`` reached through an HTTP proxy that is the double on 127.0.0.1 (the request
+    never leaves this machine): the warning is the first line, and the request went out after it."""
+    proxy = judge.url.removesuffix("/v1")
+    status, err = _score_through(
+        judge, gigamemory_sample, tmp_path, "http://judge.example/v1", HTTP_PROXY=proxy, http_proxy=proxy
+    )
+    lines = err.strip().splitlines()
+    assert lines[0] == (
+        "warning: --judge-url http://judge.example/v1 is plain http to another machine: the API key crosses the "
+        "network unencrypted (give an https:// URL)"
+    ), err
+    assert lines.count(lines[0]) == 1
+    assert judge.paths == ["http://judge.example/v1/chat/completions"]  # asked once, through the proxy
+    assert judge.headers[0]["Authorization"] == "Bearer sk-plain-" + "k" * 20
+    assert "kkkk" not in err and status == 1  # (the double routes no proxied path: 404)
+
+
+def test_no_warning_for_a_judge_on_this_machine(gigamemory_sample, tmp_path, judge):
+    status, err = _score_through(judge, gigamemory_sample, tmp_path, judge.url)
+    assert status == 0 and "warning" not in err, err
+    assert judge.requests
+
+
+@pytest.mark.parametrize(
+    "url, key, warned",
+    [
+        ("http://judge.example/v1", "sk", True),
+        ("http://10.0.0.7:8000/v1", "sk", True),
+        ("http://user:pw@judge.example/v1", None, True),
+        ("http://judge.example/v1", None, False),
+        ("https://judge.example/v1", "sk", False),
+        ("http://127.0.0.1:8000/v1", "sk", False),
+        ("http://127.8.9.10/v1", "sk", False),
+        ("http://localhost:8000/v1", "sk", False),
+        ("http://[::1]:8000/v1", "sk", False),
+    ],
+)
+def test_which_urls_are_warned_of(url, key, warned):
+    line = clear_text_warning(url, key)
+    assert (line is not None) == warned
+    assert line is None or ("pw" not in line and line.startswith("warning: --judge-url http://"))

@@ -138,13 +138,7 @@ def test_ctrl_c_during_a_cached_rerun(gigamemory_sample, tmp_path, capsys, judge
     argv = gigamemory_argv(
         gigamemory_sample, tmp_path, judge.url, rows, "--judge-cache", str(cache), "--judge-timeout", "600"
     )
-    command = [
-        sys.executable,
-        "-c",
-        "from convhub.cli.main import console_main; console_main()",
-        "score",
-        *argv,
-    ]
+    command = [sys.executable, "-m", "convhub.cli", "score", *argv]  # the command's own entry point
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:

@@ -69,8 +69,8 @@ def test_two_builds_into_one_new_output_give_one_whole_build_or_a_refusal(tmp_pa
     logs = {prefix: (tmp_path / f"{prefix}.stderr").read_text() for prefix in processes}
     assert 0 in statuses.values(), logs
     for prefix, status in statuses.items():
-        if status != 0:  # a refusal: one line, exit 1
-            assert status == 1, logs[prefix]
+        if status != 0:  # a refusal of the output: one line, exit 2 (as every command refuses an output)
+            assert status == 2, logs[prefix]
             assert logs[prefix].strip().splitlines()[-1].startswith("convhub build: error: "), logs[prefix]
             assert "Traceback" not in logs[prefix]
     ids = conversation_ids(output)

@@ -13,6 +13,7 @@ import pytest
 
 from convhub import registry
 from convhub.build import build_source
+from convhub.cli.errors import USAGE
 from convhub.cli.main import main
 from convhub.export.exporter import export_source
 from convhub.mix import load_recipe, write_mixture
@@ -21,6 +22,8 @@ from convhub.storage import staging
 from convhub.storage.staging import MARKER, OutputError, _exchange, check_output, made_by_convhub
 
 LOCOMO_SAMPLE = Path(registry.get("locomo").sample_dir())
+#: An output refused: the command line cannot run as given, whichever command refuses it.
+REFUSED = USAGE
 
 
 def _users_folder(path: Path) -> Path:
@@ -41,7 +44,7 @@ def _one_error_line(capsys) -> str:
 def test_a_build_refuses_a_folder_of_the_users_files_and_leaves_it_alone(tmp_path, capsys):
     folder = _users_folder(tmp_path / "mine")
     code = main(["build", "locomo", "--sample", "--output", str(folder)])
-    assert code == 1
+    assert code == REFUSED
     assert "convhub did not write" in _one_error_line(capsys)
     assert (folder / "thesis.tex").read_text(encoding="utf-8") == "years of work"
     assert (folder / "figures" / "plot.png").exists()
@@ -73,7 +76,7 @@ def test_never_the_working_folder_home_or_root_even_with_overwrite(tmp_path, mon
     _users_folder(tmp_path / "home")
     output = {"cwd": ".", "home": str(tmp_path / "home"), "root": "/", "parent of cwd": ".."}[where]
     code = main(["build", "locomo", "--sample", "--output", output, "--overwrite"])
-    assert code == 1
+    assert code == REFUSED
     assert "even with --overwrite" in _one_error_line(capsys)
     assert (work / "thesis.tex").exists() and (tmp_path / "home" / "thesis.tex").exists()
 
@@ -85,7 +88,7 @@ def test_never_the_data_folder_or_a_folder_holding_it(tmp_path, capsys):
     source.write_bytes((LOCOMO_SAMPLE / "locomo_sample.json").read_bytes())
     for output in (data, tmp_path / "project"):
         code = main(["build", "locomo", "--data-dir", str(data), "--output", str(output), "--overwrite"])
-        assert code == 1
+        assert code == REFUSED
         assert "holds the input" in _one_error_line(capsys)
     assert source.read_bytes() == (LOCOMO_SAMPLE / "locomo_sample.json").read_bytes()
 
@@ -95,7 +98,7 @@ def test_an_output_inside_the_data_folder_is_refused_so_it_is_never_read_back(tm
     data.mkdir()
     (data / "locomo10.json").write_bytes((LOCOMO_SAMPLE / "locomo_sample.json").read_bytes())
     code = main(["build", "locomo", "--data-dir", str(data), "--output", str(data / "out")])
-    assert code == 1
+    assert code == REFUSED
     assert "read it as input" in _one_error_line(capsys)
     assert [p.name for p in data.iterdir()] == ["locomo10.json"]
 
@@ -110,13 +113,13 @@ def test_a_chained_url_naming_a_local_folder_is_checked_as_that_folder(tmp_path,
     for output, problem in ((data, "holds the input"), (data / "out", "read it as input")):
         url = f"simplecache::{output.as_uri()}"
         code = main(["build", "locomo", "--data-dir", str(data), "--output", url, "--overwrite"])
-        assert code == 1
+        assert code == REFUSED
         assert problem in _one_error_line(capsys)
     monkeypatch.chdir(data)
     code = main(
         ["build", "locomo", "--sample", "--output", f"simplecache::{data.parent.as_uri()}", "--overwrite"]
     )
-    assert code == 1
+    assert code == REFUSED
     assert "even with --overwrite" in _one_error_line(capsys)
     assert [p.name for p in data.iterdir()] == ["locomo10.json"]
     assert source.read_bytes() == (LOCOMO_SAMPLE / "locomo_sample.json").read_bytes()
@@ -126,9 +129,9 @@ def test_a_symlink_or_a_file_as_output_is_one_line_before_any_work(tmp_path, cap
     target = _users_folder(tmp_path / "target")
     (tmp_path / "link").symlink_to(target)
     (tmp_path / "afile").write_text("x", encoding="utf-8")
-    assert main(["build", "locomo", "--sample", "--output", str(tmp_path / "link"), "--overwrite"]) == 1
+    assert main(["build", "locomo", "--sample", "--output", str(tmp_path / "link"), "--overwrite"]) == REFUSED
     assert "symbolic link" in _one_error_line(capsys)
-    assert main(["build", "locomo", "--sample", "--output", str(tmp_path / "afile")]) == 1
+    assert main(["build", "locomo", "--sample", "--output", str(tmp_path / "afile")]) == REFUSED
     assert "is a file" in _one_error_line(capsys)
     assert (target / "thesis.tex").exists() and (tmp_path / "afile").read_text(encoding="utf-8") == "x"
 

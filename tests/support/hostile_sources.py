@@ -14,6 +14,7 @@ from typing import Any
 import datasets
 import pytest
 
+from convhub import registry
 from convhub.build import build_source
 from convhub.engine.checks import quarantine
 from convhub.errors import SourceError
@@ -78,6 +79,21 @@ def mnbvc_record(i: int, text: str = "") -> dict:
     }
 
 
+def longmemeval_record(i: int, text: str = "") -> dict:
+    turns = [{"role": "user", "content": text or f"hello {i}"}, {"role": "assistant", "content": "ok"}]
+    return {
+        "question_id": f"q-{i}",
+        "question_type": "single-session-user",
+        "question": "what did I say?",
+        "answer": f"hello {i}",
+        "question_date": "2023/06/10 (Sat) 09:00",
+        "haystack_session_ids": [f"s-{i}"],
+        "haystack_dates": ["2023/06/02 (Fri) 19:45"],
+        "haystack_sessions": [turns],
+        "answer_session_ids": [f"s-{i}"],
+    }
+
+
 @dataclass
 class Source:
     """How one source lays out its files and what one record is, for the fixtures below."""
@@ -89,6 +105,8 @@ class Source:
     #: (mutation of a valid record, the field the error must name) for a wrong type and a missing field
     wrong_type: tuple[Callable[[dict], None], str]
     missing: tuple[Callable[[dict], None], str]
+    #: what the source's error says of a missing field (LongMemEval's: "expected a string, got nothing")
+    missing_says: str = "missing"
 
     def path(self, data_dir: Path, file_name: str | None = None) -> Path:
         path = data_dir / (file_name or self.file_name)
@@ -113,6 +131,8 @@ class Source:
             return f"toy-train-{i}"
         if self.name == "mnbvc":
             return f"{file_name or self.file_name}:{i + 1}"
+        if self.name == "longmemeval":  # the file's subset (its name without .json), then the question's id
+            return f"{Path(file_name or self.file_name).stem}:q-{i}"
         raise ValueError("gigamemory ids are digests: compare question ids")
 
 
@@ -164,8 +184,27 @@ SOURCES = {
         (_set("元数据", "not an object"), "元数据"),
         (lambda record: (record.pop("问"), record.pop("答")), "问"),
     ),
+    "longmemeval": Source(
+        "longmemeval",
+        longmemeval_record,
+        "longmemeval_s.json",
+        False,
+        (_set("haystack_sessions/0/0/content", 42), "content"),
+        (_drop("question"), "question"),
+        "got nothing",
+    ),
 }
-NAMES = list(SOURCES)
+#: The sources every hostile case runs on: each the registry has, but those that ``NOT_ONE_FILE`` names.
+NOT_ONE_FILE = {
+    "beam": "a BEAM chat is a folder of files (chat.json, probing_questions/, plans), never one record of a "
+    "file of several: the cases here write records into one JSON list or JSON Lines file, and break it; "
+    "BEAM's own hostile chats are in tests/beam/test_beam_build.py (a bad field, a JSON file that does not "
+    "parse, one quarantined whole under skip, a chat id read twice)",
+}
+NAMES = [name for name in registry.names() if name not in NOT_ONE_FILE]
+missing = sorted(set(NAMES) - set(SOURCES))
+if missing:  # a new source: give it a Source above (its record and file layout), or a reason in NOT_ONE_FILE
+    raise RuntimeError(f"tests/support/hostile_sources.py has no Source for {', '.join(missing)}")
 
 
 def bad_record(source: Source, kind: str, i: int) -> dict:

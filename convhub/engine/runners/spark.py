@@ -124,19 +124,28 @@ CONNECT_SECONDS = 5.0
 
 
 def check_reachable(master: str) -> None:
-    """For a ``spark://HOST:PORT[,HOST:PORT...]`` master: at least one of its hosts accepts a TCP connection,
-    else an ``EngineError`` naming them (Spark itself retries for over a minute before it gives up)."""
-    if not master.startswith("spark://"):
+    """For a cluster master (``spark://``, ``yarn``, ``k8s://``): at least one of the places its first contact goes
+    (``cluster_masters.contact``: the URL's hosts, the ResourceManager(s) ``yarn-site.xml`` names) accepts a TCP
+    connection within ``CONNECT_SECONDS``, else an ``EngineError`` saying the cluster could not be reached and
+    which setting named it: Spark itself retries for over a minute (``spark://``) or many (YARN) before it gives
+    up."""
+    from convhub.engine.runners.cluster_masters import contact
+
+    found = contact(master)
+    if found is None:
         return
     reasons = []
-    for place in master[len("spark://") :].split(","):
-        host, _, port = place.rpartition(":") if ":" in place else (place, ":", "7077")
+    for host, port in found.places:
+        place = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS):
+            with socket.create_connection((host, port), timeout=CONNECT_SECONDS):
                 return
-        except (OSError, ValueError) as error:
+        except OSError as error:
             reasons.append(f"{place}: {getattr(error, 'strerror', None) or error}")
-    raise EngineError(f"--spark-master {master}: no Spark master answers ({'; '.join(reasons)})")
+    named = "" if found.named_by == "--spark-master" else f"; named by {found.named_by}"
+    raise EngineError(
+        f"--spark-master {master}: the cluster could not be reached: {found.what} ({'; '.join(reasons)}){named}"
+    )
 
 
 class SparkEngine:

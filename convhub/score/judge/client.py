@@ -18,6 +18,7 @@ unless the benchmark's policy counts it as negative (GigaMemory's contest does).
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,6 +138,8 @@ class Judge:
     runs: int = 1
     cache: JudgeCache | None = None
     tally: JudgeTally = field(default_factory=JudgeTally)
+    #: whether the plain-http warning (``transport.clear_text_warning``) was printed: once, before a request
+    warned: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.http = Endpoint(self.url, self.api_key, self.timeout, self.retries)
@@ -235,6 +238,13 @@ class Judge:
                     raise task.exception()  # type: ignore[misc]
         return replies, failures[-1] if failures else ""
 
+    def _warn_before_sending(self) -> None:
+        """Say once, before the first request leaves (none for cached replies), that its credential goes out
+        unencrypted (``--judge-url http://`` to another machine with a key)."""
+        if self.http.clear_text and not self.warned:
+            self.warned = True
+            print(self.http.clear_text, file=sys.stderr)
+
     async def _reply(self, client, slots: asyncio.Semaphore, body: dict[str, Any], run: int) -> Reply:
         """The cached reply to this request and run, else the endpoint's (stored as soon as it arrives)."""
         key = request_key(self.endpoint, body, run) if self.cache else ""
@@ -242,6 +252,7 @@ class Judge:
         if reply is not None:
             self.tally.cached += 1
         else:
+            self._warn_before_sending()
             async with slots:
                 reply = await self.http.complete(client, body)
             self.tally.calls += 1

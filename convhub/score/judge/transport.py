@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import email.utils
+import ipaddress
 import json
 import math
 import re
@@ -77,6 +79,26 @@ def url_problem(url: str) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return f"--judge-url must be an http:// or https:// URL with a host, not {shown_url(url)!r}"
     return None
+
+
+def clear_text_warning(url: str, api_key: str | None) -> str | None:
+    """The warning line for a judge asked over plain ``http://`` on another machine with a credential (the API
+    key, else a ``user:password@`` in the URL), which then crosses the network unencrypted; None over https, to
+    a loopback address (127.0.0.0/8, ``::1``, ``localhost``) or with no credential."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "http" or not (api_key or parts.username is not None):
+        return None
+    host = (parts.hostname or "").rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return None
+    with contextlib.suppress(ValueError):  # a name, not an address
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    secret = "the API key" if api_key else "the URL's user:password"
+    return (
+        f"warning: --judge-url {shown_url(url)} is plain http to another machine: {secret} crosses the network "
+        "unencrypted (give an https:// URL)"
+    )
 
 
 def _secret_query(name: str) -> bool:
@@ -189,6 +211,8 @@ class Endpoint:
             self.secrets.append(base64.b64encode(f"{user}:{password}".encode()).decode())
         self.timeout = timeout
         self.retries = retries
+        #: the warning to print before the first request, where a credential would go out in clear text
+        self.clear_text = clear_text_warning(url, api_key)
 
     def client(self) -> httpx2.AsyncClient:
         """A client for one batch of requests (it belongs to the event loop that runs them)."""

@@ -1,0 +1,132 @@
+"""Where a Spark cluster master's first contact goes, and which setting named it, so that it can be tried before
+Spark is (``spark.check_reachable``).
+
+Spark does not give up on a cluster that does not answer: a ``spark://`` master is retried for over a minute,
+and YARN's client retries the ResourceManager its configuration names for many minutes (the command hung with
+``HADOOP_CONF_DIR`` pointing at a cluster that was down); a ``k8s://`` API server is retried too. Each place is
+a ``host:port`` a TCP connection can try in seconds:
+
+- ``spark://HOST:PORT[,HOST:PORT...]``: the masters the URL names (port 7077 by default);
+- ``k8s://[SCHEME://]HOST[:PORT]``: the API server (https, port 443, unless the URL says otherwise);
+- ``yarn``: the ResourceManager(s) of the ``yarn-site.xml`` Spark puts on its class path from ``HADOOP_CONF_DIR``
+  (first) or ``YARN_CONF_DIR``: ``yarn.resourcemanager.address``, else ``yarn.resourcemanager.hostname`` and
+  port 8032 (Hadoop's defaults); with ``yarn.resourcemanager.ha.enabled``, each of ``yarn.resourcemanager.ha.rm-ids``
+  by its ``.ID`` settings. ``${name}`` in a value is another setting, as Hadoop expands it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from convhub.errors import EngineError
+
+#: The folders Spark reads a cluster's Hadoop configuration from, in the order it puts them on its class path.
+CONF_VARIABLES = ("HADOOP_CONF_DIR", "YARN_CONF_DIR")
+YARN_SITE = "yarn-site.xml"
+#: Hadoop's defaults for the ResourceManager's client address.
+RM_HOST, RM_PORT = "0.0.0.0", 8032
+SPARK_PORT = 7077
+_VARIABLE = re.compile(r"\$\{([^}$]+)\}")
+
+
+@dataclass(frozen=True)
+class Contact:
+    """The places a master's first contact goes (``(host, port)``, any one answering will do), what they are
+    (for the line: "no Spark master", "the Kubernetes API server", "no YARN ResourceManager") and the setting that
+    named them."""
+
+    places: list[tuple[str, int]]
+    what: str
+    named_by: str
+
+
+def contact(master: str) -> Contact | None:
+    """Where ``master``'s first contact goes; None for a master on this machine (``local``...). An ``EngineError``
+    for a ``yarn`` master without the configuration that names its cluster."""
+    if master.startswith("spark://"):
+        places = [_host_port(place, SPARK_PORT) for place in master[len("spark://") :].split(",")]
+        return Contact(places, "no Spark master answers", "--spark-master")
+    if master.startswith("k8s://"):
+        api = master[len("k8s://") :]
+        parts = urlsplit(api if "://" in api else f"https://{api}")  # Spark's default: https
+        try:
+            port = parts.port or (80 if parts.scheme == "http" else 443)
+        except ValueError as error:
+            raise EngineError(f"--spark-master {master}: {error}") from None
+        return Contact(
+            [(parts.hostname or "", port)], "the Kubernetes API server does not answer", "--spark-master"
+        )
+    if master == "yarn":
+        return _yarn_contact()
+    return None
+
+
+def _host_port(place: str, default_port: int) -> tuple[str, int]:
+    host, colon, port = place.rpartition(":")
+    if not colon or host.endswith("[") or "]" in port:  # no port, or an IPv6 address without one
+        return place.strip("[]"), default_port
+    try:
+        return host.strip("[]"), int(port)
+    except ValueError:
+        raise EngineError(f"{place!r} is no HOST:PORT") from None
+
+
+def _yarn_contact() -> Contact:
+    folders = [(name, os.environ[name]) for name in CONF_VARIABLES if os.environ.get(name)]
+    if not folders:
+        raise EngineError(
+            "--spark-master yarn: set HADOOP_CONF_DIR or YARN_CONF_DIR to the folder of the cluster's "
+            "configuration (Spark finds the YARN cluster there)"
+        )
+    for variable, folder in folders:
+        site = Path(folder) / YARN_SITE
+        if site.is_file():
+            settings, where = _hadoop_settings(site), f"{site} (${variable})"
+            break
+    else:
+        settings, where = {}, f"Hadoop's default (no {YARN_SITE} in ${folders[0][0]}, {folders[0][1]})"
+    ids = [""]
+    if settings.get("yarn.resourcemanager.ha.enabled", "").strip().lower() == "true":
+        named = (rm.strip() for rm in settings.get("yarn.resourcemanager.ha.rm-ids", "").split(","))
+        ids = [f".{rm}" for rm in named if rm] or ids
+    places, names = [], []
+    for rm in ids:
+        address = settings.get(f"yarn.resourcemanager.address{rm}")
+        name = f"yarn.resourcemanager.address{rm}"
+        if address is None:
+            address = f"{settings.get(f'yarn.resourcemanager.hostname{rm}', RM_HOST)}:{RM_PORT}"
+            name = f"yarn.resourcemanager.hostname{rm}"
+        places.append(_host_port(_expanded(address, settings), RM_PORT))
+        names.append(name)
+    return Contact(places, "no YARN ResourceManager answers", f"{', '.join(names)} in {where}")
+
+
+def _hadoop_settings(site: Path) -> dict[str, str]:
+    """The ``name``/``value`` pairs of a Hadoop configuration file."""
+    try:
+        root = ElementTree.parse(site).getroot()
+    except (OSError, ElementTree.ParseError) as error:
+        raise EngineError(f"--spark-master yarn: cannot read {site}: {error}") from None
+    settings = {}
+    for prop in root.iter("property"):
+        name, value = prop.findtext("name"), prop.findtext("value")
+        if name and value is not None:
+            settings[name.strip()] = value.strip()
+    return settings
+
+
+def _expanded(value: str, settings: dict[str, str]) -> str:
+    """``value`` with each ``${name}`` replaced by that setting (Hadoop's defaults for the ResourceManager's host),
+    a few levels deep as Hadoop does."""
+    defaults = {"yarn.resourcemanager.hostname": RM_HOST, **settings}
+    for _level in range(20):
+        expanded = _VARIABLE.sub(lambda found: defaults.get(found.group(1), found.group(0)), value)
+        if expanded == value:
+            break
+        value = expanded
+    return value
