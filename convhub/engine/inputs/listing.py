@@ -144,22 +144,6 @@ def hub_files(repo: str, pattern: str) -> list[str]:
     return [f"hf://{path}" for path in sorted(found)]
 
 
-def files_by_stem(
-    files: list[tuple[str, str]], wanted: Iterable[str] | None, source: str, kind: FileKind = JSON_LINES
-) -> list[tuple[str, str]]:
-    """The (name, path) of ``files`` whose stems (``kind.stem``: one subset per file) are ``wanted`` (all when
-    None). Two files of one stem are a SourceError; a wanted stem without a file a KeyError naming the stems."""
-    by_stem: dict[str, str] = {}
-    for name, path in files:
-        first = by_stem.setdefault(kind.stem(name), path)
-        if first != path:
-            raise SourceError(path, None, None, f"same subset {kind.stem(name)!r} as {first}; rename one")
-    unknown = sorted(set(wanted or ()) - set(by_stem))
-    if unknown:
-        raise KeyError(f"{source} has no subset {', '.join(unknown)}; subsets: {', '.join(by_stem)}")
-    return [(name, path) for name, path in files if kind.stem(name) in (wanted or by_stem)]
-
-
 # -- a source's layout, declared ---------------------------------------------------------------------------------
 
 #: Where a file's subset (or split) comes from: its name without its kind's suffix (``FileKind.stem``), or the
