@@ -65,14 +65,10 @@ class Peekable(Protocol):
     def peek(self, size: int = 0, /) -> bytes: ...
 
 
-#: A file's bytes as :func:`decompressed` gives them: the file itself, or the gzip's text.
-DecompressedStream = BinaryIO | gzip.GzipFile
-
-
 @contextmanager
 def decompressed(
     path: str | os.PathLike, opener: Opener = open_source
-) -> Iterator[tuple[DecompressedStream, bool]]:
+) -> Iterator[tuple[BinaryIO | gzip.GzipFile, bool]]:
     """(the file's bytes, whether it is gzip): gunzipped when it begins as gzip does, whatever its name, so that
     offsets count its text."""
     with opener(os.fspath(path)) as raw:
@@ -167,20 +163,6 @@ def line_ranges(path: str, range_bytes: int) -> list[Span]:
     return ranges
 
 
-def readable_lines(lines: Iterable[Any], reject: Reject) -> Iterator[Any]:
-    """``lines`` until one cannot be read (a corrupt gzip): that error goes to ``reject`` once, scope the file,
-    and the lines before it are kept."""
-    lines = iter(lines)
-    while True:
-        try:
-            yield next(lines)
-        except StopIteration:
-            return
-        except SourceError as error:
-            reject(error, None, "file")
-            return
-
-
 def read_objects(
     path: str | os.PathLike,
     source: str,
@@ -203,11 +185,16 @@ def read_objects(
     offsets: deque[int] = deque()  # refuse_json_document gives the lines on in order, each once
 
     def numbered() -> Iterator[tuple[int, bytes]]:
-        for number, offset, raw in readable_lines(iter_lines(path, name, place, opener, span), reject):
-            if notes is not None and number == 1 and offset == len(BYTE_ORDER_MARK):
-                notes.add("UTF-8 byte-order mark at the start of a file (skipped)")
-            offsets.append(offset)
-            yield number, raw
+        try:
+            for number, offset, raw in iter_lines(path, name, place, opener, span):
+                if notes is not None and number == 1 and offset == len(BYTE_ORDER_MARK):
+                    notes.add("UTF-8 byte-order mark at the start of a file (skipped)")
+                offsets.append(offset)
+                yield number, raw
+        except (
+            SourceError
+        ) as error:  # the file cannot be read on (a corrupt gzip): the lines before it are kept
+            reject(error, None, "file")
 
     for number, raw in refuse_json_document(numbered(), name, source):
         offset = offsets.popleft()
@@ -223,14 +210,9 @@ def read_objects(
         yield number, offset, raw, value
 
 
-def line_sha256(raw: bytes) -> str:
-    """What :func:`lines_at` compares to know it read the very line again."""
-    return hashlib.sha256(raw).hexdigest()
-
-
 def spot_of(number: int, offset: int, raw: bytes) -> LineSpot:
     """Where line ``number`` (``raw``, at ``offset``) is, for :func:`lines_at`."""
-    return number, offset, len(raw), line_sha256(raw)
+    return number, offset, len(raw), hashlib.sha256(raw).hexdigest()
 
 
 def lines_at(
@@ -254,7 +236,7 @@ def lines_at(
                 raw = handle.read(length)
             except READ_ERRORS as error:
                 raise SourceError(name, place(number), None, f"cannot read the file: {error}") from error
-            if len(raw) != length or line_sha256(raw) != sha256:
+            if len(raw) != length or hashlib.sha256(raw).hexdigest() != sha256:
                 raise SourceError(name, place(number), None, "the file changed while it was being converted")
             yield raw
 
