@@ -30,7 +30,7 @@ from datasets.download.streaming_download_manager import StreamingDownloadManage
 from convhub.builder import ConversationBuilder, ConvHubConfig, group_shard
 from convhub.builders.mnbvc.formats import Formats
 from convhub.engine.grouping import local_groupby, sort_keys
-from convhub.engine.inputs.listing import find_files, hub_files
+from convhub.engine.inputs.listing import find_files
 from convhub.engine.readers import json_lines
 from convhub.engine.sources.input_shards import Shard, group_of, own_shard
 from convhub.errors import Notes, SourceError
@@ -59,8 +59,12 @@ class JsonLinesBuilder(ConversationBuilder):
     # -- hooks a source implements -------------------------------------------------------------------
 
     def default_files(self) -> list[str]:
-        """URLs of the files a build without ``--data-dir`` reads."""
-        return hub_files(self.DEFAULT_REPO, self.DEFAULT_PATTERN)
+        """URLs of the files a build without ``--data-dir`` reads: those of the Hub dataset ``DEFAULT_REPO`` that
+        match ``DEFAULT_PATTERN`` (needs the network)."""
+        from huggingface_hub import HfFileSystem
+
+        found = HfFileSystem().glob(f"datasets/{self.DEFAULT_REPO}/{self.DEFAULT_PATTERN}")
+        return [f"hf://{path}" for path in sorted(found)]
 
     def format_records(self, kind: str, objects: Objects, name: str, notes: Notes):
         """Canonical records of the rows of file ``name`` (:data:`Objects`), of format ``kind``."""

@@ -23,6 +23,8 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
+import fsspec
+
 from convhub.engine.inputs.listing import FileKind, find_files
 from convhub.storage.folders import fsspec_url, open_file
 
@@ -80,15 +82,9 @@ def card_yaml(entries: list[dict[str, Any]]) -> dict[str, Any]:
     return keys
 
 
-def _is_url(path: str) -> bool:
-    return "://" in path
-
-
 def _size(path: str) -> int:
-    if not _is_url(path):
+    if "://" not in path:
         return os.path.getsize(path)
-    import fsspec
-
     fs, inner = fsspec.core.url_to_fs(fsspec_url(path))
     return int(fs.size(inner))
 
@@ -102,9 +98,7 @@ def _sha256(path: str) -> str:
 
 
 def _modified(path: str) -> str | None:
-    if _is_url(path):
-        import fsspec
-
+    if "://" in path:
         fs, inner = fsspec.core.url_to_fs(fsspec_url(path))
         info = fs.info(inner)
         modified = info.get("LastModified") or info.get("mtime")

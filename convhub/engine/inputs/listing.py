@@ -1,12 +1,8 @@
 """Which files of ``--data-dir`` a source reads, for every source: a local folder (its subfolders too where the
-source says so), one file, or an fsspec URL, each file once, in path order; the files of a Hugging Face dataset;
-and the subset and split of each file, as the source's layout says, and the files a ``--subset`` chooses.
-
-A source says which names it reads with a :class:`FileKind` (JSON Lines, JSON lists, or JSON files that may have
-no extension, as the Hub's ``longmemeval_s`` has) and how they are laid out with a :class:`Listing`: a file per
-subset (LoCoMo, GigaMemory, LongMemEval), a folder per subset (Multi-Session Chat's ``session_2/``), a file per
-split (``train.txt``, ``valid.txt``), and files in subfolders at any depth. The listing, its errors and the choice by
-subset are the same for all of them."""
+source says so), one file, or an fsspec URL, each file once, in path order, of the names its :class:`FileKind`
+reads; each file's subset and split, as the source's :class:`Listing` lays them out (a file per subset as LoCoMo's,
+a folder per subset as Multi-Session Chat's ``session_2/``, a file per split, files at any depth); and the files a
+``--subset`` chooses. The listing, its errors and the choice by subset are the same for all of them."""
 
 from __future__ import annotations
 
@@ -122,26 +118,15 @@ def regular_file(path: str) -> str:
     if not stat.S_ISREG(mode):
         kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a device", stat.S_ISBLK: "a device"}
         what = next((name for test, name in kinds.items() if test(mode)), "a socket or other special file")
+        link = f", through a symbolic link to {os.readlink(path)}" if os.path.islink(path) else ""
         raise SourceError(
             path,
             None,
             None,
-            f"not a regular file ({what}{_through_link(path)}): convhub reads regular files only; remove it "
+            f"not a regular file ({what}{link}): convhub reads regular files only; remove it "
             "from the data folder",
         )
     return path
-
-
-def _through_link(path: str) -> str:
-    return f", through a symbolic link to {os.readlink(path)}" if os.path.islink(path) else ""
-
-
-def hub_files(repo: str, pattern: str) -> list[str]:
-    """``hf://`` paths of the files of the Hub dataset ``repo`` that match ``pattern`` (needs the network)."""
-    from huggingface_hub import HfFileSystem
-
-    found = HfFileSystem().glob(f"datasets/{repo}/{pattern}")
-    return [f"hf://{path}" for path in sorted(found)]
 
 
 # -- a source's layout, declared ---------------------------------------------------------------------------------
