@@ -42,7 +42,6 @@ GroupOf = Callable[[Any, int], str]
 
 #: (stat key of the member) → (group → ranges, the copy of a large zipped member or None)
 _INDEX_CACHE: dict[tuple, tuple[dict[str, list[Range]], str | None]] = {}
-_TEMP_DIR: list = []  # [folder, pid of the process that made it]
 
 
 def indexed(
@@ -84,19 +83,21 @@ def opened(source: DataInput, member: str, copy: str | None) -> contextlib.Abstr
 
 
 def _copy_path(suffix: str) -> str:
-    """A new file in this process's temporary folder (under ``$CONVHUB_TMPDIR`` when set), removed at exit."""
-    if not _TEMP_DIR or _TEMP_DIR[1] != os.getpid():
-        folder = tempfile.mkdtemp(prefix="convhub-inputs-", dir=os.environ.get("CONVHUB_TMPDIR"))
-        _TEMP_DIR[:] = [folder, os.getpid()]
-        atexit.register(_remove_temp_dir, *_TEMP_DIR)
-    handle, path = tempfile.mkstemp(dir=_TEMP_DIR[0], suffix=f"-{suffix}")
+    """A new file under ``$CONVHUB_TMPDIR`` (else the system's temporary folder), removed when this process exits."""
+    handle, path = tempfile.mkstemp(
+        prefix="convhub-inputs-", suffix=f"-{suffix}", dir=os.environ.get("CONVHUB_TMPDIR")
+    )
     os.close(handle)
+    atexit.register(_remove_copy, path, os.getpid())
     return path
 
 
-def _remove_temp_dir(folder: str, pid: int) -> None:
-    if os.getpid() == pid:  # a forked worker inherits the hook: only the process that made it removes it
-        shutil.rmtree(folder, ignore_errors=True)
+def _remove_copy(path: str, pid: int) -> None:
+    if (
+        os.getpid() == pid
+    ):  # a forked worker inherits the hook: only the process that made the copy removes it
+        with contextlib.suppress(OSError):
+            os.remove(path)
 
 
 def index_list(
