@@ -25,7 +25,7 @@ from typing import Any
 
 import fsspec
 
-from convhub.engine.inputs.listing import FileKind, find_files
+from convhub.engine.inputs.listing import ANY_FILE, FileKind, find_files
 from convhub.storage.folders import fsspec_url, open_file
 
 #: Inputs whose sizes add up to more than this are not hashed (a second read of them would cost hours).
@@ -33,8 +33,6 @@ HASH_BUDGET_BYTES = 16 << 30
 #: At most this many files in the YAML's ``source_files`` (about 150 bytes each), and in the body's table.
 YAML_FILES = 1000
 BODY_FILES = 20
-#: Every file that is not hidden: what a source reads of a folder unless it says otherwise.
-ANY_FILE = FileKind(("",), "file")
 _READ_BYTES = 1 << 20
 
 

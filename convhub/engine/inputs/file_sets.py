@@ -34,7 +34,7 @@ from typing import IO, Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from convhub.engine.inputs.listing import regular_file
+from convhub.engine.inputs.listing import ANY_FILE, local_paths
 from convhub.engine.readers.exact_json import loads_exact
 from convhub.errors import Reject, SourceError
 from convhub.storage.folders import fsspec_url, local_copy
@@ -51,7 +51,7 @@ DAMAGED_ZIP = (zipfile.BadZipFile, zlib.error, EOFError, OSError)
 @dataclass(frozen=True)
 class DataInput:
     """One dataset's files. ``kind`` is ``zip`` (``path`` is the archive, its members the files under ``inner``,
-    e.g. ``data/``), ``folder`` (``path`` is the folder, its members every file below it) or ``file`` (``path``
+    e.g. ``data/``), ``folder`` (``path`` is the folder, its members every file below it that is not hidden) or ``file`` (``path``
     is one file standing for the member named ``inner``).
 
     ``origin``: the URL ``path`` is a local copy of. Errors name it, and a task on a machine without the copy
@@ -93,12 +93,8 @@ class DataInput:
                     if name.startswith(self.inner)
                 ]
             return sorted(name for name in names if name and not name.endswith("/"))
-        found = [  # each a regular file (a FIFO would block the build)
-            os.path.relpath(regular_file(os.path.join(root, name)), self.path)
-            for root, _, files in os.walk(self.path)
-            for name in files
-        ]
-        names = sorted(name.replace(os.sep, "/") for name in found)
+        found = local_paths(self.path, recursive=True, kind=ANY_FILE)  # as every source's folder is listed
+        names = sorted(os.path.relpath(path, self.path).replace(os.sep, "/") for path in found)
         refuse_same_names(self.shown, names, f"files of {posixpath.basename(self.path)}/")
         return names
 

@@ -50,6 +50,8 @@ JSON = FileKind((".json",), "*.json")
 JSON_OR_EXTENSIONLESS = FileKind((".json",), "*.json, or no extension", extensionless=True)
 #: Text files (ParlAI's dialogue format, one episode a line, as Multi-Session Chat has).
 TEXT = FileKind((".txt",), "*.txt")
+#: Every file that is not hidden: what a source reads of a folder unless it says otherwise.
+ANY_FILE = FileKind(("",), "file")
 
 
 def find_files(
