@@ -139,9 +139,7 @@ def read_objects(
                     notes.add("UTF-8 byte-order mark at the start of a file (skipped)")
                 offsets.append(offset)
                 yield number, raw
-        except (
-            SourceError
-        ) as error:  # the file cannot be read on (a corrupt gzip): the lines before it are kept
+        except SourceError as error:  # the file cannot be read on (a corrupt gzip): the lines before it stay
             reject(error, None, "file")
 
     for number, raw in refuse_json_document(numbered(), name, source):
