@@ -93,9 +93,8 @@ def _copy_path(suffix: str) -> str:
 
 
 def _remove_copy(path: str, pid: int) -> None:
-    if (
-        os.getpid() == pid
-    ):  # a forked worker inherits the hook: only the process that made the copy removes it
+    # a forked worker inherits the hook: only the process that made the copy removes it
+    if os.getpid() == pid:
         with contextlib.suppress(OSError):
             os.remove(path)
 
@@ -112,11 +111,12 @@ def index_list(
 ) -> dict[str, list[Range]]:
     """Group (``group_of(value, position)``) → the ranges of its elements, in file order.
 
-    A bad element (``group_of`` raises) goes to ``reject`` with its value (raising by default). When the list itself
-    breaks, the rest of the file goes there once; ``element`` names an element in errors. With ``recover`` (and ``key``, a key every element has once and
-    nothing inside one has) the scan reads on after the break and ``reject`` gets the break's bytes, scope
-    ``"span"`` and ``records``, the elements it held. (Bytes that are not UTF-8 cost the element holding them.) A position counts the
-    elements lost before it, so positions stay positions in the file.
+    A bad element (``group_of`` raises) goes to ``reject`` with its value (raising by default). When the list
+    itself breaks, the rest of the file goes there once; ``element`` names an element in errors. With ``recover``
+    (and ``key``, a key every element has once and nothing inside one has) the scan reads on after the break and
+    ``reject`` gets the break's bytes, scope ``"span"`` and ``records``, the elements it held. (Bytes that are not
+    UTF-8 cost the element holding them.) A position counts the elements lost before it, so positions stay
+    positions in the file.
     """
     groups: dict[str, list[Range]] = {}
 
