@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import json
 import math
 import os
 import posixpath
@@ -35,7 +34,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from convhub.engine.inputs.listing import ANY_FILE, local_paths
-from convhub.engine.readers.exact_json import loads_exact
+from convhub.engine.readers.exact_json import load_value
 from convhub.errors import Reject, SourceError
 from convhub.storage.folders import fsspec_url, local_copy
 
@@ -129,10 +128,7 @@ class DataInput:
         """A member's JSON value, exactly ``json.loads``'s; invalid text is a SourceError naming the member."""
         with self.open(member) as stream:
             data = stream.read()
-        try:
-            return loads_exact(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise SourceError(self.label(member), None, None, f"not valid UTF-8 JSON: {error}") from error
+        return load_value(data, self.label(member), None)
 
     def stat_key(self, member: str) -> tuple:
         """Identifies a member as it is now (a cache key): the stat of its file, or of the zip holding it."""

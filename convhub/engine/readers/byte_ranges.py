@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import math
 import os
 import posixpath
@@ -28,7 +27,7 @@ from typing import IO, Any
 
 from convhub.engine.inputs.file_sets import DataInput
 from convhub.engine.readers.contract import Place
-from convhub.engine.readers.exact_json import loads_exact
+from convhub.engine.readers.exact_json import load_value
 from convhub.engine.readers.json_list import CHUNK_BYTES, SkippedBytes, scan_json_array
 from convhub.engine.runners.cuts import balanced_runs
 from convhub.engine.sources.input_shards import Shard
@@ -146,11 +145,7 @@ def read_ranges(stream: IO[bytes], ranges: Iterable[Range], path: str) -> Iterat
     ``json.loads``'s."""
     for start, end, position in sorted(ranges):
         stream.seek(start)
-        data = stream.read(end - start)
-        try:
-            yield position, loads_exact(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise SourceError(path, position, None, f"not valid JSON: {error}") from error
+        yield position, load_value(stream.read(end - start), path, position)
 
 
 def shard_ranges(ranges: list[Range], per_shard: int, min_per_shard: int) -> list[list[Range]]:

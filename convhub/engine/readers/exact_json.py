@@ -79,17 +79,22 @@ def loads_exact(data: bytes | str) -> Any:
         raise json.JSONDecodeError(str(error), document, 0) from error
 
 
-def load_object(raw: bytes, path: str | os.PathLike, place: str) -> dict[str, Any]:
-    """One JSON Lines line (``raw``) as its object, with :func:`loads_exact`'s value; every error is a
-    SourceError naming ``path`` and the line (``place``)."""
+def load_value(raw: bytes, path: str | os.PathLike, record: str | int | None) -> Any:
+    """``raw`` as its JSON value, :func:`loads_exact`'s; every error is a SourceError naming ``path`` and
+    ``record``: what every reader of JSON bytes raises (a line, a list's element, a zip member)."""
     try:
-        value = loads_exact(raw)
+        return loads_exact(raw)
     except UnicodeDecodeError as error:
-        raise SourceError(path, place, None, f"not valid UTF-8: {error}") from error
+        raise SourceError(path, record, None, f"not valid UTF-8: {error}") from error
     except json.JSONDecodeError as error:
-        raise SourceError(path, place, None, f"not valid JSON: {error}") from error
+        raise SourceError(path, record, None, f"not valid JSON: {error}") from error
     except RecursionError:
-        raise SourceError(path, place, None, NESTED_TOO_DEEPLY) from None
+        raise SourceError(path, record, None, NESTED_TOO_DEEPLY) from None
+
+
+def load_object(raw: bytes, path: str | os.PathLike, place: str) -> dict[str, Any]:
+    """One JSON Lines line (``raw``) as its object (:func:`load_value`), naming the line (``place``)."""
+    value = load_value(raw, path, place)
     if not isinstance(value, dict):
         raise SourceError(path, place, None, f"expected a JSON object, got {type(value).__name__}")
     return value
