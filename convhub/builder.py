@@ -28,7 +28,7 @@ from convhub.engine.checks.stats import Report
 from convhub.engine.grouping import local_groupby
 from convhub.engine.inputs import digests
 from convhub.engine.inputs.downloads import source_url
-from convhub.engine.inputs.listing import Listing, SourceFile, chosen
+from convhub.engine.inputs.listing import Listing, SourceFile
 from convhub.engine.readers.contract import Place, Reader
 from convhub.engine.readers.record_loop import UniqueIds, convert_records
 from convhub.engine.readers.storable import SurrogateScreen, unstorable
@@ -230,9 +230,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
             raise FileNotFoundError(f"{self.SOURCE} has no public download: give --data-dir")
         folder = posixpath.basename(posixpath.dirname(url))  # a folder-per-subset file's subset
         local = cast(str, dl_manager.download(source_url(url)))  # one URL in, one path out
-        return chosen(
-            [self.LISTING.file(posixpath.basename(url), local, folder)], self.SOURCE, config.subsets
-        )
+        return self.LISTING.chosen([(posixpath.basename(url), local)], folder, self.SOURCE, config.subsets)
 
     # -- hooks a source implements -------------------------------------------------------------
 

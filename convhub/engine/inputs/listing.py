@@ -180,19 +180,30 @@ class Listing:
             raise ValueError("a file's name can say its subset or its split, not both")
 
     def files(self, data_dir: str, source: str, subsets: Iterable[str] | None = None) -> list[SourceFile]:
-        """Every file of the layout in ``data_dir`` (a folder, a file or a URL) in path order, with its subset and
-        split; only those of ``subsets`` when given (an unknown one is a KeyError naming the subsets there are)."""
+        """Every file of the layout in ``data_dir`` (a folder, a file or a URL) in path order, as :meth:`chosen`
+        gives them."""
         below = self.recursive or FROM_FOLDER in (self.subset, self.split)
         found = find_files(data_dir, source, recursive=below, kind=self.kind)
         folder = posixpath.basename(data_dir.rstrip("/").replace(os.sep, "/"))
-        listed = [self.file(name, path, folder) for name, path in found]
-        self._check_one_file_each(listed)
-        return chosen(listed, source, subsets)
+        return self.chosen(found, folder, source, subsets)
 
-    def file(self, name: str, path: str, folder: str = "") -> SourceFile:
-        """The file ``name`` (its path below ``--data-dir``, which is ``folder``) at ``path``, with the subset and split
-        its name and folder say."""
-        return SourceFile(name, path, self._part(self.subset, name, folder), self._split(name, folder))
+    def chosen(
+        self, found: list[tuple[str, str]], folder: str, source: str, subsets: Iterable[str] | None
+    ) -> list[SourceFile]:
+        """The files ``found`` ((name, path), a name being the path below ``--data-dir``, which is ``folder``),
+        each with the subset and split its name and folder say; only those of ``subsets`` when given (an unknown
+        one is a KeyError naming the subsets there are)."""
+        listed = [
+            SourceFile(name, path, self._part(self.subset, name, folder), self._split(name, folder))
+            for name, path in found
+        ]
+        self._check_one_file_each(listed)
+        wanted = set(subsets or ())
+        present = sorted({file.subset for file in listed if file.subset is not None})
+        unknown = sorted(wanted - set(present))
+        if unknown:
+            raise KeyError(f"{source} has no subset {', '.join(unknown)}; subsets: {', '.join(present)}")
+        return [file for file in listed if not wanted or file.subset in wanted]
 
     def _part(self, rule: str | None, name: str, folder: str) -> str | None:
         if rule == FROM_FILE:
@@ -216,14 +227,3 @@ class Listing:
                 if self.subset is not None and self.subset != FROM_FILE:
                     what += f" of subset {file.subset!r}"
                 raise SourceError(file.path, None, None, f"same {what} as {seen}; rename one")
-
-
-def chosen(listed: list[SourceFile], source: str, subsets: Iterable[str] | None) -> list[SourceFile]:
-    """The files of ``listed`` in ``subsets`` (all when None); a subset without a file is a KeyError naming the
-    subsets there are."""
-    wanted = set(subsets or ())
-    present = sorted({file.subset for file in listed if file.subset is not None})
-    unknown = sorted(wanted - set(present))
-    if unknown:
-        raise KeyError(f"{source} has no subset {', '.join(unknown)}; subsets: {', '.join(present)}")
-    return [file for file in listed if not wanted or file.subset in wanted]
