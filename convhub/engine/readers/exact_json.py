@@ -72,9 +72,7 @@ def loads_exact(data: bytes | str) -> Any:
         return json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise
-    except (
-        ValueError
-    ) as error:  # an integer past Python's int-string limit (4300 digits): unreadable, no crash
+    except ValueError as error:  # an integer past Python's int-string limit (4300 digits): no crash
         document = data if isinstance(data, str) else data.decode("utf-8", "replace")
         raise json.JSONDecodeError(str(error), document, 0) from error
 
