@@ -50,8 +50,8 @@ DAMAGED_ZIP = (zipfile.BadZipFile, zlib.error, EOFError, OSError)
 @dataclass(frozen=True)
 class DataInput:
     """One dataset's files. ``kind`` is ``zip`` (``path`` is the archive, its members the files under ``inner``,
-    e.g. ``data/``), ``folder`` (``path`` is the folder, its members every file below it that is not hidden) or ``file`` (``path``
-    is one file standing for the member named ``inner``).
+    e.g. ``data/``), ``folder`` (``path`` is the folder, its members every file below it that is not hidden) or
+    ``file`` (``path`` is one file standing for the member named ``inner``).
 
     ``origin``: the URL ``path`` is a local copy of. Errors name it, and a task on a machine without the copy
     (a Spark executor elsewhere) makes its own (:meth:`here`).

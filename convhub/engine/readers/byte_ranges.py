@@ -82,7 +82,7 @@ def opened(source: DataInput, member: str, copy: str | None) -> contextlib.Abstr
 
 
 def _copy_path(suffix: str) -> str:
-    """A new file under ``$CONVHUB_TMPDIR`` (else the system's temporary folder), removed when this process exits."""
+    """A new file under ``$CONVHUB_TMPDIR`` (else the system's temporary folder), removed at this process's exit."""
     handle, path = tempfile.mkstemp(
         prefix="convhub-inputs-", suffix=f"-{suffix}", dir=os.environ.get("CONVHUB_TMPDIR")
     )
