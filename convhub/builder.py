@@ -28,15 +28,7 @@ from convhub.engine.checks.stats import Report
 from convhub.engine.grouping import local_groupby
 from convhub.engine.inputs import digests
 from convhub.engine.inputs.downloads import source_url
-from convhub.engine.inputs.listing import (
-    JSON_LINES,
-    FileKind,
-    Listing,
-    SourceFile,
-    chosen,
-    files_by_stem,
-    find_files,
-)
+from convhub.engine.inputs.listing import Listing, SourceFile
 from convhub.engine.readers.contract import Place, Reader
 from convhub.engine.readers.record_loop import UniqueIds, convert_records
 from convhub.engine.readers.storable import SurrogateScreen, unstorable
@@ -227,23 +219,6 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         """Small files in the source's own format that ship inside the package."""
         return os.path.join(os.path.dirname(inspect.getfile(cls)), "sample")
 
-    def subset_files(
-        self, dl_manager: DownloadManagers, url: str, reader: str, kind: FileKind = JSON_LINES
-    ) -> list[tuple[str, str]]:
-        """(name, local path or URL) of each file a source of one subset per file reads: the files of ``kind`` in
-        ``--data-dir`` (a folder, a file or a URL; ``reader`` names the source in its errors), else the file at
-        ``url``, downloaded (from its mirror when ``CONVHUB_SOURCE_MIRROR`` is set: ``downloads.source_url``) and named
-        by the URL's file name (``datasets`` names its copy by a hash). ``--subset``
-        keeps the files of those stems (``source_files.files_by_stem``)."""
-        data_dir = self.config.data_dir
-        if data_dir is None:
-            files = [
-                (posixpath.basename(url), cast(str, dl_manager.download(source_url(url))))
-            ]  # one URL, one path
-        else:
-            files = find_files(data_dir, reader, kind=kind)
-        return files_by_stem(files, self.config.subsets, self.SOURCE, kind)
-
     def listed_files(self, dl_manager: DownloadManagers, url: str | None = None) -> list[SourceFile]:
         """The files ``LISTING`` finds in ``--data-dir`` (a folder, a file or a URL), each with its subset and
         split, those of ``--subset`` only; without ``--data-dir``, the file at ``url`` downloaded (from its mirror
@@ -255,9 +230,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
             raise FileNotFoundError(f"{self.SOURCE} has no public download: give --data-dir")
         folder = posixpath.basename(posixpath.dirname(url))  # a folder-per-subset file's subset
         local = cast(str, dl_manager.download(source_url(url)))  # one URL in, one path out
-        return chosen(
-            [self.LISTING.file(posixpath.basename(url), local, folder)], self.SOURCE, config.subsets
-        )
+        return self.LISTING.chosen([(posixpath.basename(url), local)], folder, self.SOURCE, config.subsets)
 
     # -- hooks a source implements -------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from convhub.builder import ConversationBuilder, download_folder
 from convhub.builders.gigamemory import parse
 from convhub.builders.gigamemory.parse import Line, where
 from convhub.engine.grouping import line_groups
+from convhub.engine.inputs.listing import JSON_LINES, Listing
 from convhub.engine.readers.contract import Place
 from convhub.engine.readers.exact_json import load_object
 from convhub.engine.readers.record_loop import convert_one, convert_records
@@ -48,11 +49,13 @@ class GigamemoryBuilder(ConversationBuilder):
     PLAIN_SHARD_BYTES = 8 * 1024 * 1024
     #: A `sessions` row is a whole ~350k-character dialogue: write (and hold) a few dozen at a time.
     WRITER_BATCH_SIZES: ClassVar[dict[str, int]] = {"sessions": 32}
+    #: Each ``*.jsonl`` / ``*.jsonl.gz`` file a subset named by its stem.
+    LISTING = Listing(JSON_LINES, split=SPLIT)
 
     def source_files(self, dl_manager) -> list[tuple[str, str]]:
         """(name, local path or URL) of every ``*.jsonl`` / ``*.jsonl.gz`` of ``--data-dir`` (a folder, a file or a URL)
         or of the public sample, downloaded; a file is a subset named by its stem (``--subset`` keeps some)."""
-        return self.subset_files(dl_manager, URL, "GigaMemory")
+        return [(file.name, file.path) for file in self.listed_files(dl_manager, URL)]
 
     def shards(self, dl_manager):
         """Each file's groups of lines in shards. A file at a URL is copied here for pass 1; its shards name the

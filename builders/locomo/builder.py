@@ -13,7 +13,7 @@ from datasets import Features, List, Value
 from convhub import schema
 from convhub.builder import ConversationBuilder, ConvHubConfig
 from convhub.builders.locomo import audit, evidence, parse
-from convhub.engine.inputs.listing import JSON
+from convhub.engine.inputs.listing import JSON, Listing
 from convhub.engine.readers.contract import Place
 from convhub.engine.readers.json_list import JsonList
 from convhub.engine.sources.input_shards import Shard, own_shard
@@ -94,22 +94,24 @@ class LocomoBuilder(ConversationBuilder):
     #: A sample_id is the conversation_id: unique in the whole input, not only in its file.
     ID_FIELD = "sample_id"
     ID_ACROSS_FILES = True
+    #: Each ``*.json`` file a subset named by its stem.
+    LISTING = Listing(JSON, split="test")
 
     def shards(self, dl_manager) -> dict[str, list[Shard]]:
         """One split, ``test``: the downloaded locomo10.json, or the ``*.json`` files of ``--data-dir``, each a
         shard ``{"path", "name"}`` (``--num-proc`` parallelizes over files) whose name's stem is its ``subset``.
         None is read here."""
         # a file at a URL is opened there by each task (convhub.storage.folders.open_file)
-        kept = self.subset_files(dl_manager, URL, "LoCoMo", JSON)
+        kept = self.listed_files(dl_manager, URL)
         if self.config.errata is not None:
             if len(kept) != 1:
-                names = ", ".join(name for name, _ in kept)
+                names = ", ".join(file.name for file in kept)
                 problem = (
                     f"the audit names samples by their position in one LoCoMo file; the input holds {names}"
                 )
                 raise SourceError(self.config.errata, None, None, problem)
             audit.load(self.config.errata)  # a malformed audit stops the build before any sample is read
-        return {"test": [{"path": path, "name": name} for name, path in kept]}
+        return {"test": [{"path": file.path, "name": file.name} for file in kept]}
 
     def parse_shard(self, shard, notes):
         """The records of one file (the engine's default), and with ``--errata`` each record's questions given

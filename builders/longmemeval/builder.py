@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from convhub.builder import ConversationBuilder, ConvHubConfig
 from convhub.builders.longmemeval import parse
-from convhub.engine.inputs.listing import JSON_OR_EXTENSIONLESS, files_by_stem, find_files
+from convhub.engine.inputs.listing import JSON_OR_EXTENSIONLESS, Listing
 from convhub.engine.readers.json_list import JsonList
 from convhub.engine.sources.input_shards import Shard
 
@@ -50,17 +50,19 @@ class LongMemEvalBuilder(ConversationBuilder):
     CONVERT = staticmethod(parse.convert)
     #: Unique within a file (the conversation_id is ``<subset>:<question_id>``).
     ID_FIELD = "question_id"
+    #: Each ``*.json`` or extension-less file a subset named by its name without ``.json``.
+    LISTING = Listing(JSON_OR_EXTENSIONLESS, split="test")
 
     def shards(self, dl_manager) -> dict[str, list[Shard]]:
         """One split, ``test``; one shard (``{"path", "name"}``) per file, its subset the name without ``.json``:
         two files of one subset (``longmemeval_s`` and ``longmemeval_s.json``) are an error."""
-        kept = self.subset_files(dl_manager, URL, "LongMemEval", JSON_OR_EXTENSIONLESS)
-        return {"test": [{"path": path, "name": name} for name, path in kept]}
+        return {
+            "test": [{"path": file.path, "name": file.name} for file in self.listed_files(dl_manager, URL)]
+        }
 
     @classmethod
     def input_files(cls, data_dir, subsets, downloads):
         """The files of ``--data-dir`` a build of ``subsets`` reads (not a README beside them), else the download."""
         if data_dir is None:
             return super().input_files(data_dir, subsets, downloads)
-        found = find_files(data_dir, "LongMemEval", kind=JSON_OR_EXTENSIONLESS)
-        return sorted(files_by_stem(found, subsets, cls.SOURCE, JSON_OR_EXTENSIONLESS))
+        return sorted((file.name, file.path) for file in cls.LISTING.files(data_dir, cls.SOURCE, subsets))

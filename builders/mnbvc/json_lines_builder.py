@@ -13,24 +13,27 @@ one ``group_shard``: the engine keys their rows with the source's ``key_row`` an
 (``convhub.engine.grouping.sort_keys``). When streaming (``as_streaming_dataset``), every file is read once from its URL by
 ``format_records``, the grouped formats' too.
 
-MNBVC is its one user, so it lives here, with ``formats`` (what tells a file's format), not in the engine; a
-second source of several JSON Lines formats would move both back to ``convhub/engine/sources/``.
+MNBVC is its one user, so it lives here, with ``formats`` (what tells a file's format) and the cutting of a plain
+file into line-aligned byte ranges (``line_ranges``), not in the engine; a second source of several JSON Lines
+formats would move them back to ``convhub/engine/``.
 """
 
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 from collections.abc import Iterable, Iterator
 from functools import partial
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar, cast
 
 from datasets.download.streaming_download_manager import StreamingDownloadManager
+from datasets.utils.file_utils import xopen
 
 from convhub.builder import ConversationBuilder, ConvHubConfig, group_shard
 from convhub.builders.mnbvc.formats import Formats
 from convhub.engine.grouping import local_groupby, sort_keys
-from convhub.engine.inputs.listing import find_files, hub_files
+from convhub.engine.inputs.listing import find_files
 from convhub.engine.readers import json_lines
 from convhub.engine.sources.input_shards import Shard, group_of, own_shard
 from convhub.errors import Notes, SourceError
@@ -59,8 +62,12 @@ class JsonLinesBuilder(ConversationBuilder):
     # -- hooks a source implements -------------------------------------------------------------------
 
     def default_files(self) -> list[str]:
-        """URLs of the files a build without ``--data-dir`` reads."""
-        return hub_files(self.DEFAULT_REPO, self.DEFAULT_PATTERN)
+        """URLs of the files a build without ``--data-dir`` reads: those of the Hub dataset ``DEFAULT_REPO`` that
+        match ``DEFAULT_PATTERN`` (needs the network)."""
+        from huggingface_hub import HfFileSystem
+
+        found = HfFileSystem().glob(f"datasets/{self.DEFAULT_REPO}/{self.DEFAULT_PATTERN}")
+        return [f"hf://{path}" for path in sorted(found)]
 
     def format_records(self, kind: str, objects: Objects, name: str, notes: Notes):
         """Canonical records of the rows of file ``name`` (:data:`Objects`), of format ``kind``."""
@@ -99,14 +106,14 @@ class JsonLinesBuilder(ConversationBuilder):
         ]
         if not grouped:
             return {self.SPLIT: rows}
-        sizes = [json_lines.uncompressed_size(path) for _, path in grouped]
+        sizes = [uncompressed_size(path) for _, path in grouped]
         return {self.SPLIT: [group_shard(grouped, sizes, self.PARTITION_BYTES), *rows]}
 
     def _typed_inputs(self, dl_manager) -> list[tuple[str, str, str]]:
         """(name, path, format) of every input file the build reads."""
         self._download_config = getattr(dl_manager, "download_config", None)
         if isinstance(dl_manager, StreamingDownloadManager):
-            opener = partial(json_lines.open_streamed, download_config=self._download_config)
+            opener = partial(open_streamed, download_config=self._download_config)
         else:
             opener = json_lines.open_source
         return self._typed(self._inputs(dl_manager), opener)
@@ -122,9 +129,9 @@ class JsonLinesBuilder(ConversationBuilder):
         """A file of a row format as shards: a plain file bigger than ``RANGE_BYTES`` as line-aligned byte ranges,
         a gzipped one whole (it cannot be entered mid-way)."""
         shard = {"kind": "rows", "format": kind, "name": name, "path": path}
-        if os.path.getsize(path) <= self.RANGE_BYTES or json_lines.is_gzip(path):
-            return [{**shard, "bytes": json_lines.uncompressed_size(path)}]
-        ranges = json_lines.line_ranges(path, self.RANGE_BYTES)
+        if os.path.getsize(path) <= self.RANGE_BYTES or is_gzip(path):
+            return [{**shard, "bytes": uncompressed_size(path)}]
+        ranges = line_ranges(path, self.RANGE_BYTES)
         return [{**shard, "range": list(byte_range)} for byte_range in ranges]
 
     def _inputs(self, dl_manager) -> list[tuple[str, str]]:
@@ -182,9 +189,7 @@ class JsonLinesBuilder(ConversationBuilder):
         shard = own_shard(shard)
         opener = json_lines.open_source
         if shard["kind"] == "stream":
-            opener = partial(
-                json_lines.open_streamed, download_config=getattr(self, "_download_config", None)
-            )
+            opener = partial(open_streamed, download_config=getattr(self, "_download_config", None))
         objects = json_lines.read_objects(
             shard["path"],
             self.NAME_IN_ERRORS,
@@ -201,6 +206,55 @@ class JsonLinesBuilder(ConversationBuilder):
         name, path = group_of(shard).files[file_index]
         objects = json_lines.read_objects(path, self.NAME_IN_ERRORS, self.reject, name=name)
         return sort_keys.keyed_file_rows(objects, file_index, partial(self.key_row, name), self.reject)
+
+
+def open_streamed(path: str, download_config=None) -> BinaryIO:
+    """A file ``datasets`` streams (``as_streaming_dataset``): its ``xopen`` reads URLs and fsspec paths."""
+    return cast(BinaryIO, xopen(path, "rb", download_config=download_config))  # ("rb": binary, typed any IO)
+
+
+def is_gzip(path: str) -> bool:
+    """Gzip by its first bytes, as ``json_lines.decompressed`` tells."""
+    with open(path, "rb") as file:
+        return file.read(2) == json_lines.GZIP_MAGIC
+
+
+def uncompressed_size(path: str, opener: json_lines.Opener = json_lines.open_source) -> int:
+    """A file's size; for gzip, the size its trailer records (modulo 4 GiB, so at least the file's)."""
+    with opener(path) as handle:
+        head = handle.read(2)
+        size = handle.seek(0, os.SEEK_END)
+        if size < 18 or head != json_lines.GZIP_MAGIC:
+            return size
+        handle.seek(-4, os.SEEK_END)
+        return max(size, int.from_bytes(handle.read(4), "little"))
+
+
+def line_ranges(path: str, range_bytes: int) -> list[json_lines.Span]:
+    """Line-aligned byte ranges of about ``range_bytes`` each that cover a plain (not gzipped) file, so that
+    several workers read one big file.
+
+    Each boundary is the byte after the first LF at or after an even cut, so a range never splits a line (a cut
+    inside a line moves to its end); the line numbers count LFs, as ``json_lines.iter_lines`` does.
+    """
+    size = os.path.getsize(path)
+    count = -(-size // range_bytes) if range_bytes > 0 else 1
+    if count <= 1:
+        return [(0, size, 1)]
+    ranges, start, first_line = [], 0, 1
+    with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        for cut in (size * index // count for index in range(1, count)):
+            if cut <= start:
+                continue
+            newline = mapped.find(b"\n", cut - 1)
+            if newline < 0 or newline + 1 >= size:
+                break
+            end = newline + 1
+            ranges.append((start, end, first_line))
+            first_line += mapped[start:end].count(b"\n")
+            start = end
+    ranges.append((start, size, first_line))
+    return ranges
 
 
 def _url_shards(name: str, url: str, kind: str) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ import pytest
 
 from convhub.build import build_source
 from convhub.cli import main as cli
-from convhub.engine.inputs import zip_members
+from convhub.engine.inputs import file_sets
 from convhub.engine.readers import json_list
 from convhub.export.exporter import export_source
 from tests.convlab.convlab_samples import index_dialogues
@@ -157,7 +157,7 @@ def test_a_zip_bomb_is_refused_before_it_is_inflated(command, tmp_path, capsys):
     """200 MB of spaces in a ~1 MB zip: before, the build inflated all of it (a 1 GB one took minutes and
     2.2 GB of memory) and built two dialogues; now the declared size is refused, in bounded memory."""
     archive = write_bomb(tmp_path / "in" / "toy" / "data.zip", 200 << 20)
-    assert archive.stat().st_size < (200 << 20) // zip_members.ZIP_MAX_RATIO
+    assert archive.stat().st_size < (200 << 20) // file_sets.ZIP_MAX_RATIO
     tracemalloc.start()
     try:
         started = time.perf_counter()
@@ -180,7 +180,7 @@ def test_a_member_that_compresses_less_than_the_limit_still_builds(tmp_path):
     write_zip(tmp_path / "in" / "toy" / "data.zip", [("data/dialogues.json", padded)])
     with zipfile.ZipFile(tmp_path / "in" / "toy" / "data.zip") as archive:
         info = archive.getinfo("data/dialogues.json")
-        assert info.file_size > zip_members.ZIP_MAX_RATIO * info.compress_size
+        assert info.file_size > file_sets.ZIP_MAX_RATIO * info.compress_size
     assert run("build", tmp_path / "in", tmp_path) == 0
 
 

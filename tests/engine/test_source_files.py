@@ -1,5 +1,5 @@
 """Which files a source reads (``convhub.engine.inputs.listing``): found in a folder (and below it,
-where the source searches recursively) once each in path order, and chosen by stem where each file is a subset."""
+where the source searches recursively) once each in path order, and chosen by stem where each file is a subset (``Listing``)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ def test_files_are_found_and_chosen_by_stem(tmp_path):
         (tmp_path / name).write_text("{}\n")
     files = listing.find_files(str(tmp_path), "Test")
     assert [name for name, _ in files] == ["a.jsonl", "b.jsonl.gz"]
-    chosen = listing.files_by_stem(files, ["b"], "test")
-    assert chosen == [("b.jsonl.gz", str(tmp_path / "b.jsonl.gz"))]
+    chosen = listing.Listing().files(str(tmp_path), "test", ["b"])
+    assert chosen == [listing.SourceFile("b.jsonl.gz", str(tmp_path / "b.jsonl.gz"), "b", "train")]
     with pytest.raises(KeyError, match="test has no subset c; subsets: a, b"):
-        listing.files_by_stem(files, ["c"], "test")
+        listing.Listing().files(str(tmp_path), "test", ["c"])
     (tmp_path / "a.jsonl.gz").write_text("{}\n")
     with pytest.raises(SourceError, match="same subset 'a'"):
-        listing.files_by_stem(listing.find_files(str(tmp_path), "Test"), None, "test")
+        listing.Listing().files(str(tmp_path), "test")
     with pytest.raises(FileNotFoundError, match=r"no Test \*\.jsonl or \*\.jsonl\.gz file.*neither a folder"):
         listing.find_files(str(tmp_path / "notes.txt") + "-none", "Test")
     assert listing.JSON_LINES.stem("https://host/data/format_example.jsonl.gz") == "format_example"
@@ -56,7 +56,8 @@ def test_each_kind_finds_its_own_files_and_names_their_subsets(tmp_path):
     assert listing.JSON_LINES.stem("x.jsonl.gz") == "x" and listing.JSON_LINES.stem("x.gz") == "x"
     (tmp_path / "longmemeval_s.json").write_text("[]")
     again = listing.find_files(str(tmp_path), "LongMemEval", kind=listing.JSON_OR_EXTENSIONLESS)
+    assert [name for name, _ in again] == ["a.json", "longmemeval_s", "longmemeval_s.json"]
     with pytest.raises(SourceError, match="same subset 'longmemeval_s'"):
-        listing.files_by_stem(again, None, "longmemeval", listing.JSON_OR_EXTENSIONLESS)
+        listing.Listing(listing.JSON_OR_EXTENSIONLESS).files(str(tmp_path), "longmemeval")
     with pytest.raises(FileNotFoundError, match=r"no LoCoMo \*\.json file in"):
         listing.find_files(str(tmp_path / "folder" / "none"), "LoCoMo", kind=listing.JSON)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from convhub.engine.inputs import zip_members
+from convhub.engine.inputs import file_sets
+from convhub.engine.inputs.file_sets import DataInput
 from convhub.errors import SourceError
 
 
@@ -28,10 +29,11 @@ def test_members_under_a_folder_are_listed_sized_and_read(tmp_path):
     archive = write_zip(
         tmp_path / "a.zip", [("data/b.json", b"[1]"), ("data/a/c.json", b"{}"), ("top.txt", b"x")]
     )
-    assert zip_members.member_names(str(archive), "data/") == ["a/c.json", "b.json"]
-    assert zip_members.member_size(str(archive), "data/b.json") == 3
-    assert zip_members.member_size(str(archive), "data/absent.json") == 0
-    with zip_members.open_member(str(archive), "data/b.json") as stream:
+    source = DataInput("a", "zip", str(archive), "data/")
+    assert source.members() == ["a/c.json", "b.json"]
+    assert source.member_size("b.json") == 3
+    assert source.member_size("absent.json") == 0
+    with source.open("b.json") as stream:
         assert stream.read() == b"[1]"
 
 
@@ -39,13 +41,13 @@ def test_an_absent_member_and_an_unreadable_archive_are_named(tmp_path):
     archive = write_zip(tmp_path / "a.zip", [("data/b.json", b"[1]")])
     with (
         pytest.raises(SourceError, match=r"data/x\.json is not in the archive") as raised,
-        zip_members.open_member(str(archive), "data/x.json", shown="s3://bucket/a.zip"),
+        DataInput("a", "zip", str(archive), "data/", origin="s3://bucket/a.zip").open("x.json"),
     ):
         pass
     assert raised.value.path == "s3://bucket/a.zip"
     (tmp_path / "bad.zip").write_bytes(b"not a zip")
     with pytest.raises(SourceError, match="not a readable zip archive") as raised:
-        zip_members.member_names(str(tmp_path / "bad.zip"))
+        DataInput("bad", "zip", str(tmp_path / "bad.zip")).members()
     assert raised.value.path == str(tmp_path / "bad.zip")
 
 
@@ -63,20 +65,20 @@ def test_two_members_naming_one_file_are_refused_naming_both(tmp_path, second):
     first = "data/a.json" if "a.json" in second.lower() else unicodedata.normalize("NFC", second)
     archive = write_zip(tmp_path / "a.zip", [(first, b"1"), (second, b"2")])
     with pytest.raises(SourceError) as raised:
-        zip_members.member_names(str(archive))
+        DataInput("a", "zip", str(archive)).members()
     assert f"{first!r} (entry 1) and {second!r} (entry 2) name one file" in str(raised.value)
 
 
 def test_a_bomb_is_refused_and_a_small_member_of_any_ratio_is_not(tmp_path):
-    size = zip_members.ZIP_RATIO_FREE_BYTES + 1
+    size = file_sets.ZIP_RATIO_FREE_BYTES + 1
     bomb = write_zip(tmp_path / "bomb.zip", [("data/x.json", b" " * size)], level=9)
     with pytest.raises(SourceError, match="zip bomb") as raised:
-        zip_members.member_names(str(bomb))
+        DataInput("bomb", "zip", str(bomb)).members()
     assert raised.value.path == f"{bomb}:data/x.json"
     small = write_zip(tmp_path / "small.zip", [("data/x.json", b" " * (1 << 20))], level=9)
     info = zipfile.ZipFile(small).getinfo("data/x.json")
-    assert info.file_size > zip_members.ZIP_MAX_RATIO * info.compress_size
-    assert zip_members.member_names(str(small)) == ["data/x.json"]
+    assert info.file_size > file_sets.ZIP_MAX_RATIO * info.compress_size
+    assert DataInput("small", "zip", str(small)).members() == ["data/x.json"]
 
 
 def test_a_compressed_size_past_the_archives_end_is_refused(tmp_path):
@@ -86,7 +88,7 @@ def test_a_compressed_size_past_the_archives_end_is_refused(tmp_path):
     raw[at + 20 : at + 24] = struct.pack("<I", 1 << 30)
     archive.write_bytes(bytes(raw))
     with pytest.raises(SourceError, match="more than the archive's"):
-        zip_members.member_names(str(archive))
+        DataInput("a", "zip", str(archive)).members()
 
 
 def test_a_damaged_member_is_named_while_it_is_read(tmp_path):
@@ -98,13 +100,13 @@ def test_a_damaged_member_is_named_while_it_is_read(tmp_path):
     archive.write_bytes(bytes(raw))
     with (
         pytest.raises(SourceError, match="corrupt or truncated zip member") as raised,
-        zip_members.open_member(str(archive), "data/x.bin") as stream,
+        DataInput("a", "zip", str(archive), "data/").open("x.bin") as stream,
     ):
         stream.read()
     assert raised.value.path == f"{archive}:data/x.bin"
 
 
 def test_refuse_same_names_names_both():
-    zip_members.refuse_same_names("dir", ["a", "b"], "dataset folders")
+    file_sets.refuse_same_names("dir", ["a", "b"], "dataset folders")
     with pytest.raises(SourceError, match=r"two dataset folders name one file .*'Caf' and 'caf'"):
-        zip_members.refuse_same_names("dir", ["Caf", "caf"], "dataset folders")
+        file_sets.refuse_same_names("dir", ["Caf", "caf"], "dataset folders")

@@ -331,7 +331,7 @@ def test_two_files_with_one_stem_are_refused(tmp_path):
 
 def test_folder_without_jsonl_is_refused(tmp_path):
     (tmp_path / "x.json").write_text("[]")
-    with pytest.raises(FileNotFoundError, match=r"no GigaMemory \*\.jsonl"):
+    with pytest.raises(FileNotFoundError, match=r"no gigamemory \*\.jsonl"):
         check_source("gigamemory", str(tmp_path))
 
 

@@ -3,7 +3,9 @@ with the file's own line numbers, as one read of the file."""
 
 from __future__ import annotations
 
+import gzip
 import itertools
+import os
 from pathlib import Path
 
 import datasets
@@ -11,6 +13,7 @@ import pytest
 
 from convhub.build import build_source
 from convhub.builders.mnbvc.builder import MnbvcBuilder
+from convhub.builders.mnbvc.json_lines_builder import is_gzip, line_ranges
 from convhub.engine.readers import json_lines
 from convhub.errors import Notes, SourceError
 from tests.mnbvc.mnbvc_rows import records, reply, thread, write_shard
@@ -83,19 +86,19 @@ def test_line_ranges_move_a_cut_inside_a_line_to_its_end(tmp_path):
     size = path.stat().st_size  # lines start at bytes 0, 9, 10, 60, 70, 79
     assert size == 87
     # range_bytes 27: cuts at 21, 43, 65 fall inside lines 3 (→ byte 60), 3 (skipped) and 4 (→ 70)
-    assert json_lines.line_ranges(str(path), 27) == [(0, 60, 1), (60, 70, 4), (70, 87, 5)]
+    assert line_ranges(str(path), 27) == [(0, 60, 1), (60, 70, 4), (70, 87, 5)]
     # range_bytes 10: a cut at 9, right after an LF, starts a range there
-    assert json_lines.line_ranges(str(path), 10) == [
+    assert line_ranges(str(path), 10) == [
         (0, 9, 1),
         (9, 60, 2),
         (60, 70, 4),
         (70, 79, 5),
         (79, 87, 6),
     ]
-    assert json_lines.line_ranges(str(path), 10**6) == [(0, size, 1)]
+    assert line_ranges(str(path), 10**6) == [(0, size, 1)]
     whole = list(json_lines.iter_lines(path))
     for range_bytes in (1, 5, 10, 27, 44, 86, 87, 88):  # 1: cuts inside the last line
-        ranges = json_lines.line_ranges(str(path), range_bytes)
+        ranges = line_ranges(str(path), range_bytes)
         assert ranges[0][0] == 0 and ranges[-1][1] == size
         assert all(end == start for (_, end, _), (start, _, _) in itertools.pairwise(ranges))
         read = [line for span in ranges for line in json_lines.iter_lines(path, span=span)]
@@ -111,3 +114,20 @@ def test_build_with_line_ranges_in_two_processes_equals_one_whole_read(tmp_path,
     assert len(load(one)) == 55
     assert list(load(one)) == list(load(two))
     assert one.notes == two.notes
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_gzip_is_told_by_its_bytes_not_its_name(tmp_path, gz):
+    path = tmp_path / "f.jsonl"
+    text = b'{"a": 1}\r\n\n{"a": 2}\n'
+    path.write_bytes(gzip.compress(text) if gz else text)
+    assert is_gzip(str(path)) is gz
+
+
+def test_byte_ranges_read_the_lines_of_the_whole_file(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_text("".join(f'{{"n": {n}, "pad": "{"x" * n}"}}\n' for n in range(40)))
+    ranges = line_ranges(str(path), 100)
+    assert len(ranges) > 5 and ranges[0][0] == 0 and ranges[-1][1] == os.path.getsize(path)
+    read = [line for span in ranges for line in json_lines.iter_lines(path, span=span)]
+    assert read == list(json_lines.iter_lines(path))

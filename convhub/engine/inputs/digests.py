@@ -23,7 +23,9 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from convhub.engine.inputs.listing import FileKind, find_files
+import fsspec
+
+from convhub.engine.inputs.listing import ANY_FILE, FileKind, find_files
 from convhub.storage.folders import fsspec_url, open_file
 
 #: Inputs whose sizes add up to more than this are not hashed (a second read of them would cost hours).
@@ -31,8 +33,6 @@ HASH_BUDGET_BYTES = 16 << 30
 #: At most this many files in the YAML's ``source_files`` (about 150 bytes each), and in the body's table.
 YAML_FILES = 1000
 BODY_FILES = 20
-#: Every file that is not hidden: what a source reads of a folder unless it says otherwise.
-ANY_FILE = FileKind(("",), "file")
 _READ_BYTES = 1 << 20
 
 
@@ -80,15 +80,9 @@ def card_yaml(entries: list[dict[str, Any]]) -> dict[str, Any]:
     return keys
 
 
-def _is_url(path: str) -> bool:
-    return "://" in path
-
-
 def _size(path: str) -> int:
-    if not _is_url(path):
+    if "://" not in path:
         return os.path.getsize(path)
-    import fsspec
-
     fs, inner = fsspec.core.url_to_fs(fsspec_url(path))
     return int(fs.size(inner))
 
@@ -102,9 +96,7 @@ def _sha256(path: str) -> str:
 
 
 def _modified(path: str) -> str | None:
-    if _is_url(path):
-        import fsspec
-
+    if "://" in path:
         fs, inner = fsspec.core.url_to_fs(fsspec_url(path))
         info = fs.info(inner)
         modified = info.get("LastModified") or info.get("mtime")

@@ -27,8 +27,6 @@ MIRROR_ENV = "CONVHUB_SOURCE_MIRROR"
 TIMEOUT_ENV = "CONVHUB_DOWNLOAD_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0
 
-_installed = False
-
 #: What each of ``convhub.errors.unconnectable``'s reasons means for a download.
 _UNCONNECTABLE_HINTS = {
     "its host name does not resolve": "no network, or an unknown host",
@@ -73,15 +71,12 @@ async def _client_with_timeouts(**client_kwargs):
 
 def use_timeouts() -> None:
     """Every later HTTP(S) file system fsspec makes in this process (and in the processes it forks) uses
-    :func:`_client_with_timeouts`, through fsspec's configuration (a call's own ``get_client`` wins). Idempotent."""
-    global _installed
-    if _installed:
-        return
+    :func:`_client_with_timeouts`, through fsspec's configuration (a call's own ``get_client`` wins, and so does
+    one already configured: calling it again changes nothing)."""
     import fsspec.config
 
     for protocol in ("http", "https"):
         fsspec.config.conf.setdefault(protocol, {}).setdefault("get_client", _client_with_timeouts)
-    _installed = True
 
 
 def _is_timeout(error: BaseException) -> bool:

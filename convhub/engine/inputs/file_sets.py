@@ -2,20 +2,30 @@
 local ``--data-dir`` or at any fsspec URL, read from local copies.
 
 A source names its layouts (``Layout``: "``<name>/data.zip``, else ``<name>/data/``, else ``<name>/dummy.json``")
-and gets one :class:`DataInput` per dataset folder; the input lists and opens its files whichever form they take,
-zips within the bounds of ``convhub.engine.inputs.zip_members``. A ``--data-dir`` at a URL is read from local copies made once
-per version (a zip is read by seeking, which a local file does at no cost and a URL with a request each); errors
-name the URL.
+and gets one :class:`DataInput` per dataset folder; the input lists and opens its files whichever form they take.
+A ``--data-dir`` at a URL is read from local copies made once per version (a zip is read by seeking, which a local
+file does at no cost and a URL with a request each); errors name the URL.
+
+A zip is read within bounds, and every refusal names the file: an archive that does not open, a zip bomb, a forged
+zip header, two members (or any two names a source lists) that are one file once Unicode form and case are
+normalized. The bounds hold whatever the headers say: a member may inflate to at most ``ZIP_MAX_RATIO`` times its
+compressed size once it inflates to more than ``ZIP_RATIO_FREE_BYTES``, so a bomb is refused before a byte of it is
+inflated; zipfile never inflates past the declared size (its CRC check then fails), and a declared compressed size
+past the archive's end is refused, so the declared sizes bound the work.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
+import io
+import math
 import os
 import posixpath
 import tempfile
+import unicodedata
+import zipfile
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
@@ -23,23 +33,25 @@ from typing import IO, Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from convhub.engine.inputs import zip_members
-from convhub.engine.inputs.listing import regular_file
-from convhub.engine.readers.exact_json import loads_exact
+from convhub.engine.inputs.listing import ANY_FILE, local_paths
+from convhub.engine.readers.exact_json import load_value
 from convhub.errors import Reject, SourceError
 from convhub.storage.folders import fsspec_url, local_copy
 
 #: Characters a card's ``data_files`` read as a pattern: a subset named ``x[1]`` would load ``x1``'s files.
 PATTERN_CHARACTERS = frozenset("[]*?")
-#: Where a local ``--data-dir`` is listed: the same calls list a URL's file system.
-LOCAL = LocalFileSystem()
+#: ConvLab's own members inflate 5-17x; deflate's limit is about 1,030x.
+ZIP_MAX_RATIO = 100
+ZIP_RATIO_FREE_BYTES = 8 << 20
+#: What a damaged member raises while it is read.
+DAMAGED_ZIP = (zipfile.BadZipFile, zlib.error, EOFError, OSError)
 
 
 @dataclass(frozen=True)
 class DataInput:
     """One dataset's files. ``kind`` is ``zip`` (``path`` is the archive, its members the files under ``inner``,
-    e.g. ``data/``), ``folder`` (``path`` is the folder, its members every file below it) or ``file`` (``path``
-    is one file standing for the member named ``inner``).
+    e.g. ``data/``), ``folder`` (``path`` is the folder, its members every file below it that is not hidden) or
+    ``file`` (``path`` is one file standing for the member named ``inner``).
 
     ``origin``: the URL ``path`` is a local copy of. Errors name it, and a task on a machine without the copy
     (a Spark executor elsewhere) makes its own (:meth:`here`).
@@ -73,41 +85,50 @@ class DataInput:
         if self.kind == "file":
             return [self.inner]
         if self.kind == "zip":
-            return zip_members.member_names(self.path, self.inner, self.shown)
-        found = [  # each a regular file (a FIFO would block the build)
-            os.path.relpath(regular_file(os.path.join(root, name)), self.path)
-            for root, _, files in os.walk(self.path)
-            for name in files
-        ]
-        names = sorted(name.replace(os.sep, "/") for name in found)
-        zip_members.refuse_same_names(self.shown, names, f"files of {posixpath.basename(self.path)}/")
+            with open_zip(self.path, self.shown) as archive:
+                names = [
+                    name.removeprefix(self.inner)
+                    for name in archive.namelist()
+                    if name.startswith(self.inner)
+                ]
+            return sorted(name for name in names if name and not name.endswith("/"))
+        found = local_paths(self.path, recursive=True, kind=ANY_FILE)  # as every source's folder is listed
+        names = sorted(os.path.relpath(path, self.path).replace(os.sep, "/") for path in found)
+        refuse_same_names(self.shown, names, f"files of {posixpath.basename(self.path)}/")
         return names
 
     def member_size(self, member: str) -> int:
         """A member's size in bytes (inflated, for a zip; 0 when absent)."""
         if self.kind == "zip":
-            return zip_members.member_size(self.path, self.inner + member, self.shown)
+            with open_zip(self.path, self.shown) as archive:
+                sizes = {info.filename: info.file_size for info in archive.infolist()}
+            return sizes.get(self.inner + member, 0)
         path = self._file(member)
         return os.path.getsize(path) if os.path.isfile(path) else 0
 
     @contextlib.contextmanager
     def open(self, member: str) -> Iterator[IO[bytes]]:
-        """A member as a binary stream; a damaged zip member raises a SourceError naming it."""
-        if self.kind == "zip":
-            with zip_members.open_member(self.path, self.inner + member, self.shown) as stream:
+        """A member as a binary stream; an absent or damaged zip member raises a SourceError naming it."""
+        if self.kind != "zip":
+            with open(self._file(member), "rb") as stream:
                 yield stream
             return
-        with open(self._file(member), "rb") as stream:
-            yield stream
+        with open_zip(self.path, self.shown) as archive:
+            name = self.inner + member
+            if name not in archive.namelist():
+                raise SourceError(self.shown, None, None, f"{name} is not in the archive")
+            try:
+                with archive.open(name) as stream:
+                    yield stream
+            except DAMAGED_ZIP as error:
+                problem = f"corrupt or truncated zip member: {error}"
+                raise SourceError(f"{self.shown}:{name}", None, None, problem) from error
 
     def read_json(self, member: str) -> Any:
         """A member's JSON value, exactly ``json.loads``'s; invalid text is a SourceError naming the member."""
         with self.open(member) as stream:
             data = stream.read()
-        try:
-            return loads_exact(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise SourceError(self.label(member), None, None, f"not valid UTF-8 JSON: {error}") from error
+        return load_value(data, self.label(member), None)
 
     def stat_key(self, member: str) -> tuple:
         """Identifies a member as it is now (a cache key): the stat of its file, or of the zip holding it."""
@@ -130,16 +151,7 @@ class Layout:
     marker: str = ""
 
 
-def data_dir_files(data_dir: str) -> tuple[fsspec.AbstractFileSystem, str]:
-    """The file system ``data_dir`` (a local path or an fsspec URL, ``s3a://`` included) is on, and its path there."""
-    if "://" in data_dir:
-        return fsspec.core.url_to_fs(fsspec_url(data_dir))
-    return LOCAL, data_dir
-
-
-def input_in(
-    folder: str, layouts: Iterable[Layout], fs: fsspec.AbstractFileSystem = LOCAL
-) -> DataInput | None:
+def input_in(folder: str, layouts: Iterable[Layout], fs: fsspec.AbstractFileSystem) -> DataInput | None:
     """The first of ``layouts`` present in one dataset's ``folder``, named after the folder, or None.
 
     A folder name a card's ``data_files`` would read as a wildcard is refused: its subset would load another's
@@ -167,20 +179,23 @@ def inputs_in(data_dir: str, layouts: Iterable[Layout], what: str) -> dict[str, 
     """Dataset name → its input: ``data_dir`` itself when it is one dataset's folder, else each of its folders
     that holds one of ``layouts`` (sorted). ``what`` names the data in errors ("ConvLab data dir")."""
     layouts = tuple(layouts)
-    fs, root = data_dir_files(data_dir)
+    # a local folder is listed by the same calls as a URL's file system (s3a:// included)
+    fs, root = (
+        fsspec.core.url_to_fs(fsspec_url(data_dir)) if "://" in data_dir else (LocalFileSystem(), data_dir)
+    )
     if not fs.isdir(root):
         raise FileNotFoundError(f"{what} {data_dir} is not a folder")
     itself = input_in(data_dir, layouts, fs)
     if itself is not None:
         return {itself.name: itself}
-    entries = sorted(posixpath.basename(entry.rstrip("/")) for entry in fs.ls(root, detail=False))
+    entries = sorted(posixpath.basename(str(entry).rstrip("/")) for entry in fs.ls(root, detail=False))
     found = {}
     for entry in entries:
         folder = posixpath.join(data_dir, entry)
         candidate = input_in(folder, layouts, fs) if fs.isdir(folder) else None
         if candidate is not None:
             found[entry] = candidate
-    zip_members.refuse_same_names(data_dir, sorted(found), "dataset folders")
+    refuse_same_names(data_dir, sorted(found), "dataset folders")
     return found
 
 
@@ -204,3 +219,79 @@ def copied_here(inputs: list[DataInput], folder: str) -> list[DataInput]:
         dataclasses.replace(source, path=local_copy(source.path, folder), origin=source.path)
         for source in inputs
     ]
+
+
+# -- zips read within bounds, and names that are one file -------------------------------------------------------
+
+
+def file_key(name: str) -> str:
+    """The file a name means once extracted anywhere: ``./data//X.json`` and ``data/x.json`` (also as NFD,
+    or on a case-insensitive file system) are one file."""
+    name = unicodedata.normalize("NFC", name.replace("\\", "/")).casefold()
+    return "/".join(part for part in name.split("/") if part not in ("", "."))
+
+
+def refuse_same_names(path: str, names: list[str], what: str) -> None:
+    """Refuse two names that are one file once normalized: an export, a zip or a case-insensitive or
+    normalizing file system (macOS) would keep only one of them."""
+    seen: dict[str, str] = {}
+    for name in names:
+        other = seen.setdefault(file_key(name), name)
+        if other != name:
+            raise SourceError(
+                path,
+                None,
+                None,
+                f"two {what} name one file once Unicode form and case are normalized: {other!r} and {name!r} "
+                "(an export or another file system would keep only one): rename one",
+            )
+
+
+def check_zip_members(path: str, archive: zipfile.ZipFile) -> None:
+    """Refuse a zip where two members name one file (zipfile would silently read the last), a member
+    declares more compressed bytes than the archive holds, or one would inflate past ``ZIP_MAX_RATIO``."""
+    seen: dict[str, tuple[int, str]] = {}
+    try:  # (the open archive's own size: a streaming build may read the path through fsspec)
+        fp = archive.fp  # (None once the archive is closed)
+        archive_size = math.inf if fp is None else os.fstat(fp.fileno()).st_size
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        archive_size = math.inf
+    for number, info in enumerate(archive.infolist(), 1):
+        member = f"{path}:{info.filename}"
+        if info.header_offset + info.compress_size > archive_size:
+            problem = (
+                f"declares {info.compress_size:,} compressed bytes, more than the archive's {archive_size:,}: "
+                "a corrupt or forged zip header"
+            )
+            raise SourceError(member, None, None, problem)
+        if info.is_dir():
+            continue
+        first_number, first = seen.setdefault(file_key(info.filename), (number, info.filename))
+        if first_number != number:
+            problem = (
+                f"members {first!r} (entry {first_number}) and {info.filename!r} (entry {number}) name one "
+                "file: convhub would read only one of them; keep one"
+            )
+            raise SourceError(path, None, None, problem)
+        if info.file_size > ZIP_RATIO_FREE_BYTES and info.file_size > ZIP_MAX_RATIO * info.compress_size:
+            problem = (
+                f"declares {info.file_size:,} bytes inflated from {info.compress_size:,} compressed, more than "
+                f"{ZIP_MAX_RATIO} times (a zip bomb?): convhub refuses to inflate it"
+            )
+            raise SourceError(member, None, None, problem)
+
+
+def open_zip(path: str, shown: str) -> zipfile.ZipFile:
+    """The zip at ``path``, opened only once :func:`check_zip_members` finds its members safe to read; errors
+    name ``shown``, e.g. the URL ``path`` is a local copy of."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, EOFError) as error:
+        problem = f"not a readable zip archive (corrupt or truncated): {error}"
+        raise SourceError(shown, None, None, problem) from error
+    try:
+        check_zip_members(shown, archive)
+    except BaseException:
+        archive.close()
+        raise
+    return archive

@@ -1,12 +1,8 @@
 """Which files of ``--data-dir`` a source reads, for every source: a local folder (its subfolders too where the
-source says so), one file, or an fsspec URL, each file once, in path order; the files of a Hugging Face dataset;
-and the subset and split of each file, as the source's layout says, and the files a ``--subset`` chooses.
-
-A source says which names it reads with a :class:`FileKind` (JSON Lines, JSON lists, or JSON files that may have
-no extension, as the Hub's ``longmemeval_s`` has) and how they are laid out with a :class:`Listing`: a file per
-subset (LoCoMo, GigaMemory, LongMemEval), a folder per subset (Multi-Session Chat's ``session_2/``), a file per
-split (``train.txt``, ``valid.txt``), and files in subfolders at any depth. The listing, its errors and the choice by
-subset are the same for all of them."""
+source says so), one file, or an fsspec URL, each file once, in path order, of the names its :class:`FileKind`
+reads; each file's subset and split, as the source's :class:`Listing` lays them out (a file per subset as LoCoMo's,
+a folder per subset as Multi-Session Chat's ``session_2/``, a file per split, files at any depth); and the files a
+``--subset`` chooses. The listing, its errors and the choice by subset are the same for all of them."""
 
 from __future__ import annotations
 
@@ -54,6 +50,8 @@ JSON = FileKind((".json",), "*.json")
 JSON_OR_EXTENSIONLESS = FileKind((".json",), "*.json, or no extension", extensionless=True)
 #: Text files (ParlAI's dialogue format, one episode a line, as Multi-Session Chat has).
 TEXT = FileKind((".txt",), "*.txt")
+#: Every file that is not hidden: what a source reads of a folder unless it says otherwise.
+ANY_FILE = FileKind(("",), "file")
 
 
 def find_files(
@@ -122,42 +120,15 @@ def regular_file(path: str) -> str:
     if not stat.S_ISREG(mode):
         kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a device", stat.S_ISBLK: "a device"}
         what = next((name for test, name in kinds.items() if test(mode)), "a socket or other special file")
+        link = f", through a symbolic link to {os.readlink(path)}" if os.path.islink(path) else ""
         raise SourceError(
             path,
             None,
             None,
-            f"not a regular file ({what}{_through_link(path)}): convhub reads regular files only; remove it "
+            f"not a regular file ({what}{link}): convhub reads regular files only; remove it "
             "from the data folder",
         )
     return path
-
-
-def _through_link(path: str) -> str:
-    return f", through a symbolic link to {os.readlink(path)}" if os.path.islink(path) else ""
-
-
-def hub_files(repo: str, pattern: str) -> list[str]:
-    """``hf://`` paths of the files of the Hub dataset ``repo`` that match ``pattern`` (needs the network)."""
-    from huggingface_hub import HfFileSystem
-
-    found = HfFileSystem().glob(f"datasets/{repo}/{pattern}")
-    return [f"hf://{path}" for path in sorted(found)]
-
-
-def files_by_stem(
-    files: list[tuple[str, str]], wanted: Iterable[str] | None, source: str, kind: FileKind = JSON_LINES
-) -> list[tuple[str, str]]:
-    """The (name, path) of ``files`` whose stems (``kind.stem``: one subset per file) are ``wanted`` (all when
-    None). Two files of one stem are a SourceError; a wanted stem without a file a KeyError naming the stems."""
-    by_stem: dict[str, str] = {}
-    for name, path in files:
-        first = by_stem.setdefault(kind.stem(name), path)
-        if first != path:
-            raise SourceError(path, None, None, f"same subset {kind.stem(name)!r} as {first}; rename one")
-    unknown = sorted(set(wanted or ()) - set(by_stem))
-    if unknown:
-        raise KeyError(f"{source} has no subset {', '.join(unknown)}; subsets: {', '.join(by_stem)}")
-    return [(name, path) for name, path in files if kind.stem(name) in (wanted or by_stem)]
 
 
 # -- a source's layout, declared ---------------------------------------------------------------------------------
@@ -209,19 +180,30 @@ class Listing:
             raise ValueError("a file's name can say its subset or its split, not both")
 
     def files(self, data_dir: str, source: str, subsets: Iterable[str] | None = None) -> list[SourceFile]:
-        """Every file of the layout in ``data_dir`` (a folder, a file or a URL) in path order, with its subset and
-        split; only those of ``subsets`` when given (an unknown one is a KeyError naming the subsets there are)."""
+        """Every file of the layout in ``data_dir`` (a folder, a file or a URL) in path order, as :meth:`chosen`
+        gives them."""
         below = self.recursive or FROM_FOLDER in (self.subset, self.split)
         found = find_files(data_dir, source, recursive=below, kind=self.kind)
         folder = posixpath.basename(data_dir.rstrip("/").replace(os.sep, "/"))
-        listed = [self.file(name, path, folder) for name, path in found]
-        self._check_one_file_each(listed)
-        return chosen(listed, source, subsets)
+        return self.chosen(found, folder, source, subsets)
 
-    def file(self, name: str, path: str, folder: str = "") -> SourceFile:
-        """The file ``name`` (its path below ``--data-dir``, which is ``folder``) at ``path``, with the subset and split
-        its name and folder say."""
-        return SourceFile(name, path, self._part(self.subset, name, folder), self._split(name, folder))
+    def chosen(
+        self, found: list[tuple[str, str]], folder: str, source: str, subsets: Iterable[str] | None
+    ) -> list[SourceFile]:
+        """The files ``found`` ((name, path), a name being the path below ``--data-dir``, which is ``folder``),
+        each with the subset and split its name and folder say; only those of ``subsets`` when given (an unknown
+        one is a KeyError naming the subsets there are)."""
+        listed = [
+            SourceFile(name, path, self._part(self.subset, name, folder), self._split(name, folder))
+            for name, path in found
+        ]
+        self._check_one_file_each(listed)
+        wanted = set(subsets or ())
+        present = sorted({file.subset for file in listed if file.subset is not None})
+        unknown = sorted(wanted - set(present))
+        if unknown:
+            raise KeyError(f"{source} has no subset {', '.join(unknown)}; subsets: {', '.join(present)}")
+        return [file for file in listed if not wanted or file.subset in wanted]
 
     def _part(self, rule: str | None, name: str, folder: str) -> str | None:
         if rule == FROM_FILE:
@@ -245,14 +227,3 @@ class Listing:
                 if self.subset is not None and self.subset != FROM_FILE:
                     what += f" of subset {file.subset!r}"
                 raise SourceError(file.path, None, None, f"same {what} as {seen}; rename one")
-
-
-def chosen(listed: list[SourceFile], source: str, subsets: Iterable[str] | None) -> list[SourceFile]:
-    """The files of ``listed`` in ``subsets`` (all when None); a subset without a file is a KeyError naming the
-    subsets there are."""
-    wanted = set(subsets or ())
-    present = sorted({file.subset for file in listed if file.subset is not None})
-    unknown = sorted(wanted - set(present))
-    if unknown:
-        raise KeyError(f"{source} has no subset {', '.join(unknown)}; subsets: {', '.join(present)}")
-    return [file for file in listed if not wanted or file.subset in wanted]

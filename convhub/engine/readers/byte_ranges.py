@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import math
 import os
 import posixpath
@@ -28,7 +27,7 @@ from typing import IO, Any
 
 from convhub.engine.inputs.file_sets import DataInput
 from convhub.engine.readers.contract import Place
-from convhub.engine.readers.exact_json import loads_exact
+from convhub.engine.readers.exact_json import load_value
 from convhub.engine.readers.json_list import CHUNK_BYTES, SkippedBytes, scan_json_array
 from convhub.engine.runners.cuts import balanced_runs
 from convhub.engine.sources.input_shards import Shard
@@ -42,7 +41,6 @@ GroupOf = Callable[[Any, int], str]
 
 #: (stat key of the member) → (group → ranges, the copy of a large zipped member or None)
 _INDEX_CACHE: dict[tuple, tuple[dict[str, list[Range]], str | None]] = {}
-_TEMP_DIR: list = []  # [folder, pid of the process that made it]
 
 
 def indexed(
@@ -84,19 +82,20 @@ def opened(source: DataInput, member: str, copy: str | None) -> contextlib.Abstr
 
 
 def _copy_path(suffix: str) -> str:
-    """A new file in this process's temporary folder (under ``$CONVHUB_TMPDIR`` when set), removed at exit."""
-    if not _TEMP_DIR or _TEMP_DIR[1] != os.getpid():
-        folder = tempfile.mkdtemp(prefix="convhub-inputs-", dir=os.environ.get("CONVHUB_TMPDIR"))
-        _TEMP_DIR[:] = [folder, os.getpid()]
-        atexit.register(_remove_temp_dir, *_TEMP_DIR)
-    handle, path = tempfile.mkstemp(dir=_TEMP_DIR[0], suffix=f"-{suffix}")
+    """A new file under ``$CONVHUB_TMPDIR`` (else the system's temporary folder), removed at this process's exit."""
+    handle, path = tempfile.mkstemp(
+        prefix="convhub-inputs-", suffix=f"-{suffix}", dir=os.environ.get("CONVHUB_TMPDIR")
+    )
     os.close(handle)
+    atexit.register(_remove_copy, path, os.getpid())
     return path
 
 
-def _remove_temp_dir(folder: str, pid: int) -> None:
-    if os.getpid() == pid:  # a forked worker inherits the hook: only the process that made it removes it
-        shutil.rmtree(folder, ignore_errors=True)
+def _remove_copy(path: str, pid: int) -> None:
+    # a forked worker inherits the hook: only the process that made the copy removes it
+    if os.getpid() == pid:
+        with contextlib.suppress(OSError):
+            os.remove(path)
 
 
 def index_list(
@@ -111,11 +110,12 @@ def index_list(
 ) -> dict[str, list[Range]]:
     """Group (``group_of(value, position)``) → the ranges of its elements, in file order.
 
-    A bad element (``group_of`` raises) goes to ``reject`` with its value (raising by default). When the list itself
-    breaks, the rest of the file goes there once; ``element`` names an element in errors. With ``recover`` (and ``key``, a key every element has once and
-    nothing inside one has) the scan reads on after the break and ``reject`` gets the break's bytes, scope
-    ``"span"`` and ``records``, the elements it held. (Bytes that are not UTF-8 cost the element holding them.) A position counts the
-    elements lost before it, so positions stay positions in the file.
+    A bad element (``group_of`` raises) goes to ``reject`` with its value (raising by default). When the list
+    itself breaks, the rest of the file goes there once; ``element`` names an element in errors. With ``recover``
+    (and ``key``, a key every element has once and nothing inside one has) the scan reads on after the break and
+    ``reject`` gets the break's bytes, scope ``"span"`` and ``records``, the elements it held. (Bytes that are not
+    UTF-8 cost the element holding them.) A position counts the elements lost before it, so positions stay
+    positions in the file.
     """
     groups: dict[str, list[Range]] = {}
 
@@ -145,11 +145,7 @@ def read_ranges(stream: IO[bytes], ranges: Iterable[Range], path: str) -> Iterat
     ``json.loads``'s."""
     for start, end, position in sorted(ranges):
         stream.seek(start)
-        data = stream.read(end - start)
-        try:
-            yield position, loads_exact(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise SourceError(path, position, None, f"not valid JSON: {error}") from error
+        yield position, load_value(stream.read(end - start), path, position)
 
 
 def shard_ranges(ranges: list[Range], per_shard: int, min_per_shard: int) -> list[list[Range]]:

@@ -52,20 +52,9 @@ def may_hold_long_integer(raw: bytes) -> bool:
     return False
 
 
-def json_loads(text: bytes | str) -> Any:
-    """``json.loads``, where an integer past Python's int-string limit (4300 digits), a plain ValueError that
-    would escape as a crash, is a JSONDecodeError like any other unreadable text."""
-    try:
-        return json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise
-    except ValueError as error:
-        document = text if isinstance(text, str) else text.decode("utf-8", "replace")
-        raise json.JSONDecodeError(str(error), document, 0) from error
-
-
 def loads_exact(data: bytes | str) -> Any:
-    """``json.loads(data)`` (:func:`json_loads`), through orjson where orjson gives the same value (2-3x faster).
+    """``json.loads(data)``, through orjson where orjson gives the same value (2-3x faster); an integer past
+    Python's int-string limit is a JSONDecodeError like any other unreadable text.
 
     orjson refuses what json reads with a twist (NaN, 1e400, lone surrogates, a BOM, UTF-16): json then reads
     it, or raises its own error. Integers past 64 bits orjson would read as floats, so text that may hold one
@@ -79,26 +68,34 @@ def loads_exact(data: bytes | str) -> Any:
             return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
-    return json_loads(data)
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise
+    except ValueError as error:  # an integer past Python's int-string limit (4300 digits): no crash
+        document = data if isinstance(data, str) else data.decode("utf-8", "replace")
+        raise json.JSONDecodeError(str(error), document, 0) from error
+
+
+def load_value(raw: bytes, path: str | os.PathLike, record: str | int | None) -> Any:
+    """``raw`` as its JSON value, :func:`loads_exact`'s; every error is a SourceError naming ``path`` and
+    ``record``: what every reader of JSON bytes raises (a line, a list's element, a zip member)."""
+    try:
+        return loads_exact(raw)
+    except UnicodeDecodeError as error:
+        raise SourceError(path, record, None, f"not valid UTF-8: {error}") from error
+    except json.JSONDecodeError as error:
+        raise SourceError(path, record, None, f"not valid JSON: {error}") from error
+    except RecursionError:
+        raise SourceError(path, record, None, NESTED_TOO_DEEPLY) from None
 
 
 def load_object(raw: bytes, path: str | os.PathLike, place: str) -> dict[str, Any]:
-    """One JSON Lines line (``raw``) as its object, with :func:`loads_exact`'s value; every error is a
-    SourceError naming ``path`` and the line (``place``)."""
-    try:
-        value = loads_exact(raw)
-    except UnicodeDecodeError as error:
-        raise SourceError(path, place, None, f"not valid UTF-8: {error}") from error
-    except json.JSONDecodeError as error:
-        raise SourceError(path, place, None, f"not valid JSON: {error}") from error
-    except RecursionError:
-        raise SourceError(path, place, None, NESTED_TOO_DEEPLY) from None
+    """One JSON Lines line (``raw``) as its object (:func:`load_value`), naming the line (``place``)."""
+    value = load_value(raw, path, place)
     if not isinstance(value, dict):
         raise SourceError(path, place, None, f"expected a JSON object, got {type(value).__name__}")
     return value
-
-
-_CONTAINERS = (dict, list, tuple)
 
 
 def holds_float(value: Any) -> bool:
@@ -114,26 +111,55 @@ DOCUMENT_PROBE_BYTES = 2**20
 _OPENERS_ONLY = re.compile(rb"[\[{ \t\r\n]+")
 
 
-def json_document_problem(first: bytes, following: Iterable[bytes], source: str) -> str | None:
+def refuse_json_document(
+    lines: Iterable[tuple[int, bytes]], path: str, source: str
+) -> Iterator[tuple[int, bytes]]:
+    """``lines`` ((number, bytes) of a JSON Lines file from its line 1) unchanged, unless its first non-blank line
+    shows the file is one JSON document: a whole JSON array (``json.dump(rows, f)``; a JSON Lines record is an
+    object, never an array), or no JSON but the start of a document (:func:`json_document_problem`). Then a
+    SourceError naming the file says so, instead of one "not valid JSON" per line. Lines read ahead to tell are
+    given on as they were. A range of lines not starting at line 1 is not checked."""
+    lines = iter(lines)
+    head: list[tuple[int, bytes]] = []  # the blank lines, then the first that is not
+    for number, line in lines:
+        head.append((number, line))
+        if line and not line.isspace():
+            break
+    number, first = head[-1] if head and head[0][0] == 1 else (0, b"")
+    text = first.removeprefix(b"\xef\xbb\xbf").strip()
+    if text[:1] in (b"[", b"{"):
+        parses = _parses(first)
+        if parses and text[:1] == b"[":
+            problem = (
+                f"this is one JSON document, not JSON Lines: line {number} is a whole JSON array, and {source} "
+                "reads one JSON object per line (rewrite it with jq -c '.[]')"
+            )
+            raise SourceError(path, None, None, problem)
+        if not parses:
+            size = 0
+            for item in lines:
+                head.append(item)
+                size += len(item[1]) + 1
+                if size > DOCUMENT_PROBE_BYTES:
+                    break
+            problem = json_document_problem(text, [raw for n, raw in head if n > number], source)
+            if problem is not None:
+                raise SourceError(path, None, None, problem)
+    yield from head
+    yield from lines
+
+
+def json_document_problem(text: bytes, following: list[bytes], source: str) -> str | None:
     """What to tell a user whose JSON Lines file is one JSON document (an array or an object written over
-    many lines), or None. ``first`` is the file's first non-blank line, which did not parse as JSON;
-    ``following`` the lines after it (read only up to ``DOCUMENT_PROBE_BYTES``, only when needed).
+    many lines), or None. ``text`` is the file's first non-blank line, stripped, which opens an array or an object
+    and did not parse as JSON; ``following`` the lines after it (up to ``DOCUMENT_PROBE_BYTES``).
 
     It is a document when that line only opens arrays and objects (``[``, ``{``, ``[{``: no JSON Lines
     line is that), or when it and the lines after it parse as one JSON value that ends past it. A line
     of JSON Lines cut short (``{"id": 1, "q``) followed by good lines is neither, and stays a bad line.
     """
-    text = first.removeprefix(b"\xef\xbb\xbf").strip()
-    if text[:1] not in (b"[", b"{"):
-        return None
     if not _OPENERS_ONLY.fullmatch(text):
-        head, size = [text], len(text)
-        for line in following:
-            head.append(line)
-            size += len(line) + 1
-            if size > DOCUMENT_PROBE_BYTES:
-                break
-        document = b"\n".join(head).decode("utf-8", "replace")
+        document = b"\n".join([text, *following]).decode("utf-8", "replace")
         try:
             _, end = json.JSONDecoder().raw_decode(document)
         except (ValueError, RecursionError):
@@ -148,60 +174,10 @@ def json_document_problem(first: bytes, following: Iterable[bytes], source: str)
     )
 
 
-def array_line_problem(number: int, source: str) -> str:
-    """The message for a JSON Lines file whose first line is a whole JSON array (``json.dump(rows, f)``)."""
-    return (
-        f"this is one JSON document, not JSON Lines: line {number} is a whole JSON array, and {source} reads one "
-        "JSON object per line (rewrite it with jq -c '.[]')"
-    )
-
-
-def refuse_json_document(
-    lines: Iterable[tuple[int, bytes]], path: str, source: str
-) -> Iterator[tuple[int, bytes]]:
-    """``lines`` ((number, bytes) of a JSON Lines file from its line 1) unchanged, unless the first
-    non-blank one is not JSON and begins one JSON document: then a SourceError naming the file says so
-    (:func:`json_document_problem`), instead of one "not valid JSON" per line. Lines read ahead to tell
-    are given on as they were. A range of lines not starting at line 1 is not checked."""
-    lines = iter(lines)
-    first_number = None
-    for number, line in lines:
-        first_number = number if first_number is None else first_number
-        if not line or line.isspace():
-            yield number, line
-            continue
-        opening = line.removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
-        if first_number == 1 and opening == b"[" and _parses(line):
-            # a JSON array on one line: every record of a JSON Lines file is an object, never an array
-            raise SourceError(path, None, None, array_line_problem(number, source))
-        if first_number == 1 and opening in (b"[", b"{") and not _parses(line):
-            ahead: list[tuple[int, bytes]] = []
-            size = 0
-            for item in lines:
-                ahead.append(item)
-                size += len(item[1]) + 1
-                if size > DOCUMENT_PROBE_BYTES:
-                    break
-            problem = json_document_problem(line, (raw for _, raw in ahead), source)
-            if problem is not None:
-                raise SourceError(path, None, None, problem)
-            yield number, line
-            yield from ahead
-        else:
-            yield number, line
-        break
-    yield from lines
-
-
 def _parses(line: bytes) -> bool:
-    """Whether a line is JSON (orjson, else json, which also reads NaN, a BOM, lone surrogates)."""
+    """Whether a line is JSON (as json reads it: NaN, a BOM and lone surrogates too)."""
     try:
-        orjson.loads(line)
-        return True
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        json.loads(line)
-        return True
-    except (ValueError, RecursionError):
+        loads_exact(line)
+    except (ValueError, RecursionError):  # (JSONDecodeError and UnicodeDecodeError are ValueErrors)
         return False
+    return True

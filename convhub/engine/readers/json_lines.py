@@ -1,6 +1,6 @@
 """JSON Lines files read a line at a time, for every source: plain or gzipped (told by the file's first bytes), local,
-at a URL or streamed by ``datasets``, LF or CRLF; each line with its number (from 1) and byte offset, a big plain
-file read as line-aligned byte ranges, each line as the object ``json.loads`` gives, and lines read again by offset.
+at a URL or streamed by ``datasets``, LF or CRLF; each line with its number (from 1) and byte offset, a part of a
+plain file read alone, each line as the object ``json.loads`` gives, and lines read again by offset.
 
 Memory follows the longest line: a line is read, parsed and handed on before the next one is read. Every error
 names the file and the line. A source that reads a file twice (a first pass that keeps only where each line is, a
@@ -14,7 +14,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import mmap
 import os
 import zlib
 from collections import deque
@@ -22,8 +21,6 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, cast, runtime_checkable
-
-from datasets.utils.file_utils import xopen
 
 from convhub.engine.readers.contract import Place, place_of_line, shard_file
 from convhub.engine.readers.exact_json import load_object, refuse_json_document
@@ -36,7 +33,7 @@ BYTE_ORDER_MARK = b"\xef\xbb\xbf"
 GZIP_MAGIC = b"\x1f\x8b"
 #: Where a line is, in one line's ``(number, offset, length, sha256)``: what :func:`lines_at` reads again.
 LineSpot = tuple[int, int, int, str]
-#: A part of a plain file, as :func:`line_ranges` cuts it: (start, end, number of its first line).
+#: A part of a plain file: (start, end, number of its first line); MNBVC cuts a big file into such parts.
 Span = tuple[int, int, int]
 Opener = Callable[[str], BinaryIO]
 READ_ERRORS = (OSError, EOFError, zlib.error)
@@ -53,11 +50,6 @@ def open_source(path: str | os.PathLike) -> BinaryIO:
     return open_url(text) if "://" in text else open(text, "rb", buffering=READ_BUFFER_BYTES)
 
 
-def open_streamed(path: str, download_config=None) -> BinaryIO:
-    """A file ``datasets`` streams (``as_streaming_dataset``): its ``xopen`` reads URLs and fsspec paths."""
-    return cast(BinaryIO, xopen(path, "rb", download_config=download_config))  # ("rb": binary, typed any IO)
-
-
 @runtime_checkable
 class Peekable(Protocol):
     """A stream that shows its next bytes without reading them (io's buffered files, a zip member, a gzip)."""
@@ -65,14 +57,10 @@ class Peekable(Protocol):
     def peek(self, size: int = 0, /) -> bytes: ...
 
 
-#: A file's bytes as :func:`decompressed` gives them: the file itself, or the gzip's text.
-DecompressedStream = BinaryIO | gzip.GzipFile
-
-
 @contextmanager
 def decompressed(
     path: str | os.PathLike, opener: Opener = open_source
-) -> Iterator[tuple[DecompressedStream, bool]]:
+) -> Iterator[tuple[BinaryIO | gzip.GzipFile, bool]]:
     """(the file's bytes, whether it is gzip): gunzipped when it begins as gzip does, whatever its name, so that
     offsets count its text."""
     with opener(os.fspath(path)) as raw:
@@ -86,23 +74,6 @@ def decompressed(
             yield stream, True
 
 
-def is_gzip(path: str) -> bool:
-    """Gzip by its first bytes, as :func:`decompressed` tells."""
-    with open(path, "rb") as file:
-        return file.read(2) == GZIP_MAGIC
-
-
-def uncompressed_size(path: str, opener: Opener = open_source) -> int:
-    """A file's size; for gzip, the size its trailer records (modulo 4 GiB, so at least the file's)."""
-    with opener(path) as handle:
-        head = handle.read(2)
-        size = handle.seek(0, os.SEEK_END)
-        if size < 18 or head != GZIP_MAGIC:
-            return size
-        handle.seek(-4, os.SEEK_END)
-        return max(size, int.from_bytes(handle.read(4), "little"))
-
-
 def iter_lines(
     path: str | os.PathLike,
     name: str | None = None,
@@ -111,7 +82,7 @@ def iter_lines(
     span: Span | None = None,
 ) -> Iterator[tuple[int, int, bytes]]:
     """(number, byte offset, line without its LF or CRLF) of every line, or of the lines of ``span`` (a plain
-    file's part, :func:`line_ranges`). A UTF-8 byte-order mark before line 1 is left out (its offset is then 3).
+    file's part, ending at a line's end). A UTF-8 byte-order mark before line 1 is left out (its offset is then 3).
     A file that cannot be read on (a corrupt or truncated gzip) raises a SourceError naming ``name`` (the path by
     default) and the line where reading failed."""
     name = str(name or path)
@@ -140,47 +111,6 @@ def iter_lines(
             raise SourceError(name, place(number + 1), None, problem) from error
 
 
-def line_ranges(path: str, range_bytes: int) -> list[Span]:
-    """Line-aligned byte ranges of about ``range_bytes`` each that cover a plain (not gzipped) file, so that
-    several workers read one big file.
-
-    Each boundary is the byte after the first LF at or after an even cut, so a range never splits a line (a cut
-    inside a line moves to its end); the line numbers count LFs, as :func:`iter_lines` does.
-    """
-    size = os.path.getsize(path)
-    count = -(-size // range_bytes) if range_bytes > 0 else 1
-    if count <= 1:
-        return [(0, size, 1)]
-    ranges, start, first_line = [], 0, 1
-    with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        for cut in (size * index // count for index in range(1, count)):
-            if cut <= start:
-                continue
-            newline = mapped.find(b"\n", cut - 1)
-            if newline < 0 or newline + 1 >= size:
-                break
-            end = newline + 1
-            ranges.append((start, end, first_line))
-            first_line += mapped[start:end].count(b"\n")
-            start = end
-    ranges.append((start, size, first_line))
-    return ranges
-
-
-def readable_lines(lines: Iterable[Any], reject: Reject) -> Iterator[Any]:
-    """``lines`` until one cannot be read (a corrupt gzip): that error goes to ``reject`` once, scope the file,
-    and the lines before it are kept."""
-    lines = iter(lines)
-    while True:
-        try:
-            yield next(lines)
-        except StopIteration:
-            return
-        except SourceError as error:
-            reject(error, None, "file")
-            return
-
-
 def read_objects(
     path: str | os.PathLike,
     source: str,
@@ -203,11 +133,14 @@ def read_objects(
     offsets: deque[int] = deque()  # refuse_json_document gives the lines on in order, each once
 
     def numbered() -> Iterator[tuple[int, bytes]]:
-        for number, offset, raw in readable_lines(iter_lines(path, name, place, opener, span), reject):
-            if notes is not None and number == 1 and offset == len(BYTE_ORDER_MARK):
-                notes.add("UTF-8 byte-order mark at the start of a file (skipped)")
-            offsets.append(offset)
-            yield number, raw
+        try:
+            for number, offset, raw in iter_lines(path, name, place, opener, span):
+                if notes is not None and number == 1 and offset == len(BYTE_ORDER_MARK):
+                    notes.add("UTF-8 byte-order mark at the start of a file (skipped)")
+                offsets.append(offset)
+                yield number, raw
+        except SourceError as error:  # the file cannot be read on (a corrupt gzip): the lines before it stay
+            reject(error, None, "file")
 
     for number, raw in refuse_json_document(numbered(), name, source):
         offset = offsets.popleft()
@@ -223,14 +156,9 @@ def read_objects(
         yield number, offset, raw, value
 
 
-def line_sha256(raw: bytes) -> str:
-    """What :func:`lines_at` compares to know it read the very line again."""
-    return hashlib.sha256(raw).hexdigest()
-
-
 def spot_of(number: int, offset: int, raw: bytes) -> LineSpot:
     """Where line ``number`` (``raw``, at ``offset``) is, for :func:`lines_at`."""
-    return number, offset, len(raw), line_sha256(raw)
+    return number, offset, len(raw), hashlib.sha256(raw).hexdigest()
 
 
 def lines_at(
@@ -254,7 +182,7 @@ def lines_at(
                 raw = handle.read(length)
             except READ_ERRORS as error:
                 raise SourceError(name, place(number), None, f"cannot read the file: {error}") from error
-            if len(raw) != length or line_sha256(raw) != sha256:
+            if len(raw) != length or hashlib.sha256(raw).hexdigest() != sha256:
                 raise SourceError(name, place(number), None, "the file changed while it was being converted")
             yield raw
 

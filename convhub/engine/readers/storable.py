@@ -37,13 +37,12 @@ def unencodable_field(value: Any) -> str | None:
     """Where ``value`` holds a string UTF-8 cannot encode (a lone surrogate, which ``json`` reads from
     ``"\\ud800"``), as a path like ``sessions[0].turns[2].text``; None when every string is encodable.
 
-    Parquet and Arrow store UTF-8 only, so such a record cannot be written: the parsers' callers reject it by
-    name instead of crashing the write. orjson refuses exactly such strings while encoding at memory speed,
-    so the walk runs only for the rare value it refuses (or cannot say: deep nesting, huge integers). An Arrow
-    array inside it (``convhub.engine.writers.arrow_rows.ArrowList``, a very long conversation's turns) is passed over without
-    making it Python: Arrow holds UTF-8 only, and refused any other string when it was made. A key that is not
-    a string (none in a record or a table row, whose keys are field names) is left to the walk too: orjson's
-    option for such keys made every record's check 1.3x as long.
+    orjson refuses exactly such strings while encoding at memory speed, so the walk runs only for the rare value
+    it refuses (or cannot say: deep nesting, huge integers). An Arrow array inside it
+    (``convhub.engine.writers.arrow_rows.ArrowList``, a very long conversation's turns) is passed over without
+    making it Python: Arrow holds UTF-8 only, and refused any other string when it was made. A key that is not a
+    string (none in a record or a table row, whose keys are field names) is left to the walk too: orjson's option
+    for such keys made every record's check 1.3x as long.
 
     orjson encodes a long list in pieces (:func:`_encodes_in_pieces`): encoded whole, a conversation of a million
     tiny turns (a 61 MB LoCoMo file) took 140 MiB of JSON at once, 2.3x the input, at its build's peak (issue 54).
@@ -122,8 +121,6 @@ def _encodes_in_pieces(value: Any, depth: int) -> bool:
     leaves = [item for item in items if type(item) not in _CONTAINERS]
     if kind is dict and not _encodes(list(value.keys())):  # a key with a lone surrogate: the walk names it
         return False
-    if len(leaves) == len(value):
-        return _encodes(leaves)
     return _encodes(leaves) and all(
         _encodes_in_pieces(item, depth - 1) for item in items if type(item) in _CONTAINERS
     )
