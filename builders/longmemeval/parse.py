@@ -34,7 +34,7 @@ DATE_FORMAT = "%Y/%m/%d (%a) %H:%M"
 
 def subset_of(name: str) -> str:
     """A file's subset: its name without ``.json`` (the Hub's ``longmemeval_s`` and ``longmemeval_s.json`` alike),
-    as ``--subset`` chooses files (``source_files.files_by_stem``)."""
+    as ``--subset`` chooses files (``listing.Listing.chosen``)."""
     return JSON_OR_EXTENSIONLESS.stem(name)
 
 
