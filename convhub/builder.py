@@ -41,7 +41,7 @@ from convhub.engine.readers.contract import Place, Reader
 from convhub.engine.readers.record_loop import UniqueIds, convert_records
 from convhub.engine.readers.storable import SurrogateScreen, unstorable
 from convhub.engine.runners.memory import each_made_with_fewer_collections, fewer_collections
-from convhub.engine.sources.input_shards import (
+from convhub.engine.runners.input_shards import (
     GroupShard,
     Partition,
     Shard,

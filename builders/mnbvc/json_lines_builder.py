@@ -14,7 +14,7 @@ one ``group_shard``: the engine keys their rows with the source's ``key_row`` an
 ``format_records``, the grouped formats' too.
 
 MNBVC is its one user, so it lives here, with ``formats`` (what tells a file's format), not in the engine; a
-second source of several JSON Lines formats would move both back to ``convhub/engine/sources/``.
+second source of several JSON Lines formats would move both back to ``convhub/engine/readers/``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from convhub.builders.mnbvc.formats import Formats
 from convhub.engine.grouping import local_groupby, sort_keys
 from convhub.engine.inputs.listing import find_files, hub_files
 from convhub.engine.readers import json_lines
-from convhub.engine.sources.input_shards import Shard, group_of, own_shard
+from convhub.engine.runners.input_shards import Shard, group_of, own_shard
 from convhub.errors import Notes, SourceError
 
 #: What ``format_records`` gets of each line that is a JSON object: ``json_lines.read_objects``'s

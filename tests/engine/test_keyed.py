@@ -4,7 +4,7 @@ engine, and handed back per conversation in order, a refused row rejected alone.
 from __future__ import annotations
 
 from convhub.engine.grouping import local_groupby, sort_keys
-from convhub.engine.sources.input_shards import GroupShard, Partition
+from convhub.engine.runners.input_shards import GroupShard, Partition
 from convhub.errors import SourceError
 
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convhub.engine.grouping import local_groupby
-from convhub.engine.sources.input_shards import PARTITION_BYTE_WORK, GroupShard, Partition, shard_work
+from convhub.engine.runners.input_shards import PARTITION_BYTE_WORK, GroupShard, Partition, shard_work
 from convhub.errors import SourceError
 
 #: Texts that stress byte order: a prefix, a zero character, a lone surrogate, past the BMP, the private use area.

@@ -13,7 +13,7 @@ from convhub.builders.mnbvc import multiturn
 from convhub.builders.mnbvc.builder import MnbvcBuilder
 from convhub.engine.grouping import local_groupby, sort_keys
 from convhub.engine.readers import json_lines
-from convhub.engine.sources.input_shards import GroupShard, Partition
+from convhub.engine.runners.input_shards import GroupShard, Partition
 from convhub.errors import Notes, raise_error
 
 SAMPLE = Path(MnbvcBuilder.sample_dir())

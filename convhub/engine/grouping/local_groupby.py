@@ -58,7 +58,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from convhub.engine.runners.child_processes import die_with_parent
-from convhub.engine.sources.input_shards import GroupShard, Partition
+from convhub.engine.runners.input_shards import GroupShard, Partition
 from convhub.errors import SourceError
 from convhub.storage.abandoned import marked_dir, release, sweep_abandoned
 

@@ -42,7 +42,7 @@ from convhub.engine.runners import progress
 from convhub.engine.runners.child_processes import die_with_parent
 from convhub.engine.runners.cuts import balanced_runs, even_runs
 from convhub.engine.runners.memory import LARGE_TABLE_BYTES, fewer_collections, give_back_pages
-from convhub.engine.sources.input_shards import shard_work
+from convhub.engine.runners.input_shards import shard_work
 from convhub.engine.writers.arrow_rows import rows_table
 from convhub.engine.writers.parquet_writer import ParquetWriter
 

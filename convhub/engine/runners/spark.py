@@ -50,7 +50,7 @@ from convhub.engine.runners.cuts import consecutive_runs
 from convhub.engine.runners.engine import ENGINE_WORK
 from convhub.engine.runners.local import MAX_SHARD_BYTES, SplitWritten, run_job
 from convhub.engine.runners.memory import ARROW_VARIABLES, fewer_collections
-from convhub.engine.sources.input_shards import GroupShard, SortedPartition
+from convhub.engine.runners.input_shards import GroupShard, SortedPartition
 from convhub.errors import EngineError, SourceError
 from convhub.storage.abandoned import MarkedTemporaryDirectory
 from convhub.storage.folders import Folder, parquet_file, text_of
