@@ -40,7 +40,6 @@ from __future__ import annotations
 import contextlib
 import marshal
 import math
-import multiprocessing
 import os
 import tempfile
 import weakref
@@ -57,7 +56,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from convhub.engine.runners.child_processes import die_with_parent
+from convhub.engine.runners.child_processes import run_forked
 from convhub.engine.runners.input_shards import GroupShard, Partition
 from convhub.errors import SourceError
 from convhub.storage.abandoned import marked_dir, release, sweep_abandoned
@@ -176,9 +175,11 @@ def write_partitions(
     in ``folder``.
 
     The files are shared out among ``processes`` writer processes (by ``sizes``), each forked (``run_forked``),
-    as is DuckDB's sort of their keys. A file's first SourceError stops its writer; when one is raised, it is the
-    one a single pass over the files in order would raise first, whichever process met it. Nothing is sorted
-    then.
+    as is DuckDB's sort of their keys, one writer included, for its memory: what reading and keying the rows leave
+    in the C heap and in Python's, and what DuckDB's sort holds, goes back with the process, so pass 2 starts from
+    the build's own footprint (one conversation of 166,667 tiny turns: pass 2 began 100 MB higher in this
+    process). A file's first SourceError stops its writer; when one is raised, it is the one a single pass over
+    the files in order would raise first, whichever process met it. Nothing is sorted then.
     """
     shares = share_files(sizes, processes) if len(sizes) > 1 and processes > 1 else [list(range(len(sizes)))]
     tasks = [
@@ -195,58 +196,6 @@ def write_partitions(
         os.remove(path)
     rows = tuple(_writer_path(folder, writer, "rows") for writer in range(len(tasks)))
     return Partitioned(sorted_keys, rows, tuple(map(sum, zip(*results, strict=True))))
-
-
-def run_forked(tasks: list[Callable[[], Any]]) -> list[Any]:
-    """Each task's result, each task run in a process of its own forked from this one, all at once.
-
-    Pass 1 runs so, one writer included, for its memory: what reading and keying the rows leave in the C heap and
-    in Python's, and what DuckDB's sort holds, goes back with the process, so pass 2 starts from the build's
-    own footprint (one conversation of 166,667 tiny turns: pass 2 began 100 MB higher in this process). Nothing
-    is pickled on the way in (a task may be a closure); its result is on the way back. An exception a task
-    raised is raised here (the first task's first); a process that died without a result is a RuntimeError.
-    """
-    context = multiprocessing.get_context("fork")
-    started = []
-    try:
-        for task in tasks:
-            receiver, sender = context.Pipe(duplex=False)
-            process = context.Process(target=_send_result, args=(task, sender, os.getpid()), daemon=True)
-            process.start()
-            sender.close()
-            started.append((process, receiver))
-        outcomes = []
-        for process, receiver in started:
-            try:
-                outcomes.append(receiver.recv())
-            except EOFError:
-                outcomes.append((False, RuntimeError(f"a process ended with exit code {process.exitcode}")))
-            process.join()
-    finally:
-        for process, _ in started:
-            if process.is_alive():
-                process.terminate()
-                process.join()
-    for succeeded, value in outcomes:
-        if not succeeded:
-            raise value
-    return [value for _, value in outcomes]
-
-
-def _send_result(task: Callable[[], Any], sender, parent_pid: int) -> None:
-    """In a forked process (which dies with ``parent_pid``, ``child_processes``): ``task()`` sent back as (True,
-    result), or (False, the exception it raised)."""
-    die_with_parent(parent_pid)
-    try:
-        outcome = (True, task())
-    except BaseException as error:
-        outcome = (False, error)
-    try:
-        sender.send(outcome)
-    except Exception as error:  # a result or exception that cannot be pickled
-        sender.send((False, RuntimeError(f"a result could not be sent back: {error!r}")))
-    finally:
-        sender.close()
 
 
 def _writer_path(folder: str, writer: int, suffix: str) -> str:

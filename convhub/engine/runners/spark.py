@@ -4,7 +4,7 @@ The engine moves the data; convhub's parsers stay what they are. A build config 
 
 - each shard of the builder (``engine_shards``: a LoCoMo or ConvLab file, a GigaMemory slice, an MNBVC forum or
   Q&A file) is one task, which parses it with the builder's own ``records_of`` and writes its Parquet with the
-  local engine's writer (``runners.local.run_job``: ``parquet_writer.ParquetWriter``, the same ``Features`` and
+  local engine's writer (``runners.local.write_job``: ``parquet_writer.ParquetWriter``, the same ``Features`` and
   metadata);
 - a group shard (MNBVC's multi-turn files, whose rows of one conversation may lie in any file) is a shuffle: one
   task per file turns its rows into (sort key, payload) with the builder's ``keyed_rows``, Spark moves each row to
@@ -39,7 +39,6 @@ import tempfile
 import urllib.parse
 import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -48,9 +47,9 @@ import datasets
 from convhub.engine.grouping.local_groupby import keyed_by_partition
 from convhub.engine.runners.cuts import consecutive_runs
 from convhub.engine.runners.engine import ENGINE_WORK
-from convhub.engine.runners.local import MAX_SHARD_BYTES, SplitWritten, run_job
-from convhub.engine.runners.memory import ARROW_VARIABLES, fewer_collections
 from convhub.engine.runners.input_shards import GroupShard, SortedPartition
+from convhub.engine.runners.local import MAX_SHARD_BYTES, JobResult, SplitWritten, write_job
+from convhub.engine.runners.memory import ARROW_VARIABLES, fewer_collections
 from convhub.errors import EngineError, SourceError
 from convhub.storage.abandoned import MarkedTemporaryDirectory
 from convhub.storage.folders import Folder, parquet_file, text_of
@@ -60,17 +59,6 @@ _ERROR_MARK = "convhub source error: "
 
 #: The build's phase lines (``convhub.console`` prints this logger's INFO lines as they are).
 phases = logging.getLogger("convhub.build")
-
-
-@dataclass
-class TaskResult:
-    """What one task wrote: Parquet files (in order) with rows and bytes, reports and quarantine lines."""
-
-    files: list[str] = field(default_factory=list)
-    rows: int = 0
-    num_bytes: int = 0
-    reports: list[str] = field(default_factory=list)
-    quarantine: list[str] = field(default_factory=list)
 
 
 def spark_session(master: str | None = None, verbose: bool = False):
@@ -221,18 +209,18 @@ class SparkEngine:
             written[split] = SplitWritten(info, kept)
         return written
 
-    def _task_results(self, builder, work) -> dict[str, tuple[TaskResult, ...]]:
+    def _task_results(self, builder, work) -> dict[str, tuple[JobResult, ...]]:
         """Split → the results of the tasks that wrote it, in the order the local build writes the same rows."""
         download = datasets.DownloadManager(dataset_name=builder.SOURCE, data_dir=builder.config.data_dir)
         with fewer_collections():  # the driver lists the shards (GigaMemory's pass 1 parses in our tasks)
             by_split = builder.engine_shards(download)
         work.mkdir(parents=True, exist_ok=True)
-        written: dict[str, tuple[TaskResult, ...]] = {}
+        written: dict[str, tuple[JobResult, ...]] = {}
         for split, shards in by_split.items():
             share = file_share(shards)
             # past the file limit, each task writes one file, however big
             max_shard_size = MAX_SHARD_BYTES if share is None else None
-            results: list[TaskResult] = []
+            results: list[JobResult] = []
             plain: list[Any] = []
             for shard in [*shards, None]:
                 if shard is not None and not isinstance(shard, GroupShard):
@@ -349,7 +337,7 @@ class _Scratch:
         config.quarantine_dir = self.quarantine
         return self
 
-    def collect(self, result: TaskResult) -> TaskResult:
+    def collect(self, result: JobResult) -> JobResult:
         result.reports = [_read(path) for path in sorted(glob.glob(os.path.join(self.reports, "*.json")))]
         for path in sorted(glob.glob(os.path.join(self.quarantine, "*.jsonl"))):
             result.quarantine += _read(path).splitlines()
@@ -365,7 +353,7 @@ def _read(path: str) -> str:
         return handle.read()
 
 
-def _save_reports_and_rejections(config, result: TaskResult) -> None:
+def _save_reports_and_rejections(config, result: JobResult) -> None:
     """A task's statistics reports and rejected records, saved on the driver as the local build's workers save
     theirs: a report file each in ``config.report_dir``, the records appended to one file in its
     ``quarantine_dir``."""
@@ -380,17 +368,17 @@ def _save_reports_and_rejections(config, result: TaskResult) -> None:
             part.writelines(line + "\n" for line in result.quarantine)
 
 
-def _write_records(builder, split: str, shards: list, prefix: str, max_shard_size: int | None) -> TaskResult:
-    """The local engine's parse and write of shards, in order (``runners.local.run_job``), into
+def _write_records(builder, split: str, shards: list, prefix: str, max_shard_size: int | None) -> JobResult:
+    """The local engine's parse and write of shards, in order (``runners.local.write_job``), into
     ``prefix-NNNNN.parquet``: a file at most ``max_shard_size`` Arrow bytes, or one file (None)."""
     with _Scratch(builder) as scratch:
         try:
-            written = run_job(
+            written = write_job(
                 builder, {"shards": shards, "split": split}, prefix + "-{file:05d}.parquet", max_shard_size
             )
         except SourceError as error:
             raise _reraisable(error) from None
-        return scratch.collect(TaskResult(written.files, written.rows, written.num_bytes))
+        return scratch.collect(written)
 
 
 class _ShardTask:
@@ -400,7 +388,7 @@ class _ShardTask:
     def __init__(self, builder, split: str, work, max_shard_size: int | None):
         self.builder, self.split, self.work, self.max_shard_size = builder, split, work, max_shard_size
 
-    def __call__(self, task: tuple[int, list]) -> TaskResult:
+    def __call__(self, task: tuple[int, list]) -> JobResult:
         number, shards = task
         prefix = text_of(self.work / f"{self.split}-{number:05d}")
         with fewer_collections():
@@ -415,7 +403,7 @@ class _KeyedRows:
         self.builder, self.shard = builder, shard
 
     def __call__(self, file_index: int) -> Iterator[tuple[tuple[int, tuple], bytes]]:
-        rejected = TaskResult()
+        rejected = JobResult()
         with _Scratch(self.builder) as scratch, fewer_collections():
             try:
                 keyed = self.builder.keyed_rows(self.shard, file_index)
@@ -435,9 +423,9 @@ class _PartitionTask:
         self.builder, self.split, self.shard = builder, split, shard
         self.work, self.max_shard_size, self.first = work, max_shard_size, first
 
-    def __call__(self, index: int, rows: Iterable) -> Iterator[TaskResult]:
+    def __call__(self, index: int, rows: Iterable) -> Iterator[JobResult]:
         if index == self.shard.partitions:  # the rejected rows of the files
-            yield TaskResult(quarantine=[payload.decode("utf-8") for _, payload in rows])
+            yield JobResult(quarantine=[payload.decode("utf-8") for _, payload in rows])
             return
         prefix = text_of(self.work / f"{self.split}-{self.first + index:05d}")
         partition = SortedPartition(self.shard, ((key, payload) for (_, key), payload in rows))
