@@ -40,7 +40,6 @@ from convhub.engine.inputs.listing import (
 from convhub.engine.readers.contract import Place, Reader
 from convhub.engine.readers.record_loop import UniqueIds, convert_records
 from convhub.engine.readers.storable import SurrogateScreen, unstorable
-from convhub.engine.runners.memory import each_made_with_fewer_collections, fewer_collections
 from convhub.engine.runners.input_shards import (
     GroupShard,
     Partition,
@@ -49,6 +48,7 @@ from convhub.engine.runners.input_shards import (
     own_shard,
     shard_name,
 )
+from convhub.engine.runners.memory import each_made_with_fewer_collections, fewer_collections
 from convhub.errors import NESTED_TOO_DEEPLY, Notes, SourceError
 from convhub.views.definitions import DEFAULT_VIEW, QA, SHARED_VIEWS, Record, Row, View
 

@@ -92,11 +92,6 @@ def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
     ]
 
 
-def processes_for(gen_kwargs: dict[str, Any], num_proc: int | None) -> int:
-    """The processes a split runs in: ``num_proc``, no more than it has shards, at least 1."""
-    return len(jobs(gen_kwargs, num_proc or 1))
-
-
 def write_job(
     builder,
     gen_kwargs: dict[str, Any],
@@ -185,11 +180,11 @@ def write_config(
     with fewer_collections():
         split_generators = builder._split_generators(dl_manager)
     for split_generator in split_generators:
-        processes = processes_for(split_generator.gen_kwargs, num_proc)
-        builder.processes_run = max(builder.processes_run, processes)
+        cut = jobs(split_generator.gen_kwargs, num_proc or 1)
+        builder.processes_run = max(builder.processes_run, len(cut))
         template = os.path.join(folder, f"{split_generator.name}-{{job:05d}}-{{file:05d}}.parquet")
         with builder.preparing_split(split_generator):
-            results = _write_split(builder, split_generator, template, processes, max_shard_bytes)
+            results = _write_split(builder, split_generator, cut, template, max_shard_bytes)
         files = [path for result in results for path in result.files]
         info = datasets.SplitInfo(
             split_generator.name,
@@ -204,12 +199,11 @@ def write_config(
 
 
 def _write_split(
-    builder, split_generator, template: str, processes: int, max_shard_bytes: int | None
+    builder, split_generator, cut: list[dict[str, Any]], template: str, max_shard_bytes: int | None
 ) -> list[JobResult]:
-    """The jobs of one split, in this process or in ``processes`` workers, under its progress bar."""
+    """The jobs of one split (``cut``), in this process or each in a forked one, under its progress bar."""
     label = f"{builder.SOURCE} {builder.config.name} {split_generator.name}"
     shard_count = len(split_generator.gen_kwargs.get("shards") or ())
-    cut = jobs(split_generator.gen_kwargs, processes)
     templates = [template.replace("{job:05d}", f"{job:05d}") for job in range(len(cut))]
     with progress.ShardBar(label=label, shards=shard_count) as bar:
         if len(cut) == 1:

@@ -27,7 +27,6 @@ PySpark is an extra: ``pip install "convhub[spark]"`` (and Java 17).
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import logging
 import os
@@ -35,7 +34,6 @@ import re
 import socket
 import subprocess
 import sys
-import tempfile
 import urllib.parse
 import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -44,6 +42,8 @@ from typing import Any, Protocol, cast
 
 import datasets
 
+from convhub.engine.checks import quarantine
+from convhub.engine.checks.stats import save_report, saved_reports
 from convhub.engine.grouping.local_groupby import keyed_by_partition
 from convhub.engine.runners.cuts import consecutive_runs
 from convhub.engine.runners.engine import ENGINE_WORK
@@ -338,9 +338,8 @@ class _Scratch:
         return self
 
     def collect(self, result: JobResult) -> JobResult:
-        result.reports = [_read(path) for path in sorted(glob.glob(os.path.join(self.reports, "*.json")))]
-        for path in sorted(glob.glob(os.path.join(self.quarantine, "*.jsonl"))):
-            result.quarantine += _read(path).splitlines()
+        result.reports = saved_reports(self.reports)
+        result.quarantine = list(quarantine.part_lines(self.quarantine))
         return result
 
     def __exit__(self, *exc_info) -> None:
@@ -348,24 +347,13 @@ class _Scratch:
         self.folder.cleanup()
 
 
-def _read(path: str) -> str:
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
-
-
 def _save_reports_and_rejections(config, result: JobResult) -> None:
     """A task's statistics reports and rejected records, saved on the driver as the local build's workers save
-    theirs: a report file each in ``config.report_dir``, the records appended to one file in its
-    ``quarantine_dir``."""
+    theirs: a report file each in ``config.report_dir``, the records in one part file of its ``quarantine_dir``."""
     for text in result.reports:
-        fd, _ = tempfile.mkstemp(prefix="report-", suffix=".json", dir=config.report_dir)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        save_report(config.report_dir, text)
     if result.quarantine:
-        with open(
-            os.path.join(config.quarantine_dir, "quarantine-engine.jsonl"), "a", encoding="utf-8"
-        ) as part:
-            part.writelines(line + "\n" for line in result.quarantine)
+        quarantine.append_lines(config.quarantine_dir, result.quarantine, part="engine")
 
 
 def _write_records(builder, split: str, shards: list, prefix: str, max_shard_size: int | None) -> JobResult:
