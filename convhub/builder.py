@@ -24,7 +24,6 @@ from datasets.builder import Key
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 
 from convhub.engine.checks import quarantine
-from convhub.engine.checks.stats import Report
 from convhub.engine.grouping import local_groupby
 from convhub.engine.inputs import digests
 from convhub.engine.inputs.downloads import source_url
@@ -50,6 +49,7 @@ from convhub.engine.runners.input_shards import (
 )
 from convhub.engine.runners.memory import each_made_with_fewer_collections, fewer_collections
 from convhub.errors import NESTED_TOO_DEEPLY, Notes, SourceError
+from convhub.stats import Report
 from convhub.views.definitions import DEFAULT_VIEW, QA, SHARED_VIEWS, Record, Row, View
 
 #: The download managers ``datasets`` gives ``_split_generators``: a build's, or a stream's (``as_streaming_dataset``),

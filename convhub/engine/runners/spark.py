@@ -43,7 +43,6 @@ from typing import Any, Protocol, cast
 import datasets
 
 from convhub.engine.checks import quarantine
-from convhub.engine.checks.stats import save_report, saved_reports
 from convhub.engine.grouping.local_groupby import keyed_by_partition
 from convhub.engine.runners.cuts import consecutive_runs
 from convhub.engine.runners.engine import ENGINE_WORK
@@ -51,6 +50,7 @@ from convhub.engine.runners.input_shards import GroupShard, SortedPartition
 from convhub.engine.runners.local import MAX_SHARD_BYTES, JobResult, SplitWritten, write_job
 from convhub.engine.runners.memory import ARROW_VARIABLES, fewer_collections
 from convhub.errors import EngineError, SourceError
+from convhub.stats import save_report, saved_reports
 from convhub.storage.abandoned import MarkedTemporaryDirectory
 from convhub.storage.folders import Folder, parquet_file, text_of
 
