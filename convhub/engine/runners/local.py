@@ -12,7 +12,7 @@ writes the rows itself, instead of ``datasets``' ``download_and_prepare``, for t
 - the files: ``parquet_writer.ParquetWriter`` leaves statistics and dictionaries out of free-text columns, which
   bounds the memory of one very large record;
 - around each split: the builder's ``preparing_split`` (LoCoMo checks its sample ids across the workers' files
-  there) and a progress bar that counts shards (``progress.ShardBar``).
+  there) and a progress bar that counts shards (``ShardBar``).
 
 The work is cut much as ``datasets`` cuts it: a split of N shards runs as ``min(num_proc, N)`` jobs of consecutive
 shards (``jobs``; of similar work where every shard says its work, e.g. the engine's own slices and byte ranges,
@@ -36,8 +36,8 @@ from typing import Any
 
 import datasets
 from datasets.builder import Key
+from datasets.utils.tqdm import tqdm as hf_tqdm
 
-from convhub.engine.runners import progress
 from convhub.engine.runners.child_processes import run_forked
 from convhub.engine.runners.cuts import balanced_runs, even_runs
 from convhub.engine.runners.input_shards import shard_work
@@ -62,6 +62,24 @@ class JobResult:
     num_bytes: int = 0
     reports: list[str] = field(default_factory=list)
     quarantine: list[str] = field(default_factory=list)
+
+
+class ShardBar(hf_tqdm):
+    """A split's bar, ``locomo sessions test: 100%|██| 1/1 shards [00:00, 2 rows]``: its shards done of their total,
+    the rows written so far beside them, where ``datasets`` draws ``Generating train split: 0 examples`` (no source,
+    no config, no total). A ``datasets`` tqdm, so ``datasets.disable_progress_bars()`` turns it off too."""
+
+    def __init__(self, label: str, shards: int) -> None:
+        super().__init__(desc=label, total=shards, unit=" shards")
+        self.rows = 0
+        self.set_postfix_str("0 rows", refresh=False)
+
+    def advance(self, written: tuple[int, int]) -> None:
+        """``written``: the (rows, shards) a job wrote since its last update."""
+        rows, shards = written
+        self.rows += rows
+        self.set_postfix_str(f"{self.rows:,} row{'' if self.rows == 1 else 's'}", refresh=False)
+        self.update(shards)
 
 
 @dataclass
@@ -97,10 +115,10 @@ def write_job(
     gen_kwargs: dict[str, Any],
     path_template: str,
     max_shard_bytes: int | None = MAX_SHARD_BYTES,
-    on_update: Callable[[progress.Progress], Any] = lambda _: None,
+    on_update: Callable[[tuple[int, int]], Any] = lambda _: None,
 ) -> JobResult:
     """The rows of ``builder._generate_examples(**gen_kwargs)`` written a writer batch at a time into files named
-    ``path_template.format(file=N)``; ``progress.Progress`` updates go to ``on_update`` as it goes."""
+    ``path_template.format(file=N)``; as it goes, (rows, shards) written since the last update to ``on_update``."""
 
     features = builder.info.features
     arrow_schema = features.arrow_schema
@@ -109,9 +127,9 @@ def write_job(
     result = JobResult()
     since_update, shards_reported, shard_index, last_update = 0, 0, 0, time.time()
 
-    def update(finished: int) -> progress.Progress:
+    def update(finished: int) -> tuple[int, int]:
         nonlocal since_update, shards_reported
-        report = progress.Progress(since_update, finished - shards_reported)
+        report = (since_update, finished - shards_reported)
         since_update, shards_reported = 0, finished
         return report
 
@@ -205,11 +223,11 @@ def _write_split(
     label = f"{builder.SOURCE} {builder.config.name} {split_generator.name}"
     shard_count = len(split_generator.gen_kwargs.get("shards") or ())
     templates = [template.replace("{job:05d}", f"{job:05d}") for job in range(len(cut))]
-    with progress.ShardBar(label=label, shards=shard_count) as bar:
+    with ShardBar(label, shard_count) as bar:
         if len(cut) == 1:
-            return [write_job(builder, cut[0], templates[0], max_shard_bytes, bar.update)]
+            return [write_job(builder, cut[0], templates[0], max_shard_bytes, bar.advance)]
         tasks = [
             partial(write_job, builder, gen_kwargs, template, max_shard_bytes)
             for gen_kwargs, template in zip(cut, templates, strict=True)
         ]
-        return run_forked(tasks, on_update=bar.update)
+        return run_forked(tasks, on_update=bar.advance)
