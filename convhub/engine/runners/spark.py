@@ -27,6 +27,7 @@ PySpark is an extra: ``pip install "convhub[spark]"`` (and Java 17).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import os
@@ -37,8 +38,9 @@ import sys
 import urllib.parse
 import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator
+from operator import itemgetter
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any
 
 import datasets
 
@@ -159,9 +161,7 @@ class SparkEngine:
             yield from _collect(self.context.parallelize(tasks, len(tasks)).map(function))
 
     def repeated_rows(self, paths: list[str], column: str, columns: list[str]) -> list[dict]:
-        """Each row of the Parquet files at ``paths`` whose ``column`` holds a value found in another row too: its
-        ``column`` and ``columns``, its file (a place in ``paths``) and its row in that file. Spark counts the
-        values and finds their rows, so the driver reads no file and holds only these rows."""
+        """Spark counts the values and finds their rows: the driver reads no file and holds only these rows."""
         if not paths:
             return []
         from pyspark.sql import functions
@@ -192,11 +192,10 @@ class SparkEngine:
     def write_config(
         self, builder, folder: Folder, download_dir: str | None = None
     ) -> dict[str, SplitWritten]:
-        """Every split of ``builder``'s config as Parquet files in ``folder`` (a ``Path``, or a ``UPath`` at a
-        URL), in the order the local build writes the same rows; a task that wrote no row leaves no file (but the
-        split's first). The tasks' reports and rejected records are saved where the local build's workers save
-        theirs (the config's ``report_dir`` and ``quarantine_dir``). The tasks read a URL where it is, so
-        ``download_dir`` is not used."""
+        """In ``folder`` (a ``Path``, or a ``UPath`` at a URL), in the order the local build writes the same rows; a
+        task that wrote no row leaves no file (but the split's first). The tasks read a URL where it is (no
+        ``download_dir``); their reports and rejected records are saved here, as the local engine's workers save
+        theirs."""
         written = {}
         for split, results in sorted(self._task_results(builder, folder).items()):
             for result in results:
@@ -217,70 +216,46 @@ class SparkEngine:
         work.mkdir(parents=True, exist_ok=True)
         written: dict[str, tuple[JobResult, ...]] = {}
         for split, shards in by_split.items():
+            label = f"{builder.SOURCE} {builder.config.name} {split}"
             share = file_share(shards)
             # past the file limit, each task writes one file, however big
             max_shard_size = MAX_SHARD_BYTES if share is None else None
             results: list[JobResult] = []
-            plain: list[Any] = []
-            for shard in [*shards, None]:
-                if shard is not None and not isinstance(shard, GroupShard):
-                    plain.append(shard)
+            for grouped, run in itertools.groupby(shards, key=lambda shard: isinstance(shard, GroupShard)):
+                if grouped:
+                    for shard in run:
+                        shard = dataclasses.replace(shard, partitions=_shared(shard.partitions, share))
+                        phases.info(
+                            "%s: regrouping %d files into %d partitions on Spark",
+                            label,
+                            len(shard.files),
+                            shard.partitions,
+                        )
+                        task = _PartitionTask(builder, split, shard, work, max_shard_size, len(results))
+                        results += self._regroup(builder, shard, task)
                     continue
-                if plain:
-                    runs = consecutive_runs(plain, _shared(len(plain), share))
-                    tasks = [(len(results) + n, run) for n, run in enumerate(runs)]
-                    phases.info(
-                        "%s %s %s: %d shard%s on Spark%s",
-                        builder.SOURCE,
-                        builder.config.name,
-                        split,
-                        len(plain),
-                        "" if len(plain) == 1 else "s",
-                        "" if len(tasks) == len(plain) else f", in {len(tasks)} tasks (a file each)",
-                    )
-                    results += self.map(_ShardTask(builder, split, work, max_shard_size), tasks)
-                    plain = []
-                if shard is not None:
-                    shard = dataclasses.replace(shard, partitions=_shared(shard.partitions, share))
-                    results += self._regroup(builder, split, shard, work, max_shard_size, len(results))
+                plain = list(run)
+                tasks = list(
+                    enumerate(consecutive_runs(plain, _shared(len(plain), share)), start=len(results))
+                )
+                in_tasks = "" if len(tasks) == len(plain) else f", in {len(tasks)} tasks (a file each)"
+                phases.info(
+                    "%s: %d shard%s on Spark%s", label, len(plain), "" if len(plain) == 1 else "s", in_tasks
+                )
+                results += self.map(_ShardTask(builder, split, work, max_shard_size), tasks)
             written[split] = tuple(results)
         return written
 
-    def _regroup(self, builder, split: str, shard: GroupShard, work, max_shard_size: int | None, first: int):
-        """A group shard: read every file (one task each), move and sort the rows by partition and key, write
-        one result per partition."""
-        files, count = shard.files, shard.partitions
-        phases.info(
-            "%s %s %s: regrouping %d files into %d partitions on Spark",
-            builder.SOURCE,
-            builder.config.name,
-            split,
-            len(files),
-            count,
-        )
-        keyed = self.context.parallelize(range(len(files)), len(files)).flatMap(_KeyedRows(builder, shard))
+    def _regroup(self, builder, shard: GroupShard, task: _PartitionTask) -> list[JobResult]:
+        """A group shard: every file read (one task each) into keyed rows, moved and sorted by partition and key
+        (a key is (partition, sort key): Spark sorts the sort keys, tuples, by Python's ``<``), each partition
+        written by ``task``."""
+        files = range(len(shard.files))
+        keyed = self.context.parallelize(files, len(files)).flatMap(_KeyedRows(builder, shard))
         moved = keyed.repartitionAndSortWithinPartitions(
-            count + 1, partitionFunc=_partition_of, keyfunc=_sort_key_of
+            shard.partitions + 1, partitionFunc=itemgetter(0), keyfunc=itemgetter(1)
         )
-        return _collect(
-            moved.mapPartitionsWithIndex(_PartitionTask(builder, split, shard, work, max_shard_size, first))
-        )
-
-
-def _partition_of(key: tuple[int, tuple]) -> int:
-    return key[0]
-
-
-class Ordered(Protocol):
-    """What pyspark's stubs ask of a sort key (their ``SupportsOrdering``, in a stub-only module). They name
-    ``__lt__``'s argument (``other``) where tuple's is positional-only, so no tuple matches it for a type checker,
-    though Spark sorts tuples by their ``<``."""
-
-    def __lt__(self, other: Any) -> bool: ...
-
-
-def _sort_key_of(key: tuple[int, tuple]) -> Ordered:
-    return cast(Ordered, key[1])  # a tuple (see Ordered)
+        return _collect(moved.mapPartitionsWithIndex(task))
 
 
 #: The most Parquet files a Spark build writes for one split of a config: the Hub advises fewer than 10,000

@@ -84,7 +84,6 @@ class ParquetWriter:
         features: datasets.Features,
         path: str,
         writer_batch_size: int | None = None,
-        storage_options: dict | None = None,
     ):
         self.features = features
         self.schema = (
@@ -95,7 +94,7 @@ class ParquetWriter:
         self.num_rows = self.num_bytes = 0
         self._stream = None
         if "://" in self.path:
-            file_system, inner = fsspec.core.url_to_fs(self.path, **(storage_options or {}))
+            file_system, inner = fsspec.core.url_to_fs(self.path)
             self._stream = file_system.open(inner, "wb")
         try:
             self._writer = pq.ParquetWriter(
