@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convhub.engine.grouping import local_groupby
+from convhub.engine.grouping import group_by_key, local_groupby
 from convhub.engine.runners.input_shards import PARTITION_BYTE_WORK, GroupShard, Partition, shard_work
 from convhub.errors import SourceError
 
@@ -86,7 +86,7 @@ def test_every_conversation_comes_out_whole_and_in_key_order(tmp_path, count, pr
         shard = Partition(GROUP, written, partition, (0, 1))
         groups = list(dict.fromkeys(key[0] for key, _ in local_groupby.read_partition(shard)))
         assert groups == sorted(groups)
-        assert all(local_groupby.partition_of(group, count) == partition for group in groups)
+        assert all(group_by_key.partition_of(group, count) == partition for group in groups)
 
 
 def test_slices_of_a_partition_cover_it_once_in_order(tmp_path):

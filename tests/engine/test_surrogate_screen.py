@@ -8,7 +8,7 @@ import marshal
 
 import pytest
 
-from convhub.engine.grouping.sort_keys import payload
+from convhub.engine.grouping.group_by_key import payload
 from convhub.engine.readers.storable import SurrogateScreen, may_hold_lone_surrogate
 from convhub.engine.runners.input_shards import GroupShard, SortedPartition
 

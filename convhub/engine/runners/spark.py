@@ -8,10 +8,10 @@ The engine moves the data; convhub's parsers stay what they are. A build config 
   metadata);
 - a group shard (MNBVC's multi-turn files, whose rows of one conversation may lie in any file) is a shuffle: one
   task per file turns its rows into (sort key, payload) with the builder's ``keyed_rows``, Spark moves each row to
-  its partition (``local_groupby.keyed_by_partition``, the embedded engine's) and sorts the partition by key
-  (``RDD.repartitionAndSortWithinPartitions``, which spills to disk), and one task per partition turns the
-  conversations into records (``grouped_records``) and writes them. The partitions and the order are the
-  embedded engine's (``convhub.engine.grouping.local_groupby``), so the conversations come out in the local build's order;
+  its partition (``keyed_by_partition``) and sorts the partition by key (``RDD.repartitionAndSortWithinPartitions``,
+  which spills to disk), and one task per partition turns the conversations into records (``grouped_records``)
+  and writes them. The partitions and the order are the group-by-key contract's (``grouping.group_by_key``), which
+  the embedded engine keeps too, so the conversations come out in the local build's order;
 - derived views (``turns``, ``messages``, ``qa``) are one task per ``sessions`` shard (``derive.derive_views``).
 - a source whose listing is heavy work of its own gets the engine's ``map`` in ``engine_shards``: GigaMemory's
   pass 1 parses and hashes each distinct dialogue in these tasks, and groups the lines on the driver.
@@ -45,7 +45,7 @@ from typing import Any
 import datasets
 
 from convhub.engine.checks import quarantine
-from convhub.engine.grouping.local_groupby import keyed_by_partition
+from convhub.engine.grouping.group_by_key import keyed_by_partition
 from convhub.engine.runners.cuts import consecutive_runs
 from convhub.engine.runners.engine import ENGINE_WORK
 from convhub.engine.runners.input_shards import GroupShard, SortedPartition
