@@ -26,9 +26,8 @@ ENGINE_WORK = ".convhub-work"
 
 
 class Engine(Protocol):
-    """What a build needs of an engine: write a config (``write_config``), run a function over tasks (``map``: the
-    derived views, a task per sessions shard), find repeated values (``repeated_rows``: the duplicate-id check),
-    and a folder its tasks may write in (``scratch``)."""
+    """All a build asks of an engine: its configs written, the derived views mapped over the sessions shards, the
+    duplicate-id check's repeated rows, and where its tasks write."""
 
     name: str
 

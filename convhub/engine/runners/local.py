@@ -14,13 +14,10 @@ writes the rows itself, instead of ``datasets``' ``download_and_prepare``, for t
 - around each split: the builder's ``preparing_split`` (LoCoMo checks its sample ids across the workers' files
   there) and a progress bar that counts shards (``ShardBar``).
 
-The work is cut much as ``datasets`` cuts it: a split of N shards runs as ``min(num_proc, N)`` jobs of consecutive
-shards (``jobs``; of similar work where every shard says its work, e.g. the engine's own slices and byte ranges,
-else of similar numbers of shards, as ``datasets`` cuts them), each job writes its rows in order into files of at
-most about ``MAX_SHARD_BYTES`` (Arrow bytes), and the split's files are the jobs' files in job order: the rows,
-in order, do not depend on the cut. A job runs in this
-process where there is one, else each in a process forked from this one (``child_processes.run_forked``: the
-builder is not pickled), which dies with this process even when it is killed with SIGKILL.
+A split of N shards runs as ``min(num_proc, N)`` jobs of consecutive shards (``jobs``), each writing its rows in
+order into files of at most about ``MAX_SHARD_BYTES``; the split's files are the jobs' files in job order, so the
+rows, in order, do not depend on the cut. A lone job runs in this process, else each job in a process forked from
+it (``child_processes.run_forked``: the builder is not pickled).
 """
 
 from __future__ import annotations
