@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convhub.engine.grouping import group_by_key, local_groupby
+from convhub.engine.runners import cuts
 from convhub.engine.runners.input_shards import PARTITION_BYTE_WORK, GroupShard, Partition, shard_work
 from convhub.errors import SourceError
 
@@ -136,7 +137,7 @@ def test_the_first_error_is_the_one_a_serial_pass_meets_first(tmp_path):
     writer of a later file (here the first writer, which takes the biggest file) fails too."""
     files = [[(("a",), (1,)), (("bad",), (2,))], [(("b",), (1,))], [(("bad",), (1,))]]
     sizes = [20, 10, 100]
-    assert local_groupby.share_files(sizes, 2) == [[2], [0, 1]]
+    assert cuts.share_files(sizes, 2) == [[2], [0, 1]]
     for processes in (1, 2):
         folder = tmp_path / f"p{processes}"
         folder.mkdir()

@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 
 from convhub.engine.grouping.group_by_key import KeyedRow, SortKey, keyed_by_partition
 from convhub.engine.runners.child_processes import run_forked
+from convhub.engine.runners.cuts import share_files
 from convhub.engine.runners.input_shards import GroupShard, Partition
 from convhub.errors import SourceError
 from convhub.storage.abandoned import marked_dir, release, sweep_abandoned
@@ -104,20 +105,6 @@ class Partitioned:
         for path in self.paths():
             if os.path.exists(path):
                 os.remove(path)
-
-
-def share_files(sizes: list[int], processes: int) -> list[list[int]]:
-    """Indices of the files each of ``processes`` writers takes: biggest first to the least loaded.
-
-    Each writer's list is in file order; writers without a file are left out.
-    """
-    loads = [0] * max(1, processes)
-    shares: list[list[int]] = [[] for _ in loads]
-    for index in sorted(range(len(sizes)), key=lambda index: (-sizes[index], index)):
-        writer = loads.index(min(loads))
-        loads[writer] += sizes[index]
-        shares[writer].append(index)
-    return [sorted(share) for share in shares if share]
 
 
 def write_partitions(

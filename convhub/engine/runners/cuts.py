@@ -1,15 +1,15 @@
-"""The one way the engine cuts a list of work into shards, jobs or tasks: runs of consecutive items.
+"""Every way the engine cuts a list of work into shards, jobs, tasks or writers' shares, in one place.
 
-Every cut keeps the input's order (a run is a slice), so the rows a build writes, in order, never depend on how
+Every cut but one gives runs of consecutive items, which keep the input's order (a run is a slice), so the rows a build writes, in order, never depend on how
 the work was cut; only which file or process holds them does. Three rules: runs of similar numbers of items
 (``even_runs``, ``consecutive_runs``: ``datasets``' own cut of shards into jobs, where nothing says how much work
 an item is), of similar total weight (``balanced_runs``), and of about a size each (``runs_by_size``, where the
 count of runs is not known before the items are read).
 
-Two cuts are not lists and stay where they run: a job's writer starts a new file once it holds more than
-``MAX_SHARD_BYTES`` (``runners.local.write_job``: rows stream, nothing is listed before), and the embedded
-group-by shares files between writer processes biggest first (``grouping.local_groupby.share_files``: its writers
-need no order, the sort restores it, so the best balance wins over consecutive runs).
+One cut keeps no order: the embedded group-by's writers take their files biggest first (``share_files``: they
+need no order, the sort restores it, so the best balance wins over consecutive runs). One cut is not of a list
+and stays where it runs: a job's writer starts a new file once it holds more than ``MAX_SHARD_BYTES``
+(``runners.local.write_job``: rows stream, nothing is listed before).
 """
 
 from __future__ import annotations
@@ -79,3 +79,17 @@ def runs_by_size(sizes: Sequence[int], limit: int) -> list[range]:
     if sizes:
         runs.append(range(start, len(sizes)))
     return runs
+
+
+def share_files(sizes: list[int], processes: int) -> list[list[int]]:
+    """Indices of the files each of ``processes`` writers takes: biggest first to the least loaded.
+
+    Each writer's list is in file order; writers without a file are left out.
+    """
+    loads = [0] * max(1, processes)
+    shares: list[list[int]] = [[] for _ in loads]
+    for index in sorted(range(len(sizes)), key=lambda index: (-sizes[index], index)):
+        writer = loads.index(min(loads))
+        loads[writer] += sizes[index]
+        shares[writer].append(index)
+    return [sorted(share) for share in shares if share]
