@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 
 from convhub.engine.grouping import group_by_key, local_groupby
 from convhub.engine.runners import cuts
-from convhub.engine.runners.input_shards import PARTITION_BYTE_WORK, GroupShard, Partition, shard_work
+from convhub.engine.runners.input_shards import (
+    PARTITION_BYTE_WORK,
+    GroupShard,
+    Partition,
+    shard_name,
+    shard_work,
+)
 from convhub.errors import SourceError
 
 #: Texts that stress byte order: a prefix, a zero character, a lone surrogate, past the BMP, the private use area.
@@ -165,7 +171,7 @@ def test_partition_shards_slice_each_partition_by_its_source_bytes_and_remove_th
         for _ in range(local_groupby.slice_count(size, 50))
     ]
     assert sum(partitioned.source_bytes) == 300
-    assert all(shard.group is group and shard.name == "f0" for shard in shards)
+    assert all(shard.group is group and shard_name(shard) == "f0" for shard in shards)
     rows = [row for shard in shards for row in local_groupby.read_partition(shard)]
     assert sorted(key[0] for key, _ in rows) == sorted((f"g{n}",) for n in range(30))
     assert all(os.path.exists(path) for path in partitioned.paths())
