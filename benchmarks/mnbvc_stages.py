@@ -46,7 +46,7 @@ from convhub import schema
 from convhub.engine.readers import json_lines
 from convhub.engine.writers.arrow_rows import rows_table
 from convhub.engine.writers.parquet_writer import ParquetWriter
-from convhub.engine.checks.stats import SplitStats
+from convhub.stats import SplitStats
 from convhub.errors import Notes
 gc.disable()
 files = sys.argv[1:]

@@ -24,13 +24,13 @@ from convhub import registry
 from convhub.console import phases
 from convhub.engine.checks import quarantine
 from convhub.engine.checks.duplicate_ids import drop_duplicate_ids, drop_rows_of_duplicates, forget
-from convhub.engine.checks.stats import Report, Statistics
-from convhub.engine.datasets_cache import card_configs, forget_cached_copies
 from convhub.engine.inputs import digests
 from convhub.engine.runners.engine import ENGINE_WORK, Engine, engine_named
 from convhub.engine.writers.output_shards import ConfigBuild, shard_path, split_by_subset
 from convhub.errors import Notes, SourceError
+from convhub.stats import Report, Statistics
 from convhub.storage.abandoned import MarkedTemporaryDirectory
+from convhub.storage.datasets_cache import card_configs, forget_cached_copies
 from convhub.storage.folders import Folder, PathArg, folder_at, move, remove_tree
 from convhub.storage.staging import staged_folder
 from convhub.views.definitions import SESSIONS

@@ -24,16 +24,14 @@ from datasets.builder import Key
 from datasets.download.streaming_download_manager import StreamingDownloadManager
 
 from convhub.engine.checks import quarantine
-from convhub.engine.checks.stats import Report
-from convhub.engine.grouping import local_groupby
+from convhub.engine.grouping import group_by_key, local_groupby
 from convhub.engine.inputs import digests
 from convhub.engine.inputs.downloads import source_url
 from convhub.engine.inputs.listing import Listing, SourceFile
 from convhub.engine.readers.contract import Place, Reader
 from convhub.engine.readers.record_loop import UniqueIds, convert_records
 from convhub.engine.readers.storable import SurrogateScreen, unstorable
-from convhub.engine.runners.memory import each_made_with_fewer_collections, fewer_collections
-from convhub.engine.sources.input_shards import (
+from convhub.engine.runners.input_shards import (
     GroupShard,
     Partition,
     Shard,
@@ -41,7 +39,9 @@ from convhub.engine.sources.input_shards import (
     own_shard,
     shard_name,
 )
+from convhub.engine.runners.memory import each_made_with_fewer_collections, fewer_collections
 from convhub.errors import NESTED_TOO_DEEPLY, Notes, SourceError
+from convhub.stats import Report
 from convhub.views.definitions import DEFAULT_VIEW, QA, SHARED_VIEWS, Record, Row, View
 
 #: The download managers ``datasets`` gives ``_split_generators``: a build's, or a stream's (``as_streaming_dataset``),
@@ -65,7 +65,7 @@ def group_shard(files: list[tuple[str, str]], sizes: list[int], partition_bytes:
     """Rows of ``files`` ((name, path); ``sizes``: their bytes, uncompressed) whose conversations may lie anywhere
     in them: an engine regroups them into partitions of about ``partition_bytes`` (the embedded engine in
     ``ConversationBuilder.local_shards``, Spark's shuffle in ``convhub.engine.runners.spark``)."""
-    return GroupShard(files, sizes, local_groupby.partition_count(sum(sizes), partition_bytes))
+    return GroupShard(files, sizes, group_by_key.partition_count(sum(sizes), partition_bytes))
 
 
 @dataclass
@@ -157,7 +157,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
     #: id → (file, record) of the first record with it this process read, where ``ID_ACROSS_FILES`` is checked.
     _first_files: dict[Hashable, tuple[str, str | int]] | None = None
     #: The sizes of the regrouping of a ``group_shard`` (``convhub.engine.grouping.local_groupby``); tests make them tiny.
-    PARTITION_BYTES: ClassVar[int] = local_groupby.PARTITION_BYTES
+    PARTITION_BYTES: ClassVar[int] = group_by_key.PARTITION_BYTES
     SLICE_BYTES: ClassVar[int] = local_groupby.SLICE_BYTES
 
     def __init__(self, *args, data_dir=None, **kwargs):
@@ -282,10 +282,10 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         self._start_listing(dl_manager)
         return self.shards(dl_manager)
 
-    def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[local_groupby.KeyedRow]:
+    def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[group_by_key.KeyedRow]:
         """((group, order), payload, bytes of the source line) of each row of file ``file_index`` of a
         ``group_shard``: the texts that name the row's conversation, its place in it, and the row converted
-        (``convhub.engine.grouping.local_groupby``), as ``convhub.engine.grouping.sort_keys.payload`` makes it: ``marshal``'s bytes, which
+        as ``convhub.engine.grouping.group_by_key.payload`` makes it: ``marshal``'s bytes, which
         ``SurrogateScreen`` scans for a lone surrogate."""
         raise NotImplementedError(f"{self.SOURCE} returns no group shard")
 

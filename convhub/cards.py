@@ -22,9 +22,9 @@ from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from convhub import registry
-from convhub.engine.checks.stats import markdown_table
 from convhub.engine.inputs import digests
 from convhub.engine.runners.memory import LARGE_TABLE_BYTES
+from convhub.stats import markdown_table
 from convhub.storage.folders import Folder, parquet_file, relative_name, write_text
 from convhub.views.definitions import DEFAULT_VIEW
 

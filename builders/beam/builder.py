@@ -8,7 +8,7 @@ from convhub.builder import ConversationBuilder, ConvHubConfig
 from convhub.builders.beam import layout, parse
 from convhub.engine.inputs.downloads import source_url
 from convhub.engine.inputs.listing import FileKind, find_files
-from convhub.engine.sources.input_shards import Shard
+from convhub.engine.runners.input_shards import Shard
 
 #: Without ``--data-dir``: the smallest scale, 100K (20 chats), from the Hub's Parquet conversion of
 #: ``Mohammadta/BEAM`` (the ``refs/convert/parquet`` branch, one file per split: a stable address).

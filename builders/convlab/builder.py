@@ -21,7 +21,7 @@ from convhub.builders.convlab import parse
 from convhub.engine.inputs.downloads import source_url
 from convhub.engine.inputs.file_sets import DataInput, Layout, copied_here, inputs_in, listable
 from convhub.engine.readers import byte_ranges
-from convhub.engine.sources.input_shards import Shard, own_shard
+from convhub.engine.runners.input_shards import Shard, own_shard
 from convhub.errors import Notes
 from convhub.views.definitions import View
 

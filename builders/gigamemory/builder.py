@@ -16,7 +16,7 @@ from convhub.engine.inputs.listing import JSON_LINES, Listing
 from convhub.engine.readers.contract import Place
 from convhub.engine.readers.exact_json import load_object
 from convhub.engine.readers.record_loop import convert_one, convert_records
-from convhub.engine.sources.input_shards import own_shard
+from convhub.engine.runners.input_shards import own_shard
 from convhub.errors import Notes, Reject, SourceError, raise_error
 from convhub.storage.folders import local_copy
 

@@ -16,7 +16,7 @@ from convhub.builders.locomo import audit, evidence, parse
 from convhub.engine.inputs.listing import JSON, Listing
 from convhub.engine.readers.contract import Place
 from convhub.engine.readers.json_list import JsonList
-from convhub.engine.sources.input_shards import Shard, own_shard
+from convhub.engine.runners.input_shards import Shard, own_shard
 from convhub.errors import Notes, Reject, SourceError
 from convhub.views.definitions import View
 

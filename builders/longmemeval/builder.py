@@ -8,7 +8,7 @@ from convhub.builder import ConversationBuilder, ConvHubConfig
 from convhub.builders.longmemeval import parse
 from convhub.engine.inputs.listing import JSON_OR_EXTENSIONLESS, Listing
 from convhub.engine.readers.json_list import JsonList
-from convhub.engine.sources.input_shards import Shard
+from convhub.engine.runners.input_shards import Shard
 
 #: Without ``--data-dir``: the oracle file (evidence sessions only, 15 MB) of the cleaned release (September
 #: 2025, the version users cite; its subset ``longmemeval_oracle``). The first release's files, extension-less

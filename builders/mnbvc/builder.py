@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from convhub.builders.mnbvc import multiturn, parse
 from convhub.builders.mnbvc.json_lines_builder import JsonLinesBuilder
-from convhub.engine.sources.input_shards import group_of
+from convhub.engine.runners.input_shards import group_of
 
 
 class MnbvcBuilder(JsonLinesBuilder):

@@ -10,7 +10,7 @@ Shards: a file of a row format is one shard, read by the source's ``format_recor
 bigger than ``RANGE_BYTES``, one shard per line-aligned byte range of it (rows, order and line numbers as one), so
 workers get even shares. The files of a ``GROUPED_FORMATS`` format (conversations spread over rows and files) are
 one ``group_shard``: the engine keys their rows with the source's ``key_row`` and regroups them
-(``convhub.engine.grouping.sort_keys``). When streaming (``as_streaming_dataset``), every file is read once from its URL by
+(``convhub.engine.grouping.group_by_key``). When streaming (``as_streaming_dataset``), every file is read once from its URL by
 ``format_records``, the grouped formats' too.
 
 MNBVC is its one user, so it lives here, with ``formats`` (what tells a file's format) and the cutting of a plain
@@ -32,10 +32,10 @@ from datasets.utils.file_utils import xopen
 
 from convhub.builder import ConversationBuilder, ConvHubConfig, group_shard
 from convhub.builders.mnbvc.formats import Formats
-from convhub.engine.grouping import local_groupby, sort_keys
+from convhub.engine.grouping import group_by_key, local_groupby
 from convhub.engine.inputs.listing import find_files
 from convhub.engine.readers import json_lines
-from convhub.engine.sources.input_shards import Shard, group_of, own_shard
+from convhub.engine.runners.input_shards import Shard, group_of, own_shard
 from convhub.errors import Notes, SourceError
 
 #: What ``format_records`` gets of each line that is a JSON object: ``json_lines.read_objects``'s
@@ -73,8 +73,8 @@ class JsonLinesBuilder(ConversationBuilder):
         """Canonical records of the rows of file ``name`` (:data:`Objects`), of format ``kind``."""
         raise NotImplementedError
 
-    def key_row(self, name: str, number: int, row: dict[str, Any], raw: bytes) -> sort_keys.Keyed | None:
-        """(group, order, ``sort_keys.payload``) of a row of a grouped format; None: not wanted."""
+    def key_row(self, name: str, number: int, row: dict[str, Any], raw: bytes) -> group_by_key.Keyed | None:
+        """(group, order, ``group_by_key.payload``) of a row of a grouped format; None: not wanted."""
         raise NotImplementedError(f"{self.SOURCE} has no grouped format")
 
     # -- where the shards are ----------------------------------------------------------------------
@@ -201,11 +201,11 @@ class JsonLinesBuilder(ConversationBuilder):
         )
         return self.format_records(shard["format"], objects, shard["name"], notes)
 
-    def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[local_groupby.KeyedRow]:
+    def keyed_rows(self, shard: Shard, file_index: int) -> Iterator[group_by_key.KeyedRow]:
         """The rows of a grouped file keyed by ``key_row``, for the engine's group-by."""
         name, path = group_of(shard).files[file_index]
         objects = json_lines.read_objects(path, self.NAME_IN_ERRORS, self.reject, name=name)
-        return sort_keys.keyed_file_rows(objects, file_index, partial(self.key_row, name), self.reject)
+        return group_by_key.keyed_file_rows(objects, file_index, partial(self.key_row, name), self.reject)
 
 
 def open_streamed(path: str, download_config=None) -> BinaryIO:

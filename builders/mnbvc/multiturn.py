@@ -1,6 +1,6 @@
 """多轮对话: one row per question/answer pair; the rows of one conversation share a 来源 and a ``会话``.
 
-A build regroups the rows of each conversation wherever they are, on either engine (``convhub.engine.grouping.sort_keys``):
+A build regroups the rows of each conversation wherever they are, on either engine (``convhub.engine.grouping.group_by_key``):
 ``key_row`` gives each row its sort key and converts it, in the pass that reads the files; ``records_from_sorted``
 turns a conversation's sorted rows into its record. A stream reads each file once: ``multiturn_runs`` regroups
 only adjacent rows.
@@ -31,8 +31,8 @@ from convhub.builders.mnbvc.parse import (
     source_name,
     subset_wanted,
 )
-from convhub.engine.grouping import sort_keys
-from convhub.engine.grouping.local_groupby import SortKey
+from convhub.engine.grouping import group_by_key
+from convhub.engine.grouping.group_by_key import SortKey
 from convhub.errors import Notes, Reject, raise_error
 
 #: A gap in 多轮序号 of at most this many numbers is listed number by number (``missing_多轮序号``);
@@ -143,7 +143,7 @@ def multiturn_runs(
     """多轮对话 when streaming (a file is read once from its URL): each run of adjacent rows of one group, keyed and
     sorted as a build does, is a conversation. One whose rows are apart comes out in pieces (``#2``, ``#3``
     appended to the id, counted); rows spread over several files are joined only by a build."""
-    keyed_rows = sort_keys.keyed_file_rows(objects, 0, partial(key_row, file, subsets=subsets), reject)
+    keyed_rows = group_by_key.keyed_file_rows(objects, 0, partial(key_row, file, subsets=subsets), reject)
     pieces: Counter[str] = Counter()
 
     def piece_id(group: tuple[str, str, str]) -> str:
@@ -154,17 +154,17 @@ def multiturn_runs(
         notes.add("streamed multi-turn conversation whose rows are not adjacent (emitted in pieces)")
         return f"{conversation_id}#{pieces[conversation_id]}"
 
-    return records_from_sorted(sort_keys.adjacent_runs(keyed_rows), [file], notes, reject, piece_id)
+    return records_from_sorted(group_by_key.adjacent_runs(keyed_rows), [file], notes, reject, piece_id)
 
 
 # -- regrouped by an engine ------------------------------------------------------------------------------
 
 
-def key_row(name: str, line: int, row: dict[str, Any], raw: bytes, subsets=None) -> sort_keys.Keyed | None:
-    """(group, order, payload) of a wanted Q/A row, for an engine to regroup (``convhub.engine.grouping.sort_keys``).
+def key_row(name: str, line: int, row: dict[str, Any], raw: bytes, subsets=None) -> group_by_key.Keyed | None:
+    """(group, order, payload) of a wanted Q/A row, for an engine to regroup (``convhub.engine.grouping.group_by_key``).
 
     The group (来源, how, key) names the conversation; ``sequence_number`` orders its rows. A row that is not a
-    Q/A row is refused here; one that ``convert_pair`` refuses travels as its error (``sort_keys.payload``), which
+    Q/A row is refused here; one that ``convert_pair`` refuses travels as its error (``group_by_key.payload``), which
     ``records_from_sorted`` hands to ``reject`` alone, in conversation order.
     """
     require_pair(row, name, line)
@@ -174,7 +174,7 @@ def key_row(name: str, line: int, row: dict[str, Any], raw: bytes, subsets=None)
     extension = parse_extension(row_metadata(row).get("扩展字段"))
     order = sequence_number(extension)
     group = (source, *conversation_key(row, extension, name, line))
-    return group, order, sort_keys.payload(_converted_row, raw, name, line, row, extension, order)
+    return group, order, group_by_key.payload(_converted_row, raw, name, line, row, extension, order)
 
 
 #: The ``dated`` of a conversation's rows after its first, which ``multiturn_record`` does not read.
@@ -198,12 +198,12 @@ def records_from_sorted(
     reject: Reject = raise_error,
     conversation_id: Callable[[tuple], str] = lambda group: group_id(*group),
 ) -> Iterator[dict[str, Any]]:
-    """Canonical records from (sort key, payload) pairs sorted by key (``sort_keys.grouped_rows``): one conversation
+    """Canonical records from (sort key, payload) pairs sorted by key (``group_by_key.grouped_rows``): one conversation
     per group (its id ``conversation_id(group)``), whichever engine brought its rows together; a refused row goes
     to ``reject`` alone, and its conversation is built from the others."""
     warnings = {name: Warnings(name) for name in names}
     counted = Notes()  # one conversation's normalizations, emptied for each
-    for group, run in sort_keys.grouped_rows(rows, reject):
+    for group, run in group_by_key.grouped_rows(rows, reject):
         counted.clear()
         pairs = _converted_pairs(run, names, warnings, counted)
         source, how, key = group

@@ -21,9 +21,9 @@ from convhub.cli import checks as cli_checks
 from convhub.cli import errors as cli_errors
 from convhub.cli.help_text import DESCRIPTION, EPILOG, EXAMPLES
 from convhub.cli.parsing import Parser
-from convhub.engine.checks.stats import markdown_table
 from convhub.errors import EngineError, UsageError, kind_in_chain
 from convhub.publish import hub_errors
+from convhub.stats import markdown_table
 from convhub.storage.folders import folder_at, local_output, text_of
 
 

@@ -28,12 +28,12 @@ from convhub.cards import (
     template,
     tidy,
 )
-from convhub.engine.checks.stats import markdown_table
 from convhub.engine.writers.output_shards import shard_path
 from convhub.engine.writers.parquet_writer import write_parquet
 from convhub.mix.pipeline import Mixer, SourceReport
 from convhub.mix.recipe import CONFIG_FEATURES, Recipe, RecipeError
 from convhub.mix.rows import PROVENANCE_COLUMNS
+from convhub.stats import markdown_table
 from convhub.storage.folders import is_url, text_of
 from convhub.storage.staging import check_output, staged_folder
 

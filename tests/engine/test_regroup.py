@@ -12,8 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convhub.engine.grouping import local_groupby
-from convhub.engine.sources.input_shards import PARTITION_BYTE_WORK, GroupShard, Partition, shard_work
+from convhub.engine.grouping import group_by_key, local_groupby
+from convhub.engine.runners import cuts
+from convhub.engine.runners.input_shards import (
+    PARTITION_BYTE_WORK,
+    GroupShard,
+    Partition,
+    shard_name,
+    shard_work,
+)
 from convhub.errors import SourceError
 
 #: Texts that stress byte order: a prefix, a zero character, a lone surrogate, past the BMP, the private use area.
@@ -86,7 +93,7 @@ def test_every_conversation_comes_out_whole_and_in_key_order(tmp_path, count, pr
         shard = Partition(GROUP, written, partition, (0, 1))
         groups = list(dict.fromkeys(key[0] for key, _ in local_groupby.read_partition(shard)))
         assert groups == sorted(groups)
-        assert all(local_groupby.partition_of(group, count) == partition for group in groups)
+        assert all(group_by_key.partition_of(group, count) == partition for group in groups)
 
 
 def test_slices_of_a_partition_cover_it_once_in_order(tmp_path):
@@ -136,7 +143,7 @@ def test_the_first_error_is_the_one_a_serial_pass_meets_first(tmp_path):
     writer of a later file (here the first writer, which takes the biggest file) fails too."""
     files = [[(("a",), (1,)), (("bad",), (2,))], [(("b",), (1,))], [(("bad",), (1,))]]
     sizes = [20, 10, 100]
-    assert local_groupby.share_files(sizes, 2) == [[2], [0, 1]]
+    assert cuts.share_files(sizes, 2) == [[2], [0, 1]]
     for processes in (1, 2):
         folder = tmp_path / f"p{processes}"
         folder.mkdir()
@@ -164,7 +171,7 @@ def test_partition_shards_slice_each_partition_by_its_source_bytes_and_remove_th
         for _ in range(local_groupby.slice_count(size, 50))
     ]
     assert sum(partitioned.source_bytes) == 300
-    assert all(shard.group is group and shard.name == "f0" for shard in shards)
+    assert all(shard.group is group and shard_name(shard) == "f0" for shard in shards)
     rows = [row for shard in shards for row in local_groupby.read_partition(shard)]
     assert sorted(key[0] for key, _ in rows) == sorted((f"g{n}",) for n in range(30))
     assert all(os.path.exists(path) for path in partitioned.paths())

@@ -8,9 +8,9 @@ import marshal
 
 import pytest
 
-from convhub.engine.grouping.sort_keys import payload
+from convhub.engine.grouping.group_by_key import payload
 from convhub.engine.readers.storable import SurrogateScreen, may_hold_lone_surrogate
-from convhub.engine.sources.input_shards import GroupShard, SortedPartition
+from convhub.engine.runners.input_shards import GroupShard, SortedPartition
 
 #: Text UTF-8 can store, near the surrogates: Hangul's last syllables (0xED 0x9E), the private use area past them,
 #: a character past the BMP (a surrogate pair in UTF-16, four bytes in UTF-8).

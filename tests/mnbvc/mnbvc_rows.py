@@ -11,9 +11,9 @@ from pathlib import Path
 
 from convhub.builders.mnbvc import multiturn
 from convhub.builders.mnbvc.builder import MnbvcBuilder
-from convhub.engine.grouping import local_groupby, sort_keys
+from convhub.engine.grouping import group_by_key, local_groupby
 from convhub.engine.readers import json_lines
-from convhub.engine.sources.input_shards import GroupShard, Partition
+from convhub.engine.runners.input_shards import GroupShard, Partition
 from convhub.errors import Notes, raise_error
 
 SAMPLE = Path(MnbvcBuilder.sample_dir())
@@ -34,7 +34,7 @@ def keyed_file(inputs, subsets, reject, file_index: int):
     """The keyed rows of one multi-turn file, as ``MnbvcBuilder.keyed_rows`` gives them."""
     name, path = inputs[file_index]
     objects = json_lines.read_objects(path, "MNBVC", reject, name=name)
-    return sort_keys.keyed_file_rows(
+    return group_by_key.keyed_file_rows(
         objects, file_index, partial(multiturn.key_row, name, subsets=subsets), reject
     )
 

@@ -11,7 +11,7 @@ from convhub.builders.mnbvc import language as languages
 from convhub.builders.mnbvc import parse
 from convhub.builders.mnbvc.builder import MnbvcBuilder
 from convhub.cli import main as cli
-from convhub.engine.sources.input_shards import GroupShard
+from convhub.engine.runners.input_shards import GroupShard
 from convhub.errors import Notes, SourceError
 from tests.mnbvc.mnbvc_rows import by_id, extra, pair, questions, records, reply, texts, thread, write_shard
 

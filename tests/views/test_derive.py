@@ -8,8 +8,8 @@ import datasets
 import pytest
 
 from convhub import registry
-from convhub.engine.checks.stats import Report
 from convhub.errors import Notes, SourceError
+from convhub.stats import Report
 from convhub.storage.staging import MARKER
 from convhub.views.derive import DERIVERS
 

@@ -1,1 +1,1 @@
-"""The engine's duplicate ids, quarantine, statistics."""
+"""What a build proves about its records: conversation ids unique, rejected records quarantined."""

@@ -13,10 +13,10 @@ import numpy as np
 import pyarrow as pa
 
 from convhub.engine.checks import quarantine
-from convhub.engine.checks.stats import SplitStats, Statistics
 from convhub.engine.writers.output_shards import ConfigBuild
 from convhub.engine.writers.parquet_writer import write_parquet
 from convhub.errors import SourceError
+from convhub.stats import SplitStats, Statistics
 from convhub.storage.folders import Folder, parquet_file, read_parquet, text_of
 
 if TYPE_CHECKING:

@@ -27,6 +27,7 @@ import os
 import re
 import stat
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from convhub.engine.readers.json_list import SkippedBytes
@@ -128,9 +129,21 @@ def write(
     if folder is None:
         logger.warning("bad record skipped: %s", error)
         return
-    line = _json_text(entry(error, raw, scope, records)) + "\n"
-    with open(os.path.join(folder, f"quarantine-{os.getpid()}.jsonl"), "a", encoding="utf-8") as part:
-        part.write(line)
+    append_lines(folder, [_json_text(entry(error, raw, scope, records)) + "\n"])
+
+
+def append_lines(folder: str, lines: list[str], part: object = None) -> None:
+    """Append rejections (JSON lines) to the part file ``part`` (this process's by default) in ``folder``."""
+    name = f"quarantine-{os.getpid() if part is None else part}.jsonl"
+    with open(os.path.join(folder, name), "a", encoding="utf-8") as handle:
+        handle.writelines(lines)
+
+
+def part_lines(folder: str | os.PathLike) -> Iterator[str]:
+    """The lines of every part file in ``folder``, file by file."""
+    for path in sorted(glob.glob(os.path.join(folder, PART_PATTERN))):
+        with open(path, encoding="utf-8") as part:
+            yield from part
 
 
 def _natural(value: Any) -> tuple:
@@ -143,14 +156,12 @@ def _natural(value: Any) -> tuple:
 def collect(folder: str | os.PathLike) -> list[dict[str, Any]]:
     """Every worker's rejections, each once, sorted by file and record."""
     unique: dict[str, dict[str, Any]] = {}
-    for path in sorted(glob.glob(os.path.join(folder, PART_PATTERN))):
-        with open(path, encoding="utf-8") as part:
-            for line in part:
-                item = json.loads(line)
-                key = _json_text(
-                    [item["file"], item["record"], item["field"], item["reason"], item["scope"], item["raw"]]
-                )
-                unique.setdefault(hashlib.sha256(key.encode()).hexdigest(), item)
+    for line in part_lines(folder):
+        item = json.loads(line)
+        key = _json_text(
+            [item["file"], item["record"], item["field"], item["reason"], item["scope"], item["raw"]]
+        )
+        unique.setdefault(hashlib.sha256(key.encode()).hexdigest(), item)
     return sorted(unique.values(), key=lambda item: (item["file"], _natural(item["record"])))
 
 

@@ -1,20 +1,6 @@
-"""The group-by-key contract, and the embedded engine's group-by: the rows of one conversation, wherever they lie in
-the input, brought together on one machine. Spark's shuffle does the same on a cluster
-(``convhub.engine.runners.spark``). The contract both keep, so that the two builds write the same rows in the same
-order:
-
-- the map half is one function, ``keyed_by_partition``: each row of a file (the source's ``keyed_rows``) with its
-  partition, ``partition_of`` its group, a stable hash;
-- each partition's rows are sorted by their whole sort key as Python orders it (here: DuckDB sorts the groups by
-  ``group_bytes``, which sort as Python sorts them, and Python sorts each conversation's rows; Spark's
-  ``repartitionAndSortWithinPartitions`` compares the keys in Python);
-- a partition's sorted rows reach the source as a ``SortedPartition`` (its ``grouped_records``), partitions in
-  order (here as the slices of each partition, in order).
-
-A source with such rows (MNBVC's 多轮对话) returns a ``group_shard`` and says two things
-(``ConversationBuilder.keyed_rows`` and ``grouped_records``): for each row of a file, its sort key ``(group,
-order)`` (the texts that name its conversation, and its place in it), its payload (the row converted, as bytes) and
-the bytes of its source line; and how a conversation's sorted rows become a record. Two passes:
+"""The embedded engine's group-by (``grouping.group_by_key`` is the contract it keeps, as Spark's shuffle in
+``runners.spark`` does): the rows of one conversation, wherever they lie in the input, brought together on one
+machine, in two passes:
 
 1. ``write_partitions``: the files are shared out among ``processes`` writers (one forked process each, one writer
    included, balanced by size). A writer appends each payload to its own ``.rows`` file and writes the row's key to
@@ -40,16 +26,13 @@ from __future__ import annotations
 import contextlib
 import marshal
 import math
-import multiprocessing
 import os
 import tempfile
 import weakref
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from itertools import pairwise
-from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
 
@@ -57,13 +40,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from convhub.engine.runners.child_processes import die_with_parent
-from convhub.engine.sources.input_shards import GroupShard, Partition
+from convhub.engine.grouping.group_by_key import KeyedRow, SortKey, keyed_by_partition
+from convhub.engine.runners.child_processes import run_forked
+from convhub.engine.runners.cuts import share_files
+from convhub.engine.runners.input_shards import GroupShard, Partition
 from convhub.errors import SourceError
 from convhub.storage.abandoned import marked_dir, release, sweep_abandoned
 
-#: A partition holds about this many bytes of source rows.
-PARTITION_BYTES = 64 * 2**20
 #: A partition is read as ceil(its bytes / SLICE_BYTES) shards, so that shards are of similar sizes.
 SLICE_BYTES = 16 * 2**20
 #: Keys a writer holds before writing them to its keys file.
@@ -73,12 +56,6 @@ KEY_BATCH_ROWS = 65_536
 SORTED_ROW_GROUP = 16_384
 #: DuckDB's memory for sorting the keys; beyond it, it spills beside the sorted file.
 SORT_MEMORY = "256MB"
-
-#: A row's sort key: (group, order). ``group`` is the texts naming its conversation; ``order`` orders the rows of
-#: one conversation and may hold any value ``marshal`` writes (Python compares them).
-SortKey = tuple[tuple[str, ...], tuple]
-#: What a source gives for each row of a group shard's file: its sort key, its payload, its source line's bytes.
-KeyedRow = tuple[SortKey, bytes, int]
 
 #: One row's key as the writers store it. ``conversation`` is ``group_bytes(group)``, what DuckDB sorts; ``key``
 #: the ``marshal`` of the sort key, which Python reads back; ``writer``, ``offset`` and ``length`` say where the
@@ -95,29 +72,8 @@ KEY_SCHEMA = pa.schema(
 )
 
 
-def partition_count(total_bytes: int, partition_bytes: int = PARTITION_BYTES) -> int:
-    """Partitions of about ``partition_bytes`` of input each."""
-    return max(1, math.ceil(total_bytes / partition_bytes))
-
-
 def slice_count(partition_bytes: int, slice_bytes: int = SLICE_BYTES) -> int:
     return max(1, math.ceil(partition_bytes / slice_bytes))
-
-
-def partition_of(group: tuple[str, ...], count: int) -> int:
-    """The partition of a conversation: crc32 of its group written as a JSON list, the same in every process,
-    run and engine (Python's ``hash`` of a text changes from one process to the next)."""
-    text = "[" + ", ".join(map(encode_basestring, group)) + "]"
-    return zlib.crc32(text.encode("utf-8", "surrogatepass")) % count
-
-
-def keyed_by_partition(
-    keyed_rows: Iterable[KeyedRow], count: int
-) -> Iterator[tuple[int, SortKey, bytes, int]]:
-    """The map half of the group-by-key contract, the same on both engines: each of a file's keyed rows (sort key,
-    payload, source bytes) with its partition among ``count`` first."""
-    for sort_key, payload, size in keyed_rows:
-        yield partition_of(sort_key[0], count), sort_key, payload, size
 
 
 def group_bytes(group: tuple[str, ...]) -> bytes:
@@ -151,20 +107,6 @@ class Partitioned:
                 os.remove(path)
 
 
-def share_files(sizes: list[int], processes: int) -> list[list[int]]:
-    """Indices of the files each of ``processes`` writers takes: biggest first to the least loaded.
-
-    Each writer's list is in file order; writers without a file are left out.
-    """
-    loads = [0] * max(1, processes)
-    shares: list[list[int]] = [[] for _ in loads]
-    for index in sorted(range(len(sizes)), key=lambda index: (-sizes[index], index)):
-        writer = loads.index(min(loads))
-        loads[writer] += sizes[index]
-        shares[writer].append(index)
-    return [sorted(share) for share in shares if share]
-
-
 def write_partitions(
     keyed_rows: Callable[[int], Iterable[KeyedRow]],
     sizes: list[int],
@@ -176,9 +118,11 @@ def write_partitions(
     in ``folder``.
 
     The files are shared out among ``processes`` writer processes (by ``sizes``), each forked (``run_forked``),
-    as is DuckDB's sort of their keys. A file's first SourceError stops its writer; when one is raised, it is the
-    one a single pass over the files in order would raise first, whichever process met it. Nothing is sorted
-    then.
+    as is DuckDB's sort of their keys, one writer included, for its memory: what reading and keying the rows leave
+    in the C heap and in Python's, and what DuckDB's sort holds, goes back with the process, so pass 2 starts from
+    the build's own footprint (one conversation of 166,667 tiny turns: pass 2 began 100 MB higher in this
+    process). A file's first SourceError stops its writer; when one is raised, it is the one a single pass over
+    the files in order would raise first, whichever process met it. Nothing is sorted then.
     """
     shares = share_files(sizes, processes) if len(sizes) > 1 and processes > 1 else [list(range(len(sizes)))]
     tasks = [
@@ -195,58 +139,6 @@ def write_partitions(
         os.remove(path)
     rows = tuple(_writer_path(folder, writer, "rows") for writer in range(len(tasks)))
     return Partitioned(sorted_keys, rows, tuple(map(sum, zip(*results, strict=True))))
-
-
-def run_forked(tasks: list[Callable[[], Any]]) -> list[Any]:
-    """Each task's result, each task run in a process of its own forked from this one, all at once.
-
-    Pass 1 runs so, one writer included, for its memory: what reading and keying the rows leave in the C heap and
-    in Python's, and what DuckDB's sort holds, goes back with the process, so pass 2 starts from the build's
-    own footprint (one conversation of 166,667 tiny turns: pass 2 began 100 MB higher in this process). Nothing
-    is pickled on the way in (a task may be a closure); its result is on the way back. An exception a task
-    raised is raised here (the first task's first); a process that died without a result is a RuntimeError.
-    """
-    context = multiprocessing.get_context("fork")
-    started = []
-    try:
-        for task in tasks:
-            receiver, sender = context.Pipe(duplex=False)
-            process = context.Process(target=_send_result, args=(task, sender, os.getpid()), daemon=True)
-            process.start()
-            sender.close()
-            started.append((process, receiver))
-        outcomes = []
-        for process, receiver in started:
-            try:
-                outcomes.append(receiver.recv())
-            except EOFError:
-                outcomes.append((False, RuntimeError(f"a process ended with exit code {process.exitcode}")))
-            process.join()
-    finally:
-        for process, _ in started:
-            if process.is_alive():
-                process.terminate()
-                process.join()
-    for succeeded, value in outcomes:
-        if not succeeded:
-            raise value
-    return [value for _, value in outcomes]
-
-
-def _send_result(task: Callable[[], Any], sender, parent_pid: int) -> None:
-    """In a forked process (which dies with ``parent_pid``, ``child_processes``): ``task()`` sent back as (True,
-    result), or (False, the exception it raised)."""
-    die_with_parent(parent_pid)
-    try:
-        outcome = (True, task())
-    except BaseException as error:
-        outcome = (False, error)
-    try:
-        sender.send(outcome)
-    except Exception as error:  # a result or exception that cannot be pickled
-        sender.send((False, RuntimeError(f"a result could not be sent back: {error!r}")))
-    finally:
-        sender.close()
 
 
 def _writer_path(folder: str, writer: int, suffix: str) -> str:

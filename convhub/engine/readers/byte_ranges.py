@@ -30,7 +30,7 @@ from convhub.engine.readers.contract import Place
 from convhub.engine.readers.exact_json import load_value
 from convhub.engine.readers.json_list import CHUNK_BYTES, SkippedBytes, scan_json_array
 from convhub.engine.runners.cuts import balanced_runs
-from convhub.engine.sources.input_shards import Shard
+from convhub.engine.runners.input_shards import Shard
 from convhub.errors import Reject, SourceError, raise_error
 
 Range = tuple[int, int, int]  # (start byte, end byte, position in the list) of one element

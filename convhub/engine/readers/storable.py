@@ -19,7 +19,7 @@ import orjson
 from convhub.errors import SourceError
 
 if TYPE_CHECKING:
-    from convhub.engine.sources.input_shards import SortedPartition
+    from convhub.engine.runners.input_shards import SortedPartition
 
 #: What an unstorable record is rejected for.
 LONE_SURROGATE = "holds a lone surrogate (e.g. the escape \\ud800), which UTF-8 and so Parquet cannot store"

@@ -1,4 +1,4 @@
-"""Worker processes that die with the convhub process that started them.
+"""Worker processes that die with the convhub process that started them, and tasks run in them (``run_forked``).
 
 A build killed with SIGKILL runs no cleanup: before this, the workers of a ``--num-proc 2`` build (and the
 forked writers of MNBVC's regroup, the pool that derives the views) lived on, an hour later still holding their
@@ -19,11 +19,16 @@ parent passed (all these processes are forked by it directly).
 from __future__ import annotations
 
 import ctypes
+import multiprocessing
 import os
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
+from multiprocessing.connection import Connection, wait
+from typing import Any, cast
 
 #: ``PR_SET_PDEATHSIG`` of ``<linux/prctl.h>``.
 _PR_SET_PDEATHSIG = 1
@@ -55,3 +60,71 @@ def _watch_parent(parent_pid: int) -> None:
     while os.getppid() == parent_pid:
         time.sleep(WATCH_SECONDS)
     os._exit(1)
+
+
+#: What a forked task sends back: an update, its result, or the exception it raised.
+_UPDATE, _RESULT, _FAILED = "update", "result", "failed"
+
+
+def run_forked(tasks: list[Callable[..., Any]], on_update: Callable[[Any], Any] | None = None) -> list[Any]:
+    """Each task's result, in the tasks' order, each task run at once in a process of its own forked from this
+    one (``die_with_parent``): the local engine's jobs, the group-by's writers and its sort.
+
+    Nothing is pickled on the way in (a task may be a closure, a builder goes as it is); its result is pickled on
+    the way back. With ``on_update``, each task is called with one argument, a function that sends a value to
+    ``on_update``, called here as the values come (a progress bar). The first task that fails stops the others
+    and its exception is raised here; a process that died without a result is a RuntimeError.
+    """
+    context = multiprocessing.get_context("fork")
+    started: dict[Connection, tuple[int, Any]] = {}
+    results: dict[int, Any] = {}
+    try:
+        for index, task in enumerate(tasks):
+            receiver, sender = context.Pipe(duplex=False)
+            arguments = (task, sender, os.getpid(), on_update is not None)
+            process = context.Process(target=_send_result, args=arguments, daemon=True)
+            process.start()
+            sender.close()
+            started[receiver] = (index, process)
+        waiting = set(started)
+        while waiting:
+            for receiver in cast(list[Connection], wait(list(waiting))):
+                index, process = started[receiver]
+                try:
+                    kind, value = receiver.recv()
+                except EOFError:
+                    process.join()
+                    kind, value = _FAILED, RuntimeError(f"a process ended with exit code {process.exitcode}")
+                if kind == _UPDATE and on_update is not None:
+                    on_update(value)
+                    continue
+                if kind == _FAILED:
+                    raise value
+                waiting.discard(receiver)
+                results[index] = value
+    finally:
+        for _, process in started.values():
+            if process.is_alive() and len(results) < len(tasks):  # a task failed, or Ctrl-C: stop the others
+                process.terminate()
+            process.join()
+    return [results[index] for index in range(len(tasks))]
+
+
+def _send_result(task: Callable[..., Any], sender, parent_pid: int, updates: bool) -> None:
+    """In a forked process: ``task()`` (``task(update)`` with ``updates``) sent back as its result, or the
+    exception it raised."""
+    die_with_parent(parent_pid)
+    try:
+        outcome = (_RESULT, task(partial(_send_update, sender)) if updates else task())
+    except BaseException as error:
+        outcome = (_FAILED, error)
+    try:
+        sender.send(outcome)
+    except Exception as error:  # a result or exception that cannot be pickled
+        sender.send((_FAILED, RuntimeError(f"a result could not be sent back: {error!r}")))
+    finally:
+        sender.close()
+
+
+def _send_update(sender, value: Any) -> None:
+    sender.send((_UPDATE, value))

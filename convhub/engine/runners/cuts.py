@@ -1,22 +1,15 @@
-"""The one way the engine cuts a list of work into shards, jobs or tasks: runs of consecutive items.
+"""Every way the engine cuts a list of work into shards, jobs, tasks or writers' shares, in one place.
 
-Every cut keeps the input's order (a run is a slice), so the rows a build writes, in order, never depend on how
-the work was cut; only which file or process holds them does. Three rules, one function each:
+Every cut but one gives runs of consecutive items, which keep the input's order (a run is a slice), so the rows a build writes, in order, never depend on how
+the work was cut; only which file or process holds them does. Three rules: runs of similar numbers of items
+(``even_runs``, ``consecutive_runs``: ``datasets``' own cut of shards into jobs, where nothing says how much work
+an item is), of similar total weight (``balanced_runs``), and of about a size each (``runs_by_size``, where the
+count of runs is not known before the items are read).
 
-- ``consecutive_runs`` (``even_runs``, of indices): a number of runs of similar numbers of items, the first ones one item longer where they do
-  not divide evenly (``datasets``' own cut of shards into jobs). Where nothing says how much work an item is: the
-  local engine's jobs of unsized shards, Spark's tasks past its file limit.
-- ``balanced_runs``: a number of runs of similar total weight, each cut at the item boundary nearest its share
-  (``cut="nearest"``: the local engine's jobs of shards that say their bytes) or right after the item whose
-  running total reaches its share (``cut="after"``: ConvLab's byte ranges of a file, whose shards were cut so
-  before the local engine's jobs were balanced; kept, as the shards a source lists are part of its output's layout).
-- ``runs_by_size``: as many runs as it takes for each to hold about a size, a new run begun once the last holds
-  ``limit`` or more (GigaMemory's groups of lines: their count is not known before they are read).
-
-Two cuts are not lists and stay where they run: a job's writer starts a new file once it holds more than
-``MAX_SHARD_BYTES`` (``runners.local.write_job``: rows stream, nothing is listed before), and the embedded
-group-by shares files between writer processes biggest first (``grouping.local_groupby.share_files``: its writers
-need no order, the sort restores it, so the best balance wins over consecutive runs).
+One cut keeps no order: the embedded group-by's writers take their files biggest first (``share_files``: they
+need no order, the sort restores it, so the best balance wins over consecutive runs). One cut is not of a list
+and stays where it runs: a job's writer starts a new file once it holds more than ``MAX_SHARD_BYTES``
+(``runners.local.write_job``: rows stream, nothing is listed before).
 """
 
 from __future__ import annotations
@@ -52,8 +45,10 @@ def balanced_runs(
 ) -> list[range]:
     """The indices of ``weights`` as ``count`` runs of consecutive ones (or fewer, one per item, never an empty
     one) whose weights are as even as cuts between items make them. Each cut falls at the item boundary nearest
-    its share of the total (``nearest``), or right after the item whose running total reaches it (``after``).
-    With no weight at all, runs of similar numbers of items (``even_runs``)."""
+    its share of the total (``nearest``: the local engine's jobs of shards that say their bytes), or right after
+    the item whose running total reaches it (``after``: ConvLab's byte ranges of a file, whose shards were cut so
+    before the local engine's jobs were balanced; kept, as the shards a source lists are part of its output's
+    layout). With no weight at all, runs of similar numbers of items (``even_runs``)."""
     count = max(1, min(count, len(weights)))
     prefix = [0, *accumulate(weights)]
     total = prefix[-1]
@@ -72,7 +67,8 @@ def balanced_runs(
 
 def runs_by_size(sizes: Sequence[int], limit: int) -> list[range]:
     """The indices of ``sizes`` as runs of consecutive ones, a new run begun once the last holds ``limit`` or more:
-    each run holds at least ``limit`` (but the last) and at most ``limit`` plus its last item."""
+    each run holds at least ``limit`` (but the last) and at most ``limit`` plus its last item (GigaMemory's groups
+    of lines)."""
     runs: list[range] = []
     start, held = 0, 0
     for index, size in enumerate(sizes):
@@ -83,3 +79,17 @@ def runs_by_size(sizes: Sequence[int], limit: int) -> list[range]:
     if sizes:
         runs.append(range(start, len(sizes)))
     return runs
+
+
+def share_files(sizes: list[int], processes: int) -> list[list[int]]:
+    """Indices of the files each of ``processes`` writers takes: biggest first to the least loaded.
+
+    Each writer's list is in file order; writers without a file are left out.
+    """
+    loads = [0] * max(1, processes)
+    shares: list[list[int]] = [[] for _ in loads]
+    for index in sorted(range(len(sizes)), key=lambda index: (-sizes[index], index)):
+        writer = loads.index(min(loads))
+        loads[writer] += sizes[index]
+        shares[writer].append(index)
+    return [sorted(share) for share in shares if share]

@@ -1,11 +1,6 @@
-"""The engine a build runs on: one small interface (``Engine``), two engines behind it.
-
-``convhub.build`` asks an engine for four things and never which one it is: write every split of a config
-as Parquet files (``write_config``), run a function over tasks (``map``: the derived views, one task per sessions
-shard), find the rows whose value of a column is repeated (``repeated_rows``: the duplicate-id check), and where
-its tasks may write (``scratch``). ``LocalEngine`` does them in this machine's processes
-(``convhub.engine.runners.local``, Arrow), ``SparkEngine`` as Spark jobs (``convhub.engine.runners.spark``).
-``engine_named`` makes one from ``convhub build``'s ``--engine``.
+"""The engine a build runs on: one small interface (``Engine``), which ``convhub.build`` asks without asking which
+engine it is, and two engines behind it: ``LocalEngine`` in this machine's processes (``runners.local``, Arrow),
+``SparkEngine`` as Spark jobs (``runners.spark``). ``engine_named`` makes one from ``convhub build --engine``.
 """
 
 from __future__ import annotations
@@ -31,7 +26,8 @@ ENGINE_WORK = ".convhub-work"
 
 
 class Engine(Protocol):
-    """What a build needs of an engine (see the module docstring)."""
+    """All a build asks of an engine: its configs written, the derived views mapped over the sessions shards, the
+    duplicate-id check's repeated rows, and where its tasks write."""
 
     name: str
 

@@ -12,37 +12,33 @@ writes the rows itself, instead of ``datasets``' ``download_and_prepare``, for t
 - the files: ``parquet_writer.ParquetWriter`` leaves statistics and dictionaries out of free-text columns, which
   bounds the memory of one very large record;
 - around each split: the builder's ``preparing_split`` (LoCoMo checks its sample ids across the workers' files
-  there) and a progress bar that counts shards (``progress.ShardBar``).
+  there) and a progress bar that counts shards (``ShardBar``).
 
-The work is cut much as ``datasets`` cuts it: a split of N shards runs as ``min(num_proc, N)`` jobs of consecutive
-shards (``jobs``; of similar work where every shard says its work, e.g. the engine's own slices and byte ranges,
-else of similar numbers of shards, as ``datasets`` cuts them), each job writes its rows in order into files of at
-most about ``MAX_SHARD_BYTES`` (Arrow bytes), and the split's files are the jobs' files in job order: the rows,
-in order, do not depend on the cut. A job runs in this
-process where there is one, else in a pool of worker processes (``multiprocess``, ``datasets``' own dependency,
-which pickles the builder with ``dill`` as ``datasets`` did), whose workers die with this process even when it is
-killed with SIGKILL (``child_processes``).
+A split of N shards runs as ``min(num_proc, N)`` jobs of consecutive shards (``jobs``), each writing its rows in
+order into files of at most about ``MAX_SHARD_BYTES``; the split's files are the jobs' files in job order, so the
+rows, in order, do not depend on the cut. A lone job runs in this process, else each job in a process forked from
+it (``child_processes.run_forked``: the builder is not pickled).
 """
 
 from __future__ import annotations
 
 import os
-import queue
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import islice
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import datasets
 from datasets.builder import Key
+from datasets.utils.tqdm import tqdm as hf_tqdm
 
-from convhub.engine.runners import progress
-from convhub.engine.runners.child_processes import die_with_parent
+from convhub.engine.runners.child_processes import run_forked
 from convhub.engine.runners.cuts import balanced_runs, even_runs
+from convhub.engine.runners.input_shards import shard_work
 from convhub.engine.runners.memory import LARGE_TABLE_BYTES, fewer_collections, give_back_pages
-from convhub.engine.sources.input_shards import shard_work
 from convhub.engine.writers.arrow_rows import rows_table
 from convhub.engine.writers.parquet_writer import ParquetWriter
 
@@ -54,12 +50,33 @@ UPDATE_SECONDS = 0.05
 
 @dataclass
 class JobResult:
-    """What one job wrote: its files in order, the rows of each, and its rows and Arrow bytes in all."""
+    """What one job wrote: its files in order, the rows of each, and its rows and Arrow bytes in all; a Spark
+    task's also its statistics reports and quarantine lines, which it hands to the driver (``runners.spark``)."""
 
     files: list[str] = field(default_factory=list)
     file_rows: list[int] = field(default_factory=list)
     rows: int = 0
     num_bytes: int = 0
+    reports: list[str] = field(default_factory=list)
+    quarantine: list[str] = field(default_factory=list)
+
+
+class ShardBar(hf_tqdm):
+    """A split's bar, ``locomo sessions test: 100%|██| 1/1 shards [00:00, 2 rows]``: its shards done of their total,
+    the rows written so far beside them, where ``datasets`` draws ``Generating train split: 0 examples`` (no source,
+    no config, no total). A ``datasets`` tqdm, so ``datasets.disable_progress_bars()`` turns it off too."""
+
+    def __init__(self, label: str, shards: int) -> None:
+        super().__init__(desc=label, total=shards, unit=" shards")
+        self.rows = 0
+        self.set_postfix_str("0 rows", refresh=False)
+
+    def advance(self, written: tuple[int, int]) -> None:
+        """``written``: the (rows, shards) a job wrote since its last update."""
+        rows, shards = written
+        self.rows += rows
+        self.set_postfix_str(f"{self.rows:,} row{'' if self.rows == 1 else 's'}", refresh=False)
+        self.update(shards)
 
 
 @dataclass
@@ -90,16 +107,15 @@ def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
     ]
 
 
-def processes_for(gen_kwargs: dict[str, Any], num_proc: int | None) -> int:
-    """The processes a split runs in: ``num_proc``, no more than it has shards, at least 1."""
-    return len(jobs(gen_kwargs, num_proc or 1))
-
-
 def write_job(
-    builder, gen_kwargs: dict[str, Any], path_template: str, max_shard_bytes: int | None = MAX_SHARD_BYTES
-) -> Iterator[progress.Progress | JobResult]:
+    builder,
+    gen_kwargs: dict[str, Any],
+    path_template: str,
+    max_shard_bytes: int | None = MAX_SHARD_BYTES,
+    on_update: Callable[[tuple[int, int]], Any] = lambda _: None,
+) -> JobResult:
     """The rows of ``builder._generate_examples(**gen_kwargs)`` written a writer batch at a time into files named
-    ``path_template.format(file=N)``: ``progress.Progress`` updates as it goes, then the ``JobResult``."""
+    ``path_template.format(file=N)``; as it goes, (rows, shards) written since the last update to ``on_update``."""
 
     features = builder.info.features
     arrow_schema = features.arrow_schema
@@ -108,9 +124,9 @@ def write_job(
     result = JobResult()
     since_update, shards_reported, shard_index, last_update = 0, 0, 0, time.time()
 
-    def update(finished: int) -> progress.Progress:
+    def update(finished: int) -> tuple[int, int]:
         nonlocal since_update, shards_reported
-        report = progress.Progress(since_update, finished - shards_reported)
+        report = (since_update, finished - shards_reported)
         since_update, shards_reported = 0, finished
         return report
 
@@ -149,24 +165,13 @@ def write_job(
                 since_update += len(batch)
                 if time.time() > last_update + UPDATE_SECONDS:
                     last_update = time.time()
-                    yield update(shard_index)  # the shards before this one are done
+                    on_update(update(shard_index))  # the shards before this one are done
         except BaseException:
-            # no update is yielded here: a generator closed by Ctrl-C (GeneratorExit) may not yield again
             writer.close()
             raise
         close(writer)
-    yield update(shard_count)
-    yield result
-
-
-def run_job(
-    builder, gen_kwargs: dict[str, Any], path_template: str, max_shard_bytes: int | None
-) -> JobResult:
-    """``write_job`` to its end, its updates dropped: a job whose progress nobody shows (a Spark task)."""
-    for item in write_job(builder, gen_kwargs, path_template, max_shard_bytes):
-        if isinstance(item, JobResult):
-            return item
-    raise RuntimeError("a job ended without its result")
+    on_update(update(shard_count))
+    return result
 
 
 def write_config(
@@ -190,11 +195,11 @@ def write_config(
     with fewer_collections():
         split_generators = builder._split_generators(dl_manager)
     for split_generator in split_generators:
-        processes = processes_for(split_generator.gen_kwargs, num_proc)
-        builder.processes_run = max(builder.processes_run, processes)
+        cut = jobs(split_generator.gen_kwargs, num_proc or 1)
+        builder.processes_run = max(builder.processes_run, len(cut))
         template = os.path.join(folder, f"{split_generator.name}-{{job:05d}}-{{file:05d}}.parquet")
         with builder.preparing_split(split_generator):
-            results = _write_split(builder, split_generator, template, processes, max_shard_bytes)
+            results = _write_split(builder, split_generator, cut, template, max_shard_bytes)
         files = [path for result in results for path in result.files]
         info = datasets.SplitInfo(
             split_generator.name,
@@ -209,79 +214,17 @@ def write_config(
 
 
 def _write_split(
-    builder, split_generator, template: str, processes: int, max_shard_bytes: int | None
+    builder, split_generator, cut: list[dict[str, Any]], template: str, max_shard_bytes: int | None
 ) -> list[JobResult]:
-    """The jobs of one split, in this process or in ``processes`` workers, under its progress bar."""
+    """The jobs of one split (``cut``), in this process or each in a forked one, under its progress bar."""
     label = f"{builder.SOURCE} {builder.config.name} {split_generator.name}"
     shard_count = len(split_generator.gen_kwargs.get("shards") or ())
-    cut = jobs(split_generator.gen_kwargs, processes)
     templates = [template.replace("{job:05d}", f"{job:05d}") for job in range(len(cut))]
-    with progress.ShardBar(label=label, shards=shard_count) as bar:
+    with ShardBar(label, shard_count) as bar:
         if len(cut) == 1:
-            results = []
-            for item in write_job(builder, cut[0], templates[0], max_shard_bytes):
-                if isinstance(item, JobResult):
-                    results.append(item)
-                else:
-                    bar.update(item)
-            return results
-        return _in_workers(builder, list(zip(cut, templates, strict=True)), max_shard_bytes, bar)
-
-
-#: A worker's queue of progress updates (set when the worker starts: a queue cannot travel with a task).
-_updates: Any = None
-#: What a worker puts on the queue when its job is done, after its last update.
-_JOB_DONE = "job done"
-
-
-def _start_worker(updates, parent_pid: int) -> None:
-    """A worker's first act: die with the build (``child_processes``), and keep its queue of updates."""
-    global _updates
-    die_with_parent(parent_pid)
-    _updates = updates
-
-
-def _job_in_worker(
-    builder, gen_kwargs: dict[str, Any], template: str, max_shard_bytes: int | None
-) -> JobResult:
-    try:
-        for item in write_job(builder, gen_kwargs, template, max_shard_bytes):
-            if isinstance(item, JobResult):
-                return item
-            _updates.put((int(item), item.shards))
-    finally:
-        _updates.put(_JOB_DONE)
-    raise RuntimeError("a job ended without its result")
-
-
-def _in_workers(
-    builder, cut: list[tuple[dict[str, Any], str]], max_shard_bytes: int | None, bar
-) -> list[JobResult]:
-    """Each job in a worker process; the updates reach the bar as they come, the results return in job order.
-    The first job that fails stops the others (the pool is terminated) and its error is raised here."""
-    import multiprocess  # datasets' dependency: pickles the builder (and a test's local class) with dill
-    from multiprocess.context import BaseContext
-
-    # the package copies its default context's methods (Queue, Pool, get_context) onto itself at import time, which
-    # a type checker cannot follow: typed as that context, it gives the context its Queue and Pool come from
-    context = cast(BaseContext, multiprocess).get_context()
-    updates = context.Queue()
-    with context.Pool(len(cut), initializer=_start_worker, initargs=(updates, os.getpid())) as pool:
-        pending = [
-            pool.apply_async(_job_in_worker, (builder, gen_kwargs, template, max_shard_bytes))
-            for gen_kwargs, template in cut
+            return [write_job(builder, cut[0], templates[0], max_shard_bytes, bar.advance)]
+        tasks = [
+            partial(write_job, builder, gen_kwargs, template, max_shard_bytes)
+            for gen_kwargs, template in zip(cut, templates, strict=True)
         ]
-        done = 0
-        while done < len(pending):
-            for job in pending:
-                if job.ready() and not job.successful():
-                    job.get()  # raises the job's error; leaving the block terminates the pool
-            try:
-                item = updates.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            if item == _JOB_DONE:
-                done += 1
-            else:
-                bar.update(progress.Progress(*item))
-        return [job.get() for job in pending]
+        return run_forked(tasks, on_update=bar.advance)

@@ -4,14 +4,14 @@ The engine moves the data; convhub's parsers stay what they are. A build config 
 
 - each shard of the builder (``engine_shards``: a LoCoMo or ConvLab file, a GigaMemory slice, an MNBVC forum or
   Q&A file) is one task, which parses it with the builder's own ``records_of`` and writes its Parquet with the
-  local engine's writer (``runners.local.run_job``: ``parquet_writer.ParquetWriter``, the same ``Features`` and
+  local engine's writer (``runners.local.write_job``: ``parquet_writer.ParquetWriter``, the same ``Features`` and
   metadata);
 - a group shard (MNBVC's multi-turn files, whose rows of one conversation may lie in any file) is a shuffle: one
   task per file turns its rows into (sort key, payload) with the builder's ``keyed_rows``, Spark moves each row to
-  its partition (``local_groupby.keyed_by_partition``, the embedded engine's) and sorts the partition by key
-  (``RDD.repartitionAndSortWithinPartitions``, which spills to disk), and one task per partition turns the
-  conversations into records (``grouped_records``) and writes them. The partitions and the order are the
-  embedded engine's (``convhub.engine.grouping.local_groupby``), so the conversations come out in the local build's order;
+  its partition (``keyed_by_partition``) and sorts the partition by key (``RDD.repartitionAndSortWithinPartitions``,
+  which spills to disk), and one task per partition turns the conversations into records (``grouped_records``)
+  and writes them. The partitions and the order are the group-by-key contract's (``grouping.group_by_key``), which
+  the embedded engine keeps too, so the conversations come out in the local build's order;
 - derived views (``turns``, ``messages``, ``qa``) are one task per ``sessions`` shard (``derive.derive_views``).
 - a source whose listing is heavy work of its own gets the engine's ``map`` in ``engine_shards``: GigaMemory's
   pass 1 parses and hashes each distinct dialogue in these tasks, and groups the lines on the driver.
@@ -27,7 +27,7 @@ PySpark is an extra: ``pip install "convhub[spark]"`` (and Java 17).
 from __future__ import annotations
 
 import dataclasses
-import glob
+import itertools
 import json
 import logging
 import os
@@ -35,23 +35,24 @@ import re
 import socket
 import subprocess
 import sys
-import tempfile
 import urllib.parse
 import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator
-from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any
 
 import datasets
 
-from convhub.engine.grouping.local_groupby import keyed_by_partition
+from convhub.engine.checks import quarantine
+from convhub.engine.grouping.group_by_key import keyed_by_partition
 from convhub.engine.runners.cuts import consecutive_runs
 from convhub.engine.runners.engine import ENGINE_WORK
-from convhub.engine.runners.local import MAX_SHARD_BYTES, SplitWritten, run_job
+from convhub.engine.runners.input_shards import GroupShard, SortedPartition
+from convhub.engine.runners.local import MAX_SHARD_BYTES, JobResult, SplitWritten, write_job
 from convhub.engine.runners.memory import ARROW_VARIABLES, fewer_collections
-from convhub.engine.sources.input_shards import GroupShard, SortedPartition
 from convhub.errors import EngineError, SourceError
+from convhub.stats import save_report, saved_reports
 from convhub.storage.abandoned import MarkedTemporaryDirectory
 from convhub.storage.folders import Folder, parquet_file, text_of
 
@@ -60,17 +61,6 @@ _ERROR_MARK = "convhub source error: "
 
 #: The build's phase lines (``convhub.console`` prints this logger's INFO lines as they are).
 phases = logging.getLogger("convhub.build")
-
-
-@dataclass
-class TaskResult:
-    """What one task wrote: Parquet files (in order) with rows and bytes, reports and quarantine lines."""
-
-    files: list[str] = field(default_factory=list)
-    rows: int = 0
-    num_bytes: int = 0
-    reports: list[str] = field(default_factory=list)
-    quarantine: list[str] = field(default_factory=list)
 
 
 def spark_session(master: str | None = None, verbose: bool = False):
@@ -180,9 +170,7 @@ class SparkEngine:
             yield from _collect(self.context.parallelize(tasks, len(tasks)).map(function))
 
     def repeated_rows(self, paths: list[str], column: str, columns: list[str]) -> list[dict]:
-        """Each row of the Parquet files at ``paths`` whose ``column`` holds a value found in another row too: its
-        ``column`` and ``columns``, its file (a place in ``paths``) and its row in that file. Spark counts the
-        values and finds their rows, so the driver reads no file and holds only these rows."""
+        """Spark counts the values and finds their rows: the driver reads no file and holds only these rows."""
         if not paths:
             return []
         from pyspark.sql import functions
@@ -213,11 +201,10 @@ class SparkEngine:
     def write_config(
         self, builder, folder: Folder, download_dir: str | None = None
     ) -> dict[str, SplitWritten]:
-        """Every split of ``builder``'s config as Parquet files in ``folder`` (a ``Path``, or a ``UPath`` at a
-        URL), in the order the local build writes the same rows; a task that wrote no row leaves no file (but the
-        split's first). The tasks' reports and rejected records are saved where the local build's workers save
-        theirs (the config's ``report_dir`` and ``quarantine_dir``). The tasks read a URL where it is, so
-        ``download_dir`` is not used."""
+        """In ``folder`` (a ``Path``, or a ``UPath`` at a URL), in the order the local build writes the same rows; a
+        task that wrote no row leaves no file (but the split's first). The tasks read a URL where it is (no
+        ``download_dir``); their reports and rejected records are saved here, as the local engine's workers save
+        theirs."""
         written = {}
         for split, results in sorted(self._task_results(builder, folder).items()):
             for result in results:
@@ -230,78 +217,54 @@ class SparkEngine:
             written[split] = SplitWritten(info, kept)
         return written
 
-    def _task_results(self, builder, work) -> dict[str, tuple[TaskResult, ...]]:
+    def _task_results(self, builder, work) -> dict[str, tuple[JobResult, ...]]:
         """Split → the results of the tasks that wrote it, in the order the local build writes the same rows."""
         download = datasets.DownloadManager(dataset_name=builder.SOURCE, data_dir=builder.config.data_dir)
         with fewer_collections():  # the driver lists the shards (GigaMemory's pass 1 parses in our tasks)
             by_split = builder.engine_shards(download)
         work.mkdir(parents=True, exist_ok=True)
-        written: dict[str, tuple[TaskResult, ...]] = {}
+        written: dict[str, tuple[JobResult, ...]] = {}
         for split, shards in by_split.items():
+            label = f"{builder.SOURCE} {builder.config.name} {split}"
             share = file_share(shards)
             # past the file limit, each task writes one file, however big
             max_shard_size = MAX_SHARD_BYTES if share is None else None
-            results: list[TaskResult] = []
-            plain: list[Any] = []
-            for shard in [*shards, None]:
-                if shard is not None and not isinstance(shard, GroupShard):
-                    plain.append(shard)
+            results: list[JobResult] = []
+            for grouped, run in itertools.groupby(shards, key=lambda shard: isinstance(shard, GroupShard)):
+                if grouped:
+                    for shard in run:
+                        shard = dataclasses.replace(shard, partitions=_shared(shard.partitions, share))
+                        phases.info(
+                            "%s: regrouping %d files into %d partitions on Spark",
+                            label,
+                            len(shard.files),
+                            shard.partitions,
+                        )
+                        task = _PartitionTask(builder, split, shard, work, max_shard_size, len(results))
+                        results += self._regroup(builder, shard, task)
                     continue
-                if plain:
-                    runs = consecutive_runs(plain, _shared(len(plain), share))
-                    tasks = [(len(results) + n, run) for n, run in enumerate(runs)]
-                    phases.info(
-                        "%s %s %s: %d shard%s on Spark%s",
-                        builder.SOURCE,
-                        builder.config.name,
-                        split,
-                        len(plain),
-                        "" if len(plain) == 1 else "s",
-                        "" if len(tasks) == len(plain) else f", in {len(tasks)} tasks (a file each)",
-                    )
-                    results += self.map(_ShardTask(builder, split, work, max_shard_size), tasks)
-                    plain = []
-                if shard is not None:
-                    shard = dataclasses.replace(shard, partitions=_shared(shard.partitions, share))
-                    results += self._regroup(builder, split, shard, work, max_shard_size, len(results))
+                plain = list(run)
+                tasks = list(
+                    enumerate(consecutive_runs(plain, _shared(len(plain), share)), start=len(results))
+                )
+                in_tasks = "" if len(tasks) == len(plain) else f", in {len(tasks)} tasks (a file each)"
+                phases.info(
+                    "%s: %d shard%s on Spark%s", label, len(plain), "" if len(plain) == 1 else "s", in_tasks
+                )
+                results += self.map(_ShardTask(builder, split, work, max_shard_size), tasks)
             written[split] = tuple(results)
         return written
 
-    def _regroup(self, builder, split: str, shard: GroupShard, work, max_shard_size: int | None, first: int):
-        """A group shard: read every file (one task each), move and sort the rows by partition and key, write
-        one result per partition."""
-        files, count = shard.files, shard.partitions
-        phases.info(
-            "%s %s %s: regrouping %d files into %d partitions on Spark",
-            builder.SOURCE,
-            builder.config.name,
-            split,
-            len(files),
-            count,
-        )
-        keyed = self.context.parallelize(range(len(files)), len(files)).flatMap(_KeyedRows(builder, shard))
+    def _regroup(self, builder, shard: GroupShard, task: _PartitionTask) -> list[JobResult]:
+        """A group shard: every file read (one task each) into keyed rows, moved and sorted by partition and key
+        (a key is (partition, sort key): Spark sorts the sort keys, tuples, by Python's ``<``), each partition
+        written by ``task``."""
+        files = range(len(shard.files))
+        keyed = self.context.parallelize(files, len(files)).flatMap(_KeyedRows(builder, shard))
         moved = keyed.repartitionAndSortWithinPartitions(
-            count + 1, partitionFunc=_partition_of, keyfunc=_sort_key_of
+            shard.partitions + 1, partitionFunc=itemgetter(0), keyfunc=itemgetter(1)
         )
-        return _collect(
-            moved.mapPartitionsWithIndex(_PartitionTask(builder, split, shard, work, max_shard_size, first))
-        )
-
-
-def _partition_of(key: tuple[int, tuple]) -> int:
-    return key[0]
-
-
-class Ordered(Protocol):
-    """What pyspark's stubs ask of a sort key (their ``SupportsOrdering``, in a stub-only module). They name
-    ``__lt__``'s argument (``other``) where tuple's is positional-only, so no tuple matches it for a type checker,
-    though Spark sorts tuples by their ``<``."""
-
-    def __lt__(self, other: Any) -> bool: ...
-
-
-def _sort_key_of(key: tuple[int, tuple]) -> Ordered:
-    return cast(Ordered, key[1])  # a tuple (see Ordered)
+        return _collect(moved.mapPartitionsWithIndex(task))
 
 
 #: The most Parquet files a Spark build writes for one split of a config: the Hub advises fewer than 10,000
@@ -358,10 +321,9 @@ class _Scratch:
         config.quarantine_dir = self.quarantine
         return self
 
-    def collect(self, result: TaskResult) -> TaskResult:
-        result.reports = [_read(path) for path in sorted(glob.glob(os.path.join(self.reports, "*.json")))]
-        for path in sorted(glob.glob(os.path.join(self.quarantine, "*.jsonl"))):
-            result.quarantine += _read(path).splitlines()
+    def collect(self, result: JobResult) -> JobResult:
+        result.reports = saved_reports(self.reports)
+        result.quarantine = list(quarantine.part_lines(self.quarantine))
         return result
 
     def __exit__(self, *exc_info) -> None:
@@ -369,37 +331,26 @@ class _Scratch:
         self.folder.cleanup()
 
 
-def _read(path: str) -> str:
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
-
-
-def _save_reports_and_rejections(config, result: TaskResult) -> None:
+def _save_reports_and_rejections(config, result: JobResult) -> None:
     """A task's statistics reports and rejected records, saved on the driver as the local build's workers save
-    theirs: a report file each in ``config.report_dir``, the records appended to one file in its
-    ``quarantine_dir``."""
+    theirs: a report file each in ``config.report_dir``, the records in one part file of its ``quarantine_dir``."""
     for text in result.reports:
-        fd, _ = tempfile.mkstemp(prefix="report-", suffix=".json", dir=config.report_dir)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        save_report(config.report_dir, text)
     if result.quarantine:
-        with open(
-            os.path.join(config.quarantine_dir, "quarantine-engine.jsonl"), "a", encoding="utf-8"
-        ) as part:
-            part.writelines(line + "\n" for line in result.quarantine)
+        quarantine.append_lines(config.quarantine_dir, result.quarantine, part="engine")
 
 
-def _write_records(builder, split: str, shards: list, prefix: str, max_shard_size: int | None) -> TaskResult:
-    """The local engine's parse and write of shards, in order (``runners.local.run_job``), into
+def _write_records(builder, split: str, shards: list, prefix: str, max_shard_size: int | None) -> JobResult:
+    """The local engine's parse and write of shards, in order (``runners.local.write_job``), into
     ``prefix-NNNNN.parquet``: a file at most ``max_shard_size`` Arrow bytes, or one file (None)."""
     with _Scratch(builder) as scratch:
         try:
-            written = run_job(
+            written = write_job(
                 builder, {"shards": shards, "split": split}, prefix + "-{file:05d}.parquet", max_shard_size
             )
         except SourceError as error:
             raise _reraisable(error) from None
-        return scratch.collect(TaskResult(written.files, written.rows, written.num_bytes))
+        return scratch.collect(written)
 
 
 class _ShardTask:
@@ -409,7 +360,7 @@ class _ShardTask:
     def __init__(self, builder, split: str, work, max_shard_size: int | None):
         self.builder, self.split, self.work, self.max_shard_size = builder, split, work, max_shard_size
 
-    def __call__(self, task: tuple[int, list]) -> TaskResult:
+    def __call__(self, task: tuple[int, list]) -> JobResult:
         number, shards = task
         prefix = text_of(self.work / f"{self.split}-{number:05d}")
         with fewer_collections():
@@ -424,7 +375,7 @@ class _KeyedRows:
         self.builder, self.shard = builder, shard
 
     def __call__(self, file_index: int) -> Iterator[tuple[tuple[int, tuple], bytes]]:
-        rejected = TaskResult()
+        rejected = JobResult()
         with _Scratch(self.builder) as scratch, fewer_collections():
             try:
                 keyed = self.builder.keyed_rows(self.shard, file_index)
@@ -444,9 +395,9 @@ class _PartitionTask:
         self.builder, self.split, self.shard = builder, split, shard
         self.work, self.max_shard_size, self.first = work, max_shard_size, first
 
-    def __call__(self, index: int, rows: Iterable) -> Iterator[TaskResult]:
+    def __call__(self, index: int, rows: Iterable) -> Iterator[JobResult]:
         if index == self.shard.partitions:  # the rejected rows of the files
-            yield TaskResult(quarantine=[payload.decode("utf-8") for _, payload in rows])
+            yield JobResult(quarantine=[payload.decode("utf-8") for _, payload in rows])
             return
         prefix = text_of(self.work / f"{self.split}-{self.first + index:05d}")
         partition = SortedPartition(self.shard, ((key, payload) for (_, key), payload in rows))

@@ -55,15 +55,11 @@ def leaf_paths(arrow_schema: pa.Schema) -> list[str]:
     return [path for field in arrow_schema for path in leaves(field.name, field.type)]
 
 
-def is_free_text(leaf_path: str) -> bool:
-    return leaf_path.rsplit(".", 1)[-1] in convhub_schema.FREE_TEXT
-
-
 def column_options(arrow_schema: pa.Schema) -> dict:
     """``pq.ParquetWriter``'s per-column options: Snappy everywhere; a dictionary and min/max statistics for every
     column but free text."""
     leaves = leaf_paths(arrow_schema)
-    kept = [leaf for leaf in leaves if not is_free_text(leaf)]
+    kept = [leaf for leaf in leaves if leaf.rsplit(".", 1)[-1] not in convhub_schema.FREE_TEXT]
     return {
         "compression": dict.fromkeys(leaves, "snappy"),
         "use_dictionary": kept,
@@ -84,7 +80,6 @@ class ParquetWriter:
         features: datasets.Features,
         path: str,
         writer_batch_size: int | None = None,
-        storage_options: dict | None = None,
     ):
         self.features = features
         self.schema = (
@@ -95,7 +90,7 @@ class ParquetWriter:
         self.num_rows = self.num_bytes = 0
         self._stream = None
         if "://" in self.path:
-            file_system, inner = fsspec.core.url_to_fs(self.path, **(storage_options or {}))
+            file_system, inner = fsspec.core.url_to_fs(self.path)
             self._stream = file_system.open(inner, "wb")
         try:
             self._writer = pq.ParquetWriter(

@@ -1,10 +1,24 @@
-"""The glue between a source's pure row functions and the engine's group-by (``convhub.engine.grouping.local_groupby`` on one
-machine, Spark's shuffle on a cluster), for rows of one conversation that may lie anywhere in the input.
+"""The group-by-key contract, which the embedded engine's group-by (``grouping.local_groupby``) and Spark's shuffle
+(``runners.spark``) both keep, so that the two builds write the same rows in the same order; and the glue between
+a source's pure row functions and it.
 
-In the pass that reads the files, each row is keyed and converted at once (``keyed_file_rows``, ``payload``): its
-sort key ``(group, order)``, and its converted value as ``marshal`` bytes, the fastest exact round trip of plain
-values. A row the conversion refuses travels as its SourceError and its raw line instead, so that it is rejected
-alone, in conversation order, where the records are made. After the sort, ``grouped_rows`` hands the source each
+A source whose rows of one conversation may lie anywhere in its files (MNBVC's 多轮对话) returns a ``group_shard``
+and says two things (``ConversationBuilder.keyed_rows`` and ``grouped_records``): for each row of a file, its sort
+key ``(group, order)`` (the texts that name its conversation, and its place in it), its payload (the row
+converted, as bytes) and the bytes of its source line; and how a conversation's sorted rows become a record. Then:
+
+- the map half is one function, ``keyed_by_partition``: each row of a file with its partition, ``partition_of``
+  its group, a stable hash;
+- each partition's rows are sorted by their whole sort key as Python orders it (the embedded engine: DuckDB sorts
+  the groups by bytes that sort as Python sorts them, and Python sorts each conversation's rows; Spark's
+  ``repartitionAndSortWithinPartitions`` compares the keys in Python);
+- a partition's sorted rows reach the source as a ``SortedPartition`` (its ``grouped_records``), partitions in
+  order.
+
+The glue: in the pass that reads the files, each row is keyed and converted at once (``keyed_file_rows``,
+``payload``): its converted value as ``marshal`` bytes, the fastest exact round trip of plain values. A row the
+conversion refuses travels as its SourceError and its raw line instead, so that it is rejected alone, in
+conversation order, where the records are made. After the sort, ``grouped_rows`` hands the source each
 conversation's values in order, having rejected the refused ones. A stream, which cannot sort a whole input,
 regroups only adjacent rows (``adjacent_runs``).
 """
@@ -13,11 +27,43 @@ from __future__ import annotations
 
 import itertools
 import marshal
+import math
+import zlib
 from collections.abc import Callable, Iterable, Iterator
+from json.encoder import encode_basestring
 from typing import Any
 
-from convhub.engine.grouping.local_groupby import KeyedRow, SortKey
 from convhub.errors import Reject, SourceError, raise_error
+
+#: A partition holds about this many bytes of source rows.
+PARTITION_BYTES = 64 * 2**20
+#: A row's sort key: (group, order). ``group`` is the texts naming its conversation; ``order`` orders the rows of
+#: one conversation and may hold any value ``marshal`` writes (Python compares them).
+SortKey = tuple[tuple[str, ...], tuple]
+#: What a source gives for each row of a group shard's file: its sort key, its payload, its source line's bytes.
+KeyedRow = tuple[SortKey, bytes, int]
+
+
+def partition_count(total_bytes: int, partition_bytes: int = PARTITION_BYTES) -> int:
+    """Partitions of about ``partition_bytes`` of input each."""
+    return max(1, math.ceil(total_bytes / partition_bytes))
+
+
+def partition_of(group: tuple[str, ...], count: int) -> int:
+    """The partition of a conversation: crc32 of its group written as a JSON list, the same in every process,
+    run and engine (Python's ``hash`` of a text changes from one process to the next)."""
+    text = "[" + ", ".join(map(encode_basestring, group)) + "]"
+    return zlib.crc32(text.encode("utf-8", "surrogatepass")) % count
+
+
+def keyed_by_partition(
+    keyed_rows: Iterable[KeyedRow], count: int
+) -> Iterator[tuple[int, SortKey, bytes, int]]:
+    """The map half of the group-by-key contract, the same on both engines: each of a file's keyed rows (sort key,
+    payload, source bytes) with its partition among ``count`` first."""
+    for sort_key, payload, size in keyed_rows:
+        yield partition_of(sort_key[0], count), sort_key, payload, size
+
 
 _CONVERTED, _REJECTED = 0, 1
 

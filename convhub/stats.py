@@ -150,22 +150,34 @@ class Report:
                 for (split, subset), stats in self.statistics.sorted()
             ],
         }
-        fd, _ = tempfile.mkstemp(prefix="report-", suffix=".json", dir=folder)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle)
+        save_report(folder, json.dumps(payload))
 
     @classmethod
     def load_all(cls, folder: str) -> Report | None:
         """The merged reports of every worker, or None when no worker wrote one."""
-        paths = sorted(glob.glob(os.path.join(folder, "report-*.json")))
-        if not paths:
+        texts = saved_reports(folder)
+        if not texts:
             return None
         merged = cls()
-        for path in paths:
-            with open(path, encoding="utf-8") as handle:
-                payload = json.load(handle)
+        for payload in map(json.loads, texts):
             merged.notes.update(payload["notes"])
             for entry in payload["statistics"]:
                 key = (entry.pop("split"), entry.pop("subset"))
                 merged.statistics.by_split_subset[key].merge(SplitStats.from_dict(entry))
         return merged
+
+
+def save_report(folder: str, text: str) -> None:
+    """A report's JSON text in a file of its own in ``folder`` (a worker's, or a Spark task's on the driver)."""
+    fd, _ = tempfile.mkstemp(prefix="report-", suffix=".json", dir=folder)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def saved_reports(folder: str) -> list[str]:
+    """The texts of the reports saved in ``folder``, in the order of their names."""
+    texts = []
+    for path in sorted(glob.glob(os.path.join(folder, "report-*.json"))):
+        with open(path, encoding="utf-8") as handle:
+            texts.append(handle.read())
+    return texts

@@ -37,16 +37,12 @@ class GroupShard:
 @dataclass
 class Partition:
     """The embedded engine's shard: slice ``part`` ((number, of how many)) of partition ``partition`` of a group,
-    whose rows ``partitioned`` holds on disk (``regroup.read_partition`` reads it)."""
+    whose rows ``partitioned`` holds on disk (``local_groupby.read_partition`` reads it)."""
 
     group: GroupShard
     partitioned: Partitioned
     partition: int
     part: tuple[int, int]
-
-    @property
-    def name(self) -> str:
-        return self.group.name
 
 
 @dataclass
@@ -56,15 +52,9 @@ class SortedPartition:
     group: GroupShard
     rows: Iterator[tuple[tuple, bytes]]
 
-    @property
-    def name(self) -> str:
-        return self.group.name
-
 
 #: A source's own shard (a path, or a dict only the source reads) or one of the engine's kinds.
 Shard = str | dict[str, Any] | GroupShard | Partition | SortedPartition
-
-ENGINE_SHARDS = (GroupShard, Partition, SortedPartition)
 
 
 #: What a byte of a partition's rows costs to read back and make records of, against a byte of rows read from a
@@ -77,7 +67,7 @@ def shard_work(shard: Shard) -> float | None:
     """About how much work a shard is, in bytes of rows read from a file, where it says (None where not): a
     source's dict its ``bytes`` or the length of its byte ``range``; a slice of a partition its share of the
     partition's bytes, weighed by ``PARTITION_BYTE_WORK``. What the local engine shares out between its
-    processes (``local_build.jobs``)."""
+    processes (``runners.local.jobs``)."""
     if isinstance(shard, Partition):
         return shard.partitioned.source_bytes[shard.partition] / shard.part[1] * PARTITION_BYTE_WORK
     if isinstance(shard, dict):
@@ -91,7 +81,9 @@ def shard_work(shard: Shard) -> float | None:
 
 def shard_name(shard: Shard) -> str:
     """The file a shard reads, for error messages."""
-    if isinstance(shard, ENGINE_SHARDS):
+    if isinstance(shard, (Partition, SortedPartition)):
+        return shard.group.name
+    if isinstance(shard, GroupShard):
         return shard.name
     if isinstance(shard, dict):
         named = shard.get("path") or shard.get("file") or shard.get("name") or shard.get("input")

@@ -1,1 +1,0 @@
-"""The engine's what a source extends and declares: the builder, shard types, formats."""
