@@ -1,7 +1,7 @@
 """GigaMemory: the long-term-memory benchmark of the AI Journey 2025 contest (ai-forever/memory_aij2025).
 
 Each line is a question and the whole dialogue it asks about, and lines far apart can share one: a file is read in
-two passes (``convhub.engine.grouping.line_groups``), its lines grouped by dialogue, one conversation per group."""
+two passes (``line_groups``), its lines grouped by dialogue, one conversation per group."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from functools import partial
 from typing import Any, ClassVar
 
 from convhub.builder import ConversationBuilder, download_folder
-from convhub.builders.gigamemory import parse
+from convhub.builders.gigamemory import line_groups, parse
 from convhub.builders.gigamemory.parse import Line, where
-from convhub.engine.grouping import line_groups
 from convhub.engine.inputs.listing import JSON_LINES, Listing
 from convhub.engine.readers.contract import Place
 from convhub.engine.readers.exact_json import load_object

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from convhub import schema
-from convhub.engine.grouping.line_groups import KeyOf, canonical_digest
+from convhub.builders.gigamemory.line_groups import KeyOf, canonical_digest
 from convhub.engine.inputs.listing import JSON_LINES
 from convhub.engine.readers.contract import Place
 from convhub.errors import FieldError, Notes

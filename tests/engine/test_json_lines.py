@@ -1,21 +1,18 @@
-"""The engine's JSON Lines reader (``convhub.engine.readers.json_lines``) and its two-pass grouping of lines
-(``convhub.engine.grouping.line_groups``): line numbers and offsets, gzip, CRLF, URLs, byte ranges that read as the
-whole file does, errors naming file and line, the lines read again by their offsets, and memory that follows one
-line."""
+"""The engine's JSON Lines reader (``convhub.engine.readers.json_lines``): line numbers and offsets, gzip, CRLF,
+URLs, byte ranges that read as the whole file does, errors naming file and line, the lines read again by their
+offsets, and memory that follows one line."""
 
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import tracemalloc
 
 import fsspec
 import pytest
 
-from convhub.engine.grouping import line_groups
 from convhub.engine.readers import json_lines
-from convhub.errors import FieldError, Notes, SourceError
+from convhub.errors import Notes, SourceError
 
 ROWS = [{"id": 1, "text": "один"}, {"id": 2, "text": "два"}, {"id": 3, "text": "один"}]
 
@@ -104,41 +101,6 @@ def test_a_file_at_a_url_is_read_there_and_where_its_copy_is_missing(bucket, tmp
     spots = [json_lines.spot_of(number, offset, raw) for number, offset, raw in lines]
     missing_copy = str(tmp_path / "not-here.jsonl.gz")
     assert list(json_lines.lines_at(missing_copy, spots, name=url)) == [raw for _, _, raw in lines]
-
-
-def test_lines_grouped_by_key_in_two_passes(tmp_path):
-    path = write(tmp_path / "rows.jsonl", [*ROWS, {"text": "без id"}])
-
-    def key_of(number, value):
-        if "id" not in value:
-            raise FieldError("id", "missing")
-        return line_groups.canonical_digest(value["text"]), value["id"]
-
-    rejected = []
-    groups, notes = line_groups.index_groups(
-        str(path),
-        "Test",
-        key_of,
-        reject=lambda error, raw, *rest: rejected.append(str(error)),
-        joined_note="joined",
-    )
-    assert [group.kept for group in groups] == [[1, 3], [2]] and notes == {"joined": 1}
-    assert rejected == [f"{path}, record line 4, field 'id': missing"]
-    shards = line_groups.group_shards(groups, notes, 1, str(path), subset="rows")
-    assert [len(shard["groups"]) for shard in shards] == [1, 1] and shards[1]["subset"] == "rows"
-    counted = Notes()
-    firsts = [json.loads(raw) for shard in shards for _, raw in line_groups.first_lines(shard, counted)]
-    assert firsts == ROWS[:2] and counted == {"joined": 1}
-    empty = tmp_path / "empty.jsonl"
-    empty.write_bytes(b"\n")
-    with pytest.raises(SourceError, match="no records: the file is empty"):
-        line_groups.index_groups(str(empty), "Test", key_of)
-
-
-def test_canonical_digest_is_that_of_json_dumps():
-    for value in [ROWS, {"big": 2**70, "float": 1e16, "nan": float("nan")}, ["\ud800"]]:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
-        assert line_groups.canonical_digest(value) == hashlib.sha256(text).hexdigest()
 
 
 def test_memory_follows_the_longest_line_not_the_file(tmp_path):

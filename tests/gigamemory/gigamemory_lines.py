@@ -8,8 +8,7 @@ import gzip
 import json
 from pathlib import Path
 
-from convhub.builders.gigamemory import builder, export
-from convhub.engine.grouping import line_groups
+from convhub.builders.gigamemory import builder, export, line_groups
 from convhub.engine.inputs.listing import JSON_LINES
 from convhub.errors import Notes, raise_error
 

@@ -14,7 +14,7 @@ import pytest
 from convhub.build import build_source
 from convhub.builders.gigamemory import builder
 from convhub.builders.gigamemory.builder import GigamemoryBuilder
-from convhub.engine.grouping.line_groups import canonical_digest
+from convhub.builders.gigamemory.line_groups import canonical_digest
 from convhub.errors import Notes, SourceError
 from tests.gigamemory.gigamemory_lines import (
     DIALOGUE_A,

@@ -6,6 +6,9 @@ and several lines share one dialogue), a reader cannot hold every line until the
 the first line of each group is; :func:`group_shards` cuts the groups, in order of first appearance, into shards;
 in pass 2, :func:`first_lines` reads each group's first line again (checked to be the very line of pass 1).
 A value's :func:`canonical_digest` makes a key of a large value (a dialogue) without keeping it.
+
+GigaMemory is its one user, so it lives here, not in the engine; a second source whose records span lines far
+apart would move it back to ``convhub/engine/grouping/``.
 """
 
 from __future__ import annotations
