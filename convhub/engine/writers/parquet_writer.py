@@ -4,10 +4,10 @@ writes, with pyarrow directly.
 The files are those ``datasets``' own Parquet writer made before (the schema of the ``Features`` with their
 ``huggingface`` metadata, so ``load_dataset`` reads the same types back; content-defined chunking; a page index;
 Snappy; one row group per writer batch), with one difference: free-text columns (``schema.FREE_TEXT``) get neither
-min/max statistics nor a dictionary. For a long value Parquet copies it about five times to compute statistics and
-once more into the dictionary it then abandons, and a reader decodes that dictionary page too; leaving both out
-bounds the memory of one very large record (``benchmarks/large_record.py`` measures a whole build). Every other
-column keeps both, so DuckDB, Polars and pyarrow still skip row groups on ids, indices and timestamps.
+min/max statistics nor a dictionary. For a long value Parquet makes several copies to compute statistics and one
+more into the dictionary it then abandons, and a reader decodes that dictionary page too; leaving both out bounds
+the memory of one very large record (``benchmarks/large_record.py`` measures it; docs/performance.md has the
+figures). Every other column keeps both, so DuckDB, Polars and pyarrow still skip row groups on ids, indices and timestamps.
 
 Writing with pyarrow rather than through ``datasets``' ``ParquetWriter`` means no private method of ``datasets`` is
 overridden to get those column options, so a ``datasets`` release cannot change them under convhub.
