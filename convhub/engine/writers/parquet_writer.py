@@ -88,22 +88,17 @@ class ParquetWriter:
         self.path = str(path)
         self.writer_batch_size = writer_batch_size or DEFAULT_BATCH_ROWS
         self.num_rows = self.num_bytes = 0
-        self._stream = None
-        if "://" in self.path:
-            file_system, inner = fsspec.core.url_to_fs(self.path)
-            self._stream = file_system.open(inner, "wb")
-        try:
-            self._writer = pq.ParquetWriter(
-                self._stream if self._stream is not None else self.path,
-                self.schema,
-                # pyarrow annotates a bool; its documentation and its code take a dict of the chunker's options
-                use_content_defined_chunking=CONTENT_DEFINED_CHUNKING,  # pyright: ignore[reportArgumentType]
-                write_page_index=True,
-                **column_options(self.schema),
-            )
-        except BaseException:
-            self.close()
-            raise
+        # a URL's file is opened, and closed with the writer, by pyarrow through its fsspec file system
+        file_system, where = fsspec.core.url_to_fs(self.path) if "://" in self.path else (None, self.path)
+        self._writer = pq.ParquetWriter(
+            where,
+            self.schema,
+            filesystem=file_system,
+            # pyarrow annotates a bool; its documentation and its code take a dict of the chunker's options
+            use_content_defined_chunking=CONTENT_DEFINED_CHUNKING,  # pyright: ignore[reportArgumentType]
+            write_page_index=True,
+            **column_options(self.schema),
+        )
         self._writer.add_key_value_metadata(
             {"content_defined_chunking": json.dumps(CONTENT_DEFINED_CHUNKING)}
         )
@@ -126,18 +121,13 @@ class ParquetWriter:
     def finalize(self) -> tuple[int, int]:
         """Close the file; (rows, bytes) written."""
         self._writer.close()
-        if self._stream is not None:
-            self._stream.close()
         return self.num_rows, self.num_bytes
 
     def close(self) -> None:
-        writer = getattr(self, "_writer", None)
-        if writer is not None and writer.is_open:
+        if self._writer.is_open:
             # closing after a failed write: the error that matters is already raised
             with contextlib.suppress(Exception):
-                writer.close()
-        if self._stream is not None and not self._stream.closed:
-            self._stream.close()
+                self._writer.close()
 
 
 def write_parquet(
