@@ -212,7 +212,7 @@ COLUMNS_TO_SESSIONS = r"""
 import tempfile
 import numpy as np
 import pyarrow.compute as pc
-from convhub.engine.writers.arrow_structs import struct_array
+from convhub.builders.mnbvc.turn_columns import struct_array
 order = pc.sort_indices(keys, [("source", "ascending"), ("session", "ascending"), ("order", "ascending")])
 keys, rows = keys.take(order).combine_chunks(), rows.take(order).combine_chunks()
 source, session = keys.column("source").chunk(0), keys.column("session").chunk(0)

@@ -10,23 +10,22 @@ chunk of pairs is ever held as Python values. The session's turns are then one a
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from convhub import schema
 from convhub.builders.mnbvc.parse import ANSWER_SPEAKER, QUESTION_SPEAKER, ConvertedPair, converted_turns
-from convhub.engine.writers.arrow_rows import ArrowList
-from convhub.engine.writers.arrow_structs import string_array, struct_array
+from convhub.engine.writers.arrow_rows import SESSION_TURN_TYPE, ArrowList
 
 #: A conversation of at least this many Q/A rows has its turns made as Arrow columns, this many pairs at a time.
 #: Below it, dicts: a few Arrow arrays per conversation would cost more than the dicts of a short one.
 COLUMNAR_PAIRS = 4096
-
-#: The Arrow type of one turn, as the ``sessions`` table holds it.
-TURN_TYPE: pa.StructType = (
-    schema.SESSIONS_FEATURES.arrow_schema.field("sessions").type.value_type.field("turns").type.value_type
-)
+#: Strings encoded to UTF-8 at a time by :func:`string_array`.
+STRING_CHUNK = 16_384
 
 
 class ConversationTurns:
@@ -113,9 +112,38 @@ def columnar_turns(pairs: list[ConvertedPair], first: int = 0) -> pa.StructArray
         "reply_to": question_ids.take(reply_index),
         "extra": extras,
     }
-    return struct_array(TURN_TYPE, columns, total)
+    return struct_array(SESSION_TURN_TYPE, columns, total)
 
 
 def _with_answer(pair: ConvertedPair, question, answer) -> tuple:
     """The value of a pair's question turn, then its answer turn's when it has one."""
     return (question,) if pair.answer is None else (question, answer)
+
+
+def string_array(values: Iterable[str | None]) -> pa.Array:
+    """A string array of ``values``, encoded here ``STRING_CHUNK`` at a time. Given the texts themselves, pyarrow asks
+    each for its UTF-8, which CPython then keeps beside the text for as long as it lives: a second copy of every
+    non-ASCII text. A lone surrogate raises UnicodeEncodeError."""
+    chunks, values = [], iter(values)
+    while chunk := list(itertools.islice(values, STRING_CHUNK)):
+        encoded = [None if value is None else value.encode("utf-8") for value in chunk]
+        chunks.append(pa.array(encoded, pa.binary()).cast(pa.string()))
+    if len(chunks) == 1:
+        return chunks[0]
+    return pa.concat_arrays(chunks) if chunks else pa.array([], pa.string())
+
+
+def struct_array(struct_type: pa.StructType, columns: dict[str, pa.Array], count: int) -> pa.StructArray:
+    """``count`` structs of ``struct_type`` from ``columns`` by field name; a field without a column holds empty
+    (not null) lists when it is a list, else nulls."""
+    arrays = [
+        columns[field.name] if field.name in columns else _unset(field.type, count) for field in struct_type
+    ]
+    return pa.StructArray.from_arrays(arrays, fields=list(struct_type))
+
+
+def _unset(kind: pa.DataType, count: int) -> pa.Array:
+    if not pa.types.is_list(kind):
+        return pa.nulls(count, kind)
+    offsets = pa.array(np.zeros(count + 1, dtype=np.int32), pa.int32())
+    return pa.ListArray.from_arrays(offsets, pa.array([], kind.value_type), type=kind)

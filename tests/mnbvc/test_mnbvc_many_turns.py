@@ -96,7 +96,7 @@ def test_turns_made_a_chunk_at_a_time_are_the_dict_turns(monkeypatch):
     assert len(turns.chunks) == 2 and len(turns.pending) == 3  # only a chunk's pairs are held as pairs
     made = turns.turns()
     assert isinstance(made, ArrowList)
-    turn_type = turn_columns.TURN_TYPE
+    turn_type = turn_columns.SESSION_TURN_TYPE
     assert made.array.equals(pa.array(dict_turns(given), turn_type))
     assert [turn["reply_to"] for turn in made if turn["reply_to"]] == ["0q", "3q", "6q", "9q"]
 

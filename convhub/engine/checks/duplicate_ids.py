@@ -36,11 +36,8 @@ def drop_duplicate_ids(
     drop too.
     """
     duplicates: list[tuple[str, dict, str]] = []
-    found = find_duplicate_ids(root, sessions, engine)
-    if not found:
-        return duplicates
-    removed: dict[tuple[str, int], list[int]] = {}
-    for conversation_id, first, later in found:
+    removed: dict[tuple[str, str], list[int]] = {}  # (split, shard file) → its rows to drop
+    for conversation_id, first, later in find_duplicate_ids(root, sessions, engine):
         problem = (
             f"duplicate conversation_id {conversation_id!r}, also in {first['file']} row {first['row']} "
             f"(subset {first['subset']!r})"
@@ -51,10 +48,10 @@ def drop_duplicate_ids(
             raise error
         row = _row(root / later["file"], later["row"])
         quarantine.write(str(quarantine_dir), error, row)
-        removed.setdefault((later["split"], later["index"]), []).append(later["row"])
+        removed.setdefault((later["split"], later["file"]), []).append(later["row"])
         duplicates.append((later["split"], row, first["subset"]))
-    for (split, index), rows in removed.items():
-        path = root / sessions.files[split][index]
+    for (split, file), rows in removed.items():
+        path = root / file
         table = read_parquet(path)
         keep = np.ones(table.num_rows, dtype=bool)
         keep[rows] = False
@@ -108,26 +105,20 @@ def drop_rows_of_duplicates(
 
 def find_duplicate_ids(root: Folder, built: ConfigBuild, engine: Engine) -> list[tuple[str, dict, dict]]:
     """(conversation_id, first place, later place) for every repeated id; a place names its subset, split, shard
-    ``index`` and ``file`` (relative to ``root``) and its ``row`` there, the first in (split, shard, row) order.
+    ``file`` (relative to ``root``) and its ``row`` there, the first in (split, shard, row) order.
 
     The engine finds the rows of repeated ids (``Engine.repeated_rows``: Arrow reading the id and subset columns
     alone, or Spark, whose driver reads no file); only those rows reach this process."""
-    places = [(split, index) for split, files in built.files.items() for index in range(len(files))]
-    paths = [text_of(root / built.files[split][index]) for split, index in places]
+    shards = [(split, file) for split, files in built.files.items() for file in files]
+    paths = [text_of(root / file) for _, file in shards]
     rows = engine.repeated_rows(paths, "conversation_id", ["subset"])
     rows.sort(key=lambda row: (row["file"], row["row"]))
     first: dict[str, dict] = {}
     found = []
     for row in rows:
-        split, index = places[row["file"]]
+        split, file = shards[row["file"]]  # (``repeated_rows`` names a file by its position in ``paths``)
         conversation_id = row["conversation_id"]
-        place = {
-            "subset": row["subset"],
-            "split": split,
-            "index": index,
-            "file": built.files[split][index],
-            "row": row["row"],
-        }
+        place = {"subset": row["subset"], "split": split, "file": file, "row": row["row"]}
         if conversation_id in first:
             found.append((conversation_id, first[conversation_id], place))
         else:

@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import re
-import stat
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -215,7 +214,8 @@ def check_replaceable(target: PathArg) -> None:
     if not target.exists() and not target.is_symlink():
         return
     refused = OutputError(f"{target} is not a quarantine file convhub wrote: refusing to replace it")
-    if target.is_symlink() or not _regular_file(target):
+    # (``is_file`` asks the file's status without opening it: a FIFO's open would wait for a writer)
+    if target.is_symlink() or not target.is_file():
         raise refused
     try:
         with target.open(encoding="utf-8") as handle:
@@ -226,16 +226,6 @@ def check_replaceable(target: PathArg) -> None:
         ours = False
     if not ours:
         raise refused
-
-
-def _regular_file(target: Folder) -> bool:
-    """Whether ``target`` is a regular file, asked without opening it (a FIFO's open would wait for a writer)."""
-    if is_url(target):
-        return target.is_file()  # (an fsspec file system has no devices or FIFOs)
-    try:
-        return stat.S_ISREG(os.lstat(target).st_mode)
-    except OSError:
-        return False
 
 
 def save(entries: list[dict[str, Any]], target: PathArg) -> None:

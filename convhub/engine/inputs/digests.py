@@ -25,7 +25,7 @@ from typing import Any
 
 import fsspec
 
-from convhub.engine.inputs.listing import ANY_FILE, FileKind, find_files
+from convhub.engine.inputs.listing import ANY_FILE, find_files
 from convhub.storage.folders import fsspec_url, open_file
 
 #: Inputs whose sizes add up to more than this are not hashed (a second read of them would cost hours).
@@ -36,13 +36,12 @@ BODY_FILES = 20
 _READ_BYTES = 1 << 20
 
 
-def input_files(
-    data_dir: str | None, downloads: str | os.PathLike | None, kind: FileKind = ANY_FILE
-) -> list[tuple[str, str]]:
-    """(name, local path or URL) of each input file, sorted by name: the files of ``kind`` in ``data_dir`` (and
-    its subfolders), or without one the files ``datasets`` downloaded into ``downloads``, named by their URLs."""
+def input_files(data_dir: str | None, downloads: str | os.PathLike | None) -> list[tuple[str, str]]:
+    """(name, local path or URL) of each input file, sorted by name: every file of ``data_dir`` that is not hidden
+    (its subfolders' too), or without one the files ``datasets`` downloaded into ``downloads``, named by their
+    URLs."""
     if data_dir is not None:
-        return sorted(find_files(str(data_dir), "input", recursive=True, kind=kind))
+        return sorted(find_files(str(data_dir), "input", recursive=True, kind=ANY_FILE))
     found = []
     for sidecar in sorted(glob.glob(os.path.join(str(downloads or ""), "*.json"))):
         path = sidecar.removesuffix(".json")

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
-import math
 import os
 import posixpath
 import tempfile
@@ -40,7 +38,7 @@ from convhub.storage.folders import fsspec_url, local_copy
 
 #: Characters a card's ``data_files`` read as a pattern: a subset named ``x[1]`` would load ``x1``'s files.
 PATTERN_CHARACTERS = frozenset("[]*?")
-#: ConvLab's own members inflate 5-17x; deflate's limit is about 1,030x.
+#: Far above what real datasets' members inflate to, far below deflate's own limit (docs/performance.md).
 ZIP_MAX_RATIO = 100
 ZIP_RATIO_FREE_BYTES = 8 << 20
 #: What a damaged member raises while it is read.
@@ -247,15 +245,11 @@ def refuse_same_names(path: str, names: list[str], what: str) -> None:
             )
 
 
-def check_zip_members(path: str, archive: zipfile.ZipFile) -> None:
-    """Refuse a zip where two members name one file (zipfile would silently read the last), a member
-    declares more compressed bytes than the archive holds, or one would inflate past ``ZIP_MAX_RATIO``."""
+def check_zip_members(path: str, archive: zipfile.ZipFile, archive_size: int) -> None:
+    """Refuse a zip (of ``archive_size`` bytes) where two members name one file (zipfile would silently read the
+    last), a member declares more compressed bytes than the archive holds, or one would inflate past
+    ``ZIP_MAX_RATIO``."""
     seen: dict[str, tuple[int, str]] = {}
-    try:  # (the open archive's own size: a streaming build may read the path through fsspec)
-        fp = archive.fp  # (None once the archive is closed)
-        archive_size = math.inf if fp is None else os.fstat(fp.fileno()).st_size
-    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
-        archive_size = math.inf
     for number, info in enumerate(archive.infolist(), 1):
         member = f"{path}:{info.filename}"
         if info.header_offset + info.compress_size > archive_size:
@@ -290,7 +284,7 @@ def open_zip(path: str, shown: str) -> zipfile.ZipFile:
         problem = f"not a readable zip archive (corrupt or truncated): {error}"
         raise SourceError(shown, None, None, problem) from error
     try:
-        check_zip_members(shown, archive)
+        check_zip_members(shown, archive, os.path.getsize(path))
     except BaseException:
         archive.close()
         raise

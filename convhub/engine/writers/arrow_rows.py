@@ -27,7 +27,7 @@ RowT = TypeVar("RowT")
 
 class ArrowList(Sequence):
     """A list of a record held as one Arrow array (a very long conversation's turns), for a parser that would
-    otherwise make a Python dict of each element: about 700 bytes of Python objects for a tiny turn of 100 bytes.
+    otherwise make a Python dict of each element, several times the element's own size.
 
     Read as a sequence of plain values (``as_py``, a slice at a time), so whatever walks a record (statistics,
     language detection, ``datasets``' encoding, ``pa.Table.from_pylist``) sees what a list would hold; the writer
@@ -47,8 +47,7 @@ class ArrowList(Sequence):
     def joined(cls, chunks: list[pa.Array]) -> ArrowList:
         """One list of the arrays ``chunks``, copied into one array. The memory the process let go of is given
         back first (``give_back_pages``): the chunks were made from Python values a chunk at a time, and the
-        copy, as large as the chunks, then grew the process by as much as they hold (one conversation of
-        166,667 tiny turns: 40 MiB)."""
+        copy, as large as the chunks, would otherwise grow the process by as much as they hold."""
         if len(chunks) == 1:
             return cls(chunks[0])
         give_back_pages()
@@ -57,10 +56,10 @@ class ArrowList(Sequence):
     @classmethod
     def of_rows(cls, rows: Iterable[RowT], struct_type: pa.StructType) -> ArrowList | list[RowT]:
         """``rows`` (dicts of ``struct_type``'s fields, made as they are read: a parser's turns) as one
-        ``ArrowList``, converted ``ROWS_CHUNK`` at a time, so that only a chunk of dicts lives at once: a LoCoMo
-        turn is about 440 bytes of Python for 60 bytes of JSON. Fewer than ``ROWS_CHUNK`` rows stay the list of
-        dicts (a few arrays would cost more than a short list); so do all of them when one holds a string UTF-8
-        cannot encode, so that the record's check (``readers.exact_json.unencodable_field``) names it."""
+        ``ArrowList``, converted ``ROWS_CHUNK`` at a time, so that only a chunk of dicts (each several times its
+        JSON) lives at once. Fewer than ``ROWS_CHUNK`` rows stay the list of dicts (a few arrays would cost more
+        than a short list); so do all of them when one holds a string UTF-8 cannot encode, so that the record's
+        check (``readers.exact_json.unencodable_field``) names it."""
         chunks: list[pa.Array] = []
         rows = iter(rows)
         while chunk := list(itertools.islice(rows, cls.ROWS_CHUNK)):
@@ -99,8 +98,8 @@ def session_turns(turns: Iterable[RowT]) -> ArrowList | list[RowT]:
 
 def records_of_batch(batch: pa.RecordBatch) -> list[dict]:
     """``batch.to_pylist()`` of a ``sessions`` batch, but a session of ``ArrowList.ROWS_CHUNK`` turns or more
-    keeps them as an ``ArrowList`` over the batch's own array (no copy), as its parser made them: one session of a
-    million tiny turns read back as dicts took some 7 times its JSON (LoCoMo's ``observations`` view)."""
+    keeps them as an ``ArrowList`` over the batch's own array (no copy), as its parser made them: read back as
+    dicts, a long session would cost several times its JSON (LoCoMo's ``observations`` view)."""
     if "sessions" not in batch.schema.names:
         return batch.to_pylist()
     sessions = batch.column("sessions")
@@ -142,17 +141,12 @@ def rows_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
     of its own around that array (``_arrow_turns_table``), not Python dicts: the same values, rows and types."""
     if not any(has_arrow_turns(row) for row in rows):
         return pa.Table.from_pylist(rows, schema=schema)
-    tables, run = [], []
-    for row in rows:
-        if has_arrow_turns(row):
-            if run:
-                tables.append(pa.Table.from_pylist(run, schema=schema))
-                run = []
-            tables.append(_arrow_turns_table(row, schema))
+    tables = []
+    for arrow, run in itertools.groupby(rows, key=has_arrow_turns):
+        if arrow:
+            tables += [_arrow_turns_table(row, schema) for row in run]
         else:
-            run.append(row)
-    if run:
-        tables.append(pa.Table.from_pylist(run, schema=schema))
+            tables.append(pa.Table.from_pylist(list(run), schema=schema))
     return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
 

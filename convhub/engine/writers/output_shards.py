@@ -78,8 +78,7 @@ def split_by_subset(staging: Folder, built: ConfigBuild, batch_rows: int = 256) 
             path.unlink()
         built.files[split] = []
         for subset, (relative, writer) in sorted(writers.items()):
-            rows, size = writer.finalize()
-            writer.close()
+            rows, size = writer.finalize()  # (the file is closed: nothing is left for ``close``)
             part = _subset_config(built, subset)
             part.splits[split] = datasets.SplitInfo(split, size, rows)
             part.files[split] = [relative]

@@ -4,10 +4,10 @@ writes, with pyarrow directly.
 The files are those ``datasets``' own Parquet writer made before (the schema of the ``Features`` with their
 ``huggingface`` metadata, so ``load_dataset`` reads the same types back; content-defined chunking; a page index;
 Snappy; one row group per writer batch), with one difference: free-text columns (``schema.FREE_TEXT``) get neither
-min/max statistics nor a dictionary. For a long value Parquet copies it about five times to compute statistics and
-once more into the dictionary it then abandons, and a reader decodes that dictionary page too; leaving both out
-bounds the memory of one very large record (``benchmarks/large_record.py`` measures a whole build). Every other
-column keeps both, so DuckDB, Polars and pyarrow still skip row groups on ids, indices and timestamps.
+min/max statistics nor a dictionary. For a long value Parquet makes several copies to compute statistics and one
+more into the dictionary it then abandons, and a reader decodes that dictionary page too; leaving both out bounds
+the memory of one very large record (``benchmarks/large_record.py`` measures it; docs/performance.md has the
+figures). Every other column keeps both, so DuckDB, Polars and pyarrow still skip row groups on ids, indices and timestamps.
 
 Writing with pyarrow rather than through ``datasets``' ``ParquetWriter`` means no private method of ``datasets`` is
 overridden to get those column options, so a ``datasets`` release cannot change them under convhub.
@@ -88,22 +88,17 @@ class ParquetWriter:
         self.path = str(path)
         self.writer_batch_size = writer_batch_size or DEFAULT_BATCH_ROWS
         self.num_rows = self.num_bytes = 0
-        self._stream = None
-        if "://" in self.path:
-            file_system, inner = fsspec.core.url_to_fs(self.path)
-            self._stream = file_system.open(inner, "wb")
-        try:
-            self._writer = pq.ParquetWriter(
-                self._stream if self._stream is not None else self.path,
-                self.schema,
-                # pyarrow annotates a bool; its documentation and its code take a dict of the chunker's options
-                use_content_defined_chunking=CONTENT_DEFINED_CHUNKING,  # pyright: ignore[reportArgumentType]
-                write_page_index=True,
-                **column_options(self.schema),
-            )
-        except BaseException:
-            self.close()
-            raise
+        # a URL's file is opened, and closed with the writer, by pyarrow through its fsspec file system
+        file_system, where = fsspec.core.url_to_fs(self.path) if "://" in self.path else (None, self.path)
+        self._writer = pq.ParquetWriter(
+            where,
+            self.schema,
+            filesystem=file_system,
+            # pyarrow annotates a bool; its documentation and its code take a dict of the chunker's options
+            use_content_defined_chunking=CONTENT_DEFINED_CHUNKING,  # pyright: ignore[reportArgumentType]
+            write_page_index=True,
+            **column_options(self.schema),
+        )
         self._writer.add_key_value_metadata(
             {"content_defined_chunking": json.dumps(CONTENT_DEFINED_CHUNKING)}
         )
@@ -126,18 +121,13 @@ class ParquetWriter:
     def finalize(self) -> tuple[int, int]:
         """Close the file; (rows, bytes) written."""
         self._writer.close()
-        if self._stream is not None:
-            self._stream.close()
         return self.num_rows, self.num_bytes
 
     def close(self) -> None:
-        writer = getattr(self, "_writer", None)
-        if writer is not None and writer.is_open:
+        if self._writer.is_open:
             # closing after a failed write: the error that matters is already raised
             with contextlib.suppress(Exception):
-                writer.close()
-        if self._stream is not None and not self._stream.closed:
-            self._stream.close()
+                self._writer.close()
 
 
 def write_parquet(
