@@ -19,19 +19,15 @@ from dataclasses import dataclass
 from typing import IO, Any, NamedTuple
 
 from convhub.engine.readers.contract import Place, shard_file
-from convhub.engine.readers.long_lists import LongLists, decode_with_long_lists
+from convhub.engine.readers.long_lists import JSON_SPACE, LongLists, decode_with_long_lists, may_be_cut
 from convhub.errors import NESTED_TOO_DEEPLY, Reject, SourceError
 from convhub.storage.folders import open_file
 
-_TEXT_SPACE = re.compile(r"[ \t\r\n]*")
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")  # a byte the decoder held (surrogateescape)
 _SCAN_SPACE = re.compile("[ \t\r\n\ufeff]*")  # (one C loop: 40 MB of spaces cost no Python step each)
 #: Bytes read at a time. A chunk is held as text, at up to 4 bytes a character once it holds an emoji, and
-#: copied as the scan reads on; large chunks left a build's process holding far more than the text. Measured
-#: on the scale-1 inputs (2026-11-24), LoCoMo's ``sessions`` build of its four 52 MB files peaked at 409 MiB
-#: with 1 MB chunks, 324 MiB with 512 KB, 305 MiB with 256 KB and 287 MiB with 64 KB (ijson's reader: 289 MiB),
-#: in 7.7, 8.0, 8.1-8.3 and 8.7 s (ijson's: 7.7 s); ConvLab's 186 MB ``dialogues.json`` scans in 0.9-1.0 s at
-#: each of these sizes.
+#: copied as the scan reads on: large chunks leave a build's process holding far more than the text, small ones
+#: cost time (the sizes measured: ``docs/performance.md``).
 CHUNK_BYTES = 256 << 10
 #: How far past a candidate element start the scan reads, after a break, to decide whether it is one.
 RESYNC_MAX_CHARS = 64 << 20
@@ -106,12 +102,6 @@ def _byte_size(text: str, start: int, end: int) -> int:
     return len(text[start:end].encode("utf-8", "surrogateescape"))
 
 
-def _maybe_cut(error: json.JSONDecodeError, text: str) -> bool:
-    """Whether more text after the buffer's end could make this error go away (else it is the file's own):
-    JSON is read left to right, so only an error at the end, or an unterminated string, may be the cut."""
-    return error.pos >= len(text) - 16 or error.msg.startswith("Unterminated string")
-
-
 def scan_json_array(
     stream: IO[bytes],
     path: str,
@@ -180,13 +170,13 @@ def scan_json_array(
         try:
             value, end = decoder.raw_decode(text, at)
         except json.JSONDecodeError as error:
-            cut = _maybe_cut(error, text)
+            cut = may_be_cut(error, text)
             return None if cut and not eof and len(text) - at < RESYNC_MAX_CHARS else False
         except (ValueError, RecursionError):  # (an integer past Python's 4300 digits is a ValueError)
             return False
         if not isinstance(value, dict) or key not in value:
             return False
-        after = _space_end(_TEXT_SPACE, text, end)
+        after = _space_end(JSON_SPACE, text, end)
         if after == len(text):
             return None if not eof else False
         return text[after] in ",]"
@@ -241,7 +231,7 @@ def scan_json_array(
                 else:
                     value, end = decoder.raw_decode(text, pos)
             except json.JSONDecodeError as error:
-                if _maybe_cut(error, text) and fill():
+                if may_be_cut(error, text) and fill():
                     continue
                 at = byte_pos + _byte_size(text, pos, error.pos)  # (error.pos counts the buffer)
                 broken = SourceError(

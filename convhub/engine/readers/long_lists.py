@@ -1,9 +1,9 @@
 """A large JSON-list element whose long lists are not held as Python values: each such list is a
 :class:`LazyJsonArray` over its own text, whose items are decoded again, one at a time, when it is iterated.
 
-A LoCoMo sample or a LongMemEval instance of one session of a million tiny turns (a 61 MB element) decoded by
-``json`` whole is some 350 bytes of Python per 60-byte turn: 5.8 times the input before its parser starts, and the
-build's peak with the parser's Arrow turns beside it (issue 54). Here the element is walked in Python only along the
+A LoCoMo sample or a LongMemEval instance of one session of a million tiny turns decoded by ``json`` whole is a
+dict per turn, several times the input before its parser starts, and the build's peak with the parser's Arrow
+turns beside it (issue 54; ``docs/performance.md``). Here the element is walked in Python only along the
 paths its source names (``LongLists``: LoCoMo's ``conversation.session_N``, LongMemEval's ``haystack_sessions[i]``);
 every other value, and every item of a list on such a path, is read by ``json``'s own decoder (``raw_decode``), so
 each value is exactly the one ``json.loads`` gives (NaN, integers of any size, lone surrogates, the last of
@@ -33,9 +33,15 @@ DEEPEST_PATH = 4
 #: whole) or ``int`` for every item of a list. LoCoMo's: ``("conversation", re.compile(r"session_[1-9]\d*"))``.
 LongLists = tuple[tuple["str | re.Pattern[str] | type[int]", ...], ...]
 
-_SPACE = re.compile(r"[ \t\n\r]*")  # JSON's whitespace, as json's decoder skips it
+JSON_SPACE = re.compile(r"[ \t\n\r]*")  # JSON's whitespace, as json's decoder skips it
 _DECODER = json.JSONDecoder()  # (as the reader's: json.loads's values)
 _SEPARATOR = re.compile(r"[ \t\n\r]*,?[ \t\n\r]*")  # (between two items of a list read whole before)
+
+
+def may_be_cut(error: json.JSONDecodeError, text: str) -> bool:
+    """Whether more text after the buffer's end could make this error go away (else it is the file's own):
+    JSON is read left to right, so only an error at the end, or an unterminated string, may be the cut."""
+    return error.pos >= len(text) - 16 or error.msg.startswith("Unterminated string")
 
 
 class _Broken(Exception):
@@ -173,13 +179,12 @@ class _Walk:
 
     def read_more_or_break(self, error: json.JSONDecodeError) -> None:
         """More of the file where it could make ``error`` go away (as the reader judges a whole decode's)."""
-        cut = error.pos >= len(self.text) - 16 or error.msg.startswith("Unterminated string")
-        if not (cut and self.read_more()):
+        if not (may_be_cut(error, self.text) and self.read_more()):
             raise _Broken from None
 
     def space(self, pos: int) -> int:
         """Past the spaces at ``pos``, which must be before the end of the file."""
-        while (end := _SPACE.match(self.text, pos).end()) >= len(self.text):  # type: ignore[union-attr]
+        while (end := JSON_SPACE.match(self.text, pos).end()) >= len(self.text):  # type: ignore[union-attr]
             if not self.read_more():
                 raise _Broken
         return end
