@@ -1,9 +1,10 @@
-"""When orjson reads or writes JSON exactly as ``json`` does: the checks every parser and ``to_json`` share.
+"""JSON read as ``json`` reads it, through orjson where orjson reads it the same: what every reader of the sources'
+JSON calls; and the one error for a JSON Lines file that is one JSON document.
 
-orjson is several times faster than ``json`` on the sources' lines and values (``docs/performance.md``), but not the same in two silent ways:
-it reads an integer beyond 64 bits as a float, and writes NaN and infinities as ``null``. (What it refuses,
-such as NaN in the input or lone surrogates, raises, and the callers fall back to ``json`` then.) Every reader
-of the sources' JSON goes through :func:`loads_exact`.
+orjson is several times faster than ``json`` on the sources' lines and values (``docs/performance.md``), but not
+the same in two silent ways: it reads an integer beyond 64 bits as a float, and writes NaN and infinities as
+``null``. (What it refuses, such as NaN in the input or lone surrogates, raises, and the callers fall back to
+``json`` then.) Every reader of the sources' JSON goes through :func:`loads_exact`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import Any
 import orjson
 
 from convhub.errors import NESTED_TOO_DEEPLY, SourceError
-from convhub.schema import floats_in
 
 #: Each byte → ``0`` for an ASCII digit, ``x`` otherwise: :func:`may_hold_long_integer` then finds runs of
 #: digits with one ``bytes.find`` (a regex over a whole file cost more than the parse itself).
@@ -95,12 +95,6 @@ def load_object(raw: bytes, path: str | os.PathLike, place: str) -> dict[str, An
     if not isinstance(value, dict):
         raise SourceError(path, place, None, f"expected a JSON object, got {type(value).__name__}")
     return value
-
-
-def holds_float(value: Any) -> bool:
-    """True when orjson's reading of ``value`` may differ from json's (an integer past 64 bits became a
-    float); a value without floats is what both read exactly."""
-    return next(floats_in(value), None) is not None
 
 
 # -- one JSON document where JSON Lines are expected ----------------------------------------------------
