@@ -56,22 +56,18 @@ class LazyJsonArray(Sequence):
     ``starts``: where every ``STRIDE``-th of its ``count`` items starts in ``text``, which it copies its own span
     of, up to ``stop`` (its ``]``), not holding the reader's buffer."""
 
-    __slots__ = ("_length", "_starts", "_stride", "_text")
+    __slots__ = ("_length", "_starts", "_text")
 
     def __init__(self, text: str, stop: int, starts: array, count: int) -> None:
         first = starts[0]
-        self._text, self._length, self._stride = text[first:stop], count, STRIDE
+        self._text, self._length = text[first:stop], count
         self._starts = array("q", (start - first for start in starts))
 
-    def _next(self, position: int) -> int:
-        """Past the comma (and the spaces around it) after an item that ends at ``position``."""
-        return _SEPARATOR.match(self._text, position).end()  # type: ignore[union-attr]
-
     def _items_from(self, index: int) -> Iterator[Any]:
-        position = self._starts[index // self._stride]
-        for number in range(index - index % self._stride, self._length):
+        position = self._starts[index // STRIDE]
+        for number in range(index - index % STRIDE, self._length):
             item, position = _DECODER.raw_decode(self._text, position)
-            position = self._next(position)
+            position = _SEPARATOR.match(self._text, position).end()  # type: ignore[union-attr]  (past the comma)
             if number >= index:
                 yield item
 
