@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, cast, runtime_checkable
 
-from convhub.engine.readers.contract import Place, place_of_line, shard_file
+from convhub.engine.readers.contract import Place, line_place, place_of_line, shard_file
 from convhub.engine.readers.exact_json import load_object, refuse_json_document
 from convhub.errors import Notes, Reject, SourceError, raise_error
 from convhub.storage.folders import open_file
@@ -35,11 +35,6 @@ LineSpot = tuple[int, int, int, str]
 Span = tuple[int, int, int]
 Opener = Callable[[str], BinaryIO]
 READ_ERRORS = (OSError, EOFError, zlib.error)
-
-
-def line_place(number: int) -> str:
-    """How an error names a line by default: ``record line 3``."""
-    return f"line {number}"
 
 
 @runtime_checkable
