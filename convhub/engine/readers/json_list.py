@@ -300,39 +300,6 @@ def scan_json_array(
         raise SourceError(path, None, None, "data after the end of the top-level list")
 
 
-def read_elements(
-    stream: IO[bytes],
-    path: str,
-    element: str,
-    key: str,
-    reject: Callable[..., None] | None = None,
-    long_lists: LongLists = (),
-) -> Iterator[tuple[int, int, int, Any]]:
-    """(start byte, end byte, position, value) of each element of a source's file (a JSON list). Given
-    ``reject`` (``--on-bad-record skip``), a break in the list goes to it with the bytes skipped (scope ``span``,
-    ``records``: the elements they held, each named by ``key``) and reading goes on after it, so that every
-    element is either read or counted there. A list that held no element is an error (nothing would keep the
-    file's name). A large element's lists on ``long_lists`` are lazy (:func:`scan_json_array`)."""
-    held = 0  # elements read or lost to a break: a list whose every element a break lost is not an empty one
-
-    def on_break(error: SourceError, raw: bytes | SkippedBytes, lost: int) -> None:
-        nonlocal held
-        held += lost
-        if reject is not None:  # (given to the scan only then)
-            reject(error, raw, "span", records=lost)
-
-    recover = on_break if reject is not None else None
-    for start, end, position, value in scan_json_array(
-        stream, path, on_break=recover, element=element, key=key, long_lists=long_lists
-    ):
-        held += 1
-        element_box = [value]
-        del value  # not held here while the caller converts and writes it
-        yield start, end, position, element_box.pop()
-    if not held:
-        raise SourceError(path, None, None, f"no {element}s: the list is empty")
-
-
 #: Why the first element of a file is not the source's (None: it is); see :class:`JsonList`.
 Recognize = Callable[[Any], "str | None"]
 
@@ -347,7 +314,11 @@ class JsonList:
     position. ``recognize``, given, looks at the first element: where it is not the source's (LoCoMo's file
     beside LongMemEval's), the whole file is the error, not one field of one record (rejected with ``file``
     scope and its first bytes). ``long_lists``: where a large record's long lists are (LoCoMo's sessions), held
-    as ``readers.long_lists.LazyJsonArray``s, for a parser that takes them so (``JSON_LIST``)."""
+    as ``readers.long_lists.LazyJsonArray``s, for a parser that takes them so (``JSON_LIST``).
+
+    Given ``reject``, a break in the list goes to it with the bytes skipped (scope ``span``, ``records``: the
+    elements they held) and reading goes on after it, so that every element is either read or counted there. A
+    list that held no element is an error (nothing would keep the file's name)."""
 
     element: str
     id_field: str
@@ -357,10 +328,27 @@ class JsonList:
 
     def read(self, shard: str | dict[str, Any], reject: Reject | None = None) -> Iterator[tuple[Place, Any]]:
         path, name = shard_file(shard)
+        # elements read or lost to a break: a list whose every element a break lost is not an empty one
+        held = 0
+
+        def on_break(error: SourceError, raw: bytes | SkippedBytes, lost: int) -> None:
+            nonlocal held
+            held += lost
+            if reject is not None:  # (given to the scan only then)
+                reject(error, raw, "span", records=lost)
+
         with open_file(path) as handle:
-            elements = read_elements(handle, path, self.element, self.id_field, reject, self.long_lists)
+            elements = scan_json_array(
+                handle,
+                path,
+                on_break=on_break if reject is not None else None,
+                element=self.element,
+                key=self.id_field,
+                long_lists=self.long_lists,
+            )
             recognize = self.recognize
             for start, end, position, value in elements:
+                held += 1
                 problem, recognize = (None if recognize is None else recognize(value)), None  # (the first)
                 if problem is not None:
                     error = SourceError(path, None, None, problem)
@@ -372,6 +360,8 @@ class JsonList:
                 value_box = [value]
                 del value  # not held here while its record is converted and written
                 yield place, value_box.pop()
+        if not held:
+            raise SourceError(path, None, None, f"no {self.element}s: the list is empty")
 
     def place(
         self,
