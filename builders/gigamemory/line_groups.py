@@ -21,10 +21,11 @@ from typing import Any
 
 import orjson
 
-from convhub.engine.readers.exact_json import holds_float
-from convhub.engine.readers.json_lines import LineSpot, line_place, lines_at, read_objects, spot_of
+from convhub.engine.readers.contract import line_place
+from convhub.engine.readers.json_lines import LineSpot, lines_at, read_objects, spot_of
 from convhub.engine.runners.cuts import runs_by_size
 from convhub.errors import FieldError, Notes, Reject, SourceError, raise_error
+from convhub.schema import floats_in
 
 #: ``key_of(number, object)`` of a line: its group's key and what pass 1 keeps of it, or a FieldError.
 KeyOf = Callable[[int, dict[str, Any]], tuple[Hashable, Any]]
@@ -45,7 +46,7 @@ def canonical_digest(value: Any) -> str:
     refuses what it would write otherwise (integers past 64 bits, lone surrogates), which json then writes (a lone
     surrogate through ``surrogatepass``: a digest, where Parquet will refuse the value by name later)."""
     data = None
-    if not holds_float(value):
+    if next(floats_in(value), None) is None:  # (no float: orjson writes json's bytes)
         try:
             data = orjson.dumps(value)
         except TypeError:  # orjson.JSONEncodeError

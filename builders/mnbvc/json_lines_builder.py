@@ -37,6 +37,7 @@ from convhub.engine.inputs.listing import find_files
 from convhub.engine.readers import json_lines
 from convhub.engine.runners.input_shards import Shard, group_of, own_shard
 from convhub.errors import Notes, SourceError
+from convhub.storage.folders import open_file
 
 #: What ``format_records`` gets of each line that is a JSON object: ``json_lines.read_objects``'s
 #: (number, offset, line, row).
@@ -92,7 +93,7 @@ class JsonLinesBuilder(ConversationBuilder):
         data_dir = self.config.data_dir or ""
         if "://" not in data_dir:
             return self.shards(dl_manager)
-        typed = self._typed(find_files(data_dir, self.NAME_IN_ERRORS, recursive=True), json_lines.open_source)
+        typed = self._typed(find_files(data_dir, self.NAME_IN_ERRORS, recursive=True), open_file)
         return self._listed(typed, _url_shards)
 
     def _listed(self, typed, row_shards) -> dict[str, list[Shard]]:
@@ -115,7 +116,7 @@ class JsonLinesBuilder(ConversationBuilder):
         if isinstance(dl_manager, StreamingDownloadManager):
             opener = partial(open_streamed, download_config=self._download_config)
         else:
-            opener = json_lines.open_source
+            opener = open_file
         return self._typed(self._inputs(dl_manager), opener)
 
     def _typed(self, inputs: list[tuple[str, str]], opener) -> list[tuple[str, str, str]]:
@@ -187,7 +188,7 @@ class JsonLinesBuilder(ConversationBuilder):
 
     def parse_shard(self, shard: Shard, notes: Notes) -> Iterator[dict[str, Any]]:
         shard = own_shard(shard)
-        opener = json_lines.open_source
+        opener = open_file
         if shard["kind"] == "stream":
             opener = partial(open_streamed, download_config=getattr(self, "_download_config", None))
         objects = json_lines.read_objects(
@@ -219,7 +220,7 @@ def is_gzip(path: str) -> bool:
         return file.read(2) == json_lines.GZIP_MAGIC
 
 
-def uncompressed_size(path: str, opener: json_lines.Opener = json_lines.open_source) -> int:
+def uncompressed_size(path: str, opener: json_lines.Opener = open_file) -> int:
     """A file's size; for gzip, the size its trailer records (modulo 4 GiB, so at least the file's)."""
     with opener(path) as handle:
         head = handle.read(2)

@@ -252,10 +252,15 @@ def open_url(url: str, compression: str | None = None) -> BinaryIO:
     return cast(BinaryIO, fsspec.core.OpenFile(fs, path, "rb", compression=compression).open())
 
 
+#: Read buffer of a local source file: ``readline`` would gather a long line (hundreds of KB) 8 KB at a time.
+READ_BUFFER_BYTES = 2**20
+
+
 def open_file(path: str | os.PathLike[str]) -> BinaryIO:
-    """A source file's bytes: a local path opened here, a URL through fsspec (``open_url``)."""
+    """A source file's bytes: a local path opened here, a URL through fsspec (``open_url``: no download, seeks
+    are range reads)."""
     text = os.fspath(path)
-    return open_url(text) if "://" in text else open(text, "rb")
+    return open_url(text) if "://" in text else open(text, "rb", buffering=READ_BUFFER_BYTES)
 
 
 def local_copy(url: str, folder: str | os.PathLike[str]) -> str:

@@ -33,7 +33,7 @@ def test_the_index_gives_ranges_that_read_back_each_dialogue():
     ]
     raw = ("\ufeff[ " + " ,\n".join(json.dumps(d, ensure_ascii=False) for d in dialogues) + "\n]\n").encode()
     ranges = index_dialogues(io.BytesIO(raw), "mem")["train"]
-    assert [d["dialogue_id"] for _, d in byte_ranges.read_ranges(io.BytesIO(raw), ranges[5:9], "mem")] == [
+    assert [d["dialogue_id"] for *_, d in byte_ranges.read_ranges(io.BytesIO(raw), ranges[5:9], "mem")] == [
         "x-5",
         "x-6",
         "x-7",
@@ -54,7 +54,9 @@ def test_read_ranges_gives_json_values_where_orjson_reads_differently():
     dialogues[9]["inf"] = "1e400"
     raw = json.dumps(dialogues, indent=2).replace('"1e400"', "1e400").encode()
     ranges = index_dialogues(io.BytesIO(raw), "mem")["train"]
-    read = dict(byte_ranges.read_ranges(io.BytesIO(raw), ranges, "mem"))
+    read = {
+        position: value for _, _, position, value in byte_ranges.read_ranges(io.BytesIO(raw), ranges, "mem")
+    }
     assert read[7]["odd"]["big"] == 18446744073709551616 and isinstance(read[7]["odd"]["neg"], int)
     assert read[7]["odd"]["surrogate"] == "\ud800" and read[7]["odd"]["nan"] != read[7]["odd"]["nan"]
     assert read[9]["inf"] == float("inf")

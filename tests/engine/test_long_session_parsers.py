@@ -18,7 +18,7 @@ from convhub.builders.locomo.builder import samples_of, side_table_rows
 from convhub.builders.longmemeval import parse as longmemeval
 from convhub.builders.longmemeval.builder import INSTANCES
 from convhub.engine.readers.contract import Place
-from convhub.engine.readers.json_list import read_elements, scan_json_array
+from convhub.engine.readers.json_list import JsonList, scan_json_array
 from convhub.engine.readers.record_loop import convert_records
 from convhub.engine.writers.arrow_rows import ArrowList, records_of_batch, rows_table
 from convhub.errors import Notes
@@ -120,12 +120,14 @@ def assert_held_only_by_the_caller(value) -> None:
 
 
 @pytest.mark.parametrize("recover", [False, True])
-def test_the_list_reader_holds_no_element_it_handed_on(recover):
+def test_the_list_reader_holds_no_element_it_handed_on(recover, tmp_path):
     on_break = (lambda *args: None) if recover else None
     scan = scan_json_array(io.BytesIO(LIST), "l.json", on_break=on_break, key="id")
     for _, _, _, value in scan:
         assert_held_only_by_the_caller(value)
-    for _, _, _, value in read_elements(io.BytesIO(LIST), "l.json", "element", "id"):
+    (tmp_path / "l.json").write_bytes(LIST)
+    reject = (lambda *args, **kwargs: None) if recover else None
+    for _, value in JsonList("element", "id").read(str(tmp_path / "l.json"), reject):
         assert_held_only_by_the_caller(value)
 
 

@@ -140,12 +140,12 @@ def index_list(
     return groups
 
 
-def read_ranges(stream: IO[bytes], ranges: Iterable[Range], path: str) -> Iterator[tuple[int, Any]]:
-    """(position, value) for each byte range, read in file order with forward seeks only, values exactly
-    ``json.loads``'s."""
+def read_ranges(stream: IO[bytes], ranges: Iterable[Range], path: str) -> Iterator[tuple[int, int, int, Any]]:
+    """(start byte, end byte, position, value) for each byte range, as :func:`scan_json_array` gave them, read in
+    file order with forward seeks only, values exactly ``json.loads``'s."""
     for start, end, position in sorted(ranges):
         stream.seek(start)
-        yield position, load_value(stream.read(end - start), path, position)
+        yield start, end, position, load_value(stream.read(end - start), path, position)
 
 
 def shard_ranges(ranges: list[Range], per_shard: int, min_per_shard: int) -> list[list[Range]]:
@@ -207,10 +207,8 @@ class ByteRanges:
         if not isinstance(shard, dict):
             raise TypeError(f"a shard of ranged_shards expected, not {type(shard).__name__}")
         source, path, member = shard["input"].here(), shard["path"], shard["member"]
-        spans = {position: (start, end) for start, end, position in shard["ranges"]}
         with opened(source, member, shard.get("copy")) as stream:
-            for position, value in read_ranges(stream, shard["ranges"], path):
-                start, end = spans[position]
+            for start, end, position, value in read_ranges(stream, shard["ranges"], path):
                 place = Place(path, source.name, position, position, start=start, end=end, member=member)
                 value_box = [value]
                 del value  # not held here while its record is converted and written

@@ -48,10 +48,15 @@ class Reader(Protocol):
         ...
 
 
+def line_place(number: int) -> str:
+    """How an error names a line by default: ``record line 3``."""
+    return f"line {number}"
+
+
 def place_of_line(file: str, number: int, name: str | None = None, start: int | None = None) -> Place:
     """The place of line ``number`` (from 1; ``start``: its byte offset) of a JSON Lines file, an error naming
-    it ``line 3``."""
-    return Place(file, name or posixpath.basename(file), f"line {number}", line=number, start=start)
+    it :func:`line_place`'s way."""
+    return Place(file, name or posixpath.basename(file), line_place(number), line=number, start=start)
 
 
 def shard_file(shard: str | dict[str, Any]) -> tuple[str, str]:

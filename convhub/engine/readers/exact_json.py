@@ -1,9 +1,10 @@
-"""When orjson reads or writes JSON exactly as ``json`` does: the checks every parser and ``to_json`` share.
+"""JSON read as ``json`` reads it, through orjson where orjson reads it the same: what every reader of the sources'
+JSON calls; and the one error for a JSON Lines file that is one JSON document.
 
-orjson is 1.4-7x faster than ``json`` on the sources' lines and values, but not the same in two silent ways:
-it reads an integer beyond 64 bits as a float, and writes NaN and infinities as ``null``. (What it refuses,
-such as NaN in the input or lone surrogates, raises, and the callers fall back to ``json`` then.) Every reader
-of the sources' JSON goes through :func:`loads_exact`.
+orjson is several times faster than ``json`` on the sources' lines and values (``docs/performance.md``), but not
+the same in two silent ways: it reads an integer beyond 64 bits as a float, and writes NaN and infinities as
+``null``. (What it refuses, such as NaN in the input or lone surrogates, raises, and the callers fall back to
+``json`` then.) Every reader of the sources' JSON goes through :func:`loads_exact`.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from typing import Any
 import orjson
 
 from convhub.errors import NESTED_TOO_DEEPLY, SourceError
-from convhub.schema import floats_in
 
 #: Each byte → ``0`` for an ASCII digit, ``x`` otherwise: :func:`may_hold_long_integer` then finds runs of
-#: digits with one ``bytes.find`` (a regex over a whole file cost 3x the parse itself).
+#: digits with one ``bytes.find`` (a regex over a whole file cost more than the parse itself).
 _DIGITS_AS_ZEROS = bytes(ord("0") if ord("0") <= byte <= ord("9") else ord("x") for byte in range(256))
 _LONG_INTEGER_DIGITS = 19  # -9223372036854775809 (19 digits) is the shortest integer beyond 64 bits
 _JSON_WHITESPACE = b" \t\n\r"
@@ -53,14 +53,13 @@ def may_hold_long_integer(raw: bytes) -> bool:
 
 
 def loads_exact(data: bytes | str) -> Any:
-    """``json.loads(data)``, through orjson where orjson gives the same value (2-3x faster); an integer past
+    """``json.loads(data)``, through orjson where orjson gives the same value (faster); an integer past
     Python's int-string limit is a JSONDecodeError like any other unreadable text.
 
     orjson refuses what json reads with a twist (NaN, 1e400, lone surrogates, a BOM, UTF-16): json then reads
     it, or raises its own error. Integers past 64 bits orjson would read as floats, so text that may hold one
     (:func:`may_hold_long_integer`, one pass in C) goes to json directly. (A walk of orjson's value for floats
-    would do too, but cost 3x more on ConvLab's dialogues: 0.87 s against 0.45 s for the 186 MB of the scale-1
-    input.)
+    would do too, but costs more than that scan.)
     """
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data  # (for the scan alone)
     if not may_hold_long_integer(raw):
@@ -96,12 +95,6 @@ def load_object(raw: bytes, path: str | os.PathLike, place: str) -> dict[str, An
     if not isinstance(value, dict):
         raise SourceError(path, place, None, f"expected a JSON object, got {type(value).__name__}")
     return value
-
-
-def holds_float(value: Any) -> bool:
-    """True when orjson's reading of ``value`` may differ from json's (an integer past 64 bits became a
-    float); a value without floats is what both read exactly."""
-    return next(floats_in(value), None) is not None
 
 
 # -- one JSON document where JSON Lines are expected ----------------------------------------------------

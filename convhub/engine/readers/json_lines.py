@@ -22,13 +22,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, cast, runtime_checkable
 
-from convhub.engine.readers.contract import Place, place_of_line, shard_file
+from convhub.engine.readers.contract import Place, line_place, place_of_line, shard_file
 from convhub.engine.readers.exact_json import load_object, refuse_json_document
 from convhub.errors import Notes, Reject, SourceError, raise_error
-from convhub.storage.folders import open_url
+from convhub.storage.folders import open_file
 
-#: Read buffer of a local file: ``readline`` would gather a long line (hundreds of KB) 8 KB at a time.
-READ_BUFFER_BYTES = 2**20
 BYTE_ORDER_MARK = b"\xef\xbb\xbf"
 GZIP_MAGIC = b"\x1f\x8b"
 #: Where a line is, in one line's ``(number, offset, length, sha256)``: what :func:`lines_at` reads again.
@@ -37,17 +35,6 @@ LineSpot = tuple[int, int, int, str]
 Span = tuple[int, int, int]
 Opener = Callable[[str], BinaryIO]
 READ_ERRORS = (OSError, EOFError, zlib.error)
-
-
-def line_place(number: int) -> str:
-    """How an error names a line by default: ``record line 3``."""
-    return f"line {number}"
-
-
-def open_source(path: str | os.PathLike) -> BinaryIO:
-    """The bytes of a local file or of one at a URL (fsspec: no download, seeks are range reads)."""
-    text = os.fspath(path)
-    return open_url(text) if "://" in text else open(text, "rb", buffering=READ_BUFFER_BYTES)
 
 
 @runtime_checkable
@@ -59,7 +46,7 @@ class Peekable(Protocol):
 
 @contextmanager
 def decompressed(
-    path: str | os.PathLike, opener: Opener = open_source
+    path: str | os.PathLike, opener: Opener = open_file
 ) -> Iterator[tuple[BinaryIO | gzip.GzipFile, bool]]:
     """(the file's bytes, whether it is gzip): gunzipped when it begins as gzip does, whatever its name, so that
     offsets count its text."""
@@ -78,7 +65,7 @@ def iter_lines(
     path: str | os.PathLike,
     name: str | None = None,
     place: Callable[[int], str] = line_place,
-    opener: Opener = open_source,
+    opener: Opener = open_file,
     span: Span | None = None,
 ) -> Iterator[tuple[int, int, bytes]]:
     """(number, byte offset, line without its LF or CRLF) of every line, or of the lines of ``span`` (a plain
@@ -118,7 +105,7 @@ def read_objects(
     notes: Notes | None = None,
     name: str | None = None,
     place: Callable[[int], str] = line_place,
-    opener: Opener = open_source,
+    opener: Opener = open_file,
     span: Span | None = None,
 ) -> Generator[tuple[int, int, bytes, dict[str, Any]], None, None]:
     """(number, offset, line, object) of each line (of ``span``) that is a JSON object; a line that is not goes to

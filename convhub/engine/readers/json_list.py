@@ -1,7 +1,7 @@
 """A top-level JSON list read one element at a time, with ``json.loads``'s values and errors that name the byte.
 
 ConvLab's ``dialogues.json`` (MultiWOZ's is 200+ MB) and LoCoMo's files are each one JSON list. Read whole, a
-file's objects take about five times its size; read here, memory follows one chunk and the largest element.
+file's objects take several times its size; read here, memory follows one chunk and the largest element.
 ``json``'s own decoder reads each element (``raw_decode``), so every value is the one ``json.loads`` gives: NaN,
 integers of any size, lone surrogates (which ijson's C parser read as ``?``: LoCoMo's reader had to find them
 first). Each element comes with its byte range, so a worker can read it again with one seek.
@@ -19,19 +19,15 @@ from dataclasses import dataclass
 from typing import IO, Any, NamedTuple
 
 from convhub.engine.readers.contract import Place, shard_file
-from convhub.engine.readers.long_lists import LongLists, decode_with_long_lists
+from convhub.engine.readers.long_lists import JSON_SPACE, LongLists, decode_with_long_lists, may_be_cut
 from convhub.errors import NESTED_TOO_DEEPLY, Reject, SourceError
 from convhub.storage.folders import open_file
 
-_TEXT_SPACE = re.compile(r"[ \t\r\n]*")
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")  # a byte the decoder held (surrogateescape)
 _SCAN_SPACE = re.compile("[ \t\r\n\ufeff]*")  # (one C loop: 40 MB of spaces cost no Python step each)
 #: Bytes read at a time. A chunk is held as text, at up to 4 bytes a character once it holds an emoji, and
-#: copied as the scan reads on; large chunks left a build's process holding far more than the text. Measured
-#: on the scale-1 inputs (2026-11-24), LoCoMo's ``sessions`` build of its four 52 MB files peaked at 409 MiB
-#: with 1 MB chunks, 324 MiB with 512 KB, 305 MiB with 256 KB and 287 MiB with 64 KB (ijson's reader: 289 MiB),
-#: in 7.7, 8.0, 8.1-8.3 and 8.7 s (ijson's: 7.7 s); ConvLab's 186 MB ``dialogues.json`` scans in 0.9-1.0 s at
-#: each of these sizes.
+#: copied as the scan reads on: large chunks leave a build's process holding far more than the text, small ones
+#: cost time (the sizes measured: ``docs/performance.md``).
 CHUNK_BYTES = 256 << 10
 #: How far past a candidate element start the scan reads, after a break, to decide whether it is one.
 RESYNC_MAX_CHARS = 64 << 20
@@ -106,12 +102,6 @@ def _byte_size(text: str, start: int, end: int) -> int:
     return len(text[start:end].encode("utf-8", "surrogateescape"))
 
 
-def _maybe_cut(error: json.JSONDecodeError, text: str) -> bool:
-    """Whether more text after the buffer's end could make this error go away (else it is the file's own):
-    JSON is read left to right, so only an error at the end, or an unterminated string, may be the cut."""
-    return error.pos >= len(text) - 16 or error.msg.startswith("Unterminated string")
-
-
 def scan_json_array(
     stream: IO[bytes],
     path: str,
@@ -180,13 +170,13 @@ def scan_json_array(
         try:
             value, end = decoder.raw_decode(text, at)
         except json.JSONDecodeError as error:
-            cut = _maybe_cut(error, text)
+            cut = may_be_cut(error, text)
             return None if cut and not eof and len(text) - at < RESYNC_MAX_CHARS else False
         except (ValueError, RecursionError):  # (an integer past Python's 4300 digits is a ValueError)
             return False
         if not isinstance(value, dict) or key not in value:
             return False
-        after = _space_end(_TEXT_SPACE, text, end)
+        after = _space_end(JSON_SPACE, text, end)
         if after == len(text):
             return None if not eof else False
         return text[after] in ",]"
@@ -241,7 +231,7 @@ def scan_json_array(
                 else:
                     value, end = decoder.raw_decode(text, pos)
             except json.JSONDecodeError as error:
-                if _maybe_cut(error, text) and fill():
+                if may_be_cut(error, text) and fill():
                     continue
                 at = byte_pos + _byte_size(text, pos, error.pos)  # (error.pos counts the buffer)
                 broken = SourceError(
@@ -310,39 +300,6 @@ def scan_json_array(
         raise SourceError(path, None, None, "data after the end of the top-level list")
 
 
-def read_elements(
-    stream: IO[bytes],
-    path: str,
-    element: str,
-    key: str,
-    reject: Callable[..., None] | None = None,
-    long_lists: LongLists = (),
-) -> Iterator[tuple[int, int, int, Any]]:
-    """(start byte, end byte, position, value) of each element of a source's file (a JSON list). Given
-    ``reject`` (``--on-bad-record skip``), a break in the list goes to it with the bytes skipped (scope ``span``,
-    ``records``: the elements they held, each named by ``key``) and reading goes on after it, so that every
-    element is either read or counted there. A list that held no element is an error (nothing would keep the
-    file's name). A large element's lists on ``long_lists`` are lazy (:func:`scan_json_array`)."""
-    held = 0  # elements read or lost to a break: a list whose every element a break lost is not an empty one
-
-    def on_break(error: SourceError, raw: bytes | SkippedBytes, lost: int) -> None:
-        nonlocal held
-        held += lost
-        if reject is not None:  # (given to the scan only then)
-            reject(error, raw, "span", records=lost)
-
-    recover = on_break if reject is not None else None
-    for start, end, position, value in scan_json_array(
-        stream, path, on_break=recover, element=element, key=key, long_lists=long_lists
-    ):
-        held += 1
-        element_box = [value]
-        del value  # not held here while the caller converts and writes it
-        yield start, end, position, element_box.pop()
-    if not held:
-        raise SourceError(path, None, None, f"no {element}s: the list is empty")
-
-
 #: Why the first element of a file is not the source's (None: it is); see :class:`JsonList`.
 Recognize = Callable[[Any], "str | None"]
 
@@ -357,7 +314,11 @@ class JsonList:
     position. ``recognize``, given, looks at the first element: where it is not the source's (LoCoMo's file
     beside LongMemEval's), the whole file is the error, not one field of one record (rejected with ``file``
     scope and its first bytes). ``long_lists``: where a large record's long lists are (LoCoMo's sessions), held
-    as ``readers.long_lists.LazyJsonArray``s, for a parser that takes them so (``JSON_LIST``)."""
+    as ``readers.long_lists.LazyJsonArray``s, for a parser that takes them so (``JSON_LIST``).
+
+    Given ``reject``, a break in the list goes to it with the bytes skipped (scope ``span``, ``records``: the
+    elements they held) and reading goes on after it, so that every element is either read or counted there. A
+    list that held no element is an error (nothing would keep the file's name)."""
 
     element: str
     id_field: str
@@ -367,10 +328,27 @@ class JsonList:
 
     def read(self, shard: str | dict[str, Any], reject: Reject | None = None) -> Iterator[tuple[Place, Any]]:
         path, name = shard_file(shard)
+        # elements read or lost to a break: a list whose every element a break lost is not an empty one
+        held = 0
+
+        def on_break(error: SourceError, raw: bytes | SkippedBytes, lost: int) -> None:
+            nonlocal held
+            held += lost
+            if reject is not None:  # (given to the scan only then)
+                reject(error, raw, "span", records=lost)
+
         with open_file(path) as handle:
-            elements = read_elements(handle, path, self.element, self.id_field, reject, self.long_lists)
+            elements = scan_json_array(
+                handle,
+                path,
+                on_break=on_break if reject is not None else None,
+                element=self.element,
+                key=self.id_field,
+                long_lists=self.long_lists,
+            )
             recognize = self.recognize
             for start, end, position, value in elements:
+                held += 1
                 problem, recognize = (None if recognize is None else recognize(value)), None  # (the first)
                 if problem is not None:
                     error = SourceError(path, None, None, problem)
@@ -382,6 +360,8 @@ class JsonList:
                 value_box = [value]
                 del value  # not held here while its record is converted and written
                 yield place, value_box.pop()
+        if not held:
+            raise SourceError(path, None, None, f"no {self.element}s: the list is empty")
 
     def place(
         self,

@@ -1,9 +1,9 @@
 """A large JSON-list element whose long lists are not held as Python values: each such list is a
 :class:`LazyJsonArray` over its own text, whose items are decoded again, one at a time, when it is iterated.
 
-A LoCoMo sample or a LongMemEval instance of one session of a million tiny turns (a 61 MB element) decoded by
-``json`` whole is some 350 bytes of Python per 60-byte turn: 5.8 times the input before its parser starts, and the
-build's peak with the parser's Arrow turns beside it (issue 54). Here the element is walked in Python only along the
+A LoCoMo sample or a LongMemEval instance of one session of a million tiny turns decoded by ``json`` whole is a
+dict per turn, several times the input before its parser starts, and the build's peak with the parser's Arrow
+turns beside it (issue 54; ``docs/performance.md``). Here the element is walked in Python only along the
 paths its source names (``LongLists``: LoCoMo's ``conversation.session_N``, LongMemEval's ``haystack_sessions[i]``);
 every other value, and every item of a list on such a path, is read by ``json``'s own decoder (``raw_decode``), so
 each value is exactly the one ``json.loads`` gives (NaN, integers of any size, lone surrogates, the last of
@@ -33,9 +33,15 @@ DEEPEST_PATH = 4
 #: whole) or ``int`` for every item of a list. LoCoMo's: ``("conversation", re.compile(r"session_[1-9]\d*"))``.
 LongLists = tuple[tuple["str | re.Pattern[str] | type[int]", ...], ...]
 
-_SPACE = re.compile(r"[ \t\n\r]*")  # JSON's whitespace, as json's decoder skips it
+JSON_SPACE = re.compile(r"[ \t\n\r]*")  # JSON's whitespace, as json's decoder skips it
 _DECODER = json.JSONDecoder()  # (as the reader's: json.loads's values)
 _SEPARATOR = re.compile(r"[ \t\n\r]*,?[ \t\n\r]*")  # (between two items of a list read whole before)
+
+
+def may_be_cut(error: json.JSONDecodeError, text: str) -> bool:
+    """Whether more text after the buffer's end could make this error go away (else it is the file's own):
+    JSON is read left to right, so only an error at the end, or an unterminated string, may be the cut."""
+    return error.pos >= len(text) - 16 or error.msg.startswith("Unterminated string")
 
 
 class _Broken(Exception):
@@ -50,22 +56,18 @@ class LazyJsonArray(Sequence):
     ``starts``: where every ``STRIDE``-th of its ``count`` items starts in ``text``, which it copies its own span
     of, up to ``stop`` (its ``]``), not holding the reader's buffer."""
 
-    __slots__ = ("_length", "_starts", "_stride", "_text")
+    __slots__ = ("_length", "_starts", "_text")
 
     def __init__(self, text: str, stop: int, starts: array, count: int) -> None:
         first = starts[0]
-        self._text, self._length, self._stride = text[first:stop], count, STRIDE
+        self._text, self._length = text[first:stop], count
         self._starts = array("q", (start - first for start in starts))
 
-    def _next(self, position: int) -> int:
-        """Past the comma (and the spaces around it) after an item that ends at ``position``."""
-        return _SEPARATOR.match(self._text, position).end()  # type: ignore[union-attr]
-
     def _items_from(self, index: int) -> Iterator[Any]:
-        position = self._starts[index // self._stride]
-        for number in range(index - index % self._stride, self._length):
+        position = self._starts[index // STRIDE]
+        for number in range(index - index % STRIDE, self._length):
             item, position = _DECODER.raw_decode(self._text, position)
-            position = self._next(position)
+            position = _SEPARATOR.match(self._text, position).end()  # type: ignore[union-attr]  (past the comma)
             if number >= index:
                 yield item
 
@@ -173,13 +175,12 @@ class _Walk:
 
     def read_more_or_break(self, error: json.JSONDecodeError) -> None:
         """More of the file where it could make ``error`` go away (as the reader judges a whole decode's)."""
-        cut = error.pos >= len(self.text) - 16 or error.msg.startswith("Unterminated string")
-        if not (cut and self.read_more()):
+        if not (may_be_cut(error, self.text) and self.read_more()):
             raise _Broken from None
 
     def space(self, pos: int) -> int:
         """Past the spaces at ``pos``, which must be before the end of the file."""
-        while (end := _SPACE.match(self.text, pos).end()) >= len(self.text):  # type: ignore[union-attr]
+        while (end := JSON_SPACE.match(self.text, pos).end()) >= len(self.text):  # type: ignore[union-attr]
             if not self.read_more():
                 raise _Broken
         return end

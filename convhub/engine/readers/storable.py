@@ -42,10 +42,10 @@ def unencodable_field(value: Any) -> str | None:
     (``convhub.engine.writers.arrow_rows.ArrowList``, a very long conversation's turns) is passed over without
     making it Python: Arrow holds UTF-8 only, and refused any other string when it was made. A key that is not a
     string (none in a record or a table row, whose keys are field names) is left to the walk too: orjson's option
-    for such keys made every record's check 1.3x as long.
+    for such keys made every record's check slower.
 
     orjson encodes a long list in pieces (:func:`_encodes_in_pieces`): encoded whole, a conversation of a million
-    tiny turns (a 61 MB LoCoMo file) took 140 MiB of JSON at once, 2.3x the input, at its build's peak (issue 54).
+    tiny turns is its whole JSON at once, which was its build's peak (issue 54; ``docs/performance.md``).
     """
     kind = type(value)
     if (kind is dict and _holds_long_list(value, ENCODED_DEPTH)) or (
@@ -168,7 +168,7 @@ class SurrogateScreen:
 
     A grouped record is made of those strings alone (``grouped_records``), so while ``clean`` holds, the records
     made so far need no check of their own: a scan of each payload's bytes (``may_hold_lone_surrogate``) and a
-    check of each small key cost a third of a check of every record (an encoding of the whole record). Once a row
+    check of each small key cost less than a check of every record (an encoding of the whole record). Once a row
     may hold a lone surrogate, every later record of the partition is checked as before, and the bad one rejected
     by name.
     """
