@@ -281,28 +281,36 @@ def _yarn_site(folder: Path, *properties: tuple[str, str]) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("variable", ["HADOOP_CONF_DIR", "YARN_CONF_DIR"])
-def test_yarn_whose_resourcemanager_does_not_answer_ends_in_one_line(variable, tmp_path):
+def test_yarn_whose_resourcemanager_does_not_answer_ends_in_one_line(tmp_path, monkeypatch, capsys):
     """``HADOOP_CONF_DIR`` names a cluster that is down: the command hung (YARN's client retries for many minutes);
-    now one line naming the place and the setting, exit 1, in seconds. A real ``convhub`` process."""
+    now one line naming the place and the setting, exit 1, in seconds: a real ``convhub`` process, and
+    ``YARN_CONF_DIR`` alike through ``main``."""
     port = closed_port()
     conf = _yarn_site(tmp_path / "conf", ("yarn.resourcemanager.address", f"127.0.0.1:{port}"))
     env = {
         name: value for name, value in os.environ.items() if name not in ("HADOOP_CONF_DIR", "YARN_CONF_DIR")
     }
     env.update(PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    env[variable] = str(conf)
     argv = ["build", "locomo", "--sample", "--output", str(tmp_path / "out"), "--engine", "spark"]
+    argv += ["--spark-master", "yarn"]
+
+    def line(variable: str) -> list[str]:
+        return [
+            "convhub build: error: --spark-master yarn: the cluster could not be reached: no YARN ResourceManager "
+            f"answers (127.0.0.1:{port}: Connection refused); named by yarn.resourcemanager.address in "
+            f"{conf / 'yarn-site.xml'} (${variable})"
+        ]
+
     done = subprocess.run(
-        [sys.executable, "-m", "convhub.cli", *argv, "--spark-master", "yarn"],
-        capture_output=True, text=True, env=env, timeout=60,
+        [sys.executable, "-m", "convhub.cli", *argv],
+        capture_output=True, text=True, env={**env, "HADOOP_CONF_DIR": str(conf)}, timeout=60,
     )  # fmt: skip
     assert done.returncode == cli_errors.DATA, done.stderr
-    assert done.stderr.splitlines() == [
-        "convhub build: error: --spark-master yarn: the cluster could not be reached: no YARN ResourceManager "
-        f"answers (127.0.0.1:{port}: Connection refused); named by yarn.resourcemanager.address in "
-        f"{conf / 'yarn-site.xml'} (${variable})"
-    ]
+    assert done.stderr.splitlines() == line("HADOOP_CONF_DIR")
+    monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)
+    monkeypatch.setenv("YARN_CONF_DIR", str(conf))
+    assert cli.main(argv) == cli_errors.DATA
+    assert capsys.readouterr().err.splitlines() == line("YARN_CONF_DIR")
     assert not (tmp_path / "out").exists()
 
 

@@ -97,29 +97,32 @@ def test_a_folder_that_is_no_build_or_a_bad_repo_id_is_one_clear_error(tmp_path)
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(
-    "page, use",
-    [
-        (
-            "https://huggingface.co/datasets/ORG/locomo-unified",
-            "use ORG/locomo-unified",
-        ),
-        ("https://hf.co/datasets/ORG/locomo-unified/", "use ORG/locomo-unified"),
-        (
-            "https://huggingface.co/datasets/ORG/locomo-unified/tree/v2",
-            "use ORG/locomo-unified with --revision v2",
-        ),
-    ],
-)
-def test_a_hub_page_url_is_refused_naming_the_repo_id_to_use(tmp_path, page, use):
-    """A Hub page's URL is no location convhub reads: ``export --from`` and ``score --data`` say the repo id to
-    give (exit 2, a command line that cannot run as given), in a real ``convhub`` process, with nothing written."""
-    answers = tmp_path / "answers.jsonl"
-    answers.write_text('{"question_id": "q", "prediction": "p"}\n', encoding="utf-8")
-    for command, argv in (
+#: Hub page URLs and the repo id each line tells a user to give instead.
+HUB_PAGES = [
+    ("https://huggingface.co/datasets/ORG/locomo-unified", "use ORG/locomo-unified"),
+    ("https://hf.co/datasets/ORG/locomo-unified/", "use ORG/locomo-unified"),
+    (
+        "https://huggingface.co/datasets/ORG/locomo-unified/tree/v2",
+        "use ORG/locomo-unified with --revision v2",
+    ),
+]
+
+
+def hub_page_commands(page: str, answers: Path) -> list[tuple[str, list[str]]]:
+    return [
         ("export", ["export", "locomo", "--from", page, "--output", "again"]),
         ("score", ["score", "locomo", "--data", page, "--predictions", str(answers), "--output", "r.json"]),
-    ):
+    ]
+
+
+def test_a_hub_page_url_is_refused_naming_the_repo_id_to_use(tmp_path, monkeypatch, capsys):
+    """A Hub page's URL is no location convhub reads: ``export --from`` and ``score --data`` say the repo id to
+    give (exit 2, a command line that cannot run as given), with nothing written: each command once as a real
+    ``convhub`` process, every form of page through ``main``."""
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text('{"question_id": "q", "prediction": "p"}\n', encoding="utf-8")
+    page, use = HUB_PAGES[0]
+    for command, argv in hub_page_commands(page, answers):
         done = subprocess.run(
             [sys.executable, "-m", "convhub.cli", *argv],
             capture_output=True, text=True, env=command_env(), cwd=tmp_path, timeout=120,
@@ -128,6 +131,13 @@ def test_a_hub_page_url_is_refused_naming_the_repo_id_to_use(tmp_path, page, use
         assert done.stderr.strip().splitlines() == [
             f"convhub {command}: error: {page} is a Hub page, not a build: {use} to read it (its repo id)"
         ]
+    monkeypatch.chdir(tmp_path)
+    for page, use in HUB_PAGES:
+        for command, argv in hub_page_commands(page, answers):
+            assert cli.main(argv) == 2
+            assert capsys.readouterr().err.strip().splitlines() == [
+                f"convhub {command}: error: {page} is a Hub page, not a build: {use} to read it (its repo id)"
+            ]
     assert sorted(path.name for path in tmp_path.iterdir()) == ["answers.jsonl"]
 
 
