@@ -27,12 +27,12 @@ MASTER_FORMS = "local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL"
 
 def cluster_master_error(master: str | None) -> str | None:
     """What stops a cluster master (``spark://``, ``yarn``, ``k8s://``) before any work (None: it answers, or the
-    master is local): its configuration missing, or no place it names answering (``spark.check_reachable``, the
-    engine's own check). Without it, Spark's JVM exited with a traceback of PySpark's, or YARN's client retried
+    master is local): its configuration missing, or no place it names answering (the engine's own check,
+    ``cluster_masters.check_reachable``). Without it, Spark's JVM exited with a traceback of PySpark's, or YARN's client retried
     a cluster that was down for many minutes."""
     if not master or master.startswith("local"):
         return None
-    from convhub.engine.runners.spark import check_reachable
+    from convhub.engine.runners.cluster_masters import check_reachable
 
     try:
         check_reachable(master)

@@ -14,11 +14,10 @@ machine, in two passes:
    (``slice_count``), each a run of its conversations, so the workers get similar amounts of work.
 
 Only keys pass through DuckDB: the payloads stay where their writer put them, so the sort's memory follows the
-number of rows, not their length (``benchmarks/engine_bakeoff.py``: sorting the payloads too, DuckDB ran out of a
-1 GB memory limit on 1,000 MiB of rows). Against the hand-made partition files this replaced, MNBVC's full-scale
-``sessions`` build took 4-9% longer (78.0-81.8 s against 75.1 s), for the keys' encoding and the sort (1.3 s for
-a million keys). The order within a conversation (MNBVC: a 多轮序号 may be an integer past 64 bits, or a text
-with a lone surrogate) is Python's, per conversation, as Spark's is.
+number of rows, not their length (sorting the payloads too, DuckDB ran out of its memory limit:
+``benchmarks/engine_bakeoff.py``; the figures, docs/performance.md, "Which engine regroups MNBVC"). The order
+within a conversation (MNBVC: a 多轮序号 may be an integer past 64 bits, or a text with a lone surrogate) is
+Python's, per conversation, as Spark's is.
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ SLICE_BYTES = 16 * 2**20
 #: Keys a writer holds before writing them to its keys file.
 KEY_BATCH_ROWS = 65_536
 #: Rows of a row group of the sorted keys: a slice reads the groups its partition overlaps, so small ones (a
-#: partition of MNBVC's full-scale benchmark input is about 40,000 rows).
+#: partition of MNBVC's full-scale benchmark input holds a few of them).
 SORTED_ROW_GROUP = 16_384
 #: DuckDB's memory for sorting the keys; beyond it, it spills beside the sorted file.
 SORT_MEMORY = "256MB"
@@ -120,9 +119,9 @@ def write_partitions(
     The files are shared out among ``processes`` writer processes (by ``sizes``), each forked (``run_forked``),
     as is DuckDB's sort of their keys, one writer included, for its memory: what reading and keying the rows leave
     in the C heap and in Python's, and what DuckDB's sort holds, goes back with the process, so pass 2 starts from
-    the build's own footprint (one conversation of 166,667 tiny turns: pass 2 began 100 MB higher in this
-    process). A file's first SourceError stops its writer; when one is raised, it is the one a single pass over
-    the files in order would raise first, whichever process met it. Nothing is sorted then.
+    the build's own footprint (docs/performance.md, "one conversation of many tiny turns"). A file's first
+    SourceError stops its writer; when one is raised, it is the one a single pass over the files in order would
+    raise first, whichever process met it. Nothing is sorted then.
     """
     shares = share_files(sizes, processes) if len(sizes) > 1 and processes > 1 else [list(range(len(sizes)))]
     tasks = [
@@ -279,10 +278,11 @@ def partition_keys(
     as (order, writer, offset, length), sorted.
 
     The sorted keys' row groups outside the partition are skipped by their statistics. Keys become Python values a
-    run of conversations at a time (``KEYS_AT_ONCE`` rows, or one longer conversation alone): one Arrow call per
-    conversation cost 20 µs, 12% of a build of short conversations. A conversation's group is read once, not once
-    per row (a conversation of 100,000 tiny turns held 25 MB of copies of its group). One thread: Arrow's pool
-    threads kept some 25 MB more in each worker, for nothing a slice's few row groups need."""
+    run of conversations at a time (``KEYS_AT_ONCE`` rows, or one longer conversation alone): Arrow calls made per
+    conversation were a large share of a build of short conversations. A conversation's group is read
+    once, not once per row (a long conversation would hold a copy of it per row). One thread: Arrow's pool threads
+    keep memory in each worker for nothing a slice's few row groups need (the figures: docs/performance.md, "one
+    conversation of many tiny turns" and "A partition's keys, a run of conversations at a time")."""
     table = pq.read_table(partitioned.keys, filters=[("partition", "=", partition)], use_threads=False)
     starts = _conversation_starts(table)
     number, parts = part

@@ -1,5 +1,5 @@
 """Where a Spark cluster master's first contact goes, and which setting named it, so that it can be tried before
-Spark is (``spark.check_reachable``).
+Spark is (``check_reachable``, before a build and when its Spark session starts).
 
 Spark does not give up on a cluster that does not answer: a ``spark://`` master is retried for over a minute,
 and YARN's client retries the ResourceManager its configuration names for many minutes (the command hung with
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,13 +68,12 @@ def contact(master: str) -> Contact | None:
 
 
 def _host_port(place: str, default_port: int) -> tuple[str, int]:
-    host, colon, port = place.rpartition(":")
-    if not colon or host.endswith("[") or "]" in port:  # no port, or an IPv6 address without one
-        return place.strip("[]"), default_port
+    """``HOST[:PORT]`` (an IPv6 address in brackets) as ``urllib`` reads a URL's address."""
+    address = urlsplit(f"//{place}")
     try:
-        return host.strip("[]"), int(port)
-    except ValueError:
-        raise EngineError(f"{place!r} is no HOST:PORT") from None
+        return address.hostname or "", address.port or default_port
+    except ValueError as error:
+        raise EngineError(f"{place!r} is no HOST:PORT ({error})") from None
 
 
 def _yarn_contact() -> Contact:
@@ -130,3 +130,30 @@ def _expanded(value: str, settings: dict[str, str]) -> str:
             break
         value = expanded
     return value
+
+
+#: How long ``check_reachable`` waits for a Spark master to accept a connection.
+CONNECT_SECONDS = 5.0
+
+
+def check_reachable(master: str) -> None:
+    """For a cluster master (``spark://``, ``yarn``, ``k8s://``): at least one of the places its first contact goes
+    (``contact``: the URL's hosts, the ResourceManager(s) ``yarn-site.xml`` names) accepts a TCP
+    connection within ``CONNECT_SECONDS``, else an ``EngineError`` saying the cluster could not be reached and
+    which setting named it: Spark itself retries for over a minute (``spark://``) or many (YARN) before it gives
+    up."""
+    found = contact(master)
+    if found is None:
+        return
+    reasons = []
+    for host, port in found.places:
+        place = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        try:
+            with socket.create_connection((host, port), timeout=CONNECT_SECONDS):
+                return
+        except OSError as error:
+            reasons.append(f"{place}: {getattr(error, 'strerror', None) or error}")
+    named = "" if found.named_by == "--spark-master" else f"; named by {found.named_by}"
+    raise EngineError(
+        f"--spark-master {master}: the cluster could not be reached: {found.what} ({'; '.join(reasons)}){named}"
+    )

@@ -58,8 +58,8 @@ Shard = str | dict[str, Any] | GroupShard | Partition | SortedPartition
 
 
 #: What a byte of a partition's rows costs to read back and make records of, against a byte of rows read from a
-#: file: its rows were read, keyed and converted in the regrouping's first pass. Measured on MNBVC's benchmark
-#: input (2026-11-26): 21.6 ns a byte of a partition's slices, 43 ns a byte of a forum file's ranges.
+#: file: its rows were read, keyed and converted in the regrouping's first pass (measured on MNBVC's benchmark
+#: input: docs/performance.md, "Jobs of similar work").
 PARTITION_BYTE_WORK = 0.5
 
 

@@ -91,8 +91,8 @@ def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
     """``gen_kwargs`` cut into at most ``processes`` jobs: each list of it (the shards) into the same runs of
     consecutive items; other values go to every job. Where every shard says its work (``shard_work``: the
     engine's slices of partitions and byte ranges of files), the runs hold similar work (``balanced_runs``);
-    else similar numbers of shards, as ``datasets`` cuts them (``even_runs``). By numbers, MNBVC's benchmark
-    input left one process working alone for the last tenth of a two-process build."""
+    else similar numbers of shards, as ``datasets`` cuts them (``even_runs``). Cut by numbers, one process of
+    MNBVC's benchmark input was left working alone (docs/performance.md, "Jobs of similar work")."""
     lists = {name: value for name, value in gen_kwargs.items() if isinstance(value, list)}
     lengths = {len(value) for value in lists.values()}
     if len(lengths) > 1:

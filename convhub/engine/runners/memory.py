@@ -63,15 +63,14 @@ def give_back_pages() -> None:
     written, and before and after any table of ``LARGE_TABLE_BYTES`` or more is written.
 
     An allocator keeps freed pages for reuse, so the memory of one very large record stayed with the process
-    through every later step: a 32 MB record's ``turns`` build peaked 256 MB above a small record's, all of it
-    free pages of the pool (``benchmarks/large_record.py``). Ordinary writer batches are far smaller than
-    ``LARGE_TABLE_BYTES`` and keep the allocator's reuse; the call costs some microseconds when there is nothing
-    to give back.
+    through every later step (``benchmarks/large_record.py``; the figures: docs/performance.md, "One very large
+    record"). Ordinary writer batches are far smaller than ``LARGE_TABLE_BYTES`` and keep the allocator's reuse;
+    the call is cheap when there is nothing to give back.
 
     ``release_unused`` serves a pool of pyarrow's own (mimalloc, jemalloc), ``malloc_trim`` the C heap (glibc,
     where the C library has it): Arrow's memory with the system allocator, and the Python lists and strings of a
     conversation of many tiny turns, which glibc would keep, so that the next step (the derived views, the card)
-    started from the last one's peak (a conversation of 166,667 turns: 100 MB).
+    started from the last one's peak.
     """
     import pyarrow as pa  # imported already by any caller; not at this module's top (see the module's docstring)
 
@@ -87,9 +86,8 @@ GC_YOUNG_THRESHOLD = 500_000
 def each_made_with_fewer_collections(items: Iterable[Any]) -> Iterator[Any]:
     """``items``, each one made under ``fewer_collections`` but never across a yield: in a stream, the reader's
     own code between two rows runs with the collector as the reader set it. (A build relaxes it for its whole run
-    already, and ``local_shards`` while it lists.) Measured on a LoCoMo ``turns`` stream, 100,000 rows of the scale-1 input, three
-    alternating rounds (2026-11-24): 6.7-7.1 s, as fast as with the parser's own pause that this replaces
-    (6.5-7.2 s), against 7.9 s with neither."""
+    already, and ``local_shards`` while it lists.) A stream so made is as fast as with the parser's own pause
+    this replaced (docs/performance.md, 2026-11-25)."""
     iterator = iter(items)
     while True:
         with fewer_collections():
@@ -108,9 +106,9 @@ def fewer_collections():
 
     Parsers allocate millions of small dicts and lists that reference counting frees (records hold no
     cycles); at the default threshold the collector ran every 700 of them and walked the survivors each
-    time: 10-12% of the CPU of a ConvLab or MNBVC sessions build. At 50,000 a LoCoMo sample (hundreds of
-    thousands of objects) still went through several young passes and was promoted into full ones. 500,000
-    keeps them young (the figures: docs/performance.md, "The cycle collector").
+    time. A lower threshold than 500,000 still let a LoCoMo sample (hundreds of thousands of objects) go through
+    several young passes and be promoted into full ones (the figures: docs/performance.md, "The cycle
+    collector").
     """
     previous = gc.get_threshold()
     gc.set_threshold(max(GC_YOUNG_THRESHOLD, previous[0]), *previous[1:])

@@ -26,18 +26,19 @@ PySpark is an extra: ``pip install "convhub[spark]"`` (and Java 17).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
 import logging
 import os
 import re
-import socket
 import subprocess
 import sys
 import urllib.parse
 import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator
+from functools import partial
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ import datasets
 
 from convhub.engine.checks import quarantine
 from convhub.engine.grouping.group_by_key import keyed_by_partition
+from convhub.engine.runners.cluster_masters import check_reachable
 from convhub.engine.runners.cuts import consecutive_runs
 from convhub.engine.runners.engine import ENGINE_WORK
 from convhub.engine.runners.input_shards import GroupShard, SortedPartition
@@ -107,35 +109,6 @@ def spark_session(master: str | None = None, verbose: bool = False):
         session = SparkSession.builder.config(conf=conf).getOrCreate()
     session.sparkContext.setLogLevel("ERROR" if verbose else "OFF")
     return session
-
-
-#: How long ``check_reachable`` waits for a Spark master to accept a connection.
-CONNECT_SECONDS = 5.0
-
-
-def check_reachable(master: str) -> None:
-    """For a cluster master (``spark://``, ``yarn``, ``k8s://``): at least one of the places its first contact goes
-    (``cluster_masters.contact``: the URL's hosts, the ResourceManager(s) ``yarn-site.xml`` names) accepts a TCP
-    connection within ``CONNECT_SECONDS``, else an ``EngineError`` saying the cluster could not be reached and
-    which setting named it: Spark itself retries for over a minute (``spark://``) or many (YARN) before it gives
-    up."""
-    from convhub.engine.runners.cluster_masters import contact
-
-    found = contact(master)
-    if found is None:
-        return
-    reasons = []
-    for host, port in found.places:
-        place = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        try:
-            with socket.create_connection((host, port), timeout=CONNECT_SECONDS):
-                return
-        except OSError as error:
-            reasons.append(f"{place}: {getattr(error, 'strerror', None) or error}")
-    named = "" if found.named_by == "--spark-master" else f"; named by {found.named_by}"
-    raise EngineError(
-        f"--spark-master {master}: the cluster could not be reached: {found.what} ({'; '.join(reasons)}){named}"
-    )
 
 
 class SparkEngine:
@@ -240,8 +213,10 @@ class SparkEngine:
                             len(shard.files),
                             shard.partitions,
                         )
-                        task = _PartitionTask(builder, split, shard, work, max_shard_size, len(results))
-                        results += self._regroup(builder, shard, task)
+                        write = partial(
+                            _write_partition, builder, split, shard, work, max_shard_size, len(results)
+                        )
+                        results += self._regroup(builder, shard, write)
                     continue
                 plain = list(run)
                 tasks = list(
@@ -251,20 +226,20 @@ class SparkEngine:
                 phases.info(
                     "%s: %d shard%s on Spark%s", label, len(plain), "" if len(plain) == 1 else "s", in_tasks
                 )
-                results += self.map(_ShardTask(builder, split, work, max_shard_size), tasks)
+                results += self.map(partial(_write_shards, builder, split, work, max_shard_size), tasks)
             written[split] = tuple(results)
         return written
 
-    def _regroup(self, builder, shard: GroupShard, task: _PartitionTask) -> list[JobResult]:
+    def _regroup(self, builder, shard: GroupShard, write: Callable) -> list[JobResult]:
         """A group shard: every file read (one task each) into keyed rows, moved and sorted by partition and key
         (a key is (partition, sort key): Spark sorts the sort keys, tuples, by Python's ``<``), each partition
-        written by ``task``."""
+        written by ``write(index, rows)``."""
         files = range(len(shard.files))
-        keyed = self.context.parallelize(files, len(files)).flatMap(_KeyedRows(builder, shard))
+        keyed = self.context.parallelize(files, len(files)).flatMap(partial(_keyed_rows, builder, shard))
         moved = keyed.repartitionAndSortWithinPartitions(
             shard.partitions + 1, partitionFunc=itemgetter(0), keyfunc=itemgetter(1)
         )
-        return _collect(moved.mapPartitionsWithIndex(task))
+        return _collect(moved.mapPartitionsWithIndex(write))
 
 
 #: The most Parquet files a Spark build writes for one split of a config: the Hub advises fewer than 10,000
@@ -302,33 +277,29 @@ def _reraisable(error: SourceError) -> RuntimeError:
     return RuntimeError(_ERROR_MARK + json.dumps(fields, ensure_ascii=True))
 
 
-class _Scratch:
-    """A task's own report and quarantine folders, read back into its result: whatever the task saves
-    there reaches the driver only if the task succeeds."""
+@contextlib.contextmanager
+def _task_scratch(builder) -> Iterator[Callable[[JobResult], JobResult]]:
+    """A task's own report and quarantine folders while it runs, and the function that reads them back into its
+    result: whatever the task saves there reaches the driver only if the task succeeds."""
+    config = builder.config
+    saved = config.report_dir, config.quarantine_dir
+    folder = MarkedTemporaryDirectory(prefix="convhub-spark-task-")
+    reports, rejected = os.path.join(folder.name, "reports"), os.path.join(folder.name, "quarantine")
 
-    def __init__(self, builder):
-        self.builder = builder
-
-    def __enter__(self) -> _Scratch:
-        self.folder = MarkedTemporaryDirectory(prefix="convhub-spark-task-")
-        root = self.folder.name
-        self.reports, self.quarantine = os.path.join(root, "reports"), os.path.join(root, "quarantine")
-        os.mkdir(self.reports)
-        os.mkdir(self.quarantine)
-        config = self.builder.config
-        self.saved = config.report_dir, config.quarantine_dir
-        config.report_dir = self.reports if config.report_dir else None
-        config.quarantine_dir = self.quarantine
-        return self
-
-    def collect(self, result: JobResult) -> JobResult:
-        result.reports = saved_reports(self.reports)
-        result.quarantine = list(quarantine.part_lines(self.quarantine))
+    def collect(result: JobResult) -> JobResult:
+        result.reports = saved_reports(reports)
+        result.quarantine = list(quarantine.part_lines(rejected))
         return result
 
-    def __exit__(self, *exc_info) -> None:
-        self.builder.config.report_dir, self.builder.config.quarantine_dir = self.saved
-        self.folder.cleanup()
+    try:
+        os.mkdir(reports)
+        os.mkdir(rejected)
+        config.report_dir = reports if config.report_dir else None
+        config.quarantine_dir = rejected
+        yield collect
+    finally:
+        config.report_dir, config.quarantine_dir = saved
+        folder.cleanup()
 
 
 def _save_reports_and_rejections(config, result: JobResult) -> None:
@@ -343,66 +314,57 @@ def _save_reports_and_rejections(config, result: JobResult) -> None:
 def _write_records(builder, split: str, shards: list, prefix: str, max_shard_size: int | None) -> JobResult:
     """The local engine's parse and write of shards, in order (``runners.local.write_job``), into
     ``prefix-NNNNN.parquet``: a file at most ``max_shard_size`` Arrow bytes, or one file (None)."""
-    with _Scratch(builder) as scratch:
+    with _task_scratch(builder) as collect:  # (``write_job`` parses under ``fewer_collections``)
         try:
             written = write_job(
                 builder, {"shards": shards, "split": split}, prefix + "-{file:05d}.parquet", max_shard_size
             )
         except SourceError as error:
             raise _reraisable(error) from None
-        return scratch.collect(written)
+        return collect(written)
 
 
-class _ShardTask:
-    """A run of consecutive source shards (one, unless a split has more than ``MAX_FILES``): parsed and written
-    on an executor."""
-
-    def __init__(self, builder, split: str, work, max_shard_size: int | None):
-        self.builder, self.split, self.work, self.max_shard_size = builder, split, work, max_shard_size
-
-    def __call__(self, task: tuple[int, list]) -> JobResult:
-        number, shards = task
-        prefix = text_of(self.work / f"{self.split}-{number:05d}")
-        with fewer_collections():
-            return _write_records(self.builder, self.split, shards, prefix, self.max_shard_size)
+def _write_shards(builder, split: str, work, max_shard_size: int | None, task: tuple[int, list]) -> JobResult:
+    """A Spark task: its run of consecutive source shards (one, unless a split has more than ``MAX_FILES``)
+    parsed and written on an executor."""
+    number, shards = task
+    return _write_records(builder, split, shards, text_of(work / f"{split}-{number:05d}"), max_shard_size)
 
 
-class _KeyedRows:
-    """One file of a group shard: ((partition, sort key), payload) per row. Records it rejects (under
-    ``--on-bad-record skip``) travel as rows of the extra last partition, whose task hands them to the driver."""
-
-    def __init__(self, builder, shard: GroupShard):
-        self.builder, self.shard = builder, shard
-
-    def __call__(self, file_index: int) -> Iterator[tuple[tuple[int, tuple], bytes]]:
-        rejected = JobResult()
-        with _Scratch(self.builder) as scratch, fewer_collections():
-            try:
-                keyed = self.builder.keyed_rows(self.shard, file_index)
-                for partition, key, payload, _ in keyed_by_partition(keyed, self.shard.partitions):
-                    yield (partition, key), payload
-            except SourceError as error:
-                raise _reraisable(error) from None
-            scratch.collect(rejected)
-        for number, line in enumerate(rejected.quarantine):
-            yield (self.shard.partitions, (file_index, number)), line.encode("utf-8")
+def _keyed_rows(builder, shard: GroupShard, file_index: int) -> Iterator[tuple[tuple[int, tuple], bytes]]:
+    """A Spark task: one file of a group shard as ((partition, sort key), payload) per row. Records it rejects
+    (under ``--on-bad-record skip``) travel as rows of the extra last partition, whose task hands them to the
+    driver."""
+    with _task_scratch(builder) as collect, fewer_collections():
+        try:
+            keyed = builder.keyed_rows(shard, file_index)
+            for partition, key, payload, _ in keyed_by_partition(keyed, shard.partitions):
+                yield (partition, key), payload
+        except SourceError as error:
+            raise _reraisable(error) from None
+        rejected = collect(JobResult())
+    for number, line in enumerate(rejected.quarantine):
+        yield (shard.partitions, (file_index, number)), line.encode("utf-8")
 
 
-class _PartitionTask:
-    """One partition of a group shard, its rows sorted: records built and written on an executor."""
-
-    def __init__(self, builder, split: str, shard: GroupShard, work, max_shard_size: int | None, first: int):
-        self.builder, self.split, self.shard = builder, split, shard
-        self.work, self.max_shard_size, self.first = work, max_shard_size, first
-
-    def __call__(self, index: int, rows: Iterable) -> Iterator[JobResult]:
-        if index == self.shard.partitions:  # the rejected rows of the files
-            yield JobResult(quarantine=[payload.decode("utf-8") for _, payload in rows])
-            return
-        prefix = text_of(self.work / f"{self.split}-{self.first + index:05d}")
-        partition = SortedPartition(self.shard, ((key, payload) for (_, key), payload in rows))
-        with fewer_collections():
-            yield _write_records(self.builder, self.split, [partition], prefix, self.max_shard_size)
+def _write_partition(
+    builder,
+    split: str,
+    shard: GroupShard,
+    work,
+    max_shard_size: int | None,
+    first: int,
+    index: int,
+    rows: Iterable,
+) -> Iterator[JobResult]:
+    """A Spark task: partition ``index`` of a group shard, its rows sorted, built into records and written on an
+    executor (the extra last partition holds the files' rejected rows)."""
+    if index == shard.partitions:
+        yield JobResult(quarantine=[payload.decode("utf-8") for _, payload in rows])
+        return
+    prefix = text_of(work / f"{split}-{first + index:05d}")
+    partition = SortedPartition(shard, ((key, payload) for (_, key), payload in rows))
+    yield _write_records(builder, split, [partition], prefix, max_shard_size)
 
 
 def _place_in(paths: list[str], spark_path: str) -> int:
