@@ -208,9 +208,13 @@ def _staged_url_folder(output, overwrite: bool, inputs: Iterable[PathArg | None]
     if moves_by_copying(output):
         _check_not_being_written(output)
         if not output.exists():
-            output.mkdir(
-                parents=True
-            )  # (before the try: what a failed mkdir found there is not ours to remove)
+            try:  # (before the try below: what a failed mkdir found there is not ours to remove)
+                output.mkdir(parents=True)
+            except FileExistsError:  # another run made it since: refused, naming that run where it holds it
+                _check_not_being_written(output)
+                raise OutputError(
+                    f"{text_of(output)} was made by another run while this build started: refusing to write it too"
+                ) from None
             with writing_into(output):  # (before the try too: another run's build is not ours to remove)
                 try:
                     write_text(output / MARKER, _MARKER_TEXT)

@@ -97,3 +97,32 @@ def test_an_object_store_folder_another_run_writes_is_refused_and_a_killed_runs_
         (staging / "sessions.parquet").write_text("built")
     assert (output / "sessions.parquet").read_text() == "built"
     assert not (output / WRITING).exists()
+
+
+def test_an_object_store_output_another_run_makes_as_this_one_starts_is_refused_in_one_line(
+    bucket, monkeypatch
+):
+    """Two first builds into one new S3 output: both find nothing there, the other makes it first, and this one's
+    ``mkdir`` finds it. That was ``FileExistsError``, printed as the bare path (exit 1); it is an output refused."""
+    output = bucket / "out"
+    (output / "sessions.parquet").write_text("the other run's")
+    output_class = type(output)
+    exists, mkdir = output_class.exists, output_class.mkdir
+    making: list[object] = []  # (until this run's mkdir, the output looks absent, as the other run makes it)
+
+    def made_now(self, *args, **kwargs):
+        making.append(self)
+        return mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(output_class, "mkdir", made_now)
+    monkeypatch.setattr(
+        output_class,
+        "exists",
+        lambda self, *rest: False if self == output and not making else exists(self, *rest),
+    )
+    refused = pytest.raises(OutputError, match="was made by another run while this build started")
+    with refused, staged_folder(output):
+        pytest.fail("an output another run made was written into")
+    monkeypatch.undo()
+    assert [path.name for path in output.iterdir()] == ["sessions.parquet"]  # the other run's, untouched
+    assert (output / "sessions.parquet").read_text() == "the other run's"
