@@ -75,6 +75,7 @@ def test_check_counts_what_the_build_wrote(sample_builds, source):
     assert notes and notes.items() <= sample_builds[source].notes.items()  # the build adds its views' notes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", registry.names())
 def test_a_build_of_the_export_is_the_same_build(sample_builds, source, tmp_path):
     """Export gives the source's files back, so building them again gives the same tables and card."""
@@ -95,6 +96,7 @@ def test_builder_declares_shared_features(source):
     assert builder_cls.DEFAULT_CONFIG_NAME == "sessions"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", registry.names())
 def test_every_config_round_trips_through_load_dataset(sample_builds, source):
     result = sample_builds[source]
@@ -109,6 +111,7 @@ def test_every_config_round_trips_through_load_dataset(sample_builds, source):
     assert default[first_split].features == schema.SESSIONS_FEATURES
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("view", sorted(SHARED))
 def test_shared_views_concatenate_across_sources_without_cast(sample_builds, view):
     parts = []
@@ -156,6 +159,7 @@ def _same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(JSON_VALUES)
 def test_to_json_text_reads_back_as_the_same_value(value):

@@ -69,6 +69,7 @@ def test_the_packages_sit_in_folders_of_their_names():
     ]
 
 
+@pytest.mark.slow
 def test_nothing_imports_the_linked_folders_as_packages_of_their_own():
     """``builders`` and ``dataset_cards`` are not installed under those names: an ``import builders.x`` works in the
     checkout (its root is on the path) and fails in the wheel. Every import goes through ``convhub.``."""
@@ -86,6 +87,7 @@ def test_nothing_imports_the_linked_folders_as_packages_of_their_own():
     assert found == []
 
 
+@pytest.mark.slow
 def test_no_test_module_imports_another():
     """Shared fixtures live in helper modules (``tests.support.*``, a source's own ``tests.<source>.<helper>``), never
     in a test module another one imports: a test module can move or be deleted alone."""

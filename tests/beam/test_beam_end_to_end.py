@@ -119,6 +119,7 @@ def write_qa_build(folder: Path, rows: list[dict[str, Any]]) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_the_build_scores_as_the_questions_read_straight_from_the_files(
     built, real_chats, beam_judge, tmp_path
 ):

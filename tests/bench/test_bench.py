@@ -305,6 +305,7 @@ print(1)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("perl") is None, reason="needs perl, a process that is not Python")
 def test_the_peak_of_the_python_processes_leaves_out_the_others():
     """The tree's peak counts every process; the Python processes' peak (what the 1 GiB target is about, where

@@ -26,6 +26,7 @@ def test_the_large_record_benchmark_grows_one_text_and_compares_with_the_record_
     assert float(row[3]) > float(row[2]) > 0  # the large record's build peaks higher
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["locomo", "gigamemory", "convlab", "mnbvc", "longmemeval"])
 def test_the_large_record_benchmark_has_an_input_for_every_source_that_builds_with_its_long_text(
     source, tmp_path

@@ -112,6 +112,7 @@ def test_ctrl_c_wrapped_by_the_import_it_broke_is_one_line_and_130(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_the_command_line_is_read_without_importing_scipy():
     """scipy (BEAM's Kendall tau) loads extension modules for a second: a Ctrl-C in its import was reported as
     "ImportError: initialization failed". Only a BEAM score imports it, not every command's start."""
@@ -125,6 +126,7 @@ def test_the_command_line_is_read_without_importing_scipy():
     assert done.stdout.splitlines() == ["mix", "[]"], done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "phase, command, line",
     [
@@ -161,6 +163,7 @@ def test_ctrl_c_inside_a_strings_exec_exits_130_not_by_sigint(tmp_path, phase, c
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_what_a_build_imports_as_its_work_starts_is_imported_while_ctrl_c_is_held():
     """``datasets`` imports ``scipy.io`` for each builder it makes (its streaming patch): a Ctrl-C in its extension
     modules' initialization was an ImportError. ``import_before_work`` (in ``cli.entry``'s held window) does it first."""

@@ -61,6 +61,7 @@ def _argv(command: str, build: Path, target: Path, tmp_path: Path) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "command, target",
     [

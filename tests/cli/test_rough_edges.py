@@ -70,6 +70,7 @@ def test_the_command_word_is_found_before_parsing():
     assert cli_errors.command_in(["build", "--all"]) == "build"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not Path("/proc/self/maps").exists(), reason="finds the imports under way in /proc/PID/maps"
 )
@@ -281,6 +282,7 @@ def _yarn_site(folder: Path, *properties: tuple[str, str]) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_yarn_whose_resourcemanager_does_not_answer_ends_in_one_line(tmp_path, monkeypatch, capsys):
     """``HADOOP_CONF_DIR`` names a cluster that is down: the command hung (YARN's client retries for many minutes);
     now one line naming the place and the setting, exit 1, in seconds: a real ``convhub`` process, and

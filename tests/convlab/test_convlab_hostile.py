@@ -276,6 +276,7 @@ BREAKS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("indent", [None, 2])
 @pytest.mark.parametrize("edit", sorted(BREAKS))
 def test_a_break_in_the_list_loses_only_what_it_holds_and_the_quarantine_counts_it(edit, indent, tmp_path):

@@ -50,6 +50,7 @@ def _prepared(builder_cls, config: str, data_dir: str, cache_dir) -> tuple[dict[
     return _by_split(paths), sizes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("source", "config"),
     [(name, view.name) for name in registry.names() for view in registry.get(name).views()],
@@ -185,6 +186,7 @@ def test_convhub_check_parses_with_the_collector_relaxed_and_restores_it():
     assert gc.get_threshold() == before
 
 
+@pytest.mark.slow
 def test_a_stream_parses_with_the_collector_relaxed_and_hands_each_row_back_without():
     import gc
 

@@ -39,6 +39,7 @@ def assert_identical(first: Path, second: Path) -> None:
     assert differing == [], f"{first.name}: these files differ between two builds of the same input"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", SOURCES)
 def test_a_second_build_from_a_copy_of_the_input_is_byte_identical(source, sample_builds, tmp_path):
     builder_cls = registry.get(source)

@@ -77,6 +77,7 @@ CASES = [
 CASES += [(name, how) for name in ("gigamemory", "mnbvc") for how in ("broken", "truncated", "not_utf8")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "how"), CASES)
 def test_every_record_is_built_or_quarantined_with_its_bytes(tmp_path, name, how):
     source = SOURCES_HERE[name]

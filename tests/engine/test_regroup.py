@@ -73,6 +73,7 @@ SCATTERED = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("count", [1, 2, 5])
 @pytest.mark.parametrize("processes", [1, 2])
 def test_every_conversation_comes_out_whole_and_in_key_order(tmp_path, count, processes):
@@ -179,6 +180,7 @@ def test_partition_shards_slice_each_partition_by_its_source_bytes_and_remove_th
     assert not any(os.path.exists(path) for path in partitioned.paths())
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.tuples(st.sampled_from(TEXTS) | st.text(), st.sampled_from(TEXTS) | st.text()), max_size=12)

@@ -48,6 +48,7 @@ def test_export_from_a_hub_repo(hub, sample_builds, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_cli_export_from_a_hub_repo_streamed(hub, sample_builds, tmp_path, capsys):
     from convhub.publish.push import push_folder
 
@@ -115,6 +116,7 @@ def hub_page_commands(page: str, answers: Path) -> list[tuple[str, list[str]]]:
     ]
 
 
+@pytest.mark.slow
 def test_a_hub_page_url_is_refused_naming_the_repo_id_to_use(tmp_path, monkeypatch, capsys):
     """A Hub page's URL is no location convhub reads: ``export --from`` and ``score --data`` say the repo id to
     give (exit 2, a command line that cannot run as given), with nothing written: each command once as a real

@@ -135,6 +135,7 @@ def test_all_exhausted_past_max_rows_is_refused_from_the_source_lengths(tmp_path
     assert len(mix.mixture(recipe(tmp_path, text.replace("1000", "5000")))) > 1000
 
 
+@pytest.mark.slow
 def test_a_streamed_repeat_past_max_rows_is_refused_before_a_row_is_read(tmp_path, monkeypatch):
     write_source(tmp_path / "a", numbered("a", 2))
     write_source(tmp_path / "b", numbered("b", 5))
@@ -151,6 +152,7 @@ def test_a_streamed_repeat_past_max_rows_is_refused_before_a_row_is_read(tmp_pat
     assert caught.value.key == "sources[1].repeat" and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_streamed_source_that_filters_keeps_the_bound_as_rows_arrive(tmp_path):
     """Filters make a streamed source's rows unknown before it is read: the bound holds as the rows arrive."""
     write_source(tmp_path / "a", numbered("a", 2))

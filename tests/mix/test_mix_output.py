@@ -161,6 +161,7 @@ def test_cli_mix(tmp_path, capsys):
 # -- real builds ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["messages", "sessions"])
 def test_mixing_the_sample_build_of_every_registered_source(sample_builds, tmp_path, config):
     """Whatever sources are registered, their sample builds mix with no cast, each source's rows all there."""
@@ -249,6 +250,7 @@ def test_the_example_recipe_mixes_the_sample_builds_with_no_row_repeated(sample_
     assert result.rows == sum(report.rows for report in result.reports) > 0
 
 
+@pytest.mark.slow
 def test_convhub_push_publishes_a_mixture_folder_without_a_source(hub, tmp_path, capsys):
     write_source(tmp_path / "a", numbered("a", 4))
     (tmp_path / "recipe.yaml").write_text("name: pushed-mix\nsources: [{path: a}]\n")

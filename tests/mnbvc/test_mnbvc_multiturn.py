@@ -98,6 +98,7 @@ def test_slices_of_a_partition_give_its_conversations_in_the_same_order(tmp_path
     ]
 
 
+@pytest.mark.slow
 def test_partition_writers_in_several_processes_write_the_same_partitions(tmp_path):
     files = []
     for index in range(3):
@@ -215,6 +216,7 @@ def test_the_engine_sorts_conversations_in_pythons_order_of_their_texts(tmp_path
     assert [record["sessions"][0]["session_id"] for record in records] == [group[2] for group, _ in whole]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["会话", "来源", "id"])
 def test_a_lone_surrogate_in_a_conversation_key_is_a_named_bad_record_not_a_crash(tmp_path, where):
     """The regrouping hashes and sorts the key as UTF-8 with surrogates passed, so a key Parquet cannot store

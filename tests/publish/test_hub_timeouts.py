@@ -98,6 +98,7 @@ def push_argv(folder) -> list[str]:
     return ["push", "locomo", "--repo-id", REPO, "--folder", str(folder)]
 
 
+@pytest.mark.slow
 def test_push_to_a_hub_that_never_answers_ends_with_one_line(sample_builds, silent_hub, monkeypatch, capsys):
     url, taken = silent_hub
     monkeypatch.setenv(TIMEOUT_ENV, "0.3")

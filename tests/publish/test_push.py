@@ -47,6 +47,7 @@ def built_configs(folder: Path) -> list[str]:
     return sorted(path.name for path in folder.iterdir() if path.is_dir())
 
 
+@pytest.mark.slow
 def test_a_card_built_for_one_repo_is_pushed_naming_the_repo_it_goes_to(hub, tmp_path):
     output = tmp_path / "built"
     build_source("gigamemory", output, data_dir=registry.get("gigamemory").sample_dir(), repo_id="me/giga")
@@ -59,6 +60,7 @@ def test_a_card_built_for_one_repo_is_pushed_naming_the_repo_it_goes_to(hub, tmp
     assert push_folder(output, REPO).created_commit is False  # the same card again: nothing to commit
 
 
+@pytest.mark.slow
 def test_push_makes_one_commit_that_loads_back_row_for_row(hub, folder):
     result = push_folder(folder, REPO)
 
@@ -108,6 +110,7 @@ def test_a_folder_at_a_url_is_pushed_as_the_same_folder_would_be_locally(hub, bu
     assert push_folder(folder, REPO).created_commit is False  # the local folder: the very same files
 
 
+@pytest.mark.slow
 def test_push_again_with_unchanged_data_makes_no_commit(hub, folder):
     first = push_folder(folder, REPO)
     second = push_folder(folder, REPO)
@@ -119,6 +122,7 @@ def test_push_again_with_unchanged_data_makes_no_commit(hub, folder):
     assert second.verified == first.verified
 
 
+@pytest.mark.slow
 def test_push_of_fewer_configs_deletes_the_stale_files_in_one_commit(hub, folder, tmp_path):
     push_folder(folder, REPO)
     smaller = tmp_path / "smaller" / "locomo-unified"
@@ -143,6 +147,7 @@ def test_push_of_fewer_configs_deletes_the_stale_files_in_one_commit(hub, folder
         datasets.load_dataset(REPO, "events")  # the card no longer offers it
 
 
+@pytest.mark.slow
 def test_push_deletes_only_what_convhub_published_never_a_hand_uploaded_shard(hub, folder, tmp_path):
     push_folder(folder, REPO, verify=False)
     api = HfApi()
@@ -236,6 +241,7 @@ def test_private_makes_a_private_repo_that_needs_the_token(hub, folder):
     assert set(result.verified) == set(built_configs(folder))  # loaded back with the token
 
 
+@pytest.mark.slow
 def test_revision_pushes_to_a_new_branch_and_leaves_main_alone(hub, folder):
     result = push_folder(folder, REPO, revision="convhub-v1")
 
@@ -247,6 +253,7 @@ def test_revision_pushes_to_a_new_branch_and_leaves_main_alone(hub, folder):
     assert set(datasets.load_dataset(REPO, "qa", revision="convhub-v1")) == {"test"}
 
 
+@pytest.mark.slow
 def test_create_pr_opens_a_pull_request_and_leaves_main_alone(hub, folder):
     result = push_folder(folder, REPO, create_pr=True)
 
@@ -283,6 +290,7 @@ def test_a_concurrent_commit_fails_the_push_instead_of_mixing_builds(hub, folder
     )
 
 
+@pytest.mark.slow
 def test_token_never_leaks(hub, folder, capsys, caplog, monkeypatch):
     caplog.set_level(logging.DEBUG)
     monkeypatch.delenv("HF_TOKEN")  # only --token gives it
@@ -318,6 +326,7 @@ def test_push_refuses_a_folder_built_from_another_source(hub, folder, capsys):
     assert capsys.readouterr().err.startswith(f"convhub push: error: {folder} was not built from locomo")
 
 
+@pytest.mark.slow
 def test_a_failed_commit_leaves_the_repo_untouched_and_the_next_push_lands(hub, folder):
     waits = []
     hub.fail_next("commit", times=4, status=500)
@@ -334,6 +343,7 @@ def test_a_failed_commit_leaves_the_repo_untouched_and_the_next_push_lands(hub, 
     assert len(hub.calls("lfs_upload")) == uploaded  # the Hub kept the objects: not sent twice
 
 
+@pytest.mark.slow
 def test_a_dropped_lfs_upload_is_retried_by_the_client(hub, folder):
     hub.fail_next("lfs_upload", drop=True)
 
@@ -398,6 +408,7 @@ def test_a_load_back_failure_after_the_commit_says_which_commit_landed(hub, fold
     assert len(hub.repo(REPO).commits) == 2
 
 
+@pytest.mark.slow
 def test_a_hub_error_is_reported_on_stderr_with_exit_status_1(hub, folder, capsys, monkeypatch):
     import convhub.publish.push as push
 

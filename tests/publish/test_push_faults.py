@@ -113,6 +113,7 @@ def assert_landed_once(hub, previous, folder: Path, result) -> None:
 
 
 # -- which layer retries what (measured) ---------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("route", ["preupload", "lfs_batch", "lfs_upload", "tree"])
 def test_the_client_retries_these_itself_and_convhub_does_not_again(
     hub, previous, v2, route, client_waits, our_waits, retry
@@ -126,6 +127,7 @@ def test_the_client_retries_these_itself_and_convhub_does_not_again(
     assert client_waits == [1] and our_waits == []  # http_backoff waited once; convhub added nothing
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("route", ["repo_info", "validate_yaml", "commit"])
 def test_convhub_retries_what_the_client_sends_once(hub, previous, v2, route, client_waits, our_waits, retry):
     hub.fail_next(route, status=503)
@@ -157,6 +159,7 @@ def test_creating_the_repo_or_branch_is_retried_even_when_it_had_taken_effect(
 
 
 # -- dropped connections -------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_connection_dropped_mid_upload_is_resent_and_lands_once(hub, previous, v2, client_waits, retry):
     hub.fail_next("lfs_upload", drop="mid-body")
 
@@ -232,6 +235,7 @@ def test_uploads_that_keep_failing_fail_after_the_clients_retries_only(
 
 
 # -- server errors -------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_commit_that_keeps_failing_with_5xx_fails_and_changes_nothing(hub, previous, v2, our_waits, retry):
     hub.fail_next("commit", times=4, status=503)
 
@@ -401,6 +405,7 @@ def test_a_token_refused_mid_push_fails_clearly_and_is_not_retried(
     assert_untouched(hub, previous)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "fault",
     [

@@ -108,6 +108,7 @@ def test_an_older_manifest_without_digests_deletes_nothing_and_warns(hub, folder
     assert all(shard in warning for shard in shards)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "content, what",
     [

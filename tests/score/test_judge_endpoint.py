@@ -34,6 +34,7 @@ def ask(double, prompt: str = PROMPT, **options) -> bool:
     return Judge(double.url, "m", api_key="sk-secret-key-123", **options).label(prompt)
 
 
+@pytest.mark.slow
 def test_a_slow_reply_is_cut_at_the_deadline(judge):
     judge.delay = 5
     with pytest.raises(VerdictFailed, match=r"no whole reply within 0\.3 s \(2 tries\)"):
@@ -55,6 +56,7 @@ def test_a_judge_that_never_answers(judge):
         ask(judge, timeout=0.3)
 
 
+@pytest.mark.slow
 def test_429_honours_retry_after_then_succeeds(judge):
     judge.fail_with, judge.fail_times, judge.retry_after = 429, 1, "1"
     assert ask(judge, retries=2) is True
@@ -62,12 +64,14 @@ def test_429_honours_retry_after_then_succeeds(judge):
     assert judge.arrival[1] - judge.arrival[0] >= 0.9  # waited as asked (the backoff alone is 0.5 s)
 
 
+@pytest.mark.slow
 def test_429_without_retry_after_backs_off_then_succeeds(judge):
     judge.fail_with, judge.fail_times = 429, 2
     assert ask(judge, retries=3) is True
     assert len(judge.requests) == 3
 
 
+@pytest.mark.slow
 def test_500_on_every_try_is_one_line_after_bounded_tries(judge):
     judge.fail_with = 500
     with pytest.raises(VerdictFailed) as failure:
@@ -84,6 +88,7 @@ def test_a_wrong_key_stops_at_once(judge):
     assert len(judge.requests) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("reply", "says"),
     [
@@ -282,6 +287,7 @@ def _score_through(judge, gigamemory_sample, tmp_path, url: str, **env: str) -> 
     return done.returncode, done.stderr
 
 
+@pytest.mark.slow
 def test_a_key_over_plain_http_to_another_machine_is_warned_of_before_the_first_request(
     gigamemory_sample, tmp_path, judge
 ):
@@ -302,6 +308,7 @@ def test_a_key_over_plain_http_to_another_machine_is_warned_of_before_the_first_
     assert "kkkk" not in err and status == 1  # (the double routes no proxied path: 404)
 
 
+@pytest.mark.slow
 def test_no_warning_for_a_judge_on_this_machine(gigamemory_sample, tmp_path, judge):
     status, err = _score_through(judge, gigamemory_sample, tmp_path, judge.url)
     assert status == 0 and "warning" not in err, err

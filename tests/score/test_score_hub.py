@@ -46,6 +46,7 @@ def assert_one_line(status: int, err: str, tmp_path, *words: str) -> None:
     assert not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.slow
 def test_a_hub_build_scores_as_its_folder(hub, locomo_sample, tmp_path, capsys):
     push(locomo_sample, "org/locomo-s", tmp_path)
     rows = qa_rows(locomo_sample)
@@ -95,6 +96,7 @@ def never_answering_hub(monkeypatch):
     server.close()
 
 
+@pytest.mark.slow
 def test_a_hub_that_never_answers_is_one_line(never_answering_hub, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv(TIMEOUT_ENV, "1")
     result = {}
@@ -108,6 +110,7 @@ def test_a_hub_that_never_answers_is_one_line(never_answering_hub, tmp_path, cap
     assert_one_line(status, err, tmp_path, f"the Hub at {never_answering_hub}", "did not answer within 1 s")
 
 
+@pytest.mark.slow
 def test_a_duplicate_id_on_the_hub_names_the_repo(hub, tmp_path, capsys):
     """A LongMemEval build of two subsets that share ids: the error names the repo and --subset, never a file of
     the local cache."""

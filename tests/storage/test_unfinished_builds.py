@@ -60,12 +60,14 @@ def _refused_as_unfinished(status: int, err: str, command: str, folder: str) -> 
     assert f"build it again with `convhub build SOURCE --output {folder}`" in line
 
 
+@pytest.mark.slow
 def test_export_refuses_an_unfinished_build(unfinished, tmp_path):
     status, err = _convhub(tmp_path, "export", "locomo", "--from", str(unfinished), "--output", "again")
     _refused_as_unfinished(status, err, "export", str(unfinished))
     assert not (tmp_path / "again").exists()
 
 
+@pytest.mark.slow
 def test_push_refuses_an_unfinished_build(unfinished, tmp_path):
     status, err = _convhub(
         tmp_path, "push", "locomo", "--repo-id", "org/locomo", "--folder", str(unfinished), "--dry-run"
@@ -73,6 +75,7 @@ def test_push_refuses_an_unfinished_build(unfinished, tmp_path):
     _refused_as_unfinished(status, err, "push", str(unfinished))
 
 
+@pytest.mark.slow
 def test_mix_refuses_an_unfinished_build(unfinished, tmp_path):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(
@@ -85,6 +88,7 @@ def test_mix_refuses_an_unfinished_build(unfinished, tmp_path):
     assert not (tmp_path / "mixed").exists()
 
 
+@pytest.mark.slow
 def test_score_refuses_an_unfinished_build(unfinished, tmp_path):
     predictions = tmp_path / "answers.jsonl"
     predictions.write_text('{"question_id": "q", "prediction": "p"}\n', encoding="utf-8")

@@ -23,6 +23,7 @@ DERIVED = [(source, view) for source in registry.names() for view in sorted(DERI
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("source", "view"), DERIVED)
 def test_derived_view_equals_builder_view(sample_builds, tmp_path, source, view):
     if view not in sample_builds[source].configs:
@@ -50,6 +51,7 @@ def test_build_of_a_derived_view_alone_parses_once_and_writes_only_that_view(tmp
     assert result.notes  # the sample exercises LoCoMo's quirks, so some normalization was counted
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["mnbvc", "gigamemory"])
 def test_derive_in_worker_processes_gives_the_rows_of_one_process(sample_builds, tmp_path, source):
     from convhub.build import build_source

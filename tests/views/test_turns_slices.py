@@ -42,6 +42,7 @@ def derived_turns(tmp_path, name: str, records: list[dict]):
     return pq.read_table(turns_path), [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sessions",
     [[5200], [2600, 2600, 7], [2500, 1], [100, 5300], [2401, 999, 3000, 1, 1]],
