@@ -410,11 +410,9 @@ def main(argv: list[str] | None = None) -> int:
     (``cli_errors``: 2 usage, 1 data, 130 Ctrl-C), a bug keeps its traceback."""
     try:
         args = parse(argv)
-    except Exception as error:  # Ctrl-C while the command starts, maybe wrapped by the import it broke
+    except BaseException as error:  # Ctrl-C as the command starts, itself or wrapped by the import it broke
         if kind_in_chain(error, KeyboardInterrupt) is None:
-            raise
-        return cli_errors.interrupted(cli_errors.command_in(sys.argv[1:] if argv is None else argv))
-    except KeyboardInterrupt:
+            raise  # argparse's own exit (usage, --help), or a bug
         return cli_errors.interrupted(cli_errors.command_in(sys.argv[1:] if argv is None else argv))
     return run(args)
 
