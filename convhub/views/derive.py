@@ -28,15 +28,26 @@ IDS = list(schema.CONVERSATION_IDS)
 BATCH_ROWS = 64  # conversations per batch: bounds memory on very long conversations
 
 
-def turns_table(batch: pa.RecordBatch, part: slice | None = None) -> pa.Table:
-    """The ``turns`` rows of a batch (given ``part``, of its turns ``part.start`` to ``part.stop`` alone)."""
+def turns_table(batch: pa.RecordBatch) -> pa.Table:
+    """The ``turns`` rows of a batch."""
+    return _turns_rows(batch, _unnested_turns(batch), 0, None)
+
+
+def _unnested_turns(batch: pa.RecordBatch) -> tuple:
+    """What every ``turns`` row of ``batch`` is made of, unnested once: the turns, each turn's session and its
+    index there, each session's conversation, its index, and its fields."""
     session_parent, session_index, session_fields = sessions_of(batch)
     turns = session_fields["turns"]
-    turn_rows = flattened(turns)
-    turn_session, turn_index = list_positions(turns)
-    if part is not None:
+    return (flattened(turns), *list_positions(turns), session_parent, session_index, session_fields)
+
+
+def _turns_rows(batch: pa.RecordBatch, unnested: tuple, start: int, stop: int | None) -> pa.Table:
+    """The ``turns`` rows of the batch's turns ``start`` to ``stop`` (None: to the last)."""
+    turn_rows, turn_session, turn_index, session_parent, session_index, session_fields = unnested
+    if start or stop is not None:
+        length = (len(turn_rows) if stop is None else stop) - start
         turn_rows, turn_session, turn_index = (
-            array.slice(part.start, part.stop - part.start) for array in (turn_rows, turn_session, turn_index)
+            array.slice(start, length) for array in (turn_rows, turn_session, turn_index)
         )
     turn_conversation = session_parent.take(turn_session)
     columns = {name: batch.column(name).take(turn_conversation) for name in IDS}
@@ -61,15 +72,16 @@ def turns_tables(batch: pa.RecordBatch, pending: int) -> Iterator[pa.Table]:
     holds ``pending`` rows (fewer than ``FLUSH_ROWS``): the first slice tops them up to ``TURN_SLICE``, and a
     last one of fewer than ``FLUSH_ROWS`` rows joins the one before, so that each slice is written as it comes
     (and its memory given back before the next is made)."""
-    count = len(flattened(sessions_of(batch)[2]["turns"]))
+    unnested = _unnested_turns(batch)  # (once for every slice)
+    count = len(unnested[0])
     if count <= TURN_SLICE:
-        yield turns_table(batch)
+        yield _turns_rows(batch, unnested, 0, None)
         return
     bounds = [0, *range(TURN_SLICE - pending, count, TURN_SLICE)]
     if count - bounds[-1] < FLUSH_ROWS and len(bounds) > 1:
         bounds.pop()
     for start, stop in zip(bounds, [*bounds[1:], count], strict=True):
-        yield turns_table(batch, slice(start, stop))
+        yield _turns_rows(batch, unnested, start, stop)
         give_back_pages()  # (the slice written: its pages, under LARGE_TABLE_BYTES, would stay the pool's)
 
 
