@@ -17,10 +17,18 @@ from pathlib import Path
 START_SECONDS = 120
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free on 127.0.0.1 now: their sockets are held together while they are picked, so no
+    two daemons of one cluster are handed the same port (a port picked after the master started could be the one
+    its web UI had yet to bind)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
 
 
 def cluster_env() -> dict[str, str]:
@@ -51,17 +59,22 @@ def _wait_for(port: int, process: subprocess.Popen, log: Path) -> None:
     )
 
 
-def _registered_workers(web_port: int) -> int:
-    """The master's alive workers, from its web UI's JSON (0 while the UI is not up yet)."""
+def _registered_workers(web_port: int, master_url: str) -> int:
+    """The master's alive workers, from its web UI's JSON; 0 while the UI is not up yet, while it still answers
+    ``/json/`` with an HTML page (seen once in CI, on a loaded machine), or while the port answers for some other
+    daemon than this master."""
     import json
     import urllib.request
 
     no_proxy = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with no_proxy.open(f"http://127.0.0.1:{web_port}/json/", timeout=5) as answer:
-            return len([w for w in json.load(answer).get("workers", []) if w.get("state") == "ALIVE"])
-    except OSError:
+            state = json.load(answer)
+    except (OSError, ValueError):
         return 0
+    if not isinstance(state, dict) or state.get("url") != master_url:
+        return 0
+    return len([w for w in state.get("workers", []) if w.get("state") == "ALIVE"])
 
 
 @contextmanager
@@ -69,7 +82,8 @@ def standalone_cluster(folder: Path, workers: int = 2) -> Iterator[str]:
     """``spark://127.0.0.1:PORT`` of a master with ``workers`` workers (one core, 1 GiB each), stopped on exit."""
     env = cluster_env()
     spark_class = str(Path(env["SPARK_HOME"]) / "bin" / "spark-class")
-    port, web_port = free_port(), free_port()
+    port, web_port, *worker_web_ports = free_ports(2 + workers)
+    master_url = f"spark://127.0.0.1:{port}"
     processes: list[subprocess.Popen] = []
 
     def start(name: str, *args: str) -> tuple[subprocess.Popen, Path]:
@@ -97,7 +111,7 @@ def standalone_cluster(folder: Path, workers: int = 2) -> Iterator[str]:
             start(
                 f"worker-{index}",
                 "org.apache.spark.deploy.worker.Worker",
-                f"spark://127.0.0.1:{port}",
+                master_url,
                 "--host",
                 "127.0.0.1",
                 "--cores",
@@ -107,14 +121,16 @@ def standalone_cluster(folder: Path, workers: int = 2) -> Iterator[str]:
                 "--work-dir",
                 str(work),
                 "--webui-port",
-                str(free_port()),
+                str(worker_web_ports[index]),
             )
         deadline = time.monotonic() + START_SECONDS
-        while _registered_workers(web_port) < workers:
+        while _registered_workers(web_port, master_url) < workers:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{workers} workers did not register within {START_SECONDS} s")
+                raise RuntimeError(
+                    f"{workers} workers did not register within {START_SECONDS} s: {log.read_text()[-2000:]}"
+                )
             time.sleep(0.5)
-        yield f"spark://127.0.0.1:{port}"
+        yield master_url
     finally:
         for process in reversed(processes):
             process.terminate()
