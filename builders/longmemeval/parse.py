@@ -64,12 +64,13 @@ def _not_longmemeval(element: Any) -> str:
 
 
 def _required(instance: dict, key: str, kind: type | tuple, what: str, items: type | None = None) -> Any:
-    """``instance[key]`` if of ``kind`` (a bool is no number), its items of ``items``; else the FieldError."""
-    value: Any = instance.get(key)
+    """``instance[key]`` if of ``kind`` (a bool is no number), its items of ``items``; else the FieldError
+    (``missing`` where the key is absent, as every source says it)."""
+    if key not in instance:
+        raise FieldError(key, "missing")
+    value: Any = instance[key]
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise FieldError(
-            key, f"expected {what}, got {type(value).__name__ if key in instance else 'nothing'}"
-        )
+        raise FieldError(key, f"expected {what}, got {type(value).__name__}")
     for index, item in enumerate(value if items else ()):
         if items is not None and not isinstance(item, items):
             raise FieldError(f"{key}[{index}]", f"expected a string, got {type(item).__name__}")

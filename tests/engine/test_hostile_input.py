@@ -56,7 +56,7 @@ def test_a_bad_field_names_file_record_and_field(tmp_path, name, kind):
     marker = "toy-train-1" if name == "convlab" else record_marker(source, 1)
     error = assert_fails_cleanly(name, data_dir, tmp_path, Path(source.file_name).name, marker)
     assert error.field is not None and field in error.field
-    assert (source.missing_says if kind == "missing" else "expected") in error.problem
+    assert ("missing" if kind == "missing" else "expected") in error.problem
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -161,7 +161,7 @@ def test_other_key_orders_and_unknown_keys_come_back_exactly():
             "got 'bot'",
         ),
         (lambda i: i["haystack_dates"].__setitem__(2, "May 25"), "haystack_dates[2]", "'May 25' is not"),
-        (lambda i: i.pop("question_date"), "question_date", "got nothing"),
+        (lambda i: i.pop("question_date"), "question_date", "missing"),
         (lambda i: i["haystack_dates"].pop(), "haystack_dates", "3 ids, 2 dates, 3 sessions"),
     ],
 )

@@ -107,8 +107,7 @@ def test_a_missing_key_is_named(tmp_path, key):
     instances = [instance(0), instance(1)]
     del instances[1][key]
     message = build_error(tmp_path, instances)
-    assert message.startswith(f"{tmp_path / 'data' / 'lme.json'}, record 1, field {key!r}: expected ")
-    assert message.endswith("got nothing")
+    assert message == f"{tmp_path / 'data' / 'lme.json'}, record 1, field {key!r}: missing"
 
 
 def test_extra_keys_and_keys_out_of_order_build_and_export_exactly(tmp_path):

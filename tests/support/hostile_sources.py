@@ -105,8 +105,6 @@ class Source:
     #: (mutation of a valid record, the field the error must name) for a wrong type and a missing field
     wrong_type: tuple[Callable[[dict], None], str]
     missing: tuple[Callable[[dict], None], str]
-    #: what the source's error says of a missing field (LongMemEval's: "expected a string, got nothing")
-    missing_says: str = "missing"
 
     def path(self, data_dir: Path, file_name: str | None = None) -> Path:
         path = data_dir / (file_name or self.file_name)
@@ -191,7 +189,6 @@ SOURCES = {
         False,
         (_set("haystack_sessions/0/0/content", 42), "content"),
         (_drop("question"), "question"),
-        "got nothing",
     ),
 }
 #: The sources every hostile case runs on: each the registry has, but those that ``NOT_ONE_FILE`` names.
