@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import glob
-import hashlib
 import json
 import logging
 import os
@@ -154,13 +153,11 @@ def _natural(value: Any) -> tuple:
 
 def collect(folder: str | os.PathLike) -> list[dict[str, Any]]:
     """Every worker's rejections, each once, sorted by file and record."""
-    unique: dict[str, dict[str, Any]] = {}
+    unique: dict[tuple, dict[str, Any]] = {}
     for line in part_lines(folder):
         item = json.loads(line)
-        key = _json_text(
-            [item["file"], item["record"], item["field"], item["reason"], item["scope"], item["raw"]]
-        )
-        unique.setdefault(hashlib.sha256(key.encode()).hexdigest(), item)
+        key = (item["file"], item["record"], item["field"], item["reason"], item["scope"], item["raw"])
+        unique.setdefault(key, item)
     return sorted(unique.values(), key=lambda item: (item["file"], _natural(item["record"])))
 
 
