@@ -19,6 +19,7 @@ Several builder runs of one build (one per config) may reject the same record: t
 from __future__ import annotations
 
 import base64
+import codecs
 import glob
 import json
 import logging
@@ -73,13 +74,12 @@ def kind_of(error: SourceError) -> str:
 
 
 def _utf8_head(head: bytes, cut: bool) -> str | None:
-    """``head`` as text, or None when it is not UTF-8 (a character cut at the limit does not count)."""
-    for end in range(len(head), max(len(head) - 4, -1) if cut else len(head) - 1, -1):
-        try:
-            return head[:end].decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-    return None
+    """``head`` as text, or None when it is not UTF-8. A character cut at the limit does not count: the
+    incremental decoder holds back an unfinished one at the end unless it is told the bytes are all there."""
+    try:
+        return codecs.getincrementaldecoder("utf-8")().decode(head, final=not cut)
+    except UnicodeDecodeError:
+        return None
 
 
 def _raw_fields(raw: Any) -> dict[str, Any]:
