@@ -100,8 +100,6 @@ def records_of_batch(batch: pa.RecordBatch) -> list[dict]:
     """``batch.to_pylist()`` of a ``sessions`` batch, but a session of ``ArrowList.ROWS_CHUNK`` turns or more
     keeps them as an ``ArrowList`` over the batch's own array (no copy), as its parser made them: read back as
     dicts, a long session would cost several times its JSON (LoCoMo's ``observations`` view)."""
-    if "sessions" not in batch.schema.names:
-        return batch.to_pylist()
     sessions = batch.column("sessions")
     flat = sessions.flatten()  # every row's sessions, in order
     turns = flat.field("turns")

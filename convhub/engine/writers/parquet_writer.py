@@ -37,22 +37,12 @@ CONTENT_DEFINED_CHUNKING = {"min_chunk_size": 256 * 1024, "max_chunk_size": 1024
 
 
 def leaf_paths(arrow_schema: pa.Schema) -> list[str]:
-    """Parquet's leaf column paths (``sessions.list.element.turns.list.element.text``), as its options name them."""
-
-    def leaves(path: str, pa_type: pa.DataType):
-        if pa.types.is_struct(pa_type):
-            for field in pa_type:
-                yield from leaves(f"{path}.{field.name}", field.type)
-        elif (
-            pa.types.is_list(pa_type)
-            or pa.types.is_large_list(pa_type)
-            or pa.types.is_fixed_size_list(pa_type)
-        ):
-            yield from leaves(f"{path}.list.element", pa_type.value_type)
-        else:
-            yield path
-
-    return [path for field in arrow_schema for path in leaves(field.name, field.type)]
+    """Parquet's leaf column paths (``sessions.list.element.turns.list.element.text``), as its options name them:
+    those of the Parquet schema pyarrow makes of ``arrow_schema`` (an empty file's, written in memory), so they
+    follow pyarrow's own naming of every nested type."""
+    empty = pa.BufferOutputStream()
+    pq.write_table(arrow_schema.empty_table(), empty)
+    return [column.path for column in pq.ParquetFile(pa.BufferReader(empty.getvalue())).schema]
 
 
 def column_options(arrow_schema: pa.Schema) -> dict:
