@@ -65,21 +65,13 @@ class ParquetWriter:
     as a split's ``num_bytes``. ``close`` releases the file whatever happened (after an error too).
     """
 
-    def __init__(
-        self,
-        features: datasets.Features,
-        path: str,
-        writer_batch_size: int | None = None,
-    ):
-        self.features = features
-        self.schema = (
-            features.arrow_schema
-        )  # the types, with the ``huggingface`` metadata ``load_dataset`` reads
-        self.path = str(path)
+    def __init__(self, features: datasets.Features, path: str, writer_batch_size: int | None = None):
+        # the types, with the ``huggingface`` metadata ``load_dataset`` reads
+        self.schema = features.arrow_schema
         self.writer_batch_size = writer_batch_size or DEFAULT_BATCH_ROWS
         self.num_rows = self.num_bytes = 0
         # a URL's file is opened, and closed with the writer, by pyarrow through its fsspec file system
-        file_system, where = fsspec.core.url_to_fs(self.path) if "://" in self.path else (None, self.path)
+        file_system, where = fsspec.core.url_to_fs(path) if "://" in path else (None, path)
         self._writer = pq.ParquetWriter(
             where,
             self.schema,
