@@ -189,9 +189,8 @@ def inputs_in(data_dir: str, layouts: Iterable[Layout], what: str) -> dict[str, 
         return {itself.name: itself}
     entries = sorted(posixpath.basename(str(entry).rstrip("/")) for entry in fs.ls(root, detail=False))
     found = {}
-    for entry in entries:
-        folder = posixpath.join(data_dir, entry)
-        candidate = input_in(folder, layouts, fs) if fs.isdir(folder) else None
+    for entry in entries:  # (a file holds no layout's file: it is no dataset)
+        candidate = input_in(posixpath.join(data_dir, entry), layouts, fs)
         if candidate is not None:
             found[entry] = candidate
     refuse_same_names(data_dir, sorted(found), "dataset folders")
