@@ -31,7 +31,7 @@ from typing import IO, Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from convhub.engine.inputs.listing import ANY_FILE, local_paths
+from convhub.engine.inputs.listing import ANY_FILE, local_files
 from convhub.engine.readers.exact_json import load_value
 from convhub.errors import Reject, SourceError
 from convhub.storage.folders import fsspec_url, local_copy
@@ -91,8 +91,8 @@ class DataInput:
                     if name.startswith(self.inner)
                 ]
             return sorted(name for name in names if name and not name.endswith("/"))
-        found = local_paths(self.path, recursive=True, kind=ANY_FILE)  # as every source's folder is listed
-        names = sorted(os.path.relpath(path, self.path).replace(os.sep, "/") for path in found)
+        # listed as every source's folder is (``listing.local_files``), already in path order
+        names = [name for name, _ in local_files(self.path, True, ANY_FILE)]
         refuse_same_names(self.shown, names, f"files of {posixpath.basename(self.path)}/")
         return names
 
