@@ -19,7 +19,7 @@ from convhub import schema
 from convhub.builder import CardLicense, ConversationBuilder, ConvHubConfig, download_folder
 from convhub.builders.convlab import parse
 from convhub.engine.inputs.downloads import source_url
-from convhub.engine.inputs.file_sets import DataInput, Layout, copied_here, inputs_in, listable
+from convhub.engine.inputs.file_sets import DataInput, Layout, inputs_in, listable
 from convhub.engine.readers import byte_ranges
 from convhub.engine.runners.input_shards import Shard, own_shard
 from convhub.errors import Notes
@@ -190,10 +190,9 @@ class ConvLabBuilder(ConversationBuilder):
         for name in subsets or ():
             if not SUBSET_NAME.match(name):
                 raise ValueError(f"ConvLab subset name {name!r} is not a plain dataset name")
-        if self.config.data_dir and "://" in self.config.data_dir:  # zips seek: read copies, made once
-            return copied_here(find_inputs(self.config.data_dir, subsets), download_folder(dl_manager))
-        if self.config.data_dir:
-            return find_inputs(self.config.data_dir, subsets)
+        if self.config.data_dir:  # at a URL, read from local copies made once (a zip is read by seeking)
+            copies = download_folder(dl_manager)
+            return [source.here(copies) for source in find_inputs(self.config.data_dir, subsets)]
         return [
             DataInput(name, "zip", dl_manager.download(source_url(URL.format(name=name))), inner="data/")
             for name in subsets or DEFAULT_SUBSETS
@@ -244,7 +243,7 @@ class ConvLabBuilder(ConversationBuilder):
 
 def find_inputs(data_dir: str, subsets: tuple[str, ...] | None) -> list[DataInput]:
     """Every ConvLab dataset under ``data_dir`` (or ``data_dir`` itself), restricted to ``subsets``; at a URL,
-    their paths are URLs (``copied_here`` makes local copies)."""
+    their paths are URLs (``DataInput.here`` makes local copies)."""
     found = inputs_in(data_dir, LAYOUTS, "ConvLab data dir")
     if not subsets:
         if not found:

@@ -9,7 +9,7 @@ import zipfile
 
 import pytest
 
-from convhub.engine.inputs.file_sets import DataInput, Layout, copied_here, inputs_in, listable
+from convhub.engine.inputs.file_sets import DataInput, Layout, inputs_in, listable
 from convhub.engine.readers import byte_ranges
 from convhub.errors import SourceError
 from tests.support.data_files import uploaded
@@ -88,7 +88,7 @@ def test_inputs_at_a_url_are_read_from_local_copies_and_named_by_their_url(bucke
     write_three_layouts(tmp_path / "local")
     url = uploaded(tmp_path / "local", bucket)
     at_url = inputs_in(url, LAYOUTS, "d")
-    copies = {source.name: source for source in copied_here(list(at_url.values()), str(tmp_path / "copies"))}
+    copies = {name: source.here(str(tmp_path / "copies")) for name, source in at_url.items()}
     for name, source in copies.items():
         assert source.origin == at_url[name].path and source.path.startswith(str(tmp_path / "copies"))
         assert source.read_json("x.json") == ITEMS

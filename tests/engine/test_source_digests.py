@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import yaml
 from convhub import registry
 from convhub.build import build_source
 from convhub.engine.inputs import digests
+from tests.support.data_files import uploaded
 from tests.support.hostile_sources import SOURCES
 
 
@@ -50,6 +52,19 @@ def test_past_the_hash_budget_files_are_named_by_size_and_time(tmp_path, monkeyp
     monkeypatch.setattr(digests, "HASH_BUDGET_BYTES", 59)  # the two files are 60 bytes
     first = digests.describe(files)[0]
     assert first == {"name": "a.jsonl", "bytes": 30, "sha256": None, "modified": "1970-01-02T00:00:00Z"}
+
+
+def test_files_at_a_url_are_named_by_size_and_time_as_local_ones(tmp_path, bucket, monkeypatch):
+    (tmp_path / "a.jsonl").write_text("{}\n" * 10)
+    url = uploaded(tmp_path, bucket)
+    files = digests.input_files(url, None)
+    assert files == [("a.jsonl", f"{url}/a.jsonl")]
+    assert digests.describe(files) == [entry(tmp_path / "a.jsonl", "a.jsonl")]
+    monkeypatch.setattr(digests, "HASH_BUDGET_BYTES", 0)
+    [first] = digests.describe(files)
+    assert first["bytes"] == 30 and first["sha256"] is None
+    stamp = datetime.strptime(first["modified"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert abs(datetime.now(timezone.utc) - stamp) < timedelta(hours=1)  # (S3's LastModified, in UTC)
 
 
 def test_a_source_of_many_files_lists_a_bounded_number_and_says_how_many_more(tmp_path, monkeypatch):

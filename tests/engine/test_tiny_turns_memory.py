@@ -1,5 +1,5 @@
 """A conversation of a million tiny turns (issue 54): the record's surrogate check holds one slice of its JSON,
-not the whole record's, a parser's turns can be made Arrow columns a chunk at a time (``ArrowList.of_rows``)
+not the whole record's, a parser's turns can be made Arrow columns a chunk at a time (``arrow_rows.session_turns``)
 with the table the dicts gave, and LoCoMo's and LongMemEval's builds of one long session stay within the
 large-record line (the reader holds its turns as their text: ``readers.long_lists``)."""
 
@@ -15,10 +15,9 @@ import pytest
 
 from convhub import schema
 from convhub.engine.readers import storable
-from convhub.engine.writers.arrow_rows import ArrowList, rows_table
+from convhub.engine.writers.arrow_rows import ArrowList, rows_table, session_turns
 
 SESSIONS_SCHEMA = schema.SESSIONS_FEATURES.arrow_schema
-TURN_TYPE: pa.StructType = SESSIONS_SCHEMA.field("sessions").type.value_type.field("turns").type.value_type
 
 
 def tiny_turns(count: int, text=lambda index: f"t{index}") -> list[dict]:
@@ -62,7 +61,7 @@ def test_a_lone_surrogate_in_the_last_slice_is_named():
 
 def test_turns_made_a_chunk_at_a_time_give_the_table_of_the_dicts():
     count = 3 * ArrowList.ROWS_CHUNK + 5
-    turns = ArrowList.of_rows(iter(tiny_turns(count)), TURN_TYPE)
+    turns = session_turns(iter(tiny_turns(count)))
     assert isinstance(turns, ArrowList) and len(turns) == count
     written = rows_table([record_of(turns)], SESSIONS_SCHEMA)
     assert written.equals(pa.Table.from_pylist([record_of(tiny_turns(count))], SESSIONS_SCHEMA))
@@ -70,9 +69,9 @@ def test_turns_made_a_chunk_at_a_time_give_the_table_of_the_dicts():
 
 
 def test_few_turns_stay_dicts():
-    made = ArrowList.of_rows(iter(tiny_turns(ArrowList.ROWS_CHUNK - 1)), TURN_TYPE)
+    made = session_turns(iter(tiny_turns(ArrowList.ROWS_CHUNK - 1)))
     assert made == tiny_turns(ArrowList.ROWS_CHUNK - 1)
-    assert ArrowList.of_rows(iter([]), TURN_TYPE) == []
+    assert session_turns(iter([])) == []
 
 
 @pytest.mark.parametrize("bad", [0, ArrowList.ROWS_CHUNK + 1])
@@ -82,7 +81,7 @@ def test_a_lone_surrogate_keeps_every_turn_a_dict_for_the_check_to_name(bad):
     def text(index):
         return "\ud800" if index == bad else f"t{index}"
 
-    made = ArrowList.of_rows(iter(tiny_turns(count, text)), TURN_TYPE)
+    made = session_turns(iter(tiny_turns(count, text)))
     assert made == tiny_turns(count, text)
     assert storable.unencodable_field(record_of(made)) == f"sessions[0].turns[{bad}].text"
 

@@ -51,16 +51,7 @@ def drop_duplicate_ids(
         removed.setdefault((later["split"], later["file"]), []).append(later["row"])
         duplicates.append((later["split"], row, first["subset"]))
     for (split, file), rows in removed.items():
-        path = root / file
-        table = read_parquet(path)
-        keep = np.ones(table.num_rows, dtype=bool)
-        keep[rows] = False
-        dropped_bytes = table.filter(pa.array(~keep)).nbytes
-        write_shard(path, table.filter(pa.array(keep)))
-        info = sessions.splits[split]
-        sessions.splits[split] = datasets.SplitInfo(
-            split, max(info.num_bytes - dropped_bytes, 0), info.num_examples - len(rows)
-        )
+        _drop_rows(sessions, split, root / file, rows)
     return duplicates
 
 
@@ -93,14 +84,23 @@ def drop_rows_of_duplicates(
             pairs = zip(
                 places.column("conversation_id").to_pylist(), places.column("subset").to_pylist(), strict=True
             )
-            keep = [pair not in dropped for pair in pairs]
-            if all(keep):
-                continue
-            write_shard(path, read_parquet(path).filter(pa.array(keep)))
-            info = built.splits[split]
-            built.splits[split] = datasets.SplitInfo(
-                split, info.num_bytes, info.num_examples - (len(keep) - sum(keep))
-            )
+            rows = [row for row, pair in enumerate(pairs) if pair in dropped]
+            if rows:
+                _drop_rows(built, split, path, rows)
+
+
+def _drop_rows(built: ConfigBuild, split: str, path: Folder, rows: list[int]) -> None:
+    """Rewrite one shard of ``built``'s ``split`` without its ``rows``, which leave the split's counts of rows and
+    bytes too: a dropped duplicate's, in whichever config holds it."""
+    table = read_parquet(path)
+    keep = np.ones(table.num_rows, dtype=bool)
+    keep[rows] = False
+    dropped_bytes = table.filter(pa.array(~keep)).nbytes
+    write_shard(path, table.filter(pa.array(keep)))
+    info = built.splits[split]
+    built.splits[split] = datasets.SplitInfo(
+        split, max(info.num_bytes - dropped_bytes, 0), info.num_examples - len(rows)
+    )
 
 
 def find_duplicate_ids(root: Folder, built: ConfigBuild, engine: Engine) -> list[tuple[str, dict, dict]]:

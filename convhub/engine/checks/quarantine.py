@@ -19,8 +19,8 @@ Several builder runs of one build (one per config) may reject the same record: t
 from __future__ import annotations
 
 import base64
+import codecs
 import glob
-import hashlib
 import json
 import logging
 import os
@@ -74,13 +74,12 @@ def kind_of(error: SourceError) -> str:
 
 
 def _utf8_head(head: bytes, cut: bool) -> str | None:
-    """``head`` as text, or None when it is not UTF-8 (a character cut at the limit does not count)."""
-    for end in range(len(head), max(len(head) - 4, -1) if cut else len(head) - 1, -1):
-        try:
-            return head[:end].decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-    return None
+    """``head`` as text, or None when it is not UTF-8. A character cut at the limit does not count: the
+    incremental decoder holds back an unfinished one at the end unless it is told the bytes are all there."""
+    try:
+        return codecs.getincrementaldecoder("utf-8")().decode(head, final=not cut)
+    except UnicodeDecodeError:
+        return None
 
 
 def _raw_fields(raw: Any) -> dict[str, Any]:
@@ -154,13 +153,11 @@ def _natural(value: Any) -> tuple:
 
 def collect(folder: str | os.PathLike) -> list[dict[str, Any]]:
     """Every worker's rejections, each once, sorted by file and record."""
-    unique: dict[str, dict[str, Any]] = {}
+    unique: dict[tuple, dict[str, Any]] = {}
     for line in part_lines(folder):
         item = json.loads(line)
-        key = _json_text(
-            [item["file"], item["record"], item["field"], item["reason"], item["scope"], item["raw"]]
-        )
-        unique.setdefault(hashlib.sha256(key.encode()).hexdigest(), item)
+        key = (item["file"], item["record"], item["field"], item["reason"], item["scope"], item["raw"])
+        unique.setdefault(key, item)
     return sorted(unique.values(), key=lambda item: (item["file"], _natural(item["record"])))
 
 

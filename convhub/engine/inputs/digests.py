@@ -6,12 +6,13 @@ Which files: a source's ``ConversationBuilder.input_files`` (by default every fi
 hidden, subfolders included, as the sources read folders; LongMemEval the files it reads), or without
 ``--data-dir`` the files the build downloaded (``datasets`` keeps each beside a ``.json`` naming its URL).
 
-Hashing reads a file once more after the build. That costs little for LongMemEval (2.75 GB at most), LoCoMo or
-ConvLab, and would be a second read of MNBVC's 60 TB: the files are hashed only while their sizes add up to at
-most :data:`HASH_BUDGET_BYTES`; past that none is, and each entry gives its size and modification time instead
-(``sha256: null``), which the card says. Whichever it is depends on the input only, so that the same input gives
-the same card. The listing is sorted by name; the YAML lists at most :data:`YAML_FILES` files and the body
-:data:`BODY_FILES`, each saying how many more there are (a card stays far under the Hub's limits).
+Hashing reads a file once more after the build, which costs little for the public files of most sources and would
+be a second read of MNBVC's whole corpus: the files are hashed only while their sizes add up to at most
+:data:`HASH_BUDGET_BYTES`; past that none is, and each entry gives its size and modification time instead
+(``sha256: null``), which the card says (docs/guarantees.md has the sizes). Whichever it is depends on the input
+only, so that the same input gives the same card. The listing is sorted by name; the YAML lists at most
+:data:`YAML_FILES` files and the body :data:`BODY_FILES`, each saying how many more there are (a card stays far
+under the Hub's limits).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import glob
 import hashlib
 import json
 import os
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import fsspec
@@ -58,14 +59,12 @@ def input_files(data_dir: str | None, downloads: str | os.PathLike | None) -> li
 def describe(files: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """``{name, bytes, sha256}`` of each file, in the given order; past the hash budget ``sha256`` is None and
     ``modified`` (UTC, ISO 8601) says which version of the file was read."""
-    sized = [(name, path, _size(path)) for name, path in files]
-    hashed = sum(size for _, _, size in sized) <= HASH_BUDGET_BYTES
+    found = [(name, path, *_size_and_time(path)) for name, path in files]
+    hashed = sum(size for _, _, size, _ in found) <= HASH_BUDGET_BYTES
     entries = []
-    for name, path, size in sized:
+    for name, path, size, modified in found:
         entry: dict[str, Any] = {"name": name, "bytes": size, "sha256": _sha256(path) if hashed else None}
-        if not hashed:
-            entry["modified"] = _modified(path)
-        entries.append(entry)
+        entries.append(entry if hashed else {**entry, "modified": modified})
     return entries
 
 
@@ -79,11 +78,17 @@ def card_yaml(entries: list[dict[str, Any]]) -> dict[str, Any]:
     return keys
 
 
-def _size(path: str) -> int:
-    if "://" not in path:
-        return os.path.getsize(path)
+def _size_and_time(path: str) -> tuple[int, str | None]:
+    """A file's size and modification time (UTC, ISO 8601; None where its file system keeps none), asked of its
+    fsspec file system: the local one for a path, else the URL's (S3 says ``LastModified``)."""
     fs, inner = fsspec.core.url_to_fs(fsspec_url(path))
-    return int(fs.size(inner))
+    info = fs.info(inner)
+    modified = info.get("LastModified") or info.get("mtime")
+    if isinstance(modified, (int, float)):
+        modified = datetime.fromtimestamp(modified, timezone.utc)
+    if isinstance(modified, datetime):
+        modified = modified.isoformat(timespec="seconds").replace("+00:00", "Z")
+    return int(info["size"]), None if modified is None else str(modified)
 
 
 def _sha256(path: str) -> str:
@@ -92,13 +97,3 @@ def _sha256(path: str) -> str:
         while chunk := handle.read(_READ_BYTES):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def _modified(path: str) -> str | None:
-    if "://" in path:
-        fs, inner = fsspec.core.url_to_fs(fsspec_url(path))
-        info = fs.info(inner)
-        modified = info.get("LastModified") or info.get("mtime")
-        return str(modified) if modified is not None else None
-    stamp = datetime.fromtimestamp(os.path.getmtime(path), UTC)
-    return stamp.isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -31,7 +31,7 @@ from typing import IO, Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from convhub.engine.inputs.listing import ANY_FILE, local_paths
+from convhub.engine.inputs.listing import ANY_FILE, local_files
 from convhub.engine.readers.exact_json import load_value
 from convhub.errors import Reject, SourceError
 from convhub.storage.folders import fsspec_url, local_copy
@@ -51,8 +51,8 @@ class DataInput:
     e.g. ``data/``), ``folder`` (``path`` is the folder, its members every file below it that is not hidden) or
     ``file`` (``path`` is one file standing for the member named ``inner``).
 
-    ``origin``: the URL ``path`` is a local copy of. Errors name it, and a task on a machine without the copy
-    (a Spark executor elsewhere) makes its own (:meth:`here`).
+    ``origin``: the URL the files are at, which errors name; they are read from a local copy, ``path`` once
+    :meth:`here` made it (on the driver, and again in a task on a machine without the driver's copy).
     """
 
     name: str
@@ -61,11 +61,12 @@ class DataInput:
     inner: str = ""
     origin: str | None = None
 
-    def here(self) -> DataInput:
-        """This input with a ``path`` on this machine: a copy of ``origin`` made here when the driver's is not."""
+    def here(self, folder: str | None = None) -> DataInput:
+        """This input with a ``path`` on this machine: a copy of ``origin`` made in ``folder`` (else the system's
+        temporary folder), once per version, unless ``path`` is one here already."""
         if self.origin is None or os.path.exists(self.path):
             return self
-        return dataclasses.replace(self, path=local_copy(self.origin, tempfile.gettempdir()))
+        return dataclasses.replace(self, path=local_copy(self.origin, folder or tempfile.gettempdir()))
 
     @property
     def shown(self) -> str:
@@ -90,8 +91,8 @@ class DataInput:
                     if name.startswith(self.inner)
                 ]
             return sorted(name for name in names if name and not name.endswith("/"))
-        found = local_paths(self.path, recursive=True, kind=ANY_FILE)  # as every source's folder is listed
-        names = sorted(os.path.relpath(path, self.path).replace(os.sep, "/") for path in found)
+        # listed as every source's folder is (``listing.local_files``), already in path order
+        names = [name for name, _ in local_files(self.path, True, ANY_FILE)]
         refuse_same_names(self.shown, names, f"files of {posixpath.basename(self.path)}/")
         return names
 
@@ -170,7 +171,7 @@ def input_in(folder: str, layouts: Iterable[Layout], fs: fsspec.AbstractFileSyst
             f"the dataset folder name {name!r} holds {' '.join(wildcards)}, which the card's data_files "
             "read as a wildcard (its subset would load another's files): rename the folder",
         )
-    return DataInput(name, layout.kind, path, layout.inner)
+    return DataInput(name, layout.kind, path, layout.inner, origin=path if "://" in path else None)
 
 
 def inputs_in(data_dir: str, layouts: Iterable[Layout], what: str) -> dict[str, DataInput]:
@@ -188,9 +189,8 @@ def inputs_in(data_dir: str, layouts: Iterable[Layout], what: str) -> dict[str, 
         return {itself.name: itself}
     entries = sorted(posixpath.basename(str(entry).rstrip("/")) for entry in fs.ls(root, detail=False))
     found = {}
-    for entry in entries:
-        folder = posixpath.join(data_dir, entry)
-        candidate = input_in(folder, layouts, fs) if fs.isdir(folder) else None
+    for entry in entries:  # (a file holds no layout's file: it is no dataset)
+        candidate = input_in(posixpath.join(data_dir, entry), layouts, fs)
         if candidate is not None:
             found[entry] = candidate
     refuse_same_names(data_dir, sorted(found), "dataset folders")
@@ -208,15 +208,6 @@ def listable(inputs: Iterable[DataInput], reject: Reject) -> list[DataInput]:
             continue
         found.append(source)
     return found
-
-
-def copied_here(inputs: list[DataInput], folder: str) -> list[DataInput]:
-    """Inputs at URLs as local copies in ``folder`` (each file or folder copied once per version), their URLs kept
-    as their ``origin``."""
-    return [
-        dataclasses.replace(source, path=local_copy(source.path, folder), origin=source.path)
-        for source in inputs
-    ]
 
 
 # -- zips read within bounds, and names that are one file -------------------------------------------------------

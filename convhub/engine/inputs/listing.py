@@ -63,8 +63,7 @@ def find_files(
     if "://" in data_dir:
         files = [(name, url) for name, url in url_files(data_dir, ("",), recursive) if kind.accepts(name)]
     elif os.path.isdir(data_dir):
-        found = local_paths(data_dir, recursive, kind)
-        files = [(os.path.relpath(path, data_dir).replace(os.sep, "/"), path) for path in found]
+        files = local_files(data_dir, recursive, kind)
     elif os.path.lexists(data_dir):
         files = [(os.path.basename(data_dir), regular_file(data_dir))]
     else:
@@ -76,9 +75,9 @@ def find_files(
     return files
 
 
-def local_paths(folder: str, recursive: bool = True, kind: FileKind = JSON_LINES) -> list[str]:
-    """Every file of ``kind`` in ``folder`` (and below, when ``recursive``), each file once, in path order; hidden
-    files and folders are left out.
+def local_files(folder: str, recursive: bool, kind: FileKind) -> list[tuple[str, str]]:
+    """(name, path) of every file of ``kind`` in ``folder`` (and below, when ``recursive``), each file once, in path
+    order, named by its path relative to ``folder`` (``/``-separated); hidden files and folders are left out.
 
     Symbolic links to folders are followed, but a folder reached again (a link loop) is not entered twice and a
     file reached under two names is read under the first: a recursive glob would read a loop's files over and
@@ -100,7 +99,7 @@ def local_paths(folder: str, recursive: bool = True, kind: FileKind = JSON_LINES
         status = os.stat(regular_file(path))
         if (status.st_dev, status.st_ino) not in read:
             read.add((status.st_dev, status.st_ino))
-            found.append(path)
+            found.append((os.path.relpath(path, folder).replace(os.sep, "/"), path))
     return found
 
 

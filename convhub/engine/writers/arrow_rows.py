@@ -37,7 +37,7 @@ class ArrowList(Sequence):
 
     #: Elements made Python values at a time while iterating.
     CHUNK = 1024
-    #: Rows made an Arrow array at a time by ``of_rows``, and the fewest it makes one of.
+    #: Turns made an Arrow array at a time by ``session_turns``, and the fewest it makes one of.
     ROWS_CHUNK = 4096
 
     def __init__(self, array: pa.Array):
@@ -52,24 +52,6 @@ class ArrowList(Sequence):
             return cls(chunks[0])
         give_back_pages()
         return cls(pa.concat_arrays(chunks))
-
-    @classmethod
-    def of_rows(cls, rows: Iterable[RowT], struct_type: pa.StructType) -> ArrowList | list[RowT]:
-        """``rows`` (dicts of ``struct_type``'s fields, made as they are read: a parser's turns) as one
-        ``ArrowList``, converted ``ROWS_CHUNK`` at a time, so that only a chunk of dicts (each several times its
-        JSON) lives at once. Fewer than ``ROWS_CHUNK`` rows stay the list of dicts (a few arrays would cost more
-        than a short list); so do all of them when one holds a string UTF-8 cannot encode, so that the record's
-        check (``readers.exact_json.unencodable_field``) names it."""
-        chunks: list[pa.Array] = []
-        rows = iter(rows)
-        while chunk := list(itertools.islice(rows, cls.ROWS_CHUNK)):
-            if not chunks and len(chunk) < cls.ROWS_CHUNK:
-                return chunk
-            try:
-                chunks.append(pa.array(chunk, struct_type))
-            except UnicodeEncodeError:
-                return [row for made in chunks for row in made.to_pylist()] + chunk + list(rows)
-        return cls.joined(chunks) if chunks else []
 
     def __arrow_array__(self, type=None):
         return self.array if type is None else self.array.cast(type)
@@ -91,17 +73,27 @@ class ArrowList(Sequence):
 
 
 def session_turns(turns: Iterable[RowT]) -> ArrowList | list[RowT]:
-    """A parser's turns of one session (dicts of the ``sessions`` table's turn type, made as they are read) as
-    ``ArrowList.of_rows`` keeps them: a long session's as one Arrow array, a short one's as the dicts."""
-    return ArrowList.of_rows(turns, SESSION_TURN_TYPE)
+    """A parser's turns of one session (dicts of the ``sessions`` table's turn type, made as they are read) as one
+    ``ArrowList``, converted ``ArrowList.ROWS_CHUNK`` at a time, so that only a chunk of dicts (each several times
+    its JSON) lives at once. Fewer than ``ROWS_CHUNK`` turns stay the list of dicts (a few arrays would cost more
+    than a short list); so do all of them when one holds a string UTF-8 cannot encode, so that the record's check
+    (``readers.exact_json.unencodable_field``) names it."""
+    chunks: list[pa.Array] = []
+    turns = iter(turns)
+    while chunk := list(itertools.islice(turns, ArrowList.ROWS_CHUNK)):
+        if not chunks and len(chunk) < ArrowList.ROWS_CHUNK:
+            return chunk
+        try:
+            chunks.append(pa.array(chunk, SESSION_TURN_TYPE))
+        except UnicodeEncodeError:
+            return [turn for made in chunks for turn in made.to_pylist()] + chunk + list(turns)
+    return ArrowList.joined(chunks) if chunks else []
 
 
 def records_of_batch(batch: pa.RecordBatch) -> list[dict]:
     """``batch.to_pylist()`` of a ``sessions`` batch, but a session of ``ArrowList.ROWS_CHUNK`` turns or more
     keeps them as an ``ArrowList`` over the batch's own array (no copy), as its parser made them: read back as
     dicts, a long session would cost several times its JSON (LoCoMo's ``observations`` view)."""
-    if "sessions" not in batch.schema.names:
-        return batch.to_pylist()
     sessions = batch.column("sessions")
     flat = sessions.flatten()  # every row's sessions, in order
     turns = flat.field("turns")

@@ -47,8 +47,8 @@ def split_by_subset(staging: Folder, built: ConfigBuild, batch_rows: int = 256) 
     """Rewrite each split of ``built`` as one Parquet file per subset: ``<config>/<subset>/<split>-...``.
 
     The card then offers ``<config>-<subset>`` configs that load one subset alone, while ``<config>`` lists
-    every subset's files. Streams record batches, so memory holds one batch per subset at most. A split
-    with no rows keeps its empty file; a config without a ``subset`` column, or with a null one, is left as is.
+    every subset's files. Streams record batches, so memory holds one batch per subset at most. A config without
+    a ``subset`` column, or with a null one, is left as is; every split has rows (the build drops an empty one).
     """
     if "subset" not in built.features:
         return
@@ -72,8 +72,6 @@ def split_by_subset(staging: Folder, built: ConfigBuild, batch_rows: int = 256) 
                         writer = ParquetWriter(features=built.features, path=text_of(staging / relative))
                         writers[subset] = (relative, writer)
                     writers[subset][1].write_table(table.filter(pc.equal(table.column("subset"), subset)))
-        if not writers:
-            continue
         for path in paths:
             path.unlink()
         built.files[split] = []

@@ -37,22 +37,12 @@ CONTENT_DEFINED_CHUNKING = {"min_chunk_size": 256 * 1024, "max_chunk_size": 1024
 
 
 def leaf_paths(arrow_schema: pa.Schema) -> list[str]:
-    """Parquet's leaf column paths (``sessions.list.element.turns.list.element.text``), as its options name them."""
-
-    def leaves(path: str, pa_type: pa.DataType):
-        if pa.types.is_struct(pa_type):
-            for field in pa_type:
-                yield from leaves(f"{path}.{field.name}", field.type)
-        elif (
-            pa.types.is_list(pa_type)
-            or pa.types.is_large_list(pa_type)
-            or pa.types.is_fixed_size_list(pa_type)
-        ):
-            yield from leaves(f"{path}.list.element", pa_type.value_type)
-        else:
-            yield path
-
-    return [path for field in arrow_schema for path in leaves(field.name, field.type)]
+    """Parquet's leaf column paths (``sessions.list.element.turns.list.element.text``), as its options name them:
+    those of the Parquet schema pyarrow makes of ``arrow_schema`` (an empty file's, written in memory), so they
+    follow pyarrow's own naming of every nested type."""
+    empty = pa.BufferOutputStream()
+    pq.write_table(arrow_schema.empty_table(), empty)
+    return [column.path for column in pq.ParquetFile(pa.BufferReader(empty.getvalue())).schema]
 
 
 def column_options(arrow_schema: pa.Schema) -> dict:
@@ -75,21 +65,13 @@ class ParquetWriter:
     as a split's ``num_bytes``. ``close`` releases the file whatever happened (after an error too).
     """
 
-    def __init__(
-        self,
-        features: datasets.Features,
-        path: str,
-        writer_batch_size: int | None = None,
-    ):
-        self.features = features
-        self.schema = (
-            features.arrow_schema
-        )  # the types, with the ``huggingface`` metadata ``load_dataset`` reads
-        self.path = str(path)
+    def __init__(self, features: datasets.Features, path: str, writer_batch_size: int | None = None):
+        # the types, with the ``huggingface`` metadata ``load_dataset`` reads
+        self.schema = features.arrow_schema
         self.writer_batch_size = writer_batch_size or DEFAULT_BATCH_ROWS
         self.num_rows = self.num_bytes = 0
         # a URL's file is opened, and closed with the writer, by pyarrow through its fsspec file system
-        file_system, where = fsspec.core.url_to_fs(self.path) if "://" in self.path else (None, self.path)
+        file_system, where = fsspec.core.url_to_fs(path) if "://" in path else (None, path)
         self._writer = pq.ParquetWriter(
             where,
             self.schema,
