@@ -134,8 +134,9 @@ def scan_json_array(
     ascii_text = True
     read_bytes = 0  # of the file, before the chunk being decoded
 
-    def fill() -> bool:
-        """Read one more chunk (at least as much again as the buffer holds); False at the end."""
+    def fill(keep: bool = False) -> bool:
+        """Read one more chunk (at least as much again as the buffer holds from ``pos``); False at the end. The
+        text before ``pos`` is let go, unless ``keep``: an element being decoded holds positions in the buffer."""
         nonlocal text, pos, eof, read_bytes, ascii_text
         if eof:
             return False
@@ -143,17 +144,17 @@ def scan_json_array(
         eof = not chunk
         held = len(utf8.getstate()[0])  # the decoder's bytes of a character the last chunk cut
         try:
-            text = text[pos:] + utf8.decode(chunk, final=eof)
+            text = (text if keep else text[pos:]) + utf8.decode(chunk, final=eof)
         except UnicodeDecodeError as error:
             at = read_bytes - held + error.start
             raise SourceError(path, None, None, f"not valid UTF-8 at byte {at}: {error.reason}") from error
         read_bytes += len(chunk)
-        pos, ascii_text = 0, text.isascii()
+        pos, ascii_text = pos if keep else 0, text.isascii()
         return True
 
     def read_on() -> str | None:
-        """The buffer with the next chunk after it, or None at the end of the file."""
-        return text if fill() else None
+        """The buffer with the next chunk after it (its positions unchanged), or None at the end of the file."""
+        return text if fill(keep=True) else None
 
     def skip_space() -> str:
         """The next character that is not whitespace (or a BOM), or "" at the end of the file."""
@@ -221,33 +222,24 @@ def scan_json_array(
         pos = upto
 
     def decode_element() -> tuple[Any, int] | SourceError:
-        """The element at ``pos`` and its end, reading more where the buffer cuts it, or what breaks it."""
-        nonlocal text, pos
-        while True:
-            try:
-                if long_lists and len(text) - pos > LONG_ELEMENT_CHARS:
-                    text, pos = text[pos:], 0  # (the walk reads on: the buffer grows, its positions stay)
-                    value, end = decode_with_long_lists(decoder, text, pos, long_lists, read_on)
-                else:
-                    value, end = decoder.raw_decode(text, pos)
-            except json.JSONDecodeError as error:
-                if may_be_cut(error, text) and fill():
-                    continue
-                at = byte_pos + _byte_size(text, pos, error.pos)  # (error.pos counts the buffer)
-                broken = SourceError(
-                    path, index, None, f"not valid JSON: {error.msg.removesuffix(' at')} at byte {at}"
-                )
-            except ValueError as error:  # an integer past Python's int-string limit (4300 digits)
-                broken = SourceError(path, index, None, f"not valid JSON: {error}")
-            except RecursionError:
-                broken = SourceError(path, index, None, NESTED_TOO_DEEPLY)
-            else:
-                if end == len(text) and not eof and not isinstance(value, (dict, list)) and fill():
-                    continue  # a number cut at the chunk's end
-                return value, end
-            if on_break is None:
-                raise broken
-            return broken
+        """The element at ``pos`` and its end, reading on where the buffer cuts it, or what breaks it: one
+        decode (``decode_with_long_lists``) whether the element is large, its long lists lazy, or not."""
+        try:
+            return decode_with_long_lists(text, pos, long_lists, read_on, LONG_ELEMENT_CHARS)
+        except json.JSONDecodeError as error:
+            at = byte_pos + _byte_size(text, pos, error.pos)  # (error.pos counts the buffer)
+            broken = SourceError(
+                path, index, None, f"not valid JSON: {error.msg.removesuffix(' at')} at byte {at}"
+            )
+        except SourceError:  # (bytes that are not UTF-8, met reading on)
+            raise
+        except ValueError as error:  # an integer past Python's int-string limit (4300 digits)
+            broken = SourceError(path, index, None, f"not valid JSON: {error}")
+        except RecursionError:
+            broken = SourceError(path, index, None, NESTED_TOO_DEEPLY)
+        if on_break is None:
+            raise broken
+        return broken
 
     first = skip_space()
     if first == "":
