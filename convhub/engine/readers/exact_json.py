@@ -105,20 +105,21 @@ _OPENERS_ONLY = re.compile(rb"[\[{ \t\r\n]+")
 
 
 def refuse_json_document(
-    lines: Iterable[tuple[int, bytes]], path: str, source: str
-) -> Iterator[tuple[int, bytes]]:
-    """``lines`` ((number, bytes) of a JSON Lines file from its line 1) unchanged, unless its first non-blank line
-    shows the file is one JSON document: a whole JSON array (``json.dump(rows, f)``; a JSON Lines record is an
-    object, never an array), or no JSON but the start of a document (:func:`json_document_problem`). Then a
-    SourceError naming the file says so, instead of one "not valid JSON" per line. Lines read ahead to tell are
-    given on as they were. A range of lines not starting at line 1 is not checked."""
+    lines: Iterable[tuple[int, int, bytes]], path: str, source: str
+) -> Iterator[tuple[int, int, bytes]]:
+    """``lines`` ((number, offset, bytes) of a JSON Lines file from its line 1, as ``json_lines.iter_lines`` gives
+    them) unchanged, unless its first non-blank line shows the file is one JSON document: a whole JSON array
+    (``json.dump(rows, f)``; a JSON Lines record is an object, never an array), or no JSON but the start of a
+    document (:func:`json_document_problem`). Then a SourceError naming the file says so, instead of one "not
+    valid JSON" per line. Lines read ahead to tell are given on as they were. A range of lines not starting at
+    line 1 is not checked."""
     lines = iter(lines)
-    head: list[tuple[int, bytes]] = []  # the blank lines, then the first that is not
-    for number, line in lines:
-        head.append((number, line))
-        if line and not line.isspace():
+    head: list[tuple[int, int, bytes]] = []  # the blank lines, then the first that is not
+    for item in lines:
+        head.append(item)
+        if item[2] and not item[2].isspace():
             break
-    number, first = head[-1] if head and head[0][0] == 1 else (0, b"")
+    number, _, first = head[-1] if head and head[0][0] == 1 else (0, 0, b"")
     text = first.removeprefix(b"\xef\xbb\xbf").strip()
     if text[:1] in (b"[", b"{"):
         parses = _parses(first)
@@ -132,10 +133,10 @@ def refuse_json_document(
             size = 0
             for item in lines:
                 head.append(item)
-                size += len(item[1]) + 1
+                size += len(item[2]) + 1
                 if size > DOCUMENT_PROBE_BYTES:
                     break
-            problem = json_document_problem(text, [raw for n, raw in head if n > number], source)
+            problem = json_document_problem(text, [raw for n, _, raw in head if n > number], source)
             if problem is not None:
                 raise SourceError(path, None, None, problem)
     yield from head

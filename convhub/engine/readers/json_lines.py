@@ -16,7 +16,6 @@ import hashlib
 import io
 import os
 import zlib
-from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -117,20 +116,17 @@ def read_objects(
     file (a URL whose local copy ``path`` is).
     """
     name = str(name or path)
-    offsets: deque[int] = deque()  # refuse_json_document gives the lines on in order, each once
 
-    def numbered() -> Iterator[tuple[int, bytes]]:
+    def lines() -> Iterator[tuple[int, int, bytes]]:
         try:
             for number, offset, raw in iter_lines(path, name, place, opener, span):
                 if notes is not None and number == 1 and offset == len(BYTE_ORDER_MARK):
                     notes.add("UTF-8 byte-order mark at the start of a file (skipped)")
-                offsets.append(offset)
-                yield number, raw
+                yield number, offset, raw
         except SourceError as error:  # the file cannot be read on (a corrupt gzip): the lines before it stay
             reject(error, None, "file")
 
-    for number, raw in refuse_json_document(numbered(), name, source):
-        offset = offsets.popleft()
+    for number, offset, raw in refuse_json_document(lines(), name, source):
         if not raw or raw.isspace():  # ``not raw.strip()`` without copying a long line
             if notes is not None:
                 notes.add("blank line (skipped)")
