@@ -183,12 +183,15 @@ def scan_json_array(
         return text[after] in ",]"
 
     def resync(error: SourceError, search_from: int, in_element: bool) -> bool:
-        """Skip from ``pos`` to the next element (True) or to the end of the file (False); report the skip.
+        """Skip from ``pos`` to the next element (True) or to the end of the file (False); report the skip. The
+        ``error`` of the break is raised where reading on was not asked for (no ``on_break``).
 
         The skipped text is let go as the search passes it (a break early in a 2.75 GB file with nothing to
         resynchronize on would otherwise hold the whole rest of the file): only its first ``SKIPPED_HEAD_BYTES``
         are kept, its size and the elements it held are counted as it goes."""
         nonlocal pos, byte_pos, index
+        if on_break is None:
+            raise error
         skipped = _SkippedSpan(key_pattern, in_element and text.startswith("{", pos))
         offset = search_from - pos  # (offsets from pos: filling the buffer moves pos to 0)
         while True:
@@ -210,8 +213,7 @@ def scan_json_array(
                 break
             offset += 1
         let_go(skipped, found)
-        if on_break is not None:  # (a break is read past only when it is given)
-            on_break(error, skipped.raw(), skipped.elements)
+        on_break(error, skipped.raw(), skipped.elements)
         index += skipped.elements
         return found < len(text)
 
@@ -222,24 +224,21 @@ def scan_json_array(
         pos = upto
 
     def decode_element() -> tuple[Any, int] | SourceError:
-        """The element at ``pos`` and its end, reading on where the buffer cuts it, or what breaks it: one
-        decode (``decode_with_long_lists``) whether the element is large, its long lists lazy, or not."""
+        """The element at ``pos`` and its end, reading on where the buffer cuts it, or the error that breaks it:
+        one decode (``decode_with_long_lists``) whether the element is large, its long lists lazy, or not."""
         try:
             return decode_with_long_lists(text, pos, long_lists, read_on, LONG_ELEMENT_CHARS)
         except json.JSONDecodeError as error:
             at = byte_pos + _byte_size(text, pos, error.pos)  # (error.pos counts the buffer)
-            broken = SourceError(
+            return SourceError(
                 path, index, None, f"not valid JSON: {error.msg.removesuffix(' at')} at byte {at}"
             )
         except SourceError:  # (bytes that are not UTF-8, met reading on)
             raise
         except ValueError as error:  # an integer past Python's int-string limit (4300 digits)
-            broken = SourceError(path, index, None, f"not valid JSON: {error}")
+            return SourceError(path, index, None, f"not valid JSON: {error}")
         except RecursionError:
-            broken = SourceError(path, index, None, NESTED_TOO_DEEPLY)
-        if on_break is None:
-            raise broken
-        return broken
+            return SourceError(path, index, None, NESTED_TOO_DEEPLY)
 
     first = skip_space()
     if first == "":
@@ -259,8 +258,6 @@ def scan_json_array(
                 error = SourceError(
                     path, index, None, f"expected ',' or ']' after {element} {index - 1}, got {got}"
                 )
-                if on_break is None:
-                    raise error
                 if not resync(error, pos, in_element=False):
                     return
                 resumed = True
