@@ -53,12 +53,6 @@ def _space_end(spaces: re.Pattern[str], text: str, pos: int) -> int:
     return pos if match is None else match.end()
 
 
-#: Called at a break in the list: the error, the bytes skipped (from the break to the next element that reads,
-#: or to the end of the file: the exact bytes, or past ``SKIPPED_HEAD_BYTES`` their start and size) and how
-#: many elements they held.
-OnBreak = Callable[[SourceError, "bytes | SkippedBytes", int], None]
-
-
 class _SkippedSpan:
     """A stretch of the file skipped after a break, taken a piece at a time as the scan lets it go: its first
     bytes, its size, and the elements it held (each has one ``"key":``; a broken object counts at least one).
@@ -106,7 +100,7 @@ def scan_json_array(
     stream: IO[bytes],
     path: str,
     chunk_size: int = CHUNK_BYTES,
-    on_break: OnBreak | None = None,
+    on_break: Reject | None = None,
     element: str = "element",
     key: str | None = None,
     long_lists: LongLists = (),
@@ -116,9 +110,10 @@ def scan_json_array(
 
     Where the list breaks the error is raised; given ``on_break`` (and ``key``, a key every element has once and
     nothing inside one has), the scan instead skips to the next ``{`` that decodes to an object with ``key``
-    followed by ``,`` or ``]``, reports the skipped bytes and the elements they held (each has one
-    ``"key":``; a broken object counts at least one), and goes on: one missing comma costs no element, a
-    broken element that one. Bytes that are not UTF-8 then cost the element that holds them (reported with its
+    followed by ``,`` or ``]``, hands the break to ``on_break`` as to a ``Reject``: ``(error, skipped, "span",
+    held)``, the bytes skipped (to the next element that reads or the end of the file: the exact bytes, or past
+    ``SKIPPED_HEAD_BYTES`` their start and size) and the elements they held (each has one ``"key":``; a broken
+    object counts at least one), and goes on: one missing comma costs no element, a broken element that one. Bytes that are not UTF-8 then cost the element that holds them (reported with its
     exact bytes), not the rest of the file. ``element`` names an element in errors. A large element (past
     ``LONG_ELEMENT_CHARS``) holds its long lists on ``long_lists`` as ``LazyJsonArray``s over their text.
     """
@@ -213,7 +208,7 @@ def scan_json_array(
                 break
             offset += 1
         let_go(skipped, found)
-        on_break(error, skipped.raw(), skipped.elements)
+        on_break(error, skipped.raw(), "span", records=skipped.elements)
         index += skipped.elements
         return found < len(text)
 
@@ -279,7 +274,7 @@ def scan_json_array(
         if not_utf8 and on_break is not None:
             at = byte_pos + _byte_size(text, pos, not_utf8.start())
             error = SourceError(path, index, None, f"not valid UTF-8 at byte {at}")
-            on_break(error, text[pos:end].encode("utf-8", "surrogateescape"), 1)
+            on_break(error, text[pos:end].encode("utf-8", "surrogateescape"), "span", records=1)
         else:
             if end >= chunk_size:  # a large element's text is let go before it is handed on
                 text, end = text[end:], 0
@@ -320,11 +315,11 @@ class JsonList:
         # elements read or lost to a break: a list whose every element a break lost is not an empty one
         held = 0
 
-        def on_break(error: SourceError, raw: bytes | SkippedBytes, lost: int) -> None:
+        def on_break(error: SourceError, raw: bytes | SkippedBytes, scope: str, records: int) -> None:
             nonlocal held
-            held += lost
+            held += records
             if reject is not None:  # (given to the scan only then)
-                reject(error, raw, "span", records=lost)
+                reject(error, raw, scope, records=records)
 
         with open_file(path) as handle:
             elements = scan_json_array(
