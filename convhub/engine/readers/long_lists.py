@@ -164,7 +164,7 @@ class _Walk:
     def value(self, pos: int, paths: LongLists) -> tuple[Any, int]:
         char = self.text[pos : pos + 1]
         if () in paths and char == "[":
-            return self.long_list(pos)
+            return self.list(pos, (), long=True)
         if char == "{" and (paths := tuple(path for path in paths if path and path[0] is not int)):
             return self.object(pos, paths)
         if char == "[" and (paths := tuple(path for path in paths if path and path[0] is int)):
@@ -231,20 +231,9 @@ class _Walk:
             pos, done = self.after_item(pos, "}")
         return result, pos
 
-    def list(self, pos: int, paths: LongLists) -> tuple[list, int]:
-        result: list[Any] = []
-        pos = self.space(pos + 1)
-        if self.text[pos] == "]":
-            return result, pos + 1
-        done = False
-        while not done:
-            item, pos = self.value(pos, paths)
-            result.append(item)
-            pos, done = self.after_item(pos, "]")
-        return result, pos
-
-    def long_list(self, pos: int) -> tuple[list | LazyJsonArray, int]:
-        """A list on a long-list path: its items, or past ``KEPT_ITEMS`` a :class:`LazyJsonArray` of them."""
+    def list(self, pos: int, paths: LongLists, long: bool = False) -> tuple[list | LazyJsonArray, int]:
+        """A list, its items walked on ``paths``; a ``long`` one's (on a long-list path) read by ``json``, and past
+        ``KEPT_ITEMS`` of them none kept: then a :class:`LazyJsonArray` of them."""
         kept: list[Any] | None = []
         starts, count = array("q"), 0
         pos = self.space(pos + 1)
@@ -252,13 +241,13 @@ class _Walk:
             return [], pos + 1
         done = False
         while not done:
-            if count % STRIDE == 0:
+            if long and count % STRIDE == 0:
                 starts.append(pos)
-            item, pos = self.leaf(pos)
+            item, pos = self.leaf(pos) if long else self.value(pos, paths)
             count += 1
             if kept is not None:
                 kept.append(item)
-                if count > KEPT_ITEMS:
+                if long and count > KEPT_ITEMS:
                     kept = None
             del item
             pos, done = self.after_item(pos, "]")
