@@ -113,9 +113,10 @@ def scan_json_array(
     followed by ``,`` or ``]``, hands the break to ``on_break`` as to a ``Reject``: ``(error, skipped, "span",
     held)``, the bytes skipped (to the next element that reads or the end of the file: the exact bytes, or past
     ``SKIPPED_HEAD_BYTES`` their start and size) and the elements they held (each has one ``"key":``; a broken
-    object counts at least one), and goes on: one missing comma costs no element, a broken element that one. Bytes that are not UTF-8 then cost the element that holds them (reported with its
-    exact bytes), not the rest of the file. ``element`` names an element in errors. A large element (past
-    ``LONG_ELEMENT_CHARS``) holds its long lists on ``long_lists`` as ``LazyJsonArray``s over their text.
+    object counts at least one), and goes on: one missing comma costs no element, a broken element that one.
+    Bytes that are not UTF-8 then cost the element that holds them (reported with its exact bytes), not the rest
+    of the file. ``element`` names an element in errors. A large element (past ``LONG_ELEMENT_CHARS``) holds its
+    long lists on ``long_lists`` as ``LazyJsonArray``s over their text.
     """
     if on_break is not None and key is None:
         raise ValueError("reading on after a break needs the key every element has")
