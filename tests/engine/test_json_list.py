@@ -9,9 +9,21 @@ import json
 import pytest
 
 from convhub.engine.readers.json_list import scan_json_array
-from convhub.errors import SourceError
+from convhub.errors import Reject, SourceError
 
 CHUNK_SIZES = (1, 7, 64, 1 << 22)
+
+
+def keeping(breaks: list) -> Reject:
+    """An ``on_break`` (called as a ``Reject``, scope ``span``) keeping each break's (error, bytes skipped,
+    elements they held)."""
+
+    def on_break(error: SourceError, skipped, scope: str, records: int) -> None:
+        assert scope == "span"
+        breaks.append((error, skipped, records))
+
+    return on_break
+
 
 #: Lists whose values json reads with a twist another parser might not give: integers past 64 bits, NaN,
 #: infinities and float overflow, lone surrogates (ijson's C parser read them as "?"), a pair written by
@@ -99,14 +111,14 @@ def test_invalid_utf8_is_named_by_its_byte_in_the_file_at_any_chunk_size():
 
 def test_reading_on_after_a_break_needs_the_elements_key():
     with pytest.raises(ValueError, match="needs the key"):
-        list(scan_json_array(io.BytesIO(b"[]"), "f.json", on_break=lambda *args: None))
+        list(scan_json_array(io.BytesIO(b"[]"), "f.json", on_break=lambda *args, **kwargs: None))
 
 
 def test_reading_on_after_a_break_keeps_positions_in_the_file():
     """The broken element is counted: the one after it is still the file's third."""
     breaks = []
     raw = b'[{"k": 1}, {"k": 2, oops}, {"k": 3}]'
-    found = scan_json_array(io.BytesIO(raw), "f.json", on_break=lambda *args: breaks.append(args), key="k")
+    found = scan_json_array(io.BytesIO(raw), "f.json", on_break=keeping(breaks), key="k")
     assert [(position, value) for _, _, position, value in found] == [(0, {"k": 1}), (2, {"k": 3})]
     [(error, skipped, held)] = breaks
     assert skipped == b'{"k": 2, oops}, ' and held == 1 and error.record == 1
@@ -123,7 +135,7 @@ def test_a_long_skipped_stretch_is_counted_not_held(chunk_size):
     raw = f'[{{"k": 1}}, {garbage}, {{"k": 2}}]'.encode()
     breaks = []
     found = scan_json_array(
-        io.BytesIO(raw), "f.json", chunk_size=chunk_size, on_break=lambda *a: breaks.append(a), key="k"
+        io.BytesIO(raw), "f.json", chunk_size=chunk_size, on_break=keeping(breaks), key="k"
     )
     assert [(position, value) for *_, position, value in found] == [(0, {"k": 1}), (4, {"k": 2})]
     [(error, skipped, held)] = breaks
@@ -135,7 +147,7 @@ def test_a_long_skipped_stretch_is_counted_not_held(chunk_size):
 def test_a_stretch_that_runs_to_the_end_of_the_file_counts_a_cut_element():
     breaks = []
     raw = b'[{"k": 1}, {"k": 2}, {"k": 3, "x": "cut'
-    found = scan_json_array(io.BytesIO(raw), "f.json", on_break=lambda *a: breaks.append(a), key="k")
+    found = scan_json_array(io.BytesIO(raw), "f.json", on_break=keeping(breaks), key="k")
     assert [value for *_, value in found] == [{"k": 1}, {"k": 2}]
     [(error, skipped, held)] = breaks
     assert skipped == b'{"k": 3, "x": "cut' and held == 1 and error.record == 2
@@ -149,7 +161,7 @@ def test_reading_on_an_element_that_is_not_utf8_is_reported_with_its_exact_bytes
     raw = b'[{"k": 1}, ' + bad + b', {"k": 3}, \xff {"k": 4}]'
     breaks = []
     found = scan_json_array(
-        io.BytesIO(raw), "f.json", chunk_size=chunk_size, on_break=lambda *a: breaks.append(a), key="k"
+        io.BytesIO(raw), "f.json", chunk_size=chunk_size, on_break=keeping(breaks), key="k"
     )
     assert [(start, end, position, value) for start, end, position, value in found] == [
         (1, 9, 0, {"k": 1}),

@@ -150,7 +150,13 @@ def test_reading_on_after_a_break_in_a_long_list_rejects_what_a_whole_decode_rej
 
     def rejections(**options) -> list:
         broken: list = []
-        values = outcome(raw, 7, on_break=lambda *args: broken.append(args), key="s", **options)
+        values = outcome(
+            raw,
+            7,
+            on_break=lambda error, skipped, _, records: broken.append((error, skipped, records)),
+            key="s",
+            **options,
+        )
         return [values, [(str(error), bytes(skipped), lost) for error, skipped, lost in broken]]
 
     plain = rejections()

@@ -121,7 +121,7 @@ def assert_held_only_by_the_caller(value) -> None:
 
 @pytest.mark.parametrize("recover", [False, True])
 def test_the_list_reader_holds_no_element_it_handed_on(recover, tmp_path):
-    on_break = (lambda *args: None) if recover else None
+    on_break = (lambda *args, **kwargs: None) if recover else None
     scan = scan_json_array(io.BytesIO(LIST), "l.json", on_break=on_break, key="id")
     for _, _, _, value in scan:
         assert_held_only_by_the_caller(value)

@@ -28,7 +28,7 @@ from typing import IO, Any
 from convhub.engine.inputs.file_sets import DataInput
 from convhub.engine.readers.contract import Place
 from convhub.engine.readers.exact_json import load_value
-from convhub.engine.readers.json_list import CHUNK_BYTES, SkippedBytes, scan_json_array
+from convhub.engine.readers.json_list import CHUNK_BYTES, scan_json_array
 from convhub.engine.runners.cuts import balanced_runs
 from convhub.engine.runners.input_shards import Shard
 from convhub.errors import Reject, SourceError, raise_error
@@ -118,11 +118,7 @@ def index_list(
     positions in the file.
     """
     groups: dict[str, list[Range]] = {}
-
-    def on_break(error: SourceError, raw: bytes | SkippedBytes, lost: int) -> None:
-        reject(error, raw, "span", records=lost)
-
-    scan = scan_json_array(stream, path, chunk_size, on_break if recover else None, element=element, key=key)
+    scan = scan_json_array(stream, path, chunk_size, reject if recover else None, element=element, key=key)
     while True:
         try:
             start, end, position, value = next(scan)

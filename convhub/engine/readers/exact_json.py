@@ -1,5 +1,5 @@
 """JSON read as ``json`` reads it, through orjson where orjson reads it the same: what every reader of the sources'
-JSON calls; and the one error for a JSON Lines file that is one JSON document.
+JSON calls.
 
 orjson is several times faster than ``json`` on the sources' lines and values (``docs/performance.md``), but not
 the same in two silent ways: it reads an integer beyond 64 bits as a float, and writes NaN and infinities as
@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -95,82 +93,3 @@ def load_object(raw: bytes, path: str | os.PathLike, place: str) -> dict[str, An
     if not isinstance(value, dict):
         raise SourceError(path, place, None, f"expected a JSON object, got {type(value).__name__}")
     return value
-
-
-# -- one JSON document where JSON Lines are expected ----------------------------------------------------
-
-#: How much of a file past its first line :func:`json_document_problem` reads to see a document end.
-DOCUMENT_PROBE_BYTES = 2**20
-_OPENERS_ONLY = re.compile(rb"[\[{ \t\r\n]+")
-
-
-def refuse_json_document(
-    lines: Iterable[tuple[int, bytes]], path: str, source: str
-) -> Iterator[tuple[int, bytes]]:
-    """``lines`` ((number, bytes) of a JSON Lines file from its line 1) unchanged, unless its first non-blank line
-    shows the file is one JSON document: a whole JSON array (``json.dump(rows, f)``; a JSON Lines record is an
-    object, never an array), or no JSON but the start of a document (:func:`json_document_problem`). Then a
-    SourceError naming the file says so, instead of one "not valid JSON" per line. Lines read ahead to tell are
-    given on as they were. A range of lines not starting at line 1 is not checked."""
-    lines = iter(lines)
-    head: list[tuple[int, bytes]] = []  # the blank lines, then the first that is not
-    for number, line in lines:
-        head.append((number, line))
-        if line and not line.isspace():
-            break
-    number, first = head[-1] if head and head[0][0] == 1 else (0, b"")
-    text = first.removeprefix(b"\xef\xbb\xbf").strip()
-    if text[:1] in (b"[", b"{"):
-        parses = _parses(first)
-        if parses and text[:1] == b"[":
-            problem = (
-                f"this is one JSON document, not JSON Lines: line {number} is a whole JSON array, and {source} "
-                "reads one JSON object per line (rewrite it with jq -c '.[]')"
-            )
-            raise SourceError(path, None, None, problem)
-        if not parses:
-            size = 0
-            for item in lines:
-                head.append(item)
-                size += len(item[1]) + 1
-                if size > DOCUMENT_PROBE_BYTES:
-                    break
-            problem = json_document_problem(text, [raw for n, raw in head if n > number], source)
-            if problem is not None:
-                raise SourceError(path, None, None, problem)
-    yield from head
-    yield from lines
-
-
-def json_document_problem(text: bytes, following: list[bytes], source: str) -> str | None:
-    """What to tell a user whose JSON Lines file is one JSON document (an array or an object written over
-    many lines), or None. ``text`` is the file's first non-blank line, stripped, which opens an array or an object
-    and did not parse as JSON; ``following`` the lines after it (up to ``DOCUMENT_PROBE_BYTES``).
-
-    It is a document when that line only opens arrays and objects (``[``, ``{``, ``[{``: no JSON Lines
-    line is that), or when it and the lines after it parse as one JSON value that ends past it. A line
-    of JSON Lines cut short (``{"id": 1, "q``) followed by good lines is neither, and stays a bad line.
-    """
-    if not _OPENERS_ONLY.fullmatch(text):
-        document = b"\n".join([text, *following]).decode("utf-8", "replace")
-        try:
-            _, end = json.JSONDecoder().raw_decode(document)
-        except (ValueError, RecursionError):
-            return None
-        if end <= len(text.decode("utf-8", "replace")):
-            return None
-    kind, rewrite = ("array", "jq -c '.[]'") if text[:1] == b"[" else ("object", "jq -c .")
-    shown = text[:40].decode("utf-8", "replace") + ("…" if len(text) > 40 else "")
-    return (
-        f"this is one JSON document, not JSON Lines: its first line {shown!r} begins a JSON {kind} written "
-        f"over several lines, and {source} reads one JSON object per line (rewrite it with {rewrite})"
-    )
-
-
-def _parses(line: bytes) -> bool:
-    """Whether a line is JSON (as json reads it: NaN, a BOM and lone surrogates too)."""
-    try:
-        loads_exact(line)
-    except (ValueError, RecursionError):  # (JSONDecodeError and UnicodeDecodeError are ValueErrors)
-        return False
-    return True

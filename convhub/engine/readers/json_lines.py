@@ -1,6 +1,7 @@
 """JSON Lines files read a line at a time, for every source: plain or gzipped (told by the file's first bytes), local,
 at a URL or streamed by ``datasets``, LF or CRLF; each line with its number (from 1) and byte offset, a part of a
-plain file read alone, each line as the object ``json.loads`` gives, and lines read again by offset.
+plain file read alone, each line as the object ``json.loads`` gives, and lines read again by offset. A file that is
+one JSON document (an array, or an object over many lines) is one error naming the file, not one per line.
 
 Memory follows the longest line: a line is read, parsed and handed on before the next one is read. Every error
 names the file and the line. A source that reads a file twice (a first pass that keeps only where each line is, a
@@ -14,16 +15,17 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import json
 import os
+import re
 import zlib
-from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, cast, runtime_checkable
 
 from convhub.engine.readers.contract import Place, line_place, place_of_line, shard_file
-from convhub.engine.readers.exact_json import load_object, refuse_json_document
+from convhub.engine.readers.exact_json import load_object, loads_exact
 from convhub.errors import Notes, Reject, SourceError, raise_error
 from convhub.storage.folders import open_file
 
@@ -117,20 +119,17 @@ def read_objects(
     file (a URL whose local copy ``path`` is).
     """
     name = str(name or path)
-    offsets: deque[int] = deque()  # refuse_json_document gives the lines on in order, each once
 
-    def numbered() -> Iterator[tuple[int, bytes]]:
+    def lines() -> Iterator[tuple[int, int, bytes]]:
         try:
             for number, offset, raw in iter_lines(path, name, place, opener, span):
                 if notes is not None and number == 1 and offset == len(BYTE_ORDER_MARK):
                     notes.add("UTF-8 byte-order mark at the start of a file (skipped)")
-                offsets.append(offset)
-                yield number, raw
+                yield number, offset, raw
         except SourceError as error:  # the file cannot be read on (a corrupt gzip): the lines before it stay
             reject(error, None, "file")
 
-    for number, raw in refuse_json_document(numbered(), name, source):
-        offset = offsets.popleft()
+    for number, offset, raw in refuse_json_document(lines(), name, source):
         if not raw or raw.isspace():  # ``not raw.strip()`` without copying a long line
             if notes is not None:
                 notes.add("blank line (skipped)")
@@ -190,3 +189,83 @@ class JsonLines:
             row_box = [row]
             del row  # not held here while its record is converted and written
             yield place, row_box.pop()
+
+
+# -- one JSON document where JSON Lines are expected ----------------------------------------------------
+
+#: How much of a file past its first line :func:`json_document_problem` reads to see a document end.
+DOCUMENT_PROBE_BYTES = 2**20
+_OPENERS_ONLY = re.compile(rb"[\[{ \t\r\n]+")
+
+
+def refuse_json_document(
+    lines: Iterable[tuple[int, int, bytes]], path: str, source: str
+) -> Iterator[tuple[int, int, bytes]]:
+    """``lines`` ((number, offset, bytes) of a JSON Lines file from its line 1, as :func:`iter_lines` gives
+    them) unchanged, unless its first non-blank line shows the file is one JSON document: a whole JSON array
+    (``json.dump(rows, f)``; a JSON Lines record is an object, never an array), or no JSON but the start of a
+    document (:func:`json_document_problem`). Then a SourceError naming the file says so, instead of one "not
+    valid JSON" per line. Lines read ahead to tell are given on as they were. A range of lines not starting at
+    line 1 is not checked."""
+    lines = iter(lines)
+    head: list[tuple[int, int, bytes]] = []  # the blank lines, then the first that is not
+    for item in lines:
+        head.append(item)
+        if item[2] and not item[2].isspace():
+            break
+    number, _, first = head[-1] if head and head[0][0] == 1 else (0, 0, b"")
+    text = first.removeprefix(b"\xef\xbb\xbf").strip()
+    if text[:1] in (b"[", b"{"):
+        parses = _parses(first)
+        if parses and text[:1] == b"[":
+            problem = (
+                f"this is one JSON document, not JSON Lines: line {number} is a whole JSON array, and {source} "
+                "reads one JSON object per line (rewrite it with jq -c '.[]')"
+            )
+            raise SourceError(path, None, None, problem)
+        if not parses:
+            size = 0
+            for item in lines:
+                head.append(item)
+                size += len(item[2]) + 1
+                if size > DOCUMENT_PROBE_BYTES:
+                    break
+            problem = json_document_problem(text, [raw for n, _, raw in head if n > number], source)
+            if problem is not None:
+                raise SourceError(path, None, None, problem)
+    yield from head
+    yield from lines
+
+
+def json_document_problem(text: bytes, following: list[bytes], source: str) -> str | None:
+    """What to tell a user whose JSON Lines file is one JSON document (an array or an object written over
+    many lines), or None. ``text`` is the file's first non-blank line, stripped, which opens an array or an object
+    and did not parse as JSON; ``following`` the lines after it (up to ``DOCUMENT_PROBE_BYTES``).
+
+    It is a document when that line only opens arrays and objects (``[``, ``{``, ``[{``: no JSON Lines
+    line is that), or when it and the lines after it parse as one JSON value that ends past it. A line
+    of JSON Lines cut short (``{"id": 1, "q``) followed by good lines is neither, and stays a bad line.
+    """
+    if not _OPENERS_ONLY.fullmatch(text):
+        document = b"\n".join([text, *following]).decode("utf-8", "replace")
+        try:
+            _, end = json.JSONDecoder().raw_decode(document)
+        except (ValueError, RecursionError):
+            return None
+        if end <= len(text.decode("utf-8", "replace")):
+            return None
+    kind, rewrite = ("array", "jq -c '.[]'") if text[:1] == b"[" else ("object", "jq -c .")
+    shown = text[:40].decode("utf-8", "replace") + ("…" if len(text) > 40 else "")
+    return (
+        f"this is one JSON document, not JSON Lines: its first line {shown!r} begins a JSON {kind} written "
+        f"over several lines, and {source} reads one JSON object per line (rewrite it with {rewrite})"
+    )
+
+
+def _parses(line: bytes) -> bool:
+    """Whether a line is JSON (as json reads it: NaN, a BOM and lone surrogates too)."""
+    try:
+        loads_exact(line)
+    except (ValueError, RecursionError):  # (JSONDecodeError and UnicodeDecodeError are ValueErrors)
+        return False
+    return True

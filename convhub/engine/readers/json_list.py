@@ -53,12 +53,6 @@ def _space_end(spaces: re.Pattern[str], text: str, pos: int) -> int:
     return pos if match is None else match.end()
 
 
-#: Called at a break in the list: the error, the bytes skipped (from the break to the next element that reads,
-#: or to the end of the file: the exact bytes, or past ``SKIPPED_HEAD_BYTES`` their start and size) and how
-#: many elements they held.
-OnBreak = Callable[[SourceError, "bytes | SkippedBytes", int], None]
-
-
 class _SkippedSpan:
     """A stretch of the file skipped after a break, taken a piece at a time as the scan lets it go: its first
     bytes, its size, and the elements it held (each has one ``"key":``; a broken object counts at least one).
@@ -106,7 +100,7 @@ def scan_json_array(
     stream: IO[bytes],
     path: str,
     chunk_size: int = CHUNK_BYTES,
-    on_break: OnBreak | None = None,
+    on_break: Reject | None = None,
     element: str = "element",
     key: str | None = None,
     long_lists: LongLists = (),
@@ -116,11 +110,13 @@ def scan_json_array(
 
     Where the list breaks the error is raised; given ``on_break`` (and ``key``, a key every element has once and
     nothing inside one has), the scan instead skips to the next ``{`` that decodes to an object with ``key``
-    followed by ``,`` or ``]``, reports the skipped bytes and the elements they held (each has one
-    ``"key":``; a broken object counts at least one), and goes on: one missing comma costs no element, a
-    broken element that one. Bytes that are not UTF-8 then cost the element that holds them (reported with its
-    exact bytes), not the rest of the file. ``element`` names an element in errors. A large element (past
-    ``LONG_ELEMENT_CHARS``) holds its long lists on ``long_lists`` as ``LazyJsonArray``s over their text.
+    followed by ``,`` or ``]``, hands the break to ``on_break`` as to a ``Reject``: ``(error, skipped, "span",
+    held)``, the bytes skipped (to the next element that reads or the end of the file: the exact bytes, or past
+    ``SKIPPED_HEAD_BYTES`` their start and size) and the elements they held (each has one ``"key":``; a broken
+    object counts at least one), and goes on: one missing comma costs no element, a broken element that one.
+    Bytes that are not UTF-8 then cost the element that holds them (reported with its exact bytes), not the rest
+    of the file. ``element`` names an element in errors. A large element (past ``LONG_ELEMENT_CHARS``) holds its
+    long lists on ``long_lists`` as ``LazyJsonArray``s over their text.
     """
     if on_break is not None and key is None:
         raise ValueError("reading on after a break needs the key every element has")
@@ -134,8 +130,9 @@ def scan_json_array(
     ascii_text = True
     read_bytes = 0  # of the file, before the chunk being decoded
 
-    def fill() -> bool:
-        """Read one more chunk (at least as much again as the buffer holds); False at the end."""
+    def fill(keep: bool = False) -> bool:
+        """Read one more chunk (at least as much again as the buffer holds from ``pos``); False at the end. The
+        text before ``pos`` is let go, unless ``keep``: an element being decoded holds positions in the buffer."""
         nonlocal text, pos, eof, read_bytes, ascii_text
         if eof:
             return False
@@ -143,17 +140,17 @@ def scan_json_array(
         eof = not chunk
         held = len(utf8.getstate()[0])  # the decoder's bytes of a character the last chunk cut
         try:
-            text = text[pos:] + utf8.decode(chunk, final=eof)
+            text = (text if keep else text[pos:]) + utf8.decode(chunk, final=eof)
         except UnicodeDecodeError as error:
             at = read_bytes - held + error.start
             raise SourceError(path, None, None, f"not valid UTF-8 at byte {at}: {error.reason}") from error
         read_bytes += len(chunk)
-        pos, ascii_text = 0, text.isascii()
+        pos, ascii_text = pos if keep else 0, text.isascii()
         return True
 
     def read_on() -> str | None:
-        """The buffer with the next chunk after it, or None at the end of the file."""
-        return text if fill() else None
+        """The buffer with the next chunk after it (its positions unchanged), or None at the end of the file."""
+        return text if fill(keep=True) else None
 
     def skip_space() -> str:
         """The next character that is not whitespace (or a BOM), or "" at the end of the file."""
@@ -182,12 +179,15 @@ def scan_json_array(
         return text[after] in ",]"
 
     def resync(error: SourceError, search_from: int, in_element: bool) -> bool:
-        """Skip from ``pos`` to the next element (True) or to the end of the file (False); report the skip.
+        """Skip from ``pos`` to the next element (True) or to the end of the file (False); report the skip. The
+        ``error`` of the break is raised where reading on was not asked for (no ``on_break``).
 
         The skipped text is let go as the search passes it (a break early in a 2.75 GB file with nothing to
         resynchronize on would otherwise hold the whole rest of the file): only its first ``SKIPPED_HEAD_BYTES``
         are kept, its size and the elements it held are counted as it goes."""
         nonlocal pos, byte_pos, index
+        if on_break is None:
+            raise error
         skipped = _SkippedSpan(key_pattern, in_element and text.startswith("{", pos))
         offset = search_from - pos  # (offsets from pos: filling the buffer moves pos to 0)
         while True:
@@ -209,8 +209,7 @@ def scan_json_array(
                 break
             offset += 1
         let_go(skipped, found)
-        if on_break is not None:  # (a break is read past only when it is given)
-            on_break(error, skipped.raw(), skipped.elements)
+        on_break(error, skipped.raw(), "span", records=skipped.elements)
         index += skipped.elements
         return found < len(text)
 
@@ -221,33 +220,21 @@ def scan_json_array(
         pos = upto
 
     def decode_element() -> tuple[Any, int] | SourceError:
-        """The element at ``pos`` and its end, reading more where the buffer cuts it, or what breaks it."""
-        nonlocal text, pos
-        while True:
-            try:
-                if long_lists and len(text) - pos > LONG_ELEMENT_CHARS:
-                    text, pos = text[pos:], 0  # (the walk reads on: the buffer grows, its positions stay)
-                    value, end = decode_with_long_lists(decoder, text, pos, long_lists, read_on)
-                else:
-                    value, end = decoder.raw_decode(text, pos)
-            except json.JSONDecodeError as error:
-                if may_be_cut(error, text) and fill():
-                    continue
-                at = byte_pos + _byte_size(text, pos, error.pos)  # (error.pos counts the buffer)
-                broken = SourceError(
-                    path, index, None, f"not valid JSON: {error.msg.removesuffix(' at')} at byte {at}"
-                )
-            except ValueError as error:  # an integer past Python's int-string limit (4300 digits)
-                broken = SourceError(path, index, None, f"not valid JSON: {error}")
-            except RecursionError:
-                broken = SourceError(path, index, None, NESTED_TOO_DEEPLY)
-            else:
-                if end == len(text) and not eof and not isinstance(value, (dict, list)) and fill():
-                    continue  # a number cut at the chunk's end
-                return value, end
-            if on_break is None:
-                raise broken
-            return broken
+        """The element at ``pos`` and its end, reading on where the buffer cuts it, or the error that breaks it:
+        one decode (``decode_with_long_lists``) whether the element is large, its long lists lazy, or not."""
+        try:
+            return decode_with_long_lists(text, pos, long_lists, read_on, LONG_ELEMENT_CHARS)
+        except json.JSONDecodeError as error:
+            at = byte_pos + _byte_size(text, pos, error.pos)  # (error.pos counts the buffer)
+            return SourceError(
+                path, index, None, f"not valid JSON: {error.msg.removesuffix(' at')} at byte {at}"
+            )
+        except SourceError:  # (bytes that are not UTF-8, met reading on)
+            raise
+        except ValueError as error:  # an integer past Python's int-string limit (4300 digits)
+            return SourceError(path, index, None, f"not valid JSON: {error}")
+        except RecursionError:
+            return SourceError(path, index, None, NESTED_TOO_DEEPLY)
 
     first = skip_space()
     if first == "":
@@ -267,8 +254,6 @@ def scan_json_array(
                 error = SourceError(
                     path, index, None, f"expected ',' or ']' after {element} {index - 1}, got {got}"
                 )
-                if on_break is None:
-                    raise error
                 if not resync(error, pos, in_element=False):
                     return
                 resumed = True
@@ -290,7 +275,7 @@ def scan_json_array(
         if not_utf8 and on_break is not None:
             at = byte_pos + _byte_size(text, pos, not_utf8.start())
             error = SourceError(path, index, None, f"not valid UTF-8 at byte {at}")
-            on_break(error, text[pos:end].encode("utf-8", "surrogateescape"), 1)
+            on_break(error, text[pos:end].encode("utf-8", "surrogateescape"), "span", records=1)
         else:
             if end >= chunk_size:  # a large element's text is let go before it is handed on
                 text, end = text[end:], 0
@@ -331,11 +316,11 @@ class JsonList:
         # elements read or lost to a break: a list whose every element a break lost is not an empty one
         held = 0
 
-        def on_break(error: SourceError, raw: bytes | SkippedBytes, lost: int) -> None:
+        def on_break(error: SourceError, raw: bytes | SkippedBytes, scope: str, records: int) -> None:
             nonlocal held
-            held += lost
+            held += records
             if reject is not None:  # (given to the scan only then)
-                reject(error, raw, "span", records=lost)
+                reject(error, raw, scope, records=records)
 
         with open_file(path) as handle:
             elements = scan_json_array(

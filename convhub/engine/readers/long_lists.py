@@ -1,5 +1,6 @@
-"""A large JSON-list element whose long lists are not held as Python values: each such list is a
-:class:`LazyJsonArray` over its own text, whose items are decoded again, one at a time, when it is iterated.
+"""A JSON-list element decoded as the reader's buffer cuts it (:func:`decode_with_long_lists`, reading on), and a
+large one's long lists not held as Python values: each such list is a :class:`LazyJsonArray` over its own text,
+whose items are decoded again, one at a time, when it is iterated.
 
 A LoCoMo sample or a LongMemEval instance of one session of a million tiny turns decoded by ``json`` whole is a
 dict per turn, several times the input before its parser starts, and the build's peak with the parser's Arrow
@@ -15,6 +16,7 @@ whole element again, so an error is the one, at the byte, that a whole decode ra
 from __future__ import annotations
 
 import json
+import math
 import re
 from array import array
 from collections.abc import Callable, Iterator, Sequence
@@ -46,6 +48,10 @@ def may_be_cut(error: json.JSONDecodeError, text: str) -> bool:
 
 class _Broken(Exception):
     """The walk met something it does not read: ``json`` decodes the element whole to say what."""
+
+
+class _Large(Exception):
+    """A value that is not read whole by ``json``: it is walked, its long lists lazy."""
 
 
 class LazyJsonArray(Sequence):
@@ -122,25 +128,30 @@ ReadMore = Callable[[], "str | None"]
 
 
 def decode_with_long_lists(
-    decoder: json.JSONDecoder, text: str, pos: int, long_lists: LongLists, more: ReadMore
+    text: str, pos: int, long_lists: LongLists, more: ReadMore, large: int
 ) -> tuple[Any, int]:
-    """The element at ``text[pos]`` and its end, its long lists on ``long_lists`` lazy, reading on (``more``)
-    where the text ends inside it: the walk is not begun again. What the walk cannot read, ``json``'s decoder
-    reads whole, raising its own error (``JSONDecodeError``, ``ValueError``, ``RecursionError``)."""
+    """The value at ``text[pos]`` and its end, reading on (``more``) where the text ends inside it: ``json``'s
+    value, unless the text holds more than ``large`` characters from ``pos`` before it is read (a large value, or
+    one after it in the buffer); then it is walked with its long lists on ``long_lists`` lazy, the walk reading
+    on, not begun again. What the walk cannot read, ``json``'s decoder reads whole, raising its own error
+    (``JSONDecodeError``, ``ValueError``, ``RecursionError``)."""
     if any(len(path) > DEEPEST_PATH for path in long_lists):
         raise ValueError(f"a long-list path of more than {DEEPEST_PATH} steps")
-    walk = _Walk(decoder, text, more)
+    walk = _Walk(text, more)
     try:
-        return walk.value(pos, long_lists)
+        try:
+            return walk.leaf(pos, large if long_lists else math.inf)
+        except _Large:
+            return walk.value(pos, long_lists)
     except _Broken:
-        return decoder.raw_decode(walk.text, pos)
+        return _DECODER.raw_decode(walk.text, pos)
 
 
 class _Walk:
     """One walk over an element's text (see :func:`decode_with_long_lists`)."""
 
-    def __init__(self, decoder: json.JSONDecoder, text: str, more: ReadMore) -> None:
-        self.decoder, self.text, self.more = decoder, text, more
+    def __init__(self, text: str, more: ReadMore) -> None:
+        self.text, self.more = text, more
 
     def read_more(self) -> bool:
         """More of the file after the text (positions in it stay), or False at its end."""
@@ -153,18 +164,21 @@ class _Walk:
     def value(self, pos: int, paths: LongLists) -> tuple[Any, int]:
         char = self.text[pos : pos + 1]
         if () in paths and char == "[":
-            return self.long_list(pos)
+            return self.list(pos, (), long=True)
         if char == "{" and (paths := tuple(path for path in paths if path and path[0] is not int)):
             return self.object(pos, paths)
         if char == "[" and (paths := tuple(path for path in paths if path and path[0] is int)):
             return self.list(pos, tuple(path[1:] for path in paths))
         return self.leaf(pos)
 
-    def leaf(self, pos: int) -> tuple[Any, int]:
-        """One value read by ``json``'s decoder (a number at the text's end read again with more after it)."""
+    def leaf(self, pos: int, most: float = math.inf) -> tuple[Any, int]:
+        """One value read by ``json``'s decoder (a number at the text's end read again with more after it), or
+        :class:`_Large` once the text holds more than ``most`` characters from ``pos`` and the value is unread."""
         while True:
+            if len(self.text) - pos > most:
+                raise _Large
             try:
-                value, end = self.decoder.raw_decode(self.text, pos)
+                value, end = _DECODER.raw_decode(self.text, pos)
             except json.JSONDecodeError as error:
                 self.read_more_or_break(error)
                 continue
@@ -217,20 +231,9 @@ class _Walk:
             pos, done = self.after_item(pos, "}")
         return result, pos
 
-    def list(self, pos: int, paths: LongLists) -> tuple[list, int]:
-        result: list[Any] = []
-        pos = self.space(pos + 1)
-        if self.text[pos] == "]":
-            return result, pos + 1
-        done = False
-        while not done:
-            item, pos = self.value(pos, paths)
-            result.append(item)
-            pos, done = self.after_item(pos, "]")
-        return result, pos
-
-    def long_list(self, pos: int) -> tuple[list | LazyJsonArray, int]:
-        """A list on a long-list path: its items, or past ``KEPT_ITEMS`` a :class:`LazyJsonArray` of them."""
+    def list(self, pos: int, paths: LongLists, long: bool = False) -> tuple[list | LazyJsonArray, int]:
+        """A list, its items walked on ``paths``; a ``long`` one's (on a long-list path) read by ``json``, and past
+        ``KEPT_ITEMS`` of them none kept: then a :class:`LazyJsonArray` of them."""
         kept: list[Any] | None = []
         starts, count = array("q"), 0
         pos = self.space(pos + 1)
@@ -238,13 +241,13 @@ class _Walk:
             return [], pos + 1
         done = False
         while not done:
-            if count % STRIDE == 0:
+            if long and count % STRIDE == 0:
                 starts.append(pos)
-            item, pos = self.leaf(pos)
+            item, pos = self.leaf(pos) if long else self.value(pos, paths)
             count += 1
             if kept is not None:
                 kept.append(item)
-                if count > KEPT_ITEMS:
+                if long and count > KEPT_ITEMS:
                     kept = None
             del item
             pos, done = self.after_item(pos, "]")
