@@ -304,7 +304,8 @@ def unfinished_build(folder: Folder) -> str | None:
     """The line refusing ``folder`` as a build to read (``export``, ``push``, ``mix``, ``score --data``) while it
     holds ``WRITING``, or None: a first build on an object store is written in place and a rebuild's objects are
     copied in one by one, so a run killed part-way leaves a folder with a card and some Parquet files that looks
-    whole but is not. A run of this host that still holds it is named: the build may yet end."""
+    whole but is not. A run of this host that still holds it is named: the build may yet end. A run of another
+    host cannot be looked up: it is named, as the build refuses to write beside it, with both ways out."""
     if is_url(folder):
         folder.fs.invalidate_cache(folder.path)
     lock = folder / WRITING
@@ -315,6 +316,12 @@ def unfinished_build(folder: Folder) -> str | None:
         return (
             f"{name} is still being written by a convhub run (pid {record.get('pid')}): its build is not finished; "
             "read it once that run has ended"
+        )
+    if record is not None and record.get("host") != socket.gethostname():
+        return (
+            f"{name} is being written by a convhub run on another host (pid {record.get('pid')} on "
+            f"{record.get('host')}), or was left unfinished by one: read it once that run has ended, or, if none "
+            f"is left, build it again with `convhub build SOURCE --output {name}`, which replaces it"
         )
     return (
         f"{name} holds a build that was never finished (its run stopped while writing it, leaving {WRITING}): "

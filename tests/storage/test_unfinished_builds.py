@@ -113,6 +113,21 @@ def test_a_build_its_run_still_writes_is_named_as_such(unfinished):
         open_build(unfinished)
 
 
+def test_a_build_a_run_of_another_host_holds_is_named_with_that_host(unfinished):
+    """The build refuses to write beside such a run (``_check_not_being_written``); a reader names it too, not
+    "never finished", which its own host alone can tell."""
+    record = {**_dead_run_record(), "host": "worker-7.cluster.example"}
+    (unfinished / WRITING).write_text(json.dumps(record), encoding="utf-8")
+    with pytest.raises(ExportError) as refused:
+        open_build(unfinished)
+    line = str(refused.value)
+    assert (
+        f"is being written by a convhub run on another host (pid {record['pid']} on worker-7.cluster.example)"
+        in line
+    )
+    assert f"build it again with `convhub build SOURCE --output {unfinished}`" in line
+
+
 def test_a_finished_build_is_read(sample_builds):
     assert unfinished_build(sample_builds["locomo"].output) is None
     assert "qa" in open_build(sample_builds["locomo"].output).configs()
