@@ -1,5 +1,5 @@
-"""The local engine: one config of a builder written as Parquet files, its shards shared between ``num_proc``
-processes.
+"""The local engine (``LocalEngine``): one config of a builder written as Parquet files, its shards shared
+between ``num_proc`` processes; the derived views mapped and the repeated ids counted in them too.
 
 The builder is a plain ``datasets.GeneratorBasedBuilder``; this module calls its documented hooks
 (``_split_generators`` for the splits and their shards, ``_generate_examples`` for the rows of some shards) and
@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import islice
@@ -32,15 +33,19 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from datasets.builder import Key
 from datasets.utils.tqdm import tqdm as hf_tqdm
 
-from convhub.engine.runners.child_processes import run_forked
+from convhub.engine.runners.child_processes import die_with_parent, run_forked
 from convhub.engine.runners.cuts import balanced_runs, even_runs
 from convhub.engine.runners.input_shards import shard_work
 from convhub.engine.runners.memory import LARGE_TABLE_BYTES, fewer_collections, give_back_pages
 from convhub.engine.writers.arrow_rows import rows_table
 from convhub.engine.writers.parquet_writer import ParquetWriter
+from convhub.storage.folders import Folder, read_parquet
 
 #: A job starts a new file once the one it writes holds more than this many Arrow bytes (``datasets``' 500MB).
 MAX_SHARD_BYTES = 500 * 10**6
@@ -85,6 +90,23 @@ class SplitWritten:
 
     info: datasets.SplitInfo
     files: list[str]
+
+    @classmethod
+    def of(cls, split: str, results: Sequence[JobResult], drop_empty_files: bool = False) -> SplitWritten:
+        """The split the jobs (Spark: the tasks) wrote, in their order; with ``drop_empty_files``, a file without
+        a row is left out, but the split's first (Spark's tasks of a regrouping are many, some without a row)."""
+        files = [
+            (path, rows)
+            for result in results
+            for path, rows in zip(result.files, result.file_rows, strict=True)
+        ]
+        kept = [path for path, rows in files if rows or not drop_empty_files] or [
+            path for path, _ in files[:1]
+        ]
+        info = datasets.SplitInfo(
+            split, sum(result.num_bytes for result in results), sum(result.rows for result in results)
+        )
+        return cls(info, kept)
 
 
 def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
@@ -174,57 +196,96 @@ def write_job(
     return result
 
 
-def write_config(
-    builder,
-    folder: Path,
-    num_proc: int | None,
-    download_dir: str,
-    max_shard_bytes: int | None = MAX_SHARD_BYTES,
-) -> dict[str, SplitWritten]:
-    """Every split of ``builder``'s config as Parquet files in ``folder``; a URL the source reads is downloaded
-    into ``download_dir``. Sets ``builder.processes_run``: the most processes a split ran in."""
+class LocalEngine:
+    """The build in this machine's processes: a split's shards shared between ``num_proc`` of them, each job's
+    files of at most about ``max_shard_bytes`` (None: one file a job)."""
 
-    builder._build_processes = num_proc or 1
-    download_config = datasets.DownloadConfig(cache_dir=download_dir, num_proc=num_proc)
-    dl_manager = datasets.DownloadManager(
-        dataset_name=builder.dataset_name, data_dir=builder.config.data_dir, download_config=download_config
-    )
-    folder.mkdir(parents=True, exist_ok=True)
-    written = {}
-    # fewer collections: a source's listing may parse it whole (ConvLab's index scan, GigaMemory's pass 1)
-    with fewer_collections():
-        split_generators = builder._split_generators(dl_manager)
-    for split_generator in split_generators:
-        cut = jobs(split_generator.gen_kwargs, num_proc or 1)
-        builder.processes_run = max(builder.processes_run, len(cut))
-        template = os.path.join(folder, f"{split_generator.name}-{{job:05d}}-{{file:05d}}.parquet")
-        with builder.preparing_split(split_generator):
-            results = _write_split(builder, split_generator, cut, template, max_shard_bytes)
-        files = [path for result in results for path in result.files]
-        info = datasets.SplitInfo(
-            split_generator.name,
-            num_bytes=sum(result.num_bytes for result in results),
-            num_examples=sum(result.rows for result in results),
-            shard_lengths=[rows for result in results for rows in result.file_rows],
-            dataset_name=builder.dataset_name,
+    name = "local"
+
+    def __init__(self, num_proc: int | None = None, max_shard_bytes: int | None = MAX_SHARD_BYTES):
+        self.num_proc = num_proc
+        self.max_shard_bytes = max_shard_bytes
+
+    def scratch(self, work: Path, staging: Folder) -> Folder:
+        return work
+
+    def write_config(
+        self, builder, folder: Folder, download_dir: str | None = None
+    ) -> dict[str, SplitWritten]:
+        """In this machine's work folder (its scratch); a URL the source reads is downloaded into
+        ``download_dir``. Sets ``builder.processes_run``: the most processes a split ran in."""
+        if not isinstance(folder, Path):  # (a local UPath is a Path)
+            raise ValueError(
+                f"the local engine writes in this machine's work folder (its scratch), not at {folder}"
+            )
+        builder._build_processes = self.num_proc or 1
+        download_config = datasets.DownloadConfig(
+            cache_dir=download_dir or str(folder / "downloads"), num_proc=self.num_proc
         )
-        written[split_generator.name] = SplitWritten(info, files)
-        give_back_pages()
-    return written
+        dl_manager = datasets.DownloadManager(
+            dataset_name=builder.dataset_name,
+            data_dir=builder.config.data_dir,
+            download_config=download_config,
+        )
+        folder.mkdir(parents=True, exist_ok=True)
+        written = {}
+        # fewer collections: a source's listing may parse it whole (ConvLab's index scan, GigaMemory's pass 1)
+        with fewer_collections():
+            split_generators = builder._split_generators(dl_manager)
+        for split_generator in split_generators:
+            cut = jobs(split_generator.gen_kwargs, self.num_proc or 1)
+            builder.processes_run = max(builder.processes_run, len(cut))
+            template = os.path.join(folder, f"{split_generator.name}-{{job:05d}}-{{file:05d}}.parquet")
+            with builder.preparing_split(split_generator):
+                results = self._write_split(builder, split_generator, cut, template)
+            written[split_generator.name] = SplitWritten.of(split_generator.name, results)
+            give_back_pages()
+        return written
 
+    def _write_split(
+        self, builder, split_generator, cut: list[dict[str, Any]], template: str
+    ) -> list[JobResult]:
+        """The jobs of one split (``cut``), in this process or each in a forked one, under its progress bar."""
+        label = f"{builder.SOURCE} {builder.config.name} {split_generator.name}"
+        shard_count = len(split_generator.gen_kwargs.get("shards") or ())
+        templates = [template.replace("{job:05d}", f"{job:05d}") for job in range(len(cut))]
+        with ShardBar(label, shard_count) as bar:
+            if len(cut) == 1:
+                return [write_job(builder, cut[0], templates[0], self.max_shard_bytes, bar.advance)]
+            tasks = [
+                partial(write_job, builder, gen_kwargs, template, self.max_shard_bytes)
+                for gen_kwargs, template in zip(cut, templates, strict=True)
+            ]
+            return run_forked(tasks, on_update=bar.advance)
 
-def _write_split(
-    builder, split_generator, cut: list[dict[str, Any]], template: str, max_shard_bytes: int | None
-) -> list[JobResult]:
-    """The jobs of one split (``cut``), in this process or each in a forked one, under its progress bar."""
-    label = f"{builder.SOURCE} {builder.config.name} {split_generator.name}"
-    shard_count = len(split_generator.gen_kwargs.get("shards") or ())
-    templates = [template.replace("{job:05d}", f"{job:05d}") for job in range(len(cut))]
-    with ShardBar(label, shard_count) as bar:
-        if len(cut) == 1:
-            return [write_job(builder, cut[0], templates[0], max_shard_bytes, bar.advance)]
-        tasks = [
-            partial(write_job, builder, gen_kwargs, template, max_shard_bytes)
-            for gen_kwargs, template in zip(cut, templates, strict=True)
-        ]
-        return run_forked(tasks, on_update=bar.advance)
+    def map(self, function: Callable[[Any], Any], tasks: list) -> Generator:
+        """In ``num_proc`` worker processes (no more than there are tasks; they die with the build), else here."""
+        processes = min(self.num_proc or 1, len(tasks))
+        if processes <= 1:
+            yield from map(function, tasks)
+            return
+        with ProcessPoolExecutor(processes, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
+            yield from pool.map(function, tasks)
+
+    def repeated_rows(self, paths: list[str], column: str, columns: list[str]) -> list[dict]:
+        """Counted by Arrow over ``column`` and ``columns`` alone: a few dozen bytes a row in memory."""
+        tables = []
+        for file, path in enumerate(paths):
+            table = read_parquet(path, columns=[column, *columns])
+            rows = table.num_rows
+            tables.append(
+                table.append_column("file", pa.array(np.full(rows, file, dtype=np.int32))).append_column(
+                    "row", pa.array(np.arange(rows, dtype=np.int64))
+                )
+            )
+        if not tables:
+            return []
+        table = pa.concat_tables(tables)
+        counts = table.group_by(column).aggregate([(column, "count")])
+        repeated = counts.filter(pc.greater(counts.column(f"{column}_count"), 1)).column(column)
+        if len(repeated) == 0:
+            return []
+        return table.filter(pc.is_in(table.column(column), value_set=repeated)).to_pylist()
+
+    def stop(self) -> None:
+        """Nothing to let go: each step's processes end with it."""

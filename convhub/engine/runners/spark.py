@@ -56,7 +56,7 @@ from convhub.engine.runners.memory import ARROW_VARIABLES, fewer_collections
 from convhub.errors import EngineError, SourceError
 from convhub.stats import save_report, saved_reports
 from convhub.storage.abandoned import MarkedTemporaryDirectory
-from convhub.storage.folders import Folder, parquet_file, text_of
+from convhub.storage.folders import Folder, text_of
 
 #: Marks a SourceError inside the text of Spark's error, for the driver to raise it again as itself.
 _ERROR_MARK = "convhub source error: "
@@ -182,12 +182,7 @@ class SparkEngine:
         for split, results in sorted(self._task_results(builder, folder).items()):
             for result in results:
                 _save_reports_and_rejections(builder.config, result)
-            files = [path for result in results for path in result.files]
-            kept = [path for path in files if parquet_file(path).metadata.num_rows] or files[:1]
-            info = datasets.SplitInfo(
-                split, sum(result.num_bytes for result in results), sum(result.rows for result in results)
-            )
-            written[split] = SplitWritten(info, kept)
+            written[split] = SplitWritten.of(split, results, drop_empty_files=True)
         return written
 
     def _task_results(self, builder, work) -> dict[str, tuple[JobResult, ...]]:
