@@ -96,15 +96,6 @@ class Partitioned:
     rows: tuple[str, ...]
     source_bytes: tuple[int, ...]
 
-    def paths(self) -> list[str]:
-        return [self.keys, *self.rows]
-
-    def remove(self) -> None:
-        """Delete the files now (``convhub check`` reads the partitions once; a build's folder goes with it)."""
-        for path in self.paths():
-            if os.path.exists(path):
-                os.remove(path)
-
 
 def write_partitions(
     keyed_rows: Callable[[int], Iterable[KeyedRow]],
@@ -251,9 +242,10 @@ def partitions_folder() -> Path:
 
 
 def remove_partitions(shards: Iterable[Any]) -> None:
-    """Delete the partition files of these shards (each ``Partitioned`` once)."""
+    """Remove the partitions folders of these shards now (``convhub check`` reads the partitions once), not when
+    their builder is collected."""
     for partitioned in {shard.partitioned for shard in shards if isinstance(shard, Partition)}:
-        partitioned.remove()
+        release(Path(partitioned.keys).parent)
 
 
 def read_partition(shard: Partition) -> Iterator[tuple[SortKey, bytes]]:
