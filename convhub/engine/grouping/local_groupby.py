@@ -114,7 +114,9 @@ def write_partitions(
     SourceError stops its writer; when one is raised, it is the one a single pass over the files in order would
     raise first, whichever process met it. Nothing is sorted then.
     """
-    shares = share_files(sizes, processes) if len(sizes) > 1 and processes > 1 else [list(range(len(sizes)))]
+    shares = share_files(sizes, processes) or [
+        []
+    ]  # (no file: one writer of nothing, whose keys DuckDB reads)
     tasks = [
         partial(_write_keyed, writer, share, folder, count, keyed_rows) for writer, share in enumerate(shares)
     ]

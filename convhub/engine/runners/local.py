@@ -6,9 +6,9 @@ The builder is a plain ``datasets.GeneratorBasedBuilder``; this module calls its
 writes the rows itself, instead of ``datasets``' ``download_and_prepare``, for three reasons:
 
 - speed: ``datasets`` encodes each example on its own (``Features.encode_example``, then a ``TypedSequence`` per
-  column), which took a quarter of a build. Our rows are already in the features' shape (JSON text made by
-  ``schema.to_json`` where the features hold free-form values), so one table per writer batch
-  (``arrow_rows.rows_table``) builds the same table about 20 times faster;
+  column). Our rows are already in the features' shape (JSON text made by ``schema.to_json`` where the features
+  hold free-form values), so one table per writer batch (``arrow_rows.rows_table``) builds the same table at once
+  (the figures: docs/performance.md, "figures that were in the runners' docstrings");
 - the files: ``parquet_writer.ParquetWriter`` leaves statistics and dictionaries out of free-text columns, which
   bounds the memory of one very large record;
 - around each split: the builder's ``preparing_split`` (LoCoMo checks its sample ids across the workers' files
@@ -120,8 +120,6 @@ def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
     if len(lengths) > 1:
         raise ValueError(f"the lists of gen_kwargs differ in length: {sorted(lengths)}")
     count = lengths.pop() if lengths else 0
-    if processes <= 1 or count <= 1:
-        return [gen_kwargs]
     weights = [work for work in map(shard_work, gen_kwargs.get("shards") or ()) if work is not None]
     runs = balanced_runs(weights, processes) if len(weights) == count else even_runs(count, processes)
     return [
