@@ -1,8 +1,8 @@
 """Worker processes that die with the convhub process that started them, and tasks run in them (``run_forked``).
 
-A build killed with SIGKILL runs no cleanup: before this, the workers of a ``--num-proc 2`` build (and the
-forked writers of MNBVC's regroup, the pool that derives the views) lived on, an hour later still holding their
-memory and their files in the staging folder. ``die_with_parent`` runs first in every such process:
+A build killed with SIGKILL runs no cleanup: without more, its workers (the local engine's jobs, the group-by's
+writers and sort, the pool that derives the views) would live on, holding their memory and their files in the
+staging folder. ``die_with_parent`` runs first in every such process:
 
 - on Linux, the kernel is asked (``prctl(PR_SET_PDEATHSIG, SIGKILL)``, through ``ctypes``) to kill the process
   when its parent goes. This is the robust choice: the kernel acts at once, whatever the worker is doing (a

@@ -6,12 +6,10 @@ The engine moves the data; convhub's parsers stay what they are. A build config 
   Q&A file) is one task, which parses it with the builder's own ``records_of`` and writes its Parquet with the
   local engine's writer (``runners.local.write_job``: ``parquet_writer.ParquetWriter``, the same ``Features`` and
   metadata);
-- a group shard (MNBVC's multi-turn files, whose rows of one conversation may lie in any file) is a shuffle: one
-  task per file turns its rows into (sort key, payload) with the builder's ``keyed_rows``, Spark moves each row to
-  its partition (``keyed_by_partition``) and sorts the partition by key (``RDD.repartitionAndSortWithinPartitions``,
-  which spills to disk), and one task per partition turns the conversations into records (``grouped_records``)
-  and writes them. The partitions and the order are the group-by-key contract's (``grouping.group_by_key``), which
-  the embedded engine keeps too, so the conversations come out in the local build's order;
+- a group shard (MNBVC's multi-turn files) is the group-by-key contract (``grouping.group_by_key``) kept by a
+  shuffle: one task per file keys its rows (``keyed_by_partition``), ``RDD.repartitionAndSortWithinPartitions``
+  moves them and sorts each partition by key in Python (spilling to disk), and one task per partition writes its
+  records, so the conversations come out in the local build's order;
 - derived views (``turns``, ``messages``, ``qa``) are one task per ``sessions`` shard (``derive.derive_views``).
 - a source whose listing is heavy work of its own gets the engine's ``map`` in ``engine_shards``: GigaMemory's
   pass 1 parses and hashes each distinct dialogue in these tasks, and groups the lines on the driver.
