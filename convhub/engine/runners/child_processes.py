@@ -26,7 +26,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from functools import partial
 from multiprocessing.connection import Connection, wait
 from typing import Any, cast
 
@@ -115,7 +114,7 @@ def _send_result(task: Callable[..., Any], sender, parent_pid: int, updates: boo
     exception it raised."""
     die_with_parent(parent_pid)
     try:
-        outcome = (_RESULT, task(partial(_send_update, sender)) if updates else task())
+        outcome = (_RESULT, task(lambda value: sender.send((_UPDATE, value))) if updates else task())
     except BaseException as error:
         outcome = (_FAILED, error)
     try:
@@ -124,7 +123,3 @@ def _send_result(task: Callable[..., Any], sender, parent_pid: int, updates: boo
         sender.send((_FAILED, RuntimeError(f"a result could not be sent back: {error!r}")))
     finally:
         sender.close()
-
-
-def _send_update(sender, value: Any) -> None:
-    sender.send((_UPDATE, value))

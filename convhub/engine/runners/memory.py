@@ -90,13 +90,11 @@ def each_made_with_fewer_collections(items: Iterable[Any]) -> Iterator[Any]:
     iterator = iter(items)
     while True:
         with fewer_collections():
-            item = next(iterator, _NO_MORE)
-        if item is _NO_MORE:
-            return
+            try:
+                item = next(iterator)
+            except StopIteration:
+                return
         yield item
-
-
-_NO_MORE = object()
 
 
 @contextlib.contextmanager

@@ -126,10 +126,6 @@ class SparkEngine:
             self._session = spark_session(self.master, self.verbose)
         return self._session
 
-    @property
-    def context(self):
-        return self.session.sparkContext
-
     def stop(self) -> None:
         if self._session is not None:
             self._session.stop()
@@ -138,7 +134,7 @@ class SparkEngine:
     def map(self, function: Callable, tasks: list) -> Generator:
         """``function`` of each task, one Spark task each, results in the tasks' order (all collected first)."""
         if tasks:
-            yield from _collect(self.context.parallelize(tasks, len(tasks)).map(function))
+            yield from _collect(self.session.sparkContext.parallelize(tasks, len(tasks)).map(function))
 
     def repeated_rows(self, paths: list[str], column: str, columns: list[str]) -> list[dict]:
         """Spark counts the values and finds their rows: the driver reads no file and holds only these rows."""
@@ -227,8 +223,8 @@ class SparkEngine:
         """A group shard: every file read (one task each) into keyed rows, moved and sorted by partition and key
         (a key is (partition, sort key): Spark sorts the sort keys, tuples, by Python's ``<``), each partition
         written by ``write(index, rows)``."""
-        files = range(len(shard.files))
-        keyed = self.context.parallelize(files, len(files)).flatMap(partial(_keyed_rows, builder, shard))
+        files = self.session.sparkContext.parallelize(range(len(shard.files)), len(shard.files))
+        keyed = files.flatMap(partial(_keyed_rows, builder, shard))
         moved = keyed.repartitionAndSortWithinPartitions(
             shard.partitions + 1, partitionFunc=itemgetter(0), keyfunc=itemgetter(1)
         )
