@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Generator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import islice
@@ -39,7 +38,7 @@ import pyarrow.compute as pc
 from datasets.builder import Key
 from datasets.utils.tqdm import tqdm as hf_tqdm
 
-from convhub.engine.runners.child_processes import die_with_parent, run_forked
+from convhub.engine.runners.child_processes import run_forked
 from convhub.engine.runners.cuts import balanced_runs, even_runs
 from convhub.engine.runners.input_shards import shard_work
 from convhub.engine.runners.memory import LARGE_TABLE_BYTES, fewer_collections, give_back_pages
@@ -254,16 +253,14 @@ class LocalEngine:
                 partial(write_job, builder, gen_kwargs, template, self.max_shard_bytes)
                 for gen_kwargs, template in zip(cut, templates, strict=True)
             ]
-            return run_forked(tasks, on_update=bar.advance)
+            return list(run_forked(tasks, on_update=bar.advance))
 
     def map(self, function: Callable[[Any], Any], tasks: list) -> Generator:
-        """In ``num_proc`` worker processes (no more than there are tasks; they die with the build), else here."""
-        processes = min(self.num_proc or 1, len(tasks))
-        if processes <= 1:
+        """Each task in a forked process, ``num_proc`` at a time (``run_forked``), or here with one process."""
+        if min(self.num_proc or 1, len(tasks)) <= 1:
             yield from map(function, tasks)
             return
-        with ProcessPoolExecutor(processes, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
-            yield from pool.map(function, tasks)
+        yield from run_forked([partial(function, task) for task in tasks], at_once=self.num_proc)
 
     def repeated_rows(self, paths: list[str], column: str, columns: list[str]) -> list[dict]:
         """Counted by Arrow over ``column`` and ``columns`` alone: a few dozen bytes a row in memory."""
