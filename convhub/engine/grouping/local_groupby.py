@@ -120,7 +120,7 @@ def write_partitions(
     tasks = [
         partial(_write_keyed, writer, share, folder, count, keyed_rows) for writer, share in enumerate(shares)
     ]
-    results = run_forked(tasks)
+    results = list(run_forked(tasks))
     failures = [result for result in results if isinstance(result, _Failure)]
     if failures:
         raise min(failures, key=lambda failure: failure.file_index).error
@@ -255,14 +255,18 @@ def read_partition(shard: Partition) -> Iterator[tuple[SortKey, bytes]]:
     partitioned = shard.partitioned
     with contextlib.ExitStack() as stack:
         descriptors = [stack.enter_context(open(path, "rb")).fileno() for path in partitioned.rows]
-        number, of = shard.part
-        for group, rows in partition_keys(partitioned, shard.partition, (number, of)):
-            # popped, not iterated: each row's order is let go once read, so a long conversation's keys do not all
-            # stay beside the rows made of them
-            rows.reverse()
-            while rows:
-                order, writer, offset, length = rows.pop()
+        for group, rows in partition_keys(partitioned, shard.partition, shard.part):
+            # each row's order let go once read: a long conversation's keys do not all stay beside its rows
+            for order, writer, offset, length in _each_let_go(rows):
                 yield (group, order), os.pread(descriptors[writer], length, offset)
+
+
+def _each_let_go(items: list) -> Iterator[Any]:
+    """``items`` in order, each dropped from the list as it is given (popped, not iterated), so that what is made
+    of the first ones does not stay beside all the others."""
+    items.reverse()
+    while items:
+        yield items.pop()
 
 
 def partition_keys(
@@ -292,9 +296,7 @@ def partition_keys(
         ]
         # let go before the rows are read: a long conversation's keys take more than its rows
         del rows, keys, located
-        conversations.reverse()
-        while conversations:
-            yield conversations.pop()
+        yield from _each_let_go(conversations)
 
 
 def _sorted_rows(keys: list[bytes], located: list[list[int]], start: int, end: int) -> list[tuple]:
