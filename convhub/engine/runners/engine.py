@@ -29,9 +29,7 @@ class Engine(Protocol):
         folder in ``staging`` (the output's own staging folder, which every machine of a cluster reaches)."""
         ...
 
-    def write_config(
-        self, builder, folder: Folder, download_dir: str | None = None
-    ) -> dict[str, SplitWritten]:
+    def write_config(self, builder, folder: Folder, download_dir: str) -> dict[str, SplitWritten]:
         """Every split of ``builder``'s config as Parquet files in ``folder``: split → its files in order and its
         ``SplitInfo``. What the builder's workers report and reject goes to its config's ``report_dir`` and
         ``quarantine_dir``; a URL it reads may be downloaded into ``download_dir``."""

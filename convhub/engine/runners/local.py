@@ -94,18 +94,14 @@ class SplitWritten:
     def of(cls, split: str, results: Sequence[JobResult], drop_empty_files: bool = False) -> SplitWritten:
         """The split the jobs (Spark: the tasks) wrote, in their order; with ``drop_empty_files``, a file without
         a row is left out, but the split's first (Spark's tasks of a regrouping are many, some without a row)."""
-        files = [
-            (path, rows)
-            for result in results
-            for path, rows in zip(result.files, result.file_rows, strict=True)
-        ]
-        kept = [path for path, rows in files if rows or not drop_empty_files] or [
-            path for path, _ in files[:1]
-        ]
+        paths = [path for result in results for path in result.files]
+        if drop_empty_files:
+            rows = [count for result in results for count in result.file_rows]
+            paths = [path for path, count in zip(paths, rows, strict=True) if count] or paths[:1]
         info = datasets.SplitInfo(
             split, sum(result.num_bytes for result in results), sum(result.rows for result in results)
         )
-        return cls(info, kept)
+        return cls(info, paths)
 
 
 def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
@@ -206,9 +202,7 @@ class LocalEngine:
     def scratch(self, work: Path, staging: Folder) -> Folder:
         return work
 
-    def write_config(
-        self, builder, folder: Folder, download_dir: str | None = None
-    ) -> dict[str, SplitWritten]:
+    def write_config(self, builder, folder: Folder, download_dir: str) -> dict[str, SplitWritten]:
         """In this machine's work folder (its scratch); a URL the source reads is downloaded into
         ``download_dir``. Sets ``builder.processes_run``: the most processes a split ran in."""
         if not isinstance(folder, Path):  # (a local UPath is a Path)
@@ -216,9 +210,7 @@ class LocalEngine:
                 f"the local engine writes in this machine's work folder (its scratch), not at {folder}"
             )
         builder._build_processes = self.num_proc or 1
-        download_config = datasets.DownloadConfig(
-            cache_dir=download_dir or str(folder / "downloads"), num_proc=self.num_proc
-        )
+        download_config = datasets.DownloadConfig(cache_dir=download_dir, num_proc=self.num_proc)
         dl_manager = datasets.DownloadManager(
             dataset_name=builder.dataset_name,
             data_dir=builder.config.data_dir,

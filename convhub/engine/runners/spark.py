@@ -165,9 +165,7 @@ class SparkEngine:
         system."""
         return staging / ENGINE_WORK
 
-    def write_config(
-        self, builder, folder: Folder, download_dir: str | None = None
-    ) -> dict[str, SplitWritten]:
+    def write_config(self, builder, folder: Folder, download_dir: str) -> dict[str, SplitWritten]:
         """In ``folder`` (a ``Path``, or a ``UPath`` at a URL), in the order the local build writes the same rows; a
         task that wrote no row leaves no file (but the split's first). The tasks read a URL where it is (no
         ``download_dir``); their reports and rejected records are saved here, as the local engine's workers save
