@@ -132,10 +132,8 @@ CONNECT_SECONDS = 5.0
 
 def check_reachable(master: str) -> None:
     """For a cluster master (``spark://``, ``yarn``, ``k8s://``): at least one of the places its first contact goes
-    (``contact``: the URL's hosts, the ResourceManager(s) ``yarn-site.xml`` names) accepts a TCP
-    connection within ``CONNECT_SECONDS``, else an ``EngineError`` saying the cluster could not be reached and
-    which setting named it: Spark itself retries for over a minute (``spark://``) or many (YARN) before it gives
-    up."""
+    (``contact``) accepts a TCP connection within ``CONNECT_SECONDS``, else an ``EngineError`` saying the cluster
+    could not be reached and which setting named it (the module docstring says why)."""
     found = contact(master)
     if found is None:
         return
