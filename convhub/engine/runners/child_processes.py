@@ -75,8 +75,8 @@ def run_forked(
     Nothing is pickled on the way in (a task may be a closure, a builder goes as it is); its result is pickled on
     the way back. With ``on_update``, each task is called with one argument, a function that sends a value to
     ``on_update``, called here as the values come (a progress bar). The first task that fails stops the others
-    and its exception is raised here, as closing the iterator does (Ctrl-C); a process that died without a result
-    is a RuntimeError.
+    and its exception is raised here; closing the iterator (an error or Ctrl-C in the caller) stops them too. A
+    process that died without a result is a RuntimeError.
     """
     context = multiprocessing.get_context("fork")
     queued = list(enumerate(tasks))[::-1]
