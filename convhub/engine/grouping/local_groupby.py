@@ -186,7 +186,7 @@ def _key_batch(writer: int, keys: list[tuple]) -> pa.RecordBatch:
 def sort_keys(paths: list[str], target: str, threads: int = 1) -> str:
     """The keys in ``paths`` (Parquet files of ``KEY_SCHEMA``) sorted by (partition, conversation) into
     ``target``, by DuckDB: out of core, in ``SORT_MEMORY``, spilling beside ``target``."""
-    import duckdb  # here, not above: every build imports this module (60 ms for DuckDB), few sources regroup
+    import duckdb  # here, not above: every build imports this module, few sources regroup
 
     config = {"memory_limit": SORT_MEMORY, "threads": max(1, threads), "temp_directory": f"{target}.spill"}
     listed = ", ".join(_sql_text(path) for path in paths)
