@@ -105,21 +105,19 @@ class SplitWritten:
 
 
 def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
-    """``gen_kwargs`` cut into at most ``processes`` jobs: each list of it (the shards) into the same runs of
-    consecutive items; other values go to every job. Where every shard says its work (``shard_work``: the
-    engine's slices of partitions and byte ranges of files), the runs hold similar work (``balanced_runs``);
-    else similar numbers of shards, as ``datasets`` cuts them (``even_runs``). Cut by numbers, one process of
-    MNBVC's benchmark input was left working alone (docs/performance.md, "Jobs of similar work")."""
-    lists = {name: value for name, value in gen_kwargs.items() if isinstance(value, list)}
-    lengths = {len(value) for value in lists.values()}
-    if len(lengths) > 1:
-        raise ValueError(f"the lists of gen_kwargs differ in length: {sorted(lengths)}")
-    count = lengths.pop() if lengths else 0
-    weights = [work for work in map(shard_work, gen_kwargs.get("shards") or ()) if work is not None]
-    runs = balanced_runs(weights, processes) if len(weights) == count else even_runs(count, processes)
-    return [
-        {**gen_kwargs, **{name: value[run.start : run.stop] for name, value in lists.items()}} for run in runs
-    ]
+    """``gen_kwargs`` cut into at most ``processes`` jobs, each a run of consecutive ``shards`` (its other values
+    go to every job). Where every shard says its work (``shard_work``: the engine's slices of partitions and byte
+    ranges of files), the runs hold similar work (``balanced_runs``); else similar numbers of shards, as
+    ``datasets`` cuts them (``even_runs``). Cut by numbers, one process of MNBVC's benchmark input was left working
+    alone (docs/performance.md, "Jobs of similar work")."""
+    shards = gen_kwargs["shards"]
+    weights = [work for work in map(shard_work, shards) if work is not None]
+    runs = (
+        balanced_runs(weights, processes)
+        if len(weights) == len(shards)
+        else even_runs(len(shards), processes)
+    )
+    return [{**gen_kwargs, "shards": shards[run.start : run.stop]} for run in runs]
 
 
 def write_job(
@@ -135,7 +133,7 @@ def write_job(
     features = builder.info.features
     arrow_schema = features.arrow_schema
     batch_rows = getattr(builder, "writer_batch_rows", None)
-    shard_count = len(gen_kwargs.get("shards") or ())
+    shard_count = len(gen_kwargs["shards"])
     result = JobResult()
     since_update, shards_reported, shard_index, last_update = 0, 0, 0, time.time()
 
@@ -236,7 +234,7 @@ class LocalEngine:
     ) -> list[JobResult]:
         """The jobs of one split (``cut``), in this process or each in a forked one, under its progress bar."""
         label = f"{builder.SOURCE} {builder.config.name} {split_generator.name}"
-        shard_count = len(split_generator.gen_kwargs.get("shards") or ())
+        shard_count = len(split_generator.gen_kwargs["shards"])
         templates = [template.replace("{job:05d}", f"{job:05d}") for job in range(len(cut))]
         with ShardBar(label, shard_count) as bar:
             if len(cut) == 1:
