@@ -16,7 +16,7 @@ import pytest
 
 from convhub import registry
 from convhub.engine.runners.cuts import balanced_runs, consecutive_runs
-from convhub.engine.runners.local import MAX_SHARD_BYTES, jobs, write_config
+from convhub.engine.runners.local import MAX_SHARD_BYTES, LocalEngine, jobs
 from convhub.errors import Notes
 
 
@@ -32,7 +32,9 @@ def _written(
 ) -> tuple[dict[str, pa.Table], dict, list[str]]:
     """The local engine's build: tables by split, (rows, bytes) by split, and the files in order."""
     builder = builder_cls(config_name=config, data_dir=data_dir, cache_dir=str(folder / "cache"), **options)
-    written = write_config(builder, folder / "out", num_proc, str(folder / "downloads"), max_shard_bytes)
+    written = LocalEngine(num_proc, max_shard_bytes).write_config(
+        builder, folder / "out", str(folder / "downloads")
+    )
     paths = [(split, path) for split, part in written.items() for path in part.files]
     sizes = {split: (part.info.num_examples, part.info.num_bytes) for split, part in written.items()}
     return _by_split(paths), sizes, [path for _, path in paths]
@@ -169,7 +171,7 @@ def test_the_cycle_collector_runs_less_often_while_parsing_and_is_restored(tmp_p
     builder = Probe(
         config_name="sessions", data_dir=registry.get("locomo").sample_dir(), cache_dir=str(tmp_path)
     )
-    write_config(builder, tmp_path / "out", None, str(tmp_path / "downloads"))
+    LocalEngine().write_config(builder, tmp_path / "out", str(tmp_path / "downloads"))
     assert seen and all(threshold >= GC_YOUNG_THRESHOLD for threshold in seen)
     assert gc.get_threshold() == before
 

@@ -175,9 +175,11 @@ def test_partition_shards_slice_each_partition_by_its_source_bytes_and_remove_th
     assert all(shard.group is group and shard_name(shard) == "f0" for shard in shards)
     rows = [row for shard in shards for row in local_groupby.read_partition(shard)]
     assert sorted(key[0] for key, _ in rows) == sorted((f"g{n}",) for n in range(30))
-    assert all(os.path.exists(path) for path in partitioned.paths())
+    paths = [partitioned.keys, *partitioned.rows]
+    assert all(os.path.exists(path) for path in paths)
     local_groupby.remove_partitions(shards)
-    assert not any(os.path.exists(path) for path in partitioned.paths())
+    assert not any(os.path.exists(path) for path in paths)
+    assert not os.path.exists(os.path.dirname(partitioned.keys))  # the partitions folder, released
 
 
 @pytest.mark.slow

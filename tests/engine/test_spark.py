@@ -21,7 +21,7 @@ import pytest
 import convhub.cli  # noqa: F401  what the command sets before a build starts Spark (Arrow's allocator)
 from convhub import registry
 from convhub.build import build_source
-from convhub.engine.runners.engine import LocalEngine
+from convhub.engine.runners.local import LocalEngine
 from convhub.engine.runners.memory import ARROW_POOL_VARIABLE, JEMALLOC_CONF_VARIABLE
 from convhub.errors import SourceError
 from convhub.export.exporter import export_source
@@ -47,9 +47,9 @@ def spark():
 def test_spark_python_workers_take_arrow_memory_as_the_command_does(spark):
     """The command chooses the allocator of Arrow's memory (``convhub.engine.runners.memory``); Spark's Python workers
     are told through the executors' environment, on a cluster as locally."""
-    conf = spark.context.getConf()
+    conf = spark.session.sparkContext.getConf()
     told = [conf.get(f"spark.executorEnv.{name}") for name in (ARROW_POOL_VARIABLE, JEMALLOC_CONF_VARIABLE)]
-    used = spark.context.parallelize([0], 1).map(
+    used = spark.session.sparkContext.parallelize([0], 1).map(
         lambda _: (
             __import__("pyarrow").default_memory_pool().backend_name,
             __import__("os").environ.get("JE_ARROW_MALLOC_CONF"),

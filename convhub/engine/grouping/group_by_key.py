@@ -9,9 +9,7 @@ converted, as bytes) and the bytes of its source line; and how a conversation's 
 
 - the map half is one function, ``keyed_by_partition``: each row of a file with its partition, ``partition_of``
   its group, a stable hash;
-- each partition's rows are sorted by their whole sort key as Python orders it (the embedded engine: DuckDB sorts
-  the groups by bytes that sort as Python sorts them, and Python sorts each conversation's rows; Spark's
-  ``repartitionAndSortWithinPartitions`` compares the keys in Python);
+- each partition's rows are sorted by their whole sort key as Python orders it;
 - a partition's sorted rows reach the source as a ``SortedPartition`` (its ``grouped_records``), partitions in
   order.
 

@@ -96,15 +96,6 @@ class Partitioned:
     rows: tuple[str, ...]
     source_bytes: tuple[int, ...]
 
-    def paths(self) -> list[str]:
-        return [self.keys, *self.rows]
-
-    def remove(self) -> None:
-        """Delete the files now (``convhub check`` reads the partitions once; a build's folder goes with it)."""
-        for path in self.paths():
-            if os.path.exists(path):
-                os.remove(path)
-
 
 def write_partitions(
     keyed_rows: Callable[[int], Iterable[KeyedRow]],
@@ -123,11 +114,13 @@ def write_partitions(
     SourceError stops its writer; when one is raised, it is the one a single pass over the files in order would
     raise first, whichever process met it. Nothing is sorted then.
     """
-    shares = share_files(sizes, processes) if len(sizes) > 1 and processes > 1 else [list(range(len(sizes)))]
+    shares = share_files(sizes, processes) or [
+        []
+    ]  # (no file: one writer of nothing, whose keys DuckDB reads)
     tasks = [
         partial(_write_keyed, writer, share, folder, count, keyed_rows) for writer, share in enumerate(shares)
     ]
-    results = run_forked(tasks)
+    results = list(run_forked(tasks))
     failures = [result for result in results if isinstance(result, _Failure)]
     if failures:
         raise min(failures, key=lambda failure: failure.file_index).error
@@ -193,7 +186,7 @@ def _key_batch(writer: int, keys: list[tuple]) -> pa.RecordBatch:
 def sort_keys(paths: list[str], target: str, threads: int = 1) -> str:
     """The keys in ``paths`` (Parquet files of ``KEY_SCHEMA``) sorted by (partition, conversation) into
     ``target``, by DuckDB: out of core, in ``SORT_MEMORY``, spilling beside ``target``."""
-    import duckdb  # here, not above: every build imports this module (60 ms for DuckDB), few sources regroup
+    import duckdb  # here, not above: every build imports this module, few sources regroup
 
     config = {"memory_limit": SORT_MEMORY, "threads": max(1, threads), "temp_directory": f"{target}.spill"}
     listed = ", ".join(_sql_text(path) for path in paths)
@@ -251,9 +244,10 @@ def partitions_folder() -> Path:
 
 
 def remove_partitions(shards: Iterable[Any]) -> None:
-    """Delete the partition files of these shards (each ``Partitioned`` once)."""
+    """Remove the partitions folders of these shards now (``convhub check`` reads the partitions once), not when
+    their builder is collected."""
     for partitioned in {shard.partitioned for shard in shards if isinstance(shard, Partition)}:
-        partitioned.remove()
+        release(Path(partitioned.keys).parent)
 
 
 def read_partition(shard: Partition) -> Iterator[tuple[SortKey, bytes]]:
@@ -261,14 +255,18 @@ def read_partition(shard: Partition) -> Iterator[tuple[SortKey, bytes]]:
     partitioned = shard.partitioned
     with contextlib.ExitStack() as stack:
         descriptors = [stack.enter_context(open(path, "rb")).fileno() for path in partitioned.rows]
-        number, of = shard.part
-        for group, rows in partition_keys(partitioned, shard.partition, (number, of)):
-            # popped, not iterated: each row's order is let go once read, so a long conversation's keys do not all
-            # stay beside the rows made of them
-            rows.reverse()
-            while rows:
-                order, writer, offset, length = rows.pop()
+        for group, rows in partition_keys(partitioned, shard.partition, shard.part):
+            # each row's order let go once read: a long conversation's keys do not all stay beside its rows
+            for order, writer, offset, length in _each_let_go(rows):
                 yield (group, order), os.pread(descriptors[writer], length, offset)
+
+
+def _each_let_go(items: list) -> Iterator[Any]:
+    """``items`` in order, each dropped from the list as it is given (popped, not iterated), so that what is made
+    of the first ones does not stay beside all the others."""
+    items.reverse()
+    while items:
+        yield items.pop()
 
 
 def partition_keys(
@@ -298,9 +296,7 @@ def partition_keys(
         ]
         # let go before the rows are read: a long conversation's keys take more than its rows
         del rows, keys, located
-        conversations.reverse()
-        while conversations:
-            yield conversations.pop()
+        yield from _each_let_go(conversations)
 
 
 def _sorted_rows(keys: list[bytes], located: list[list[int]], start: int, end: int) -> list[tuple]:

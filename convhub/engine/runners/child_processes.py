@@ -1,15 +1,15 @@
 """Worker processes that die with the convhub process that started them, and tasks run in them (``run_forked``).
 
-A build killed with SIGKILL runs no cleanup: before this, the workers of a ``--num-proc 2`` build (and the
-forked writers of MNBVC's regroup, the pool that derives the views) lived on, an hour later still holding their
-memory and their files in the staging folder. ``die_with_parent`` runs first in every such process:
+A build killed with SIGKILL runs no cleanup: without more, its workers (the local engine's jobs, the group-by's
+writers and sort, the derivation of the views) would live on, holding their memory and their files in the
+staging folder. ``die_with_parent`` runs first in every such process:
 
 - on Linux, the kernel is asked (``prctl(PR_SET_PDEATHSIG, SIGKILL)``, through ``ctypes``) to kill the process
   when its parent goes. This is the robust choice: the kernel acts at once, whatever the worker is doing (a
   thread watching the parent needs the GIL, which a long C call such as DuckDB's sort or a Parquet write may hold
   for seconds, and it polls); SIGKILL cannot be caught or ignored. Its one trap, the signal following the parent
-  *thread* that forked the worker, does not bite: convhub starts its pools from the main thread, which lives as
-  long as the command, and the pools never start a replacement worker (no ``maxtasksperchild``).
+  *thread* that forked the worker, does not bite: convhub forks its workers from the main thread, which lives as
+  long as the command.
 - elsewhere (no ``prctl``), a daemon thread polls the parent's pid and ends the process when it changes.
 
 A parent that died between the fork and the call is caught by comparing ``os.getppid()`` with the pid the
@@ -25,8 +25,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
-from functools import partial
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection, wait
 from typing import Any, cast
 
@@ -66,30 +65,36 @@ def _watch_parent(parent_pid: int) -> None:
 _UPDATE, _RESULT, _FAILED = "update", "result", "failed"
 
 
-def run_forked(tasks: list[Callable[..., Any]], on_update: Callable[[Any], Any] | None = None) -> list[Any]:
-    """Each task's result, in the tasks' order, each task run at once in a process of its own forked from this
-    one (``die_with_parent``): the local engine's jobs, the group-by's writers and its sort.
+def run_forked(
+    tasks: list[Callable[..., Any]], on_update: Callable[[Any], Any] | None = None, at_once: int | None = None
+) -> Iterator[Any]:
+    """Each task's result, in the tasks' order as they come, each task run in a process of its own forked from this
+    one (``die_with_parent``), at most ``at_once`` at a time (all by default): the local engine's jobs and its map,
+    the group-by's writers and its sort.
 
     Nothing is pickled on the way in (a task may be a closure, a builder goes as it is); its result is pickled on
     the way back. With ``on_update``, each task is called with one argument, a function that sends a value to
     ``on_update``, called here as the values come (a progress bar). The first task that fails stops the others
-    and its exception is raised here; a process that died without a result is a RuntimeError.
+    and its exception is raised here; closing the iterator (an error or Ctrl-C in the caller) stops them too. A
+    process that died without a result is a RuntimeError.
     """
     context = multiprocessing.get_context("fork")
-    started: dict[Connection, tuple[int, Any]] = {}
+    queued = list(enumerate(tasks))[::-1]
+    running: dict[Connection, tuple[int, Any]] = {}
     results: dict[int, Any] = {}
+    given = 0
     try:
-        for index, task in enumerate(tasks):
-            receiver, sender = context.Pipe(duplex=False)
-            arguments = (task, sender, os.getpid(), on_update is not None)
-            process = context.Process(target=_send_result, args=arguments, daemon=True)
-            process.start()
-            sender.close()
-            started[receiver] = (index, process)
-        waiting = set(started)
-        while waiting:
-            for receiver in cast(list[Connection], wait(list(waiting))):
-                index, process = started[receiver]
+        while given < len(tasks):
+            while queued and len(running) < (at_once or len(tasks)):
+                index, task = queued.pop()
+                receiver, sender = context.Pipe(duplex=False)
+                arguments = (task, sender, os.getpid(), on_update is not None)
+                process = context.Process(target=_send_result, args=arguments, daemon=True)
+                process.start()
+                sender.close()
+                running[receiver] = (index, process)
+            for receiver in cast(list[Connection], wait(list(running))):
+                index, process = running[receiver]
                 try:
                     kind, value = receiver.recv()
                 except EOFError:
@@ -100,14 +105,17 @@ def run_forked(tasks: list[Callable[..., Any]], on_update: Callable[[Any], Any] 
                     continue
                 if kind == _FAILED:
                     raise value
-                waiting.discard(receiver)
+                del running[receiver]
+                process.join()
                 results[index] = value
+            while given in results:
+                yield results.pop(given)
+                given += 1
     finally:
-        for _, process in started.values():
-            if process.is_alive() and len(results) < len(tasks):  # a task failed, or Ctrl-C: stop the others
+        for _, process in running.values():  # a task failed, or the caller stopped: stop the others
+            if process.is_alive():
                 process.terminate()
             process.join()
-    return [results[index] for index in range(len(tasks))]
 
 
 def _send_result(task: Callable[..., Any], sender, parent_pid: int, updates: bool) -> None:
@@ -115,7 +123,7 @@ def _send_result(task: Callable[..., Any], sender, parent_pid: int, updates: boo
     exception it raised."""
     die_with_parent(parent_pid)
     try:
-        outcome = (_RESULT, task(partial(_send_update, sender)) if updates else task())
+        outcome = (_RESULT, task(lambda value: sender.send((_UPDATE, value))) if updates else task())
     except BaseException as error:
         outcome = (_FAILED, error)
     try:
@@ -124,7 +132,3 @@ def _send_result(task: Callable[..., Any], sender, parent_pid: int, updates: boo
         sender.send((_FAILED, RuntimeError(f"a result could not be sent back: {error!r}")))
     finally:
         sender.close()
-
-
-def _send_update(sender, value: Any) -> None:
-    sender.send((_UPDATE, value))

@@ -39,11 +39,11 @@ _VARIABLE = re.compile(r"\$\{([^}$]+)\}")
 class Contact:
     """The places a master's first contact goes (``(host, port)``, any one answering will do), what they are
     (for the line: "no Spark master", "the Kubernetes API server", "no YARN ResourceManager") and the setting that
-    named them."""
+    named them (None: ``--spark-master`` itself)."""
 
     places: list[tuple[str, int]]
     what: str
-    named_by: str
+    named_by: str | None = None
 
 
 def contact(master: str) -> Contact | None:
@@ -51,24 +51,18 @@ def contact(master: str) -> Contact | None:
     for a ``yarn`` master without the configuration that names its cluster."""
     if master.startswith("spark://"):
         places = [_host_port(place, SPARK_PORT) for place in master[len("spark://") :].split(",")]
-        return Contact(places, "no Spark master answers", "--spark-master")
+        return Contact(places, "no Spark master answers")
     if master.startswith("k8s://"):
-        api = master[len("k8s://") :]
-        parts = urlsplit(api if "://" in api else f"https://{api}")  # Spark's default: https
-        try:
-            port = parts.port or (80 if parts.scheme == "http" else 443)
-        except ValueError as error:
-            raise EngineError(f"--spark-master {master}: {error}") from None
-        return Contact(
-            [(parts.hostname or "", port)], "the Kubernetes API server does not answer", "--spark-master"
-        )
+        scheme, _, address = master[len("k8s://") :].rpartition("://")
+        place = _host_port(address, 80 if scheme == "http" else 443)  # Spark's default: https
+        return Contact([place], "the Kubernetes API server does not answer")
     if master == "yarn":
         return _yarn_contact()
     return None
 
 
 def _host_port(place: str, default_port: int) -> tuple[str, int]:
-    """``HOST[:PORT]`` (an IPv6 address in brackets) as ``urllib`` reads a URL's address."""
+    """``HOST[:PORT][/PATH]`` (an IPv6 address in brackets) as ``urllib`` reads a URL's address."""
     address = urlsplit(f"//{place}")
     try:
         return address.hostname or "", address.port or default_port
@@ -138,10 +132,8 @@ CONNECT_SECONDS = 5.0
 
 def check_reachable(master: str) -> None:
     """For a cluster master (``spark://``, ``yarn``, ``k8s://``): at least one of the places its first contact goes
-    (``contact``: the URL's hosts, the ResourceManager(s) ``yarn-site.xml`` names) accepts a TCP
-    connection within ``CONNECT_SECONDS``, else an ``EngineError`` saying the cluster could not be reached and
-    which setting named it: Spark itself retries for over a minute (``spark://``) or many (YARN) before it gives
-    up."""
+    (``contact``) accepts a TCP connection within ``CONNECT_SECONDS``, else an ``EngineError`` saying the cluster
+    could not be reached and which setting named it (the module docstring says why)."""
     found = contact(master)
     if found is None:
         return
@@ -153,7 +145,7 @@ def check_reachable(master: str) -> None:
                 return
         except OSError as error:
             reasons.append(f"{place}: {getattr(error, 'strerror', None) or error}")
-    named = "" if found.named_by == "--spark-master" else f"; named by {found.named_by}"
+    named = f"; named by {found.named_by}" if found.named_by else ""
     raise EngineError(
         f"--spark-master {master}: the cluster could not be reached: {found.what} ({'; '.join(reasons)}){named}"
     )

@@ -27,12 +27,6 @@ class GroupShard:
     sizes: list[int]
     partitions: int
 
-    @property
-    def name(self) -> str:
-        """What an error calls the files a conversation's rows were regrouped from: the file, where there is one."""
-        names = [name for name, _ in self.files]
-        return names[0] if len(names) == 1 else f"the {len(names)} regrouped files ({names[0]}, ...)"
-
 
 @dataclass
 class Partition:
@@ -80,11 +74,11 @@ def shard_work(shard: Shard) -> float | None:
 
 
 def shard_name(shard: Shard) -> str:
-    """The file a shard reads, for error messages."""
+    """The file a shard reads, for error messages: of a group's partition, the file its rows were regrouped from,
+    where there is one."""
     if isinstance(shard, (Partition, SortedPartition)):
-        return shard.group.name
-    if isinstance(shard, GroupShard):
-        return shard.name
+        names = [name for name, _ in shard.group.files]
+        return names[0] if len(names) == 1 else f"the {len(names)} regrouped files ({names[0]}, ...)"
     if isinstance(shard, dict):
         named = shard.get("path") or shard.get("file") or shard.get("name") or shard.get("input")
         return str(getattr(named, "path", named) or shard)

@@ -1,14 +1,14 @@
-"""The local engine: one config of a builder written as Parquet files, its shards shared between ``num_proc``
-processes.
+"""The local engine (``LocalEngine``): one config of a builder written as Parquet files, its shards shared
+between ``num_proc`` processes; the derived views mapped and the repeated ids counted in them too.
 
 The builder is a plain ``datasets.GeneratorBasedBuilder``; this module calls its documented hooks
 (``_split_generators`` for the splits and their shards, ``_generate_examples`` for the rows of some shards) and
 writes the rows itself, instead of ``datasets``' ``download_and_prepare``, for three reasons:
 
 - speed: ``datasets`` encodes each example on its own (``Features.encode_example``, then a ``TypedSequence`` per
-  column), which took a quarter of a build. Our rows are already in the features' shape (JSON text made by
-  ``schema.to_json`` where the features hold free-form values), so one table per writer batch
-  (``arrow_rows.rows_table``) builds the same table about 20 times faster;
+  column). Our rows are already in the features' shape (JSON text made by ``schema.to_json`` where the features
+  hold free-form values), so one table per writer batch (``arrow_rows.rows_table``) builds the same table at once
+  (the figures: docs/performance.md, "figures that were in the runners' docstrings");
 - the files: ``parquet_writer.ParquetWriter`` leaves statistics and dictionaries out of free-text columns, which
   bounds the memory of one very large record;
 - around each split: the builder's ``preparing_split`` (LoCoMo checks its sample ids across the workers' files
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import islice
@@ -32,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from datasets.builder import Key
 from datasets.utils.tqdm import tqdm as hf_tqdm
 
@@ -41,6 +44,7 @@ from convhub.engine.runners.input_shards import shard_work
 from convhub.engine.runners.memory import LARGE_TABLE_BYTES, fewer_collections, give_back_pages
 from convhub.engine.writers.arrow_rows import rows_table
 from convhub.engine.writers.parquet_writer import ParquetWriter
+from convhub.storage.folders import Folder, read_parquet
 
 #: A job starts a new file once the one it writes holds more than this many Arrow bytes (``datasets``' 500MB).
 MAX_SHARD_BYTES = 500 * 10**6
@@ -86,25 +90,34 @@ class SplitWritten:
     info: datasets.SplitInfo
     files: list[str]
 
+    @classmethod
+    def of(cls, split: str, results: Sequence[JobResult], drop_empty_files: bool = False) -> SplitWritten:
+        """The split the jobs (Spark: the tasks) wrote, in their order; with ``drop_empty_files``, a file without
+        a row is left out, but the split's first (Spark's tasks of a regrouping are many, some without a row)."""
+        paths = [path for result in results for path in result.files]
+        if drop_empty_files:
+            rows = [count for result in results for count in result.file_rows]
+            paths = [path for path, count in zip(paths, rows, strict=True) if count] or paths[:1]
+        info = datasets.SplitInfo(
+            split, sum(result.num_bytes for result in results), sum(result.rows for result in results)
+        )
+        return cls(info, paths)
+
 
 def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
-    """``gen_kwargs`` cut into at most ``processes`` jobs: each list of it (the shards) into the same runs of
-    consecutive items; other values go to every job. Where every shard says its work (``shard_work``: the
-    engine's slices of partitions and byte ranges of files), the runs hold similar work (``balanced_runs``);
-    else similar numbers of shards, as ``datasets`` cuts them (``even_runs``). Cut by numbers, one process of
-    MNBVC's benchmark input was left working alone (docs/performance.md, "Jobs of similar work")."""
-    lists = {name: value for name, value in gen_kwargs.items() if isinstance(value, list)}
-    lengths = {len(value) for value in lists.values()}
-    if len(lengths) > 1:
-        raise ValueError(f"the lists of gen_kwargs differ in length: {sorted(lengths)}")
-    count = lengths.pop() if lengths else 0
-    if processes <= 1 or count <= 1:
-        return [gen_kwargs]
-    weights = [work for work in map(shard_work, gen_kwargs.get("shards") or ()) if work is not None]
-    runs = balanced_runs(weights, processes) if len(weights) == count else even_runs(count, processes)
-    return [
-        {**gen_kwargs, **{name: value[run.start : run.stop] for name, value in lists.items()}} for run in runs
-    ]
+    """``gen_kwargs`` cut into at most ``processes`` jobs, each a run of consecutive ``shards`` (its other values
+    go to every job). Where every shard says its work (``shard_work``: the engine's slices of partitions and byte
+    ranges of files), the runs hold similar work (``balanced_runs``); else similar numbers of shards, as
+    ``datasets`` cuts them (``even_runs``). Cut by numbers, one process of MNBVC's benchmark input was left working
+    alone (docs/performance.md, "Jobs of similar work")."""
+    shards = gen_kwargs["shards"]
+    weights = [work for work in map(shard_work, shards) if work is not None]
+    runs = (
+        balanced_runs(weights, processes)
+        if len(weights) == len(shards)
+        else even_runs(len(shards), processes)
+    )
+    return [{**gen_kwargs, "shards": shards[run.start : run.stop]} for run in runs]
 
 
 def write_job(
@@ -120,7 +133,7 @@ def write_job(
     features = builder.info.features
     arrow_schema = features.arrow_schema
     batch_rows = getattr(builder, "writer_batch_rows", None)
-    shard_count = len(gen_kwargs.get("shards") or ())
+    shard_count = len(gen_kwargs["shards"])
     result = JobResult()
     since_update, shards_reported, shard_index, last_update = 0, 0, 0, time.time()
 
@@ -174,57 +187,90 @@ def write_job(
     return result
 
 
-def write_config(
-    builder,
-    folder: Path,
-    num_proc: int | None,
-    download_dir: str,
-    max_shard_bytes: int | None = MAX_SHARD_BYTES,
-) -> dict[str, SplitWritten]:
-    """Every split of ``builder``'s config as Parquet files in ``folder``; a URL the source reads is downloaded
-    into ``download_dir``. Sets ``builder.processes_run``: the most processes a split ran in."""
+class LocalEngine:
+    """The build in this machine's processes: a split's shards shared between ``num_proc`` of them, each job's
+    files of at most about ``max_shard_bytes`` (None: one file a job)."""
 
-    builder._build_processes = num_proc or 1
-    download_config = datasets.DownloadConfig(cache_dir=download_dir, num_proc=num_proc)
-    dl_manager = datasets.DownloadManager(
-        dataset_name=builder.dataset_name, data_dir=builder.config.data_dir, download_config=download_config
-    )
-    folder.mkdir(parents=True, exist_ok=True)
-    written = {}
-    # fewer collections: a source's listing may parse it whole (ConvLab's index scan, GigaMemory's pass 1)
-    with fewer_collections():
-        split_generators = builder._split_generators(dl_manager)
-    for split_generator in split_generators:
-        cut = jobs(split_generator.gen_kwargs, num_proc or 1)
-        builder.processes_run = max(builder.processes_run, len(cut))
-        template = os.path.join(folder, f"{split_generator.name}-{{job:05d}}-{{file:05d}}.parquet")
-        with builder.preparing_split(split_generator):
-            results = _write_split(builder, split_generator, cut, template, max_shard_bytes)
-        files = [path for result in results for path in result.files]
-        info = datasets.SplitInfo(
-            split_generator.name,
-            num_bytes=sum(result.num_bytes for result in results),
-            num_examples=sum(result.rows for result in results),
-            shard_lengths=[rows for result in results for rows in result.file_rows],
+    name = "local"
+
+    def __init__(self, num_proc: int | None = None, max_shard_bytes: int | None = MAX_SHARD_BYTES):
+        self.num_proc = num_proc
+        self.max_shard_bytes = max_shard_bytes
+
+    def scratch(self, work: Path, staging: Folder) -> Folder:
+        return work
+
+    def write_config(self, builder, folder: Folder, download_dir: str) -> dict[str, SplitWritten]:
+        """In this machine's work folder (its scratch); a URL the source reads is downloaded into
+        ``download_dir``. Sets ``builder.processes_run``: the most processes a split ran in."""
+        if not isinstance(folder, Path):  # (a local UPath is a Path)
+            raise ValueError(
+                f"the local engine writes in this machine's work folder (its scratch), not at {folder}"
+            )
+        builder._build_processes = self.num_proc or 1
+        download_config = datasets.DownloadConfig(cache_dir=download_dir, num_proc=self.num_proc)
+        dl_manager = datasets.DownloadManager(
             dataset_name=builder.dataset_name,
+            data_dir=builder.config.data_dir,
+            download_config=download_config,
         )
-        written[split_generator.name] = SplitWritten(info, files)
-        give_back_pages()
-    return written
+        folder.mkdir(parents=True, exist_ok=True)
+        written = {}
+        # fewer collections: a source's listing may parse it whole (ConvLab's index scan, GigaMemory's pass 1)
+        with fewer_collections():
+            split_generators = builder._split_generators(dl_manager)
+        for split_generator in split_generators:
+            cut = jobs(split_generator.gen_kwargs, self.num_proc or 1)
+            builder.processes_run = max(builder.processes_run, len(cut))
+            template = os.path.join(folder, f"{split_generator.name}-{{job:05d}}-{{file:05d}}.parquet")
+            with builder.preparing_split(split_generator):
+                results = self._write_split(builder, split_generator, cut, template)
+            written[split_generator.name] = SplitWritten.of(split_generator.name, results)
+            give_back_pages()
+        return written
 
+    def _write_split(
+        self, builder, split_generator, cut: list[dict[str, Any]], template: str
+    ) -> list[JobResult]:
+        """The jobs of one split (``cut``), in this process or each in a forked one, under its progress bar."""
+        label = f"{builder.SOURCE} {builder.config.name} {split_generator.name}"
+        shard_count = len(split_generator.gen_kwargs["shards"])
+        templates = [template.replace("{job:05d}", f"{job:05d}") for job in range(len(cut))]
+        with ShardBar(label, shard_count) as bar:
+            if len(cut) == 1:
+                return [write_job(builder, cut[0], templates[0], self.max_shard_bytes, bar.advance)]
+            tasks = [
+                partial(write_job, builder, gen_kwargs, template, self.max_shard_bytes)
+                for gen_kwargs, template in zip(cut, templates, strict=True)
+            ]
+            return list(run_forked(tasks, on_update=bar.advance))
 
-def _write_split(
-    builder, split_generator, cut: list[dict[str, Any]], template: str, max_shard_bytes: int | None
-) -> list[JobResult]:
-    """The jobs of one split (``cut``), in this process or each in a forked one, under its progress bar."""
-    label = f"{builder.SOURCE} {builder.config.name} {split_generator.name}"
-    shard_count = len(split_generator.gen_kwargs.get("shards") or ())
-    templates = [template.replace("{job:05d}", f"{job:05d}") for job in range(len(cut))]
-    with ShardBar(label, shard_count) as bar:
-        if len(cut) == 1:
-            return [write_job(builder, cut[0], templates[0], max_shard_bytes, bar.advance)]
-        tasks = [
-            partial(write_job, builder, gen_kwargs, template, max_shard_bytes)
-            for gen_kwargs, template in zip(cut, templates, strict=True)
-        ]
-        return run_forked(tasks, on_update=bar.advance)
+    def map(self, function: Callable[[Any], Any], tasks: list) -> Generator:
+        """Each task in a forked process, ``num_proc`` at a time (``run_forked``), or here with one process."""
+        if min(self.num_proc or 1, len(tasks)) <= 1:
+            yield from map(function, tasks)
+            return
+        yield from run_forked([partial(function, task) for task in tasks], at_once=self.num_proc)
+
+    def repeated_rows(self, paths: list[str], column: str, columns: list[str]) -> list[dict]:
+        """Counted by Arrow over ``column`` and ``columns`` alone: a few dozen bytes a row in memory."""
+        tables = []
+        for file, path in enumerate(paths):
+            table = read_parquet(path, columns=[column, *columns])
+            rows = table.num_rows
+            tables.append(
+                table.append_column("file", pa.array(np.full(rows, file, dtype=np.int32))).append_column(
+                    "row", pa.array(np.arange(rows, dtype=np.int64))
+                )
+            )
+        if not tables:
+            return []
+        table = pa.concat_tables(tables)
+        counts = table.group_by(column).aggregate([(column, "count")])
+        repeated = counts.filter(pc.greater(counts.column(f"{column}_count"), 1)).column(column)
+        if len(repeated) == 0:
+            return []
+        return table.filter(pc.is_in(table.column(column), value_set=repeated)).to_pylist()
+
+    def stop(self) -> None:
+        """Nothing to let go: each step's processes end with it."""

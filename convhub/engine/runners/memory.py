@@ -86,18 +86,15 @@ GC_YOUNG_THRESHOLD = 500_000
 def each_made_with_fewer_collections(items: Iterable[Any]) -> Iterator[Any]:
     """``items``, each one made under ``fewer_collections`` but never across a yield: in a stream, the reader's
     own code between two rows runs with the collector as the reader set it. (A build relaxes it for its whole run
-    already, and ``local_shards`` while it lists.) A stream so made is as fast as with the parser's own pause
-    this replaced (docs/performance.md, 2026-11-25)."""
+    already, and ``local_shards`` while it lists.)"""
     iterator = iter(items)
     while True:
         with fewer_collections():
-            item = next(iterator, _NO_MORE)
-        if item is _NO_MORE:
-            return
+            try:
+                item = next(iterator)
+            except StopIteration:
+                return
         yield item
-
-
-_NO_MORE = object()
 
 
 @contextlib.contextmanager

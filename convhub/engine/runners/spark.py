@@ -6,12 +6,10 @@ The engine moves the data; convhub's parsers stay what they are. A build config 
   Q&A file) is one task, which parses it with the builder's own ``records_of`` and writes its Parquet with the
   local engine's writer (``runners.local.write_job``: ``parquet_writer.ParquetWriter``, the same ``Features`` and
   metadata);
-- a group shard (MNBVC's multi-turn files, whose rows of one conversation may lie in any file) is a shuffle: one
-  task per file turns its rows into (sort key, payload) with the builder's ``keyed_rows``, Spark moves each row to
-  its partition (``keyed_by_partition``) and sorts the partition by key (``RDD.repartitionAndSortWithinPartitions``,
-  which spills to disk), and one task per partition turns the conversations into records (``grouped_records``)
-  and writes them. The partitions and the order are the group-by-key contract's (``grouping.group_by_key``), which
-  the embedded engine keeps too, so the conversations come out in the local build's order;
+- a group shard (MNBVC's multi-turn files) is the group-by-key contract (``grouping.group_by_key``) kept by a
+  shuffle: one task per file keys its rows (``keyed_by_partition``), ``RDD.repartitionAndSortWithinPartitions``
+  moves them and sorts each partition by key in Python (spilling to disk), and one task per partition writes its
+  records, so the conversations come out in the local build's order;
 - derived views (``turns``, ``messages``, ``qa``) are one task per ``sessions`` shard (``derive.derive_views``).
 - a source whose listing is heavy work of its own gets the engine's ``map`` in ``engine_shards``: GigaMemory's
   pass 1 parses and hashes each distinct dialogue in these tasks, and groups the lines on the driver.
@@ -56,7 +54,7 @@ from convhub.engine.runners.memory import ARROW_VARIABLES, fewer_collections
 from convhub.errors import EngineError, SourceError
 from convhub.stats import save_report, saved_reports
 from convhub.storage.abandoned import MarkedTemporaryDirectory
-from convhub.storage.folders import Folder, parquet_file, text_of
+from convhub.storage.folders import Folder, text_of
 
 #: Marks a SourceError inside the text of Spark's error, for the driver to raise it again as itself.
 _ERROR_MARK = "convhub source error: "
@@ -128,10 +126,6 @@ class SparkEngine:
             self._session = spark_session(self.master, self.verbose)
         return self._session
 
-    @property
-    def context(self):
-        return self.session.sparkContext
-
     def stop(self) -> None:
         if self._session is not None:
             self._session.stop()
@@ -140,7 +134,7 @@ class SparkEngine:
     def map(self, function: Callable, tasks: list) -> Generator:
         """``function`` of each task, one Spark task each, results in the tasks' order (all collected first)."""
         if tasks:
-            yield from _collect(self.context.parallelize(tasks, len(tasks)).map(function))
+            yield from _collect(self.session.sparkContext.parallelize(tasks, len(tasks)).map(function))
 
     def repeated_rows(self, paths: list[str], column: str, columns: list[str]) -> list[dict]:
         """Spark counts the values and finds their rows: the driver reads no file and holds only these rows."""
@@ -171,9 +165,7 @@ class SparkEngine:
         system."""
         return staging / ENGINE_WORK
 
-    def write_config(
-        self, builder, folder: Folder, download_dir: str | None = None
-    ) -> dict[str, SplitWritten]:
+    def write_config(self, builder, folder: Folder, download_dir: str) -> dict[str, SplitWritten]:
         """In ``folder`` (a ``Path``, or a ``UPath`` at a URL), in the order the local build writes the same rows; a
         task that wrote no row leaves no file (but the split's first). The tasks read a URL where it is (no
         ``download_dir``); their reports and rejected records are saved here, as the local engine's workers save
@@ -182,12 +174,7 @@ class SparkEngine:
         for split, results in sorted(self._task_results(builder, folder).items()):
             for result in results:
                 _save_reports_and_rejections(builder.config, result)
-            files = [path for result in results for path in result.files]
-            kept = [path for path in files if parquet_file(path).metadata.num_rows] or files[:1]
-            info = datasets.SplitInfo(
-                split, sum(result.num_bytes for result in results), sum(result.rows for result in results)
-            )
-            written[split] = SplitWritten(info, kept)
+            written[split] = SplitWritten.of(split, results, drop_empty_files=True)
         return written
 
     def _task_results(self, builder, work) -> dict[str, tuple[JobResult, ...]]:
@@ -234,8 +221,8 @@ class SparkEngine:
         """A group shard: every file read (one task each) into keyed rows, moved and sorted by partition and key
         (a key is (partition, sort key): Spark sorts the sort keys, tuples, by Python's ``<``), each partition
         written by ``write(index, rows)``."""
-        files = range(len(shard.files))
-        keyed = self.context.parallelize(files, len(files)).flatMap(partial(_keyed_rows, builder, shard))
+        files = self.session.sparkContext.parallelize(range(len(shard.files)), len(shard.files))
+        keyed = files.flatMap(partial(_keyed_rows, builder, shard))
         moved = keyed.repartitionAndSortWithinPartitions(
             shard.partitions + 1, partitionFunc=itemgetter(0), keyfunc=itemgetter(1)
         )
