@@ -149,10 +149,10 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
 
     BUILDER_CONFIG_CLASS = ConvHubConfig
     DEFAULT_CONFIG_NAME = DEFAULT_VIEW
-    #: The build's ``num_proc`` (``local_build.write_config``, ``download_and_prepare``); None where nothing is
+    #: The build's ``num_proc`` (``runners.local.write_config``, ``download_and_prepare``); None where nothing is
     #: built (a stream, ``check``).
     _build_processes: int | None = None
-    #: The most processes a split was written in by the local engine (``local_build.write_config``).
+    #: The most processes a split was written in by the local engine (``runners.local.write_config``).
     processes_run: int = 0
     #: id → (file, record) of the first record with it this process read, where ``ID_ACROSS_FILES`` is checked.
     _first_files: dict[Hashable, tuple[str, str | int]] | None = None
@@ -427,7 +427,7 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
 
     @contextlib.contextmanager
     def preparing_split(self, split_generator: datasets.SplitGenerator) -> Iterator[None]:
-        """What a builder does around the writing of one split by the local engine (``local_build``), over all
+        """What a builder does around the writing of one split by the local engine (``runners.local``), over all
         its worker processes: nothing here. A source may check there what its workers left (LoCoMo's sample ids
         across files); an error raised there fails the build."""
         yield
