@@ -7,7 +7,9 @@ and YARN's client retries the ResourceManager its configuration names for many m
 a ``host:port`` a TCP connection can try in seconds:
 
 - ``spark://HOST:PORT[,HOST:PORT...]``: the masters the URL names (port 7077 by default);
-- ``k8s://[SCHEME://]HOST[:PORT]``: the API server (https, port 443, unless the URL says otherwise);
+- ``k8s://[SCHEME://]HOST[:PORT]``: the API server (https, port 443, unless the URL says otherwise); over https,
+  its TLS handshake too, within the same seconds (a server that accepts connections and never answers would
+  stall Spark's Kubernetes client);
 - ``yarn``: the ResourceManager(s) of the ``yarn-site.xml`` Spark puts on its class path from ``HADOOP_CONF_DIR``
   (first) or ``YARN_CONF_DIR``: ``yarn.resourcemanager.address``, else ``yarn.resourcemanager.hostname`` and
   port 8032 (Hadoop's defaults); with ``yarn.resourcemanager.ha.enabled``, each of ``yarn.resourcemanager.ha.rm-ids``
@@ -19,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import ssl
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,11 +42,12 @@ _VARIABLE = re.compile(r"\$\{([^}$]+)\}")
 class Contact:
     """The places a master's first contact goes (``(host, port)``, any one answering will do), what they are
     (for the line: "no Spark master", "the Kubernetes API server", "no YARN ResourceManager") and the setting that
-    named them (None: ``--spark-master`` itself)."""
+    named them (None: ``--spark-master`` itself); ``tls``: a place must finish a TLS handshake too."""
 
     places: list[tuple[str, int]]
     what: str
     named_by: str | None = None
+    tls: bool = False
 
 
 def contact(master: str) -> Contact | None:
@@ -55,7 +59,7 @@ def contact(master: str) -> Contact | None:
     if master.startswith("k8s://"):
         scheme, _, address = master[len("k8s://") :].rpartition("://")
         place = _host_port(address, 80 if scheme == "http" else 443)  # Spark's default: https
-        return Contact([place], "the Kubernetes API server does not answer")
+        return Contact([place], "the Kubernetes API server does not answer", tls=scheme != "http")
     if master == "yarn":
         return _yarn_contact()
     return None
@@ -141,8 +145,14 @@ def check_reachable(master: str) -> None:
     for host, port in found.places:
         place = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
-            with socket.create_connection((host, port), timeout=CONNECT_SECONDS):
+            with socket.create_connection((host, port), timeout=CONNECT_SECONDS) as connection:
+                if found.tls:  # only that it answers TLS: Spark's client checks the certificate
+                    handshake = ssl.create_default_context()
+                    handshake.check_hostname, handshake.verify_mode = False, ssl.CERT_NONE
+                    handshake.wrap_socket(connection, server_hostname=host).close()
                 return
+        except TimeoutError:
+            reasons.append(f"{place}: no answer within {CONNECT_SECONDS:g} s")
         except OSError as error:
             reasons.append(f"{place}: {getattr(error, 'strerror', None) or error}")
     named = f"; named by {found.named_by}" if found.named_by else ""
