@@ -56,7 +56,7 @@ def import_before_work(args: Namespace) -> None:
 
     names = IMPORTED_BEFORE_WORK.get(args.command, ())
     if args.command == "score":
-        names = SCORE_IMPORTS.get(getattr(args, "benchmark", None), ())
+        names = SCORE_IMPORTS.get(getattr(args, "benchmark", ""), ())
     for name in names:
         try:
             importlib.import_module(name)
