@@ -41,6 +41,10 @@ IMPORTED_BEFORE_WORK = {
     "check": ("convhub.build", "scipy.io"),
     "mix": ("convhub.mix", "scipy.io"),
 }
+#: What a score imports as its work starts, by benchmark: BEAM's Kendall tau (scipy.stats), LoCoMo's Porter stemmer
+#: (``nltk.stem``, which imports some 800 modules, scipy's pybind11 extensions among them: seconds on a loaded machine,
+#: the window a Ctrl-C of ``tests/storage/test_interrupted_commands.py``'s score runs lands in).
+SCORE_IMPORTS = {"beam": ("scipy.stats",), "locomo": ("nltk.stem",)}
 #: Those an install may lack: ``datasets`` imports them only when present, and so does this.
 OPTIONAL_IMPORTS = frozenset({"scipy.io", "scipy.stats"})
 
@@ -51,8 +55,8 @@ def import_before_work(args: Namespace) -> None:
     import importlib
 
     names = IMPORTED_BEFORE_WORK.get(args.command, ())
-    if args.command == "score" and getattr(args, "benchmark", None) == "beam":
-        names = ("scipy.stats",)
+    if args.command == "score":
+        names = SCORE_IMPORTS.get(getattr(args, "benchmark", ""), ())
     for name in names:
         try:
             importlib.import_module(name)

@@ -164,16 +164,26 @@ def test_ctrl_c_inside_a_strings_exec_exits_130_not_by_sigint(tmp_path, phase, c
 
 
 @pytest.mark.slow
-def test_what_a_build_imports_as_its_work_starts_is_imported_while_ctrl_c_is_held():
-    """``datasets`` imports ``scipy.io`` for each builder it makes (its streaming patch): a Ctrl-C in its extension
-    modules' initialization was an ImportError. ``import_before_work`` (in ``cli.entry``'s held window) does it first."""
+@pytest.mark.parametrize(
+    "command, modules",
+    [
+        (["build", "locomo", "--sample", "--output", "out"], ["convhub.build", "scipy.io"]),
+        (["score", "locomo", "--data", "d", "--predictions", "p", "--output", "r"], ["nltk.stem"]),
+    ],
+    ids=["build", "score-locomo"],
+)
+def test_what_a_command_imports_as_its_work_starts_is_imported_while_ctrl_c_is_held(command, modules):
+    """``datasets`` imports ``scipy.io`` for each builder it makes (its streaming patch), and LoCoMo's F1 stems with
+    nltk, whose import (some 800 modules) took seconds of a loaded machine inside the score's work: a Ctrl-C in
+    their extension modules' initialization (scipy's pybind11 ones) was an ImportError. ``import_before_work`` (in
+    ``cli.entry``'s held window) imports them first."""
     code = (
         "import sys\n"
         "from convhub.cli import entry, main\n"
-        "args = main.parse(['build', 'locomo', '--sample', '--output', 'out'])\n"
-        "before = {'convhub.build', 'scipy.io'} & set(sys.modules)\n"
+        f"args = main.parse({command!r})\n"
+        f"before = set({modules!r}) & set(sys.modules)\n"
         "entry.import_before_work(args)\n"
-        "print(sorted(before), sorted({'convhub.build', 'scipy.io'} & set(sys.modules)))\n"
+        f"print(sorted(before), sorted(set({modules!r}) & set(sys.modules)))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert done.stdout.splitlines() == ["[] ['convhub.build', 'scipy.io']"], done.stderr
+    assert done.stdout.splitlines() == [f"[] {sorted(modules)}"], done.stderr

@@ -61,8 +61,10 @@ def _wait_for(port: int, process: subprocess.Popen, log: Path) -> None:
 
 def _registered_workers(web_port: int, master_url: str) -> int:
     """The master's alive workers, from its web UI's JSON; 0 while the UI is not up yet, while it still answers
-    ``/json/`` with an HTML page (seen once in CI, on a loaded machine), or while the port answers for some other
-    daemon than this master."""
+    ``/json/`` with an HTML page (seen once in CI, on a loaded machine) or an answer cut or malformed as its server
+    starts (``http.client.HTTPException``: ``IncompleteRead``, ``BadStatusLine``, neither an OSError nor a
+    ValueError), or while the port answers for some other daemon than this master."""
+    import http.client
     import json
     import urllib.request
 
@@ -70,7 +72,7 @@ def _registered_workers(web_port: int, master_url: str) -> int:
     try:
         with no_proxy.open(f"http://127.0.0.1:{web_port}/json/", timeout=5) as answer:
             state = json.load(answer)
-    except (OSError, ValueError):
+    except (OSError, ValueError, http.client.HTTPException):
         return 0
     if not isinstance(state, dict) or state.get("url") != master_url:
         return 0
