@@ -167,3 +167,23 @@ def test_a_build_at_s3_is_pushed_to_the_hub_and_exported_as_the_local_build_is(
         for key, content in remote.items()
         if key.endswith(".parquet")
     }
+
+
+@pytest.mark.slow
+def test_a_first_build_on_s3_in_two_processes_is_the_local_build(s3_bucket, tmp_path, capsys):
+    """A first build on S3 is written in place, its views derived by the engine's workers, one per shard: each
+    worker must reach the store with a client of its own (fsspec's S3 client refuses to be used across a fork)."""
+    data = tmp_path / "in"
+    data.mkdir()
+    samples = json.loads(next(LOCOMO_SAMPLE.glob("*.json")).read_text(encoding="utf-8"))
+    for part in range(2):  # two files: two shards, two derive tasks
+        (data / f"locomo{part}.json").write_text(json.dumps(samples[part::2] or samples), encoding="utf-8")
+    output = f"{s3_bucket}/out/two"
+    status = main(["build", "locomo", "--data-dir", str(data), "--output", output, "--num-proc", "2"])
+    assert status == 0, capsys.readouterr().err
+    local = build_source("locomo", tmp_path / "local", str(data), num_proc=2).output
+    built = objects(output)
+    parquet = sorted(path.relative_to(local).as_posix() for path in local.rglob("*.parquet"))
+    assert sorted(key for key in built if key.endswith(".parquet")) == parquet
+    for key in parquet:
+        assert pq.read_table(pa.BufferReader(built[key])).equals(pq.read_table(local / key)), key

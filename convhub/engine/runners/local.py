@@ -23,6 +23,7 @@ it (``child_processes.run_forked``: the builder is not pickled).
 from __future__ import annotations
 
 import os
+import pickle
 import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
@@ -246,11 +247,14 @@ class LocalEngine:
             return list(run_forked(tasks, on_update=bar.advance))
 
     def map(self, function: Callable[[Any], Any], tasks: list) -> Generator:
-        """Each task in a forked process, ``num_proc`` at a time (``run_forked``), or here with one process."""
+        """Each task in a forked process, ``num_proc`` at a time (``run_forked``), or here with one process. A task
+        reaches its process pickled, as a pool's would: a folder it names on an object store is opened there with
+        that process's own client (fsspec's async clients, s3fs's among them, refuse to be used across a fork)."""
         if min(self.num_proc or 1, len(tasks)) <= 1:
             yield from map(function, tasks)
             return
-        yield from run_forked([partial(function, task) for task in tasks], at_once=self.num_proc)
+        pickled = [partial(_unpickled_call, function, pickle.dumps(task)) for task in tasks]
+        yield from run_forked(pickled, at_once=self.num_proc)
 
     def repeated_rows(self, paths: list[str], column: str, columns: list[str]) -> list[dict]:
         """Counted by Arrow over ``column`` and ``columns`` alone: a few dozen bytes a row in memory."""
@@ -274,3 +278,8 @@ class LocalEngine:
 
     def stop(self) -> None:
         """Nothing to let go: each step's processes end with it."""
+
+
+def _unpickled_call(function: Callable[[Any], Any], task: bytes) -> Any:
+    """``function`` of the task ``LocalEngine.map`` pickled (see there why)."""
+    return function(pickle.loads(task))
