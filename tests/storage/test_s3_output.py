@@ -181,7 +181,8 @@ def test_a_first_build_on_s3_in_two_processes_is_the_local_build(s3_bucket, tmp_
     output = f"{s3_bucket}/out/two"
     status = main(["build", "locomo", "--data-dir", str(data), "--output", output, "--num-proc", "2"])
     assert status == 0, capsys.readouterr().err
-    local = build_source("locomo", tmp_path / "local", str(data), num_proc=2).output
+    local = tmp_path / "local"
+    build_source("locomo", local, str(data), num_proc=2)
     built = objects(output)
     parquet = sorted(path.relative_to(local).as_posix() for path in local.rglob("*.parquet"))
     assert sorted(key for key in built if key.endswith(".parquet")) == parquet
