@@ -170,16 +170,22 @@ def test_a_build_at_s3_is_pushed_to_the_hub_and_exported_as_the_local_build_is(
 
 
 @pytest.mark.slow
-def test_a_first_build_on_s3_in_two_processes_is_the_local_build(s3_bucket, tmp_path, capsys):
-    """A first build on S3 is written in place, its views derived by the engine's workers, one per shard: each
-    worker must reach the store with a client of its own (fsspec's S3 client refuses to be used across a fork)."""
+@pytest.mark.parametrize("input_at", ["local", "s3"])
+def test_a_first_build_on_s3_in_two_processes_is_the_local_build(input_at, s3_bucket, tmp_path, capsys):
+    """A first build on S3 is written in place, its shards read and its views derived by the engine's workers:
+    each worker must reach the store with a client of its own (fsspec's S3 client refuses to be used across a
+    fork), whether the input is local or on the store too."""
     data = tmp_path / "in"
     data.mkdir()
     samples = json.loads(next(LOCOMO_SAMPLE.glob("*.json")).read_text(encoding="utf-8"))
     for part in range(2):  # two files: two shards, two derive tasks
         (data / f"locomo{part}.json").write_text(json.dumps(samples[part::2] or samples), encoding="utf-8")
+    data_dir = str(data)
+    if input_at == "s3":
+        data_dir = f"{s3_bucket}/in-two"
+        s3().put(str(data), data_dir.removeprefix("s3://"), recursive=True)
     output = f"{s3_bucket}/out/two"
-    status = main(["build", "locomo", "--data-dir", str(data), "--output", output, "--num-proc", "2"])
+    status = main(["build", "locomo", "--data-dir", data_dir, "--output", output, "--num-proc", "2"])
     assert status == 0, capsys.readouterr().err
     local = tmp_path / "local"
     build_source("locomo", local, str(data), num_proc=2)
