@@ -5,7 +5,6 @@ stall Spark's client."""
 from __future__ import annotations
 
 import socket
-import threading
 import time
 
 import pytest
@@ -17,27 +16,10 @@ from convhub.errors import EngineError
 
 @pytest.fixture
 def silent_server():
-    """A port on 127.0.0.1 that accepts connections and never sends a byte."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                held.append(listener.accept()[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield listener.getsockname()[1]
-    stop.set()
-    thread.join()
-    for connection in held:
-        connection.close()
-    listener.close()
+    """A port on 127.0.0.1 that takes connections (the kernel accepts them into its backlog, as
+    ``tests/install/test_downloads.py``'s stalled server) and never sends a byte."""
+    with socket.create_server(("127.0.0.1", 0), backlog=8) as listener:
+        yield listener.getsockname()[1]
 
 
 def test_a_kubernetes_server_that_never_answers_tls_is_refused_in_seconds(silent_server, monkeypatch):
