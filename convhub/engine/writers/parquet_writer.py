@@ -50,11 +50,7 @@ def column_options(arrow_schema: pa.Schema) -> dict:
     column but free text."""
     leaves = leaf_paths(arrow_schema)
     kept = [leaf for leaf in leaves if leaf.rsplit(".", 1)[-1] not in convhub_schema.FREE_TEXT]
-    return {
-        "compression": dict.fromkeys(leaves, "snappy"),
-        "use_dictionary": kept,
-        "write_statistics": kept,
-    }
+    return {"compression": "snappy", "use_dictionary": kept, "write_statistics": kept}
 
 
 class ParquetWriter:
