@@ -114,9 +114,8 @@ def write_partitions(
     SourceError stops its writer; when one is raised, it is the one a single pass over the files in order would
     raise first, whichever process met it. Nothing is sorted then.
     """
-    shares = share_files(sizes, processes) or [
-        []
-    ]  # (no file: one writer of nothing, whose keys DuckDB reads)
+    # no file: one writer of nothing, whose keys DuckDB reads
+    shares = share_files(sizes, processes) or [[]]
     tasks = [
         partial(_write_keyed, writer, share, folder, count, keyed_rows) for writer, share in enumerate(shares)
     ]
@@ -179,8 +178,7 @@ def _write_keyed(
 def _key_batch(writer: int, keys: list[tuple]) -> pa.RecordBatch:
     partition, conversation, key, offset, length = zip(*keys, strict=True) if keys else ((),) * 5
     columns = [partition, conversation, key, [writer] * len(keys), offset, length]
-    arrays = [pa.array(values, field.type) for values, field in zip(columns, KEY_SCHEMA, strict=True)]
-    return pa.RecordBatch.from_arrays(arrays, schema=KEY_SCHEMA)
+    return pa.RecordBatch.from_arrays(columns, schema=KEY_SCHEMA)  # (each column made of its field's type)
 
 
 def sort_keys(paths: list[str], target: str, threads: int = 1) -> str:
