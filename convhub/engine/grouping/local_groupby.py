@@ -1,17 +1,7 @@
 """The embedded engine's group-by (``grouping.group_by_key`` is the contract it keeps, as Spark's shuffle in
 ``runners.spark`` does): the rows of one conversation, wherever they lie in the input, brought together on one
-machine, in two passes:
-
-1. ``write_partitions``: the files are shared out among ``processes`` writers (one forked process each, one writer
-   included, balanced by size). A writer appends each payload to its own ``.rows`` file and writes the row's key to
-   a Parquet file: its partition (``partition_of``, a stable hash of the group), the group as bytes that sort as
-   Python sorts the texts (``group_bytes``), the ``marshal`` of the whole key, and where its payload is. DuckDB then
-   sorts every writer's keys by (partition, group) into one Parquet file, out of core under a memory limit, in a
-   forked process too: what reading, keying and sorting held goes back with the processes before pass 2.
-2. ``read_partition`` (one shard per slice of a partition, ``num_proc`` in parallel) reads the keys of its
-   partition from that file (its row groups are found by their statistics), sorts each conversation's few rows
-   by their key in Python, and reads their payloads (``os.pread``). A big partition is read as several slices
-   (``slice_count``), each a run of its conversations, so the workers get similar amounts of work.
+machine, in two passes: ``write_partitions`` keys every row and sorts the keys, ``read_partition`` reads a slice
+of a partition back in order.
 
 Only keys pass through DuckDB: the payloads stay where their writer put them, so the sort's memory follows the
 number of rows, not their length (sorting the payloads too, DuckDB ran out of its memory limit:
@@ -138,8 +128,7 @@ def _writer_path(folder: str, writer: int, suffix: str) -> str:
 
 @dataclass
 class _Failure:
-    """A SourceError a writer raised in file ``file_index``. A writer stops at its first error and reads its
-    files in order, so the failure with the lowest file index is the error a serial pass meets first."""
+    """A SourceError a writer raised in file ``file_index`` (which one is raised: ``write_partitions``)."""
 
     error: SourceError
     file_index: int
@@ -207,9 +196,8 @@ def _sql_text(text: str) -> str:
 def partition_shards(
     builder, group: GroupShard, processes: int = 1, slice_bytes: int = SLICE_BYTES
 ) -> list[Partition]:
-    """A ``group_shard`` partitioned (``builder.keyed_rows``, in ``processes`` writers, shared out by the group's
-    ``sizes``) into a temporary folder that goes with ``builder``, as one shard per slice of each partition: what
-    ``read_partition`` reads."""
+    """A ``group_shard`` partitioned (``write_partitions`` of ``builder.keyed_rows``) into a temporary folder that
+    goes with ``builder``, as one shard per slice of each partition: what ``read_partition`` reads."""
     marked = partitions_folder()
     folder = str(marked)
     weakref.finalize(builder, release, marked)  # (also at exit, where the builder is still alive)
@@ -249,7 +237,8 @@ def remove_partitions(shards: Iterable[Any]) -> None:
 
 
 def read_partition(shard: Partition) -> Iterator[tuple[SortKey, bytes]]:
-    """(sort key, payload) of the rows of a partition shard's conversations, sorted; see the module docstring."""
+    """(sort key, payload) of the rows of a partition shard's conversations, sorted (``partition_keys``), each
+    payload read where its writer put it."""
     partitioned = shard.partitioned
     with contextlib.ExitStack() as stack:
         descriptors = [stack.enter_context(open(path, "rb")).fileno() for path in partitioned.rows]
@@ -274,11 +263,11 @@ def partition_keys(
     as (order, writer, offset, length), sorted.
 
     The sorted keys' row groups outside the partition are skipped by their statistics. Keys become Python values a
-    run of conversations at a time (``KEYS_AT_ONCE`` rows, or one longer conversation alone): Arrow calls made per
-    conversation were a large share of a build of short conversations. A conversation's group is read
-    once, not once per row (a long conversation would hold a copy of it per row). One thread: Arrow's pool threads
-    keep memory in each worker for nothing a slice's few row groups need (the figures: docs/performance.md, "one
-    conversation of many tiny turns" and "A partition's keys, a run of conversations at a time")."""
+    run of conversations at a time (``_runs_of_conversations``): Arrow calls made per conversation were a large
+    share of a build of short conversations. A conversation's group is read once, not once per row (a long
+    conversation would hold a copy of it per row). One thread: Arrow's pool threads keep memory in each worker for
+    nothing a slice's few row groups need (the figures: docs/performance.md, "one conversation of many tiny turns"
+    and "A partition's keys, a run of conversations at a time")."""
     table = pq.read_table(partitioned.keys, filters=[("partition", "=", partition)], use_threads=False)
     starts = _conversation_starts(table)
     number, parts = part
@@ -303,7 +292,7 @@ def _sorted_rows(keys: list[bytes], located: list[list[int]], start: int, end: i
     return sorted(zip(orders, *(column[start:end] for column in located), strict=True))
 
 
-#: Rows of keys made Python values at once by ``partition_keys`` (a longer conversation is made so alone).
+#: Rows of keys made Python values at once by ``partition_keys``.
 KEYS_AT_ONCE = 4096
 
 
