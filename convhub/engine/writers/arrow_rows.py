@@ -1,6 +1,4 @@
-"""Rows held partly as Arrow arrays: ``ArrowList``, a list of a record kept as one Arrow array (a very long
-conversation's turns), and ``rows_table``, which makes a writer batch's table from rows that may hold one.
-"""
+"""Rows held partly as Arrow arrays (a very long conversation's turns): made, read back and written."""
 
 from __future__ import annotations
 
@@ -31,8 +29,7 @@ class ArrowList(Sequence):
 
     Read as a sequence of plain values (``as_py``, a slice at a time), so whatever walks a record (statistics,
     language detection, ``datasets``' encoding, ``pa.Table.from_pylist``) sees what a list would hold; the writer
-    (``rows_table``) puts the array into the table as it is. It holds no string UTF-8 cannot encode: Arrow
-    refuses one when the array is made (``__arrow_array__`` is pyarrow's protocol, which ``readers.exact_json`` knows too).
+    (``rows_table``) puts the array into the table as it is (as does ``pa.array``: ``__arrow_array__``).
     """
 
     #: Elements made Python values at a time while iterating.
