@@ -94,26 +94,22 @@ def records_of_batch(batch: pa.RecordBatch) -> list[dict]:
     sessions = batch.column("sessions")
     flat = sessions.flatten()  # every row's sessions, in order
     turns = flat.field("turns")
-    if not len(turns) or pc.max(turns.value_lengths()).as_py() < ArrowList.ROWS_CHUNK:
+    lengths = turns.value_lengths()
+    if not len(turns) or pc.max(lengths).as_py() < ArrowList.ROWS_CHUNK:
         return batch.to_pylist()
     records = batch.drop_columns(["sessions"]).to_pylist()
     names = [field.name for field in flat.type]
     shells = pa.StructArray.from_arrays(
         [flat.field(name) for name in names if name != "turns"], [name for name in names if name != "turns"]
     ).to_pylist()
-    offsets = turns.offsets.to_pylist()
-    values = turns.values
     made = []
-    for index, shell in enumerate(shells):
-        start, end = offsets[index], offsets[index + 1]
-        held = ArrowList(values.slice(start, end - start)) if end - start >= ArrowList.ROWS_CHUNK else None
-        held = held if held is not None else turns[index].as_py()
+    for shell, length, session_turns in zip(shells, lengths.to_pylist(), turns, strict=True):
+        long = length is not None and length >= ArrowList.ROWS_CHUNK
+        held = ArrowList(session_turns.values) if long else session_turns.as_py()
         made.append({name: held if name == "turns" else shell[name] for name in names})
-    session_offsets = sessions.offsets.to_pylist()
-    first = session_offsets[0]
-    for row, record in enumerate(records):
-        start, end = session_offsets[row] - first, session_offsets[row + 1] - first
-        record["sessions"] = made[start:end] if sessions[row].is_valid else None
+    each_made = iter(made)
+    for record, count in zip(records, sessions.value_lengths().to_pylist(), strict=True):
+        record["sessions"] = None if count is None else list(itertools.islice(each_made, count))
     return [{name: record[name] for name in batch.schema.names} for record in records]
 
 
