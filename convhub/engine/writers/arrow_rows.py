@@ -6,7 +6,6 @@ import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -137,7 +136,7 @@ def rows_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
 
 def _arrow_turns_table(row: dict, schema: pa.Schema) -> pa.Table:
     """One ``sessions`` row as a table: everything but the turns by ``from_pylist``, then each session's turns
-    (its ``ArrowList``, or a list converted here) put in as one list array."""
+    (an ``ArrowList``'s array, or a list converted here) put in as one list array."""
     sessions = row["sessions"]
     shell = {**row, "sessions": [{**session, "turns": []} for session in sessions]}
     table = pa.Table.from_pylist([shell], schema=schema)
@@ -145,14 +144,9 @@ def _arrow_turns_table(row: dict, schema: pa.Schema) -> pa.Table:
     column = table.column(index).combine_chunks()
     session_type = column.type.value_type
     turns_type = session_type.field("turns").type
-    values = [
-        session["turns"].array
-        if isinstance(session["turns"], ArrowList)
-        else pa.array(session["turns"], turns_type.value_type)
-        for session in sessions
-    ]
-    lengths = [len(value) for value in values]
-    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32), pa.int32())
+    # an ArrowList gives its own array (``__arrow_array__``, no copy)
+    values = [pa.array(session["turns"], turns_type.value_type) for session in sessions]
+    offsets = pa.array([0, *itertools.accumulate(map(len, values))], pa.int32())
     joined = values[0] if len(values) == 1 else pa.concat_arrays(values)  # one session: no copy
     turns = pa.ListArray.from_arrays(offsets, joined, type=turns_type)
     structs = column.values  # one row, one list: its values are the row's sessions
