@@ -199,11 +199,10 @@ def partition_shards(
     """A ``group_shard`` partitioned (``write_partitions`` of ``builder.keyed_rows``) into a temporary folder that
     goes with ``builder``, as one shard per slice of each partition: what ``read_partition`` reads."""
     marked = partitions_folder()
-    folder = str(marked)
     weakref.finalize(builder, release, marked)  # (also at exit, where the builder is still alive)
     try:
         partitioned = write_partitions(
-            partial(builder.keyed_rows, group), group.sizes, folder, group.partitions, processes
+            partial(builder.keyed_rows, group), group.sizes, str(marked), group.partitions, processes
         )
     except BaseException:
         release(marked)

@@ -83,9 +83,7 @@ class ParquetWriter:
         a derived one in column order)."""
         if table.schema.equals(self.schema, check_metadata=False):
             return table
-        if table.column_names != self.schema.names:
-            table = table.select(self.schema.names)
-        return table.cast(self.schema)
+        return table.select(self.schema.names).cast(self.schema)
 
     def finalize(self) -> tuple[int, int]:
         """Close the file; (rows, bytes) written, the bytes being the tables' Arrow size in memory: what
