@@ -80,10 +80,9 @@ def keyed_file_rows(
     key_row: Callable[[int, dict[str, Any], bytes], Keyed | None],
     reject: Reject = raise_error,
 ) -> Iterator[KeyedRow]:
-    """(sort key, payload, bytes of the source line) of each row of file ``file_index`` (``json_lines.read_objects``'s
-    (line number, offset, raw line, row)) that ``key_row`` keeps (None: left out). The order is followed by the file
-    index and the line, so that rows of equal order keep their input order; a SourceError ``key_row`` raises rejects
-    the row with its line."""
+    """The ``KeyedRow`` of each row of file ``file_index`` (``json_lines.read_objects``' (line number, offset, raw
+    line, row)) that ``key_row`` keeps (None: left out). The order is followed by the file index and the line, so
+    that rows of equal order keep their input order; a SourceError ``key_row`` raises rejects the row with its line."""
     for number, _, raw, row in objects:
         try:
             keyed = key_row(number, row, raw)

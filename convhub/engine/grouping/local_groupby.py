@@ -98,11 +98,10 @@ def write_partitions(
     in ``folder``.
 
     The files are shared out among ``processes`` writer processes (by ``sizes``), each forked (``run_forked``),
-    as is DuckDB's sort of their keys, one writer included, for its memory: what reading and keying the rows leave
-    in the C heap and in Python's, and what DuckDB's sort holds, goes back with the process, so pass 2 starts from
-    the build's own footprint (docs/performance.md, "one conversation of many tiny turns"). A file's first
-    SourceError stops its writer; when one is raised, it is the one a single pass over the files in order would
-    raise first, whichever process met it. Nothing is sorted then.
+    as is DuckDB's sort of their keys, one writer included: what reading, keying and sorting leave in the C heap
+    and in Python's goes back with the process, so pass 2 starts from the build's own footprint (docs/performance.md,
+    "one conversation of many tiny turns"). A file's first SourceError stops its writer, and nothing is sorted; the
+    error raised is the one a single pass over the files in order would raise first, whichever process met it.
     """
     # no file: one writer of nothing, whose keys DuckDB reads
     shares = share_files(sizes, processes) or [[]]

@@ -73,7 +73,7 @@ def session_turns(turns: Iterable[RowT]) -> ArrowList | list[RowT]:
     ``ArrowList``, converted ``ArrowList.ROWS_CHUNK`` at a time, so that only a chunk of dicts (each several times
     its JSON) lives at once. Fewer than ``ROWS_CHUNK`` turns stay the list of dicts (a few arrays would cost more
     than a short list); so do all of them when one holds a string UTF-8 cannot encode, so that the record's check
-    (``readers.exact_json.unencodable_field``) names it."""
+    (``readers.storable.unencodable_field``) names it."""
     chunks: list[pa.Array] = []
     turns = iter(turns)
     while chunk := list(itertools.islice(turns, ArrowList.ROWS_CHUNK)):
