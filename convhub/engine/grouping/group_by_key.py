@@ -6,8 +6,7 @@ A source whose rows of one conversation may lie anywhere in its files (MNBVC's å
 gives each row of its files keyed (``KeyedRow``, its ``ConversationBuilder.keyed_rows``) and makes a record of a
 conversation's sorted rows (its ``grouped_records``). Then:
 
-- the map half is one function, ``keyed_by_partition``: each row of a file with its partition, ``partition_of``
-  its group, a stable hash;
+- the map half is one function, ``keyed_by_partition``: each row with its partition (``partition_of`` its group);
 - each partition's rows are sorted by their whole sort key as Python orders it;
 - a partition's sorted rows reach the source as a ``SortedPartition`` (its ``grouped_records``), partitions in
   order.
