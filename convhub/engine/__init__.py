@@ -1,1 +1,0 @@
-"""The engine: what moves a source's data (listing, reading, the per-record loop, grouping, checking, writing)."""

@@ -1,1 +1,0 @@
-"""What a build proves about its records: conversation ids unique, rejected records quarantined."""

@@ -1,1 +1,0 @@
-"""The engine's rows of one conversation brought together by key."""

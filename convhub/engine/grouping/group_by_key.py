@@ -2,23 +2,17 @@
 (``runners.spark``) both keep, so that the two builds write the same rows in the same order; and the glue between
 a source's pure row functions and it.
 
-A source whose rows of one conversation may lie anywhere in its files (MNBVC's 多轮对话) returns a ``group_shard``
-and says two things (``ConversationBuilder.keyed_rows`` and ``grouped_records``): for each row of a file, its sort
-key ``(group, order)`` (the texts that name its conversation, and its place in it), its payload (the row
-converted, as bytes) and the bytes of its source line; and how a conversation's sorted rows become a record. Then:
+A source whose rows of one conversation may lie anywhere in its files (MNBVC's 多轮对话) returns a ``group_shard``,
+gives each row of its files keyed (``KeyedRow``, its ``ConversationBuilder.keyed_rows``) and makes a record of a
+conversation's sorted rows (its ``grouped_records``). Then:
 
-- the map half is one function, ``keyed_by_partition``: each row of a file with its partition, ``partition_of``
-  its group, a stable hash;
+- the map half is one function, ``keyed_by_partition``: each row with its partition (``partition_of`` its group);
 - each partition's rows are sorted by their whole sort key as Python orders it;
 - a partition's sorted rows reach the source as a ``SortedPartition`` (its ``grouped_records``), partitions in
   order.
 
-The glue: in the pass that reads the files, each row is keyed and converted at once (``keyed_file_rows``,
-``payload``): its converted value as ``marshal`` bytes, the fastest exact round trip of plain values. A row the
-conversion refuses travels as its SourceError and its raw line instead, so that it is rejected alone, in
-conversation order, where the records are made. After the sort, ``grouped_rows`` hands the source each
-conversation's values in order, having rejected the refused ones. A stream, which cannot sort a whole input,
-regroups only adjacent rows (``adjacent_runs``).
+The glue: ``keyed_file_rows`` keys and converts (``payload``) each row in the pass that reads the files, and
+``grouped_rows`` hands the source each conversation's values in order after the sort.
 """
 
 from __future__ import annotations
@@ -57,8 +51,7 @@ def partition_of(group: tuple[str, ...], count: int) -> int:
 def keyed_by_partition(
     keyed_rows: Iterable[KeyedRow], count: int
 ) -> Iterator[tuple[int, SortKey, bytes, int]]:
-    """The map half of the group-by-key contract, the same on both engines: each of a file's keyed rows (sort key,
-    payload, source bytes) with its partition among ``count`` first."""
+    """The map half, which both engines run: each keyed row of a file with its partition among ``count``."""
     for sort_key, payload, size in keyed_rows:
         yield partition_of(sort_key[0], count), sort_key, payload, size
 
@@ -70,8 +63,9 @@ Keyed = tuple[tuple[str, ...], tuple, bytes]
 
 
 def payload(convert: Callable[..., Any], raw: bytes, *arguments: Any) -> bytes:
-    """The row's payload: ``convert(*arguments)`` (plain values ``marshal`` writes), or the SourceError it raised
-    with the row's ``raw`` line."""
+    """The row's payload: ``convert(*arguments)`` as ``marshal`` bytes (plain values: the fastest exact round trip
+    of them), or the SourceError it raised with the row's ``raw`` line, so that the row is rejected alone, in
+    conversation order, where the records are made (``grouped_rows``)."""
     try:
         value = convert(*arguments)
     except SourceError as error:
@@ -85,10 +79,9 @@ def keyed_file_rows(
     key_row: Callable[[int, dict[str, Any], bytes], Keyed | None],
     reject: Reject = raise_error,
 ) -> Iterator[KeyedRow]:
-    """(sort key, payload, bytes of the source line) of each row of file ``file_index`` (``json_lines.read_objects``'s
-    (line number, offset, raw line, row)) that ``key_row`` keeps (None: left out). The order is followed by the file
-    index and the line, so that rows of equal order keep their input order; a SourceError ``key_row`` raises rejects
-    the row with its line."""
+    """The ``KeyedRow`` of each row of file ``file_index`` (``json_lines.read_objects``' (line number, offset, raw
+    line, row)) that ``key_row`` keeps (None: left out). The order is followed by the file index and the line, so
+    that rows of equal order keep their input order; a SourceError ``key_row`` raises rejects the row with its line."""
     for number, _, raw, row in objects:
         try:
             keyed = key_row(number, row, raw)

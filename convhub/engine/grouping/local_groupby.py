@@ -1,17 +1,7 @@
 """The embedded engine's group-by (``grouping.group_by_key`` is the contract it keeps, as Spark's shuffle in
 ``runners.spark`` does): the rows of one conversation, wherever they lie in the input, brought together on one
-machine, in two passes:
-
-1. ``write_partitions``: the files are shared out among ``processes`` writers (one forked process each, one writer
-   included, balanced by size). A writer appends each payload to its own ``.rows`` file and writes the row's key to
-   a Parquet file: its partition (``partition_of``, a stable hash of the group), the group as bytes that sort as
-   Python sorts the texts (``group_bytes``), the ``marshal`` of the whole key, and where its payload is. DuckDB then
-   sorts every writer's keys by (partition, group) into one Parquet file, out of core under a memory limit, in a
-   forked process too: what reading, keying and sorting held goes back with the processes before pass 2.
-2. ``read_partition`` (one shard per slice of a partition, ``num_proc`` in parallel) reads the keys of its
-   partition from that file (its row groups are found by their statistics), sorts each conversation's few rows
-   by their key in Python, and reads their payloads (``os.pread``). A big partition is read as several slices
-   (``slice_count``), each a run of its conversations, so the workers get similar amounts of work.
+machine, in two passes: ``write_partitions`` keys every row and sorts the keys, ``read_partition`` reads a slice
+of a partition back in order.
 
 Only keys pass through DuckDB: the payloads stay where their writer put them, so the sort's memory follows the
 number of rows, not their length (sorting the payloads too, DuckDB ran out of its memory limit:
@@ -108,15 +98,13 @@ def write_partitions(
     in ``folder``.
 
     The files are shared out among ``processes`` writer processes (by ``sizes``), each forked (``run_forked``),
-    as is DuckDB's sort of their keys, one writer included, for its memory: what reading and keying the rows leave
-    in the C heap and in Python's, and what DuckDB's sort holds, goes back with the process, so pass 2 starts from
-    the build's own footprint (docs/performance.md, "one conversation of many tiny turns"). A file's first
-    SourceError stops its writer; when one is raised, it is the one a single pass over the files in order would
-    raise first, whichever process met it. Nothing is sorted then.
+    as is DuckDB's sort of their keys, one writer included: what reading, keying and sorting leave in the C heap
+    and in Python's goes back with the process, so pass 2 starts from the build's own footprint (docs/performance.md,
+    "one conversation of many tiny turns"). A file's first SourceError stops its writer, and nothing is sorted; the
+    error raised is the one a single pass over the files in order would raise first, whichever process met it.
     """
-    shares = share_files(sizes, processes) or [
-        []
-    ]  # (no file: one writer of nothing, whose keys DuckDB reads)
+    # no file: one writer of nothing, whose keys DuckDB reads
+    shares = share_files(sizes, processes) or [[]]
     tasks = [
         partial(_write_keyed, writer, share, folder, count, keyed_rows) for writer, share in enumerate(shares)
     ]
@@ -139,8 +127,7 @@ def _writer_path(folder: str, writer: int, suffix: str) -> str:
 
 @dataclass
 class _Failure:
-    """A SourceError a writer raised in file ``file_index``. A writer stops at its first error and reads its
-    files in order, so the failure with the lowest file index is the error a serial pass meets first."""
+    """A SourceError a writer raised in file ``file_index`` (which one is raised: ``write_partitions``)."""
 
     error: SourceError
     file_index: int
@@ -179,8 +166,7 @@ def _write_keyed(
 def _key_batch(writer: int, keys: list[tuple]) -> pa.RecordBatch:
     partition, conversation, key, offset, length = zip(*keys, strict=True) if keys else ((),) * 5
     columns = [partition, conversation, key, [writer] * len(keys), offset, length]
-    arrays = [pa.array(values, field.type) for values, field in zip(columns, KEY_SCHEMA, strict=True)]
-    return pa.RecordBatch.from_arrays(arrays, schema=KEY_SCHEMA)
+    return pa.RecordBatch.from_arrays(columns, schema=KEY_SCHEMA)  # (each column made of its field's type)
 
 
 def sort_keys(paths: list[str], target: str, threads: int = 1) -> str:
@@ -209,15 +195,13 @@ def _sql_text(text: str) -> str:
 def partition_shards(
     builder, group: GroupShard, processes: int = 1, slice_bytes: int = SLICE_BYTES
 ) -> list[Partition]:
-    """A ``group_shard`` partitioned (``builder.keyed_rows``, in ``processes`` writers, shared out by the group's
-    ``sizes``) into a temporary folder that goes with ``builder``, as one shard per slice of each partition: what
-    ``read_partition`` reads."""
+    """A ``group_shard`` partitioned (``write_partitions`` of ``builder.keyed_rows``) into a temporary folder that
+    goes with ``builder``, as one shard per slice of each partition: what ``read_partition`` reads."""
     marked = partitions_folder()
-    folder = str(marked)
     weakref.finalize(builder, release, marked)  # (also at exit, where the builder is still alive)
     try:
         partitioned = write_partitions(
-            partial(builder.keyed_rows, group), group.sizes, folder, group.partitions, processes
+            partial(builder.keyed_rows, group), group.sizes, str(marked), group.partitions, processes
         )
     except BaseException:
         release(marked)
@@ -251,7 +235,8 @@ def remove_partitions(shards: Iterable[Any]) -> None:
 
 
 def read_partition(shard: Partition) -> Iterator[tuple[SortKey, bytes]]:
-    """(sort key, payload) of the rows of a partition shard's conversations, sorted; see the module docstring."""
+    """(sort key, payload) of the rows of a partition shard's conversations, sorted (``partition_keys``), each
+    payload read where its writer put it."""
     partitioned = shard.partitioned
     with contextlib.ExitStack() as stack:
         descriptors = [stack.enter_context(open(path, "rb")).fileno() for path in partitioned.rows]
@@ -276,11 +261,11 @@ def partition_keys(
     as (order, writer, offset, length), sorted.
 
     The sorted keys' row groups outside the partition are skipped by their statistics. Keys become Python values a
-    run of conversations at a time (``KEYS_AT_ONCE`` rows, or one longer conversation alone): Arrow calls made per
-    conversation were a large share of a build of short conversations. A conversation's group is read
-    once, not once per row (a long conversation would hold a copy of it per row). One thread: Arrow's pool threads
-    keep memory in each worker for nothing a slice's few row groups need (the figures: docs/performance.md, "one
-    conversation of many tiny turns" and "A partition's keys, a run of conversations at a time")."""
+    run of conversations at a time (``_runs_of_conversations``): Arrow calls made per conversation were a large
+    share of a build of short conversations. A conversation's group is read once, not once per row (a long
+    conversation would hold a copy of it per row). One thread: Arrow's pool threads keep memory in each worker for
+    nothing a slice's few row groups need (the figures: docs/performance.md, "one conversation of many tiny turns"
+    and "A partition's keys, a run of conversations at a time")."""
     table = pq.read_table(partitioned.keys, filters=[("partition", "=", partition)], use_threads=False)
     starts = _conversation_starts(table)
     number, parts = part
@@ -305,7 +290,7 @@ def _sorted_rows(keys: list[bytes], located: list[list[int]], start: int, end: i
     return sorted(zip(orders, *(column[start:end] for column in located), strict=True))
 
 
-#: Rows of keys made Python values at once by ``partition_keys`` (a longer conversation is made so alone).
+#: Rows of keys made Python values at once by ``partition_keys``.
 KEYS_AT_ONCE = 4096
 
 

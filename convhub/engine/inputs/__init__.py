@@ -1,1 +1,0 @@
-"""The engine's where a source's files are: listing, downloads, zip members, digests."""

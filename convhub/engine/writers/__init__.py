@@ -1,1 +1,0 @@
-"""The engine's Parquet files and Arrow rows."""

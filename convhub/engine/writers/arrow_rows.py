@@ -1,6 +1,4 @@
-"""Rows held partly as Arrow arrays: ``ArrowList``, a list of a record kept as one Arrow array (a very long
-conversation's turns), and ``rows_table``, which makes a writer batch's table from rows that may hold one.
-"""
+"""Rows held partly as Arrow arrays (a very long conversation's turns): made, read back and written."""
 
 from __future__ import annotations
 
@@ -8,7 +6,6 @@ import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -31,8 +28,7 @@ class ArrowList(Sequence):
 
     Read as a sequence of plain values (``as_py``, a slice at a time), so whatever walks a record (statistics,
     language detection, ``datasets``' encoding, ``pa.Table.from_pylist``) sees what a list would hold; the writer
-    (``rows_table``) puts the array into the table as it is. It holds no string UTF-8 cannot encode: Arrow
-    refuses one when the array is made (``__arrow_array__`` is pyarrow's protocol, which ``readers.exact_json`` knows too).
+    (``rows_table``) puts the array into the table as it is (as does ``pa.array``: ``__arrow_array__``).
     """
 
     #: Elements made Python values at a time while iterating.
@@ -77,7 +73,7 @@ def session_turns(turns: Iterable[RowT]) -> ArrowList | list[RowT]:
     ``ArrowList``, converted ``ArrowList.ROWS_CHUNK`` at a time, so that only a chunk of dicts (each several times
     its JSON) lives at once. Fewer than ``ROWS_CHUNK`` turns stay the list of dicts (a few arrays would cost more
     than a short list); so do all of them when one holds a string UTF-8 cannot encode, so that the record's check
-    (``readers.exact_json.unencodable_field``) names it."""
+    (``readers.storable.unencodable_field``) names it."""
     chunks: list[pa.Array] = []
     turns = iter(turns)
     while chunk := list(itertools.islice(turns, ArrowList.ROWS_CHUNK)):
@@ -97,26 +93,22 @@ def records_of_batch(batch: pa.RecordBatch) -> list[dict]:
     sessions = batch.column("sessions")
     flat = sessions.flatten()  # every row's sessions, in order
     turns = flat.field("turns")
-    if not len(turns) or pc.max(turns.value_lengths()).as_py() < ArrowList.ROWS_CHUNK:
+    lengths = turns.value_lengths()
+    if not len(turns) or pc.max(lengths).as_py() < ArrowList.ROWS_CHUNK:
         return batch.to_pylist()
     records = batch.drop_columns(["sessions"]).to_pylist()
     names = [field.name for field in flat.type]
     shells = pa.StructArray.from_arrays(
         [flat.field(name) for name in names if name != "turns"], [name for name in names if name != "turns"]
     ).to_pylist()
-    offsets = turns.offsets.to_pylist()
-    values = turns.values
     made = []
-    for index, shell in enumerate(shells):
-        start, end = offsets[index], offsets[index + 1]
-        held = ArrowList(values.slice(start, end - start)) if end - start >= ArrowList.ROWS_CHUNK else None
-        held = held if held is not None else turns[index].as_py()
+    for shell, length, session_turns in zip(shells, lengths.to_pylist(), turns, strict=True):
+        long = length is not None and length >= ArrowList.ROWS_CHUNK
+        held = ArrowList(session_turns.values) if long else session_turns.as_py()
         made.append({name: held if name == "turns" else shell[name] for name in names})
-    session_offsets = sessions.offsets.to_pylist()
-    first = session_offsets[0]
-    for row, record in enumerate(records):
-        start, end = session_offsets[row] - first, session_offsets[row + 1] - first
-        record["sessions"] = made[start:end] if sessions[row].is_valid else None
+    each_made = iter(made)
+    for record, count in zip(records, sessions.value_lengths().to_pylist(), strict=True):
+        record["sessions"] = None if count is None else list(itertools.islice(each_made, count))
     return [{name: record[name] for name in batch.schema.names} for record in records]
 
 
@@ -144,7 +136,7 @@ def rows_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
 
 def _arrow_turns_table(row: dict, schema: pa.Schema) -> pa.Table:
     """One ``sessions`` row as a table: everything but the turns by ``from_pylist``, then each session's turns
-    (its ``ArrowList``, or a list converted here) put in as one list array."""
+    (an ``ArrowList``'s array, or a list converted here) put in as one list array."""
     sessions = row["sessions"]
     shell = {**row, "sessions": [{**session, "turns": []} for session in sessions]}
     table = pa.Table.from_pylist([shell], schema=schema)
@@ -152,14 +144,9 @@ def _arrow_turns_table(row: dict, schema: pa.Schema) -> pa.Table:
     column = table.column(index).combine_chunks()
     session_type = column.type.value_type
     turns_type = session_type.field("turns").type
-    values = [
-        session["turns"].array
-        if isinstance(session["turns"], ArrowList)
-        else pa.array(session["turns"], turns_type.value_type)
-        for session in sessions
-    ]
-    lengths = [len(value) for value in values]
-    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32), pa.int32())
+    # an ArrowList gives its own array (``__arrow_array__``, no copy)
+    values = [pa.array(session["turns"], turns_type.value_type) for session in sessions]
+    offsets = pa.array([0, *itertools.accumulate(map(len, values))], pa.int32())
     joined = values[0] if len(values) == 1 else pa.concat_arrays(values)  # one session: no copy
     turns = pa.ListArray.from_arrays(offsets, joined, type=turns_type)
     structs = column.values  # one row, one list: its values are the row's sessions

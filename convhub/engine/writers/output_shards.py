@@ -1,7 +1,4 @@
-"""A config's Parquet shards in a build folder: what a config built (``ConfigBuild``), the shards' names
-(``<config>/[<subset>/]<split>-NNNNN-of-NNNNN.parquet``), and the regrouping that gives each subset a config of
-its own (``split_by_subset``, for a source with ``SUBSET_CONFIGS``).
-"""
+"""A config's Parquet shards in a build folder: what a config built, the shards' names, one config per subset."""
 
 from __future__ import annotations
 

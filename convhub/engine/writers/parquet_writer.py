@@ -1,16 +1,7 @@
 """convhub's Parquet writer: every Parquet file a build, a derived view, a subset split, a duplicate drop or a mix
-writes, with pyarrow directly.
-
-The files are those ``datasets``' own Parquet writer made before (the schema of the ``Features`` with their
-``huggingface`` metadata, so ``load_dataset`` reads the same types back; content-defined chunking; a page index;
-Snappy; one row group per writer batch), with one difference: free-text columns (``schema.FREE_TEXT``) get neither
-min/max statistics nor a dictionary. For a long value Parquet makes several copies to compute statistics and one
-more into the dictionary it then abandons, and a reader decodes that dictionary page too; leaving both out bounds
-the memory of one very large record (``benchmarks/large_record.py`` measures it; docs/performance.md has the
-figures). Every other column keeps both, so DuckDB, Polars and pyarrow still skip row groups on ids, indices and timestamps.
-
-Writing with pyarrow rather than through ``datasets``' ``ParquetWriter`` means no private method of ``datasets`` is
-overridden to get those column options, so a ``datasets`` release cannot change them under convhub.
+writes, as ``datasets``' own writer would but for the free-text columns (``column_options``). With pyarrow
+directly, not through ``datasets``' ``ParquetWriter``: no private method of ``datasets`` is overridden to get
+those column options, so a ``datasets`` release cannot change them under convhub.
 """
 
 from __future__ import annotations
@@ -47,23 +38,19 @@ def leaf_paths(arrow_schema: pa.Schema) -> list[str]:
 
 def column_options(arrow_schema: pa.Schema) -> dict:
     """``pq.ParquetWriter``'s per-column options: Snappy everywhere; a dictionary and min/max statistics for every
-    column but free text."""
+    column but free text (``schema.FREE_TEXT``). For a long value Parquet makes several copies to compute
+    statistics and one more into the dictionary it then abandons, and a reader decodes that dictionary page too:
+    leaving both out bounds the memory of one very large record (docs/performance.md, "One very large record").
+    Every other column keeps both, so DuckDB, Polars and pyarrow still skip row groups on ids, indices and
+    timestamps."""
     leaves = leaf_paths(arrow_schema)
     kept = [leaf for leaf in leaves if leaf.rsplit(".", 1)[-1] not in convhub_schema.FREE_TEXT]
-    return {
-        "compression": dict.fromkeys(leaves, "snappy"),
-        "use_dictionary": kept,
-        "write_statistics": kept,
-    }
+    return {"compression": "snappy", "use_dictionary": kept, "write_statistics": kept}
 
 
 class ParquetWriter:
     """One Parquet file of ``features``' rows at ``path`` (a local path or an fsspec URL), written a table at a
-    time (``write_table``), each table cut into row groups of ``writer_batch_size`` rows.
-
-    ``finalize`` returns (rows, bytes), the bytes being the tables' Arrow size in memory: what ``datasets`` counts
-    as a split's ``num_bytes``. ``close`` releases the file whatever happened (after an error too).
-    """
+    time (``write_table``), each table cut into row groups of ``writer_batch_size`` rows."""
 
     def __init__(self, features: datasets.Features, path: str, writer_batch_size: int | None = None):
         # the types, with the ``huggingface`` metadata ``load_dataset`` reads
@@ -96,16 +83,16 @@ class ParquetWriter:
         a derived one in column order)."""
         if table.schema.equals(self.schema, check_metadata=False):
             return table
-        if table.column_names != self.schema.names:
-            table = table.select(self.schema.names)
-        return table.cast(self.schema)
+        return table.select(self.schema.names).cast(self.schema)
 
     def finalize(self) -> tuple[int, int]:
-        """Close the file; (rows, bytes) written."""
+        """Close the file; (rows, bytes) written, the bytes being the tables' Arrow size in memory: what
+        ``datasets`` counts as a split's ``num_bytes``."""
         self._writer.close()
         return self.num_rows, self.num_bytes
 
     def close(self) -> None:
+        """Release the file whatever happened (after an error too)."""
         if self._writer.is_open:
             # closing after a failed write: the error that matters is already raised
             with contextlib.suppress(Exception):
