@@ -22,7 +22,6 @@ it (``child_processes.run_forked``: the builder is not pickled).
 
 from __future__ import annotations
 
-import os
 import pickle
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -45,7 +44,7 @@ from convhub.engine.runners.input_shards import shard_work
 from convhub.engine.runners.memory import LARGE_TABLE_BYTES, fewer_collections, give_back_pages
 from convhub.engine.writers.arrow_rows import rows_table
 from convhub.engine.writers.parquet_writer import ParquetWriter
-from convhub.storage.folders import Folder, read_parquet
+from convhub.storage.folders import Folder, read_parquet, text_of
 
 #: A job starts a new file once the one it writes holds more than this many Arrow bytes (``datasets``' 500MB).
 MAX_SHARD_BYTES = 500 * 10**6
@@ -124,12 +123,14 @@ def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
 def write_job(
     builder,
     gen_kwargs: dict[str, Any],
-    path_template: str,
+    folder: Folder,
+    job: int,
     max_shard_bytes: int | None = MAX_SHARD_BYTES,
     on_update: Callable[[tuple[int, int]], Any] = lambda _: None,
 ) -> JobResult:
-    """The rows of ``builder._generate_examples(**gen_kwargs)`` written a writer batch at a time into files named
-    ``path_template.format(file=N)``; as it goes, (rows, shards) written since the last update to ``on_update``."""
+    """The rows of ``builder._generate_examples(**gen_kwargs)`` written a writer batch at a time into ``folder``'s
+    files ``SPLIT-JOB-FILE.parquet`` (five digits each), both engines' names; as it goes, (rows, shards) written
+    since the last update to ``on_update``."""
 
     features = builder.info.features
     arrow_schema = features.arrow_schema
@@ -145,7 +146,7 @@ def write_job(
         return report
 
     def new_writer() -> ParquetWriter:
-        path = path_template.format(file=len(result.files))
+        path = text_of(folder / f"{gen_kwargs['split']}-{job:05d}-{len(result.files):05d}.parquet")
         result.files.append(path)
         return ParquetWriter(features, path, writer_batch_size=batch_rows)
 
@@ -217,32 +218,27 @@ class LocalEngine:
         )
         folder.mkdir(parents=True, exist_ok=True)
         written = {}
-        # fewer collections: a source's listing may parse it whole (ConvLab's index scan, GigaMemory's pass 1)
-        with fewer_collections():
-            split_generators = builder._split_generators(dl_manager)
-        for split_generator in split_generators:
+        for split_generator in builder._split_generators(dl_manager):  # (listed under ``fewer_collections``)
             cut = jobs(split_generator.gen_kwargs, self.num_proc or 1)
             builder.processes_run = max(builder.processes_run, len(cut))
-            template = os.path.join(folder, f"{split_generator.name}-{{job:05d}}-{{file:05d}}.parquet")
             with builder.preparing_split(split_generator):
-                results = self._write_split(builder, split_generator, cut, template)
+                results = self._write_split(builder, split_generator, cut, folder)
             written[split_generator.name] = SplitWritten.of(split_generator.name, results)
             give_back_pages()
         return written
 
     def _write_split(
-        self, builder, split_generator, cut: list[dict[str, Any]], template: str
+        self, builder, split_generator, cut: list[dict[str, Any]], folder: Path
     ) -> list[JobResult]:
         """The jobs of one split (``cut``), in this process or each in a forked one, under its progress bar."""
         label = f"{builder.SOURCE} {builder.config.name} {split_generator.name}"
         shard_count = len(split_generator.gen_kwargs["shards"])
-        templates = [template.replace("{job:05d}", f"{job:05d}") for job in range(len(cut))]
         with ShardBar(label, shard_count) as bar:
             if len(cut) == 1:
-                return [write_job(builder, cut[0], templates[0], self.max_shard_bytes, bar.advance)]
+                return [write_job(builder, cut[0], folder, 0, self.max_shard_bytes, bar.advance)]
             tasks = [
-                partial(write_job, builder, gen_kwargs, template, self.max_shard_bytes)
-                for gen_kwargs, template in zip(cut, templates, strict=True)
+                partial(write_job, builder, gen_kwargs, folder, job, self.max_shard_bytes)
+                for job, gen_kwargs in enumerate(cut)
             ]
             return list(run_forked(tasks, on_update=bar.advance))
 

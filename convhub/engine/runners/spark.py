@@ -54,7 +54,7 @@ from convhub.engine.runners.memory import ARROW_VARIABLES, fewer_collections
 from convhub.errors import EngineError, SourceError
 from convhub.stats import save_report, saved_reports
 from convhub.storage.abandoned import MarkedTemporaryDirectory
-from convhub.storage.folders import Folder, text_of
+from convhub.storage.folders import Folder
 
 #: Marks a SourceError inside the text of Spark's error, for the driver to raise it again as itself.
 _ERROR_MARK = "convhub source error: "
@@ -170,10 +170,13 @@ class SparkEngine:
         task that wrote no row leaves no file (but the split's first). The tasks read a URL where it is (no
         ``download_dir``); their reports and rejected records are saved here, as the local engine's workers save
         theirs."""
-        written = {}
+        config, written = builder.config, {}
         for split, results in sorted(self._task_results(builder, folder).items()):
-            for result in results:
-                _save_reports_and_rejections(builder.config, result)
+            for result in results:  # a report file each, the rejected records in one part file
+                for text in result.reports:
+                    save_report(config.report_dir, text)
+                if result.quarantine:
+                    quarantine.append_lines(config.quarantine_dir, result.quarantine, part="engine")
             written[split] = SplitWritten.of(split, results, drop_empty_files=True)
         return written
 
@@ -289,23 +292,14 @@ def _task_scratch(builder) -> Iterator[Callable[[JobResult], JobResult]]:
         folder.cleanup()
 
 
-def _save_reports_and_rejections(config, result: JobResult) -> None:
-    """A task's statistics reports and rejected records, saved on the driver as the local build's workers save
-    theirs: a report file each in ``config.report_dir``, the records in one part file of its ``quarantine_dir``."""
-    for text in result.reports:
-        save_report(config.report_dir, text)
-    if result.quarantine:
-        quarantine.append_lines(config.quarantine_dir, result.quarantine, part="engine")
-
-
-def _write_records(builder, split: str, shards: list, prefix: str, max_shard_size: int | None) -> JobResult:
-    """The local engine's parse and write of shards, in order (``runners.local.write_job``), into
-    ``prefix-NNNNN.parquet``: a file at most ``max_shard_size`` Arrow bytes, or one file (None)."""
+def _write_records(
+    builder, split: str, shards: list, work, number: int, max_shard_size: int | None
+) -> JobResult:
+    """The local engine's parse and write of shards, in order (``runners.local.write_job``), as its job ``number``
+    in ``work``: a file at most ``max_shard_size`` Arrow bytes, or one file (None)."""
     with _task_scratch(builder) as collect:  # (``write_job`` parses under ``fewer_collections``)
         try:
-            written = write_job(
-                builder, {"shards": shards, "split": split}, prefix + "-{file:05d}.parquet", max_shard_size
-            )
+            written = write_job(builder, {"shards": shards, "split": split}, work, number, max_shard_size)
         except SourceError as error:
             raise _reraisable(error) from None
         return collect(written)
@@ -315,7 +309,7 @@ def _write_shards(builder, split: str, work, max_shard_size: int | None, task: t
     """A Spark task: its run of consecutive source shards (one, unless a split has more than ``MAX_FILES``)
     parsed and written on an executor."""
     number, shards = task
-    return _write_records(builder, split, shards, text_of(work / f"{split}-{number:05d}"), max_shard_size)
+    return _write_records(builder, split, shards, work, number, max_shard_size)
 
 
 def _keyed_rows(builder, shard: GroupShard, file_index: int) -> Iterator[tuple[tuple[int, tuple], bytes]]:
@@ -349,9 +343,8 @@ def _write_partition(
     if index == shard.partitions:
         yield JobResult(quarantine=[payload.decode("utf-8") for _, payload in rows])
         return
-    prefix = text_of(work / f"{split}-{first + index:05d}")
     partition = SortedPartition(shard, ((key, payload) for (_, key), payload in rows))
-    yield _write_records(builder, split, [partition], prefix, max_shard_size)
+    yield _write_records(builder, split, [partition], work, first + index, max_shard_size)
 
 
 def _place_in(paths: list[str], spark_path: str) -> int:
