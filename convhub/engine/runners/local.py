@@ -1,23 +1,12 @@
-"""The local engine (``LocalEngine``): one config of a builder written as Parquet files, its shards shared
-between ``num_proc`` processes; the derived views mapped and the repeated ids counted in them too.
+"""The local engine (``LocalEngine``): a config written as Parquet in this machine's processes, each split's
+shards cut into jobs of consecutive shards (``jobs``), its files the jobs' files in job order.
 
-The builder is a plain ``datasets.GeneratorBasedBuilder``; this module calls its documented hooks
-(``_split_generators`` for the splits and their shards, ``_generate_examples`` for the rows of some shards) and
-writes the rows itself, instead of ``datasets``' ``download_and_prepare``, for three reasons:
-
-- speed: ``datasets`` encodes each example on its own (``Features.encode_example``, then a ``TypedSequence`` per
-  column). Our rows are already in the features' shape (JSON text made by ``schema.to_json`` where the features
-  hold free-form values), so one table per writer batch (``arrow_rows.rows_table``) builds the same table at once
-  (the figures: docs/performance.md, "figures that were in the runners' docstrings");
-- the files: ``parquet_writer.ParquetWriter`` leaves statistics and dictionaries out of free-text columns, which
-  bounds the memory of one very large record;
-- around each split: the builder's ``preparing_split`` (LoCoMo checks its sample ids across the workers' files
-  there) and a progress bar that counts shards (``ShardBar``).
-
-A split of N shards runs as ``min(num_proc, N)`` jobs of consecutive shards (``jobs``), each writing its rows in
-order into files of at most about ``MAX_SHARD_BYTES``; the split's files are the jobs' files in job order, so the
-rows, in order, do not depend on the cut. A lone job runs in this process, else each job in a process forked from
-it (``child_processes.run_forked``: the builder is not pickled).
+It calls the builder's documented hooks (``_split_generators``, ``_generate_examples``) and writes the rows
+itself, not through ``datasets``' ``download_and_prepare``: for speed, one table per writer batch
+(``arrow_rows.rows_table``: our rows already have the features' shape) where ``datasets`` encodes each example
+(docs/performance.md, "figures that were in the runners' docstrings"); for the files, ``ParquetWriter``'s
+per-column options (a very large record's memory); around each split, the builder's ``preparing_split`` (LoCoMo
+checks its sample ids across the workers' files there) and a bar that counts shards (``ShardBar``).
 """
 
 from __future__ import annotations
