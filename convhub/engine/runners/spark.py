@@ -195,7 +195,7 @@ class SparkEngine:
                 phases.info(
                     "%s: %d shard%s on Spark%s", label, len(plain), "" if len(plain) == 1 else "s", in_tasks
                 )
-                results += self.map(partial(_write_shards, builder, split, work, max_shard_size), tasks)
+                results += self.map(partial(_write_records, builder, split, work, max_shard_size), tasks)
             written[split] = tuple(results)
         return written
 
@@ -272,23 +272,18 @@ def _task_scratch(builder) -> Iterator[Callable[[JobResult], JobResult]]:
 
 
 def _write_records(
-    builder, split: str, shards: list, work, number: int, max_shard_size: int | None
+    builder, split: str, work, max_shard_size: int | None, task: tuple[int, list]
 ) -> JobResult:
-    """The local engine's parse and write of shards, in order (``runners.local.write_job``), as its job ``number``
-    in ``work``: a file at most ``max_shard_size`` Arrow bytes, or one file (None)."""
+    """A Spark task: ``task``'s shards (a run of consecutive source shards, one unless a split has more than
+    ``MAX_FILES``, or a sorted partition) parsed and written into ``work`` as the local engine's job of ``task``'s
+    number (``runners.local.write_job``): files of at most ``max_shard_size`` Arrow bytes, or one file (None)."""
+    number, shards = task
     with _task_scratch(builder) as collect:  # (``write_job`` parses under ``fewer_collections``)
         try:
             written = write_job(builder, {"shards": shards, "split": split}, work, number, max_shard_size)
         except SourceError as error:
             raise _reraisable(error) from None
         return collect(written)
-
-
-def _write_shards(builder, split: str, work, max_shard_size: int | None, task: tuple[int, list]) -> JobResult:
-    """A Spark task: its run of consecutive source shards (one, unless a split has more than ``MAX_FILES``)
-    parsed and written on an executor."""
-    number, shards = task
-    return _write_records(builder, split, shards, work, number, max_shard_size)
 
 
 def _keyed_rows(builder, shard: GroupShard, file_index: int) -> Iterator[tuple[tuple[int, tuple], bytes]]:
@@ -323,7 +318,7 @@ def _write_partition(
         yield JobResult(quarantine=[payload.decode("utf-8") for _, payload in rows])
         return
     partition = SortedPartition(shard, ((key, payload) for (_, key), payload in rows))
-    yield _write_records(builder, split, [partition], work, first + index, max_shard_size)
+    yield _write_records(builder, split, work, max_shard_size, (first + index, [partition]))
 
 
 def _place_in(paths: list[str], spark_path: str) -> int:
