@@ -192,8 +192,7 @@ class LocalEngine:
         return work
 
     def write_config(self, builder, folder: Folder, download_dir: str) -> dict[str, SplitWritten]:
-        """In this machine's work folder (its scratch); a URL the source reads is downloaded into
-        ``download_dir``. Sets ``builder.processes_run``: the most processes a split ran in."""
+        """Also sets ``builder.processes_run``: the most processes a split ran in."""
         if not isinstance(folder, Path):  # (a local UPath is a Path)
             raise ValueError(
                 f"the local engine writes in this machine's work folder (its scratch), not at {folder}"
