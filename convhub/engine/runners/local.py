@@ -5,8 +5,7 @@ It calls the builder's documented hooks (``_split_generators``, ``_generate_exam
 itself, not through ``datasets``' ``download_and_prepare``: for speed, one table per writer batch
 (``arrow_rows.rows_table``: our rows already have the features' shape) where ``datasets`` encodes each example
 (docs/performance.md, "figures that were in the runners' docstrings"); for the files, ``ParquetWriter``'s
-per-column options (a very large record's memory); around each split, the builder's ``preparing_split`` (LoCoMo
-checks its sample ids across the workers' files there) and a bar that counts shards (``ShardBar``).
+per-column options (a very large record's memory); and a bar that counts a split's shards (``ShardBar``).
 """
 
 from __future__ import annotations
@@ -209,8 +208,7 @@ class LocalEngine:
         for split_generator in builder._split_generators(dl_manager):  # (listed under ``fewer_collections``)
             cut = jobs(split_generator.gen_kwargs, self.num_proc or 1)
             builder.processes_run = max(builder.processes_run, len(cut))
-            with builder.preparing_split(split_generator):
-                results = self._write_split(builder, split_generator, cut, folder)
+            results = self._write_split(builder, split_generator, cut, folder)
             written[split_generator.name] = SplitWritten.of(split_generator.name, results)
             give_back_pages()
         return written
