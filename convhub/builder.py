@@ -10,7 +10,6 @@ its ``ID_FIELD``), or by a ``parse_shard`` of its own; table views (ontology, da
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import os
 import posixpath
@@ -424,13 +423,6 @@ class ConversationBuilder(datasets.GeneratorBasedBuilder):
         self._build_processes = num_proc or 1
         with fewer_collections():
             return super().download_and_prepare(*args, num_proc=num_proc, **kwargs)
-
-    @contextlib.contextmanager
-    def preparing_split(self, split_generator: datasets.SplitGenerator) -> Iterator[None]:
-        """What a builder does around the writing of one split by the local engine (``runners.local``), over all
-        its worker processes: nothing here. A source may check there what its workers left (LoCoMo's sample ids
-        across files); an error raised there fails the build."""
-        yield
 
     # -- used by `convhub check` and the card --------------------------------------------------
 

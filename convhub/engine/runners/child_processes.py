@@ -1,19 +1,6 @@
-"""Worker processes that die with the convhub process that started them, and tasks run in them (``run_forked``).
-
-A build killed with SIGKILL runs no cleanup: without more, its workers (the local engine's jobs, the group-by's
-writers and sort, the derivation of the views) would live on, holding their memory and their files in the
-staging folder. ``die_with_parent`` runs first in every such process:
-
-- on Linux, the kernel is asked (``prctl(PR_SET_PDEATHSIG, SIGKILL)``, through ``ctypes``) to kill the process
-  when its parent goes. This is the robust choice: the kernel acts at once, whatever the worker is doing (a
-  thread watching the parent needs the GIL, which a long C call such as DuckDB's sort or a Parquet write may hold
-  for seconds, and it polls); SIGKILL cannot be caught or ignored. Its one trap, the signal following the parent
-  *thread* that forked the worker, does not bite: convhub forks its workers from the main thread, which lives as
-  long as the command.
-- elsewhere (no ``prctl``), a daemon thread polls the parent's pid and ends the process when it changes.
-
-A parent that died between the fork and the call is caught by comparing ``os.getppid()`` with the pid the
-parent passed (all these processes are forked by it directly).
+"""Tasks run in processes forked from convhub's (``run_forked``), which die with it (``die_with_parent``): a
+build killed with SIGKILL runs no cleanup, and its workers would live on, holding their memory and their files in
+the staging folder (docs/guarantees.md, "Nothing left behind").
 """
 
 from __future__ import annotations
@@ -36,12 +23,16 @@ WATCH_SECONDS = 0.5
 
 
 def die_with_parent(parent_pid: int) -> None:
-    """In a child process forked by ``parent_pid``: end this process when that one ends (module docstring)."""
+    """In a child process forked by ``parent_pid``: end this process when that one ends. On Linux the kernel
+    kills it (``prctl(PR_SET_PDEATHSIG, SIGKILL)``, which cannot be caught): it acts at once, whatever the worker
+    does, where a thread watching the parent needs the GIL, which a long C call (DuckDB's sort, a Parquet write)
+    may hold for seconds, and polls. The signal follows the parent *thread* that forked: convhub forks its workers
+    from the main thread, which lives as long as the command. Elsewhere a daemon thread polls the parent's pid."""
     if not (sys.platform.startswith("linux") and _ask_kernel()):
         threading.Thread(
             target=_watch_parent, args=(parent_pid,), name="convhub-parent-watch", daemon=True
         ).start()
-    if os.getppid() != parent_pid:  # the parent died before the kernel watched it
+    if os.getppid() != parent_pid:  # the parent died before the kernel watched it (it forked us directly)
         os._exit(1)
 
 

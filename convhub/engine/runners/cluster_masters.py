@@ -1,19 +1,8 @@
 """Where a Spark cluster master's first contact goes, and which setting named it, so that it can be tried before
-Spark is (``check_reachable``, before a build and when its Spark session starts).
-
-Spark does not give up on a cluster that does not answer: a ``spark://`` master is retried for over a minute,
-and YARN's client retries the ResourceManager its configuration names for many minutes (the command hung with
-``HADOOP_CONF_DIR`` pointing at a cluster that was down); a ``k8s://`` API server is retried too. Each place is
-a ``host:port`` a TCP connection can try in seconds:
-
-- ``spark://HOST:PORT[,HOST:PORT...]``: the masters the URL names (port 7077 by default);
-- ``k8s://[SCHEME://]HOST[:PORT]``: the API server (https, port 443, unless the URL says otherwise); over https,
-  its TLS handshake too, within the same seconds (a server that accepts connections and never answers would
-  stall Spark's Kubernetes client);
-- ``yarn``: the ResourceManager(s) of the ``yarn-site.xml`` Spark puts on its class path from ``HADOOP_CONF_DIR``
-  (first) or ``YARN_CONF_DIR``: ``yarn.resourcemanager.address``, else ``yarn.resourcemanager.hostname`` and
-  port 8032 (Hadoop's defaults); with ``yarn.resourcemanager.ha.enabled``, each of ``yarn.resourcemanager.ha.rm-ids``
-  by its ``.ID`` settings. ``${name}`` in a value is another setting, as Hadoop expands it.
+Spark is (``check_reachable``, before a build and when its Spark session starts): Spark does not give up on a
+cluster that does not answer (a ``spark://`` master is retried for over a minute, a ``k8s://`` API server too,
+and YARN's client retried a ResourceManager that was down for many minutes). docs/scale-out.md, "How to run",
+says what a user sees.
 """
 
 from __future__ import annotations
@@ -51,8 +40,10 @@ class Contact:
 
 
 def contact(master: str) -> Contact | None:
-    """Where ``master``'s first contact goes; None for a master on this machine (``local``...). An ``EngineError``
-    for a ``yarn`` master without the configuration that names its cluster."""
+    """Where ``master``'s first contact goes: each master of ``spark://HOST[:PORT][,HOST[:PORT]...]``; the API
+    server of ``k8s://[SCHEME://]HOST[:PORT]``, over https unless it says http, with a TLS handshake (a server
+    that accepts connections and never answers would stall Spark's Kubernetes client); ``yarn``'s ResourceManagers
+    (``_yarn_contact``). None for a master on this machine (``local``...)."""
     if master.startswith("spark://"):
         places = [_host_port(place, SPARK_PORT) for place in master[len("spark://") :].split(",")]
         return Contact(places, "no Spark master answers")
@@ -75,6 +66,9 @@ def _host_port(place: str, default_port: int) -> tuple[str, int]:
 
 
 def _yarn_contact() -> Contact:
+    """The ResourceManager of the ``yarn-site.xml`` Spark puts on its class path (``CONF_VARIABLES``), by its
+    ``yarn.resourcemanager.address``, else its ``hostname`` and ``RM_PORT``; with ``ha.enabled``, each of its
+    ``ha.rm-ids`` by its ``.ID`` settings. An ``EngineError`` without the configuration that names the cluster."""
     folders = [(name, os.environ[name]) for name in CONF_VARIABLES if os.environ.get(name)]
     if not folders:
         raise EngineError(
@@ -136,8 +130,9 @@ CONNECT_SECONDS = 5.0
 
 def check_reachable(master: str) -> None:
     """For a cluster master (``spark://``, ``yarn``, ``k8s://``): at least one of the places its first contact goes
-    (``contact``) accepts a TCP connection within ``CONNECT_SECONDS``, else an ``EngineError`` saying the cluster
-    could not be reached and which setting named it (the module docstring says why)."""
+    (``contact``) accepts a TCP connection (and its TLS handshake) within ``CONNECT_SECONDS``, else an
+    ``EngineError`` saying the cluster could not be reached and which setting named it (the module docstring says
+    why)."""
     found = contact(master)
     if found is None:
         return

@@ -1,15 +1,9 @@
 """Every way the engine cuts a list of work into shards, jobs, tasks or writers' shares, in one place.
 
-Every cut but one gives runs of consecutive items, which keep the input's order (a run is a slice), so the rows a build writes, in order, never depend on how
-the work was cut; only which file or process holds them does. Three rules: runs of similar numbers of items
-(``even_runs``, ``consecutive_runs``: ``datasets``' own cut of shards into jobs, where nothing says how much work
-an item is), of similar total weight (``balanced_runs``), and of about a size each (``runs_by_size``, where the
-count of runs is not known before the items are read).
-
-One cut keeps no order: the embedded group-by's writers take their files biggest first (``share_files``: they
-need no order, the sort restores it, so the best balance wins over consecutive runs). One cut is not of a list
-and stays where it runs: a job's writer starts a new file once it holds more than ``MAX_SHARD_BYTES``
-(``runners.local.write_job``: rows stream, nothing is listed before).
+Each cut gives runs of consecutive items (a run is a slice), so the rows a build writes, in order, never depend
+on how the work was cut, only which file or process holds them; but ``share_files``, whose writers need no order
+(the group-by's sort restores it). One cut is not of a list and stays where it runs: a job's writer starts a new
+file once it holds more than ``MAX_SHARD_BYTES`` (``runners.local.write_job``: rows stream, nothing is listed).
 """
 
 from __future__ import annotations
@@ -24,7 +18,7 @@ Item = TypeVar("Item")
 
 def even_runs(length: int, count: int) -> list[range]:
     """The indices of ``length`` items as ``count`` runs of consecutive ones (or fewer, one per item), the first
-    runs one item longer where they do not divide evenly."""
+    runs one item longer where they do not divide evenly: ``datasets``' cut, where nothing says an item's work."""
     count = max(1, min(count, length))
     runs, start = [], 0
     for run in range(count):
@@ -68,7 +62,7 @@ def balanced_runs(
 def runs_by_size(sizes: Sequence[int], limit: int) -> list[range]:
     """The indices of ``sizes`` as runs of consecutive ones, a new run begun once the last holds ``limit`` or more:
     each run holds at least ``limit`` (but the last) and at most ``limit`` plus its last item (GigaMemory's groups
-    of lines)."""
+    of lines, whose count is not known before they are read)."""
     runs: list[range] = []
     start, held = 0, 0
     for index, size in enumerate(sizes):
@@ -82,10 +76,9 @@ def runs_by_size(sizes: Sequence[int], limit: int) -> list[range]:
 
 
 def share_files(sizes: list[int], processes: int) -> list[list[int]]:
-    """Indices of the files each of ``processes`` writers takes: biggest first to the least loaded.
-
-    Each writer's list is in file order; writers without a file are left out.
-    """
+    """Indices of the files each of ``processes`` writers takes: biggest first to the least loaded (the best
+    balance, as order does not matter here). Each writer's list is in file order; writers without a file are left
+    out."""
     loads = [0] * max(1, processes)
     shares: list[list[int]] = [[] for _ in loads]
     for index in sorted(range(len(sizes)), key=lambda index: (-sizes[index], index)):

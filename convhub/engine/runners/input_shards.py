@@ -1,11 +1,5 @@
-"""What one worker reads: a source's shard, or one of the engine's own kinds, typed here.
-
-A source's ``shards`` gives, per split, a list of shards of its own making: a file's path, or a dict that names
-its file under ``path``, ``file``, ``name`` or ``input`` (an object with a ``path``); only the source reads
-them. Where the rows of one conversation may lie anywhere in some files, the source gives a :class:`GroupShard`
-instead, and the engine turns it into what its workers read: :class:`Partition` (the embedded engine's slice of
-a partition, ``convhub.engine.grouping.local_groupby``) and :class:`SortedPartition` (a partition's rows in order, which the
-source's ``grouped_records`` turns into records, on either engine).
+"""What one worker reads (``Shard``): a source's own shard, which only the source reads, or one of the engine's
+kinds, made of a :class:`GroupShard` (the rows of one conversation may lie anywhere in its files).
 """
 
 from __future__ import annotations

@@ -1,28 +1,15 @@
-"""The local engine (``LocalEngine``): one config of a builder written as Parquet files, its shards shared
-between ``num_proc`` processes; the derived views mapped and the repeated ids counted in them too.
+"""The local engine (``LocalEngine``): a config written as Parquet in this machine's processes, each split's
+shards cut into jobs of consecutive shards (``jobs``), its files the jobs' files in job order.
 
-The builder is a plain ``datasets.GeneratorBasedBuilder``; this module calls its documented hooks
-(``_split_generators`` for the splits and their shards, ``_generate_examples`` for the rows of some shards) and
-writes the rows itself, instead of ``datasets``' ``download_and_prepare``, for three reasons:
-
-- speed: ``datasets`` encodes each example on its own (``Features.encode_example``, then a ``TypedSequence`` per
-  column). Our rows are already in the features' shape (JSON text made by ``schema.to_json`` where the features
-  hold free-form values), so one table per writer batch (``arrow_rows.rows_table``) builds the same table at once
-  (the figures: docs/performance.md, "figures that were in the runners' docstrings");
-- the files: ``parquet_writer.ParquetWriter`` leaves statistics and dictionaries out of free-text columns, which
-  bounds the memory of one very large record;
-- around each split: the builder's ``preparing_split`` (LoCoMo checks its sample ids across the workers' files
-  there) and a progress bar that counts shards (``ShardBar``).
-
-A split of N shards runs as ``min(num_proc, N)`` jobs of consecutive shards (``jobs``), each writing its rows in
-order into files of at most about ``MAX_SHARD_BYTES``; the split's files are the jobs' files in job order, so the
-rows, in order, do not depend on the cut. A lone job runs in this process, else each job in a process forked from
-it (``child_processes.run_forked``: the builder is not pickled).
+It calls the builder's documented hooks (``_split_generators``, ``_generate_examples``) and writes the rows
+itself, not through ``datasets``' ``download_and_prepare``: for speed, one table per writer batch
+(``arrow_rows.rows_table``: our rows already have the features' shape) where ``datasets`` encodes each example
+(docs/performance.md, "figures that were in the runners' docstrings"); for the files, ``ParquetWriter``'s
+per-column options (a very large record's memory); and a bar that counts a split's shards (``ShardBar``).
 """
 
 from __future__ import annotations
 
-import os
 import pickle
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -45,7 +32,7 @@ from convhub.engine.runners.input_shards import shard_work
 from convhub.engine.runners.memory import LARGE_TABLE_BYTES, fewer_collections, give_back_pages
 from convhub.engine.writers.arrow_rows import rows_table
 from convhub.engine.writers.parquet_writer import ParquetWriter
-from convhub.storage.folders import Folder, read_parquet
+from convhub.storage.folders import Folder, read_parquet, text_of
 
 #: A job starts a new file once the one it writes holds more than this many Arrow bytes (``datasets``' 500MB).
 MAX_SHARD_BYTES = 500 * 10**6
@@ -124,12 +111,14 @@ def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
 def write_job(
     builder,
     gen_kwargs: dict[str, Any],
-    path_template: str,
+    folder: Folder,
+    job: int,
     max_shard_bytes: int | None = MAX_SHARD_BYTES,
     on_update: Callable[[tuple[int, int]], Any] = lambda _: None,
 ) -> JobResult:
-    """The rows of ``builder._generate_examples(**gen_kwargs)`` written a writer batch at a time into files named
-    ``path_template.format(file=N)``; as it goes, (rows, shards) written since the last update to ``on_update``."""
+    """The rows of ``builder._generate_examples(**gen_kwargs)`` written a writer batch at a time into ``folder``'s
+    files ``SPLIT-JOB-FILE.parquet`` (five digits each), both engines' names; as it goes, (rows, shards) written
+    since the last update to ``on_update``."""
 
     features = builder.info.features
     arrow_schema = features.arrow_schema
@@ -145,7 +134,7 @@ def write_job(
         return report
 
     def new_writer() -> ParquetWriter:
-        path = path_template.format(file=len(result.files))
+        path = text_of(folder / f"{gen_kwargs['split']}-{job:05d}-{len(result.files):05d}.parquet")
         result.files.append(path)
         return ParquetWriter(features, path, writer_batch_size=batch_rows)
 
@@ -202,8 +191,7 @@ class LocalEngine:
         return work
 
     def write_config(self, builder, folder: Folder, download_dir: str) -> dict[str, SplitWritten]:
-        """In this machine's work folder (its scratch); a URL the source reads is downloaded into
-        ``download_dir``. Sets ``builder.processes_run``: the most processes a split ran in."""
+        """Also sets ``builder.processes_run``: the most processes a split ran in."""
         if not isinstance(folder, Path):  # (a local UPath is a Path)
             raise ValueError(
                 f"the local engine writes in this machine's work folder (its scratch), not at {folder}"
@@ -217,32 +205,26 @@ class LocalEngine:
         )
         folder.mkdir(parents=True, exist_ok=True)
         written = {}
-        # fewer collections: a source's listing may parse it whole (ConvLab's index scan, GigaMemory's pass 1)
-        with fewer_collections():
-            split_generators = builder._split_generators(dl_manager)
-        for split_generator in split_generators:
+        for split_generator in builder._split_generators(dl_manager):  # (listed under ``fewer_collections``)
             cut = jobs(split_generator.gen_kwargs, self.num_proc or 1)
             builder.processes_run = max(builder.processes_run, len(cut))
-            template = os.path.join(folder, f"{split_generator.name}-{{job:05d}}-{{file:05d}}.parquet")
-            with builder.preparing_split(split_generator):
-                results = self._write_split(builder, split_generator, cut, template)
+            results = self._write_split(builder, split_generator, cut, folder)
             written[split_generator.name] = SplitWritten.of(split_generator.name, results)
             give_back_pages()
         return written
 
     def _write_split(
-        self, builder, split_generator, cut: list[dict[str, Any]], template: str
+        self, builder, split_generator, cut: list[dict[str, Any]], folder: Path
     ) -> list[JobResult]:
         """The jobs of one split (``cut``), in this process or each in a forked one, under its progress bar."""
         label = f"{builder.SOURCE} {builder.config.name} {split_generator.name}"
         shard_count = len(split_generator.gen_kwargs["shards"])
-        templates = [template.replace("{job:05d}", f"{job:05d}") for job in range(len(cut))]
         with ShardBar(label, shard_count) as bar:
             if len(cut) == 1:
-                return [write_job(builder, cut[0], templates[0], self.max_shard_bytes, bar.advance)]
+                return [write_job(builder, cut[0], folder, 0, self.max_shard_bytes, bar.advance)]
             tasks = [
-                partial(write_job, builder, gen_kwargs, template, self.max_shard_bytes)
-                for gen_kwargs, template in zip(cut, templates, strict=True)
+                partial(write_job, builder, gen_kwargs, folder, job, self.max_shard_bytes)
+                for job, gen_kwargs in enumerate(cut)
             ]
             return list(run_forked(tasks, on_update=bar.advance))
 

@@ -1,23 +1,15 @@
-"""Where a build's memory comes from and when it goes back to the system.
+"""Where a build's memory comes from and when it goes back to the system: Arrow's allocator for the command and
+every process it starts (``choose_the_allocator``), free pages given back (``give_back_pages``), Python's cycle
+collector relaxed while a build parses (``fewer_collections``).
 
-On Linux, Arrow's memory comes from pyarrow's jemalloc pool with freed pages handed back within 100 ms
-(:data:`JEMALLOC_CONF`); elsewhere from the C library's allocator (``malloc``). The choice holds in convhub's
-command and every process it starts: the build's workers are forked from it and inherit it, Spark's JVM and Python
-workers are told through their environment (:data:`ARROW_VARIABLES`). pyarrow reads its pool from
-``ARROW_DEFAULT_MEMORY_POOL`` once, when it is imported, and jemalloc its settings from ``JE_ARROW_MALLOC_CONF``
-when it starts (``pyarrow.set_memory_pool`` and ``jemalloc_set_decay_ms`` later reach only pyarrow's Python calls
-or new arenas, not its Parquet reader and writer), so the command chooses before anything imports pyarrow
-(``convhub.cli``), and this module imports pyarrow only where it is used. A user who names a pool in
-``ARROW_DEFAULT_MEMORY_POOL``, or jemalloc settings in ``JE_ARROW_MALLOC_CONF``, keeps them.
-
-Why jemalloc, and why a short decay (the figures: ``docs/performance.md``, round 8): pyarrow's system allocator
-cannot grow an aligned buffer in place, so a buffer that grows is copied, the old one beside the new, and Parquet's
-writer grows a buffer for each page it makes. A record is never cut across pages, so one MNBVC conversation of many
-tiny turns (``tests/mnbvc/test_mnbvc_many_turns.py``) is written from pages as large as its columns, and that copy
-put its build past the 6x line large records keep. jemalloc grows in place. As pyarrow configures it, it keeps freed
-pages for a second, which raised the peaks of other steps; 100 ms gives them back between a build's steps, at the
-speed of ordinary builds. mimalloc keeps pages a large table freed in its own segments. A pyarrow built without
-jemalloc says so in one line and uses its default pool (``ARROW_DEFAULT_MEMORY_POOL=system`` then chooses).
+pyarrow reads its pool once, when it is imported, and jemalloc its settings once, when it starts
+(``pyarrow.set_memory_pool`` and ``jemalloc_set_decay_ms`` later reach only pyarrow's Python calls or new arenas,
+not its Parquet reader and writer), so the command chooses before anything imports pyarrow (``convhub.cli``), and
+this module imports pyarrow only where it is used. Why jemalloc with a 100 ms decay (pyarrow's system allocator
+copies a growing buffer, and Parquet's writer grows one a page; jemalloc's own decay of a second raised other
+steps' peaks; mimalloc keeps a large table's freed pages in its own segments): docs/performance.md, round 8. A
+pyarrow built without jemalloc says so in one line and uses its default pool (``ARROW_DEFAULT_MEMORY_POOL=system``
+then chooses).
 """
 
 from __future__ import annotations
@@ -59,19 +51,10 @@ def choose_the_allocator() -> None:
 
 
 def give_back_pages() -> None:
-    """Hand the free pages of Arrow's memory pool and of the C heap back to the system: after a split or view is
-    written, and before and after any table of ``LARGE_TABLE_BYTES`` or more is written.
-
-    An allocator keeps freed pages for reuse, so the memory of one very large record stayed with the process
-    through every later step (``benchmarks/large_record.py``; the figures: docs/performance.md, "One very large
-    record"). Ordinary writer batches are far smaller than ``LARGE_TABLE_BYTES`` and keep the allocator's reuse;
-    the call is cheap when there is nothing to give back.
-
-    ``release_unused`` serves a pool of pyarrow's own (mimalloc, jemalloc), ``malloc_trim`` the C heap (glibc,
-    where the C library has it): Arrow's memory with the system allocator, and the Python lists and strings of a
-    conversation of many tiny turns, which glibc would keep, so that the next step (the derived views, the card)
-    started from the last one's peak.
-    """
+    """Hand the free pages of Arrow's pool (``release_unused``) and of the C heap (glibc's ``malloc_trim``: Arrow's
+    memory on the system allocator, a long conversation's Python objects) back to the system. An allocator keeps
+    them for reuse: without this, each step started from the last one's peak (docs/performance.md, "One very large
+    record"). Ordinary writer batches, far under ``LARGE_TABLE_BYTES``, keep the allocator's reuse."""
     import pyarrow as pa  # imported already by any caller; not at this module's top (see the module's docstring)
 
     pa.default_memory_pool().release_unused()
@@ -99,14 +82,9 @@ def each_made_with_fewer_collections(items: Iterable[Any]) -> Iterator[Any]:
 
 @contextlib.contextmanager
 def fewer_collections():
-    """Run Python's cycle collector less often while a build parses.
-
-    Parsers allocate millions of small dicts and lists that reference counting frees (records hold no
-    cycles); at the default threshold the collector ran every 700 of them and walked the survivors each
-    time. A lower threshold than 500,000 still let a LoCoMo sample (hundreds of thousands of objects) go through
-    several young passes and be promoted into full ones (the figures: docs/performance.md, "The cycle
-    collector").
-    """
+    """Run Python's cycle collector less often while a build parses: records hold no cycles, and the collector
+    walked the survivors every 700 of their allocations (docs/performance.md, "The cycle collector"). Below
+    ``GC_YOUNG_THRESHOLD``, a LoCoMo sample (hundreds of thousands of objects) still reached full collections."""
     previous = gc.get_threshold()
     gc.set_threshold(max(GC_YOUNG_THRESHOLD, previous[0]), *previous[1:])
     try:

@@ -1,25 +1,10 @@
-"""Builds on Apache Spark: ``convhub build SOURCE --engine spark [--spark-master URL]``.
-
-The engine moves the data; convhub's parsers stay what they are. A build config becomes Spark tasks:
-
-- each shard of the builder (``engine_shards``: a LoCoMo or ConvLab file, a GigaMemory slice, an MNBVC forum or
-  Q&A file) is one task, which parses it with the builder's own ``records_of`` and writes its Parquet with the
-  local engine's writer (``runners.local.write_job``: ``parquet_writer.ParquetWriter``, the same ``Features`` and
-  metadata);
-- a group shard (MNBVC's multi-turn files) is the group-by-key contract (``grouping.group_by_key``) kept by a
-  shuffle: one task per file keys its rows (``keyed_by_partition``), ``RDD.repartitionAndSortWithinPartitions``
-  moves them and sorts each partition by key in Python (spilling to disk), and one task per partition writes its
-  records, so the conversations come out in the local build's order;
-- derived views (``turns``, ``messages``, ``qa``) are one task per ``sessions`` shard (``derive.derive_views``).
-- a source whose listing is heavy work of its own gets the engine's ``map`` in ``engine_shards``: GigaMemory's
-  pass 1 parses and hashes each distinct dialogue in these tasks, and groups the lines on the driver.
+"""Builds on Apache Spark (``convhub build SOURCE --engine spark``): a config's shards as Spark tasks that parse
+with the builder's own code and write with the local engine's (``runners.local.write_job``), a group shard
+regrouped by Spark's shuffle (``SparkEngine._regroup``), the rows in the local build's order; docs/scale-out.md,
+"Running on Spark", says what runs where.
 
 A task returns what the driver needs (its files, rows and bytes, its statistics report and quarantined
-records) instead of writing them beside the build, so a retried task counts once. The files it writes go to a
-work folder inside the build's staging folder, so on a cluster they are wherever the output is: a URL
-(``hdfs://``, ``s3a://``: ``convhub.storage.folders``) or a shared file system, which every executor reaches.
-
-PySpark is an extra: ``pip install "convhub[spark]"`` (and Java 17).
+records) instead of writing them beside the build, so a retried task counts once.
 """
 
 from __future__ import annotations
@@ -54,7 +39,7 @@ from convhub.engine.runners.memory import ARROW_VARIABLES, fewer_collections
 from convhub.errors import EngineError, SourceError
 from convhub.stats import save_report, saved_reports
 from convhub.storage.abandoned import MarkedTemporaryDirectory
-from convhub.storage.folders import Folder, text_of
+from convhub.storage.folders import Folder
 
 #: Marks a SourceError inside the text of Spark's error, for the driver to raise it again as itself.
 _ERROR_MARK = "convhub source error: "
@@ -65,14 +50,10 @@ phases = logging.getLogger("convhub.build")
 
 def spark_session(master: str | None = None, verbose: bool = False):
     """A SparkSession: ``master``, else Spark's own configuration (``spark-submit``, spark-defaults.conf),
-    else ``local[*]``. A local master binds to the loopback address and runs its Python workers with this
-    interpreter (the one that has convhub).
-
-    Unless ``verbose``, Spark's own output is silenced, so that a build's errors are convhub's one line: the
-    JVM this process starts (driver, and in local mode the executors and their Python workers) writes its
-    stdout and stderr to nowhere (``launch_gateway``'s ``popen_kwargs``), its log4j level is OFF, PySpark's
-    and py4j's Python loggers show no warning and PySpark's own ``FutureWarning`` s are not printed. A
-    ``spark://`` master that does not answer fails at once (``check_reachable``), not after Spark's retries."""
+    else ``local[*]``, tried first (``check_reachable``). A local master binds to the loopback address and runs
+    its Python workers with this interpreter (the one that has convhub). Unless ``verbose``, all of Spark's own
+    output is silenced (its JVM's, in local mode its executors' and Python workers' too, log4j, PySpark's and
+    py4j's loggers and warnings), so that a build's error is convhub's one line."""
     try:
         from pyspark import SparkConf, SparkContext
         from pyspark.java_gateway import launch_gateway
@@ -160,20 +141,21 @@ class SparkEngine:
         return rows
 
     def scratch(self, work: Path, staging: Folder) -> Folder:
-        """A hidden folder in the staging folder: on a cluster it is wherever the output is (a URL, a shared
-        file system), which every executor reaches; renaming from there into the layout stays on one file
-        system."""
+        """A hidden folder in the staging folder, which every executor reaches (``Engine.scratch``); renaming
+        from there into the layout stays on one file system."""
         return staging / ENGINE_WORK
 
     def write_config(self, builder, folder: Folder, download_dir: str) -> dict[str, SplitWritten]:
-        """In ``folder`` (a ``Path``, or a ``UPath`` at a URL), in the order the local build writes the same rows; a
-        task that wrote no row leaves no file (but the split's first). The tasks read a URL where it is (no
-        ``download_dir``); their reports and rejected records are saved here, as the local engine's workers save
-        theirs."""
-        written = {}
+        """In the order the local build writes the same rows, a task's file without a row left out
+        (``SplitWritten.of``); the tasks read a URL where it is (no ``download_dir``), and their reports and
+        rejected records are saved here, where the local engine's workers save theirs."""
+        config, written = builder.config, {}
         for split, results in sorted(self._task_results(builder, folder).items()):
-            for result in results:
-                _save_reports_and_rejections(builder.config, result)
+            for result in results:  # a report file each, the rejected records in one part file
+                for text in result.reports:
+                    save_report(config.report_dir, text)
+                if result.quarantine:
+                    quarantine.append_lines(config.quarantine_dir, result.quarantine, part="engine")
             written[split] = SplitWritten.of(split, results, drop_empty_files=True)
         return written
 
@@ -213,7 +195,7 @@ class SparkEngine:
                 phases.info(
                     "%s: %d shard%s on Spark%s", label, len(plain), "" if len(plain) == 1 else "s", in_tasks
                 )
-                results += self.map(partial(_write_shards, builder, split, work, max_shard_size), tasks)
+                results += self.map(partial(_write_records, builder, split, work, max_shard_size), tasks)
             written[split] = tuple(results)
         return written
 
@@ -289,33 +271,19 @@ def _task_scratch(builder) -> Iterator[Callable[[JobResult], JobResult]]:
         folder.cleanup()
 
 
-def _save_reports_and_rejections(config, result: JobResult) -> None:
-    """A task's statistics reports and rejected records, saved on the driver as the local build's workers save
-    theirs: a report file each in ``config.report_dir``, the records in one part file of its ``quarantine_dir``."""
-    for text in result.reports:
-        save_report(config.report_dir, text)
-    if result.quarantine:
-        quarantine.append_lines(config.quarantine_dir, result.quarantine, part="engine")
-
-
-def _write_records(builder, split: str, shards: list, prefix: str, max_shard_size: int | None) -> JobResult:
-    """The local engine's parse and write of shards, in order (``runners.local.write_job``), into
-    ``prefix-NNNNN.parquet``: a file at most ``max_shard_size`` Arrow bytes, or one file (None)."""
+def _write_records(
+    builder, split: str, work, max_shard_size: int | None, task: tuple[int, list]
+) -> JobResult:
+    """A Spark task: ``task``'s shards (a run of consecutive source shards, one unless a split has more than
+    ``MAX_FILES``, or a sorted partition) parsed and written into ``work`` as the local engine's job of ``task``'s
+    number (``runners.local.write_job``): files of at most ``max_shard_size`` Arrow bytes, or one file (None)."""
+    number, shards = task
     with _task_scratch(builder) as collect:  # (``write_job`` parses under ``fewer_collections``)
         try:
-            written = write_job(
-                builder, {"shards": shards, "split": split}, prefix + "-{file:05d}.parquet", max_shard_size
-            )
+            written = write_job(builder, {"shards": shards, "split": split}, work, number, max_shard_size)
         except SourceError as error:
             raise _reraisable(error) from None
         return collect(written)
-
-
-def _write_shards(builder, split: str, work, max_shard_size: int | None, task: tuple[int, list]) -> JobResult:
-    """A Spark task: its run of consecutive source shards (one, unless a split has more than ``MAX_FILES``)
-    parsed and written on an executor."""
-    number, shards = task
-    return _write_records(builder, split, shards, text_of(work / f"{split}-{number:05d}"), max_shard_size)
 
 
 def _keyed_rows(builder, shard: GroupShard, file_index: int) -> Iterator[tuple[tuple[int, tuple], bytes]]:
@@ -349,9 +317,8 @@ def _write_partition(
     if index == shard.partitions:
         yield JobResult(quarantine=[payload.decode("utf-8") for _, payload in rows])
         return
-    prefix = text_of(work / f"{split}-{first + index:05d}")
     partition = SortedPartition(shard, ((key, payload) for (_, key), payload in rows))
-    yield _write_records(builder, split, [partition], prefix, max_shard_size)
+    yield _write_records(builder, split, work, max_shard_size, (first + index, [partition]))
 
 
 def _place_in(paths: list[str], spark_path: str) -> int:
