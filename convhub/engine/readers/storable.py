@@ -2,10 +2,8 @@
 
 Parquet and Arrow store UTF-8 only; ``json`` reads a lone surrogate (``"\\ud800"``) into a Python string UTF-8
 cannot encode, so a record holding one would crash the Arrow write, which ``convhub check`` would never reach. The
-engine checks every record every source makes (``ConversationBuilder.records_of``: :func:`unstorable`) and rejects
-a bad one by file, record and field. :func:`unencodable_field` says where a value holds such a string; regrouped
-rows (``convhub.engine.grouping``) are screened cheaper by their ``marshal`` bytes (:func:`may_hold_lone_surrogate`,
-:class:`SurrogateScreen`). A quarantine entry's text uses the same check (``convhub.engine.checks.quarantine``).
+engine checks every record every source makes (``ConversationBuilder.records_of``: :func:`unstorable`), regrouped
+rows cheaper by their ``marshal`` bytes (:class:`SurrogateScreen`); the quarantine checks its entries' text too.
 """
 
 from __future__ import annotations
