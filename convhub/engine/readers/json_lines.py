@@ -176,11 +176,9 @@ class JsonLines:
 
     def read(self, shard: str | dict[str, Any], reject: Reject | None = None) -> Iterator[tuple[Place, Any]]:
         path, name = shard_file(shard)
+        # (no box letting each row go here, as JsonList's: read_objects holds the line it yields, a line's worth)
         for number, offset, _, row in read_objects(path, self.source, reject or raise_error):
-            place = place_of_line(path, number, name, offset)
-            row_box = [row]
-            del row  # not held here while its record is converted and written
-            yield place, row_box.pop()
+            yield place_of_line(path, number, name, offset), row
 
 
 # -- one JSON document where JSON Lines are expected ----------------------------------------------------
@@ -208,7 +206,11 @@ def refuse_json_document(
     number, _, first = head[-1] if head and head[0][0] == 1 else (0, 0, b"")
     text = first.removeprefix(b"\xef\xbb\xbf").strip()
     if text[:1] in (b"[", b"{"):
-        parses = _parses(first)
+        try:  # (as json reads it: NaN, a BOM and lone surrogates too)
+            loads_exact(first)
+            parses = True
+        except (ValueError, RecursionError):  # (JSONDecodeError and UnicodeDecodeError are ValueErrors)
+            parses = False
         if parses and text[:1] == b"[":
             problem = (
                 f"this is one JSON document, not JSON Lines: line {number} is a whole JSON array, and {source} "
@@ -252,12 +254,3 @@ def json_document_problem(text: bytes, following: list[bytes], source: str) -> s
         f"this is one JSON document, not JSON Lines: its first line {shown!r} begins a JSON {kind} written "
         f"over several lines, and {source} reads one JSON object per line (rewrite it with {rewrite})"
     )
-
-
-def _parses(line: bytes) -> bool:
-    """Whether a line is JSON (as json reads it: NaN, a BOM and lone surrogates too)."""
-    try:
-        loads_exact(line)
-    except (ValueError, RecursionError):  # (JSONDecodeError and UnicodeDecodeError are ValueErrors)
-        return False
-    return True
