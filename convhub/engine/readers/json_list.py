@@ -1,10 +1,9 @@
 """A top-level JSON list read one element at a time, with ``json.loads``'s values and errors that name the byte.
 
 ConvLab's ``dialogues.json`` (MultiWOZ's is 200+ MB) and LoCoMo's files are each one JSON list. Read whole, a
-file's objects take several times its size; read here, memory follows one chunk and the largest element.
-``json``'s own decoder reads each element (``raw_decode``), so every value is the one ``json.loads`` gives: NaN,
-integers of any size, lone surrogates (which ijson's C parser read as ``?``: LoCoMo's reader had to find them
-first). Each element comes with its byte range, so a worker can read it again with one seek.
+file's objects take several times its size; read here, memory follows one chunk and the largest element. Each
+element is ``json.loads``'s value (``decode_with_long_lists``; ijson's C parser read lone surrogates as ``?``) and
+comes with its byte range, so a worker can read it again with one seek.
 """
 
 from __future__ import annotations
