@@ -22,7 +22,7 @@ from convhub.engine.readers.long_lists import JSON_SPACE, LongLists, decode_with
 from convhub.errors import NESTED_TOO_DEEPLY, Reject, SourceError
 from convhub.storage.folders import open_file
 
-_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # a byte the decoder held (surrogateescape)
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # a byte the decoder held (surrogateescape): no UTF-8 decodes so
 _SCAN_SPACE = re.compile("[ \t\r\n\ufeff]*")  # (one C loop: 40 MB of spaces cost no Python step each)
 #: Bytes read at a time. A chunk is held as text, at up to 4 bytes a character once it holds an emoji, and
 #: copied as the scan reads on: large chunks leave a build's process holding far more than the text, small ones
@@ -111,9 +111,9 @@ def scan_json_array(
     skips to the next ``{`` that decodes to an object with ``key`` followed by ``,`` or ``]``, hands the break to
     ``on_break`` as to a ``Reject``: ``(error, skipped, "span", records=held)``, the bytes skipped (to the next
     element that reads or the end of the file: the exact bytes, or past ``SKIPPED_HEAD_BYTES`` their start and
-    size) and the elements they held (each has one ``"key":``; a broken object counts at least one), and goes on:
-    one missing comma costs no element, a broken element that one. Bytes that are not UTF-8 then cost the element
-    that holds them (reported with its exact bytes), not the rest of the file.
+    size) and the elements they held (:class:`_SkippedSpan`), and goes on: one missing comma costs no element, a
+    broken element that one. Bytes that are not UTF-8 then cost the element that holds them (reported with its
+    exact bytes), not the rest of the file.
 
     ``element`` names an element in errors; ``long_lists``: the paths :func:`decode_with_long_lists` reads lazily.
     ``refuse_empty``: a list that held no element (none read, none lost to a break) is an error.
@@ -122,8 +122,7 @@ def scan_json_array(
         raise ValueError("reading on after a break needs the key every element has")
     key_pattern = re.compile(re.escape(json.dumps(key)) + r"\s*:") if key else None
     decoder = json.JSONDecoder()
-    # reading on after a break, a byte that is not UTF-8 is held as a lone surrogate (U+DC80..U+DCFF, which no
-    # decoded UTF-8 holds) and the element around it rejected with its exact bytes; else it ends the scan
+    # reading on after a break, a byte that is not UTF-8 is held as a lone surrogate (U+DC80..U+DCFF: _NOT_UTF8)
     utf8 = codecs.getincrementaldecoder("utf-8")("strict" if on_break is None else "surrogateescape")
     text, pos, byte_pos, eof = "", 0, 0, False
     # whether the buffer is ASCII: then a slice's bytes are its characters, counted, not encoded
