@@ -1,16 +1,7 @@
-"""A member that is one large JSON list, read by byte ranges: indexed once, cut into shards by bytes, read back
-with forward seeks.
-
-:func:`index_list` walks the list once (``convhub.engine.readers.json_list``: one chunk and one element in memory) and
-groups each element's byte range by what the source's ``group_of`` says of it (its split); :func:`shard_ranges`
-cuts a group into consecutive shards of about equal bytes, and each worker reads its shard with
-:func:`read_ranges`, so ``num_proc`` workers share one file. :func:`ranged_shards` and :class:`ByteRanges` are the
-two together, for a source's ``shards`` and its ``READER``.
-
-A zipped list of ``EXTRACT_MIN_BYTES`` or more is first inflated to one temporary copy, which the scan and every
-shard then read: a zip member cannot seek, so each shard would otherwise inflate it again from its start, a cost
-that grows with the square of the file. The index and the copy are kept per file and process, so the streams of
-several configs and a build after them scan and copy once.
+"""A member that is one large JSON list (ConvLab's), read by byte ranges so that ``num_proc`` workers share one
+file: indexed once by group (:func:`index_list`), each group cut into shards of about equal bytes
+(:func:`ranged_shards`, a source's ``shards``), each shard read back with forward seeks (:class:`ByteRanges`, its
+``READER``).
 """
 
 from __future__ import annotations
@@ -53,8 +44,12 @@ def indexed(
     key: str | None = None,
 ) -> tuple[dict[str, list[Range]], str | None]:
     """(group → the byte ranges of its elements, the copy to read them from) of the JSON list ``member``, scanned
-    and copied once per file and process. Bad elements go to ``reject``; an index that rejected some is not kept,
-    so that each build reports them. ``recover``, ``element`` and ``key``: as :func:`index_list`'s."""
+    and copied once per file and process (the streams of several configs and a build after them scan and copy
+    once). Bad elements go to ``reject``; an index that rejected some is not kept, so that each build reports them.
+
+    A zipped member of ``EXTRACT_MIN_BYTES`` or more is first inflated to one temporary copy, which the scan and
+    every shard then read: a zip member cannot seek, so each shard would otherwise inflate it again from its
+    start, a cost that grows with the square of the file."""
     cache_key = source.stat_key(member)
     if cache_key in _INDEX_CACHE:
         return _INDEX_CACHE[cache_key]
@@ -108,14 +103,10 @@ def index_list(
     key: str | None = None,
     chunk_size: int = CHUNK_BYTES,
 ) -> dict[str, list[Range]]:
-    """Group (``group_of(value, position)``) → the ranges of its elements, in file order.
-
-    A bad element (``group_of`` raises) goes to ``reject`` with its value (raising by default). When the list
-    itself breaks, the rest of the file goes there once; ``element`` names an element in errors. With ``recover``
-    (and ``key``, a key every element has once and nothing inside one has) the scan reads on after the break and
-    ``reject`` gets the break's bytes, scope ``"span"`` and ``records``, the elements it held. (Bytes that are not
-    UTF-8 cost the element holding them.) A position counts the elements lost before it, so positions stay
-    positions in the file.
+    """Group (``group_of(value, position)``) → the ranges of its elements, in file order, one chunk and one
+    element in memory. A bad element (``group_of`` raises) goes to ``reject`` with its value (raising by
+    default); where the list itself breaks, the rest of the file goes there once (scope ``file``), or, with
+    ``recover``, the break as :func:`scan_json_array` hands it (``element`` and ``key``: its) and reading goes on.
     """
     groups: dict[str, list[Range]] = {}
     scan = scan_json_array(stream, path, chunk_size, reject if recover else None, element=element, key=key)
@@ -149,8 +140,8 @@ def shard_ranges(ranges: list[Range], per_shard: int, min_per_shard: int) -> lis
 
     A group too small for two shards of ``min_per_shard`` stays one shard (a second process would cost more
     than it saves). Otherwise the count is rounded up to an even number, so that ``num_proc=2`` gives both
-    workers work on every split, and the cuts fall where the running byte total crosses each equal share, so the
-    shards take about equal time. The shards never depend on ``num_proc``: the rows and their order never do.
+    workers work on every split, and cut by bytes (``balanced_runs``). The shards never depend on ``num_proc``:
+    the rows and their order never do.
     """
     if len(ranges) < 2 * min_per_shard:
         return [ranges] if ranges else []
@@ -171,10 +162,10 @@ def ranged_shards(
     order: Callable[[Iterable[str]], list[str]] = sorted,
 ) -> dict[str, list[Shard]]:
     """Group → its shards, input after input: each input's list ``member`` indexed (:func:`indexed`, with
-    ``group_of(the file an error names)``) and each group cut by :func:`shard_ranges` (``sizes``: its
-    ``per_shard`` and ``min_per_shard``), groups in ``order``. A shard is a dict :class:`ByteRanges` reads: its
-    ``input``, ``member``, ``ranges``, ``copy``, ``path`` (the file errors name) and ``first`` (whether it is its
-    input's first). An input whose list cannot be read at all goes to ``reject`` (scope ``file``)."""
+    ``group_of(the file an error names)``; ``reject``, ``recover``, ``element``, ``key``: :func:`index_list`'s)
+    and each group cut by :func:`shard_ranges` (``sizes``: its ``per_shard`` and ``min_per_shard``), groups in
+    ``order``. A shard is a dict :class:`ByteRanges` reads: its ``input``, ``member``, ``ranges``, ``copy``,
+    ``path`` (the file errors name) and ``first`` (whether it is its input's first)."""
     shards: dict[str, list[Shard]] = {}
     for source in inputs:
         path = source.label(member)

@@ -1,10 +1,6 @@
-"""The reader contract: a reader turns one file (a local path or any URL) into raw records, each with its place.
-
-A source names its reader in its declaration (``READER = JsonList(element="sample", id_field="sample_id")``)
-and gives a pure conversion ``CONVERT(raw, place, notes) -> record``; the builder's default ``parse_shard`` runs
-reader -> record loop (``convhub.engine.readers.record_loop``) -> conversion, so a simple source writes no
-reading code at all. The :class:`Place` is how an error names the record (file, record) and what a conversion
-may need of where the record was (a subset named by its file, a position an audit cites, a line number).
+"""The reader contract: a reader turns one file (a local path or any URL) into raw records, each with its place,
+which a source names as its ``READER`` (how to name or write one: docs/adding-a-source.md, section 4). The
+:class:`Place` is how an error names the record and what a conversion may need of where the record was.
 """
 
 from __future__ import annotations

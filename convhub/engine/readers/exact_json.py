@@ -1,10 +1,6 @@
-"""JSON read as ``json`` reads it, through orjson where orjson reads it the same: what every reader of the sources'
-JSON calls.
-
-orjson is several times faster than ``json`` on the sources' lines and values (``docs/performance.md``), but not
-the same in two silent ways: it reads an integer beyond 64 bits as a float, and writes NaN and infinities as
-``null``. (What it refuses, such as NaN in the input or lone surrogates, raises, and the callers fall back to
-``json`` then.) Every reader of the sources' JSON goes through :func:`loads_exact`.
+"""JSON read as ``json`` reads it, through orjson where orjson reads it the same (:func:`loads_exact`): what every
+reader of the sources' JSON calls. orjson is several times faster than ``json`` on the sources' lines and values
+(``docs/performance.md``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""JSON Lines files read a line at a time, for every source: plain or gzipped (told by the file's first bytes), local,
-at a URL or streamed by ``datasets``, LF or CRLF; each line with its number (from 1) and byte offset, a part of a
-plain file read alone, each line as the object ``json.loads`` gives, and lines read again by offset. A file that is
-one JSON document (an array, or an object over many lines) is one error naming the file, not one per line.
-
-Memory follows the longest line: a line is read, parsed and handed on before the next one is read. Every error
-names the file and the line. A source that reads a file twice (a first pass that keeps only where each line is, a
-second that reads some lines again) gets the offsets from :func:`read_objects` and the lines back from
-:func:`lines_at`, which checks that each is still the very line the first pass read. :class:`JsonLines` is the
-reader a source of one record per line names (``convhub.engine.readers.contract``).
+"""JSON Lines read a line at a time (:func:`iter_lines`), each line as its object (:func:`read_objects`), lines read
+again by offset (:func:`lines_at`: a source that keeps only where each line is, GigaMemory's); :class:`JsonLines`
+is the reader a source of one record per line names. Memory follows the longest line: a line is read, parsed and
+handed on before the next one is read. Every error names the file and the line.
 """
 
 from __future__ import annotations
@@ -70,8 +64,9 @@ def iter_lines(
     opener: Opener = open_file,
     span: Span | None = None,
 ) -> Iterator[tuple[int, int, bytes]]:
-    """(number, byte offset, line without its LF or CRLF) of every line, or of the lines of ``span`` (a plain
-    file's part, ending at a line's end). A UTF-8 byte-order mark before line 1 is left out (its offset is then 3).
+    """(number from 1, byte offset, line without its LF or CRLF) of every line of a plain or gzipped file (local,
+    at a URL, or opened by ``opener``: streamed by ``datasets``), or of the lines of ``span`` (a plain file's
+    part, ending at a line's end). A UTF-8 byte-order mark before line 1 is left out (its offset is then 3).
     A file that cannot be read on (a corrupt or truncated gzip) raises a SourceError naming ``name`` (the path by
     default) and the line where reading failed."""
     name = str(name or path)
@@ -110,13 +105,11 @@ def read_objects(
     opener: Opener = open_file,
     span: Span | None = None,
 ) -> Generator[tuple[int, int, bytes, dict[str, Any]], None, None]:
-    """(number, offset, line, object) of each line (of ``span``) that is a JSON object; a line that is not goes to
-    ``reject`` with its bytes (raising by default), and a blank line or a byte-order mark is counted in ``notes``
-    when given.
-
-    A file that is one JSON document (an array or an object over many lines; ``source`` names what reads one
-    object per line) is one SourceError naming the file, not one error per line. ``name`` is what errors call the
-    file (a URL whose local copy ``path`` is).
+    """(number, offset, line, object) of each line (of ``span``) that is a JSON object, as ``json.loads`` gives
+    it; a line that is not goes to ``reject`` with its bytes (raising by default), and a blank line or a
+    byte-order mark is counted in ``notes`` when given. A file that is one JSON document is one error
+    (:func:`refuse_json_document`; ``source`` names what reads one object per line). ``name`` is what errors call
+    the file (a URL whose local copy ``path`` is).
     """
     name = str(name or path)
 
@@ -175,20 +168,17 @@ def lines_at(
 
 @dataclass(frozen=True)
 class JsonLines:
-    """The reader of a JSON Lines file a source names (``READER = JsonLines("MSC")``): each line that is a JSON
-    object is a record, its place the line (``line 3`` in errors) and its byte offset. A line that is not an
-    object goes to ``reject`` with its bytes (raised without one); a file that is one JSON document over many
-    lines is one error naming the file, ``source`` saying what reads one object per line."""
+    """The reader of a JSON Lines file a source names (``READER = JsonLines("MSC")``): each record is a line's
+    object as :func:`read_objects` reads it (``source``: its), its place the line (``line 3`` in errors) and its
+    byte offset."""
 
     source: str
 
     def read(self, shard: str | dict[str, Any], reject: Reject | None = None) -> Iterator[tuple[Place, Any]]:
         path, name = shard_file(shard)
+        # (no box letting each row go here, as JsonList's: read_objects holds the line it yields, a line's worth)
         for number, offset, _, row in read_objects(path, self.source, reject or raise_error):
-            place = place_of_line(path, number, name, offset)
-            row_box = [row]
-            del row  # not held here while its record is converted and written
-            yield place, row_box.pop()
+            yield place_of_line(path, number, name, offset), row
 
 
 # -- one JSON document where JSON Lines are expected ----------------------------------------------------
@@ -216,7 +206,11 @@ def refuse_json_document(
     number, _, first = head[-1] if head and head[0][0] == 1 else (0, 0, b"")
     text = first.removeprefix(b"\xef\xbb\xbf").strip()
     if text[:1] in (b"[", b"{"):
-        parses = _parses(first)
+        try:  # (as json reads it: NaN, a BOM and lone surrogates too)
+            loads_exact(first)
+            parses = True
+        except (ValueError, RecursionError):  # (JSONDecodeError and UnicodeDecodeError are ValueErrors)
+            parses = False
         if parses and text[:1] == b"[":
             problem = (
                 f"this is one JSON document, not JSON Lines: line {number} is a whole JSON array, and {source} "
@@ -260,12 +254,3 @@ def json_document_problem(text: bytes, following: list[bytes], source: str) -> s
         f"this is one JSON document, not JSON Lines: its first line {shown!r} begins a JSON {kind} written "
         f"over several lines, and {source} reads one JSON object per line (rewrite it with {rewrite})"
     )
-
-
-def _parses(line: bytes) -> bool:
-    """Whether a line is JSON (as json reads it: NaN, a BOM and lone surrogates too)."""
-    try:
-        loads_exact(line)
-    except (ValueError, RecursionError):  # (JSONDecodeError and UnicodeDecodeError are ValueErrors)
-        return False
-    return True

@@ -1,10 +1,9 @@
 """A top-level JSON list read one element at a time, with ``json.loads``'s values and errors that name the byte.
 
 ConvLab's ``dialogues.json`` (MultiWOZ's is 200+ MB) and LoCoMo's files are each one JSON list. Read whole, a
-file's objects take several times its size; read here, memory follows one chunk and the largest element.
-``json``'s own decoder reads each element (``raw_decode``), so every value is the one ``json.loads`` gives: NaN,
-integers of any size, lone surrogates (which ijson's C parser read as ``?``: LoCoMo's reader had to find them
-first). Each element comes with its byte range, so a worker can read it again with one seek.
+file's objects take several times its size; read here, memory follows one chunk and the largest element. Each
+element is ``json.loads``'s value (``decode_with_long_lists``; ijson's C parser read lone surrogates as ``?``) and
+comes with its byte range, so a worker can read it again with one seek.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from convhub.engine.readers.long_lists import JSON_SPACE, LongLists, decode_with
 from convhub.errors import NESTED_TOO_DEEPLY, Reject, SourceError
 from convhub.storage.folders import open_file
 
-_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # a byte the decoder held (surrogateescape)
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # a byte the decoder held (surrogateescape): no UTF-8 decodes so
 _SCAN_SPACE = re.compile("[ \t\r\n\ufeff]*")  # (one C loop: 40 MB of spaces cost no Python step each)
 #: Bytes read at a time. A chunk is held as text, at up to 4 bytes a character once it holds an emoji, and
 #: copied as the scan reads on: large chunks leave a build's process holding far more than the text, small ones
@@ -34,9 +33,7 @@ RESYNC_MAX_CHARS = 64 << 20
 #: The most bytes of a skipped stretch handed on (the quarantine keeps 64 KB of a record's raw text): the rest
 #: is counted, not held.
 SKIPPED_HEAD_BYTES = 64 << 10
-#: An element the buffer holds more than this many characters from (a large element, or one after it) is read
-#: with its long lists lazy where its source names them (``long_lists``; ``readers.long_lists``): the same values.
-#: Otherwise ``json`` reads it whole.
+#: ``large`` of :func:`~convhub.engine.readers.long_lists.decode_with_long_lists`, which reads every element.
 LONG_ELEMENT_CHARS = 1 << 20
 
 
@@ -104,26 +101,28 @@ def scan_json_array(
     element: str = "element",
     key: str | None = None,
     long_lists: LongLists = (),
+    refuse_empty: bool = False,
 ) -> Iterator[tuple[int, int, int, Any]]:
     """(start byte, end byte, position, value) of each element of a top-level JSON list, reading a chunk at a
     time. A position counts the elements a break lost before it, so positions stay positions in the file.
 
-    Where the list breaks the error is raised; given ``on_break`` (and ``key``, a key every element has once and
-    nothing inside one has), the scan instead skips to the next ``{`` that decodes to an object with ``key``
-    followed by ``,`` or ``]``, hands the break to ``on_break`` as to a ``Reject``: ``(error, skipped, "span",
-    held)``, the bytes skipped (to the next element that reads or the end of the file: the exact bytes, or past
-    ``SKIPPED_HEAD_BYTES`` their start and size) and the elements they held (each has one ``"key":``; a broken
-    object counts at least one), and goes on: one missing comma costs no element, a broken element that one.
-    Bytes that are not UTF-8 then cost the element that holds them (reported with its exact bytes), not the rest
-    of the file. ``element`` names an element in errors. A large element (past ``LONG_ELEMENT_CHARS``) holds its
-    long lists on ``long_lists`` as ``LazyJsonArray``s over their text.
+    The break protocol, which every reader of a JSON list follows: where the list breaks the error is raised;
+    given ``on_break`` (and ``key``, a key every element has once and nothing inside one has), the scan instead
+    skips to the next ``{`` that decodes to an object with ``key`` followed by ``,`` or ``]``, hands the break to
+    ``on_break`` as to a ``Reject``: ``(error, skipped, "span", records=held)``, the bytes skipped (to the next
+    element that reads or the end of the file: the exact bytes, or past ``SKIPPED_HEAD_BYTES`` their start and
+    size) and the elements they held (:class:`_SkippedSpan`), and goes on: one missing comma costs no element, a
+    broken element that one. Bytes that are not UTF-8 then cost the element that holds them (reported with its
+    exact bytes), not the rest of the file.
+
+    ``element`` names an element in errors; ``long_lists``: the paths :func:`decode_with_long_lists` reads lazily.
+    ``refuse_empty``: a list that held no element (none read, none lost to a break) is an error.
     """
     if on_break is not None and key is None:
         raise ValueError("reading on after a break needs the key every element has")
     key_pattern = re.compile(re.escape(json.dumps(key)) + r"\s*:") if key else None
     decoder = json.JSONDecoder()
-    # reading on after a break, a byte that is not UTF-8 is held as a lone surrogate (U+DC80..U+DCFF, which no
-    # decoded UTF-8 holds) and the element around it rejected with its exact bytes; else it ends the scan
+    # reading on after a break, a byte that is not UTF-8 is held as a lone surrogate (U+DC80..U+DCFF: _NOT_UTF8)
     utf8 = codecs.getincrementaldecoder("utf-8")("strict" if on_break is None else "surrogateescape")
     text, pos, byte_pos, eof = "", 0, 0, False
     # whether the buffer is ASCII: then a slice's bytes are its characters, counted, not encoded
@@ -255,7 +254,7 @@ def scan_json_array(
                     path, index, None, f"expected ',' or ']' after {element} {index - 1}, got {got}"
                 )
                 if not resync(error, pos, in_element=False):
-                    return
+                    break
                 resumed = True
                 continue
             pos, byte_pos = pos + 1, byte_pos + 1
@@ -264,7 +263,7 @@ def scan_json_array(
         decoded = decode_element()
         if isinstance(decoded, SourceError):
             if not resync(decoded, pos + 1, in_element=True):
-                return
+                break
             resumed = True
             continue
         element_box, end = [decoded[0]], decoded[1]
@@ -283,6 +282,8 @@ def scan_json_array(
         pos, byte_pos, index = end, byte_pos + size, index + 1
     if skip_space():
         raise SourceError(path, None, None, "data after the end of the top-level list")
+    if refuse_empty and not index:  # (a list whose every element a break lost is not an empty one)
+        raise SourceError(path, None, None, f"no {element}s: the list is empty")
 
 
 #: Why the first element of a file is not the source's (None: it is); see :class:`JsonList`.
@@ -293,17 +294,13 @@ Recognize = Callable[[Any], "str | None"]
 class JsonList:
     """The reader of a file that is one JSON list of records (LoCoMo's samples, LongMemEval's instances).
 
-    ``element`` names a record in errors (``sample``); ``id_field`` is the key every record has once and nothing
-    inside one has, which a break in the list is read past by (``--on-bad-record skip``). ``names_by_id``: an
-    error names a record by that id where it has a non-empty string one (LoCoMo's ``conv-26``), else by its
-    position. ``recognize``, given, looks at the first element: where it is not the source's (LoCoMo's file
-    beside LongMemEval's), the whole file is the error, not one field of one record (rejected with ``file``
-    scope and its first bytes). ``long_lists``: where a large record's long lists are (LoCoMo's sessions), held
-    as ``readers.long_lists.LazyJsonArray``s, for a parser that takes them so (``JSON_LIST``).
-
-    Given ``reject``, a break in the list goes to it with the bytes skipped (scope ``span``, ``records``: the
-    elements they held) and reading goes on after it, so that every element is either read or counted there. A
-    list that held no element is an error (nothing would keep the file's name)."""
+    ``element`` names a record in errors (``sample``); ``id_field`` is the ``key`` a break is read past by
+    (``--on-bad-record skip``; the protocol: :func:`scan_json_array`). ``names_by_id``: an error names a record by
+    that id where it has a non-empty string one (LoCoMo's ``conv-26``), else by its position. ``recognize``,
+    given, looks at the first element: where it is not the source's (LoCoMo's file beside LongMemEval's), the
+    whole file is the error, not one field of one record (rejected with ``file`` scope and its first bytes).
+    ``long_lists``: where a large record's long lists are (LoCoMo's sessions), for a parser that takes them lazy
+    (``JSON_LIST``). A list that held no element is an error (nothing would keep the file's name)."""
 
     element: str
     id_field: str
@@ -313,27 +310,18 @@ class JsonList:
 
     def read(self, shard: str | dict[str, Any], reject: Reject | None = None) -> Iterator[tuple[Place, Any]]:
         path, name = shard_file(shard)
-        # elements read or lost to a break: a list whose every element a break lost is not an empty one
-        held = 0
-
-        def on_break(error: SourceError, raw: bytes | SkippedBytes, scope: str, records: int) -> None:
-            nonlocal held
-            held += records
-            if reject is not None:  # (given to the scan only then)
-                reject(error, raw, scope, records=records)
-
         with open_file(path) as handle:
             elements = scan_json_array(
                 handle,
                 path,
-                on_break=on_break if reject is not None else None,
+                on_break=reject,
                 element=self.element,
                 key=self.id_field,
                 long_lists=self.long_lists,
+                refuse_empty=True,
             )
             recognize = self.recognize
             for start, end, position, value in elements:
-                held += 1
                 problem, recognize = (None if recognize is None else recognize(value)), None  # (the first)
                 if problem is not None:
                     error = SourceError(path, None, None, problem)
@@ -345,8 +333,6 @@ class JsonList:
                 value_box = [value]
                 del value  # not held here while its record is converted and written
                 yield place, value_box.pop()
-        if not held:
-            raise SourceError(path, None, None, f"no {self.element}s: the list is empty")
 
     def place(
         self,

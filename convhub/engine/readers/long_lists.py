@@ -1,16 +1,12 @@
-"""A JSON-list element decoded as the reader's buffer cuts it (:func:`decode_with_long_lists`, reading on), and a
-large one's long lists not held as Python values: each such list is a :class:`LazyJsonArray` over its own text,
-whose items are decoded again, one at a time, when it is iterated.
+"""A JSON-list element decoded as the reader's buffer cuts it (:func:`decode_with_long_lists`), a large one's long
+lists held as their text (:class:`LazyJsonArray`), not as Python values.
 
-A LoCoMo sample or a LongMemEval instance of one session of a million tiny turns decoded by ``json`` whole is a
-dict per turn, several times the input before its parser starts, and the build's peak with the parser's Arrow
-turns beside it (issue 54; ``docs/performance.md``). Here the element is walked in Python only along the
-paths its source names (``LongLists``: LoCoMo's ``conversation.session_N``, LongMemEval's ``haystack_sessions[i]``);
-every other value, and every item of a list on such a path, is read by ``json``'s own decoder (``raw_decode``), so
-each value is exactly the one ``json.loads`` gives (NaN, integers of any size, lone surrogates, the last of
-duplicate keys). A list of more than ``KEPT_ITEMS`` items keeps none of them: each is decoded (a syntax error is
-found where it is) and let go, and the list keeps its text. Whatever the walk finds wrong, ``json`` decodes the
-whole element again, so an error is the one, at the byte, that a whole decode raises.
+Why: a LoCoMo sample or a LongMemEval instance of one session of a million tiny turns decoded by ``json`` whole is
+a dict per turn, several times the input before its parser starts, and the build's peak with the parser's Arrow
+turns beside it (issue 54; ``docs/performance.md``). So the element is walked in Python only along the paths its
+source names (``LongLists``); every other value, and every item of a list on such a path, is read by ``json``'s
+own decoder (``raw_decode``), so each value is exactly the one ``json.loads`` gives (NaN, integers of any size,
+lone surrogates, the last of duplicate keys).
 """
 
 from __future__ import annotations
@@ -23,8 +19,8 @@ from collections.abc import Callable, Iterator, Sequence
 from json.decoder import scanstring as _scanstring  # pyright: ignore[reportAttributeAccessIssue]  (json reads keys with it)
 from typing import Any
 
-#: A list on a long-list path of more items than this keeps none (``ArrowList.ROWS_CHUNK``: the parsers make a
-#: session of as many turns Arrow).
+#: A list on a long-list path of more items than this keeps none: each is decoded (a syntax error is found where
+#: it is) and let go, the list keeps its text (``ArrowList.ROWS_CHUNK``: the parsers make as long a session Arrow).
 KEPT_ITEMS = 4096
 #: A lazy list notes where every ``STRIDE``-th item starts, for indexing without decoding from the first.
 STRIDE = 1024
@@ -32,7 +28,8 @@ STRIDE = 1024
 #: The longest path (``LongLists``) a source may name: lazy lists lie no deeper.
 DEEPEST_PATH = 4
 #: A path into an element whose list, when long, is lazy: each step a key (a string, or a pattern its keys match
-#: whole) or ``int`` for every item of a list. LoCoMo's: ``("conversation", re.compile(r"session_[1-9]\d*"))``.
+#: whole) or ``int`` for every item of a list. LoCoMo's: ``("conversation", re.compile(r"session_[1-9]\d*"))``;
+#: LongMemEval's: ``("haystack_sessions", int)``.
 LongLists = tuple[tuple["str | re.Pattern[str] | type[int]", ...], ...]
 
 JSON_SPACE = re.compile(r"[ \t\n\r]*")  # JSON's whitespace, as json's decoder skips it
@@ -134,7 +131,8 @@ def decode_with_long_lists(
     value, unless the text holds more than ``large`` characters from ``pos`` before it is read (a large value, or
     one after it in the buffer); then it is walked with its long lists on ``long_lists`` lazy, the walk reading
     on, not begun again. What the walk cannot read, ``json``'s decoder reads whole, raising its own error
-    (``JSONDecodeError``, ``ValueError``, ``RecursionError``)."""
+    (``JSONDecodeError``, ``ValueError``, ``RecursionError``): an error is the one, at the byte, that a whole
+    decode raises."""
     if any(len(path) > DEEPEST_PATH for path in long_lists):
         raise ValueError(f"a long-list path of more than {DEEPEST_PATH} steps")
     walk = _Walk(text, more)

@@ -1,11 +1,6 @@
-"""The per-record loop every source runs: one raw record and its place in, one canonical record (or a rejection) out.
-
-A source's conversion is a pure function ``convert(raw, place, notes) -> record`` that raises
-:class:`~convhub.errors.FieldError` (or a full :class:`~convhub.errors.SourceError`) for a bad record. This
-loop gives each record its own ``Notes``, so the normalizations of a rejected record are never counted, names
-the file and the record in the error (the :class:`~convhub.engine.readers.contract.Place` the reader gave),
-refuses a record whose id an earlier one has (:class:`UniqueIds`, from the source's ``ID_FIELD``), and hands a
-bad record to the build's policy (``reject``: stop, or quarantine and go on).
+"""The per-record loop every source runs (:func:`convert_records`): one raw record and its place in, one canonical
+record (or a rejection) out, through the source's pure ``convert(raw, place, notes) -> record``, which raises
+:class:`~convhub.errors.FieldError` (or a full :class:`~convhub.errors.SourceError`) for a bad record.
 """
 
 from __future__ import annotations
@@ -58,7 +53,10 @@ def convert_records(
     unique: UniqueIds | None = None,
 ) -> Iterator[Converted]:
     """``convert`` over ``items`` ((place, raw record), as a reader gives them); the normalizations of each
-    converted record are added to ``notes``. Given ``unique``, a converted record whose id repeats is rejected."""
+    converted record are added to ``notes``, each record counting in its own ``Notes`` first, so that a rejected
+    record's are never counted. A bad record goes to the build's policy (``reject``: stop, or quarantine and go
+    on), named by its place's file and record. Given ``unique`` (the source's ``ID_FIELD``), a converted record
+    whose id repeats is rejected."""
     for place, raw in items:
         counted = Notes()
         try:

@@ -2,10 +2,8 @@
 
 Parquet and Arrow store UTF-8 only; ``json`` reads a lone surrogate (``"\\ud800"``) into a Python string UTF-8
 cannot encode, so a record holding one would crash the Arrow write, which ``convhub check`` would never reach. The
-engine checks every record every source makes (``ConversationBuilder.records_of``: :func:`unstorable`) and rejects
-a bad one by file, record and field. :func:`unencodable_field` says where a value holds such a string; regrouped
-rows (``convhub.engine.grouping``) are screened cheaper by their ``marshal`` bytes (:func:`may_hold_lone_surrogate`,
-:class:`SurrogateScreen`). A quarantine entry's text uses the same check (``convhub.engine.checks.quarantine``).
+engine checks every record every source makes (``ConversationBuilder.records_of``: :func:`unstorable`), regrouped
+rows cheaper by their ``marshal`` bytes (:class:`SurrogateScreen`); the quarantine checks its entries' text too.
 """
 
 from __future__ import annotations
@@ -42,10 +40,8 @@ def unencodable_field(value: Any) -> str | None:
     (``convhub.engine.writers.arrow_rows.ArrowList``, a very long conversation's turns) is passed over without
     making it Python: Arrow holds UTF-8 only, and refused any other string when it was made. A key that is not a
     string (none in a record or a table row, whose keys are field names) is left to the walk too: orjson's option
-    for such keys made every record's check slower.
-
-    orjson encodes a long list in pieces (:func:`_encodes_in_pieces`): encoded whole, a conversation of a million
-    tiny turns is its whole JSON at once, which was its build's peak (issue 54; ``docs/performance.md``).
+    for such keys made every record's check slower. A value holding a long list is encoded in pieces
+    (:func:`_encodes_in_pieces`).
     """
     kind = type(value)
     if (kind is dict and _holds_long_list(value, ENCODED_DEPTH)) or (
@@ -108,8 +104,9 @@ def _holds_long_list(value: dict, depth: int) -> bool:
 def _encodes_in_pieces(value: Any, depth: int) -> bool:
     """Whether orjson encodes ``value`` (every string of it encodable, every key a string), encoded in pieces no
     larger than a whole value below ``depth`` levels or ``ENCODED_SLICE`` elements of a long list: the memory of
-    one piece's JSON, not the whole record's. Looking into a record's few containers costs some microseconds;
-    the few orjson calls a record then needs encode what one call did."""
+    one piece's JSON, not the whole record's (encoded whole, a conversation of a million tiny turns is its whole
+    JSON at once, which was its build's peak: issue 54, ``docs/performance.md``). Looking into a record's few
+    containers costs some microseconds; the few orjson calls a record then needs encode what one call did."""
     kind = type(value)
     if kind in (list, tuple) and len(value) > ENCODED_SHORT_LIST:  # one piece when at most ENCODED_SLICE long
         return all(
