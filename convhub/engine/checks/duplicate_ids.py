@@ -1,7 +1,5 @@
-"""``conversation_id`` is unique in a build: the check over every sessions shard, with Arrow, and what a
-duplicate left out under ``on_bad_record="skip"`` takes with it (its rows in a source's own configs, its
-counts in the statistics).
-"""
+"""``conversation_id`` is unique in a build: the check over every sessions shard, and what a duplicate left out
+under ``on_bad_record="skip"`` takes with it (its rows in a source's own configs, its counts in the statistics)."""
 
 from __future__ import annotations
 
@@ -26,15 +24,11 @@ if TYPE_CHECKING:
 def drop_duplicate_ids(
     root: Folder, sessions: ConfigBuild, on_bad_record: str, quarantine_dir: Path, engine: Engine
 ) -> list[tuple[str, dict, str]]:
-    """``conversation_id`` is unique in the dataset: checked over every sessions shard (under ``root``) by the
-    ``engine`` (``Engine.repeated_rows``).
-
-    Shards are parsed apart (by ``num_proc`` workers), so a parser can only see duplicates in its own
-    shard. ``raise``: a SourceError names both shards and rows and their subsets. ``skip``: the later
-    row (in split, shard, row order) is removed and quarantined with its canonical record; returned are those
-    rows, (split, row as a dict, the subset of the row kept), for the statistics and the source's own configs to
-    drop too.
-    """
+    """Check the sessions shards under ``root`` (:func:`find_duplicate_ids`): shards are parsed apart (by
+    ``num_proc`` workers), so a parser can only see duplicates in its own shard. ``raise``: a SourceError names
+    both shards and rows and their subsets. ``skip``: the later row (in split, shard, row order) is removed and
+    quarantined with its canonical record; returned are those rows, (split, row as a dict, the subset of the row
+    kept), for the statistics and the source's own configs to drop too."""
     duplicates: list[tuple[str, dict, str]] = []
     removed: dict[tuple[str, str], list[int]] = {}  # (split, shard file) → its rows to drop
     for conversation_id, first, later in find_duplicate_ids(root, sessions, engine):

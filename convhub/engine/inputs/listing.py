@@ -1,8 +1,6 @@
-"""Which files of ``--data-dir`` a source reads, for every source: a local folder (its subfolders too where the
-source says so), one file, or an fsspec URL, each file once, in path order, of the names its :class:`FileKind`
-reads; each file's subset and split, as the source's :class:`Listing` lays them out (a file per subset as LoCoMo's,
-a folder per subset as Multi-Session Chat's ``session_2/``, a file per split, files at any depth); and the files a
-``--subset`` chooses. The listing, its errors and the choice by subset are the same for all of them."""
+"""Which files of ``--data-dir`` (a folder, one file or an fsspec URL) a source reads, the same way for every
+source: :func:`find_files` lists them, and the source's :class:`Listing` gives each its subset and split and keeps
+those ``--subset`` chooses."""
 
 from __future__ import annotations
 
