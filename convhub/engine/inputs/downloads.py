@@ -68,16 +68,10 @@ def use_timeouts() -> None:
         fsspec.config.conf.setdefault(protocol, {}).setdefault("get_client", _client_with_timeouts)
 
 
-def _is_timeout(error: BaseException) -> bool:
-    import aiohttp
-    from fsspec.exceptions import FSTimeoutError
-
-    return isinstance(error, (TimeoutError, FSTimeoutError, aiohttp.ServerTimeoutError))
-
-
 def reason(error: BaseException) -> str | None:
     """Why an HTTP transfer failed, in words, from ``error``'s chain; None when it holds no known cause."""
     import aiohttp
+    from fsspec.exceptions import FSTimeoutError
 
     answered = kind_in_chain(error, aiohttp.ClientResponseError)
     if answered is not None:
@@ -85,7 +79,9 @@ def reason(error: BaseException) -> str | None:
     unreached = unconnectable(error)  # the Hub's client tells these two apart the same way
     if unreached is not None:
         return f"{unreached} ({_UNCONNECTABLE_HINTS[unreached]})"
-    if in_chain(error, _is_timeout) is not None:
+    if in_chain(
+        error, lambda each: isinstance(each, (TimeoutError, FSTimeoutError, aiohttp.ServerTimeoutError))
+    ):
         return f"the server stalled: no answer within {timeout_seconds():g} s (timed out; {TIMEOUT_ENV} sets the limit)"
     unreachable = kind_in_chain(error, aiohttp.ClientConnectionError)
     if unreachable is not None:

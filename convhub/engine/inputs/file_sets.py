@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 import fsspec
-from fsspec.implementations.local import LocalFileSystem
 
 from convhub.engine.inputs.listing import ANY_FILE, local_files
 from convhub.engine.readers.exact_json import load_value
@@ -166,10 +165,7 @@ def inputs_in(data_dir: str, layouts: Iterable[Layout], what: str) -> dict[str, 
     """Dataset name → its input: ``data_dir`` itself when it is one dataset's folder, else each of its folders
     that holds one of ``layouts`` (sorted). ``what`` names the data in errors ("ConvLab data dir")."""
     layouts = tuple(layouts)
-    # a local folder is listed by the same calls as a URL's file system (s3a:// included)
-    fs, root = (
-        fsspec.core.url_to_fs(fsspec_url(data_dir)) if "://" in data_dir else (LocalFileSystem(), data_dir)
-    )
+    fs, root = fsspec.core.url_to_fs(fsspec_url(data_dir))  # a local folder's too: one way to list both
     if not fs.isdir(root):
         raise FileNotFoundError(f"{what} {data_dir} is not a folder")
     itself = input_in(data_dir, layouts, fs)
