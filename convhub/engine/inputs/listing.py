@@ -150,13 +150,9 @@ class SourceFile:
 
 @dataclass(frozen=True)
 class Listing:
-    """How a source's files lie in ``--data-dir``, declared in its builder (``LISTING = Listing(...)``):
-
-    - ``Listing(JSON)``: a file per subset, ``DIR/<subset>.json`` (the default; LoCoMo, LongMemEval);
-    - ``Listing(TEXT, subset=FROM_FOLDER, split=FROM_FILE)``: a folder per subset and a file per split,
-      ``DIR/<subset>/<split>.txt`` (Multi-Session Chat: ``session_2/train.txt``);
-    - ``Listing(JSON_LINES, subset=FROM_FOLDER, recursive=True)``: a folder per subset, its files at any depth;
-    - ``Listing(JSON_LINES, subset=None, recursive=True)``: every file below, no subset (MNBVC's shards).
+    """How a source's files lie in ``--data-dir``, declared in its builder (``LISTING = Listing(...)``; each
+    layout by example, a file per subset, a folder per subset and a file per split, files at any depth:
+    docs/adding-a-source.md, "Layouts").
 
     ``split`` is a split name all files share, or ``FROM_FILE``/``FROM_FOLDER``; ``split_names`` renames what a file
     or folder says (``{"valid": "validation"}``). ``--data-dir`` may also be one subset's folder (with
