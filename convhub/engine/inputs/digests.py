@@ -50,12 +50,9 @@ def describe(files: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """``{name, bytes, sha256}`` of each file, in the given order; past the hash budget ``sha256`` is None and
     ``modified`` (UTC, ISO 8601) says which version of the file was read."""
     found = [(name, path, *_size_and_time(path)) for name, path in files]
-    hashed = sum(size for _, _, size, _ in found) <= HASH_BUDGET_BYTES
-    entries = []
-    for name, path, size, modified in found:
-        entry: dict[str, Any] = {"name": name, "bytes": size, "sha256": _sha256(path) if hashed else None}
-        entries.append(entry if hashed else {**entry, "modified": modified})
-    return entries
+    if sum(size for _, _, size, _ in found) <= HASH_BUDGET_BYTES:
+        return [{"name": name, "bytes": size, "sha256": _sha256(path)} for name, path, size, _ in found]
+    return [{"name": name, "bytes": size, "sha256": None, "modified": when} for name, _, size, when in found]
 
 
 def card_yaml(entries: list[dict[str, Any]]) -> dict[str, Any]:

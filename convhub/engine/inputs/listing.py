@@ -59,7 +59,7 @@ def find_files(
     ``recursive``), in path order, each named by its path relative to ``data_dir``; or of that one file, named
     by its base name. Finding none is a FileNotFoundError naming what ``source`` reads."""
     if "://" in data_dir:
-        files = [(name, url) for name, url in url_files(data_dir, ("",), recursive) if kind.accepts(name)]
+        files = [(name, url) for name, url in url_files(data_dir, recursive) if kind.accepts(name)]
     elif os.path.isdir(data_dir):
         files = local_files(data_dir, recursive, kind)
     elif os.path.lexists(data_dir):
