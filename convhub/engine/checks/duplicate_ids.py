@@ -99,10 +99,8 @@ def _drop_rows(built: ConfigBuild, split: str, path: Folder, rows: list[int]) ->
 
 def find_duplicate_ids(root: Folder, built: ConfigBuild, engine: Engine) -> list[tuple[str, dict, dict]]:
     """(conversation_id, first place, later place) for every repeated id; a place names its subset, split, shard
-    ``file`` (relative to ``root``) and its ``row`` there, the first in (split, shard, row) order.
-
-    The engine finds the rows of repeated ids (``Engine.repeated_rows``: Arrow reading the id and subset columns
-    alone, or Spark, whose driver reads no file); only those rows reach this process."""
+    ``file`` (relative to ``root``) and its ``row`` there, the first in (split, shard, row) order. Only the rows of
+    repeated ids reach this process (``Engine.repeated_rows`` finds them)."""
     shards = [(split, file) for split, files in built.files.items() for file in files]
     paths = [text_of(root / file) for _, file in shards]
     rows = engine.repeated_rows(paths, "conversation_id", ["subset"])
