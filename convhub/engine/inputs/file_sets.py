@@ -187,10 +187,9 @@ def listable(inputs: Iterable[DataInput], reject: Reject) -> list[DataInput]:
     for source in inputs:
         try:
             source.members()
+            found.append(source)
         except SourceError as error:
             reject(error, None, scope="file")
-            continue
-        found.append(source)
     return found
 
 
