@@ -79,8 +79,7 @@ def local_files(folder: str, recursive: bool, kind: FileKind) -> list[tuple[str,
 
     Symbolic links to folders are followed, but a folder reached again (a link loop) is not entered twice and a
     file reached under two names is read under the first: a recursive glob would read a loop's files over and
-    over, or never finish. A link to a regular file is read wherever the file is (a user who links data into the
-    folder means it); anything that is no regular file (``regular_file``) is refused.
+    over, or never finish. A link to a regular file is read wherever the file is (:func:`regular_file`).
     """
     candidates = []
     entered = set()
@@ -138,9 +137,8 @@ FROM_FOLDER: Literal["folder"] = "folder"
 
 @dataclass(frozen=True)
 class SourceFile:
-    """One file a build reads: its ``name`` (the path below ``--data-dir``, ``/``-separated; the base name when
-    ``--data-dir`` is the file), where it is (a local path or a URL), its subset (None: the source has none) and
-    its split."""
+    """One file a build reads: its ``name`` as :func:`find_files` names it, where it is (a local path or a URL), its
+    subset (None: the source has none) and its split."""
 
     name: str
     path: str
@@ -173,8 +171,7 @@ class Listing:
             raise ValueError("a file's name can say its subset or its split, not both")
 
     def files(self, data_dir: str, source: str, subsets: Iterable[str] | None = None) -> list[SourceFile]:
-        """Every file of the layout in ``data_dir`` (a folder, a file or a URL) in path order, as :meth:`chosen`
-        gives them."""
+        """Every file of the layout in ``data_dir``, in path order, as :meth:`chosen` gives them."""
         below = self.recursive or FROM_FOLDER in (self.subset, self.split)
         found = find_files(data_dir, source, recursive=below, kind=self.kind)
         folder = posixpath.basename(data_dir.rstrip("/").replace(os.sep, "/"))
@@ -183,9 +180,9 @@ class Listing:
     def chosen(
         self, found: list[tuple[str, str]], folder: str, source: str, subsets: Iterable[str] | None
     ) -> list[SourceFile]:
-        """The files ``found`` ((name, path), a name being the path below ``--data-dir``, which is ``folder``),
-        each with the subset and split its name and folder say; only those of ``subsets`` when given (an unknown
-        one is a KeyError naming the subsets there are)."""
+        """The files ``found`` (:func:`find_files`' (name, path); ``folder`` is ``--data-dir``'s name), each with
+        the subset and split its name and folder say; only those of ``subsets`` when given (an unknown one is a
+        KeyError naming the subsets there are)."""
         listed = [
             SourceFile(name, path, self._part(self.subset, name, folder), self._split(name, folder))
             for name, path in found
