@@ -148,8 +148,8 @@ def _natural(value: Any) -> tuple:
 
 
 def collect(folder: str | os.PathLike) -> list[dict[str, Any]]:
-    """Every worker's rejections, each once (the builder runs of one build, one per config, may reject one
-    record each), sorted by file and record."""
+    """Every worker's rejections, each once (the builder runs of one build, one per config, may each reject the
+    same record), sorted by file and record."""
     unique: dict[tuple, dict[str, Any]] = {}
     for line in part_lines(folder):
         item = json.loads(line)
