@@ -161,10 +161,9 @@ def input_in(folder: str, layouts: Iterable[Layout], fs: fsspec.AbstractFileSyst
     return DataInput(name, layout.kind, path, layout.inner, origin=path if "://" in path else None)
 
 
-def inputs_in(data_dir: str, layouts: Iterable[Layout], what: str) -> dict[str, DataInput]:
+def inputs_in(data_dir: str, layouts: tuple[Layout, ...], what: str) -> dict[str, DataInput]:
     """Dataset name → its input: ``data_dir`` itself when it is one dataset's folder, else each of its folders
     that holds one of ``layouts`` (sorted). ``what`` names the data in errors ("ConvLab data dir")."""
-    layouts = tuple(layouts)
     fs, root = fsspec.core.url_to_fs(fsspec_url(data_dir))  # a local folder's too: one way to list both
     if not fs.isdir(root):
         raise FileNotFoundError(f"{what} {data_dir} is not a folder")

@@ -203,8 +203,8 @@ class Listing:
         return None
 
     def _split(self, name: str, folder: str) -> str:
-        said = self._part(self.split, name, folder) if self.split in (FROM_FILE, FROM_FOLDER) else self.split
-        return dict(self.split_names).get(said, said) if said is not None else self.split
+        said = self._part(self.split, name, folder)  # (None for a split name all files share)
+        return self.split if said is None else dict(self.split_names).get(said, said)
 
     def _check_one_file_each(self, listed: list[SourceFile]) -> None:
         if FROM_FILE not in (self.subset, self.split):
