@@ -223,9 +223,9 @@ def location(url: str) -> Location:
     return Location(kind, host or None, tuple(name for name in path.split("/") if name), local, path)
 
 
-def url_files(url: str, suffixes: tuple[str, ...], recursive: bool = False) -> list[tuple[str, str]]:
-    """(name, URL) of every file under ``url`` (or of that one file) whose name ends with one of ``suffixes``:
-    the name relative to ``url`` when ``recursive``, else the files directly in it. An empty list when none."""
+def url_files(url: str, recursive: bool = False) -> list[tuple[str, str]]:
+    """(name, URL) of every file under ``url`` (or of that one file): the name relative to ``url`` when
+    ``recursive``, else the files directly in it. An empty list when none."""
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(fsspec_url(url))
@@ -236,7 +236,6 @@ def url_files(url: str, suffixes: tuple[str, ...], recursive: bool = False) -> l
         found = sorted(fs.find(root))
     else:
         found = sorted(entry["name"] for entry in fs.ls(root, detail=True) if entry["type"] == "file")
-    found = [path for path in found if path.endswith(suffixes)]
     prefix = url.rstrip("/")
     names = [os.path.basename(path) if path == root else path[len(root) + 1 :] for path in found]
     return [(name, prefix if found == [root] else f"{prefix}/{name}") for name in names]

@@ -1,7 +1,5 @@
-"""``conversation_id`` is unique in a build: the check over every sessions shard, with Arrow, and what a
-duplicate left out under ``on_bad_record="skip"`` takes with it (its rows in a source's own configs, its
-counts in the statistics).
-"""
+"""``conversation_id`` is unique in a build: the check over every sessions shard, and what a duplicate left out
+under ``on_bad_record="skip"`` takes with it (its rows in a source's own configs, its counts in the statistics)."""
 
 from __future__ import annotations
 
@@ -26,15 +24,11 @@ if TYPE_CHECKING:
 def drop_duplicate_ids(
     root: Folder, sessions: ConfigBuild, on_bad_record: str, quarantine_dir: Path, engine: Engine
 ) -> list[tuple[str, dict, str]]:
-    """``conversation_id`` is unique in the dataset: checked over every sessions shard (under ``root``) by the
-    ``engine`` (``Engine.repeated_rows``).
-
-    Shards are parsed apart (by ``num_proc`` workers), so a parser can only see duplicates in its own
-    shard. ``raise``: a SourceError names both shards and rows and their subsets. ``skip``: the later
-    row (in split, shard, row order) is removed and quarantined with its canonical record; returned are those
-    rows, (split, row as a dict, the subset of the row kept), for the statistics and the source's own configs to
-    drop too.
-    """
+    """Check the sessions shards under ``root`` (:func:`find_duplicate_ids`): shards are parsed apart (by
+    ``num_proc`` workers), so a parser can only see duplicates in its own shard. ``raise``: a SourceError names
+    both shards and rows and their subsets. ``skip``: the later row (in split, shard, row order) is removed and
+    quarantined with its canonical record; returned are those rows, (split, row as a dict, the subset of the row
+    kept), for the statistics and the source's own configs to drop too."""
     duplicates: list[tuple[str, dict, str]] = []
     removed: dict[tuple[str, str], list[int]] = {}  # (split, shard file) → its rows to drop
     for conversation_id, first, later in find_duplicate_ids(root, sessions, engine):
@@ -105,10 +99,8 @@ def _drop_rows(built: ConfigBuild, split: str, path: Folder, rows: list[int]) ->
 
 def find_duplicate_ids(root: Folder, built: ConfigBuild, engine: Engine) -> list[tuple[str, dict, dict]]:
     """(conversation_id, first place, later place) for every repeated id; a place names its subset, split, shard
-    ``file`` (relative to ``root``) and its ``row`` there, the first in (split, shard, row) order.
-
-    The engine finds the rows of repeated ids (``Engine.repeated_rows``: Arrow reading the id and subset columns
-    alone, or Spark, whose driver reads no file); only those rows reach this process."""
+    ``file`` (relative to ``root``) and its ``row`` there, the first in (split, shard, row) order. Only the rows of
+    repeated ids reach this process (``Engine.repeated_rows`` finds them)."""
     shards = [(split, file) for split, files in built.files.items() for file in files]
     paths = [text_of(root / file) for _, file in shards]
     rows = engine.repeated_rows(paths, "conversation_id", ["subset"])

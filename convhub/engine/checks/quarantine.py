@@ -1,19 +1,8 @@
-"""``--on-bad-record skip``: rejected source records go to a quarantine file, never silently away.
-
-By default (``raise``) the first bad record stops the build with a :class:`~convhub.errors.SourceError`
-naming file, record and field. With ``skip``, every rejection is appended as one JSON line to a part file of
-the process that saw it (``quarantine-<pid>.jsonl`` in a work folder: ``num_proc`` workers never share a
-file); the build merges the parts into ``<output>.quarantine.jsonl`` *beside* the output folder (so
-``convhub push``, which uploads the folder, can never publish it) and counts the rejections per kind in the
-build's notes, which the card lists.
-
-An entry: ``file``, ``record`` (as the error names it), ``line`` (when the record names one), ``field``,
-``reason``, ``kind`` (the reason without its values, for counting), ``scope`` (``record``; ``file`` when
-the rest of a file from that point could not be read; ``span`` when a stretch of a file could not be read
-and reading went on after it: then ``records`` says how many source records it held, 0 or more) and ``raw``: the record's source text (or its JSON),
-cut to :data:`RAW_LIMIT` characters (``raw_truncated``, ``raw_size``), base64 when it is not UTF-8. A reader
-that skipped a long stretch hands its first bytes and its size (``json_list.SkippedBytes``), never the stretch.
-Several builder runs of one build (one per config) may reject the same record: the merge keeps it once.
+"""``--on-bad-record skip``: rejected source records go to a quarantine file, never silently away
+(docs/guarantees.md, "Bad input"). Each process appends its rejections to its own part file
+(``quarantine-<pid>.jsonl`` in a work folder: ``num_proc`` workers never share a file); the build, and ``convhub
+check``, merge the parts into one file *beside* the output folder (so ``convhub push``, which uploads the folder,
+can never publish it) and count the rejections per kind in the notes the card lists.
 """
 
 from __future__ import annotations
@@ -83,7 +72,8 @@ def _utf8_head(head: bytes, cut: bool) -> str | None:
 
 
 def _raw_fields(raw: Any) -> dict[str, Any]:
-    """``raw`` (bytes, a reader's :class:`SkippedBytes`, text or a value) cut to :data:`RAW_LIMIT`, and its size."""
+    """``raw`` (bytes, a reader's :class:`SkippedBytes`, text or a value, as its JSON) cut to :data:`RAW_LIMIT`
+    (``raw_truncated``), its size (``raw_size``), and base64 when it is not UTF-8."""
     if raw is None:
         return {"raw": None}
     if isinstance(raw, (bytes, bytearray, SkippedBytes)):
@@ -105,6 +95,12 @@ def _raw_fields(raw: Any) -> dict[str, Any]:
 def entry(
     error: SourceError, raw: Any = None, scope: str = "record", records: int | None = None
 ) -> dict[str, Any]:
+    """One rejection: ``file``, ``record`` (as the error names it), ``line`` (when the record names one),
+    ``field``, ``reason``, ``kind`` (:func:`kind_of`), ``scope`` (``record``; ``file`` when the rest of a file from
+    that point could not be read; ``span`` when a stretch of a file could not be read and reading went on after
+    it: then ``records`` says how many source records it held, 0 or more) and the record's source text
+    (:func:`_raw_fields`). A reader that skipped a long stretch hands its first bytes and its size
+    (``json_list.SkippedBytes``), never the stretch."""
     line = _LINE.search(str(error.record)) if error.record is not None else None
     counted = {} if records is None else {"records": records}
     return {
@@ -152,7 +148,8 @@ def _natural(value: Any) -> tuple:
 
 
 def collect(folder: str | os.PathLike) -> list[dict[str, Any]]:
-    """Every worker's rejections, each once, sorted by file and record."""
+    """Every worker's rejections, each once (the builder runs of one build, one per config, may each reject the
+    same record), sorted by file and record."""
     unique: dict[tuple, dict[str, Any]] = {}
     for line in part_lines(folder):
         item = json.loads(line)

@@ -1,19 +1,6 @@
-"""Each input file of a build by name, size and sha256: the card's ``source_files`` (YAML and body), which
-``convhub score`` copies into its reports so that a score names the exact files (LongMemEval's first release or
-its cleaned one, say) its data came from.
-
-Which files: a source's ``ConversationBuilder.input_files`` (by default every file of ``--data-dir`` that is not
-hidden, subfolders included, as the sources read folders; LongMemEval the files it reads), or without
-``--data-dir`` the files the build downloaded (``datasets`` keeps each beside a ``.json`` naming its URL).
-
-Hashing reads a file once more after the build, which costs little for the public files of most sources and would
-be a second read of MNBVC's whole corpus: the files are hashed only while their sizes add up to at most
-:data:`HASH_BUDGET_BYTES`; past that none is, and each entry gives its size and modification time instead
-(``sha256: null``), which the card says (docs/guarantees.md has the sizes). Whichever it is depends on the input
-only, so that the same input gives the same card. The listing is sorted by name; the YAML lists at most
-:data:`YAML_FILES` files and the body :data:`BODY_FILES`, each saying how many more there are (a card stays far
-under the Hub's limits).
-"""
+"""Each input file of a build by name, size and sha256: the card's ``source_files``, which ``convhub score``
+copies into its reports so that a score names the exact files its data came from (LongMemEval's first release or
+its cleaned one, say). What the card promises of them: docs/guarantees.md, "Inputs named"."""
 
 from __future__ import annotations
 
@@ -29,9 +16,12 @@ import fsspec
 from convhub.engine.inputs.listing import ANY_FILE, find_files
 from convhub.storage.folders import fsspec_url, open_file
 
-#: Inputs whose sizes add up to more than this are not hashed (a second read of them would cost hours).
+#: Inputs whose sizes add up to more than this are not hashed: hashing is a second read after the build, cheap for
+#: most sources' public files, hours for MNBVC's whole corpus. It depends on the input only, so that the same input
+#: gives the same card.
 HASH_BUDGET_BYTES = 16 << 30
-#: At most this many files in the YAML's ``source_files`` (about 150 bytes each), and in the body's table.
+#: At most this many files in the YAML's ``source_files`` (about 150 bytes each, far under the Hub's limits), and
+#: in the body's table.
 YAML_FILES = 1000
 BODY_FILES = 20
 _READ_BYTES = 1 << 20
@@ -39,8 +29,8 @@ _READ_BYTES = 1 << 20
 
 def input_files(data_dir: str | None, downloads: str | os.PathLike | None) -> list[tuple[str, str]]:
     """(name, local path or URL) of each input file, sorted by name: every file of ``data_dir`` that is not hidden
-    (its subfolders' too), or without one the files ``datasets`` downloaded into ``downloads``, named by their
-    URLs."""
+    (its subfolders' too), or without one the files ``datasets`` downloaded into ``downloads``, each named by the
+    end of the URL its ``.json`` sidecar gives."""
     if data_dir is not None:
         return sorted(find_files(str(data_dir), "input", recursive=True, kind=ANY_FILE))
     found = []
@@ -60,12 +50,9 @@ def describe(files: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """``{name, bytes, sha256}`` of each file, in the given order; past the hash budget ``sha256`` is None and
     ``modified`` (UTC, ISO 8601) says which version of the file was read."""
     found = [(name, path, *_size_and_time(path)) for name, path in files]
-    hashed = sum(size for _, _, size, _ in found) <= HASH_BUDGET_BYTES
-    entries = []
-    for name, path, size, modified in found:
-        entry: dict[str, Any] = {"name": name, "bytes": size, "sha256": _sha256(path) if hashed else None}
-        entries.append(entry if hashed else {**entry, "modified": modified})
-    return entries
+    if sum(size for _, _, size, _ in found) <= HASH_BUDGET_BYTES:
+        return [{"name": name, "bytes": size, "sha256": _sha256(path)} for name, path, size, _ in found]
+    return [{"name": name, "bytes": size, "sha256": None, "modified": when} for name, _, size, when in found]
 
 
 def card_yaml(entries: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,18 +1,6 @@
-"""A source's default download (a build or check without ``--data-dir``): where it is fetched from, how long a
-silent server is waited for, and why a download failed, in words.
-
-``datasets``' download manager reads a URL through fsspec's HTTP file system (aiohttp, the ``fsspec[http]``
-dependency). Three things are convhub's:
-
-- **A mirror** (:data:`MIRROR_ENV`): ``CONVHUB_SOURCE_MIRROR=http://HOST:PORT/PREFIX`` fetches each default URL
-  ``https://raw.githubusercontent.com/a/b.json`` from ``http://HOST:PORT/PREFIX/raw.githubusercontent.com/a/b.json``
-  (the original host and path under the mirror): a copy of the sources on a machine without the internet, and the
-  install test's local server.
-- **A limit** (:data:`TIMEOUT_ENV`, seconds, default :data:`DEFAULT_TIMEOUT`) on connecting and on each read:
-  aiohttp's own default waits five minutes for a server that accepts a connection and sends nothing.
-- **The reason** (:func:`failure_line`): fsspec raises ``FileNotFoundError(url)`` for every failure, a 404 as
-  well as an unknown host or no network; the cause it chains is put in words.
-"""
+"""A source's default download (a build or check without ``--data-dir``), which ``datasets``' download manager
+makes through fsspec's HTTP file system (aiohttp): its mirror, its time limit, and why it failed, in words (what
+the user sees of them: docs/sources.md, "Where a build reads a source")."""
 
 from __future__ import annotations
 
@@ -21,9 +9,10 @@ from urllib.parse import urlsplit
 
 from convhub.errors import in_chain, kind_in_chain, unconnectable
 
-#: The environment variable naming a mirror of the sources' hosts (see the module docstring).
+#: The environment variable naming a mirror of the sources' hosts, which keeps each URL's host and path under it.
 MIRROR_ENV = "CONVHUB_SOURCE_MIRROR"
-#: The environment variable that sets how long a download waits to connect, and for each read, in seconds.
+#: The environment variable that sets how long a download waits to connect, and for each read, in seconds
+#: (aiohttp's own default waits five minutes for a server that accepts a connection and sends nothing).
 TIMEOUT_ENV = "CONVHUB_DOWNLOAD_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0
 
@@ -79,16 +68,10 @@ def use_timeouts() -> None:
         fsspec.config.conf.setdefault(protocol, {}).setdefault("get_client", _client_with_timeouts)
 
 
-def _is_timeout(error: BaseException) -> bool:
-    import aiohttp
-    from fsspec.exceptions import FSTimeoutError
-
-    return isinstance(error, (TimeoutError, FSTimeoutError, aiohttp.ServerTimeoutError))
-
-
 def reason(error: BaseException) -> str | None:
     """Why an HTTP transfer failed, in words, from ``error``'s chain; None when it holds no known cause."""
     import aiohttp
+    from fsspec.exceptions import FSTimeoutError
 
     answered = kind_in_chain(error, aiohttp.ClientResponseError)
     if answered is not None:
@@ -96,7 +79,9 @@ def reason(error: BaseException) -> str | None:
     unreached = unconnectable(error)  # the Hub's client tells these two apart the same way
     if unreached is not None:
         return f"{unreached} ({_UNCONNECTABLE_HINTS[unreached]})"
-    if in_chain(error, _is_timeout) is not None:
+    if in_chain(
+        error, lambda each: isinstance(each, (TimeoutError, FSTimeoutError, aiohttp.ServerTimeoutError))
+    ):
         return f"the server stalled: no answer within {timeout_seconds():g} s (timed out; {TIMEOUT_ENV} sets the limit)"
     unreachable = kind_in_chain(error, aiohttp.ClientConnectionError)
     if unreachable is not None:
@@ -106,8 +91,9 @@ def reason(error: BaseException) -> str | None:
 
 
 def failure_line(error: BaseException) -> str | None:
-    """The one line for a download that failed (``FileNotFoundError(url)`` from fsspec's HTTP file system, and
-    its cause): the URL and why; None for another error."""
+    """The one line for a download that failed: the URL and why; None for another error. fsspec's HTTP file
+    system raises ``FileNotFoundError(url)`` for every failure, a 404 as well as an unknown host or no network;
+    the cause it chains says which."""
 
     def http_failure(each: BaseException) -> bool:
         return isinstance(each, FileNotFoundError) and str(each).startswith(("http://", "https://"))

@@ -1,18 +1,6 @@
-"""Where a source's files are and opening them: a set of files given as a zip, a folder or one lone file, found in a
-local ``--data-dir`` or at any fsspec URL, read from local copies.
-
-A source names its layouts (``Layout``: "``<name>/data.zip``, else ``<name>/data/``, else ``<name>/dummy.json``")
-and gets one :class:`DataInput` per dataset folder; the input lists and opens its files whichever form they take.
-A ``--data-dir`` at a URL is read from local copies made once per version (a zip is read by seeking, which a local
-file does at no cost and a URL with a request each); errors name the URL.
-
-A zip is read within bounds, and every refusal names the file: an archive that does not open, a zip bomb, a forged
-zip header, two members (or any two names a source lists) that are one file once Unicode form and case are
-normalized. The bounds hold whatever the headers say: a member may inflate to at most ``ZIP_MAX_RATIO`` times its
-compressed size once it inflates to more than ``ZIP_RATIO_FREE_BYTES``, so a bomb is refused before a byte of it is
-inflated; zipfile never inflates past the declared size (its CRC check then fails), and a declared compressed size
-past the archive's end is refused, so the declared sizes bound the work.
-"""
+"""A dataset's set of files given as a zip, a folder or one lone file (:class:`DataInput`), found by the
+:class:`Layout` a source names in a local ``--data-dir`` or at any fsspec URL; a zip read within bounds (the
+limits are docs/guarantees.md's "Hostile archives")."""
 
 from __future__ import annotations
 
@@ -29,7 +17,6 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 import fsspec
-from fsspec.implementations.local import LocalFileSystem
 
 from convhub.engine.inputs.listing import ANY_FILE, local_files
 from convhub.engine.readers.exact_json import load_value
@@ -52,8 +39,8 @@ class DataInput:
     ``file`` (``path`` is one file standing for the member named ``inner``).
 
     ``origin``: the URL the files are at, which errors name; they are read from a local copy, ``path`` once
-    :meth:`here` made it (on the driver, and again in a task on a machine without the driver's copy).
-    """
+    :meth:`here` made it (on the driver, and again in a task on a machine without the driver's copy): a zip is
+    read by seeking, which a local file does at no cost and a URL with a request each."""
 
     name: str
     kind: str
@@ -174,14 +161,10 @@ def input_in(folder: str, layouts: Iterable[Layout], fs: fsspec.AbstractFileSyst
     return DataInput(name, layout.kind, path, layout.inner, origin=path if "://" in path else None)
 
 
-def inputs_in(data_dir: str, layouts: Iterable[Layout], what: str) -> dict[str, DataInput]:
+def inputs_in(data_dir: str, layouts: tuple[Layout, ...], what: str) -> dict[str, DataInput]:
     """Dataset name → its input: ``data_dir`` itself when it is one dataset's folder, else each of its folders
     that holds one of ``layouts`` (sorted). ``what`` names the data in errors ("ConvLab data dir")."""
-    layouts = tuple(layouts)
-    # a local folder is listed by the same calls as a URL's file system (s3a:// included)
-    fs, root = (
-        fsspec.core.url_to_fs(fsspec_url(data_dir)) if "://" in data_dir else (LocalFileSystem(), data_dir)
-    )
+    fs, root = fsspec.core.url_to_fs(fsspec_url(data_dir))  # a local folder's too: one way to list both
     if not fs.isdir(root):
         raise FileNotFoundError(f"{what} {data_dir} is not a folder")
     itself = input_in(data_dir, layouts, fs)
@@ -203,10 +186,9 @@ def listable(inputs: Iterable[DataInput], reject: Reject) -> list[DataInput]:
     for source in inputs:
         try:
             source.members()
+            found.append(source)
         except SourceError as error:
             reject(error, None, scope="file")
-            continue
-        found.append(source)
     return found
 
 
@@ -239,7 +221,11 @@ def refuse_same_names(path: str, names: list[str], what: str) -> None:
 def check_zip_members(path: str, archive: zipfile.ZipFile, archive_size: int) -> None:
     """Refuse a zip (of ``archive_size`` bytes) where two members name one file (zipfile would silently read the
     last), a member declares more compressed bytes than the archive holds, or one would inflate past
-    ``ZIP_MAX_RATIO``."""
+    ``ZIP_MAX_RATIO`` (once past ``ZIP_RATIO_FREE_BYTES``).
+
+    The declared sizes bound the work whatever the headers say, so a bomb is refused before a byte of it is
+    inflated: zipfile never inflates past a member's declared size (its CRC check then fails), and a declared
+    compressed size past the archive's end is refused here."""
     seen: dict[str, tuple[int, str]] = {}
     for number, info in enumerate(archive.infolist(), 1):
         member = f"{path}:{info.filename}"

@@ -1,8 +1,6 @@
-"""Which files of ``--data-dir`` a source reads, for every source: a local folder (its subfolders too where the
-source says so), one file, or an fsspec URL, each file once, in path order, of the names its :class:`FileKind`
-reads; each file's subset and split, as the source's :class:`Listing` lays them out (a file per subset as LoCoMo's,
-a folder per subset as Multi-Session Chat's ``session_2/``, a file per split, files at any depth); and the files a
-``--subset`` chooses. The listing, its errors and the choice by subset are the same for all of them."""
+"""Which files of ``--data-dir`` (a folder, one file or an fsspec URL) a source reads, the same way for every
+source: :func:`find_files` lists them, and the source's :class:`Listing` gives each its subset and split and keeps
+those ``--subset`` chooses."""
 
 from __future__ import annotations
 
@@ -61,7 +59,7 @@ def find_files(
     ``recursive``), in path order, each named by its path relative to ``data_dir``; or of that one file, named
     by its base name. Finding none is a FileNotFoundError naming what ``source`` reads."""
     if "://" in data_dir:
-        files = [(name, url) for name, url in url_files(data_dir, ("",), recursive) if kind.accepts(name)]
+        files = [(name, url) for name, url in url_files(data_dir, recursive) if kind.accepts(name)]
     elif os.path.isdir(data_dir):
         files = local_files(data_dir, recursive, kind)
     elif os.path.lexists(data_dir):
@@ -81,8 +79,7 @@ def local_files(folder: str, recursive: bool, kind: FileKind) -> list[tuple[str,
 
     Symbolic links to folders are followed, but a folder reached again (a link loop) is not entered twice and a
     file reached under two names is read under the first: a recursive glob would read a loop's files over and
-    over, or never finish. A link to a regular file is read wherever the file is (a user who links data into the
-    folder means it); anything that is no regular file (``regular_file``) is refused.
+    over, or never finish. A link to a regular file is read wherever the file is (:func:`regular_file`).
     """
     candidates = []
     entered = set()
@@ -140,9 +137,8 @@ FROM_FOLDER: Literal["folder"] = "folder"
 
 @dataclass(frozen=True)
 class SourceFile:
-    """One file a build reads: its ``name`` (the path below ``--data-dir``, ``/``-separated; the base name when
-    ``--data-dir`` is the file), where it is (a local path or a URL), its subset (None: the source has none) and
-    its split."""
+    """One file a build reads: its ``name`` as :func:`find_files` names it, where it is (a local path or a URL), its
+    subset (None: the source has none) and its split."""
 
     name: str
     path: str
@@ -152,13 +148,9 @@ class SourceFile:
 
 @dataclass(frozen=True)
 class Listing:
-    """How a source's files lie in ``--data-dir``, declared in its builder (``LISTING = Listing(...)``):
-
-    - ``Listing(JSON)``: a file per subset, ``DIR/<subset>.json`` (the default; LoCoMo, LongMemEval);
-    - ``Listing(TEXT, subset=FROM_FOLDER, split=FROM_FILE)``: a folder per subset and a file per split,
-      ``DIR/<subset>/<split>.txt`` (Multi-Session Chat: ``session_2/train.txt``);
-    - ``Listing(JSON_LINES, subset=FROM_FOLDER, recursive=True)``: a folder per subset, its files at any depth;
-    - ``Listing(JSON_LINES, subset=None, recursive=True)``: every file below, no subset (MNBVC's shards).
+    """How a source's files lie in ``--data-dir``, declared in its builder (``LISTING = Listing(...)``; each
+    layout by example, a file per subset, a folder per subset and a file per split, files at any depth:
+    docs/adding-a-source.md, "Layouts").
 
     ``split`` is a split name all files share, or ``FROM_FILE``/``FROM_FOLDER``; ``split_names`` renames what a file
     or folder says (``{"valid": "validation"}``). ``--data-dir`` may also be one subset's folder (with
@@ -179,8 +171,7 @@ class Listing:
             raise ValueError("a file's name can say its subset or its split, not both")
 
     def files(self, data_dir: str, source: str, subsets: Iterable[str] | None = None) -> list[SourceFile]:
-        """Every file of the layout in ``data_dir`` (a folder, a file or a URL) in path order, as :meth:`chosen`
-        gives them."""
+        """Every file of the layout in ``data_dir``, in path order, as :meth:`chosen` gives them."""
         below = self.recursive or FROM_FOLDER in (self.subset, self.split)
         found = find_files(data_dir, source, recursive=below, kind=self.kind)
         folder = posixpath.basename(data_dir.rstrip("/").replace(os.sep, "/"))
@@ -189,9 +180,9 @@ class Listing:
     def chosen(
         self, found: list[tuple[str, str]], folder: str, source: str, subsets: Iterable[str] | None
     ) -> list[SourceFile]:
-        """The files ``found`` ((name, path), a name being the path below ``--data-dir``, which is ``folder``),
-        each with the subset and split its name and folder say; only those of ``subsets`` when given (an unknown
-        one is a KeyError naming the subsets there are)."""
+        """The files ``found`` (:func:`find_files`' (name, path); ``folder`` is ``--data-dir``'s name), each with
+        the subset and split its name and folder say; only those of ``subsets`` when given (an unknown one is a
+        KeyError naming the subsets there are)."""
         listed = [
             SourceFile(name, path, self._part(self.subset, name, folder), self._split(name, folder))
             for name, path in found
@@ -212,8 +203,8 @@ class Listing:
         return None
 
     def _split(self, name: str, folder: str) -> str:
-        said = self._part(self.split, name, folder) if self.split in (FROM_FILE, FROM_FOLDER) else self.split
-        return dict(self.split_names).get(said, said) if said is not None else self.split
+        said = self._part(self.split, name, folder)  # (None for a split name all files share)
+        return self.split if said is None else dict(self.split_names).get(said, said)
 
     def _check_one_file_each(self, listed: list[SourceFile]) -> None:
         if FROM_FILE not in (self.subset, self.split):
