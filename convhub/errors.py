@@ -110,6 +110,9 @@ class Notes(Counter):
 #: ``scope="span"`` with ``records=N`` says these bytes, which held N records, could not be read and the
 #: reading went on after them.
 Reject = Callable[..., None]
+#: The most of a bad record's raw text a rejection keeps (bytes, or characters of a value's JSON): the quarantine
+#: cuts an entry's ``raw`` there, and a reader hands on no more of a long skipped stretch (``SkippedBytes``).
+RAW_LIMIT = 64 << 10
 
 
 def raise_error(

@@ -19,7 +19,7 @@ from typing import IO, Any, NamedTuple
 
 from convhub.engine.readers.contract import Place, shard_file
 from convhub.engine.readers.long_lists import JSON_SPACE, LongLists, decode_with_long_lists, may_be_cut
-from convhub.errors import NESTED_TOO_DEEPLY, Reject, SourceError
+from convhub.errors import NESTED_TOO_DEEPLY, RAW_LIMIT, Reject, SourceError
 from convhub.storage.folders import open_file
 
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")  # a byte the decoder held (surrogateescape): no UTF-8 decodes so
@@ -30,9 +30,6 @@ _SCAN_SPACE = re.compile("[ \t\r\n\ufeff]*")  # (one C loop: 40 MB of spaces cos
 CHUNK_BYTES = 256 << 10
 #: How far past a candidate element start the scan reads, after a break, to decide whether it is one.
 RESYNC_MAX_CHARS = 64 << 20
-#: The most bytes of a skipped stretch handed on (the quarantine keeps 64 KB of a record's raw text): the rest
-#: is counted, not held.
-SKIPPED_HEAD_BYTES = 64 << 10
 #: ``large`` of :func:`~convhub.engine.readers.long_lists.decode_with_long_lists`, which reads every element.
 LONG_ELEMENT_CHARS = 1 << 20
 
@@ -68,7 +65,7 @@ class _SkippedSpan:
             return 0
         piece = text[start:end]
         data = piece.encode("utf-8", "surrogateescape")
-        self.head += data[: max(SKIPPED_HEAD_BYTES - len(self.head), 0)]
+        self.head += data[: max(RAW_LIMIT - len(self.head), 0)]
         self.size += len(data)
         if self.key_pattern is not None:
             searched = self.carry + piece
@@ -83,7 +80,7 @@ class _SkippedSpan:
         return max(self.keys, 1) if self.starts_in_element else self.keys
 
     def raw(self) -> bytes | SkippedBytes:
-        if self.size <= SKIPPED_HEAD_BYTES:
+        if self.size <= RAW_LIMIT:
             return bytes(self.head)
         return SkippedBytes(bytes(self.head), self.size)
 
@@ -110,7 +107,7 @@ def scan_json_array(
     given ``on_break`` (and ``key``, a key every element has once and nothing inside one has), the scan instead
     skips to the next ``{`` that decodes to an object with ``key`` followed by ``,`` or ``]``, hands the break to
     ``on_break`` as to a ``Reject``: ``(error, skipped, "span", records=held)``, the bytes skipped (to the next
-    element that reads or the end of the file: the exact bytes, or past ``SKIPPED_HEAD_BYTES`` their start and
+    element that reads or the end of the file: the exact bytes, or past ``RAW_LIMIT`` their start and
     size) and the elements they held (:class:`_SkippedSpan`), and goes on: one missing comma costs no element, a
     broken element that one. Bytes that are not UTF-8 then cost the element that holds them (reported with its
     exact bytes), not the rest of the file.
@@ -182,7 +179,7 @@ def scan_json_array(
         ``error`` of the break is raised where reading on was not asked for (no ``on_break``).
 
         The skipped text is let go as the search passes it (a break early in a 2.75 GB file with nothing to
-        resynchronize on would otherwise hold the whole rest of the file): only its first ``SKIPPED_HEAD_BYTES``
+        resynchronize on would otherwise hold the whole rest of the file): only its first ``RAW_LIMIT``
         are kept, its size and the elements it held are counted as it goes."""
         nonlocal pos, byte_pos, index
         if on_break is None:
@@ -355,4 +352,4 @@ def _head_of(handle: IO[bytes]) -> SkippedBytes:
     """The file's first bytes (as many as a quarantine entry keeps) and its size."""
     size = handle.seek(0, os.SEEK_END)
     handle.seek(0)
-    return SkippedBytes(handle.read(SKIPPED_HEAD_BYTES), size)
+    return SkippedBytes(handle.read(RAW_LIMIT), size)
