@@ -41,12 +41,6 @@ class SkippedBytes(NamedTuple):
     size: int
 
 
-def _space_end(spaces: re.Pattern[str], text: str, pos: int) -> int:
-    """Where the run of ``spaces`` (a pattern that also matches no character) that starts at ``pos`` ends."""
-    match = spaces.match(text, pos)
-    return pos if match is None else match.end()
-
-
 class _SkippedSpan:
     """A stretch of the file skipped after a break, taken a piece at a time as the scan lets it go: its first
     bytes, its size, and the elements it held (each has one ``"key":``; a broken object counts at least one).
@@ -152,7 +146,7 @@ def scan_json_array(
         """The next character that is not whitespace (or a BOM), or "" at the end of the file."""
         nonlocal pos, byte_pos
         while True:
-            end = _space_end(_SCAN_SPACE, text, pos)
+            end = _SCAN_SPACE.match(text, pos).end()  # type: ignore[union-attr]  (it matches no space too)
             byte_pos += end - pos + 2 * text.count("\ufeff", pos, end)  # a BOM is 3 bytes
             pos = end
             if pos < len(text) or not fill():
@@ -169,7 +163,7 @@ def scan_json_array(
             return False
         if not isinstance(value, dict) or key not in value:
             return False
-        after = _space_end(JSON_SPACE, text, end)
+        after = JSON_SPACE.match(text, end).end()  # type: ignore[union-attr]
         if after == len(text):
             return None if not eof else False
         return text[after] in ",]"
@@ -216,8 +210,7 @@ def scan_json_array(
         pos = upto
 
     def decode_element() -> tuple[Any, int] | SourceError:
-        """The element at ``pos`` and its end, reading on where the buffer cuts it, or the error that breaks it:
-        one decode (``decode_with_long_lists``) whether the element is large, its long lists lazy, or not."""
+        """The element at ``pos`` and its end (:func:`decode_with_long_lists`), or the error that breaks it."""
         try:
             return decode_with_long_lists(text, pos, long_lists, read_on, LONG_ELEMENT_CHARS)
         except json.JSONDecodeError as error:
