@@ -18,9 +18,8 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from convhub.engine.readers.json_list import SkippedBytes
 from convhub.engine.readers.storable import unencodable_field
-from convhub.errors import RAW_LIMIT, SourceError
+from convhub.errors import RAW_LIMIT, SkippedBytes, SourceError
 from convhub.storage.folders import Folder, PathArg, folder_at, is_url, move
 from convhub.storage.staging import OutputError
 
@@ -99,7 +98,7 @@ def entry(
     that point could not be read; ``span`` when a stretch of a file could not be read and reading went on after
     it: then ``records`` says how many source records it held, 0 or more) and the record's source text
     (:func:`_raw_fields`). A reader that skipped a long stretch hands its first bytes and its size
-    (``json_list.SkippedBytes``), never the stretch."""
+    (:class:`SkippedBytes`), never the stretch."""
     line = _LINE.search(str(error.record)) if error.record is not None else None
     counted = {} if records is None else {"records": records}
     return {

@@ -15,11 +15,11 @@ import posixpath
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any, NamedTuple
+from typing import IO, Any
 
 from convhub.engine.readers.contract import Place, shard_file
 from convhub.engine.readers.long_lists import JSON_SPACE, LongLists, decode_with_long_lists, may_be_cut
-from convhub.errors import NESTED_TOO_DEEPLY, RAW_LIMIT, Reject, SourceError
+from convhub.errors import NESTED_TOO_DEEPLY, RAW_LIMIT, Reject, SkippedBytes, SourceError
 from convhub.storage.folders import open_file
 
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")  # a byte the decoder held (surrogateescape): no UTF-8 decodes so
@@ -32,13 +32,6 @@ CHUNK_BYTES = 256 << 10
 RESYNC_MAX_CHARS = 64 << 20
 #: ``large`` of :func:`~convhub.engine.readers.long_lists.decode_with_long_lists`, which reads every element.
 LONG_ELEMENT_CHARS = 1 << 20
-
-
-class SkippedBytes(NamedTuple):
-    """The start of a skipped stretch too long to hold, and the stretch's whole size in bytes."""
-
-    head: bytes
-    size: int
 
 
 class _SkippedSpan:
