@@ -137,8 +137,8 @@ def shard_ranges(ranges: list[Range], per_shard: int, min_per_shard: int) -> lis
 
     A group too small for two shards of ``min_per_shard`` stays one shard (a second process would cost more
     than it saves). Otherwise the count is rounded up to an even number, so that ``num_proc=2`` gives both
-    workers work on every split, and cut by bytes (``balanced_runs``). The shards never depend on ``num_proc``:
-    the rows and their order never do.
+    workers work on every split, and cut by bytes (``balanced_runs``), so that they take about equal time. The
+    shards never depend on ``num_proc``: the rows and their order never do.
     """
     if len(ranges) < 2 * min_per_shard:
         return [ranges] if ranges else []

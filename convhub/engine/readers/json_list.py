@@ -22,7 +22,7 @@ from convhub.engine.readers.long_lists import JSON_SPACE, LongLists, decode_with
 from convhub.errors import NESTED_TOO_DEEPLY, RAW_LIMIT, Reject, SkippedBytes, SourceError
 from convhub.storage.folders import open_file
 
-_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # a byte the decoder held (surrogateescape): no UTF-8 decodes so
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # a byte the decoder held (surrogateescape): decoded UTF-8 has none
 _SCAN_SPACE = re.compile("[ \t\r\n\ufeff]*")  # (one C loop: 40 MB of spaces cost no Python step each)
 #: Bytes read at a time. A chunk is held as text, at up to 4 bytes a character once it holds an emoji, and
 #: copied as the scan reads on: large chunks leave a build's process holding far more than the text, small ones
