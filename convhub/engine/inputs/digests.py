@@ -11,10 +11,8 @@ import os
 from datetime import datetime, timezone
 from typing import Any
 
-import fsspec
-
 from convhub.engine.inputs.listing import ANY_FILE, find_files
-from convhub.storage.folders import fsspec_url, open_file
+from convhub.storage.folders import file_system, open_file
 
 #: Inputs whose sizes add up to more than this are not hashed: hashing is a second read after the build, cheap for
 #: most sources' public files, hours for MNBVC's whole corpus. It depends on the input only, so that the same input
@@ -68,7 +66,7 @@ def card_yaml(entries: list[dict[str, Any]]) -> dict[str, Any]:
 def _size_and_time(path: str) -> tuple[int, str | None]:
     """A file's size and modification time (UTC, ISO 8601; None where its file system keeps none), asked of its
     fsspec file system: the local one for a path, else the URL's (S3 says ``LastModified``)."""
-    fs, inner = fsspec.core.url_to_fs(fsspec_url(path))
+    fs, inner = file_system(path)
     info = fs.info(inner)
     modified = info.get("LastModified") or info.get("mtime")
     if isinstance(modified, (int, float)):

@@ -21,7 +21,7 @@ import fsspec
 from convhub.engine.inputs.listing import ANY_FILE, local_files
 from convhub.engine.readers.exact_json import load_value
 from convhub.errors import Reject, SourceError
-from convhub.storage.folders import fsspec_url, local_copy
+from convhub.storage.folders import file_system, local_copy
 
 #: Characters a card's ``data_files`` read as a pattern: a subset named ``x[1]`` would load ``x1``'s files.
 PATTERN_CHARACTERS = frozenset("[]*?")
@@ -164,7 +164,7 @@ def input_in(folder: str, layouts: Iterable[Layout], fs: fsspec.AbstractFileSyst
 def inputs_in(data_dir: str, layouts: tuple[Layout, ...], what: str) -> dict[str, DataInput]:
     """Dataset name → its input: ``data_dir`` itself when it is one dataset's folder, else each of its folders
     that holds one of ``layouts`` (sorted). ``what`` names the data in errors ("ConvLab data dir")."""
-    fs, root = fsspec.core.url_to_fs(fsspec_url(data_dir))  # a local folder's too: one way to list both
+    fs, root = file_system(data_dir)  # a local folder is listed by the same calls as a URL's
     if not fs.isdir(root):
         raise FileNotFoundError(f"{what} {data_dir} is not a folder")
     itself = input_in(data_dir, layouts, fs)
