@@ -27,8 +27,8 @@ _READ_BYTES = 1 << 20
 
 def input_files(data_dir: str | None, downloads: str | os.PathLike | None) -> list[tuple[str, str]]:
     """(name, local path or URL) of each input file, sorted by name: every file of ``data_dir`` that is not hidden
-    (its subfolders' too), or without one the files ``datasets`` downloaded into ``downloads``, each named by the
-    end of the URL its ``.json`` sidecar gives."""
+    (its subfolders' too, as the sources read folders), or without one the files ``datasets`` downloaded into
+    ``downloads``, each named by the end of the URL its ``.json`` sidecar gives."""
     if data_dir is not None:
         return sorted(find_files(str(data_dir), "input", recursive=True, kind=ANY_FILE))
     found = []
