@@ -109,12 +109,10 @@ def find_duplicate_ids(root: Folder, built: ConfigBuild, engine: Engine) -> list
     found = []
     for row in rows:
         split, file = shards[row["file"]]  # (``repeated_rows`` names a file by its position in ``paths``)
-        conversation_id = row["conversation_id"]
         place = {"subset": row["subset"], "split": split, "file": file, "row": row["row"]}
-        if conversation_id in first:
-            found.append((conversation_id, first[conversation_id], place))
-        else:
-            first[conversation_id] = place
+        kept = first.setdefault(row["conversation_id"], place)
+        if kept is not place:
+            found.append((row["conversation_id"], kept, place))
     return found
 
 
