@@ -53,11 +53,8 @@ def drop_rows_of_duplicates(
     built: ConfigBuild, staging: Folder, duplicates: list[tuple[str, dict, str]]
 ) -> None:
     """A source's own per-conversation config (``built``, under ``staging``) drops the rows of the sessions rows
-    dropped as duplicates (``duplicates``, from ``drop_duplicate_ids``).
-
-    Its rows are matched by (conversation_id, subset); when the kept and the dropped conversation share
-    both, they cannot be told apart there, and the build stops.
-    """
+    :func:`drop_duplicate_ids` dropped, matched by (conversation_id, subset): when the kept and the dropped
+    conversation share both, they cannot be told apart there, and the build stops."""
     if not duplicates or not {"conversation_id", "subset"} <= set(built.features):
         return
     dropped = {(row["conversation_id"], row["subset"]) for _, row, _ in duplicates}
