@@ -65,7 +65,7 @@ def card_yaml(entries: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _size_and_time(path: str) -> tuple[int, str | None]:
     """A file's size and modification time (UTC, ISO 8601; None where its file system keeps none), asked of its
-    fsspec file system: the local one for a path, else the URL's (S3 says ``LastModified``)."""
+    fsspec file system (S3 says ``LastModified``)."""
     fs, inner = file_system(path)
     info = fs.info(inner)
     modified = info.get("LastModified") or info.get("mtime")

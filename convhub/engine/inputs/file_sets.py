@@ -138,10 +138,8 @@ class Layout:
 
 
 def input_in(folder: str, layouts: Iterable[Layout], fs: fsspec.AbstractFileSystem) -> DataInput | None:
-    """The first of ``layouts`` present in one dataset's ``folder``, named after the folder, or None.
-
-    A folder name a card's ``data_files`` would read as a wildcard is refused: its subset would load another's
-    files."""
+    """The first of ``layouts`` present in one dataset's ``folder``, named after the folder, or None (a folder name
+    holding :data:`PATTERN_CHARACTERS` is refused)."""
     name = posixpath.basename(posixpath.normpath(folder))
     for layout in layouts:
         path = posixpath.join(folder, layout.relative)
