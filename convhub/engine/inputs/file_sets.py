@@ -219,11 +219,9 @@ def refuse_same_names(path: str, names: list[str], what: str) -> None:
 def check_zip_members(path: str, archive: zipfile.ZipFile, archive_size: int) -> None:
     """Refuse a zip (of ``archive_size`` bytes) where two members name one file (zipfile would silently read the
     last), a member declares more compressed bytes than the archive holds, or one would inflate past
-    ``ZIP_MAX_RATIO`` (once past ``ZIP_RATIO_FREE_BYTES``).
-
-    The declared sizes bound the work whatever the headers say, so a bomb is refused before a byte of it is
-    inflated: zipfile never inflates past a member's declared size (its CRC check then fails), and a declared
-    compressed size past the archive's end is refused here."""
+    ``ZIP_MAX_RATIO`` (once past ``ZIP_RATIO_FREE_BYTES``): so the declared sizes bound the work whatever the
+    headers say, and a bomb is refused before a byte of it is inflated (zipfile never inflates past a member's
+    declared size: its CRC check then fails)."""
     seen: dict[str, tuple[int, str]] = {}
     for number, info in enumerate(archive.infolist(), 1):
         member = f"{path}:{info.filename}"
