@@ -111,6 +111,7 @@ def write_partitions(
     results = list(run_forked(tasks))
     failures = [result for result in results if isinstance(result, _Failure)]
     if failures:
+        # each writer reads its share in file order (``share_files``) and stops at its first error
         raise min(failures, key=lambda failure: failure.file_index).error
     keys = [_writer_path(folder, writer, "keys.parquet") for writer in range(len(tasks))]
     target = os.path.join(folder, "keys.parquet")
