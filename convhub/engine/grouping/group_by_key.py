@@ -36,9 +36,9 @@ SortKey = tuple[tuple[str, ...], tuple]
 KeyedRow = tuple[SortKey, bytes, int]
 
 
-def partition_count(total_bytes: int, partition_bytes: int = PARTITION_BYTES) -> int:
-    """Partitions of about ``partition_bytes`` of input each."""
-    return max(1, math.ceil(total_bytes / partition_bytes))
+def partition_count(total_bytes: int, part_bytes: int = PARTITION_BYTES) -> int:
+    """Parts of about ``part_bytes`` each (at least one): the input's partitions, a partition's slices."""
+    return max(1, math.ceil(total_bytes / part_bytes))
 
 
 def partition_of(group: tuple[str, ...], count: int) -> int:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import marshal
-import math
 import os
 import tempfile
 import weakref
@@ -29,14 +28,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from convhub.engine.grouping.group_by_key import KeyedRow, SortKey, keyed_by_partition
+from convhub.engine.grouping.group_by_key import KeyedRow, SortKey, keyed_by_partition, partition_count
 from convhub.engine.runners.child_processes import run_forked
 from convhub.engine.runners.cuts import share_files
 from convhub.engine.runners.input_shards import GroupShard, Partition
 from convhub.errors import SourceError
 from convhub.storage.abandoned import marked_dir, release, sweep_abandoned
 
-#: A partition is read as ceil(its bytes / SLICE_BYTES) shards, so that shards are of similar sizes.
+#: A partition is read as ``partition_count(its bytes, SLICE_BYTES)`` shards, so that shards are of similar sizes.
 SLICE_BYTES = 16 * 2**20
 #: Keys a writer holds before writing them to its keys file.
 KEY_BATCH_ROWS = 65_536
@@ -59,10 +58,6 @@ KEY_SCHEMA = pa.schema(
         ("length", pa.int64()),
     ]
 )
-
-
-def slice_count(partition_bytes: int, slice_bytes: int = SLICE_BYTES) -> int:
-    return max(1, math.ceil(partition_bytes / slice_bytes))
 
 
 def group_bytes(group: tuple[str, ...]) -> bytes:
@@ -210,7 +205,7 @@ def partition_shards(
     return [
         Partition(group, partitioned, partition, (number, slices))
         for partition, source_bytes in enumerate(partitioned.source_bytes)
-        for slices in [slice_count(source_bytes, slice_bytes)]
+        for slices in [partition_count(source_bytes, slice_bytes)]
         for number in range(slices)
     ]
 
