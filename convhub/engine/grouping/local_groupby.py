@@ -1,7 +1,6 @@
-"""The embedded engine's group-by (``grouping.group_by_key`` is the contract it keeps, as Spark's shuffle in
-``runners.spark`` does): the rows of one conversation, wherever they lie in the input, brought together on one
-machine, in two passes: ``write_partitions`` keys every row and sorts the keys, ``read_partition`` reads a slice
-of a partition back in order.
+"""The embedded engine's group-by (the contract it keeps: ``grouping.group_by_key``): the rows of one conversation,
+wherever they lie in the input, brought together on one machine in two passes: ``write_partitions`` keys every
+row and sorts the keys, ``read_partition`` reads a slice of a partition back in order.
 
 Only keys pass through DuckDB: the payloads stay where their writer put them, so the sort's memory follows the
 number of rows, not their length (sorting the payloads too, DuckDB ran out of its memory limit:
@@ -210,7 +209,7 @@ def partition_shards(
     ]
 
 
-#: The name of a temporary partitions folder begins so (in TMPDIR, or ``CONVHUB_TMPDIR``).
+#: The name of a temporary partitions folder begins so (``partitions_folder``).
 PARTITIONS_PREFIX = "convhub-partitions-"
 
 
