@@ -164,12 +164,12 @@ def _key_batch(writer: int, keys: list[tuple]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=KEY_SCHEMA)  # (each column made of its field's type)
 
 
-def sort_keys(paths: list[str], target: str, threads: int = 1) -> str:
+def sort_keys(paths: list[str], target: str, threads: int) -> str:
     """The keys in ``paths`` (Parquet files of ``KEY_SCHEMA``) sorted by (partition, conversation) into
     ``target``, by DuckDB: out of core, in ``SORT_MEMORY``, spilling beside ``target``."""
     import duckdb  # here, not above: every build imports this module, few sources regroup
 
-    config = {"memory_limit": SORT_MEMORY, "threads": max(1, threads), "temp_directory": f"{target}.spill"}
+    config = {"memory_limit": SORT_MEMORY, "threads": threads, "temp_directory": f"{target}.spill"}
     listed = ", ".join(_sql_text(path) for path in paths)
     query = f"SELECT * FROM read_parquet([{listed}]) ORDER BY partition, conversation"
     with duckdb.connect(config=config) as connection:
