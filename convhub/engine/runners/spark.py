@@ -31,7 +31,7 @@ import datasets
 from convhub.engine.checks import quarantine
 from convhub.engine.grouping.group_by_key import keyed_by_partition
 from convhub.engine.runners.cluster_masters import check_reachable
-from convhub.engine.runners.cuts import consecutive_runs
+from convhub.engine.runners.cuts import even_runs
 from convhub.engine.runners.engine import ENGINE_WORK
 from convhub.engine.runners.input_shards import GroupShard, SortedPartition
 from convhub.engine.runners.local import MAX_SHARD_BYTES, JobResult, SplitWritten, write_job
@@ -188,9 +188,8 @@ class SparkEngine:
                         results += self._regroup(builder, shard, write)
                     continue
                 plain = list(run)
-                tasks = list(
-                    enumerate(consecutive_runs(plain, _shared(len(plain), share)), start=len(results))
-                )
+                runs = even_runs(len(plain), _shared(len(plain), share))
+                tasks = list(enumerate((plain[run.start : run.stop] for run in runs), start=len(results)))
                 in_tasks = "" if len(tasks) == len(plain) else f", in {len(tasks)} tasks (a file each)"
                 phases.info(
                     "%s: %d shard%s on Spark%s", label, len(plain), "" if len(plain) == 1 else "s", in_tasks
