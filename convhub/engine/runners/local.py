@@ -127,11 +127,10 @@ def write_job(
     result = JobResult()
     since_update, shards_reported, shard_index, last_update = 0, 0, 0, time.time()
 
-    def update(finished: int) -> tuple[int, int]:
+    def update(finished: int) -> None:
         nonlocal since_update, shards_reported
-        report = (since_update, finished - shards_reported)
+        on_update((since_update, finished - shards_reported))
         since_update, shards_reported = 0, finished
-        return report
 
     def new_writer() -> ParquetWriter:
         path = text_of(folder / f"{gen_kwargs['split']}-{job:05d}-{len(result.files):05d}.parquet")
@@ -168,12 +167,12 @@ def write_job(
                 since_update += len(batch)
                 if time.time() > last_update + UPDATE_SECONDS:
                     last_update = time.time()
-                    on_update(update(shard_index))  # the shards before this one are done
+                    update(shard_index)  # the shards before this one are done
         except BaseException:
             writer.close()
             raise
         close(writer)
-    on_update(update(shard_count))
+    update(shard_count)
     return result
 
 
