@@ -1,5 +1,4 @@
-"""The local engine (``LocalEngine``): a config written as Parquet in this machine's processes, each split's
-shards cut into jobs of consecutive shards (``jobs``), its files the jobs' files in job order.
+"""The local engine (``LocalEngine``): a config written as Parquet in this machine's processes.
 
 It calls the builder's documented hooks (``_split_generators``, ``_generate_examples``) and writes the rows
 itself, not through ``datasets``' ``download_and_prepare``: for speed, one table per writer batch
@@ -94,10 +93,9 @@ class SplitWritten:
 
 def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
     """``gen_kwargs`` cut into at most ``processes`` jobs, each a run of consecutive ``shards`` (its other values
-    go to every job). Where every shard says its work (``shard_work``: the engine's slices of partitions and byte
-    ranges of files), the runs hold similar work (``balanced_runs``); else similar numbers of shards, as
-    ``datasets`` cuts them (``even_runs``). Cut by numbers, one process of MNBVC's benchmark input was left working
-    alone (docs/performance.md, "Jobs of similar work")."""
+    go to every job). Where every shard says its work (``shard_work``), the runs hold similar work
+    (``balanced_runs``), else similar numbers of shards (``even_runs``): cut by numbers, one process of MNBVC's
+    benchmark input was left working alone (docs/performance.md, "Jobs of similar work")."""
     shards = gen_kwargs["shards"]
     weights = [work for work in map(shard_work, shards) if work is not None]
     runs = (

@@ -1,6 +1,4 @@
-"""Where a build's memory comes from and when it goes back to the system: Arrow's allocator for the command and
-every process it starts (``choose_the_allocator``), free pages given back (``give_back_pages``), Python's cycle
-collector relaxed while a build parses (``fewer_collections``).
+"""Where a build's memory comes from and when it goes back to the system.
 
 pyarrow reads its pool once, when it is imported, and jemalloc its settings once, when it starts
 (``pyarrow.set_memory_pool`` and ``jemalloc_set_decay_ms`` later reach only pyarrow's Python calls or new arenas,
