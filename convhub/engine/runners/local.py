@@ -41,12 +41,11 @@ UPDATE_SECONDS = 0.05
 
 @dataclass
 class JobResult:
-    """What one job wrote: its files in order, the rows of each, and its rows and Arrow bytes in all; a Spark
-    task's also its statistics reports and quarantine lines, which it hands to the driver (``runners.spark``)."""
+    """What one job wrote: its files in order, the rows of each, and its Arrow bytes in all; a Spark task's also
+    its statistics reports and quarantine lines, which it hands to the driver (``runners.spark``)."""
 
     files: list[str] = field(default_factory=list)
     file_rows: list[int] = field(default_factory=list)
-    rows: int = 0
     num_bytes: int = 0
     reports: list[str] = field(default_factory=list)
     quarantine: list[str] = field(default_factory=list)
@@ -82,12 +81,10 @@ class SplitWritten:
         """The split the jobs (Spark: the tasks) wrote, in their order; with ``drop_empty_files``, a file without
         a row is left out, but the split's first (Spark's tasks of a regrouping are many, some without a row)."""
         paths = [path for result in results for path in result.files]
+        rows = [count for result in results for count in result.file_rows]
         if drop_empty_files:
-            rows = [count for result in results for count in result.file_rows]
             paths = [path for path, count in zip(paths, rows, strict=True) if count] or paths[:1]
-        info = datasets.SplitInfo(
-            split, sum(result.num_bytes for result in results), sum(result.rows for result in results)
-        )
+        info = datasets.SplitInfo(split, sum(result.num_bytes for result in results), sum(rows))
         return cls(info, paths)
 
 
@@ -140,7 +137,6 @@ def write_job(
         writer.close()
         give_back_pages()
         result.file_rows.append(rows)
-        result.rows += rows
         result.num_bytes += num_bytes
 
     with fewer_collections():
