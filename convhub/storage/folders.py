@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from upath import UPath
 
 if TYPE_CHECKING:  # TypeIs narrows both ways (``not is_url(p)`` is a ``Path``); only the checker needs it
+    import fsspec
     from datasets.utils.metadata import MetadataConfigs
     from huggingface_hub import DatasetCard
     from typing_extensions import TypeIs
@@ -176,6 +177,15 @@ def write_text(path: Folder, text: str) -> None:
 def fsspec_url(url: str) -> str:
     """``s3a://`` (Hadoop's name for S3) is fsspec's ``s3://``; ``hdfs://`` needs pyarrow's libhdfs."""
     return "s3://" + url[len("s3a://") :] if url.startswith("s3a://") else url
+
+
+def file_system(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The fsspec file system of a local path or a URL, and the path in it. A local path is the local file
+    system's as it is: fsspec would read a ``::`` in it as a chain of URLs (``/data/a::b`` as ``/data/a``)."""
+    import fsspec
+    from fsspec.implementations.local import LocalFileSystem
+
+    return fsspec.core.url_to_fs(fsspec_url(path)) if "://" in path else (LocalFileSystem(), path)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from convhub import registry
-from convhub.engine.runners.cuts import balanced_runs, consecutive_runs
+from convhub.engine.runners.cuts import balanced_runs, even_runs
 from convhub.engine.runners.local import MAX_SHARD_BYTES, LocalEngine, jobs
 from convhub.errors import Notes
 
@@ -132,11 +132,11 @@ def test_jobs_of_shards_that_say_their_bytes_hold_similar_bytes():
     assert balanced_runs([100, 1, 1], 3) == [range(0, 1), range(1, 2), range(2, 3)]  # never an empty job
 
 
-def test_consecutive_runs_keep_the_order_and_the_first_runs_are_longer():
+def test_even_runs_keep_the_order_and_the_first_runs_are_longer():
     """What cuts a split's shards into jobs here and into tasks on Spark (past its file limit)."""
-    assert consecutive_runs(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
-    assert consecutive_runs([1, 2], 5) == [[1], [2]]
-    assert consecutive_runs(range(5), 2) == [range(0, 3), range(3, 5)]
+    assert even_runs(7, 3) == [range(0, 3), range(3, 5), range(5, 7)]
+    assert even_runs(2, 5) == [range(0, 1), range(1, 2)]
+    assert even_runs(5, 2) == [range(0, 3), range(3, 5)]
 
 
 def test_no_column_of_any_view_is_an_extension_type():

@@ -55,6 +55,13 @@ def test_each_layout_lists_labels_and_reads_its_files(tmp_path):
     }  # one dataset's folder
 
 
+def test_a_local_data_dir_with_a_double_colon_in_its_name_is_listed_as_it_is(tmp_path):
+    write_three_layouts(tmp_path / "convlab::v2")  # (fsspec would read "::" as a chain of URLs)
+    found = inputs_in(str(tmp_path / "convlab::v2"), LAYOUTS, "test data dir")
+    assert sorted(found) == ["f", "one", "z"]
+    assert found["f"].read_json("x.json") == ITEMS
+
+
 def test_a_data_dir_that_is_no_folder_and_bad_json_are_named(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"test data dir .* is not a folder"):
         inputs_in(str(tmp_path / "absent"), LAYOUTS, "test data dir")

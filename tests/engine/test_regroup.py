@@ -167,9 +167,9 @@ def test_partition_shards_slice_each_partition_by_its_source_bytes_and_remove_th
     shards = local_groupby.partition_shards(owner, group, slice_bytes=50)
     partitioned = shards[0].partitioned
     assert [shard.part[1] for shard in shards] == [
-        local_groupby.slice_count(size, 50)
+        group_by_key.partition_count(size, 50)
         for size in partitioned.source_bytes
-        for _ in range(local_groupby.slice_count(size, 50))
+        for _ in range(group_by_key.partition_count(size, 50))
     ]
     assert sum(partitioned.source_bytes) == 300
     assert all(shard.group is group and shard_name(shard) == "f0" for shard in shards)

@@ -54,6 +54,15 @@ def test_past_the_hash_budget_files_are_named_by_size_and_time(tmp_path, monkeyp
     assert first == {"name": "a.jsonl", "bytes": 30, "sha256": None, "modified": "1970-01-02T00:00:00Z"}
 
 
+def test_a_local_file_below_a_double_colon_is_hashed_and_timed_there(tmp_path, monkeypatch):
+    (tmp_path / "a::b").mkdir()  # (fsspec would read "::" as a chain of URLs: the file as tmp_path/a)
+    (tmp_path / "a::b" / "x.jsonl").write_text("{}\n" * 10)
+    files = digests.input_files(str(tmp_path / "a::b"), None)
+    assert digests.describe(files) == [entry(tmp_path / "a::b" / "x.jsonl", "x.jsonl")]
+    monkeypatch.setattr(digests, "HASH_BUDGET_BYTES", 0)
+    assert digests.describe(files)[0]["bytes"] == 30
+
+
 def test_files_at_a_url_are_named_by_size_and_time_as_local_ones(tmp_path, bucket, monkeypatch):
     (tmp_path / "a.jsonl").write_text("{}\n" * 10)
     url = uploaded(tmp_path, bucket)

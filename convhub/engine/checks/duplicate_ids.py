@@ -53,11 +53,8 @@ def drop_rows_of_duplicates(
     built: ConfigBuild, staging: Folder, duplicates: list[tuple[str, dict, str]]
 ) -> None:
     """A source's own per-conversation config (``built``, under ``staging``) drops the rows of the sessions rows
-    dropped as duplicates (``duplicates``, from ``drop_duplicate_ids``).
-
-    Its rows are matched by (conversation_id, subset); when the kept and the dropped conversation share
-    both, they cannot be told apart there, and the build stops.
-    """
+    :func:`drop_duplicate_ids` dropped, matched by (conversation_id, subset): when the kept and the dropped
+    conversation share both, they cannot be told apart there, and the build stops."""
     if not duplicates or not {"conversation_id", "subset"} <= set(built.features):
         return
     dropped = {(row["conversation_id"], row["subset"]) for _, row, _ in duplicates}
@@ -109,12 +106,10 @@ def find_duplicate_ids(root: Folder, built: ConfigBuild, engine: Engine) -> list
     found = []
     for row in rows:
         split, file = shards[row["file"]]  # (``repeated_rows`` names a file by its position in ``paths``)
-        conversation_id = row["conversation_id"]
         place = {"subset": row["subset"], "split": split, "file": file, "row": row["row"]}
-        if conversation_id in first:
-            found.append((conversation_id, first[conversation_id], place))
-        else:
-            first[conversation_id] = place
+        kept = first.setdefault(row["conversation_id"], place)
+        if kept is not place:
+            found.append((row["conversation_id"], kept, place))
     return found
 
 

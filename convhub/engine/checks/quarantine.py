@@ -1,9 +1,7 @@
 """``--on-bad-record skip``: rejected source records go to a quarantine file, never silently away
-(docs/guarantees.md, "Bad input"). Each process appends its rejections to its own part file
-(``quarantine-<pid>.jsonl`` in a work folder: ``num_proc`` workers never share a file); the build, and ``convhub
-check``, merge the parts into one file *beside* the output folder (so ``convhub push``, which uploads the folder,
-can never publish it) and count the rejections per kind in the notes the card lists.
-"""
+(docs/guarantees.md, "Bad input"). Each process appends its rejections to its own part file (:func:`append_lines`:
+``num_proc`` workers never share a file); the build and ``convhub check`` merge the parts (:func:`collect`) into
+one file beside the output folder (:func:`path_beside`), and the card counts them per kind (:func:`counts`)."""
 
 from __future__ import annotations
 
@@ -97,8 +95,7 @@ def entry(
     ``field``, ``reason``, ``kind`` (:func:`kind_of`), ``scope`` (``record``; ``file`` when the rest of a file from
     that point could not be read; ``span`` when a stretch of a file could not be read and reading went on after
     it: then ``records`` says how many source records it held, 0 or more) and the record's source text
-    (:func:`_raw_fields`). A reader that skipped a long stretch hands its first bytes and its size
-    (:class:`SkippedBytes`), never the stretch."""
+    (:func:`_raw_fields`)."""
     line = _LINE.search(str(error.record)) if error.record is not None else None
     counted = {} if records is None else {"records": records}
     return {
@@ -197,11 +194,9 @@ FIRST_LINE_LIMIT = 4 * 2**20
 
 
 def check_replaceable(target: PathArg) -> None:
-    """Refuse a quarantine path that holds a file convhub did not write (its first line is no rejection).
-
-    Only a regular file is read, and only its first line up to :data:`FIRST_LINE_LIMIT` characters: a device
-    (``/dev/zero``), a FIFO or a link is refused unread, and a huge file without a newline cannot fill memory.
-    """
+    """Refuse a quarantine path that holds a file convhub did not write (its first line is no rejection). A device
+    (``/dev/zero``), a FIFO or a link is refused unread; of a regular file, only :data:`FIRST_LINE_LIMIT`
+    characters of its first line are read."""
     target = folder_at(target)
     if not target.exists() and not target.is_symlink():
         return

@@ -1,18 +1,14 @@
 """The group-by-key contract, which the embedded engine's group-by (``grouping.local_groupby``) and Spark's shuffle
 (``runners.spark``) both keep, so that the two builds write the same rows in the same order; and the glue between
-a source's pure row functions and it.
+a source's pure row functions and it (``keyed_file_rows``, ``grouped_rows``).
 
-A source whose rows of one conversation may lie anywhere in its files (MNBVC's 多轮对话) returns a ``group_shard``,
-gives each row of its files keyed (``KeyedRow``, its ``ConversationBuilder.keyed_rows``) and makes a record of a
-conversation's sorted rows (its ``grouped_records``). Then:
+A source whose rows of one conversation may lie anywhere in its files (MNBVC's 多轮对话) returns a ``group_shard``
+and keys its rows (``ConversationBuilder.keyed_rows``, a ``KeyedRow`` each). Then:
 
 - the map half is one function, ``keyed_by_partition``: each row with its partition (``partition_of`` its group);
 - each partition's rows are sorted by their whole sort key as Python orders it;
 - a partition's sorted rows reach the source as a ``SortedPartition`` (its ``grouped_records``), partitions in
   order.
-
-The glue: ``keyed_file_rows`` keys and converts (``payload``) each row in the pass that reads the files, and
-``grouped_rows`` hands the source each conversation's values in order after the sort.
 """
 
 from __future__ import annotations
@@ -36,9 +32,9 @@ SortKey = tuple[tuple[str, ...], tuple]
 KeyedRow = tuple[SortKey, bytes, int]
 
 
-def partition_count(total_bytes: int, partition_bytes: int = PARTITION_BYTES) -> int:
-    """Partitions of about ``partition_bytes`` of input each."""
-    return max(1, math.ceil(total_bytes / partition_bytes))
+def partition_count(total_bytes: int, part_bytes: int = PARTITION_BYTES) -> int:
+    """Parts of about ``part_bytes`` each (at least one): the input's partitions, a partition's slices."""
+    return max(1, math.ceil(total_bytes / part_bytes))
 
 
 def partition_of(group: tuple[str, ...], count: int) -> int:

@@ -1,7 +1,6 @@
-"""The embedded engine's group-by (``grouping.group_by_key`` is the contract it keeps, as Spark's shuffle in
-``runners.spark`` does): the rows of one conversation, wherever they lie in the input, brought together on one
-machine, in two passes: ``write_partitions`` keys every row and sorts the keys, ``read_partition`` reads a slice
-of a partition back in order.
+"""The embedded engine's group-by (the contract it keeps: ``grouping.group_by_key``): the rows of one conversation,
+wherever they lie in the input, brought together on one machine in two passes: ``write_partitions`` keys every
+row and sorts the keys, ``read_partition`` reads a slice of a partition back in order.
 
 Only keys pass through DuckDB: the payloads stay where their writer put them, so the sort's memory follows the
 number of rows, not their length (sorting the payloads too, DuckDB ran out of its memory limit:
@@ -14,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import marshal
-import math
 import os
 import tempfile
 import weakref
@@ -29,14 +27,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from convhub.engine.grouping.group_by_key import KeyedRow, SortKey, keyed_by_partition
+from convhub.engine.grouping.group_by_key import KeyedRow, SortKey, keyed_by_partition, partition_count
 from convhub.engine.runners.child_processes import run_forked
 from convhub.engine.runners.cuts import share_files
 from convhub.engine.runners.input_shards import GroupShard, Partition
 from convhub.errors import SourceError
 from convhub.storage.abandoned import marked_dir, release, sweep_abandoned
 
-#: A partition is read as ceil(its bytes / SLICE_BYTES) shards, so that shards are of similar sizes.
+#: A partition is read as ``partition_count(its bytes, SLICE_BYTES)`` shards, so that shards are of similar sizes.
 SLICE_BYTES = 16 * 2**20
 #: Keys a writer holds before writing them to its keys file.
 KEY_BATCH_ROWS = 65_536
@@ -59,10 +57,6 @@ KEY_SCHEMA = pa.schema(
         ("length", pa.int64()),
     ]
 )
-
-
-def slice_count(partition_bytes: int, slice_bytes: int = SLICE_BYTES) -> int:
-    return max(1, math.ceil(partition_bytes / slice_bytes))
 
 
 def group_bytes(group: tuple[str, ...]) -> bytes:
@@ -111,6 +105,7 @@ def write_partitions(
     results = list(run_forked(tasks))
     failures = [result for result in results if isinstance(result, _Failure)]
     if failures:
+        # each writer reads its share in file order (``share_files``) and stops at its first error
         raise min(failures, key=lambda failure: failure.file_index).error
     keys = [_writer_path(folder, writer, "keys.parquet") for writer in range(len(tasks))]
     target = os.path.join(folder, "keys.parquet")
@@ -169,12 +164,12 @@ def _key_batch(writer: int, keys: list[tuple]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=KEY_SCHEMA)  # (each column made of its field's type)
 
 
-def sort_keys(paths: list[str], target: str, threads: int = 1) -> str:
+def sort_keys(paths: list[str], target: str, threads: int) -> str:
     """The keys in ``paths`` (Parquet files of ``KEY_SCHEMA``) sorted by (partition, conversation) into
     ``target``, by DuckDB: out of core, in ``SORT_MEMORY``, spilling beside ``target``."""
     import duckdb  # here, not above: every build imports this module, few sources regroup
 
-    config = {"memory_limit": SORT_MEMORY, "threads": max(1, threads), "temp_directory": f"{target}.spill"}
+    config = {"memory_limit": SORT_MEMORY, "threads": threads, "temp_directory": f"{target}.spill"}
     listed = ", ".join(_sql_text(path) for path in paths)
     query = f"SELECT * FROM read_parquet([{listed}]) ORDER BY partition, conversation"
     with duckdb.connect(config=config) as connection:
@@ -209,12 +204,12 @@ def partition_shards(
     return [
         Partition(group, partitioned, partition, (number, slices))
         for partition, source_bytes in enumerate(partitioned.source_bytes)
-        for slices in [slice_count(source_bytes, slice_bytes)]
+        for slices in [partition_count(source_bytes, slice_bytes)]
         for number in range(slices)
     ]
 
 
-#: The name of a temporary partitions folder begins so (in TMPDIR, or ``CONVHUB_TMPDIR``).
+#: The name of a temporary partitions folder begins so (``partitions_folder``).
 PARTITIONS_PREFIX = "convhub-partitions-"
 
 

@@ -11,10 +11,8 @@ import os
 from datetime import datetime, timezone
 from typing import Any
 
-import fsspec
-
 from convhub.engine.inputs.listing import ANY_FILE, find_files
-from convhub.storage.folders import fsspec_url, open_file
+from convhub.storage.folders import file_system, open_file
 
 #: Inputs whose sizes add up to more than this are not hashed: hashing is a second read after the build, cheap for
 #: most sources' public files, hours for MNBVC's whole corpus. It depends on the input only, so that the same input
@@ -29,8 +27,8 @@ _READ_BYTES = 1 << 20
 
 def input_files(data_dir: str | None, downloads: str | os.PathLike | None) -> list[tuple[str, str]]:
     """(name, local path or URL) of each input file, sorted by name: every file of ``data_dir`` that is not hidden
-    (its subfolders' too), or without one the files ``datasets`` downloaded into ``downloads``, each named by the
-    end of the URL its ``.json`` sidecar gives."""
+    (its subfolders' too, as the sources read folders), or without one the files ``datasets`` downloaded into
+    ``downloads``, each named by the end of the URL its ``.json`` sidecar gives."""
     if data_dir is not None:
         return sorted(find_files(str(data_dir), "input", recursive=True, kind=ANY_FILE))
     found = []
@@ -67,8 +65,8 @@ def card_yaml(entries: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _size_and_time(path: str) -> tuple[int, str | None]:
     """A file's size and modification time (UTC, ISO 8601; None where its file system keeps none), asked of its
-    fsspec file system: the local one for a path, else the URL's (S3 says ``LastModified``)."""
-    fs, inner = fsspec.core.url_to_fs(fsspec_url(path))
+    fsspec file system (S3 says ``LastModified``)."""
+    fs, inner = file_system(path)
     info = fs.info(inner)
     modified = info.get("LastModified") or info.get("mtime")
     if isinstance(modified, (int, float)):

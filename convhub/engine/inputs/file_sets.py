@@ -21,7 +21,7 @@ import fsspec
 from convhub.engine.inputs.listing import ANY_FILE, local_files
 from convhub.engine.readers.exact_json import load_value
 from convhub.errors import Reject, SourceError
-from convhub.storage.folders import fsspec_url, local_copy
+from convhub.storage.folders import file_system, local_copy
 
 #: Characters a card's ``data_files`` read as a pattern: a subset named ``x[1]`` would load ``x1``'s files.
 PATTERN_CHARACTERS = frozenset("[]*?")
@@ -138,10 +138,8 @@ class Layout:
 
 
 def input_in(folder: str, layouts: Iterable[Layout], fs: fsspec.AbstractFileSystem) -> DataInput | None:
-    """The first of ``layouts`` present in one dataset's ``folder``, named after the folder, or None.
-
-    A folder name a card's ``data_files`` would read as a wildcard is refused: its subset would load another's
-    files."""
+    """The first of ``layouts`` present in one dataset's ``folder``, named after the folder, or None (a folder name
+    holding :data:`PATTERN_CHARACTERS` is refused)."""
     name = posixpath.basename(posixpath.normpath(folder))
     for layout in layouts:
         path = posixpath.join(folder, layout.relative)
@@ -164,7 +162,7 @@ def input_in(folder: str, layouts: Iterable[Layout], fs: fsspec.AbstractFileSyst
 def inputs_in(data_dir: str, layouts: tuple[Layout, ...], what: str) -> dict[str, DataInput]:
     """Dataset name → its input: ``data_dir`` itself when it is one dataset's folder, else each of its folders
     that holds one of ``layouts`` (sorted). ``what`` names the data in errors ("ConvLab data dir")."""
-    fs, root = fsspec.core.url_to_fs(fsspec_url(data_dir))  # a local folder's too: one way to list both
+    fs, root = file_system(data_dir)  # a local folder is listed by the same calls as a URL's
     if not fs.isdir(root):
         raise FileNotFoundError(f"{what} {data_dir} is not a folder")
     itself = input_in(data_dir, layouts, fs)
@@ -221,11 +219,9 @@ def refuse_same_names(path: str, names: list[str], what: str) -> None:
 def check_zip_members(path: str, archive: zipfile.ZipFile, archive_size: int) -> None:
     """Refuse a zip (of ``archive_size`` bytes) where two members name one file (zipfile would silently read the
     last), a member declares more compressed bytes than the archive holds, or one would inflate past
-    ``ZIP_MAX_RATIO`` (once past ``ZIP_RATIO_FREE_BYTES``).
-
-    The declared sizes bound the work whatever the headers say, so a bomb is refused before a byte of it is
-    inflated: zipfile never inflates past a member's declared size (its CRC check then fails), and a declared
-    compressed size past the archive's end is refused here."""
+    ``ZIP_MAX_RATIO`` (once past ``ZIP_RATIO_FREE_BYTES``): so the declared sizes bound the work whatever the
+    headers say, and a bomb is refused before a byte of it is inflated (zipfile never inflates past a member's
+    declared size: its CRC check then fails)."""
     seen: dict[str, tuple[int, str]] = {}
     for number, info in enumerate(archive.infolist(), 1):
         member = f"{path}:{info.filename}"

@@ -79,7 +79,8 @@ def local_files(folder: str, recursive: bool, kind: FileKind) -> list[tuple[str,
 
     Symbolic links to folders are followed, but a folder reached again (a link loop) is not entered twice and a
     file reached under two names is read under the first: a recursive glob would read a loop's files over and
-    over, or never finish. A link to a regular file is read wherever the file is (:func:`regular_file`).
+    over, or never finish. A link to a regular file is read wherever the file is, as a user who links data in
+    means it (:func:`regular_file`).
     """
     candidates = []
     entered = set()

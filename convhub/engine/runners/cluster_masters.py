@@ -29,9 +29,8 @@ _VARIABLE = re.compile(r"\$\{([^}$]+)\}")
 
 @dataclass(frozen=True)
 class Contact:
-    """The places a master's first contact goes (``(host, port)``, any one answering will do), what they are
-    (for the line: "no Spark master", "the Kubernetes API server", "no YARN ResourceManager") and the setting that
-    named them (None: ``--spark-master`` itself); ``tls``: a place must finish a TLS handshake too."""
+    """The places a master's first contact goes (``(host, port)``, any one answering will do), what they are for
+    the error's line, the setting that named them (None: ``--spark-master`` itself); ``tls``: a handshake too."""
 
     places: list[tuple[str, int]]
     what: str
@@ -129,10 +128,8 @@ CONNECT_SECONDS = 5.0
 
 
 def check_reachable(master: str) -> None:
-    """For a cluster master (``spark://``, ``yarn``, ``k8s://``): at least one of the places its first contact goes
-    (``contact``) accepts a TCP connection (and its TLS handshake) within ``CONNECT_SECONDS``, else an
-    ``EngineError`` saying the cluster could not be reached and which setting named it (the module docstring says
-    why)."""
+    """At least one of the places a cluster master's first contact goes (``contact``) accepts a TCP connection
+    (and its TLS handshake) within ``CONNECT_SECONDS``, else an ``EngineError`` naming the setting that named it."""
     found = contact(master)
     if found is None:
         return

@@ -11,9 +11,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import accumulate, pairwise
-from typing import Literal, TypeVar
-
-Item = TypeVar("Item")
+from typing import Literal
 
 
 def even_runs(length: int, count: int) -> list[range]:
@@ -26,12 +24,6 @@ def even_runs(length: int, count: int) -> list[range]:
         runs.append(range(start, start + size))
         start += size
     return runs
-
-
-def consecutive_runs(items: Sequence[Item], count: int) -> list[Sequence[Item]]:
-    """``items`` as ``count`` runs of consecutive items (``even_runs``): the work of each process or task keeps
-    the input's order."""
-    return [items[run.start : run.stop] for run in even_runs(len(items), count)]
 
 
 def balanced_runs(

@@ -19,8 +19,7 @@ ENGINE_WORK = ".convhub-work"
 
 
 class Engine(Protocol):
-    """All a build asks of an engine: its configs written, the derived views mapped over the sessions shards, the
-    duplicate-id check's repeated rows, and where its tasks write."""
+    """All a build asks of an engine, whichever it is."""
 
     name: str
 
@@ -53,9 +52,8 @@ class Engine(Protocol):
 def engine_named(
     name: str, spark_master: str | None = None, num_proc: int | None = None, verbose: bool = False
 ) -> Engine:
-    """The engine ``convhub build --engine NAME`` runs on: ``local`` in ``num_proc`` processes, or ``spark`` on
-    ``spark_master`` (Spark's own log on stderr when ``verbose``). A ValueError for an unknown name, or a master
-    given to the local engine."""
+    """``local`` in ``num_proc`` processes, or ``spark`` on ``spark_master`` (Spark's own log on stderr when
+    ``verbose``); a ValueError for an unknown name, or a master given to the local engine."""
     if name not in ENGINES:
         raise ValueError(f"unknown engine {name!r}: one of {', '.join(ENGINES)}")
     if name == "local":

@@ -1,6 +1,4 @@
-"""What one worker reads (``Shard``): a source's own shard, which only the source reads, or one of the engine's
-kinds, made of a :class:`GroupShard` (the rows of one conversation may lie anywhere in its files).
-"""
+"""What one worker reads (``Shard``), and the engine's kinds of shards made of a source's :class:`GroupShard`."""
 
 from __future__ import annotations
 
@@ -54,8 +52,7 @@ PARTITION_BYTE_WORK = 0.5
 def shard_work(shard: Shard) -> float | None:
     """About how much work a shard is, in bytes of rows read from a file, where it says (None where not): a
     source's dict its ``bytes`` or the length of its byte ``range``; a slice of a partition its share of the
-    partition's bytes, weighed by ``PARTITION_BYTE_WORK``. What the local engine shares out between its
-    processes (``runners.local.jobs``)."""
+    partition's bytes, weighed by ``PARTITION_BYTE_WORK``."""
     if isinstance(shard, Partition):
         return shard.partitioned.source_bytes[shard.partition] / shard.part[1] * PARTITION_BYTE_WORK
     if isinstance(shard, dict):

@@ -1,5 +1,4 @@
-"""The local engine (``LocalEngine``): a config written as Parquet in this machine's processes, each split's
-shards cut into jobs of consecutive shards (``jobs``), its files the jobs' files in job order.
+"""The local engine (``LocalEngine``): a config written as Parquet in this machine's processes.
 
 It calls the builder's documented hooks (``_split_generators``, ``_generate_examples``) and writes the rows
 itself, not through ``datasets``' ``download_and_prepare``: for speed, one table per writer batch
@@ -42,12 +41,11 @@ UPDATE_SECONDS = 0.05
 
 @dataclass
 class JobResult:
-    """What one job wrote: its files in order, the rows of each, and its rows and Arrow bytes in all; a Spark
-    task's also its statistics reports and quarantine lines, which it hands to the driver (``runners.spark``)."""
+    """What one job wrote: its files in order, the rows of each, and its Arrow bytes in all; a Spark task's also
+    its statistics reports and quarantine lines, which it hands to the driver (``runners.spark``)."""
 
     files: list[str] = field(default_factory=list)
     file_rows: list[int] = field(default_factory=list)
-    rows: int = 0
     num_bytes: int = 0
     reports: list[str] = field(default_factory=list)
     quarantine: list[str] = field(default_factory=list)
@@ -83,21 +81,18 @@ class SplitWritten:
         """The split the jobs (Spark: the tasks) wrote, in their order; with ``drop_empty_files``, a file without
         a row is left out, but the split's first (Spark's tasks of a regrouping are many, some without a row)."""
         paths = [path for result in results for path in result.files]
+        rows = [count for result in results for count in result.file_rows]
         if drop_empty_files:
-            rows = [count for result in results for count in result.file_rows]
             paths = [path for path, count in zip(paths, rows, strict=True) if count] or paths[:1]
-        info = datasets.SplitInfo(
-            split, sum(result.num_bytes for result in results), sum(result.rows for result in results)
-        )
+        info = datasets.SplitInfo(split, sum(result.num_bytes for result in results), sum(rows))
         return cls(info, paths)
 
 
 def jobs(gen_kwargs: dict[str, Any], processes: int) -> list[dict[str, Any]]:
     """``gen_kwargs`` cut into at most ``processes`` jobs, each a run of consecutive ``shards`` (its other values
-    go to every job). Where every shard says its work (``shard_work``: the engine's slices of partitions and byte
-    ranges of files), the runs hold similar work (``balanced_runs``); else similar numbers of shards, as
-    ``datasets`` cuts them (``even_runs``). Cut by numbers, one process of MNBVC's benchmark input was left working
-    alone (docs/performance.md, "Jobs of similar work")."""
+    go to every job). Where every shard says its work (``shard_work``), the runs hold similar work
+    (``balanced_runs``), else similar numbers of shards (``even_runs``): cut by numbers, one process of MNBVC's
+    benchmark input was left working alone (docs/performance.md, "Jobs of similar work")."""
     shards = gen_kwargs["shards"]
     weights = [work for work in map(shard_work, shards) if work is not None]
     runs = (
@@ -127,11 +122,10 @@ def write_job(
     result = JobResult()
     since_update, shards_reported, shard_index, last_update = 0, 0, 0, time.time()
 
-    def update(finished: int) -> tuple[int, int]:
+    def update(finished: int) -> None:
         nonlocal since_update, shards_reported
-        report = (since_update, finished - shards_reported)
+        on_update((since_update, finished - shards_reported))
         since_update, shards_reported = 0, finished
-        return report
 
     def new_writer() -> ParquetWriter:
         path = text_of(folder / f"{gen_kwargs['split']}-{job:05d}-{len(result.files):05d}.parquet")
@@ -143,7 +137,6 @@ def write_job(
         writer.close()
         give_back_pages()
         result.file_rows.append(rows)
-        result.rows += rows
         result.num_bytes += num_bytes
 
     with fewer_collections():
@@ -168,12 +161,12 @@ def write_job(
                 since_update += len(batch)
                 if time.time() > last_update + UPDATE_SECONDS:
                     last_update = time.time()
-                    on_update(update(shard_index))  # the shards before this one are done
+                    update(shard_index)  # the shards before this one are done
         except BaseException:
             writer.close()
             raise
         close(writer)
-    on_update(update(shard_count))
+    update(shard_count)
     return result
 
 

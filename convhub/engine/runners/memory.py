@@ -1,6 +1,4 @@
-"""Where a build's memory comes from and when it goes back to the system: Arrow's allocator for the command and
-every process it starts (``choose_the_allocator``), free pages given back (``give_back_pages``), Python's cycle
-collector relaxed while a build parses (``fewer_collections``).
+"""Where a build's memory comes from and when it goes back to the system.
 
 pyarrow reads its pool once, when it is imported, and jemalloc its settings once, when it starts
 (``pyarrow.set_memory_pool`` and ``jemalloc_set_decay_ms`` later reach only pyarrow's Python calls or new arenas,
@@ -54,7 +52,8 @@ def give_back_pages() -> None:
     """Hand the free pages of Arrow's pool (``release_unused``) and of the C heap (glibc's ``malloc_trim``: Arrow's
     memory on the system allocator, a long conversation's Python objects) back to the system. An allocator keeps
     them for reuse: without this, each step started from the last one's peak (docs/performance.md, "One very large
-    record"). Ordinary writer batches, far under ``LARGE_TABLE_BYTES``, keep the allocator's reuse."""
+    record"). Ordinary writer batches, far under ``LARGE_TABLE_BYTES``, keep the allocator's reuse; the call is
+    cheap when there is nothing to give back (it follows every file and split written)."""
     import pyarrow as pa  # imported already by any caller; not at this module's top (see the module's docstring)
 
     pa.default_memory_pool().release_unused()

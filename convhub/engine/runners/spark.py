@@ -2,9 +2,6 @@
 with the builder's own code and write with the local engine's (``runners.local.write_job``), a group shard
 regrouped by Spark's shuffle (``SparkEngine._regroup``), the rows in the local build's order; docs/scale-out.md,
 "Running on Spark", says what runs where.
-
-A task returns what the driver needs (its files, rows and bytes, its statistics report and quarantined
-records) instead of writing them beside the build, so a retried task counts once.
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ import datasets
 from convhub.engine.checks import quarantine
 from convhub.engine.grouping.group_by_key import keyed_by_partition
 from convhub.engine.runners.cluster_masters import check_reachable
-from convhub.engine.runners.cuts import consecutive_runs
+from convhub.engine.runners.cuts import even_runs
 from convhub.engine.runners.engine import ENGINE_WORK
 from convhub.engine.runners.input_shards import GroupShard, SortedPartition
 from convhub.engine.runners.local import MAX_SHARD_BYTES, JobResult, SplitWritten, write_job
@@ -49,11 +46,10 @@ phases = logging.getLogger("convhub.build")
 
 
 def spark_session(master: str | None = None, verbose: bool = False):
-    """A SparkSession: ``master``, else Spark's own configuration (``spark-submit``, spark-defaults.conf),
-    else ``local[*]``, tried first (``check_reachable``). A local master binds to the loopback address and runs
-    its Python workers with this interpreter (the one that has convhub). Unless ``verbose``, all of Spark's own
-    output is silenced (its JVM's, in local mode its executors' and Python workers' too, log4j, PySpark's and
-    py4j's loggers and warnings), so that a build's error is convhub's one line."""
+    """A SparkSession on ``master``, else Spark's own configuration, else ``local[*]``, tried first
+    (``check_reachable``); a local one on the loopback address, its Python workers this interpreter (the one that
+    has convhub). Unless ``verbose``, Spark's own output (in local mode its executors' too) is silenced, so that a
+    build's error is convhub's one line."""
     try:
         from pyspark import SparkConf, SparkContext
         from pyspark.java_gateway import launch_gateway
@@ -141,14 +137,13 @@ class SparkEngine:
         return rows
 
     def scratch(self, work: Path, staging: Folder) -> Folder:
-        """A hidden folder in the staging folder, which every executor reaches (``Engine.scratch``); renaming
-        from there into the layout stays on one file system."""
+        """``ENGINE_WORK``, which every executor reaches; renaming from there into the layout stays on one file
+        system."""
         return staging / ENGINE_WORK
 
     def write_config(self, builder, folder: Folder, download_dir: str) -> dict[str, SplitWritten]:
-        """In the order the local build writes the same rows, a task's file without a row left out
-        (``SplitWritten.of``); the tasks read a URL where it is (no ``download_dir``), and their reports and
-        rejected records are saved here, where the local engine's workers save theirs."""
+        """A task's file without a row left out (``SplitWritten.of``); the tasks read a URL where it is (not
+        in ``download_dir``); their reports and rejected records saved here, as the local engine's save theirs."""
         config, written = builder.config, {}
         for split, results in sorted(self._task_results(builder, folder).items()):
             for result in results:  # a report file each, the rejected records in one part file
@@ -188,9 +183,8 @@ class SparkEngine:
                         results += self._regroup(builder, shard, write)
                     continue
                 plain = list(run)
-                tasks = list(
-                    enumerate(consecutive_runs(plain, _shared(len(plain), share)), start=len(results))
-                )
+                runs = even_runs(len(plain), _shared(len(plain), share))
+                tasks = list(enumerate((plain[run.start : run.stop] for run in runs), start=len(results)))
                 in_tasks = "" if len(tasks) == len(plain) else f", in {len(tasks)} tasks (a file each)"
                 phases.info(
                     "%s: %d shard%s on Spark%s", label, len(plain), "" if len(plain) == 1 else "s", in_tasks
@@ -249,7 +243,9 @@ def _reraisable(error: SourceError) -> RuntimeError:
 @contextlib.contextmanager
 def _task_scratch(builder) -> Iterator[Callable[[JobResult], JobResult]]:
     """A task's own report and quarantine folders while it runs, and the function that reads them back into its
-    result: whatever the task saves there reaches the driver only if the task succeeds."""
+    result: a task returns what the driver needs (its files, rows and bytes, its statistics report and quarantined
+    records) instead of writing them beside the build, so they reach the driver only if it succeeds, and a
+    retried task counts once."""
     config = builder.config
     saved = config.report_dir, config.quarantine_dir
     folder = MarkedTemporaryDirectory(prefix="convhub-spark-task-")
@@ -274,9 +270,8 @@ def _task_scratch(builder) -> Iterator[Callable[[JobResult], JobResult]]:
 def _write_records(
     builder, split: str, work, max_shard_size: int | None, task: tuple[int, list]
 ) -> JobResult:
-    """A Spark task: ``task``'s shards (a run of consecutive source shards, one unless a split has more than
-    ``MAX_FILES``, or a sorted partition) parsed and written into ``work`` as the local engine's job of ``task``'s
-    number (``runners.local.write_job``): files of at most ``max_shard_size`` Arrow bytes, or one file (None)."""
+    """A Spark task: ``task``'s shards (a run of consecutive source shards, or a sorted partition) written into
+    ``work`` as the local engine's job of that number (``write_job``; ``max_shard_size``: ``LocalEngine``'s)."""
     number, shards = task
     with _task_scratch(builder) as collect:  # (``write_job`` parses under ``fewer_collections``)
         try:

@@ -98,9 +98,8 @@ def records_of_batch(batch: pa.RecordBatch) -> list[dict]:
         return batch.to_pylist()
     records = batch.drop_columns(["sessions"]).to_pylist()
     names = [field.name for field in flat.type]
-    shells = pa.StructArray.from_arrays(
-        [flat.field(name) for name in names if name != "turns"], [name for name in names if name != "turns"]
-    ).to_pylist()
+    others = [name for name in names if name != "turns"]
+    shells = pa.StructArray.from_arrays([flat.field(name) for name in others], others).to_pylist()
     made = []
     for shell, length, session_turns in zip(shells, lengths.to_pylist(), turns, strict=True):
         long = length is not None and length >= ArrowList.ROWS_CHUNK

@@ -73,17 +73,13 @@ class ParquetWriter:
         )
 
     def write_table(self, table: pa.Table) -> None:
-        table = self._conformed(table.combine_chunks())
+        table = table.combine_chunks()
+        # made the writer's schema: a reader's table may differ in metadata, a derived one in column order
+        if not table.schema.equals(self.schema, check_metadata=False):
+            table = table.select(self.schema.names).cast(self.schema)
         self.num_bytes += table.nbytes
         self.num_rows += table.num_rows
         self._writer.write_table(table, self.writer_batch_size)
-
-    def _conformed(self, table: pa.Table) -> pa.Table:
-        """``table`` with the writer's columns in its order and types (a reader's table may differ in metadata,
-        a derived one in column order)."""
-        if table.schema.equals(self.schema, check_metadata=False):
-            return table
-        return table.select(self.schema.names).cast(self.schema)
 
     def finalize(self) -> tuple[int, int]:
         """Close the file; (rows, bytes) written, the bytes being the tables' Arrow size in memory: what
