@@ -310,7 +310,9 @@ class JsonList:
                     error = SourceError(path, None, None, problem)
                     if reject is None:
                         raise error
-                    reject(error, _head_of(handle), "file")  # the file left out whole, its first bytes kept
+                    size = handle.seek(0, os.SEEK_END)  # the file left out whole, its first bytes kept
+                    handle.seek(0)
+                    reject(error, SkippedBytes(handle.read(RAW_LIMIT), size), "file")
                     return
                 place = self.place(path, position, value, name, (start, end))
                 value_box = [value]
@@ -332,10 +334,3 @@ class JsonList:
             record = found if isinstance(found, str) and found else position
         name = name or posixpath.basename(path)
         return Place(path, name, record, position, start=span[0], end=span[1])
-
-
-def _head_of(handle: IO[bytes]) -> SkippedBytes:
-    """The file's first bytes (as many as a quarantine entry keeps) and its size."""
-    size = handle.seek(0, os.SEEK_END)
-    handle.seek(0)
-    return SkippedBytes(handle.read(RAW_LIMIT), size)
