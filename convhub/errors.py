@@ -11,7 +11,7 @@ import os
 import socket
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 #: An exception class :func:`kind_in_chain` looks for.
 ErrorKind = TypeVar("ErrorKind", bound=BaseException)
@@ -110,6 +110,17 @@ class Notes(Counter):
 #: ``scope="span"`` with ``records=N`` says these bytes, which held N records, could not be read and the
 #: reading went on after them.
 Reject = Callable[..., None]
+#: The most of a bad record's raw text a rejection keeps (bytes, or characters of a value's JSON): the quarantine
+#: cuts an entry's ``raw`` there, and a reader hands on no more of a long skipped stretch (``SkippedBytes``).
+RAW_LIMIT = 64 << 10
+
+
+class SkippedBytes(NamedTuple):
+    """A ``raw`` too long to hold (a stretch a reader skipped, a file left out whole): its first bytes, up to
+    ``RAW_LIMIT``, and its whole size in bytes."""
+
+    head: bytes
+    size: int
 
 
 def raise_error(

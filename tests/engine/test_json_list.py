@@ -128,7 +128,7 @@ def test_reading_on_after_a_break_keeps_positions_in_the_file():
 def test_a_long_skipped_stretch_is_counted_not_held(chunk_size):
     """Garbage of 100 KB after a break: the reader hands on its first bytes and its size, and counts the elements
     it held (each ``"k":`` once, also one cut between two chunks), at any chunk size."""
-    from convhub.engine.readers.json_list import SKIPPED_HEAD_BYTES, SkippedBytes
+    from convhub.errors import RAW_LIMIT, SkippedBytes
 
     lost = '{"k": 9, "x": [1, 2,' + ' "filler"' * 1000 + "oops"
     garbage = "#" * (100 << 10) + lost * 3
@@ -140,7 +140,7 @@ def test_a_long_skipped_stretch_is_counted_not_held(chunk_size):
     assert [(position, value) for *_, position, value in found] == [(0, {"k": 1}), (4, {"k": 2})]
     [(error, skipped, held)] = breaks
     assert isinstance(skipped, SkippedBytes) and held == 3 and error.record == 1
-    assert skipped.head == raw[len('[{"k": 1}, ') :][:SKIPPED_HEAD_BYTES]
+    assert skipped.head == raw[len('[{"k": 1}, ') :][:RAW_LIMIT]
     assert skipped.size == len(garbage) + 2  # (", " before the next element)
 
 

@@ -16,14 +16,12 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from convhub.engine.readers.json_list import SkippedBytes
 from convhub.engine.readers.storable import unencodable_field
-from convhub.errors import SourceError
+from convhub.errors import RAW_LIMIT, SkippedBytes, SourceError
 from convhub.storage.folders import Folder, PathArg, folder_at, is_url, move
 from convhub.storage.staging import OutputError
 
 ON_BAD_RECORD = ("raise", "skip")
-RAW_LIMIT = 64 * 1024
 PART_PATTERN = "quarantine-*.jsonl"
 SUFFIX = ".quarantine.jsonl"
 NOTE_PREFIX = "bad record skipped (--on-bad-record skip; listed in the quarantine file)"

@@ -109,21 +109,18 @@ def index_list(
     ``recover``, the break as :func:`scan_json_array` hands it (``element`` and ``key``: its) and reading goes on.
     """
     groups: dict[str, list[Range]] = {}
-    scan = scan_json_array(stream, path, chunk_size, reject if recover else None, element=element, key=key)
-    while True:
-        try:
-            start, end, position, value = next(scan)
-        except StopIteration:
-            break
-        except SourceError as error:
-            reject(error, None, "file")
-            break
-        try:
-            group = group_of(value, position)
-        except SourceError as error:
-            reject(error, value)
-            continue
-        groups.setdefault(group, []).append((start, end, position))
+    try:
+        for start, end, position, value in scan_json_array(
+            stream, path, chunk_size, reject if recover else None, element=element, key=key
+        ):
+            try:
+                group = group_of(value, position)
+            except SourceError as error:
+                reject(error, value)
+                continue
+            groups.setdefault(group, []).append((start, end, position))
+    except SourceError as error:  # the list breaks (a raising reject's own error passes on as it was)
+        reject(error, None, "file")
     return groups
 
 
@@ -140,8 +137,8 @@ def shard_ranges(ranges: list[Range], per_shard: int, min_per_shard: int) -> lis
 
     A group too small for two shards of ``min_per_shard`` stays one shard (a second process would cost more
     than it saves). Otherwise the count is rounded up to an even number, so that ``num_proc=2`` gives both
-    workers work on every split, and cut by bytes (``balanced_runs``). The shards never depend on ``num_proc``:
-    the rows and their order never do.
+    workers work on every split, and cut by bytes (``balanced_runs``), so that they take about equal time. The
+    shards never depend on ``num_proc``: the rows and their order never do.
     """
     if len(ranges) < 2 * min_per_shard:
         return [ranges] if ranges else []

@@ -1,6 +1,5 @@
-"""The reader contract: a reader turns one file (a local path or any URL) into raw records, each with its place,
-which a source names as its ``READER`` (how to name or write one: docs/adding-a-source.md, section 4). The
-:class:`Place` is how an error names the record and what a conversion may need of where the record was.
+"""The reader contract: the ``READER`` a source names (how to name or write one: docs/adding-a-source.md,
+section 4) turns one file (a local path or any URL) into raw records, each with its :class:`Place`.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from convhub.errors import Reject
 
 @dataclass(frozen=True)
 class Place:
-    """Where one raw record was read.
+    """Where one raw record was read: how an error names it, and what a conversion may need of where it was.
 
     ``file`` is the file as the reader was given it (a local path or a URL: what errors name); ``name`` the
     file's name as the source listed it (a downloaded copy's path names no subset; its listed name does).

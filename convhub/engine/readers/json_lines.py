@@ -176,7 +176,7 @@ class JsonLines:
 
     def read(self, shard: str | dict[str, Any], reject: Reject | None = None) -> Iterator[tuple[Place, Any]]:
         path, name = shard_file(shard)
-        # (no box letting each row go here, as JsonList's: read_objects holds the line it yields, a line's worth)
+        # (no box letting each row go here, as JsonList's: read_objects holds the row it yields till the next)
         for number, offset, _, row in read_objects(path, self.source, reject or raise_error):
             yield place_of_line(path, number, name, offset), row
 

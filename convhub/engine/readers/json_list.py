@@ -15,14 +15,14 @@ import posixpath
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any, NamedTuple
+from typing import IO, Any
 
 from convhub.engine.readers.contract import Place, shard_file
 from convhub.engine.readers.long_lists import JSON_SPACE, LongLists, decode_with_long_lists, may_be_cut
-from convhub.errors import NESTED_TOO_DEEPLY, Reject, SourceError
+from convhub.errors import NESTED_TOO_DEEPLY, RAW_LIMIT, Reject, SkippedBytes, SourceError
 from convhub.storage.folders import open_file
 
-_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # a byte the decoder held (surrogateescape): no UTF-8 decodes so
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # a byte the decoder held (surrogateescape): decoded UTF-8 has none
 _SCAN_SPACE = re.compile("[ \t\r\n\ufeff]*")  # (one C loop: 40 MB of spaces cost no Python step each)
 #: Bytes read at a time. A chunk is held as text, at up to 4 bytes a character once it holds an emoji, and
 #: copied as the scan reads on: large chunks leave a build's process holding far more than the text, small ones
@@ -30,24 +30,8 @@ _SCAN_SPACE = re.compile("[ \t\r\n\ufeff]*")  # (one C loop: 40 MB of spaces cos
 CHUNK_BYTES = 256 << 10
 #: How far past a candidate element start the scan reads, after a break, to decide whether it is one.
 RESYNC_MAX_CHARS = 64 << 20
-#: The most bytes of a skipped stretch handed on (the quarantine keeps 64 KB of a record's raw text): the rest
-#: is counted, not held.
-SKIPPED_HEAD_BYTES = 64 << 10
 #: ``large`` of :func:`~convhub.engine.readers.long_lists.decode_with_long_lists`, which reads every element.
 LONG_ELEMENT_CHARS = 1 << 20
-
-
-class SkippedBytes(NamedTuple):
-    """The start of a skipped stretch too long to hold, and the stretch's whole size in bytes."""
-
-    head: bytes
-    size: int
-
-
-def _space_end(spaces: re.Pattern[str], text: str, pos: int) -> int:
-    """Where the run of ``spaces`` (a pattern that also matches no character) that starts at ``pos`` ends."""
-    match = spaces.match(text, pos)
-    return pos if match is None else match.end()
 
 
 class _SkippedSpan:
@@ -68,7 +52,7 @@ class _SkippedSpan:
             return 0
         piece = text[start:end]
         data = piece.encode("utf-8", "surrogateescape")
-        self.head += data[: max(SKIPPED_HEAD_BYTES - len(self.head), 0)]
+        self.head += data[: max(RAW_LIMIT - len(self.head), 0)]
         self.size += len(data)
         if self.key_pattern is not None:
             searched = self.carry + piece
@@ -83,7 +67,7 @@ class _SkippedSpan:
         return max(self.keys, 1) if self.starts_in_element else self.keys
 
     def raw(self) -> bytes | SkippedBytes:
-        if self.size <= SKIPPED_HEAD_BYTES:
+        if self.size <= RAW_LIMIT:
             return bytes(self.head)
         return SkippedBytes(bytes(self.head), self.size)
 
@@ -110,7 +94,7 @@ def scan_json_array(
     given ``on_break`` (and ``key``, a key every element has once and nothing inside one has), the scan instead
     skips to the next ``{`` that decodes to an object with ``key`` followed by ``,`` or ``]``, hands the break to
     ``on_break`` as to a ``Reject``: ``(error, skipped, "span", records=held)``, the bytes skipped (to the next
-    element that reads or the end of the file: the exact bytes, or past ``SKIPPED_HEAD_BYTES`` their start and
+    element that reads or the end of the file: the exact bytes, or past ``RAW_LIMIT`` their start and
     size) and the elements they held (:class:`_SkippedSpan`), and goes on: one missing comma costs no element, a
     broken element that one. Bytes that are not UTF-8 then cost the element that holds them (reported with its
     exact bytes), not the rest of the file.
@@ -155,7 +139,7 @@ def scan_json_array(
         """The next character that is not whitespace (or a BOM), or "" at the end of the file."""
         nonlocal pos, byte_pos
         while True:
-            end = _space_end(_SCAN_SPACE, text, pos)
+            end = _SCAN_SPACE.match(text, pos).end()  # type: ignore[union-attr]  (it matches no space too)
             byte_pos += end - pos + 2 * text.count("\ufeff", pos, end)  # a BOM is 3 bytes
             pos = end
             if pos < len(text) or not fill():
@@ -172,7 +156,7 @@ def scan_json_array(
             return False
         if not isinstance(value, dict) or key not in value:
             return False
-        after = _space_end(JSON_SPACE, text, end)
+        after = JSON_SPACE.match(text, end).end()  # type: ignore[union-attr]
         if after == len(text):
             return None if not eof else False
         return text[after] in ",]"
@@ -182,7 +166,7 @@ def scan_json_array(
         ``error`` of the break is raised where reading on was not asked for (no ``on_break``).
 
         The skipped text is let go as the search passes it (a break early in a 2.75 GB file with nothing to
-        resynchronize on would otherwise hold the whole rest of the file): only its first ``SKIPPED_HEAD_BYTES``
+        resynchronize on would otherwise hold the whole rest of the file): only its first ``RAW_LIMIT``
         are kept, its size and the elements it held are counted as it goes."""
         nonlocal pos, byte_pos, index
         if on_break is None:
@@ -219,8 +203,7 @@ def scan_json_array(
         pos = upto
 
     def decode_element() -> tuple[Any, int] | SourceError:
-        """The element at ``pos`` and its end, reading on where the buffer cuts it, or the error that breaks it:
-        one decode (``decode_with_long_lists``) whether the element is large, its long lists lazy, or not."""
+        """The element at ``pos`` and its end (:func:`decode_with_long_lists`), or the error that breaks it."""
         try:
             return decode_with_long_lists(text, pos, long_lists, read_on, LONG_ELEMENT_CHARS)
         except json.JSONDecodeError as error:
@@ -327,7 +310,9 @@ class JsonList:
                     error = SourceError(path, None, None, problem)
                     if reject is None:
                         raise error
-                    reject(error, _head_of(handle), "file")  # the file left out whole, its first bytes kept
+                    size = handle.seek(0, os.SEEK_END)  # the file left out whole, its first bytes kept
+                    handle.seek(0)
+                    reject(error, SkippedBytes(handle.read(RAW_LIMIT), size), "file")
                     return
                 place = self.place(path, position, value, name, (start, end))
                 value_box = [value]
@@ -349,10 +334,3 @@ class JsonList:
             record = found if isinstance(found, str) and found else position
         name = name or posixpath.basename(path)
         return Place(path, name, record, position, start=span[0], end=span[1])
-
-
-def _head_of(handle: IO[bytes]) -> SkippedBytes:
-    """The file's first bytes (as many as a quarantine entry keeps) and its size."""
-    size = handle.seek(0, os.SEEK_END)
-    handle.seek(0)
-    return SkippedBytes(handle.read(SKIPPED_HEAD_BYTES), size)

@@ -224,7 +224,11 @@ class _Walk:
             pos = self.space(pos)
             if self.text[pos] != ":":
                 raise _Broken
-            below = tuple(path[1:] for path in paths if _matches(path[0], key))
+            below = tuple(  # (the paths whose step is this key, or a pattern it matches whole)
+                path[1:]
+                for path in paths
+                if path[0] == key or (isinstance(path[0], re.Pattern) and path[0].fullmatch(key))
+            )
             result[key], pos = self.value(self.space(pos + 1), below)
             pos, done = self.after_item(pos, "}")
         return result, pos
@@ -252,11 +256,3 @@ class _Walk:
         if kept is not None:
             return kept, pos
         return LazyJsonArray(self.text, pos - 1, starts, count), pos
-
-
-def _matches(step: Any, key: str) -> bool:
-    return (
-        step == key
-        if isinstance(step, str)
-        else isinstance(step, re.Pattern) and step.fullmatch(key) is not None
-    )

@@ -154,8 +154,7 @@ _LONE_SURROGATE_MARSHALLED = re.compile(rb"\xed[\xa0-\xbf]")
 def may_hold_lone_surrogate(marshalled: bytes) -> bool:
     """Whether a value, given as its ``marshal.dumps`` bytes (a regrouped row's payload), may hold a string UTF-8
     cannot encode. False says that none of its strings does; True only that one may (its numbers and bytes are
-    written as they are), for :func:`unencodable_field` to say. A scan of the bytes, cheaper than that check of the
-    value."""
+    written as they are), for :func:`unencodable_field` to say (why it pays: :class:`SurrogateScreen`)."""
     return _LONE_SURROGATE_MARSHALLED.search(marshalled) is not None
 
 
