@@ -55,6 +55,21 @@ def test_no_module_is_over_500_lines():
     assert long == {}
 
 
+#: The most lines the engine (``convhub/engine``, every module's lines) may hold: issue 52's line, kept.
+ENGINE_MOST_LINES = 4_500
+
+
+def test_the_engine_stays_under_its_line():
+    """The engine is what every source shares, so it stays small enough to read whole: a change that needs more
+    lines makes something else in it simpler (or moves one source's machinery to ``builders/<name>/``), never
+    denser (docs/layout.md)."""
+    lines = sum(
+        len(path.read_text(encoding="utf-8").splitlines())
+        for path in (ROOT / PACKAGE / "engine").rglob("*.py")
+    )
+    assert 3_000 < lines < ENGINE_MOST_LINES
+
+
 def test_the_packages_sit_in_folders_of_their_names():
     """What makes the editable install a plain path entry: convhub is the folder of its name, and its builders and
     dataset_cards are the checkout's top-level folders, reached through links inside it."""
