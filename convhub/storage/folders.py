@@ -236,9 +236,7 @@ def location(url: str) -> Location:
 def url_files(url: str, recursive: bool = False) -> list[tuple[str, str]]:
     """(name, URL) of every file under ``url`` (or of that one file): the name relative to ``url`` when
     ``recursive``, else the files directly in it. An empty list when none."""
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(fsspec_url(url))
+    fs, root = file_system(url)
     root = root.rstrip("/")
     if fs.isfile(root):
         found = [root]
@@ -256,7 +254,7 @@ def open_url(url: str, compression: str | None = None) -> BinaryIO:
     ``compression="gzip"``: its decompressed bytes (closing it closes the file under it too)."""
     import fsspec
 
-    fs, path = fsspec.core.url_to_fs(fsspec_url(url))
+    fs, path = file_system(url)
     # (opened "rb", a binary file object, which fsspec annotates as any IO)
     return cast(BinaryIO, fsspec.core.OpenFile(fs, path, "rb", compression=compression).open())
 
@@ -276,15 +274,14 @@ def local_copy(url: str, folder: str | os.PathLike[str]) -> str:
     """A copy of the file or folder at ``url`` in the local ``folder``, under its own name (a reader that goes by
     the name, as ``.gz`` does, reads it the same), made once per version: the URL, and the sizes and the times or
     ETags its file system reports of each file. A ``file://`` URL is its own local copy."""
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(fsspec_url(url))
+    fs, path = file_system(url)
     protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
     if protocols & {"file", "local"}:
         return path
     path = path.rstrip("/")
     info = fs.info(path)  # (a file's own: fsspec's generic find gives a lone file no size or time)
-    files = fs.find(path, detail=True) if info["type"] == "directory" else {path: info}
+    # (find with detail=True gives path → info, which fsspec annotates as a list)
+    files = cast(dict, fs.find(path, detail=True)) if info["type"] == "directory" else {path: info}
     if not files:
         raise FileNotFoundError(f"{url}: no file there")
     version = [fsspec_url(url).rstrip("/")] + [
